@@ -18,7 +18,8 @@ namespace gpemu {
 enum class Precision { FP32, TF32, FP16, BF16, FP8 };
 
 std::string_view to_string(Precision p);
-// Accepts "fp32", "tf32", "fp16", "half", "bf16", "fp8" (any case); InputError otherwise.
+// Accepts "fp32", "tf32", "fp16", "half", "bf16", "fp8" (any case), and the torch
+// dtype names "float32", "float", "float16", "bfloat16"; InputError otherwise.
 Precision parse_precision(std::string_view s);
 
 struct GpuSpec {
@@ -27,7 +28,7 @@ struct GpuSpec {
   std::string vendor;        // "NVIDIA" or "AMD"
   std::string architecture;  // "Kepler", "Maxwell", "Pascal", "Volta", "Turing", "Ampere", "Ada", "Hopper", "Blackwell", "CDNA3"
   int year = 0;              // launch year
-  std::uint64_t memory_bytes = 0;     // device memory capacity as marketed (GB = 1e9 or GiB as datasheet)
+  std::uint64_t memory_bytes = 0;     // device memory capacity: the marketed "GB" taken as GiB (docs/catalog.md)
   double memory_bandwidth_gbs = 0;    // GB/s (1e9 bytes/s), peak
   // Peak dense FLOP/s in TFLOP/s (1e12) per precision; 0 means the card has no
   // such mode (e.g. no TF32 before Ampere). Tensor-core figures, without sparsity.

@@ -1,0 +1,55 @@
+// Clocks. Everything above this layer reads time through a Clock and blocks a
+// host thread only through Clock::sleep_until, so the same emulator code runs
+// against wall time (RealClock) or discrete simulated time (VirtualClock).
+//
+// RealClock waits to *absolute* deadlines: it sleeps with clock_nanosleep
+// (TIMER_ABSTIME, timer slack set to 1 ns) until shortly before the deadline,
+// then spins. Errors therefore do not accumulate over chains of waits.
+//
+// VirtualClock jumps: sleep_until(t) sets now() to t at once. Several host
+// threads run under it cooperatively (run_concurrently): exactly one runs at
+// a time, and when it sleeps the thread with the earliest deadline (ties
+// broken by thread index) runs next, so runs are deterministic. Threads under
+// a virtual clock must coordinate only through the clock and emulator objects
+// (no blocking on ordinary mutexes held across sleeps or condition variables).
+//
+// Thread safety: all member functions may be called from any thread.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "gpemu/time.h"
+
+namespace gpemu {
+
+class Clock {
+ public:
+  virtual ~Clock() = default;
+  // Time since the clock's epoch.
+  virtual Time now() const = 0;
+  // Blocks the calling host thread until now() >= deadline.
+  virtual void sleep_until(Time deadline) = 0;
+  // Runs each body on its own host thread and returns when all have finished.
+  // Exceptions thrown by a body are rethrown here (the first one).
+  virtual void run_concurrently(std::vector<std::function<void()>> bodies) = 0;
+  virtual bool is_virtual() const = 0;
+  virtual std::string_view name() const = 0;
+
+  void sleep_for(Duration d) { sleep_until(now() + d); }
+};
+
+struct RealClockOptions {
+  // Sleep until this long before the deadline, then spin. Wider windows cost
+  // CPU; narrower ones risk oversleeping on a loaded machine.
+  Duration spin_window = 100 * kMicrosecond;
+};
+
+std::unique_ptr<Clock> make_real_clock(RealClockOptions options = {});
+std::unique_ptr<Clock> make_virtual_clock();
+// "real" or "virtual"; InputError for anything else.
+std::unique_ptr<Clock> make_clock(std::string_view kind);
+
+}  // namespace gpemu

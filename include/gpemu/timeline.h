@@ -1,0 +1,183 @@
+// The emulated timeline: where every emulated operation (kernel, copy,
+// collective step, event record) gets its start and end time.
+//
+// An operation is issued with a lower bound (the host's issue time), the
+// completions it depends on (stream order, engine availability, event waits)
+// and a cost: either a fixed duration, or a number of bytes to move over a
+// Link whose bandwidth is shared max-min fairly between the transfers that
+// cross it at the same time.
+//
+// Fixed-cost operations whose dependencies are known are resolved when they
+// are issued (the fast path: no allocation, O(1)). Operations that depend on a
+// transfer over a shared link stay *pending*: a later transfer may still join
+// the link and slow them down. Pending operations are resolved by a
+// discrete-event simulation of the link flows, run lazily when a host thread
+// waits or queries. Everything up to the clock's now() is committed (no
+// operation can be issued in the past); later times are provisional, so a
+// waiting host thread sleeps to the provisional end and checks again.
+//
+// Thread safety: a Timeline and everything issued on it may be used from any
+// host thread; one mutex guards it and is never held while sleeping.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gpemu/clock.h"
+#include "gpemu/time.h"
+
+namespace gpemu {
+
+class Timeline;
+namespace detail {
+struct PendingOp;
+}
+
+// A shared bandwidth resource (a PCIe host link, an NVLink, a NIC).
+class Link {
+ public:
+  const std::string& name() const { return name_; }
+  double capacity_bytes_per_s() const { return capacity_; }
+
+ private:
+  friend class Timeline;
+  Link(std::string name, double capacity, int index) : name_(std::move(name)), capacity_(capacity), index_(index) {}
+  std::string name_;
+  double capacity_;
+  int index_;
+};
+
+// The completion of an issued operation: a time once resolved.
+class Completion {
+ public:
+  Completion() = default;
+  static Completion at(Time t) {
+    Completion c;
+    c.end_ = t;
+    return c;
+  }
+  // True when the end time can no longer change.
+  bool resolved() const;
+  // The end time once resolved(); before that, a lower bound.
+  Time known_end() const;
+
+ private:
+  friend class Timeline;
+  Time end_ = 0;
+  std::shared_ptr<detail::PendingOp> op_;
+};
+
+// Where an operation is drawn in a trace, and what it is.
+struct TraceTag {
+  std::string_view name;
+  int device = -1;      // process row in the trace
+  int stream = -1;      // stream track (-1: none)
+  int engine = -1;      // engine track (-1: none)
+  std::string_view category = "op";
+};
+
+struct TraceRecord {
+  std::string name;
+  std::string category;
+  int device;
+  int stream;
+  int engine;
+  Time start;
+  Time end;
+};
+
+// A host-side span (loader work, data stall, host wait) for the trace.
+struct HostSpan {
+  std::string name;
+  std::string category;
+  std::string process;  // e.g. "host", "loader"
+  int thread;           // track within the process
+  Time start;
+  Time end;
+};
+
+struct OpSpec {
+  Time lower_bound = 0;      // cannot start before this (issue time)
+  Duration duration = 0;     // fixed cost, or latency before the bytes of a transfer flow
+  const Link* link = nullptr;  // set for a transfer
+  double bytes = 0;          // bytes to move over link
+  double rate_cap = 0;       // bytes/s this transfer can reach alone (e.g. the device's own lanes)
+  TraceTag tag;
+  bool trace = true;         // false for markers (event records, stream waits)
+};
+
+struct TimelineStats {
+  std::uint64_t ops_issued = 0;
+  std::uint64_t ops_pending_path = 0;  // took the pending (simulated-flow) path
+  std::uint64_t resolutions = 0;       // flow simulations run
+};
+
+class Timeline {
+ public:
+  explicit Timeline(Clock& clock);
+  ~Timeline();
+  Timeline(const Timeline&) = delete;
+  Timeline& operator=(const Timeline&) = delete;
+
+  Clock& clock() const { return clock_; }
+
+  // A link whose bandwidth concurrent transfers share. With shared=false the
+  // link is dedicated to one device's transfers, which are serialised by its
+  // copy engine anyway, so they resolve on issue.
+  const Link& add_link(std::string name, double capacity_bytes_per_s, bool shared = true);
+
+  // The host's issue time for a new operation: now(), never before the
+  // committed horizon.
+  Time issue_time() const;
+
+  // Issues an operation that starts after op.lower_bound and after every dep.
+  Completion issue(const OpSpec& op, std::span<const Completion> deps);
+
+  // Blocks the calling host thread until c has completed; returns its end.
+  Time wait(const Completion& c);
+  // True when c has completed by now (does not block).
+  bool query(const Completion& c);
+  // The (possibly provisional) end time of c, resolving pending flows.
+  Time end_time(const Completion& c);
+  // Blocks until every issued operation has completed; returns the latest end.
+  Time wait_all();
+
+  // Tracing: when enabled, every operation's final start/end is recorded.
+  void enable_trace(bool on);
+  bool tracing() const { return tracing_; }
+  void add_host_span(HostSpan span);
+  std::vector<TraceRecord> trace_records() const;
+  std::vector<HostSpan> host_spans() const;
+
+  TimelineStats stats() const;
+
+ private:
+  struct LinkState;
+  // Simulates pending flows, commits everything up to now() and, when asked,
+  // runs on provisionally until target (or everything) is resolved. Returns
+  // the provisional end of target, or of everything with to_end.
+  Time resolve_locked(detail::PendingOp* target, bool to_end);
+  void finalize_locked(detail::PendingOp& op);
+  void record_locked(const TraceTag& tag, Time start, Time end);
+
+  Clock& clock_;
+  mutable std::mutex mutex_;
+  std::vector<std::unique_ptr<Link>> links_;
+  std::vector<bool> link_shared_;
+  std::vector<std::shared_ptr<detail::PendingOp>> pending_;  // issue order
+  Time horizon_ = 0;  // everything before this is committed
+  Time latest_end_ = 0;  // latest end of any resolved operation
+  bool tracing_ = false;
+  std::vector<TraceRecord> records_;
+  std::vector<HostSpan> spans_;
+  TimelineStats stats_;
+  std::uint64_t next_seq_ = 0;
+};
+
+}  // namespace gpemu

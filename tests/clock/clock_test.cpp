@@ -1,0 +1,113 @@
+#include <gtest/gtest.h>
+
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "gpemu/clock.h"
+#include "gpemu/error.h"
+
+namespace gpemu {
+namespace {
+
+TEST(VirtualClock, StartsAtZeroAndJumpsToDeadlines) {
+  auto clock = make_virtual_clock();
+  EXPECT_TRUE(clock->is_virtual());
+  EXPECT_EQ(clock->now(), 0);
+  clock->sleep_until(5 * kMillisecond);
+  EXPECT_EQ(clock->now(), 5 * kMillisecond);
+  clock->sleep_for(250);
+  EXPECT_EQ(clock->now(), 5 * kMillisecond + 250);
+}
+
+TEST(VirtualClock, SleepingIntoThePastDoesNotMoveTimeBack) {
+  auto clock = make_virtual_clock();
+  clock->sleep_until(100);
+  clock->sleep_until(40);
+  EXPECT_EQ(clock->now(), 100);
+}
+
+TEST(VirtualClock, CooperativeThreadsWakeInDeadlineOrderTiesByIndex) {
+  auto clock = make_virtual_clock();
+  std::vector<std::string> log;  // only one cooperative thread runs at a time
+  auto body = [&](std::string name, std::vector<Duration> sleeps) {
+    return [&, name, sleeps] {
+      for (Duration d : sleeps) {
+        clock->sleep_for(d);
+        log.push_back(name + "@" + std::to_string(clock->now()));
+      }
+    };
+  };
+  clock->run_concurrently({body("a", {30, 30}), body("b", {10, 50}), body("c", {30})});
+  std::vector<std::string> expected = {"b@10", "a@30", "c@30", "a@60", "b@60"};
+  EXPECT_EQ(log, expected);
+  EXPECT_EQ(clock->now(), 60);
+}
+
+TEST(VirtualClock, RunConcurrentlyIsDeterministic) {
+  auto run = [] {
+    auto clock = make_virtual_clock();
+    std::vector<int> order;
+    std::vector<std::function<void()>> bodies;
+    for (int i = 0; i < 6; ++i)
+      bodies.push_back([&, i] {
+        for (int k = 0; k < 20; ++k) {
+          clock->sleep_for((i * 7 + k * 3) % 11);
+          order.push_back(i);
+        }
+      });
+    clock->run_concurrently(std::move(bodies));
+    return order;
+  };
+  EXPECT_EQ(run(), run());
+}
+
+TEST(VirtualClock, RunConcurrentlyRethrowsTheFirstError) {
+  auto clock = make_virtual_clock();
+  int finished = 0;
+  EXPECT_THROW(clock->run_concurrently({[&] { throw std::runtime_error("boom"); },
+                                        [&] {
+                                          clock->sleep_for(10);
+                                          ++finished;
+                                        }}),
+               std::runtime_error);
+  EXPECT_EQ(finished, 1);
+}
+
+TEST(RealClock, SleepUntilNeverReturnsBeforeTheDeadline) {
+  auto clock = make_real_clock();
+  EXPECT_FALSE(clock->is_virtual());
+  for (Duration d : {Duration(0), 50 * kMicrosecond, 2 * kMillisecond}) {
+    const Time deadline = clock->now() + d;
+    clock->sleep_until(deadline);
+    EXPECT_GE(clock->now(), deadline);
+  }
+}
+
+TEST(RealClock, RunConcurrentlyRunsEveryBody) {
+  auto clock = make_real_clock();
+  std::mutex m;
+  int count = 0;
+  std::vector<std::function<void()>> bodies(4, [&] {
+    std::lock_guard<std::mutex> lock(m);
+    ++count;
+  });
+  clock->run_concurrently(bodies);
+  EXPECT_EQ(count, 4);
+}
+
+TEST(MakeClock, AcceptsRealAndVirtualOnly) {
+  EXPECT_FALSE(make_clock("real")->is_virtual());
+  EXPECT_TRUE(make_clock("virtual")->is_virtual());
+  try {
+    make_clock("wall");
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("'wall'"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("virtual"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace gpemu
