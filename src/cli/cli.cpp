@@ -2,9 +2,34 @@
 
 #include <iostream>
 
+#include "cli/commands.h"
+#include "gpemu/error.h"
+
 namespace gpemu::cli {
+
 int run(int argc, char** argv) {
-  std::cerr << "gpemu: not built yet\n";
-  return 1;
+  CLI::App app{"gpemu: emulated GPUs for deep-learning systems research.\n"
+               "GPU time and memory are emulated; storage, CPU work, network and processes stay real.",
+               "gpemu"};
+  app.set_version_flag("--version", "gpemu 0.1.0");
+  app.require_subcommand(1);
+  app.fallthrough(false);
+  add_devices_command(app);
+  add_predict_command(app);
+  add_train_command(app);
+  add_bench_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const OutOfMemoryError& e) {
+    std::cerr << "gpemu: error: " << e.what() << '\n';
+    return 3;
+  } catch (const std::exception& e) {
+    std::cerr << "gpemu: error: " << e.what() << '\n';
+    return 1;
+  }
+  return 0;
 }
+
 }  // namespace gpemu::cli

@@ -1,0 +1,14 @@
+// Each subcommand registers itself on the root CLI11 app. Commands hold no
+// emulation logic: they parse, call the layers below, and print.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace gpemu::cli {
+
+void add_devices_command(CLI::App& app);
+void add_predict_command(CLI::App& app);
+void add_train_command(CLI::App& app);
+void add_bench_command(CLI::App& app);
+
+}  // namespace gpemu::cli

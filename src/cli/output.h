@@ -1,0 +1,46 @@
+// Output helpers shared by the subcommands: aligned tables for people, a
+// progress bar drawn only on a terminal, and common formatting.
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace gpemu::cli {
+
+// A table with a header row; columns are aligned, numbers right-aligned.
+class Table {
+ public:
+  explicit Table(std::vector<std::string> header) : header_(std::move(header)) {}
+  void add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
+  void print(std::ostream& out) const;
+
+ private:
+  std::vector<std::string> header_;
+  std::vector<std::vector<std::string>> rows_;
+};
+
+// Two-column "key  value" listing.
+void print_summary(std::ostream& out, const std::vector<std::pair<std::string, std::string>>& rows);
+
+// A progress bar on stderr, drawn only when stderr is a terminal.
+class ProgressBar {
+ public:
+  ProgressBar(std::string label, std::int64_t total);
+  ~ProgressBar();
+  void update(std::int64_t done);
+  void finish();
+
+ private:
+  std::string label_;
+  std::int64_t total_;
+  bool enabled_;
+  int last_permille_ = -1;
+  bool finished_ = false;
+};
+
+double mib(std::uint64_t bytes);
+std::string fixed(double v, int decimals);
+
+}  // namespace gpemu::cli

@@ -1,0 +1,66 @@
+#include "gpemu/trace.h"
+
+#include <map>
+#include <set>
+#include <utility>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "gpemu/device.h"
+
+namespace gpemu {
+namespace {
+
+constexpr int kStreamTrackBase = 100;  // engine tracks are 0..2, stream tracks 100+id
+constexpr int kHostPidBase = 1000;
+
+double us(Time t) { return static_cast<double>(t) / 1000.0; }
+
+nlohmann::json meta(const char* what, int pid, int tid, const std::string& name) {
+  return {{"ph", "M"}, {"name", what}, {"pid", pid}, {"tid", tid}, {"args", {{"name", name}}}};
+}
+
+}  // namespace
+
+void write_chrome_trace(const std::vector<TraceRecord>& records, const std::vector<HostSpan>& spans,
+                        const std::vector<TraceDeviceName>& devices, std::ostream& out) {
+  nlohmann::json events = nlohmann::json::array();
+  std::set<std::pair<int, int>> tracks;
+  std::set<int> pids;
+  for (const TraceRecord& r : records) {
+    const int pid = r.device + 1;
+    pids.insert(pid);
+    auto emit = [&](int tid) {
+      tracks.emplace(pid, tid);
+      events.push_back({{"ph", "X"}, {"name", r.name}, {"cat", r.category}, {"pid", pid}, {"tid", tid},
+                        {"ts", us(r.start)}, {"dur", us(r.end - r.start)}});
+    };
+    if (r.engine >= 0) emit(r.engine);
+    if (r.stream >= 0) emit(kStreamTrackBase + r.stream);
+  }
+  for (const TraceDeviceName& d : devices) {
+    events.push_back(meta("process_name", d.device + 1, 0, d.name));
+    events.push_back({{"ph", "M"}, {"name", "process_sort_index"}, {"pid", d.device + 1}, {"args", {{"sort_index", d.device + 1}}}});
+  }
+  for (auto [pid, tid] : tracks) {
+    std::string name = tid < kStreamTrackBase ? fmt::format("{} engine", to_string(static_cast<Engine>(tid)))
+                                              : fmt::format("stream {}{}", tid - kStreamTrackBase,
+                                                            tid == kStreamTrackBase ? " (default)" : "");
+    events.push_back(meta("thread_name", pid, tid, name));
+  }
+  std::map<std::string, int> host_pids;
+  std::set<std::pair<int, int>> host_tracks;
+  for (const HostSpan& s : spans) {
+    auto [it, fresh] = host_pids.emplace(s.process, kHostPidBase + static_cast<int>(host_pids.size()));
+    if (fresh) events.push_back(meta("process_name", it->second, 0, s.process));
+    if (host_tracks.emplace(it->second, s.thread).second)
+      events.push_back(meta("thread_name", it->second, s.thread, fmt::format("{} {}", s.process, s.thread)));
+    events.push_back({{"ph", "X"}, {"name", s.name}, {"cat", s.category}, {"pid", it->second}, {"tid", s.thread},
+                      {"ts", us(s.start)}, {"dur", us(s.end - s.start)}});
+  }
+  nlohmann::json doc = {{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}};
+  out << doc.dump() << '\n';
+}
+
+}  // namespace gpemu

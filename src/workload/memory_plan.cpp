@@ -1,0 +1,73 @@
+#include <algorithm>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "gpemu/error.h"
+#include "gpemu/workload.h"
+
+namespace gpemu {
+namespace {
+
+constexpr int kPersistentGroups = 3;          // weights, gradients, optimizer state
+constexpr int kTensorsPerGroup = 60;          // parameter tensors of a mid-sized CNN
+constexpr int kActivationTensors = 48;        // saved activations of a mid-sized CNN
+
+void split(std::uint64_t total, int parts, std::vector<std::uint64_t>& out) {
+  if (total == 0) return;
+  const std::uint64_t each = std::max<std::uint64_t>(1, total / parts);
+  std::uint64_t left = total;
+  for (int i = 0; i < parts && left > 0; ++i) {
+    const std::uint64_t n = (i == parts - 1) ? left : std::min(each, left);
+    out.push_back(n);
+    left -= n;
+  }
+}
+
+}  // namespace
+
+MemoryPlan make_memory_plan(const StepCost& cost, int batch_size) {
+  if (batch_size < 1) throw InputError(fmt::format("batch size {} is impossible: it must be at least 1", batch_size));
+  MemoryPlan plan;
+  for (int g = 0; g < kPersistentGroups; ++g)
+    split(cost.persistent_bytes / kPersistentGroups + (g == 0 ? cost.persistent_bytes % kPersistentGroups : 0),
+          kTensorsPerGroup, plan.persistent_tensors);
+  plan.input_bytes = cost.input_bytes_per_sample * static_cast<std::uint64_t>(batch_size);
+  const std::uint64_t floor = cost.persistent_bytes + plan.input_bytes;
+  const std::uint64_t activations = cost.peak_bytes > floor ? cost.peak_bytes - floor : 0;
+  split(activations, kActivationTensors, plan.activation_tensors);
+  return plan;
+}
+
+MemoryCheck check_memory(const StepCost& cost, int batch_size, std::uint64_t capacity_bytes) {
+  MemoryCheck check;
+  check.capacity_bytes = capacity_bytes;
+  const MemoryPlan plan = make_memory_plan(cost, batch_size);
+  CachingAllocator::Options o;
+  o.capacity_bytes = capacity_bytes;
+  CachingAllocator alloc(o);
+  try {
+    for (std::uint64_t t : plan.persistent_tensors) alloc.allocate(t);
+    for (int it = 0; it < 2; ++it) {
+      std::vector<CachingAllocator::Ptr> live;
+      live.push_back(alloc.allocate(plan.input_bytes));
+      for (std::uint64_t t : plan.activation_tensors) live.push_back(alloc.allocate(t));
+      for (auto p = live.rbegin(); p != live.rend(); ++p) alloc.free(*p);
+    }
+  } catch (const OutOfMemoryError& e) {
+    check.fits = false;
+    check.reason = e.what();
+  }
+  const AllocatorStats s = alloc.stats();
+  check.peak_allocated_bytes = s.peak_allocated_bytes;
+  check.peak_reserved_bytes = s.peak_reserved_bytes;
+  if (check.fits && cost.oom_evidence_batch && batch_size >= *cost.oom_evidence_batch) {
+    check.fits = false;
+    check.reason = fmt::format(
+        "measured profile: batch size {} ran out of memory on the real card (first failing batch {})", batch_size,
+        *cost.oom_evidence_batch);
+  }
+  return check;
+}
+
+}  // namespace gpemu
