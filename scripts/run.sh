@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Set-up and main job: installs dependencies, builds, and runs `gpemu train`
+# with its built-in defaults. Extra arguments go to `gpemu train`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+bash scripts/build.sh
+exec ./build/gpemu train "$@"

@@ -1,0 +1,159 @@
+// The `gpemu` command as a user runs it: exit codes, one-line errors, JSON keys.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+#include <unistd.h>
+#include <algorithm>
+
+#include <nlohmann/json.hpp>
+
+namespace {
+
+struct Result {
+  int status;
+  std::string out;
+  std::string err;
+};
+
+Result run(const std::string& args) {
+  const std::string err_file = std::filesystem::temp_directory_path() / ("gpemu_cli_err_" + std::to_string(::getpid()));
+  const std::string cmd = std::string(GPEMU_BINARY) + " " + args + " 2>" + err_file;
+  Result r;
+  FILE* p = popen(cmd.c_str(), "r");
+  std::array<char, 4096> buf;
+  std::size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int st = pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  std::ifstream e(err_file);
+  r.err.assign(std::istreambuf_iterator<char>(e), {});
+  std::filesystem::remove(err_file);
+  return r;
+}
+
+nlohmann::json json_of(const Result& r) {
+  EXPECT_EQ(r.status, 0) << r.err;
+  return nlohmann::json::parse(r.out);
+}
+
+TEST(Cli, HelpOnEveryCommand) {
+  for (std::string c : {"", "devices ", "predict ", "train ", "bench "}) {
+    Result r = run(c + "--help");
+    EXPECT_EQ(r.status, 0) << c;
+    EXPECT_NE(r.out.find("Usage"), std::string::npos) << c;
+  }
+}
+
+TEST(Cli, DevicesListsTheCatalog) {
+  auto j = json_of(run("devices --json"));
+  ASSERT_TRUE(j.is_array());
+  EXPECT_GE(j.size(), 16u);
+  bool v100 = false;
+  for (auto& g : j) v100 |= g["id"] == "V100-PCIE-32GB";
+  EXPECT_TRUE(v100);
+  Result table = run("devices");
+  EXPECT_NE(table.out.find("H200"), std::string::npos);
+  EXPECT_NE(table.out.find("MI300X"), std::string::npos);
+}
+
+TEST(Cli, PredictReportsTimesMemoryAndFit) {
+  auto j = json_of(run("predict --gpu v100 --model resnet50 --batch-size 64 --json"));
+  for (const char* k : {"forward_ms", "backward_ms", "transfer_ms", "iteration_ms", "peak_allocated_mib",
+                        "peak_reserved_mib", "fits"})
+    EXPECT_TRUE(j.contains(k)) << k;
+  EXPECT_GT(j["forward_ms"].get<double>(), 0);
+  EXPECT_DOUBLE_EQ(j["iteration_ms"].get<double>(),
+                   j["forward_ms"].get<double>() + j["backward_ms"].get<double>() + j["transfer_ms"].get<double>());
+  EXPECT_TRUE(j["fits"].get<bool>());
+  EXPECT_GE(j["peak_reserved_mib"].get<double>(), j["peak_allocated_mib"].get<double>());
+  EXPECT_EQ(j["provenance"]["forward"], "estimated");
+}
+
+TEST(Cli, PredictSaysAHugeBatchDoesNotFit) {
+  auto j = json_of(run("predict --gpu t4 --model vgg16 --batch-size 4096 --json"));
+  EXPECT_FALSE(j["fits"].get<bool>());
+  EXPECT_NE(j["oom_reason"].get<std::string>().find("CUDA out of memory"), std::string::npos);
+}
+
+TEST(Cli, PredictReplaysMeasuredProfiles) {
+  const std::filesystem::path shared = GPEMU_SHARED_DIR "/reference/gpemu-profiles";
+  if (!std::filesystem::exists(shared)) GTEST_SKIP() << "shared profiles absent: " << shared;
+  auto j = json_of(run("predict --gpu Tesla_V100-PCIE-32GB --model resnet50 --batch-size 64 --host-memory pageable "
+                       "--json --profiles " + shared.string()));
+  EXPECT_EQ(j["provenance"]["forward"], "measured");
+  // The row for batch 64 in time/transfer/Tesla_V100-PCIE-32GB/resnet50.
+  EXPECT_NEAR(j["transfer_ms"].get<double>(), 9.31006681919098, 1e-6);
+}
+
+TEST(Cli, BadInputIsOneClearLineAndNonZeroExit) {
+  Result gpu = run("predict --gpu v1000 --model resnet50 --batch-size 8");
+  EXPECT_NE(gpu.status, 0);
+  EXPECT_NE(gpu.err.find("unknown GPU 'v1000'"), std::string::npos) << gpu.err;
+  EXPECT_EQ(std::count(gpu.err.begin(), gpu.err.end(), '\n'), 1) << gpu.err;
+  Result model = run("predict --gpu v100 --model resnet9000 --batch-size 8");
+  EXPECT_NE(model.status, 0);
+  EXPECT_NE(model.err.find("resnet9000"), std::string::npos) << model.err;
+  Result batch = run("predict --gpu v100 --model resnet50 --batch-size 0");
+  EXPECT_NE(batch.status, 0);
+  EXPECT_NE(batch.err.find("batch"), std::string::npos) << batch.err;
+  Result clock = run("train --clock sundial -n 1");
+  EXPECT_NE(clock.status, 0);
+  EXPECT_NE(clock.err.find("sundial"), std::string::npos) << clock.err;
+  Result profiles = run("predict --gpu v100 --model resnet50 --batch-size 8 --profiles /nonexistent/dir");
+  EXPECT_NE(profiles.status, 0);
+  EXPECT_NE(profiles.err.find("/nonexistent/dir"), std::string::npos) << profiles.err;
+}
+
+TEST(Cli, TrainUnderTheVirtualClockSummarisesTheRun) {
+  auto j = json_of(run("train --clock virtual -n 20 --json"));
+  EXPECT_EQ(j["iterations"], 20);
+  EXPECT_EQ(j["samples"], 20 * 64);
+  EXPECT_GT(j["samples_per_s"].get<double>(), 0);
+  EXPECT_GT(j["gpu_util_pct"].get<double>(), 50);
+  EXPECT_LE(j["gpu_util_pct"].get<double>(), 100);
+  EXPECT_GT(j["peak_allocated_mib"].get<double>(), 0);
+  Result text = run("train --clock virtual -n 5");
+  EXPECT_NE(text.out.find("samples/s"), std::string::npos);
+}
+
+TEST(Cli, TrainIsDeterministicUnderTheVirtualClock) {
+  auto a = json_of(run("train --clock virtual -n 30 --seed 7 --json"));
+  auto b = json_of(run("train --clock virtual -n 30 --seed 7 --json"));
+  EXPECT_EQ(a["elapsed_s"], b["elapsed_s"]);
+  auto c = json_of(run("train --clock virtual -n 30 --seed 8 --json"));
+  EXPECT_NE(a["elapsed_s"], c["elapsed_s"]);
+}
+
+TEST(Cli, TrainWritesAPerfettoTraceWithEngineAndStreamTracks) {
+  const std::string path = std::filesystem::temp_directory_path() / ("gpemu_trace_" + std::to_string(::getpid()) + ".json");
+  Result r = run("train --clock virtual -n 3 --trace " + path);
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::ifstream in(path);
+  auto j = nlohmann::json::parse(in);
+  std::filesystem::remove(path);
+  int forward = 0;
+  std::set<std::string> tracks;
+  for (auto& e : j["traceEvents"]) {
+    if (e["ph"] == "X" && e["name"] == "forward") ++forward;
+    if (e["ph"] == "M" && e["name"] == "thread_name") tracks.insert(e["args"]["name"].get<std::string>());
+  }
+  EXPECT_EQ(forward, 2 * 3);  // on the compute engine track and on the stream track
+  EXPECT_TRUE(tracks.count("compute engine"));
+  EXPECT_TRUE(tracks.count("copy H2D engine"));
+  EXPECT_TRUE(tracks.count("stream 0 (default)"));
+}
+
+TEST(Cli, TrainOutOfMemoryReadsLikePyTorch) {
+  Result r = run("train --clock virtual --model vgg16 --gpu t4 --batch-size 4096 -n 1");
+  EXPECT_EQ(r.status, 3);
+  EXPECT_NE(r.err.find("CUDA out of memory. Tried to allocate"), std::string::npos) << r.err;
+}
+
+}  // namespace
