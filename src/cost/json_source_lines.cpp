@@ -1,0 +1,121 @@
+#include "cost/json_source_lines.h"
+
+#include <cctype>
+
+namespace gpemu::cost_detail {
+
+namespace {
+
+class LineScanner {
+ public:
+  explicit LineScanner(std::string_view text) : s_(text) {}
+
+  SourceLines scan() {
+    SourceLines out;
+    blank();
+    if (peek() == '{') object(0, &out, -1);
+    return out;
+  }
+
+ private:
+  char peek() const { return i_ < s_.size() ? s_[i_] : '\0'; }
+
+  void blank() {
+    while (i_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[i_]))) {
+      if (s_[i_] == '\n') ++line_;
+      ++i_;
+    }
+  }
+
+  // JSON strings hold no raw newlines, so no line counting is needed inside.
+  std::string string() {
+    std::string out;
+    ++i_;
+    while (i_ < s_.size() && s_[i_] != '"') {
+      if (s_[i_] == '\\' && i_ + 1 < s_.size()) ++i_;
+      out += s_[i_++];
+    }
+    ++i_;
+    return out;
+  }
+
+  // depth 0 is the document; out != nullptr records top-level keys (depth 0)
+  // or, with row >= 0, the keys of that row.
+  void object(int depth, SourceLines* out, int row) {
+    ++i_;
+    blank();
+    while (peek() != '}' && peek() != '\0') {
+      blank();
+      int key_line = line_;
+      std::string key = string();
+      blank();
+      ++i_;  // ':'
+      blank();
+      if (out && depth == 0) out->top[key] = key_line;
+      if (out && row >= 0) out->row_keys[static_cast<std::size_t>(row)][key] = key_line;
+      if (out && depth == 0 && key == "rows" && peek() == '[')
+        rows_array(out);
+      else
+        value(depth + 1);
+      blank();
+      if (peek() == ',') ++i_;
+      blank();
+    }
+    ++i_;
+  }
+
+  void rows_array(SourceLines* out) {
+    ++i_;
+    blank();
+    while (peek() != ']' && peek() != '\0') {
+      out->rows.push_back(line_);
+      out->row_keys.emplace_back();
+      if (peek() == '{')
+        object(2, out, static_cast<int>(out->rows.size()) - 1);
+      else
+        value(2);
+      blank();
+      if (peek() == ',') ++i_;
+      blank();
+    }
+    ++i_;
+  }
+
+  void array(int depth) {
+    ++i_;
+    blank();
+    while (peek() != ']' && peek() != '\0') {
+      value(depth + 1);
+      blank();
+      if (peek() == ',') ++i_;
+      blank();
+    }
+    ++i_;
+  }
+
+  void value(int depth) {
+    blank();
+    char c = peek();
+    if (c == '{') {
+      object(depth, nullptr, -1);
+    } else if (c == '[') {
+      array(depth);
+    } else if (c == '"') {
+      string();
+    } else {
+      while (i_ < s_.size() && s_[i_] != ',' && s_[i_] != '}' && s_[i_] != ']' &&
+             !std::isspace(static_cast<unsigned char>(s_[i_])))
+        ++i_;
+    }
+  }
+
+  std::string_view s_;
+  std::size_t i_ = 0;
+  int line_ = 1;
+};
+
+}  // namespace
+
+SourceLines scan_source_lines(std::string_view text) { return LineScanner(text).scan(); }
+
+}  // namespace gpemu::cost_detail

@@ -1,0 +1,36 @@
+// The fields of gpemu's own profile format, "gpemu-profile/1" (docs/profiles.md),
+// shared by its reader and writer so the two cannot drift apart.
+#pragma once
+
+#include <string_view>
+
+#include "gpemu/profile.h"
+
+namespace gpemu::cost_detail {
+
+// A row field and the Profile series it fills, in the order they are written.
+struct RowField {
+  std::string_view name;
+  Series Profile::*series;
+  std::string_view unit;
+  // Whether a batch that did not fit can have this measured: a copy of the
+  // inputs can, a training step or its memory cannot.
+  bool possible_past_oom = false;
+};
+
+inline constexpr RowField kRowFields[] = {
+    {"forward_s", &Profile::forward_s, "seconds"},
+    {"backward_s", &Profile::backward_s, "seconds"},
+    {"transfer_s", &Profile::transfer_s, "seconds", true},
+    {"peak_allocated_mib", &Profile::peak_allocated_mib, "MiB"},
+    {"peak_reserved_mib", &Profile::peak_reserved_mib, "MiB"},
+    {"persistent_mib", &Profile::persistent_mib, "MiB"},
+    {"forward_cv", &Profile::forward_cv, "coefficient of variation"},
+    {"backward_cv", &Profile::backward_cv, "coefficient of variation"},
+};
+
+inline constexpr std::string_view kTopFields[] = {
+    "format", "gpu", "model", "precision", "host_memory", "input_bytes_per_sample",
+    "oom_batch_size", "model_transfer_s", "comment", "rows"};
+
+}  // namespace gpemu::cost_detail

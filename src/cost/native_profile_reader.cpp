@@ -1,0 +1,243 @@
+// Reading gpemu's own profile format, "gpemu-profile/1": one JSON file per
+// (GPU, model) at <dir>/<gpu-id>/<model>.json (docs/profiles.md).
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cost/json_source_lines.h"
+#include "cost/native_profile_format.h"
+#include "cost/text_fields.h"
+#include "gpemu/error.h"
+#include "gpemu/profile.h"
+
+namespace gpemu {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using namespace cost_detail;
+
+namespace {
+
+std::string row_field_names() {
+  std::vector<std::string_view> names{"batch_size"};
+  for (const RowField& f : kRowFields) names.push_back(f.name);
+  return join(names);
+}
+
+class NativeReader {
+ public:
+  NativeReader(std::string path, const json& doc, SourceLines lines)
+      : path_(std::move(path)), doc_(doc), lines_(std::move(lines)) {}
+
+  Profile read() {
+    if (!doc_.is_object())
+      fail(1, "the document is not a JSON object", "an object with \"format\": \"gpemu-profile/1\"");
+    for (const auto& [key, value] : doc_.items()) {
+      if (std::find(std::begin(kTopFields), std::end(kTopFields), key) == std::end(kTopFields))
+        fail(lines_.of_top(key), fmt::format("unknown field \"{}\"", key),
+             fmt::format("the fields {}", join(kTopFields)));
+    }
+    std::string format = required_string("format");
+    if (format != kNativeProfileFormat)
+      fail(lines_.of_top("format"), fmt::format("format \"{}\" is not supported", format),
+           fmt::format("\"{}\"", kNativeProfileFormat));
+
+    Profile p;
+    std::string gpu = required_string("gpu");
+    const GpuSpec* spec = try_find_gpu(gpu);
+    if (!spec) {
+      std::string why;
+      try {
+        find_gpu(gpu);
+      } catch (const InputError& e) {
+        why = e.what();
+      }
+      fail(lines_.of_top("gpu"), fmt::format("gpu: {}", why), "a GPU in gpemu's catalog");
+    }
+    p.gpu = spec->id;
+    p.model = canonical_model_name(required_string("model"));
+    if (p.model.empty()) fail(lines_.of_top("model"), "model is empty", "a model name such as \"resnet50\"");
+
+    if (auto s = optional_string("precision")) {
+      try {
+        p.precision = parse_precision(*s);
+      } catch (const InputError& e) {
+        fail(lines_.of_top("precision"), e.what(), "fp32, tf32, fp16, bf16 or fp8");
+      }
+    }
+    if (auto s = optional_string("host_memory")) {
+      std::string kind = to_lower(*s);
+      if (kind == "pageable") {
+        p.transfer_host_memory = HostMemoryKind::Pageable;
+      } else if (kind == "pinned") {
+        p.transfer_host_memory = HostMemoryKind::Pinned;
+      } else {
+        fail(lines_.of_top("host_memory"), fmt::format("host_memory \"{}\" is unknown", *s),
+             "\"pageable\" or \"pinned\"");
+      }
+    }
+    if (doc_.contains("input_bytes_per_sample") && !doc_["input_bytes_per_sample"].is_null()) {
+      const json& v = doc_["input_bytes_per_sample"];
+      if (!v.is_number_unsigned())
+        fail(lines_.of_top("input_bytes_per_sample"),
+             fmt::format("input_bytes_per_sample is {}", v.dump()), "a whole number of bytes >= 0");
+      p.input_bytes_per_sample = v.get<std::uint64_t>();
+    }
+    if (doc_.contains("oom_batch_size") && !doc_["oom_batch_size"].is_null()) {
+      const json& v = doc_["oom_batch_size"];
+      std::optional<int> b = v.is_number() ? batch_size_from_double(v.get<double>()) : std::nullopt;
+      if (!b)
+        fail(lines_.of_top("oom_batch_size"), fmt::format("oom_batch_size is {}", v.dump()),
+             "a whole number >= 1");
+      p.oom_batch_size = *b;
+    }
+    if (doc_.contains("model_transfer_s") && !doc_["model_transfer_s"].is_null())
+      p.model_transfer_s = non_negative(doc_["model_transfer_s"], lines_.of_top("model_transfer_s"),
+                                        "model_transfer_s", "seconds");
+    if (doc_.contains("comment") && !doc_["comment"].is_string())
+      fail(lines_.of_top("comment"), "comment is not a string", "a string");
+
+    read_rows(p);
+    p.source = path_;
+    return p;
+  }
+
+ private:
+  [[noreturn]] void fail(int line, std::string_view what, std::string_view accepted) const {
+    throw InputError(fmt::format("{}:{}: {}; expected {}", path_, line, what, accepted));
+  }
+
+  std::string required_string(const std::string& key) {
+    if (!doc_.contains(key))
+      fail(1, fmt::format("missing field \"{}\"", key), fmt::format("a string field \"{}\"", key));
+    if (!doc_[key].is_string())
+      fail(lines_.of_top(key), fmt::format("{} is {}", key, doc_[key].dump()), "a string");
+    return doc_[key].get<std::string>();
+  }
+
+  std::optional<std::string> optional_string(const std::string& key) {
+    if (!doc_.contains(key) || doc_[key].is_null()) return std::nullopt;
+    if (!doc_[key].is_string())
+      fail(lines_.of_top(key), fmt::format("{} is {}", key, doc_[key].dump()), "a string");
+    return doc_[key].get<std::string>();
+  }
+
+  double non_negative(const json& v, int line, std::string_view name, std::string_view unit) {
+    if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0)
+      fail(line, fmt::format("{} is {}", name, v.dump()), fmt::format("a number >= 0 ({})", unit));
+    return v.get<double>();
+  }
+
+  void read_rows(Profile& p) {
+    if (!doc_.contains("rows"))
+      fail(1, "missing field \"rows\"", "an array of rows, one per batch size");
+    const json& rows = doc_["rows"];
+    if (!rows.is_array())
+      fail(lines_.of_top("rows"), "rows is not an array", "an array of rows, one per batch size");
+
+    std::map<int, int> seen;  // batch size -> line
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      const json& row = rows[i];
+      const int line = lines_.of_row(i);
+      if (!row.is_object())
+        fail(line, fmt::format("rows[{}] is {}", i, row.dump()),
+             fmt::format("an object with the fields {}", row_field_names()));
+      for (const auto& [key, value] : row.items()) {
+        bool known = key == "batch_size" ||
+                     std::any_of(std::begin(kRowFields), std::end(kRowFields),
+                                 [&](const RowField& f) { return f.name == key; });
+        if (!known)
+          fail(lines_.of_row_key(i, key), fmt::format("rows[{}] has an unknown field \"{}\"", i, key),
+               fmt::format("the fields {}", row_field_names()));
+      }
+      if (!row.contains("batch_size"))
+        fail(line, fmt::format("rows[{}] has no batch_size", i), "a whole number >= 1");
+      const json& b = row["batch_size"];
+      std::optional<int> batch = b.is_number() ? batch_size_from_double(b.get<double>()) : std::nullopt;
+      if (!batch)
+        fail(lines_.of_row_key(i, "batch_size"), fmt::format("rows[{}].batch_size is {}", i, b.dump()),
+             "a whole number >= 1");
+      if (auto [it, fresh] = seen.emplace(*batch, line); !fresh)
+        fail(line, fmt::format("batch size {} appears twice (first on line {})", *batch, it->second),
+             "one row per batch size");
+      for (const RowField& f : kRowFields) {
+        auto it = row.find(f.name);
+        if (it == row.end() || it->is_null()) continue;
+        if (p.oom_batch_size && *batch >= *p.oom_batch_size && !f.possible_past_oom)
+          fail(lines_.of_row_key(i, std::string(f.name)),
+               fmt::format("rows[{}] has {} at batch size {}, but oom_batch_size {} says that batch did not "
+                           "fit",
+                           i, f.name, *batch, *p.oom_batch_size),
+               "only transfer_s at or past oom_batch_size");
+        double v = non_negative(*it, lines_.of_row_key(i, std::string(f.name)),
+                                fmt::format("rows[{}].{}", i, f.name), f.unit);
+        (p.*f.series).push_back({*batch, v});
+      }
+    }
+    for (const RowField& f : kRowFields)
+      std::sort((p.*f.series).begin(), (p.*f.series).end(),
+                [](const ProfilePoint& a, const ProfilePoint& c) { return a.batch_size < c.batch_size; });
+  }
+
+  std::string path_;
+  const json& doc_;
+  SourceLines lines_;
+};
+
+}  // namespace
+
+Profile read_native_profile(const fs::path& file) {
+  const std::string path = file.string();
+  const std::string text = read_text_file(path);
+  if (trim(text).empty())
+    throw InputError(fmt::format("{}:1: empty file; expected a {} JSON document (docs/profiles.md)", path,
+                                 kNativeProfileFormat));
+  json doc;
+  try {
+    doc = json::parse(text);
+  } catch (const json::parse_error& e) {
+    std::size_t end = std::min<std::size_t>(e.byte, text.size());
+    int line = 1 + static_cast<int>(std::count(text.begin(), text.begin() + static_cast<long>(end), '\n'));
+    throw InputError(fmt::format("{}:{}: not valid JSON ({}); expected a {} JSON document "
+                                 "(docs/profiles.md)",
+                                 path, line, e.what(), kNativeProfileFormat));
+  }
+  return NativeReader(path, doc, scan_source_lines(text)).read();
+}
+
+std::vector<Profile> read_native_profiles(const fs::path& dir) {
+  if (!fs::is_directory(dir))
+    throw InputError(fmt::format("{}: not a folder; expected <gpu-id>/<model>.json profiles", dir.string()));
+  std::vector<fs::path> files;
+  for (const auto& gpu_entry : fs::directory_iterator(dir)) {
+    if (!gpu_entry.is_directory() || gpu_entry.path().filename().string().starts_with('.')) continue;
+    for (const auto& entry : fs::directory_iterator(gpu_entry.path())) {
+      if (entry.is_regular_file() && entry.path().extension() == ".json" &&
+          !entry.path().filename().string().starts_with('.'))
+        files.push_back(entry.path());
+    }
+  }
+  std::sort(files.begin(), files.end());
+
+  std::vector<Profile> out;
+  for (const fs::path& file : files) {
+    Profile p = read_native_profile(file);
+    const std::string folder = file.parent_path().filename().string();
+    const GpuSpec* folder_gpu = try_find_gpu(folder);
+    if (!folder_gpu || folder_gpu->id != p.gpu)
+      throw InputError(fmt::format("{}: the file says gpu \"{}\" but lies in folder \"{}\"; expected it "
+                                   "under {}/",
+                                   file.string(), p.gpu, folder, p.gpu));
+    if (canonical_model_name(file.stem().string()) != p.model)
+      throw InputError(fmt::format("{}: the file says model \"{}\" but is named \"{}\"; expected "
+                                   "{}.json",
+                                   file.string(), p.model, file.filename().string(), p.model));
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+}  // namespace gpemu

@@ -1,0 +1,82 @@
+// Writing gpemu's own profile format, "gpemu-profile/1" (docs/profiles.md):
+// one row per line, numbers in their shortest form that reads back exactly.
+#include <algorithm>
+#include <fstream>
+#include <set>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cost/native_profile_format.h"
+#include "gpemu/error.h"
+#include "gpemu/profile.h"
+
+namespace gpemu {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using namespace cost_detail;
+
+namespace {
+
+std::string number(double v) { return json(v).dump(); }
+
+}  // namespace
+
+std::string native_profile_json(const Profile& p) {
+  std::string out = "{\n";
+  auto field = [&](std::string_view key, const std::string& value) {
+    out += fmt::format("  {}: {},\n", json(key).dump(), value);
+  };
+  field("format", json(kNativeProfileFormat).dump());
+  field("gpu", json(p.gpu).dump());
+  field("model", json(p.model).dump());
+  field("precision", json(to_string(p.precision)).dump());
+  field("host_memory", p.transfer_host_memory == HostMemoryKind::Pinned ? "\"pinned\"" : "\"pageable\"");
+  if (p.input_bytes_per_sample > 0) field("input_bytes_per_sample", std::to_string(p.input_bytes_per_sample));
+  if (p.oom_batch_size) field("oom_batch_size", std::to_string(*p.oom_batch_size));
+  if (p.model_transfer_s) field("model_transfer_s", number(*p.model_transfer_s));
+
+  std::set<int> batches;
+  for (const RowField& f : kRowFields)
+    for (const ProfilePoint& q : p.*f.series) batches.insert(q.batch_size);
+  out += "  \"rows\": [";
+  bool first_row = true;
+  for (int b : batches) {
+    std::string row = fmt::format("{{\"batch_size\": {}", b);
+    for (const RowField& f : kRowFields) {
+      const Series& s = p.*f.series;
+      auto it = std::lower_bound(s.begin(), s.end(), b,
+                                 [](const ProfilePoint& q, int x) { return q.batch_size < x; });
+      if (it != s.end() && it->batch_size == b) row += fmt::format(", \"{}\": {}", f.name, number(it->value));
+    }
+    row += "}";
+    out += first_row ? "\n    " : ",\n    ";
+    out += row;
+    first_row = false;
+  }
+  out += first_row ? "]\n}\n" : "\n  ]\n}\n";
+  return out;
+}
+
+fs::path write_native_profile(const Profile& p, const fs::path& dir) {
+  if (p.gpu.empty() || p.model.empty())
+    throw InputError("cannot write a profile without a gpu and a model name");
+  const fs::path folder = dir / p.gpu;
+  const fs::path file = folder / (p.model + ".json");
+  std::error_code ec;
+  fs::create_directories(folder, ec);
+  if (ec) throw InputError(fmt::format("{}: cannot create folder: {}", folder.string(), ec.message()));
+  // Written next to the target and renamed, so a reader never sees half a file.
+  const fs::path tmp = folder / ("." + p.model + ".json.tmp");
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << native_profile_json(p);
+    if (!out) throw InputError(fmt::format("{}: cannot write file", tmp.string()));
+  }
+  fs::rename(tmp, file, ec);
+  if (ec) throw InputError(fmt::format("{}: cannot write file: {}", file.string(), ec.message()));
+  return file;
+}
+
+}  // namespace gpemu

@@ -1,0 +1,44 @@
+// Strict parsing of the text fields found in profile files (numbers, batch
+// sizes, CSV lines), shared by the profile readers. Each parser returns
+// nullopt instead of throwing so the reader can say which file and line.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace gpemu::cost_detail {
+
+std::string_view trim(std::string_view s);
+std::string to_lower(std::string_view s);
+
+// A finite decimal number, surrounding blanks allowed ("1.5", "2e-3", " 7 ").
+std::optional<double> parse_number(std::string_view s);
+
+// A whole number >= 1, possibly written as a float ("64", "64.0").
+std::optional<int> parse_batch_size(std::string_view s);
+// The same for a value already read as a double.
+std::optional<int> batch_size_from_double(double v);
+
+// "a, b, c": names joined by a separator, for messages.
+template <typename Range>
+std::string join(const Range& names, std::string_view separator = ", ") {
+  std::string out;
+  for (const auto& name : names) {
+    if (!out.empty()) out += separator;
+    out += name;
+  }
+  return out;
+}
+
+// Splits one CSV line at commas (GPEmu's files quote nothing) and trims each field.
+std::vector<std::string_view> split_csv(std::string_view line);
+
+// The whole file as text; InputError naming the path when it cannot be read.
+std::string read_text_file(const std::string& path);
+
+// The text split into lines ("\n" or "\r\n"); a leading UTF-8 byte-order mark is dropped.
+std::vector<std::string_view> split_lines(std::string_view text);
+
+}  // namespace gpemu::cost_detail

@@ -1,0 +1,188 @@
+// gpemu's own profile format: write then read back bit for bit, and malformed
+// files reported with path, line and what is accepted.
+#include <algorithm>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "cost_test_util.h"
+#include "gpemu/error.h"
+#include "gpemu/profile.h"
+
+namespace gpemu {
+namespace {
+
+using testing::TempDir;
+
+Profile full_profile() {
+  Profile p;
+  p.gpu = "A100-SXM4-40GB";
+  p.model = "resnet50";
+  p.precision = Precision::FP16;
+  p.transfer_host_memory = HostMemoryKind::Pinned;
+  p.input_bytes_per_sample = 602112;
+  p.forward_s = {{1, 0.010823577642440796}, {2, 0.011455714702606201}, {64, 1.0 / 3.0}};
+  p.backward_s = {{1, 0.0185}, {64, 0.1234567890123456789}};
+  p.transfer_s = {{2, 1e-4}, {64, 0.0031}};
+  p.peak_allocated_mib = {{1, 386.2707071382523}, {64, 5621.5}};
+  p.peak_reserved_mib = {{64, 8208.0}};
+  p.persistent_mib = {{1, 297.98673474821936}, {64, 298.0}};
+  p.forward_cv = {{64, 0.0123}};
+  p.backward_cv = {{64, 0.0087}};
+  p.oom_batch_size = 257;
+  p.model_transfer_s = 0.03208667039871216;
+  return p;
+}
+
+void expect_same(const Profile& a, const Profile& b) {
+  EXPECT_EQ(a.gpu, b.gpu);
+  EXPECT_EQ(a.model, b.model);
+  EXPECT_EQ(a.precision, b.precision);
+  EXPECT_EQ(a.transfer_host_memory, b.transfer_host_memory);
+  EXPECT_EQ(a.input_bytes_per_sample, b.input_bytes_per_sample);
+  EXPECT_EQ(a.forward_s, b.forward_s);
+  EXPECT_EQ(a.backward_s, b.backward_s);
+  EXPECT_EQ(a.transfer_s, b.transfer_s);
+  EXPECT_EQ(a.peak_allocated_mib, b.peak_allocated_mib);
+  EXPECT_EQ(a.peak_reserved_mib, b.peak_reserved_mib);
+  EXPECT_EQ(a.persistent_mib, b.persistent_mib);
+  EXPECT_EQ(a.forward_cv, b.forward_cv);
+  EXPECT_EQ(a.backward_cv, b.backward_cv);
+  EXPECT_EQ(a.oom_batch_size, b.oom_batch_size);
+  EXPECT_EQ(a.model_transfer_s, b.model_transfer_s);
+}
+
+TEST(NativeProfile, WriteThenReadGivesTheSameProfileBitForBit) {
+  TempDir dir;
+  Profile p = full_profile();
+  std::filesystem::path file = write_native_profile(p, dir.path());
+  EXPECT_EQ(file, dir.path() / "A100-SXM4-40GB" / "resnet50.json");
+  Profile back = read_native_profile(file);
+  expect_same(p, back);
+  EXPECT_EQ(back.source, file.string());
+}
+
+TEST(NativeProfile, WritesOneRowPerBatchSizePerLine) {
+  std::string text = native_profile_json(full_profile());
+  EXPECT_NE(text.find("\"format\": \"gpemu-profile/1\""), std::string::npos) << text;
+  // Batch sizes 1, 2 and 64 across all series: three row lines.
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 9 + 1 + 3 + 2) << text;
+  EXPECT_NE(text.find("{\"batch_size\": 2, \"forward_s\": 0.011455714702606201, \"transfer_s\": 0.0001}"),
+            std::string::npos)
+      << text;
+}
+
+TEST(NativeProfile, OptionalFieldsMayBeLeftOut) {
+  TempDir dir;
+  std::filesystem::path file = dir.write("V100-PCIE-32GB/tiny.json", R"({
+  "format": "gpemu-profile/1",
+  "gpu": "Tesla_V100-PCIE-32GB",
+  "model": "Tiny",
+  "rows": [
+    {"batch_size": 8.0, "forward_s": 0.5, "backward_s": null},
+    {"batch_size": 4, "forward_s": 0.25}
+  ]
+})");
+  Profile p = read_native_profile(file);
+  EXPECT_EQ(p.gpu, "V100-PCIE-32GB");
+  EXPECT_EQ(p.model, "tiny");
+  EXPECT_EQ(p.precision, Precision::FP32);
+  EXPECT_EQ(p.transfer_host_memory, HostMemoryKind::Pageable);
+  EXPECT_EQ(p.forward_s, (Series{{4, 0.25}, {8, 0.5}}));
+  EXPECT_TRUE(p.backward_s.empty());
+  EXPECT_FALSE(p.oom_batch_size.has_value());
+}
+
+TEST(NativeProfile, GPEmuProfilesConvertWithoutLoss) {
+  GPEMU_REQUIRE_SHARED_PROFILES(shared);
+  TempDir dir;
+  std::vector<Profile> profiles = read_gpemu_artifact(shared);
+  int converted = 0;
+  for (const Profile& p : profiles) {
+    if (p.model != "resnet50" && p.model != "densenet201") continue;
+    Profile back = read_native_profile(write_native_profile(p, dir.path()));
+    expect_same(p, back);
+    ++converted;
+  }
+  EXPECT_EQ(converted, 8);
+}
+
+struct Malformed {
+  std::string name;
+  std::string relative;  // where under the profile folder
+  std::string text;
+  int line;
+  std::string says;
+};
+
+class NativeProfileMalformed : public ::testing::TestWithParam<Malformed> {};
+
+TEST_P(NativeProfileMalformed, RaisesInputErrorWithFileAndLine) {
+  const Malformed& m = GetParam();
+  TempDir dir;
+  std::filesystem::path file = dir.write(m.relative, m.text);
+  try {
+    read_native_profiles(dir.path());
+    FAIL() << "expected InputError for " << m.name;
+  } catch (const InputError& e) {
+    std::string what = e.what();
+    std::string where = file.string() + (m.line > 0 ? ":" + std::to_string(m.line) + ":" : ":");
+    EXPECT_NE(what.find(where), std::string::npos) << "message lacks '" << where << "': " << what;
+    EXPECT_NE(what.find(m.says), std::string::npos) << "message lacks '" << m.says << "': " << what;
+    EXPECT_NE(what.find("expected"), std::string::npos) << "message does not say what is accepted: " << what;
+  }
+}
+
+// Rows are given one per line, each ending ",\n"; the last comma is dropped.
+std::string doc(std::string rows, const std::string& extra = "") {
+  if (rows.size() >= 2 && rows.compare(rows.size() - 2, 2, ",\n") == 0) rows.replace(rows.size() - 2, 2, "\n");
+  return "{\n  \"format\": \"gpemu-profile/1\",\n  \"gpu\": \"V100-PCIE-32GB\",\n  \"model\": \"tiny\",\n" + extra +
+         "  \"rows\": [\n" + rows + "  ]\n}\n";
+}
+const std::string kFile = "V100-PCIE-32GB/tiny.json";
+const std::string kRow1 = "    {\"batch_size\": 1, \"forward_s\": 0.1},\n";
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, NativeProfileMalformed,
+    ::testing::Values(
+        Malformed{"EmptyFile", kFile, "", 1, "empty file"},
+        Malformed{"NotJson", kFile, "{\n  \"format\": \"gpemu-profile/1\",\n  \"gpu\": oops\n}\n", 3, "not valid JSON"},
+        Malformed{"NotAnObject", kFile, "[1, 2]\n", 1, "not a JSON object"},
+        Malformed{"WrongFormat", kFile,
+                  "{\n  \"format\": \"gpemu-profile/9\",\n  \"gpu\": \"V100-PCIE-32GB\",\n  \"model\": \"tiny\",\n"
+                  "  \"rows\": []\n}\n",
+                  2, "format \"gpemu-profile/9\" is not supported"},
+        Malformed{"MissingFormat", kFile, "{\"gpu\": \"V100-PCIE-32GB\", \"model\": \"tiny\", \"rows\": []}", 1,
+                  "missing field \"format\""},
+        Malformed{"UnknownGpu", kFile,
+                  "{\n  \"format\": \"gpemu-profile/1\",\n  \"gpu\": \"Imaginary 9000\",\n  \"model\": \"tiny\",\n"
+                  "  \"rows\": []\n}\n",
+                  3, "Imaginary 9000"},
+        Malformed{"UnknownTopField", kFile, doc(kRow1, "  \"colour\": \"blue\",\n"), 5, "unknown field \"colour\""},
+        Malformed{"BadHostMemory", kFile, doc(kRow1, "  \"host_memory\": \"locked\",\n"), 5,
+                  "host_memory \"locked\""},
+        Malformed{"RowsNotArray", kFile,
+                  "{\n  \"format\": \"gpemu-profile/1\",\n  \"gpu\": \"V100-PCIE-32GB\",\n  \"model\": \"tiny\",\n"
+                  "  \"rows\": 7\n}\n",
+                  5, "rows is not an array"},
+        Malformed{"NegativeTime", kFile, doc(kRow1 + "    {\"batch_size\": 2, \"forward_s\": -0.2},\n"), 7,
+                  "rows[1].forward_s is -0.2"},
+        Malformed{"TimeAsText", kFile, doc(kRow1 + "    {\"batch_size\": 2,\n     \"backward_s\": \"slow\"},\n"), 8,
+                  "rows[1].backward_s is \"slow\""},
+        Malformed{"FractionalBatch", kFile, doc("    {\"batch_size\": 2.5, \"forward_s\": 0.1},\n"), 6,
+                  "rows[0].batch_size is 2.5"},
+        Malformed{"MissingBatch", kFile, doc(kRow1 + "    {\"forward_s\": 0.1},\n"), 7, "rows[1] has no batch_size"},
+        Malformed{"DuplicateBatch", kFile, doc(kRow1 + "    {\"batch_size\": 1.0, \"forward_s\": 0.2},\n"), 7,
+                  "batch size 1 appears twice (first on line 6)"},
+        Malformed{"UnknownRowField", kFile, doc("    {\"batch_size\": 1, \"fwd_s\": 0.1},\n"), 6,
+                  "unknown field \"fwd_s\""},
+        Malformed{"RowPastOom", kFile,
+                  doc(kRow1 + "    {\"batch_size\": 300, \"forward_s\": 0.2},\n", "  \"oom_batch_size\": 257,\n"), 8,
+                  "did not fit"},
+        Malformed{"FolderDisagreesWithGpu", "M40/tiny.json", doc(kRow1), 0, "lies in folder \"M40\""},
+        Malformed{"FileNameDisagreesWithModel", "V100-PCIE-32GB/other.json", doc(kRow1), 0,
+                  "is named \"other.json\""}),
+    [](const ::testing::TestParamInfo<Malformed>& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace gpemu
