@@ -1,0 +1,235 @@
+#include "loader_bench.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "bench_util.h"
+#include "gpemu/error.h"
+#include "gpemu/pipeline/dataset.h"
+#include "gpemu/pipeline/generator.h"
+#include "gpemu/pipeline/io.h"
+#include "gpemu/pipeline/loader.h"
+
+namespace gpemu {
+namespace fs = std::filesystem;
+namespace pl = gpemu::pipeline;
+
+namespace {
+
+constexpr const char* kMarker = ".gpemu-loader-bench.json";
+constexpr int kGeneratorVersion = 1;  // bump when generate_image_dataset changes its output
+
+// Generates the dataset unless `dir` already holds one made with the same
+// parameters (recorded in a marker file beside the class folders, where
+// ImageFolder does not look).
+nlohmann::json ensure_dataset(const fs::path& dir, const LoaderBenchOptions& o) {
+  const nlohmann::json params = {{"images", o.images}, {"classes", o.classes}, {"seed", o.seed}, {"median_kb", o.median_kb}, {"generator", kGeneratorVersion}};
+  std::error_code ec;
+  if (fs::exists(dir / kMarker, ec)) {
+    try {
+      auto marker = nlohmann::json::parse(std::ifstream(dir / kMarker));
+      if (marker.at("params") == params) {
+        marker["generated"] = false;
+        return marker;
+      }
+    } catch (const std::exception&) {
+    }
+    fs::remove_all(dir, ec);  // ours, but made with other parameters
+  } else if (fs::exists(dir, ec) && !fs::is_empty(dir, ec)) {
+    throw InputError("loader bench: dataset folder '" + dir.string() +
+                     "' exists and was not made by the benchmark (no " + kMarker + "); give an empty or new folder");
+  }
+  const auto s = pl::generate_image_dataset(dir, o.classes, o.images, o.seed, o.median_kb);
+  nlohmann::json marker = {{"params", params}, {"median_bytes", s.median_bytes}, {"total_bytes", s.total_bytes}};
+  std::ofstream(dir / kMarker) << marker.dump(2) << "\n";
+  marker["generated"] = true;
+  return marker;
+}
+
+// Reads every file once so both loaders start from a warm page cache.
+void warm_page_cache(const std::vector<std::string>& files) {
+  std::vector<char> buf(1 << 20);
+  for (const auto& f : files) {
+    std::ifstream in(f, std::ios::binary);
+    while (in.read(buf.data(), static_cast<std::streamsize>(buf.size())) || in.gcount() > 0) {
+    }
+  }
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+struct TorchRun {
+  nlohmann::json result;  // null on failure
+  std::string error;
+};
+
+TorchRun run_torch(const fs::path& dir, const LoaderBenchOptions& o) {
+  TorchRun run;
+  const std::string script = o.torch_script.empty()
+                                 ? (fs::path(__FILE__).parent_path() / "torch_loader.py").string()
+                                 : o.torch_script;
+  if (!fs::exists(script)) {
+    run.error = "torch reference script not found: " + script;
+    return run;
+  }
+  if (::access(o.python.c_str(), X_OK) != 0) {
+    run.error = "python interpreter not found: " + o.python;
+    return run;
+  }
+  const auto log = fs::temp_directory_path() / ("gpemu-torch-loader-" + std::to_string(::getpid()) + ".log");
+  std::ostringstream cmd;
+  cmd << shell_quote(o.python) << " " << shell_quote(script) << " --root " << shell_quote(dir.string())
+      << " --images " << o.images << " --workers " << o.workers << " --batch-size " << o.batch_size
+      << " --prefetch-factor " << o.prefetch_factor << " --size " << o.image_size << " --epochs " << o.epochs
+      << " --seed " << o.seed << " 2>" << shell_quote(log.string());
+  FILE* pipe = ::popen(cmd.str().c_str(), "r");
+  if (pipe == nullptr) {
+    run.error = "cannot start " + o.python;
+    return run;
+  }
+  std::string out;
+  char buf[4096];
+  while (std::fgets(buf, sizeof buf, pipe) != nullptr) out += buf;
+  const int status = ::pclose(pipe);
+  std::string last;
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) {
+    if (!line.empty() && line.front() == '{') last = line;
+  }
+  nlohmann::json j;
+  try {
+    if (!last.empty()) j = nlohmann::json::parse(last);
+  } catch (const std::exception&) {
+  }
+  std::string err_text;
+  {
+    std::ifstream in(log);
+    std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (all.size() > 600) all = "..." + all.substr(all.size() - 600);
+    err_text = all;
+  }
+  std::error_code ec;
+  fs::remove(log, ec);
+  if (j.is_object() && j.contains("error")) {
+    run.error = j["error"].get<std::string>();
+  } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || !j.is_object() || !j.contains("images_per_s")) {
+    run.error = "torch reference run failed (status " + std::to_string(status) + "): " + err_text;
+  } else {
+    run.result = j;
+  }
+  return run;
+}
+
+}  // namespace
+
+nlohmann::json run_loader_bench(const LoaderBenchOptions& o) {
+  if (o.images < 1 || o.workers < 0 || o.batch_size < 1 || o.epochs < 1 || o.classes < 1) {
+    throw InputError("loader bench: images, batch_size, epochs and classes must be >= 1 and workers >= 0");
+  }
+  const fs::path dir = o.dataset_dir.empty()
+                           ? fs::temp_directory_path() /
+                                 ("gpemu-loader-bench-" + std::to_string(o.images) + "-" + std::to_string(o.seed))
+                           : fs::path(o.dataset_dir);
+  const auto marker = ensure_dataset(dir, o);
+  auto dataset = pl::open_image_folder(dir);
+  if (dataset.size() > o.images) dataset.samples.resize(o.images);
+  warm_page_cache(dataset.files());
+
+  // gpemu
+  pl::LoaderOptions lo;
+  lo.batch_size = o.batch_size;
+  lo.num_workers = o.workers;
+  lo.prefetch_factor = o.prefetch_factor;
+  lo.shuffle = true;
+  lo.seed = o.seed;
+  lo.transform.height = lo.transform.width = o.image_size;
+  pl::DataLoader loader(dataset, lo);
+  std::size_t images = 0;
+  Duration read = 0, decode = 0, collate = 0, wait = 0;
+  const auto start = std::chrono::steady_clock::now();
+  for (int epoch = 0; epoch < o.epochs; ++epoch) {
+    loader.begin_epoch(static_cast<std::uint64_t>(epoch));
+    while (auto b = loader.next()) {
+      images += b->size();
+      read += b->timing.read_ns;
+      decode += b->timing.decode_ns;
+      collate += b->timing.collate_ns;
+      wait += b->timing.wait_ns;
+    }
+  }
+  const double gpemu_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double gpemu_ips = images / gpemu_s;
+
+  nlohmann::json r;
+  r["workers"] = o.workers;
+  r["images"] = o.images;
+  r["batch_size"] = o.batch_size;
+  r["epochs"] = o.epochs;
+  r["image_size"] = o.image_size;
+  r["dataset"] = {{"dir", dir.string()},
+                  {"median_bytes", marker.value("median_bytes", 0)},
+                  {"total_bytes", marker.value("total_bytes", 0)},
+                  {"generated", marker.value("generated", false)}};
+  r["gpemu_images_per_s"] = gpemu_ips;
+  r["gpemu"] = {{"seconds", gpemu_s},
+                {"images", images},
+                {"read_s", to_seconds(read)},
+                {"decode_s", to_seconds(decode)},
+                {"collate_s", to_seconds(collate)},
+                {"wait_s", to_seconds(wait)},
+                {"skipped", loader.stats().skipped}};
+  r["torch_images_per_s"] = nullptr;
+  r["ratio"] = nullptr;
+  r["torch"] = nullptr;
+  if (!o.run_torch) {
+    r["torch_error"] = "not run (run_torch = false)";
+  } else {
+    const auto t = run_torch(dir, o);
+    if (t.result.is_null()) {
+      r["torch_error"] = t.error;
+    } else {
+      const double tips = t.result["images_per_s"].get<double>();
+      r["torch_images_per_s"] = tips;
+      r["ratio"] = tips > 0 ? nlohmann::json(gpemu_ips / tips) : nlohmann::json(nullptr);
+      r["torch"] = {{"seconds", t.result.value("seconds", 0.0)},
+                    {"images", t.result.value("images", 0)},
+                    {"version", t.result.value("torch_version", std::string())}};
+    }
+  }
+  return r;
+}
+
+void print_loader_bench(const nlohmann::json& r, std::ostream& out) {
+  auto num = [](const nlohmann::json& v, int decimals) {
+    return v.is_number() ? bench::fixed(v.get<double>(), decimals) : std::string("-");
+  };
+  out << "Data loader: " << r.value("images", 0) << " JPEGs (median "
+      << bench::fixed(r["dataset"].value("median_bytes", 0) / 1000.0, 1) << " KB), " << r.value("workers", 0)
+      << " workers, batch " << r.value("batch_size", 0) << ", RandomResizedCrop(" << r.value("image_size", 224)
+      << ") + flip + normalize, warm page cache\n";
+  bench::Table t({"loader", "images/s", "seconds"});
+  t.add_row({"gpemu", num(r["gpemu_images_per_s"], 1), num(r["gpemu"]["seconds"], 2)});
+  t.add_row({"torch DataLoader", num(r["torch_images_per_s"], 1),
+             r["torch"].is_object() ? num(r["torch"]["seconds"], 2) : std::string("-")});
+  t.print(out);
+  if (r["ratio"].is_number()) {
+    out << "gpemu / torch: " << bench::fixed(r["ratio"].get<double>(), 2) << "x\n";
+  } else {
+    out << "torch: " << r.value("torch_error", std::string("not available")) << "\n";
+  }
+  const auto& g = r["gpemu"];
+  out << "gpemu worker time: read " << num(g["read_s"], 2) << " s, decode+transform " << num(g["decode_s"], 2)
+      << " s, collate " << num(g["collate_s"], 3) << " s; consumer waited " << num(g["wait_s"], 2) << " s\n";
+}
+
+}  // namespace gpemu

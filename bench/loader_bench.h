@@ -1,0 +1,41 @@
+// Data loader benchmark: gpemu's DataLoader against torchvision's ImageFolder
+// + torch DataLoader, on the same generated JPEG dataset, with the same
+// transforms, worker count and batch size, in the same run, both on a warm
+// page cache. Reports images/s for each and gpemu / torch.
+//
+// JSON keys: gpemu_images_per_s, torch_images_per_s (null when torch is not
+// available; torch_error then says why), ratio (null likewise), workers,
+// images, batch_size, epochs, dataset {dir, median_bytes, total_bytes,
+// generated}, gpemu {seconds, read_s, decode_s, collate_s, wait_s}, torch
+// {seconds, version} or null.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <ostream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace gpemu {
+
+struct LoaderBenchOptions {
+  std::string dataset_dir;      // empty: <temp>/gpemu-loader-bench-<images>-<seed>; reused when it matches
+  std::size_t images = 2000;
+  int classes = 100;
+  double median_kb = 110.0;     // ImageNet-like file sizes
+  std::uint64_t seed = 1;
+  int workers = 2;
+  std::size_t batch_size = 64;
+  int prefetch_factor = 2;
+  int image_size = 224;
+  int epochs = 1;               // timed epochs per loader
+  bool run_torch = true;
+  std::string python = "/usr/bin/python3";
+  std::string torch_script;     // empty: torch_loader.py beside this file's source
+};
+
+nlohmann::json run_loader_bench(const LoaderBenchOptions& options);
+void print_loader_bench(const nlohmann::json& result, std::ostream& out);
+
+}  // namespace gpemu

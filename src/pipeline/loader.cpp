@@ -1,0 +1,452 @@
+#include "gpemu/pipeline/loader.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <exception>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "gpemu/error.h"
+#include "gpemu/pipeline/io.h"
+#include "gpemu/pipeline/jpeg.h"
+#include "pipeline/random.h"
+
+namespace gpemu::pipeline {
+
+std::span<const float> Batch::images() const {
+  if (layout != BatchLayout::Images || buffer_.data() == nullptr) return {};
+  return {reinterpret_cast<const float*>(buffer_.data()), buffer_.size() / sizeof(float)};
+}
+
+std::span<const std::byte> Batch::bytes() const { return {buffer_.data(), buffer_.size()}; }
+
+namespace {
+
+struct Task {
+  std::uint64_t generation = 0;
+  std::uint64_t epoch = 0;
+  std::size_t index = 0;
+  std::vector<std::size_t> indices;
+};
+
+struct Result {
+  Batch batch;
+  std::exception_ptr error;
+  bool cancelled = false;
+};
+
+struct WorkerContext {
+  WorkerContext(int id, bool direct, FileReader::NoteFn note) : id(id), reader(direct, std::move(note)) {}
+  int id;
+  FileReader reader;
+  JpegDecoder decoder;
+};
+
+void validate(const LoaderOptions& o, const Dataset& ds) {
+  auto bad = [](const std::string& what) { throw InputError("data loader: " + what); };
+  if (o.batch_size < 1) bad("batch_size must be >= 1");
+  if (o.num_workers < 0) bad("num_workers " + std::to_string(o.num_workers) + " must be >= 0");
+  if (o.prefetch_factor < 1) bad("prefetch_factor " + std::to_string(o.prefetch_factor) + " must be >= 1");
+  const auto& t = o.transform;
+  if (t.height < 1 || t.width < 1 || t.height > 16384 || t.width > 16384) {
+    bad("output image size " + std::to_string(t.height) + "x" + std::to_string(t.width) + " must be within 1..16384");
+  }
+  if (!(t.scale_min > 0 && t.scale_min <= t.scale_max && t.scale_max <= 1.0)) {
+    bad("crop scale range must satisfy 0 < min <= max <= 1");
+  }
+  if (!(t.ratio_min > 0 && t.ratio_min <= t.ratio_max)) bad("crop ratio range must satisfy 0 < min <= max");
+  for (float s : t.std) {
+    if (!(s > 0)) bad("normalisation std values must be > 0");
+  }
+  if (ds.samples.empty()) bad("dataset '" + ds.root + "' has no samples");
+  if (o.decode_images) {
+    bool jpeg = false, bytes = false;
+    for (const auto& s : ds.samples) (s.format == SampleFormat::Jpeg ? jpeg : bytes) = true;
+    if (jpeg && bytes) {
+      bad("dataset '" + ds.root + "' mixes JPEG images and byte records; a batch holds one kind "
+          "(set decode_images=false to read everything as bytes)");
+    }
+  }
+}
+
+}  // namespace
+
+struct DataLoader::Impl {
+  Impl(Dataset ds, LoaderOptions o)
+      : dataset(std::move(ds)),
+        opt(std::move(o)),
+        sampler(dataset.size(), SamplerOptions{opt.shuffle, opt.seed, opt.rank, opt.world_size, opt.drop_uneven_shards}),
+        origin(std::chrono::steady_clock::now()) {
+    images = opt.decode_images && dataset.samples.front().format == SampleFormat::Jpeg;
+    cache = opt.cache ? opt.cache : (opt.cache_bytes > 0 ? std::make_shared<LoaderCache>(opt.cache_bytes) : nullptr);
+    const std::size_t in_flight = static_cast<std::size_t>(opt.prefetch_factor) * std::max(opt.num_workers, 1);
+    pool = StagingPool::create(opt.pin_memory ? HostMemoryKind::Pinned : HostMemoryKind::Pageable, opt.pin_mode,
+                               in_flight + 2);
+    const auto workers = static_cast<std::size_t>(std::max(opt.num_workers, 0));
+    queues.resize(workers);
+    worker_cv = std::make_unique<std::condition_variable[]>(std::max<std::size_t>(workers, 1));
+    stats.direct_io_active = opt.direct_io;
+  }
+
+  Dataset dataset;
+  LoaderOptions opt;
+  Sampler sampler;
+  std::chrono::steady_clock::time_point origin;
+  bool images = true;
+  std::shared_ptr<LoaderCache> cache;
+  std::shared_ptr<StagingPool> pool;
+
+  // Shared with workers, guarded by mu.
+  std::mutex mu;
+  std::condition_variable result_cv;
+  std::unique_ptr<std::condition_variable[]> worker_cv;
+  std::vector<std::deque<Task>> queues;
+  std::map<std::size_t, Result> results;
+  bool stopping = false;
+  std::atomic<bool> stop_flag{false};
+  std::atomic<std::uint64_t> generation{0};
+  std::vector<std::thread> threads;
+
+  // Consumer thread only.
+  bool any_epoch = false;
+  bool epoch_active = false;
+  std::uint64_t epoch = 0;
+  std::vector<std::vector<std::size_t>> plan;
+  std::size_t next_dispatch = 0;
+  std::size_t next_deliver = 0;
+  std::unique_ptr<WorkerContext> inline_ctx;
+
+  mutable std::mutex stats_mu;
+  LoaderStats stats;
+  bool fallback_reported = false;
+
+  Time now() const {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - origin).count();
+  }
+
+  void note(const std::string& text) {
+    std::lock_guard lock(stats_mu);
+    stats.direct_io_active = false;
+    if (!fallback_reported) {
+      fallback_reported = true;
+      stats.notes.push_back(text);
+      std::cerr << "gpemu data loader: " << text << "\n";
+    }
+  }
+
+  FileReader::NoteFn note_fn() {
+    return [this](const std::string& text) { note(text); };
+  }
+
+  bool cancelled(const Task& t) const { return stop_flag.load() || generation.load() != t.generation; }
+
+  Result build_batch(WorkerContext& ctx, const Task& task) {
+    Result r;
+    Batch& b = r.batch;
+    b.epoch = task.epoch;
+    b.index = task.index;
+    b.worker = ctx.id;
+    b.layout = images ? BatchLayout::Images : BatchLayout::Bytes;
+    b.timing.started_at = now();
+    try {
+      const auto& t = opt.transform;
+      const std::size_t slot = static_cast<std::size_t>(3) * t.height * t.width * sizeof(float);
+      std::size_t total = 0;
+      if (images) {
+        total = slot * task.indices.size();
+      } else {
+        for (auto idx : task.indices) total += dataset.samples[idx].length;
+      }
+      Time c0 = now();
+      b.buffer_ = pool->acquire(total);
+      b.timing.collate_ns += now() - c0;
+
+      std::size_t used = 0;
+      b.byte_offsets.clear();
+      if (!images) b.byte_offsets.push_back(0);
+      const std::uint64_t epoch_seed = detail::mix_seed(opt.seed, task.epoch);
+      for (const auto idx : task.indices) {
+        if (cancelled(task)) {
+          r.cancelled = true;
+          return r;
+        }
+        const Sample& s = dataset.samples[idx];
+        try {
+          const Time t0 = now();
+          std::span<const std::byte> bytes;
+          bool hit = false;
+          if (cache) {
+            if (auto c = cache->lookup(s.path, s.offset)) {
+              bytes = *c;
+              hit = true;
+              ++b.cache_hits;
+            } else {
+              ++b.cache_misses;
+            }
+          }
+          if (!hit) {
+            bytes = ctx.reader.read(s.path, s.offset, s.length);
+            b.bytes_read += s.length;
+            if (cache) cache->admit(s.path, s.offset, bytes);
+          }
+          const Time t1 = now();
+          b.timing.read_ns += t1 - t0;
+          if (images) {
+            Augmentation aug;
+            const std::uint64_t seed = detail::mix_seed(epoch_seed, idx);
+            const auto crop = ctx.decoder.decode_crop(
+                bytes,
+                [&](int w, int h) {
+                  aug = draw_augmentation(w, h, t, seed);
+                  return aug.box;
+                },
+                t.width, t.height);
+            resize_normalize(crop, aug.flip, t, reinterpret_cast<float*>(b.buffer_.data() + used));
+            used += slot;
+            b.timing.decode_ns += now() - t1;
+          } else {
+            if (!bytes.empty()) std::memcpy(b.buffer_.data() + used, bytes.data(), bytes.size());
+            used += bytes.size();
+            b.byte_offsets.push_back(used);
+            b.timing.read_ns += now() - t1;
+          }
+          b.sample_indices.push_back(idx);
+          b.labels.push_back(s.label);
+        } catch (const std::exception& e) {
+          if (opt.on_error == OnError::Stop) {
+            r.error = std::make_exception_ptr(InputError(
+                "data loader: sample " + std::to_string(idx) + " '" + s.path + "': " + e.what() +
+                " (on_error=skip drops such samples instead)"));
+            return r;
+          }
+          b.skipped.push_back(SampleError{idx, s.path, e.what()});
+        }
+      }
+      c0 = now();
+      b.buffer_.set_size(used);
+      const auto n = static_cast<std::int64_t>(b.sample_indices.size());
+      if (images) {
+        b.shape = {n, 3, t.height, t.width};
+      } else {
+        bool uniform = n > 0;
+        for (std::size_t i = 1; i + 1 < b.byte_offsets.size() && uniform; ++i) {
+          uniform = b.byte_offsets[i + 1] - b.byte_offsets[i] == b.byte_offsets[1] - b.byte_offsets[0];
+        }
+        b.shape = uniform ? std::vector<std::int64_t>{n, static_cast<std::int64_t>(b.byte_offsets[1])}
+                          : std::vector<std::int64_t>{static_cast<std::int64_t>(used)};
+      }
+      b.timing.collate_ns += now() - c0;
+    } catch (...) {
+      r.error = std::current_exception();  // not a sample's fault: out of memory, pinned memory refused
+    }
+    b.timing.finished_at = now();
+    return r;
+  }
+
+  void worker_main(int id) {
+    std::unique_ptr<WorkerContext> ctx;
+    try {
+      ctx = std::make_unique<WorkerContext>(id, opt.direct_io, note_fn());
+    } catch (...) {
+    }
+    for (;;) {
+      Task task;
+      {
+        std::unique_lock lock(mu);
+        worker_cv[id].wait(lock, [&] { return stopping || !queues[id].empty(); });
+        if (stopping) return;
+        task = std::move(queues[id].front());
+        queues[id].pop_front();
+      }
+      Result r;
+      if (ctx) {
+        r = build_batch(*ctx, task);
+      } else {
+        r.error = std::make_exception_ptr(Error("data loader: worker " + std::to_string(id) + " could not start"));
+      }
+      {
+        std::lock_guard lock(mu);
+        if (!r.cancelled && task.generation == generation.load()) {
+          std::size_t first_unfinished = next_deliver_shared;
+          while (results.count(first_unfinished) != 0) ++first_unfinished;
+          if (task.index > first_unfinished) ++out_of_order;
+          results.emplace(task.index, std::move(r));
+        }
+      }
+      result_cv.notify_all();
+    }
+  }
+  std::size_t next_deliver_shared = 0;  // copy of next_deliver under mu, for workers
+  std::uint64_t out_of_order = 0;       // guarded by mu
+
+  void start_workers() {
+    if (!threads.empty() || opt.num_workers == 0) return;
+    {
+      std::lock_guard lock(mu);
+      stopping = false;
+      stop_flag = false;
+    }
+    for (int i = 0; i < opt.num_workers; ++i) threads.emplace_back([this, i] { worker_main(i); });
+  }
+
+  void join_workers() {
+    {
+      std::lock_guard lock(mu);
+      stopping = true;
+      stop_flag = true;
+      for (auto& q : queues) q.clear();
+    }
+    for (int i = 0; i < opt.num_workers; ++i) worker_cv[i].notify_all();
+    for (auto& t : threads) t.join();
+    threads.clear();
+    std::lock_guard lock(mu);
+    stopping = false;
+    stop_flag = false;
+  }
+
+  // Drops what is queued or finished of the current epoch.
+  void cancel_epoch() {
+    std::map<std::size_t, Result> dropped;
+    {
+      std::lock_guard lock(mu);
+      generation.fetch_add(1);
+      for (auto& q : queues) q.clear();
+      dropped.swap(results);
+    }
+    epoch_active = false;
+    if (!opt.persistent_workers) join_workers();
+  }
+
+  void dispatch() {
+    if (opt.num_workers == 0) return;
+    const std::size_t limit = static_cast<std::size_t>(opt.prefetch_factor) * opt.num_workers;
+    std::lock_guard lock(mu);
+    next_deliver_shared = next_deliver;
+    while (next_dispatch < plan.size() && next_dispatch - next_deliver < limit) {
+      const auto w = next_dispatch % static_cast<std::size_t>(opt.num_workers);
+      queues[w].push_back(Task{generation.load(), epoch, next_dispatch, plan[next_dispatch]});
+      worker_cv[w].notify_one();
+      ++next_dispatch;
+    }
+  }
+
+  void begin_epoch(std::uint64_t e) {
+    cancel_epoch();
+    any_epoch = true;
+    epoch_active = true;
+    epoch = e;
+    plan.clear();
+    const auto order = sampler.indices(e);
+    for (std::size_t i = 0; i < order.size(); i += opt.batch_size) {
+      const std::size_t end = std::min(order.size(), i + opt.batch_size);
+      if (end - i < opt.batch_size && opt.drop_last) break;
+      plan.emplace_back(order.begin() + static_cast<std::ptrdiff_t>(i), order.begin() + static_cast<std::ptrdiff_t>(end));
+    }
+    next_dispatch = 0;
+    next_deliver = 0;
+    start_workers();
+    dispatch();
+  }
+
+  void finish_epoch() {
+    epoch_active = false;
+    if (!opt.persistent_workers) join_workers();
+  }
+
+  std::optional<Batch> next() {
+    if (!any_epoch) begin_epoch(0);
+    Duration waited = 0;
+    for (;;) {
+      if (!epoch_active) return std::nullopt;
+      if (next_deliver >= plan.size()) {
+        finish_epoch();
+        return std::nullopt;
+      }
+      Result r;
+      const Time w0 = now();
+      if (opt.num_workers == 0) {
+        if (!inline_ctx) inline_ctx = std::make_unique<WorkerContext>(-1, opt.direct_io, note_fn());
+        r = build_batch(*inline_ctx, Task{generation.load(), epoch, next_deliver, plan[next_deliver]});
+        ++next_deliver;
+      } else {
+        {
+          std::unique_lock lock(mu);
+          result_cv.wait(lock, [&] { return results.count(next_deliver) != 0; });
+          auto it = results.find(next_deliver);
+          r = std::move(it->second);
+          results.erase(it);
+        }
+        ++next_deliver;
+        dispatch();
+      }
+      waited += now() - w0;
+      {
+        std::lock_guard lock(stats_mu);
+        stats.skipped += r.batch.skipped.size();
+      }
+      if (r.error) {
+        cancel_epoch();
+        std::rethrow_exception(r.error);
+      }
+      if (r.batch.size() == 0) continue;  // every sample skipped
+      Batch b = std::move(r.batch);
+      b.timing.wait_ns = waited;
+      b.timing.delivered_at = now();
+      {
+        std::lock_guard lock(stats_mu);
+        ++stats.batches;
+        stats.samples += b.size();
+        stats.bytes_read += b.bytes_read;
+        stats.cache_hits += b.cache_hits;
+        stats.cache_misses += b.cache_misses;
+      }
+      if (next_deliver >= plan.size() && !opt.persistent_workers) join_workers();
+      return b;
+    }
+  }
+};
+
+DataLoader::DataLoader(Dataset dataset, LoaderOptions options) {
+  validate(options, dataset);
+  impl_ = std::make_unique<Impl>(std::move(dataset), std::move(options));
+}
+
+DataLoader::~DataLoader() {
+  if (impl_) impl_->join_workers();
+}
+
+void DataLoader::begin_epoch(std::uint64_t epoch) { impl_->begin_epoch(epoch); }
+std::optional<Batch> DataLoader::next() { return impl_->next(); }
+
+std::size_t DataLoader::batches_per_epoch() const {
+  const std::size_t n = impl_->sampler.size(), bs = impl_->opt.batch_size;
+  return impl_->opt.drop_last ? n / bs : (n + bs - 1) / bs;
+}
+
+const Dataset& DataLoader::dataset() const { return impl_->dataset; }
+const Sampler& DataLoader::sampler() const { return impl_->sampler; }
+const LoaderOptions& DataLoader::options() const { return impl_->opt; }
+std::shared_ptr<LoaderCache> DataLoader::cache() const { return impl_->cache; }
+std::chrono::steady_clock::time_point DataLoader::origin() const { return impl_->origin; }
+
+LoaderStats DataLoader::stats() const {
+  LoaderStats s;
+  {
+    std::lock_guard lock(impl_->stats_mu);
+    s = impl_->stats;
+  }
+  {
+    std::lock_guard lock(impl_->mu);
+    s.out_of_order = impl_->out_of_order;
+  }
+  s.staging_allocations = impl_->pool->allocations();
+  s.staging_reuses = impl_->pool->reuses();
+  return s;
+}
+
+}  // namespace gpemu::pipeline
