@@ -1,0 +1,144 @@
+// The DLIO workloads gpemu ships (configs/dlio/*.yaml): each parses strictly,
+// and its published figures equal the reference table in the shared folder.
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "dlio/test_util.h"
+#include "gpemu/dlio/config.h"
+#include "gpemu/dlio/figures.h"
+
+namespace gpemu::dlio {
+namespace {
+
+namespace fs = std::filesystem;
+
+const fs::path kConfigs = fs::path(GPEMU_SOURCE_DIR) / "configs" / "dlio";
+const fs::path kPublished = fs::path(GPEMU_SHARED_DIR) / "reference" / "published";
+
+std::vector<fs::path> shipped_configs() {
+  std::vector<fs::path> out;
+  for (const auto& e : fs::directory_iterator(kConfigs)) {
+    if (e.path().extension() == ".yaml") out.push_back(e.path());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// "unet3d_a100" -> {"unet3d", "a100"}
+std::pair<std::string, std::string> workload_and_accelerator(const fs::path& p) {
+  const std::string stem = p.stem().string();
+  const auto us = stem.rfind('_');
+  return {stem.substr(0, us), stem.substr(us + 1)};
+}
+
+// Rows of a CSV without quoted fields, as header -> value maps.
+std::vector<std::map<std::string, std::string>> read_csv(const fs::path& p) {
+  std::ifstream in(p);
+  std::vector<std::map<std::string, std::string>> rows;
+  std::vector<std::string> header;
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.empty()) continue;
+    std::vector<std::string> cells;
+    std::stringstream ss(line);
+    for (std::string cell; std::getline(ss, cell, ',');) cells.push_back(cell);
+    if (line.back() == ',') cells.emplace_back();
+    if (header.empty()) {
+      header = cells;
+      continue;
+    }
+    std::map<std::string, std::string> row;
+    for (std::size_t i = 0; i < header.size(); ++i) row[header[i]] = i < cells.size() ? cells[i] : "";
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+TEST(DlioShippedConfigs, ThereAreSome) { EXPECT_GE(shipped_configs().size(), 6u); }
+
+TEST(DlioShippedConfigs, EachParsesStrictlyWithoutWarnings) {
+  for (const fs::path& p : shipped_configs()) {
+    SCOPED_TRACE(p.string());
+    const DlioWorkload w = parse_dlio_config(p);
+    EXPECT_TRUE(w.warnings.empty()) << (w.warnings.empty() ? "" : w.warnings.front());
+    const auto [workload, accelerator] = workload_and_accelerator(p);
+    EXPECT_EQ(w.model.name, workload);
+    EXPECT_FALSE(w.gpemu.gpu.empty());
+    EXPECT_EQ(w.gpemu.step_time, StepTimeSource::Config);
+    EXPECT_GT(w.train.computation_time.expected(), 0);
+    EXPECT_TRUE(w.is_set("train.computation_time"));
+    EXPECT_TRUE(w.is_set("reader.batch_size"));
+    EXPECT_GT(dlio_figures(w).steps_per_epoch, 0u);
+    // The comment at the top names the source.
+    std::ifstream in(p);
+    std::string first, second, third;
+    std::getline(in, first);
+    std::getline(in, second);
+    std::getline(in, third);
+    EXPECT_TRUE(third.find("github.com/") != std::string::npos) << third;
+  }
+}
+
+TEST(DlioShippedConfigs, ComputationTimesEqualThePublishedTable) {
+  const fs::path csv = kPublished / "dlio_mlperf_storage_computation_time.csv";
+  if (!fs::exists(csv)) GTEST_SKIP() << csv << " is not here";
+  const auto rows = read_csv(csv);
+  ASSERT_FALSE(rows.empty());
+  std::map<std::string, const std::map<std::string, std::string>*> by_name;
+  for (const auto& row : rows) by_name[row.at("workload") + "_" + row.at("accelerator")] = &row;
+
+  std::size_t checked = 0;
+  for (const fs::path& p : shipped_configs()) {
+    SCOPED_TRACE(p.string());
+    const auto it = by_name.find(p.stem().string());
+    ASSERT_NE(it, by_name.end()) << p.filename() << " has no row in " << csv;
+    const auto& row = *it->second;
+    const DlioWorkload w = parse_dlio_config(p);
+    EXPECT_EQ(w.train.computation_time.expected(), std::stod(row.at("computation_time_s")));
+    EXPECT_EQ(w.reader.batch_size, std::stoll(row.at("batch_size")));
+    if (!row.at("au_threshold").empty()) {
+      EXPECT_EQ(w.metric.au, std::stod(row.at("au_threshold")));
+      EXPECT_TRUE(w.is_set("metric.au"));
+    }
+    ++checked;
+  }
+  EXPECT_EQ(checked, shipped_configs().size());
+  // Every published row has its config.
+  for (const auto& [name, row] : by_name) {
+    EXPECT_TRUE(fs::exists(kConfigs / (name + ".yaml"))) << name << ".yaml is not shipped";
+  }
+}
+
+TEST(DlioShippedConfigs, MlperfDatasetsEqualThePublishedTable) {
+  const fs::path csv = kPublished / "dlio_mlperf_storage_datasets.csv";
+  if (!fs::exists(csv)) GTEST_SKIP() << csv << " is not here";
+  std::size_t checked = 0;
+  for (const auto& row : read_csv(csv)) {
+    // The MLPerf Storage v1 training workloads on A100 and H100 use these datasets.
+    for (const char* accelerator : {"a100", "h100"}) {
+      const fs::path p = kConfigs / (row.at("workload") + "_" + accelerator + ".yaml");
+      if (!fs::exists(p)) continue;
+      SCOPED_TRACE(p.string());
+      const DlioWorkload w = parse_dlio_config(p);
+      const DataFormat format =
+          parse_dlio_config_string("dataset:\n  format: " + row.at("format") + "\n").dataset.format;
+      EXPECT_EQ(w.dataset.format, format);
+      EXPECT_EQ(w.dataset.num_files_train, std::stoll(row.at("num_files")));
+      EXPECT_EQ(w.dataset.num_samples_per_file, std::stoll(row.at("samples_per_file")));
+      EXPECT_LE(std::abs(w.dataset.record_length_bytes - std::stod(row.at("record_size_bytes"))), 1.0);
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 6u);  // unet3d, resnet50, cosmoflow on a100 and h100
+}
+
+}  // namespace
+}  // namespace gpemu::dlio
