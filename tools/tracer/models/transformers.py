@@ -1,0 +1,284 @@
+"""Transformer models written with plain torch.nn (weights are never loaded):
+BERT (masked-LM head), GPT-2 (causal LM), and a Llama-style decoder
+(RMSNorm, rotary position embedding, SwiGLU) given by its config.
+
+The layer structure follows the reference implementations (Google BERT,
+OpenAI GPT-2, Meta Llama) so that the aten operator sequence and the tensors
+saved for backward are those a PyTorch training run of these models has.
+All modules are created directly on the meta device, so 7B-class configs
+cost no memory.
+"""
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .spec import ModelSpec
+
+META = "meta"
+
+
+# ----------------------------------------------------------------------------- BERT
+class BertLayer(nn.Module):
+    def __init__(self, h, heads, inter, drop, eps):
+        super().__init__()
+        self.heads = heads
+        self.q = nn.Linear(h, h, device=META)
+        self.k = nn.Linear(h, h, device=META)
+        self.v = nn.Linear(h, h, device=META)
+        self.attn_drop = nn.Dropout(drop)
+        self.o = nn.Linear(h, h, device=META)
+        self.o_drop = nn.Dropout(drop)
+        self.ln1 = nn.LayerNorm(h, eps=eps, device=META)
+        self.fc1 = nn.Linear(h, inter, device=META)
+        self.fc2 = nn.Linear(inter, h, device=META)
+        self.fc_drop = nn.Dropout(drop)
+        self.ln2 = nn.LayerNorm(h, eps=eps, device=META)
+
+    def _split(self, x):
+        b, s, h = x.shape
+        return x.view(b, s, self.heads, h // self.heads).permute(0, 2, 1, 3)
+
+    def forward(self, x):
+        b, s, h = x.shape
+        d = h // self.heads
+        q, k, v = self._split(self.q(x)), self._split(self.k(x)), self._split(self.v(x))
+        scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(d)
+        probs = self.attn_drop(F.softmax(scores, dim=-1))
+        ctx = torch.matmul(probs, v).permute(0, 2, 1, 3).contiguous().view(b, s, h)
+        x = self.ln1(self.o_drop(self.o(ctx)) + x)
+        y = self.fc_drop(self.fc2(F.gelu(self.fc1(x))))
+        return self.ln2(y + x)
+
+
+class BertMLM(nn.Module):
+    def __init__(self, vocab=30522, hidden=768, layers=12, heads=12, inter=3072,
+                 max_pos=512, type_vocab=2, drop=0.1, eps=1e-12):
+        super().__init__()
+        self.word = nn.Embedding(vocab, hidden, device=META)
+        self.pos = nn.Embedding(max_pos, hidden, device=META)
+        self.tok_type = nn.Embedding(type_vocab, hidden, device=META)
+        self.emb_ln = nn.LayerNorm(hidden, eps=eps, device=META)
+        self.emb_drop = nn.Dropout(drop)
+        self.register_buffer("position_ids",
+                             torch.empty(1, max_pos, dtype=torch.long, device=META))
+        self.layers = nn.ModuleList(BertLayer(hidden, heads, inter, drop, eps)
+                                    for _ in range(layers))
+        # MLM head: transform + decoder tied to the word embeddings
+        self.head_dense = nn.Linear(hidden, hidden, device=META)
+        self.head_ln = nn.LayerNorm(hidden, eps=eps, device=META)
+        self.decoder_bias = nn.Parameter(torch.empty(vocab, device=META))
+        self.vocab = vocab
+
+    def forward(self, ids, types):
+        s = ids.shape[1]
+        x = self.word(ids) + self.tok_type(types) + self.pos(self.position_ids[:, :s])
+        x = self.emb_drop(self.emb_ln(x))
+        for layer in self.layers:
+            x = layer(x)
+        x = self.head_ln(F.gelu(self.head_dense(x)))
+        return F.linear(x, self.word.weight, self.decoder_bias)
+
+
+def _lm_loss(logits, labels):
+    return F.cross_entropy(logits.view(-1, logits.shape[-1]), labels.reshape(-1))
+
+
+def _bert_inputs(B, S):
+    ids = torch.empty(B, S, dtype=torch.long, device=META)
+    types = torch.empty(B, S, dtype=torch.long, device=META)
+    labels = torch.empty(B, S, dtype=torch.long, device=META)
+    return (ids, types), labels
+
+
+# ----------------------------------------------------------------------------- GPT-2
+class GPT2Block(nn.Module):
+    def __init__(self, h, heads, n_pos, drop, eps):
+        super().__init__()
+        self.heads = heads
+        self.ln1 = nn.LayerNorm(h, eps=eps, device=META)
+        self.c_attn = nn.Linear(h, 3 * h, device=META)
+        self.c_proj = nn.Linear(h, h, device=META)
+        self.attn_drop = nn.Dropout(drop)
+        self.resid_drop = nn.Dropout(drop)
+        self.ln2 = nn.LayerNorm(h, eps=eps, device=META)
+        self.c_fc = nn.Linear(h, 4 * h, device=META)
+        self.c_proj2 = nn.Linear(4 * h, h, device=META)
+        self.mlp_drop = nn.Dropout(drop)
+        self.register_buffer("bias", torch.empty(1, 1, n_pos, n_pos, dtype=torch.bool,
+                                                 device=META), persistent=False)
+
+    def forward(self, x):
+        b, s, h = x.shape
+        d = h // self.heads
+        q, k, v = self.c_attn(self.ln1(x)).split(h, dim=2)
+        q = q.view(b, s, self.heads, d).transpose(1, 2)
+        k = k.view(b, s, self.heads, d).transpose(1, 2)
+        v = v.view(b, s, self.heads, d).transpose(1, 2)
+        w = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(d)
+        mask = self.bias[:, :, :s, :s]
+        w = torch.where(mask, w, torch.full([], torch.finfo(w.dtype).min, dtype=w.dtype,
+                                            device=w.device))
+        w = self.attn_drop(F.softmax(w, dim=-1))
+        a = torch.matmul(w, v).transpose(1, 2).contiguous().view(b, s, h)
+        x = x + self.resid_drop(self.c_proj(a))
+        m = self.c_proj2(F.gelu(self.c_fc(self.ln2(x)), approximate="tanh"))
+        return x + self.mlp_drop(m)
+
+
+class GPT2LM(nn.Module):
+    def __init__(self, vocab=50257, n_pos=1024, hidden=768, layers=12, heads=12,
+                 drop=0.1, eps=1e-5):
+        super().__init__()
+        self.wte = nn.Embedding(vocab, hidden, device=META)
+        self.wpe = nn.Embedding(n_pos, hidden, device=META)
+        self.drop = nn.Dropout(drop)
+        self.blocks = nn.ModuleList(GPT2Block(hidden, heads, n_pos, drop, eps)
+                                    for _ in range(layers))
+        self.ln_f = nn.LayerNorm(hidden, eps=eps, device=META)
+
+    def forward(self, ids):
+        s = ids.shape[1]
+        pos = torch.arange(0, s, dtype=torch.long, device=ids.device).unsqueeze(0)
+        x = self.drop(self.wte(ids) + self.wpe(pos))
+        for blk in self.blocks:
+            x = blk(x)
+        x = self.ln_f(x)
+        return F.linear(x, self.wte.weight)   # lm_head tied to wte
+
+
+def _causal_loss(logits, ids):
+    shift_logits = logits[..., :-1, :].contiguous()
+    shift_labels = ids[..., 1:].contiguous()
+    return F.cross_entropy(shift_logits.view(-1, shift_logits.shape[-1]),
+                           shift_labels.view(-1))
+
+
+def _ids_inputs(B, S):
+    ids = torch.empty(B, S, dtype=torch.long, device=META)
+    return (ids,), ids
+
+
+# ----------------------------------------------------------------------------- Llama
+LLAMA2_7B = {
+    "layers": 32, "hidden": 4096, "heads": 32, "kv_heads": 32, "intermediate": 11008,
+    "vocab": 32000, "seq": 4096, "rms_eps": 1e-5, "rope_theta": 10000.0,
+}
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, h, eps):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(h, device=META))
+        self.eps = eps
+
+    def forward(self, x):
+        dt = x.dtype
+        x = x.to(torch.float32)
+        var = x.pow(2).mean(-1, keepdim=True)
+        x = x * torch.rsqrt(var + self.eps)
+        return self.weight * x.to(dt)
+
+
+def _rotate_half(x):
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((-x2, x1), dim=-1)
+
+
+class LlamaBlock(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        h, self.heads, self.kv = c["hidden"], c["heads"], c.get("kv_heads", c["heads"])
+        d = h // self.heads
+        self.d = d
+        self.norm1 = RMSNorm(h, c["rms_eps"])
+        self.q = nn.Linear(h, self.heads * d, bias=False, device=META)
+        self.k = nn.Linear(h, self.kv * d, bias=False, device=META)
+        self.v = nn.Linear(h, self.kv * d, bias=False, device=META)
+        self.o = nn.Linear(self.heads * d, h, bias=False, device=META)
+        self.norm2 = RMSNorm(h, c["rms_eps"])
+        self.gate = nn.Linear(h, c["intermediate"], bias=False, device=META)
+        self.up = nn.Linear(h, c["intermediate"], bias=False, device=META)
+        self.down = nn.Linear(c["intermediate"], h, bias=False, device=META)
+
+    def forward(self, x, cos, sin, mask):
+        b, s, h = x.shape
+        y = self.norm1(x)
+        q = self.q(y).view(b, s, self.heads, self.d).transpose(1, 2)
+        k = self.k(y).view(b, s, self.kv, self.d).transpose(1, 2)
+        v = self.v(y).view(b, s, self.kv, self.d).transpose(1, 2)
+        q = q * cos + _rotate_half(q) * sin
+        k = k * cos + _rotate_half(k) * sin
+        if self.kv != self.heads:  # grouped-query attention
+            rep = self.heads // self.kv
+            k = k[:, :, None].expand(b, self.kv, rep, s, self.d).reshape(b, self.heads, s, self.d)
+            v = v[:, :, None].expand(b, self.kv, rep, s, self.d).reshape(b, self.heads, s, self.d)
+        w = torch.matmul(q, k.transpose(2, 3)) / math.sqrt(self.d)
+        w = w + mask
+        w = F.softmax(w, dim=-1, dtype=torch.float32).to(q.dtype)
+        a = torch.matmul(w, v).transpose(1, 2).contiguous().view(b, s, h)
+        x = x + self.o(a)
+        y = self.norm2(x)
+        return x + self.down(F.silu(self.gate(y)) * self.up(y))
+
+
+class LlamaLM(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.c = dict(c)
+        h = c["hidden"]
+        self.embed = nn.Embedding(c["vocab"], h, device=META)
+        self.blocks = nn.ModuleList(LlamaBlock(c) for _ in range(c["layers"]))
+        self.norm = RMSNorm(h, c["rms_eps"])
+        self.lm_head = nn.Linear(h, c["vocab"], bias=False, device=META)
+        d = h // c["heads"]
+        # rotary tables, computed once (as HF's rotary embedding caches them)
+        self.register_buffer("cos_cached", torch.empty(c["seq"], d, device=META),
+                             persistent=False)
+        self.register_buffer("sin_cached", torch.empty(c["seq"], d, device=META),
+                             persistent=False)
+
+    def forward(self, ids):
+        b, s = ids.shape
+        x = self.embed(ids)
+        cos = self.cos_cached[:s].to(x.dtype)
+        sin = self.sin_cached[:s].to(x.dtype)
+        mask = torch.full((s, s), torch.finfo(x.dtype).min, device=x.device).triu(1)
+        for blk in self.blocks:
+            x = blk(x, cos, sin, mask)
+        return self.lm_head(self.norm(x))
+
+
+# ----------------------------------------------------------------------------- specs
+BERT_BASE = dict(vocab=30522, hidden=768, layers=12, heads=12, inter=3072, max_pos=512)
+BERT_LARGE = dict(vocab=30522, hidden=1024, layers=24, heads=16, inter=4096, max_pos=512)
+GPT2_SMALL = dict(vocab=50257, n_pos=1024, hidden=768, layers=12, heads=12)
+GPT2_MEDIUM = dict(vocab=50257, n_pos=1024, hidden=1024, layers=24, heads=16)
+
+
+def transformer_specs():
+    specs = []
+    for name, cfg in (("bert_base", BERT_BASE), ("bert_large", BERT_LARGE)):
+        specs.append(ModelSpec(
+            name=name, family="transformer", build=(lambda c=cfg: BertMLM(**c)),
+            inputs=_bert_inputs, loss=_lm_loss,
+            input_desc="token ids + segment ids, S tokens (int64); MLM labels (B,S)",
+            default_batch=32, seq=128, config=dict(cfg, dropout=0.1, head="mlm (tied decoder)"),
+            notes="masked-LM loss over all S positions (logits for every token, as the "
+                  "HF BertForMaskedLM head computes them); no NSP head, no padding mask"))
+    for name, cfg in (("gpt2_small", GPT2_SMALL), ("gpt2_medium", GPT2_MEDIUM)):
+        specs.append(ModelSpec(
+            name=name, family="transformer", build=(lambda c=cfg: GPT2LM(**c)),
+            inputs=_ids_inputs, loss=_causal_loss,
+            input_desc="token ids, S tokens (int64); next-token labels",
+            default_batch=8, seq=1024, config=dict(cfg, dropout=0.1, lm_head="tied"),
+            notes="causal-LM loss on shifted tokens; GELU tanh approximation"))
+    specs.append(ModelSpec(
+        name="llama2_7b", family="transformer",
+        build=(lambda: LlamaLM(LLAMA2_7B)), inputs=_ids_inputs, loss=_causal_loss,
+        input_desc="token ids, S tokens (int64); next-token labels",
+        default_batch=1, seq=4096, config=dict(LLAMA2_7B),
+        notes="Llama-2-7B shapes: RMSNorm, rotary embedding, SwiGLU MLP, untied lm_head, "
+              "all 32 layers traced; no dropout; eager attention (no flash attention)"))
+    return specs

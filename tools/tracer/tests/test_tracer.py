@@ -1,0 +1,291 @@
+"""Tests of the model-zoo tracer. Run from the repository root:
+
+    /usr/bin/python3 -m unittest discover -s tools/tracer/tests -t .
+"""
+import json
+import unittest
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from tools.tracer.models.spec import ModelSpec
+from tools.tracer.trace import trace_once, END
+from tools.tracer import zoofile
+from tools.tracer.poly import Fitter, BASIS_B, BASIS_BS
+
+META = "meta"
+
+
+def spec_of(build, inputs, loss, seq=None, fit_seqs=None):
+    return ModelSpec("test", "test", build, inputs, loss, "test input", 4, seq=seq,
+                     fit_seqs=fit_seqs, cache=False)
+
+
+def ops_named(raw, name, part="main"):
+    ops = raw["main"]["ops"] if part == "main" else raw["sections"][part]["ops"]
+    return [(i, o) for i, o in enumerate(ops) if o[0] == name]
+
+
+def square_loss(out, target):
+    return out.pow(2).sum()
+
+
+class ConvLayer(unittest.TestCase):
+    """Conv2d(3, 8, 3, padding=1) on a 2x3x16x16 input, fp32."""
+
+    @classmethod
+    def setUpClass(cls):
+        spec = spec_of(lambda: nn.Conv2d(3, 8, 3, padding=1, device=META),
+                       lambda B, S: ((torch.empty(B, 3, 16, 16, device=META),), None),
+                       square_loss)
+        cls.raw = trace_once(spec, 2, optimizers=("sgd",))
+
+    def test_forward(self):
+        (i, op), = ops_named(self.raw, "convolution")
+        name, cls, dt, fl, rd, wr, par, ins, outs = op
+        self.assertEqual(cls, "conv")
+        self.assertEqual(dt, "f32")
+        out_el = 2 * 8 * 16 * 16                      # 4096 output elements
+        self.assertEqual(fl, 2 * out_el * 3 * 3 * 3 + out_el)   # MACs*2 + bias add = 225280
+        self.assertEqual(rd, 2 * 3 * 16 * 16 * 4 + 8 * 3 * 9 * 4 + 8 * 4)  # x + W + b = 7040
+        self.assertEqual(wr, out_el * 4)               # 16384
+        self.assertEqual(par, 8 * 3 * 9 * 4 + 8 * 4)   # 896
+        t = self.raw["main"]["tensors"][outs[0]]
+        self.assertEqual(t[0], out_el * 4)
+        self.assertEqual(t[1], i)                      # allocated by this op
+        self.assertEqual(t[3], "act")
+
+    def test_backward(self):
+        (i, op), = ops_named(self.raw, "convolution_backward")
+        name, cls, dt, fl, rd, wr, par, ins, outs = op
+        self.assertGreaterEqual(i, self.raw["main"]["phases"]["backward"][0])
+        out_el = 2 * 8 * 16 * 16
+        # input needs no grad: grad_weight (2*MACs) + grad_bias (one add per grad_out el.)
+        self.assertEqual(fl, 2 * out_el * 27 + out_el)
+        self.assertEqual(rd, out_el * 4 + 2 * 3 * 16 * 16 * 4 + 8 * 27 * 4)  # dY + x + W
+        self.assertEqual(wr, 8 * 27 * 4 + 8 * 4)     # dW + db
+        tens = self.raw["main"]["tensors"]
+        sizes = sorted(tens[t][0] for t in outs)
+        self.assertEqual(sizes, [32, 864])
+        for t in outs:   # the weight/bias grads live until the end of the iteration
+            self.assertEqual(tens[t][3], "grad")
+            self.assertEqual(tens[t][2], END)
+
+    def test_sgd_section(self):
+        ops = self.raw["sections"]["sgd"]["ops"]
+        self.assertEqual([o[0] for o in ops], ["mul_", "add_", "add_"] * 2)
+        self.assertTrue(all(o[1] == "optimizer" for o in ops))
+        # the weight update reads param + momentum, writes param; param bytes count once
+        self.assertEqual(ops[2][4:7], (2 * 864, 864, 864))
+
+
+class LinearLayer(unittest.TestCase):
+    """Linear(64, 32) on a 4x64 input, fp32."""
+
+    @classmethod
+    def setUpClass(cls):
+        spec = spec_of(lambda: nn.Linear(64, 32, device=META),
+                       lambda B, S: ((torch.empty(B, 64, device=META),), None), square_loss)
+        cls.raw = trace_once(spec, 4, optimizers=())
+
+    def test_forward(self):
+        (i, op), = ops_named(self.raw, "addmm")
+        name, cls, dt, fl, rd, wr, par, ins, outs = op
+        self.assertEqual(cls, "matmul")
+        self.assertEqual(fl, 2 * 4 * 64 * 32 + 4 * 32)          # 16512
+        self.assertEqual(rd, 32 * 4 + 4 * 64 * 4 + 64 * 32 * 4)  # b + x + W = 9344
+        self.assertEqual(wr, 4 * 32 * 4)                        # 512
+        self.assertEqual(par, 64 * 32 * 4 + 32 * 4)             # 8320
+        self.assertEqual(self.raw["main"]["tensors"][outs[0]][0], 512)
+
+    def test_backward(self):
+        mms = ops_named(self.raw, "mm")
+        self.assertEqual(len(mms), 1)            # input needs no grad: only dW = dY^T x
+        i, op = mms[0]
+        self.assertEqual(op[3], 2 * 32 * 4 * 64)                # 16384
+        self.assertEqual(op[4], 4 * 32 * 4 + 4 * 64 * 4)        # dY + x = 1536
+        self.assertEqual(op[5], 64 * 32 * 4)                    # dW = 8192
+        tens = self.raw["main"]["tensors"]
+        self.assertEqual(tens[op[8][0]][0], 8192)
+        self.assertEqual(tens[op[8][0]][3], "grad")
+        sums = [o for _, o in ops_named(self.raw, "sum")
+                if tens[o[8][0]][3] == "grad"]
+        self.assertEqual(len(sums), 1)                          # db = sum over the batch
+        self.assertEqual(sums[0][3], 4 * 32)
+        self.assertEqual(tens[sums[0][8][0]][0], 128)
+
+    def test_persistent(self):
+        tens = self.raw["main"]["tensors"]
+        roles = [t[3] for t in tens if t[1] == -1]
+        self.assertEqual(roles, ["param", "param", "input"])
+        self.assertTrue(all(t[2] == END for t in tens if t[1] == -1))
+
+
+def mlp_spec():
+    return spec_of(
+        lambda: nn.Sequential(nn.Linear(64, 128, device=META), nn.ReLU(),
+                              nn.Linear(128, 10, device=META)),
+        lambda B, S: ((torch.empty(B, 64, device=META),),
+                      torch.empty(B, dtype=torch.long, device=META)),
+        F.cross_entropy)
+
+
+class MlpLifetimes(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.raw = trace_once(mlp_spec(), 4, optimizers=("sgd", "adam"))
+
+    def test_saved_activation_released_after_last_backward_use(self):
+        main = self.raw["main"]
+        ops, tens = main["ops"], main["tensors"]
+        (irelu, relu), = ops_named(self.raw, "relu")
+        h = relu[8][0]                      # ReLU output: saved for dW2 and for ReLU's backward
+        bwd0 = main["phases"]["backward"][0]
+        uses = [i for i, o in enumerate(ops) if h in o[7] and o[1] != "view"]
+        self.assertEqual(tens[h][1], irelu)
+        self.assertGreater(max(uses), bwd0)                  # used in backward ...
+        self.assertEqual(tens[h][2], max(uses) + 1 if ops[max(uses) + 1][1] == "view"
+                         and h in ops[max(uses) + 1][7] else max(uses))
+        self.assertLess(tens[h][2], len(ops) - 1)            # ... and freed before the end
+        self.assertEqual(tens[h][0], 4 * 128 * 4)
+
+    def test_unsaved_activation_released_in_forward(self):
+        main = self.raw["main"]
+        (i1, first), = [(i, o) for i, o in ops_named(self.raw, "addmm") if o[6] == 128 * 64 * 4 + 512]
+        pre = first[8][0]                   # pre-activation: ReLU saves its output, not input
+        self.assertLess(main["tensors"][pre][2], main["phases"]["forward"][1])
+
+    def test_every_tensor_interval_valid(self):
+        n = len(self.raw["main"]["ops"])
+        for nbytes, alloc, free, role, dt in self.raw["main"]["tensors"]:
+            self.assertTrue(free == END or alloc <= free < n)
+            self.assertEqual(alloc == -1, role in ("param", "input", "buffer", "state",
+                                                   "external"))
+
+    def test_input_lives_throughout(self):
+        tens = self.raw["main"]["tensors"]
+        inputs = [t for t in tens if t[3] == "input"]
+        self.assertEqual([(t[0], t[1], t[2]) for t in inputs], [(1024, -1, END), (32, -1, END)])
+
+    def test_adam_state_and_temporaries(self):
+        sec = self.raw["sections"]["adam"]
+        n_main = len(self.raw["main"]["ops"])
+        n_t = len(self.raw["main"]["tensors"])
+        state = [t for t in sec["tensors"] if t[3] == "state"]
+        self.assertEqual(len(state), 8)                   # exp_avg + exp_avg_sq per param
+        self.assertEqual(sum(t[0] for t in state), 2 * 4 * (64 * 128 + 128 + 128 * 10 + 10))
+        temps = [t for t in sec["tensors"] if t[3] == "act"]
+        self.assertTrue(temps)                            # denom = sqrt(v)/c + eps
+        for t in temps:
+            self.assertTrue(n_main <= t[1] <= t[2] < n_main + len(sec["ops"]))
+        for o in sec["ops"]:
+            for tid in o[7] + o[8]:
+                self.assertLess(tid, n_t + len(sec["tensors"]))
+
+
+class PolynomialFit(unittest.TestCase):
+    def test_cnn_batch_polynomial_matches_direct_trace(self):
+        def build():
+            return nn.Sequential(
+                nn.Conv2d(3, 8, 3, padding=1, device=META), nn.BatchNorm2d(8, device=META),
+                nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Dropout(0.5),
+                nn.Linear(8 * 8 * 8, 10, device=META))
+        spec = spec_of(build, lambda B, S: ((torch.empty(B, 3, 16, 16, device=META),),
+                                            torch.empty(B, dtype=torch.long, device=META)),
+                       F.cross_entropy)
+        doc = zoofile.build_doc(spec)
+        json.loads(zoofile.dumps(doc))                # valid JSON
+        self.assertEqual(zoofile.validate(doc), [])
+        for prec in ("fp32", "amp"):
+            direct = trace_once(spec, 7, precision=prec)
+            self._compare(doc, prec, direct, 7, None)
+
+    def test_sequence_polynomial_matches_direct_trace(self):
+        from tools.tracer.models.transformers import GPT2LM, _ids_inputs, _causal_loss
+        spec = spec_of(lambda: GPT2LM(vocab=97, n_pos=64, hidden=16, layers=1, heads=2),
+                       _ids_inputs, _causal_loss, seq=32, fit_seqs=(4, 8, 12, 20))
+        doc = zoofile.build_doc(spec, precisions=("fp32",))
+        direct = trace_once(spec, 5, 24, precision="fp32")
+        self._compare(doc, "fp32", direct, 5, 24)
+
+    def _compare(self, doc, prec, raw, B, S):
+        var = doc["variants"][prec]
+        ev = lambda i: zoofile.eval_poly(doc, i, B, S)  # noqa: E731
+        main = raw["main"]
+        self.assertEqual(len(var["ops"]["kind"]), len(main["ops"]))
+        for j, o in enumerate(main["ops"]):
+            got = tuple(ev(var["ops"][k][j]) for k in ("flops", "rd", "wr", "par"))
+            self.assertEqual(got, tuple(o[3:7]), f"op {j} {o[0]}")
+            self.assertEqual(doc["kinds"][var["ops"]["kind"][j]], [o[0], o[1]])
+        for j, t in enumerate(main["tensors"]):
+            self.assertEqual(ev(var["tensors"]["size"][j]), t[0])
+            self.assertEqual(var["tensors"]["alloc"][j], t[1])
+            self.assertEqual(var["tensors"]["free"][j], t[2])
+        for k, sec in raw["sections"].items():
+            enc = var["optimizers"][k]
+            for j, o in enumerate(sec["ops"]):
+                self.assertEqual(ev(enc["ops"]["flops"][j]), o[3])
+            for j, t in enumerate(sec["tensors"]):
+                self.assertEqual(ev(enc["tensors"]["size"][j]), t[0])
+
+    def test_fitter_exact(self):
+        f = Fitter(BASIS_BS, [(b, s) for b in (2, 3) for s in (4, 8, 12)])
+        q = lambda B, S: 7 + 3 * S + 5 * S * S + 11 * B + 13 * B * S + 17 * B * S * S  # noqa
+        c = f.fit([q(b, s) for b, s in f.points])
+        self.assertEqual(c, (7, 3, 5, 11, 13, 17))
+        f2 = Fitter(BASIS_B, [(2, None), (3, None)])
+        self.assertEqual(f2.fit([10, 13]), (4, 3))
+
+
+class ModelZoo(unittest.TestCase):
+    def test_resnet18_parameter_count(self):
+        from tools.tracer import models
+        spec = models.get("resnet18")
+        raw = trace_once(spec, 2, optimizers=())
+        spec.release()
+        self.assertEqual(raw["params"], 11689512)
+        persistent = sum(t[0] for t in raw["main"]["tensors"] if t[3] == "param")
+        self.assertEqual(persistent, 11689512 * 4)
+
+    def test_registry_complete(self):
+        from tools.tracer import models
+        from tools.tracer.models.vision import TORCHVISION_MODELS
+        self.assertEqual(len(TORCHVISION_MODELS), 37)
+        for n in TORCHVISION_MODELS + ["bert_base", "bert_large", "gpt2_small", "gpt2_medium",
+                                       "vit_b_16", "llama2_7b", "dlrm_mlperf", "unet3d"]:
+            self.assertIn(n, models.REGISTRY)
+
+
+class CommittedZoo(unittest.TestCase):
+    """The generated files in zoo/ (skipped where none are present)."""
+
+    def test_zoo_files(self):
+        import glob
+        import os
+        from tools.tracer import models
+        files = sorted(glob.glob(os.path.join("zoo", "*.json")))
+        if not files:
+            self.skipTest("no zoo/*.json generated")
+        for f in files:
+            with self.subTest(file=f):
+                with open(f) as fh:
+                    doc = json.load(fh)
+                m = doc["model"]
+                self.assertEqual(doc["format"], zoofile.FORMAT)
+                self.assertIn(m["name"], models.REGISTRY)
+                self.assertEqual(os.path.basename(f), m["name"] + ".json")
+                for key in ("family", "input", "params", "fwd_flops_per_sample",
+                            "default_batch", "ref"):
+                    self.assertIn(key, m)
+                self.assertIn("version", doc["tracer"])
+                self.assertIn("torch", doc["tracer"])
+                self.assertEqual(set(doc["variants"]), {"fp32", "amp"})
+                self.assertEqual(zoofile.validate(doc), [])
+                self.assertLess(os.path.getsize(f), 2 * 1024 * 1024)
+                if m["name"] == "resnet18":
+                    self.assertEqual(m["params"], 11689512)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,172 @@
+"""Trace one training iteration of a model at one concrete shape.
+
+The iteration is the steady state of a standard loop:
+
+    optimizer.zero_grad(set_to_none=True)      # grads of the previous step gone
+    with autocast():                           # amp only
+        out = model(*inputs); loss = loss_fn(out, target)      -> phase "forward"
+    scaler.scale(loss).backward()              # amp: loss * scale  -> "backward"
+    scaler.unscale_/optimizer.step()/update    # one section per optimizer -> "optimizer"
+
+Optimizer state (SGD momentum buffers, Adam exp_avg/exp_avg_sq) already exists,
+as it does from the second iteration on. Everything runs on meta tensors.
+"""
+import torch
+
+from .core import Recorder, PARAM, BUFFER, INPUT, STATE, GRAD
+from .cudasem import CudaSemantics
+
+END = -1  # free index: alive until the end of the iteration (or persistent)
+
+OPTIMIZERS = ("sgd", "adam")
+PRECISIONS = ("fp32", "amp")
+
+
+def make_optimizer(kind, params):
+    if kind == "sgd":
+        opt = torch.optim.SGD(params, lr=0.1, momentum=0.9, foreach=False)
+        for p in params:
+            opt.state[p]["momentum_buffer"] = torch.zeros_like(p)
+        return opt
+    if kind == "adam":
+        opt = torch.optim.Adam(params, lr=1e-3, foreach=False)
+        for p in params:
+            st = opt.state[p]
+            st["step"] = torch.tensor(1.0)
+            st["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+            st["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+        return opt
+    raise ValueError(f"unknown optimizer {kind}")
+
+
+def _state_tensors(opt):
+    out = []
+    for group in opt.param_groups:
+        for p in group["params"]:
+            for k, v in opt.state[p].items():
+                if isinstance(v, torch.Tensor) and v.is_meta:
+                    out.append(v)
+    return out
+
+
+def trace_once(spec, B, S=None, precision="fp32", optimizers=OPTIMIZERS):
+    """Returns a raw trace: plain Python lists with concrete numbers."""
+    model = spec.build()
+    model.train()
+    params = [p for p in model.parameters() if p.requires_grad]
+    rec = Recorder()
+    param_ids = [rec.register(p, PARAM) for p in params]
+    for b in model.buffers():
+        if b.is_meta:
+            rec.register(b, BUFFER)
+    args, target = spec.inputs(B, S)
+    for x in list(args) + [target]:
+        if isinstance(x, torch.Tensor):
+            rec.register(x, INPUT)
+    for b in getattr(spec, "extra_persistent", lambda m: [])(model):
+        rec.register(b, BUFFER)
+    opts = {k: make_optimizer(k, params) for k in optimizers}
+
+    amp = precision == "amp"
+    if amp:
+        scale = torch.full((1,), 65536.0, device="meta")
+        growth_tracker = torch.zeros((1,), dtype=torch.int32, device="meta")
+        rec.register(scale, STATE)
+        rec.register(growth_tracker, STATE)
+    sem = CudaSemantics(torch.float16 if amp else None)
+
+    with sem, rec:
+        rec.phase = "forward"
+        out = model(*args)
+        loss = spec.loss(out, target)
+        sem.end_autocast()
+        if amp:
+            loss = loss.float() * scale
+        n_fwd = len(rec.ops)
+        rec.phase = "backward"
+        loss.backward()
+        del out, loss
+    rec.poll()
+    n_main = len(rec.ops)
+    main_tensor_count = len(rec.tensors)
+    grad_ids = []
+    for p in params:
+        if p.grad is None:
+            raise RuntimeError(f"{spec.name}: a parameter got no gradient")
+        tid = rec.tid_of(p.grad)
+        rec.tensors[tid].role = GRAD
+        grad_ids.append(tid)
+    # everything still alive survives to the end of the iteration
+    for tid in rec.watch:
+        rec.tensors[tid].free = END
+    rec.watch = []
+    for r in rec.tensors:
+        if r.free is None:
+            r.free = END
+
+    main = {
+        "ops": [_op_tuple(o) for o in rec.ops],
+        "tensors": [_t_tuple(t) for t in rec.tensors],
+        "phases": {"forward": [0, n_fwd], "backward": [n_fwd, n_main]},
+        "param_grad": [[p, g] for p, g in zip(param_ids, grad_ids)],
+    }
+    sections = {}
+    for kind, opt in opts.items():
+        op0, t0 = len(rec.ops), len(rec.tensors)
+        for st in _state_tensors(opt):
+            rec.register(st, STATE)
+        with rec:
+            rec.phase = "optimizer"
+            grads = [p.grad for p in params]
+            if amp:
+                inv_scale = scale.double().reciprocal().float()
+                found_inf = torch.full((1,), 0.0, device="meta")
+                torch._amp_foreach_non_finite_check_and_unscale_(grads, found_inf, inv_scale)
+                # (GradScaler reads found_inf back to the host here: a D2H sync)
+            opt.step()
+            if amp:
+                torch._amp_update_scale_(scale, growth_tracker, found_inf, 2.0, 0.5, 2000)
+                del inv_scale, found_inf
+            del grads
+        rec.poll()
+        for tid in rec.watch:
+            rec.tensors[tid].free = END
+        rec.watch = []
+        # renumber: section ops follow the main ops; section tensors follow main tensors
+        shift_op = op0 - n_main
+        shift_t = t0 - main_tensor_count
+
+        def remap(tid):
+            if tid >= t0:
+                return tid - shift_t
+            if tid >= main_tensor_count:
+                raise RuntimeError("optimizer section touched another section's tensor")
+            return tid
+        ops = []
+        for o in rec.ops[op0:]:
+            name, cls, dt, fl, rd, wr, par, ins, outs = _op_tuple(o)
+            ops.append((name, cls, dt, fl, rd, wr, par, tuple(remap(i) for i in ins),
+                        tuple(remap(i) for i in outs)))
+        tens = []
+        for t in rec.tensors[t0:]:
+            nbytes, alloc, free, role, dt = _t_tuple(t)
+            if alloc >= 0:
+                alloc -= shift_op
+            if free is not None and free >= 0:
+                free -= shift_op
+            if free is None:
+                free = END
+            tens.append((nbytes, alloc, free, role, dt))
+        sections[kind] = {"ops": ops, "tensors": tens}
+    rec.close()
+    n_params = sum(p.numel() for p in params)
+    return {"main": main, "sections": sections, "params": n_params,
+            "grad_ids": grad_ids, "B": B, "S": S, "precision": precision}
+
+
+def _op_tuple(o):
+    return (o.name, o.cls, o.dtype, o.flops, o.rd, o.wr, o.par, tuple(o.ins), tuple(o.outs))
+
+
+def _t_tuple(t):
+    return (t.nbytes, t.alloc, t.free, t.role, t.dtype)
