@@ -1,10 +1,64 @@
+#include <iostream>
+
 #include "cli/commands.h"
+#include "density_bench.h"
+#include "loader_bench.h"
+#include "timing_bench.h"
+#include "virtual_bench.h"
 
 namespace gpemu::cli {
+namespace {
+
+// Runs a benchmark and prints its table, or its JSON with --json.
+template <class Options, class Run, class Print>
+void add_bench(CLI::App& parent, const char* name, const char* what, Run run, Print print,
+               std::function<void(CLI::App&, Options&)> extra = {}) {
+  struct Args {
+    bool json = false, quick = false;
+    Options options;
+  };
+  auto a = std::make_shared<Args>();
+  auto* cmd = parent.add_subcommand(name, what);
+  cmd->add_flag("--json", a->json, "Machine-readable output");
+  if constexpr (requires { Options::quick(); })
+    cmd->add_flag("--quick", a->quick, "A shorter run with fewer operations");
+  if (extra) extra(*cmd, a->options);
+  cmd->callback([a, run, print] {
+    Options o = a->options;
+    if constexpr (requires { Options::quick(); })
+      if (a->quick) o = Options::quick();
+    const nlohmann::json result = run(o);
+    if (a->json)
+      std::cout << result.dump(2) << '\n';
+    else
+      print(result, std::cout);
+  });
+}
+
+}  // namespace
 
 void add_bench_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("bench", "Benchmarks of the emulator itself");
+  auto* cmd = app.add_subcommand("bench", "Benchmarks of the emulator itself (figures, not pass/fail)");
   cmd->require_subcommand(1);
+  add_bench<TimingBenchOptions>(
+      *cmd, "timing", "Real-clock fidelity: drift and lateness of 10,000 synchronized kernels vs relative sleeps",
+      [](const TimingBenchOptions& o) { return run_timing_bench(o); }, print_timing_bench,
+      [](CLI::App& c, TimingBenchOptions& o) { c.add_option("--ops", o.ops, "Kernels per chain")->capture_default_str(); });
+  add_bench<VirtualBenchOptions>(
+      *cmd, "virtual", "Virtual-clock throughput: emulated operations per second on one core",
+      [](const VirtualBenchOptions& o) { return run_virtual_bench(o); }, print_virtual_bench,
+      [](CLI::App& c, VirtualBenchOptions& o) { c.add_option("--ops", o.ops, "Operations per variant")->capture_default_str(); });
+  add_bench<DensityBenchOptions>(
+      *cmd, "density", "Memory per emulated device with 1,000 emulated GPUs in one process",
+      [](const DensityBenchOptions& o) { return run_density_bench(o); }, print_density_bench,
+      [](CLI::App& c, DensityBenchOptions& o) { c.add_option("--devices", o.devices, "Emulated GPUs")->capture_default_str(); });
+  add_bench<LoaderBenchOptions>(
+      *cmd, "loader", "Data loader throughput: gpemu's loader vs torchvision ImageFolder + DataLoader",
+      [](const LoaderBenchOptions& o) { return run_loader_bench(o); }, print_loader_bench,
+      [](CLI::App& c, LoaderBenchOptions& o) {
+        c.add_option("--workers", o.workers, "Loader workers for both")->capture_default_str();
+        c.add_option("--images", o.images, "Images in the generated dataset")->capture_default_str();
+      });
 }
 
 }  // namespace gpemu::cli

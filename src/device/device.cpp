@@ -64,29 +64,38 @@ Stream& Device::create_stream(bool non_blocking) {
 Completion Device::enqueue(Stream& s, const OpSpec& in, std::optional<Engine> engine,
                            std::span<const Completion> extra) {
   // Dependencies: stream order, engine availability, legacy default stream
-  // ordering, and whatever the caller adds.
-  Completion fixed[4];
+  // ordering, and whatever the caller adds. Kept in a small inline buffer:
+  // this is the hot path of every emulated operation.
+  constexpr std::size_t kInline = 8;
+  Completion inline_deps[kInline];
+  std::vector<Completion> heap_deps;
   std::size_t n = 0;
-  fixed[n++] = s.tail_;
-  if (engine) fixed[n++] = engine_tail_[static_cast<int>(*engine)];
-  std::vector<Completion> deps;
-  const bool legacy_all = s.is_default();
-  const bool legacy_default = !s.is_default() && !s.non_blocking();
-  if (legacy_default) fixed[n++] = streams_.front().tail_;
-  if (legacy_all || !extra.empty()) {
-    deps.assign(fixed, fixed + n);
-    if (legacy_all)
-      for (Stream& other : streams_)
-        if (!other.non_blocking() && other.id_ != 0) deps.push_back(other.tail_);
-    deps.insert(deps.end(), extra.begin(), extra.end());
+  auto add = [&](const Completion& c) {
+    if (c.resolved() && c.known_end() == 0) return;  // an idle stream or engine: no constraint
+    if (n < kInline) {
+      inline_deps[n++] = c;
+    } else {
+      if (heap_deps.empty()) heap_deps.assign(inline_deps, inline_deps + n);
+      heap_deps.push_back(c);
+      ++n;
+    }
+  };
+  add(s.tail_);
+  if (engine) add(engine_tail_[static_cast<int>(*engine)]);
+  if (s.is_default()) {
+    for (Stream& other : streams_)
+      if (!other.non_blocking() && other.id_ != 0) add(other.tail_);
+  } else if (!s.non_blocking()) {
+    add(streams_.front().tail_);
   }
+  for (const Completion& c : extra) add(c);
   OpSpec spec = in;
   spec.lower_bound = std::max(spec.lower_bound, timeline_->clock().now());
   spec.tag.device = index_;
   spec.tag.stream = s.id_;
   spec.tag.engine = engine ? static_cast<int>(*engine) : -1;
-  Completion c = deps.empty() ? timeline_->issue(spec, std::span<const Completion>(fixed, n))
-                              : timeline_->issue(spec, deps);
+  Completion c = heap_deps.empty() ? timeline_->issue(spec, std::span<const Completion>(inline_deps, n))
+                                   : timeline_->issue(spec, heap_deps);
   s.tail_ = c;
   if (engine) {
     engine_tail_[static_cast<int>(*engine)] = c;
