@@ -43,7 +43,12 @@ void add_bench_command(CLI::App& app) {
   add_bench<TimingBenchOptions>(
       *cmd, "timing", "Real-clock fidelity: drift and lateness of 10,000 synchronized kernels vs relative sleeps",
       [](const TimingBenchOptions& o) { return run_timing_bench(o); }, print_timing_bench,
-      [](CLI::App& c, TimingBenchOptions& o) { c.add_option("--ops", o.ops, "Kernels per chain")->capture_default_str(); });
+      [](CLI::App& c, TimingBenchOptions& o) {
+        c.add_option("--ops", o.ops, "Kernels per chain")->capture_default_str();
+        c.add_option_function<double>(
+             "--spin-window-us", [&o](double us) { o.spin_window = from_us(us); },
+             "Real clock: spin this long before each deadline instead of sleeping (default 100)");
+      });
   add_bench<VirtualBenchOptions>(
       *cmd, "virtual", "Virtual-clock throughput: emulated operations per second on one core",
       [](const VirtualBenchOptions& o) { return run_virtual_bench(o); }, print_virtual_bench,
