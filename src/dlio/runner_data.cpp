@@ -1,0 +1,473 @@
+// DLIO runner, data side: where the dataset lives, generating it (with a
+// manifest so that a second run skips it), opening it for reading, and the
+// seeded draws of DLIO's time values.
+#include <algorithm>
+#include <chrono>
+#include <optional>
+#include <cctype>
+#include <cmath>
+#include <fstream>
+#include <numbers>
+
+#include <fmt/format.h>
+
+#include "gpemu/dlio/runner.h"
+#include "gpemu/error.h"
+#include "gpemu/pipeline/dataset.h"
+#include "gpemu/pipeline/generator.h"
+
+namespace gpemu::dlio {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kManifestName = ".gpemu-dlio-dataset.json";
+constexpr const char* kStagingName = ".gpemu-dlio-generating";
+
+std::uint64_t splitmix(std::uint64_t& state) {
+  std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+std::uint64_t mix(std::uint64_t a, std::uint64_t b) {
+  std::uint64_t s = a ^ (b * 0xD1B54A32D192ED03ull);
+  return splitmix(s);
+}
+
+struct FormatInfo {
+  pipeline::DlioFormat format;
+  const char* extension;  // with the dot
+};
+
+std::string where_set(const DlioWorkload& w, const std::string& key) {
+  auto it = w.set_keys.find(key);
+  if (it != w.set_keys.end()) return it->second;
+  return (w.source.empty() ? std::string("configuration") : w.source) + " (default)";
+}
+
+FormatInfo format_info(const DlioWorkload& w) {
+  switch (w.dataset.format) {
+    case DataFormat::Npz: return {pipeline::DlioFormat::Npz, ".npz"};
+    case DataFormat::Npy: return {pipeline::DlioFormat::Npy, ".npy"};
+    case DataFormat::IndexedBinary:
+    case DataFormat::MmapIndexedBinary: return {pipeline::DlioFormat::Raw, ".bin"};
+    case DataFormat::Jpeg: return {pipeline::DlioFormat::Jpeg, ".jpg"};
+    default: break;
+  }
+  throw InputError(fmt::format(
+      "{}: dataset.format = '{}' cannot be generated or read by gpemu's DLIO runner; accepted: npz, npy, "
+      "indexed_binary, mmap_indexed_binary (raw records), jpeg",
+      where_set(w, "dataset.format"), to_string(w.dataset.format)));
+}
+
+struct SplitInfo {
+  const char* name;  // "train" / "valid"
+  std::uint64_t files;
+  std::uint64_t subfolders;
+  std::uint64_t seed;
+};
+
+SplitInfo split_info(const DlioWorkload& w, DlioSplit split) {
+  const auto seed = static_cast<std::uint64_t>(w.train.seed);
+  if (split == DlioSplit::Train) {
+    return {"train", static_cast<std::uint64_t>(std::max<std::int64_t>(0, w.dataset.num_files_train)),
+            static_cast<std::uint64_t>(std::max<std::int64_t>(0, w.dataset.num_subfolders_train)), seed};
+  }
+  return {"valid", static_cast<std::uint64_t>(std::max<std::int64_t>(0, w.dataset.num_files_eval)),
+          static_cast<std::uint64_t>(std::max<std::int64_t>(0, w.dataset.num_subfolders_eval)), mix(seed, 0x5eed)};
+}
+
+void make_dir(const fs::path& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw InputError(fmt::format("DLIO data: cannot create folder '{}': {}", dir.string(), ec.message()));
+}
+
+// The generation parameters a manifest records; a second generation with the
+// same parameters is skipped.
+nlohmann::json generation_params(const DlioWorkload& w, const SplitInfo& s) {
+  return {{"split", s.name},
+          {"format", std::string(to_string(w.dataset.format))},
+          {"num_files", s.files},
+          {"num_subfolders", s.subfolders},
+          {"samples_per_file", w.dataset.num_samples_per_file},
+          {"record_length_bytes", w.dataset.record_length_bytes},
+          {"record_length_bytes_stdev", w.dataset.record_length_bytes_stdev},
+          {"file_prefix", w.dataset.file_prefix},
+          {"seed", s.seed}};
+}
+
+std::optional<nlohmann::json> read_manifest(const fs::path& folder) {
+  std::ifstream in(folder / kManifestName);
+  if (!in) return std::nullopt;
+  try {
+    nlohmann::json j = nlohmann::json::parse(in);
+    if (!j.is_object() || !j.contains("params") || !j.contains("files") || !j["files"].is_array()) return std::nullopt;
+    return j;
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+std::vector<DlioDataFile> manifest_files(const nlohmann::json& m, const fs::path& folder) {
+  std::vector<DlioDataFile> files;
+  for (const auto& f : m["files"]) {
+    DlioDataFile d;
+    d.path = folder / f.at("path").get<std::string>();
+    d.bytes = f.at("bytes").get<std::uint64_t>();
+    d.samples = f.at("samples").get<std::uint64_t>();
+    d.record_length = f.at("record_length").get<std::uint64_t>();
+    d.first_offset = f.at("first_offset").get<std::uint64_t>();
+    files.push_back(std::move(d));
+  }
+  return files;
+}
+
+bool files_present(const std::vector<DlioDataFile>& files) {
+  for (const auto& f : files) {
+    std::error_code ec;
+    const auto size = fs::file_size(f.path, ec);
+    if (ec || size != f.bytes) return false;
+  }
+  return true;
+}
+
+std::string file_name(const DlioWorkload& w, std::uint64_t i, std::uint64_t n, const char* ext) {
+  const int width = static_cast<int>(std::to_string(n).size());
+  return fmt::format("{}_{:0{}}_of_{}{}", w.dataset.file_prefix, i, width, n, ext);
+}
+
+// Per-file record length: normal(mean, stdev) truncated to mean +- 3 stdev and
+// at least 1 byte (redrawn outside), rounded to whole bytes.
+std::vector<std::uint64_t> record_lengths(const DlioWorkload& w, const SplitInfo& s) {
+  const double mean = w.dataset.record_length_bytes;
+  const double sd = w.dataset.record_length_bytes_stdev;
+  std::vector<std::uint64_t> out(s.files);
+  TimeSpec spec;
+  spec.mean = mean;
+  spec.stdev = sd;
+  TimeSampler draw(spec, mix(s.seed, 0x1e27));
+  const double lo = std::max(1.0, mean - 3 * sd), hi = std::max(lo, mean + 3 * sd);
+  for (auto& l : out) {
+    double v = mean;
+    if (sd > 0) {
+      for (int tries = 0; tries < 1000; ++tries) {
+        v = draw.next_seconds();
+        if (v >= lo && v <= hi) break;
+      }
+      v = std::clamp(v, lo, hi);
+    }
+    l = static_cast<std::uint64_t>(std::max(1.0, std::round(v)));
+  }
+  return out;
+}
+
+// Offset of the first record and record length of a generated file, read back
+// with the pipeline's own opener (npy/npz headers).
+std::pair<std::uint64_t, std::uint64_t> layout_of(const fs::path& staging, pipeline::DlioFormat format,
+                                                  std::uint64_t record_length, const fs::path& file) {
+  if (format == pipeline::DlioFormat::Raw) return {0, record_length};
+  if (format == pipeline::DlioFormat::Jpeg) return {0, fs::file_size(file)};
+  pipeline::DlioOptions o;
+  o.format = format;
+  const pipeline::Dataset ds = pipeline::open_dlio_dataset(staging, o);
+  for (const auto& s : ds.samples) {
+    if (fs::path(s.path) == file) return {s.offset, s.length};
+  }
+  throw Error("DLIO data: generated file '" + file.string() + "' has no records");
+}
+
+}  // namespace
+
+std::uint64_t DlioData::bytes() const {
+  std::uint64_t b = 0;
+  for (const auto& f : files) b += f.bytes;
+  return b;
+}
+
+std::uint64_t DlioData::samples() const {
+  std::uint64_t n = 0;
+  for (const auto& f : files) n += f.samples;
+  return n;
+}
+
+fs::path resolve_data_folder(const DlioWorkload& w, const fs::path& base_dir) {
+  const fs::path folder = w.dataset.data_folder;
+  if (folder.is_absolute()) return folder.lexically_normal();
+  fs::path p = fs::path(w.storage.storage_root) / folder;
+  if (!p.is_absolute()) p = (base_dir.empty() ? fs::current_path() : base_dir) / p;
+  return p.lexically_normal();
+}
+
+DlioData generate_dlio_data(const DlioWorkload& w, DlioSplit split, const fs::path& base_dir,
+                            const std::function<void(const DlioProgress&)>& progress) {
+  const FormatInfo fi = format_info(w);
+  const SplitInfo s = split_info(w, split);
+  DlioData data;
+  data.folder = resolve_data_folder(w, base_dir) / s.name;
+  if (s.files == 0) return data;
+  if (fi.format == pipeline::DlioFormat::Jpeg && w.dataset.num_samples_per_file != 1) {
+    throw InputError(fmt::format("{}: dataset.num_samples_per_file = {} with format jpeg; a JPEG file holds one "
+                                 "sample, accepted: 1",
+                                 where_set(w, "dataset.num_samples_per_file"), w.dataset.num_samples_per_file));
+  }
+  const nlohmann::json params = generation_params(w, s);
+  const auto old = read_manifest(data.folder);
+  if (old && (*old)["params"] == params) {
+    auto files = manifest_files(*old, data.folder);
+    if (files.size() == s.files && files_present(files)) {
+      data.files = std::move(files);
+      data.skipped = true;
+      return data;
+    }
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  make_dir(data.folder);
+  if (old) {  // remove what the previous generation wrote (and only that)
+    for (const auto& f : manifest_files(*old, data.folder)) {
+      std::error_code ec;
+      fs::remove(f.path, ec);
+    }
+    std::error_code ec;
+    fs::remove(data.folder / kManifestName, ec);
+  }
+  const fs::path staging = data.folder / kStagingName;
+  std::error_code ec;
+  fs::remove_all(staging, ec);
+  make_dir(staging);
+
+  const auto lengths = record_lengths(w, s);
+  const auto per_file = static_cast<std::size_t>(w.dataset.num_samples_per_file);
+  const bool varying = w.dataset.record_length_bytes_stdev > 0;
+  nlohmann::json listed = nlohmann::json::array();
+  auto place = [&](std::uint64_t i, const fs::path& produced, std::pair<std::uint64_t, std::uint64_t> layout) {
+    const auto [first, length] = layout;
+    fs::path rel = file_name(w, i, s.files, fi.extension);
+    if (s.subfolders > 0) rel = fs::path(std::to_string(i % s.subfolders)) / rel;
+    const fs::path dest = data.folder / rel;
+    make_dir(dest.parent_path());
+    fs::rename(produced, dest, ec);
+    if (ec) throw InputError(fmt::format("DLIO data: cannot move '{}' to '{}': {}", produced.string(), dest.string(), ec.message()));
+    DlioDataFile f;
+    f.path = dest;
+    f.bytes = fs::file_size(dest);
+    f.samples = per_file;
+    f.record_length = length;
+    f.first_offset = first;
+    listed.push_back({{"path", rel.string()}, {"bytes", f.bytes}, {"samples", f.samples},
+                      {"record_length", f.record_length}, {"first_offset", f.first_offset}});
+    data.files.push_back(std::move(f));
+    if (progress) {
+      DlioProgress p;
+      p.phase = DlioPhase::Generate;
+      p.rank = -1;
+      p.step = i + 1;
+      p.steps = s.files;
+      p.bytes = data.files.back().bytes;
+      progress(p);
+    }
+  };
+  if (varying) {
+    // One file per call, each with its own record length.
+    for (std::uint64_t i = 0; i < s.files; ++i) {
+      pipeline::DlioGeneratorOptions g;
+      g.format = fi.format;
+      g.num_files = 1;
+      g.samples_per_file = per_file;
+      g.record_length = lengths[i];
+      g.seed = mix(s.seed, i);
+      const auto paths = pipeline::generate_dlio_dataset(staging, g);
+      place(i, paths.at(0), layout_of(staging, fi.format, lengths[i], paths.at(0)));
+    }
+  } else {
+    pipeline::DlioGeneratorOptions g;
+    g.format = fi.format;
+    g.num_files = s.files;
+    g.samples_per_file = per_file;
+    g.record_length = lengths.empty() ? 1 : lengths[0];
+    g.seed = s.seed;
+    const auto paths = pipeline::generate_dlio_dataset(staging, g);
+    // Non-JPEG files share one layout: read it from the first file only.
+    std::pair<std::uint64_t, std::uint64_t> shared{0, g.record_length};
+    if (fi.format == pipeline::DlioFormat::Npy || fi.format == pipeline::DlioFormat::Npz) {
+      shared = layout_of(staging, fi.format, g.record_length, paths.at(0));
+    }
+    for (std::uint64_t i = 0; i < s.files; ++i) {
+      place(i, paths.at(i),
+            fi.format == pipeline::DlioFormat::Jpeg ? layout_of(staging, fi.format, 0, paths.at(i)) : shared);
+    }
+  }
+  fs::remove_all(staging, ec);
+
+  const nlohmann::json manifest = {{"gpemu_dlio_dataset", 1}, {"params", params}, {"files", listed}};
+  const fs::path tmp = data.folder / (std::string(kManifestName) + ".tmp");
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << manifest.dump(1) << '\n';
+    if (!out) throw InputError("DLIO data: cannot write '" + tmp.string() + "'");
+  }
+  fs::rename(tmp, data.folder / kManifestName, ec);
+  if (ec) throw InputError(fmt::format("DLIO data: cannot write the manifest in '{}': {}", data.folder.string(), ec.message()));
+  data.generated = true;
+  data.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return data;
+}
+
+DlioData open_dlio_data(const DlioWorkload& w, DlioSplit split, const fs::path& base_dir) {
+  const FormatInfo fi = format_info(w);
+  const SplitInfo s = split_info(w, split);
+  DlioData data;
+  data.folder = resolve_data_folder(w, base_dir) / s.name;
+  const std::string hint = fmt::format(
+      "generate it with workflow.generate_data: true (++workload.workflow.generate_data=True)");
+  std::error_code ec;
+  if (!fs::is_directory(data.folder, ec)) {
+    throw InputError(fmt::format("DLIO data: the {} folder '{}' does not exist; {}", s.name, data.folder.string(), hint));
+  }
+  if (auto m = read_manifest(data.folder)) {
+    auto files = manifest_files(*m, data.folder);
+    if (files.size() < s.files) {
+      throw InputError(fmt::format("DLIO data: '{}' holds {} generated files, the workload needs {} "
+                                   "(dataset.num_files_{}); {}",
+                                   data.folder.string(), files.size(), s.files,
+                                   split == DlioSplit::Train ? "train" : "eval", hint));
+    }
+    files.resize(s.files);
+    for (const auto& f : files) {
+      if (!fs::is_regular_file(f.path, ec)) {
+        throw InputError(fmt::format("DLIO data: '{}' is listed in the folder's manifest but missing; {}",
+                                     f.path.string(), hint));
+      }
+    }
+    data.files = std::move(files);
+    return data;
+  }
+  // No manifest: files written by DLIO or by hand. The folder itself and its
+  // subfolders, files with the format's extension, sorted by path.
+  std::vector<fs::path> dirs = {data.folder};
+  for (const auto& e : fs::directory_iterator(data.folder, ec)) {
+    if (e.is_directory() && e.path().filename().string().front() != '.') dirs.push_back(e.path());
+  }
+  std::sort(dirs.begin(), dirs.end());
+  pipeline::DlioOptions o;
+  o.format = fi.format;
+  if (fi.format == pipeline::DlioFormat::Raw) {
+    o.record_length = static_cast<std::uint64_t>(std::llround(w.dataset.record_length_bytes));
+  }
+  std::vector<DlioDataFile> files;
+  auto has_files = [&](const fs::path& dir) {
+    std::error_code e2;
+    for (const auto& e : fs::directory_iterator(dir, e2)) {
+      std::string ext = e.path().extension().string();
+      std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
+      if (e.is_regular_file() && (ext == fi.extension || (fi.format == pipeline::DlioFormat::Jpeg && ext == ".jpeg"))) {
+        return true;
+      }
+    }
+    return false;
+  };
+  for (const auto& dir : dirs) {
+    if (!has_files(dir)) continue;
+    const pipeline::Dataset ds = pipeline::open_dlio_dataset(dir, o);
+    for (const auto& sample : ds.samples) {
+      if (files.empty() || files.back().path != fs::path(sample.path)) {
+        DlioDataFile f;
+        f.path = sample.path;
+        f.bytes = fs::file_size(f.path);
+        f.record_length = sample.length;
+        f.first_offset = sample.offset;
+        files.push_back(std::move(f));
+      }
+      ++files.back().samples;
+    }
+  }
+  std::sort(files.begin(), files.end(), [](const DlioDataFile& a, const DlioDataFile& b) { return a.path < b.path; });
+  if (files.size() < s.files) {
+    throw InputError(fmt::format("DLIO data: '{}' holds {} {} files, the workload needs {} (dataset.num_files_{}); {}",
+                                 data.folder.string(), files.size(), fi.extension, s.files,
+                                 split == DlioSplit::Train ? "train" : "eval", hint));
+  }
+  files.resize(s.files);
+  data.files = std::move(files);
+  return data;
+}
+
+// --- TimeSampler ---------------------------------------------------------------
+
+TimeSampler::TimeSampler(const TimeSpec& spec, std::uint64_t seed) : spec_(spec), state_(seed) {}
+
+bool TimeSampler::constant() const { return spec_.distribution == Distribution::Normal && spec_.stdev == 0; }
+
+double TimeSampler::uniform01() {
+  // 53 random bits in (0, 1): never 0, so logarithms are finite.
+  return (static_cast<double>(splitmix(state_) >> 11) + 0.5) * 0x1.0p-53;
+}
+
+double TimeSampler::normal01() {
+  const double u1 = uniform01(), u2 = uniform01();
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
+}
+
+double TimeSampler::next_seconds() {
+  double v = 0;
+  switch (spec_.distribution) {
+    case Distribution::Normal:
+      v = spec_.stdev > 0 ? spec_.mean + spec_.stdev * normal01() : spec_.mean;
+      break;
+    case Distribution::Uniform:
+      v = spec_.min + (spec_.max - spec_.min) * uniform01();
+      break;
+    case Distribution::Exponential:
+      v = -spec_.scale * std::log(uniform01());
+      break;
+    case Distribution::Gamma: {
+      // Marsaglia and Tsang; shape < 1 through gamma(shape + 1) * U^(1/shape).
+      const double k = spec_.shape;
+      if (k <= 0 || spec_.scale <= 0) {
+        v = 0;
+        break;
+      }
+      const double kk = k < 1 ? k + 1 : k;
+      const double d = kk - 1.0 / 3, c = 1.0 / std::sqrt(9 * d);
+      double g = 0;
+      for (;;) {
+        const double x = normal01();
+        double t = 1 + c * x;
+        if (t <= 0) continue;
+        t = t * t * t;
+        const double u = uniform01();
+        if (std::log(u) < 0.5 * x * x + d - d * t + d * std::log(t)) {
+          g = d * t;
+          break;
+        }
+      }
+      if (k < 1) g *= std::pow(uniform01(), 1.0 / k);
+      v = g * spec_.scale;
+      break;
+    }
+    case Distribution::Poisson: {
+      const double lam = spec_.lam;
+      if (lam <= 0) {
+        v = 0;
+      } else if (lam < 30) {
+        const double limit = std::exp(-lam);
+        double p = uniform01();
+        int n = 0;
+        while (p > limit) {
+          p *= uniform01();
+          ++n;
+        }
+        v = n;
+      } else {
+        v = std::round(lam + std::sqrt(lam) * normal01());
+      }
+      break;
+    }
+  }
+  return v > 0 && std::isfinite(v) ? v : 0.0;
+}
+
+}  // namespace gpemu::dlio
