@@ -133,7 +133,7 @@ TEST(PeakTflops, TensorModesAreNeverSlowerThanFp32) {
 
 TEST(FindGpu, AcceptsGpemuProfileDirectoryNames) {
   EXPECT_EQ(find_gpu("Tesla_K80").id, "K80");
-  EXPECT_EQ(find_gpu("Tesla_M40").id, "M40");
+  EXPECT_EQ(find_gpu("Tesla_M40").id, "M40-12GB");  // GPEmu's M40 directory is the 12 GB card
   EXPECT_EQ(find_gpu("Tesla_P100-PCIE-16GB").id, "P100-PCIE-16GB");
   EXPECT_EQ(find_gpu("Tesla_V100-PCIE-32GB").id, "V100-PCIE-32GB");
   EXPECT_EQ(find_gpu("Quadro_RTX_6000").id, "RTX6000");
