@@ -47,7 +47,7 @@ std::vector<GpuSpec> build_catalog() {
       // GPEmu's "Tesla_M40" directory is the 12 GB card: ResNet-50 stops at
       // batch 124 with 10.6 GB allocated (reference/gpemu-profiles memory
       // tables), which a 24 GB card would hold twice over.
-      {.id = "M40-12GB",
+      {.id = "M40",
        .name = "NVIDIA Tesla M40 12 GB",
        .vendor = "NVIDIA",
        .architecture = "Maxwell",
@@ -58,21 +58,21 @@ std::vector<GpuSpec> build_catalog() {
        .sm_count = 24,
        .pcie_gen = 3,
        .pcie_lanes = 16,
-       .aliases = {"Tesla_M40", "M40 12GB"},
+       .aliases = {"Tesla_M40", "Tesla M40", "M40-12GB"},
        .source = "NVIDIA Tesla M40 GPU Accelerator datasheet (2015): 12 GB GDDR5, 288 GB/s, 7 TFLOP/s FP32"},
 
-      {.id = "M40",
+      {.id = "M40-24GB",
        .name = "NVIDIA Tesla M40 24 GB",
        .vendor = "NVIDIA",
        .architecture = "Maxwell",
-       .year = 2015,
+       .year = 2016,
        .memory_bytes = GiB(24),
        .memory_bandwidth_gbs = 288,
        .fp32_tflops = 7.0,
        .sm_count = 24,
        .pcie_gen = 3,
        .pcie_lanes = 16,
-       .aliases = {"Tesla M40 24GB", "M40-24GB"},
+       .aliases = {"Tesla M40 24GB"},
        .source = "NVIDIA Tesla M40 24GB GPU Accelerator datasheet (2016)"},
 
       {.id = "P100-PCIE-16GB",

@@ -81,7 +81,8 @@ TEST(Catalog, K80IsOneDieOfTheBoard) {
 }
 
 TEST(Catalog, MemoryIsTheMarketedSizeInGiB) {
-  EXPECT_EQ(find_gpu("M40").memory_bytes, 24ull << 30);
+  EXPECT_EQ(find_gpu("M40").memory_bytes, 12ull << 30);  // the 2015 card GPEmu measured
+  EXPECT_EQ(find_gpu("M40-24GB").memory_bytes, 24ull << 30);
   EXPECT_EQ(find_gpu("V100-PCIE-32GB").memory_bytes, 32ull << 30);
   EXPECT_EQ(find_gpu("A100-SXM4-40GB").memory_bytes, 40ull << 30);
   EXPECT_EQ(find_gpu("H200").memory_bytes, 141ull << 30);
@@ -133,7 +134,7 @@ TEST(PeakTflops, TensorModesAreNeverSlowerThanFp32) {
 
 TEST(FindGpu, AcceptsGpemuProfileDirectoryNames) {
   EXPECT_EQ(find_gpu("Tesla_K80").id, "K80");
-  EXPECT_EQ(find_gpu("Tesla_M40").id, "M40-12GB");  // GPEmu's M40 directory is the 12 GB card
+  EXPECT_EQ(find_gpu("Tesla_M40").id, "M40");  // GPEmu's M40 directory is the 12 GB card
   EXPECT_EQ(find_gpu("Tesla_P100-PCIE-16GB").id, "P100-PCIE-16GB");
   EXPECT_EQ(find_gpu("Tesla_V100-PCIE-32GB").id, "V100-PCIE-32GB");
   EXPECT_EQ(find_gpu("Quadro_RTX_6000").id, "RTX6000");
@@ -142,7 +143,7 @@ TEST(FindGpu, AcceptsGpemuProfileDirectoryNames) {
 
 TEST(FindGpu, AcceptsWhatTorchCudaGetDeviceNamePrints) {
   EXPECT_EQ(find_gpu("Tesla K80").id, "K80");
-  EXPECT_EQ(find_gpu("Tesla M40 24GB").id, "M40");
+  EXPECT_EQ(find_gpu("Tesla M40 24GB").id, "M40-24GB");
   EXPECT_EQ(find_gpu("Tesla P100-PCIE-16GB").id, "P100-PCIE-16GB");
   EXPECT_EQ(find_gpu("Tesla V100-PCIE-32GB").id, "V100-PCIE-32GB");
   EXPECT_EQ(find_gpu("Tesla V100-SXM2-32GB").id, "V100-SXM2-32GB");
