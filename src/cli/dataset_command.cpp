@@ -1,0 +1,69 @@
+#include <filesystem>
+#include <iostream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/output.h"
+#include "gpemu/error.h"
+#include "gpemu/pipeline/generator.h"
+
+namespace gpemu::cli {
+namespace {
+
+struct SynthArgs {
+  std::string out;
+  long long images = 2000;
+  int classes = 100;
+  double median_kb = 110;
+  std::uint64_t seed = 0;
+  bool json = false;
+};
+
+void synth(const SynthArgs& a) {
+  if (a.images < 1) throw InputError(fmt::format("--images {} is impossible: it must be at least 1", a.images));
+  if (a.classes < 1) throw InputError(fmt::format("--classes {} is impossible: it must be at least 1", a.classes));
+  if (!(a.median_kb > 0)) throw InputError(fmt::format("--median-kb {} is impossible: it must be positive", a.median_kb));
+  const std::filesystem::path out(a.out);
+  std::error_code ec;
+  if (std::filesystem::exists(out, ec) && !std::filesystem::is_directory(out, ec))
+    throw InputError(fmt::format("--out '{}' exists and is not a folder", a.out));
+  const pipeline::ImageDatasetSummary s =
+      pipeline::generate_image_dataset(out, a.classes, static_cast<std::size_t>(a.images), a.seed, a.median_kb);
+  if (a.json) {
+    nlohmann::json j = {{"out", a.out},         {"images", s.images},         {"classes", a.classes},
+                        {"seed", a.seed},       {"total_bytes", s.total_bytes}, {"median_bytes", s.median_bytes},
+                        {"p90_bytes", s.p90_bytes}, {"max_bytes", s.max_bytes}};
+    std::cout << j.dump(2) << '\n';
+    return;
+  }
+  std::cout << fmt::format("wrote an ImageFolder of synthetic JPEGs to {}\n\n", a.out);
+  print_summary(std::cout, {{"images", std::to_string(s.images)},
+                            {"classes", std::to_string(a.classes)},
+                            {"total", fmt::format("{:.1f} MB", static_cast<double>(s.total_bytes) / 1e6)},
+                            {"median size", fmt::format("{:.1f} KB", static_cast<double>(s.median_bytes) / 1e3)},
+                            {"p90 size", fmt::format("{:.1f} KB", static_cast<double>(s.p90_bytes) / 1e3)},
+                            {"largest", fmt::format("{:.1f} KB", static_cast<double>(s.max_bytes) / 1e3)}});
+  std::cout << fmt::format("train on it: gpemu train --data {}\n", a.out);
+}
+
+}  // namespace
+
+void add_dataset_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("dataset", "Make datasets for training experiments");
+  cmd->require_subcommand(1);
+  auto a = std::make_shared<SynthArgs>();
+  auto* s = cmd->add_subcommand("synth",
+                                "Generate an ImageNet-like ImageFolder of real JPEGs (log-normal sizes, median near "
+                                "--median-kb), deterministic for a seed");
+  s->add_option("--out", a->out, "Folder to write (created; class_NNNN/img_NNNNNNNN.JPEG)")->required();
+  s->add_option("--images", a->images, "Number of images")->capture_default_str();
+  s->add_option("--classes", a->classes, "Number of class folders")->capture_default_str();
+  s->add_option("--median-kb", a->median_kb, "Median file size, KB")->capture_default_str();
+  s->add_option("--seed", a->seed, "Seed")->capture_default_str();
+  s->add_flag("--json", a->json, "Machine-readable output");
+  s->callback([a] { synth(*a); });
+}
+
+}  // namespace gpemu::cli

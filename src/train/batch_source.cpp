@@ -1,0 +1,131 @@
+#include "gpemu/train/batch_source.h"
+
+#include <algorithm>
+#include <chrono>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "gpemu/error.h"
+#include "gpemu/pipeline/io.h"
+
+namespace gpemu::train {
+
+BatchSource::~BatchSource() = default;
+
+std::string loader_trace_process(int rank, int worker) {
+  return worker < 0 ? fmt::format("GPU {} loader main thread", rank) : fmt::format("GPU {} loader worker", rank);
+}
+
+// ---- SyntheticSource ----------------------------------------------------------
+
+SyntheticSource::SyntheticSource(Clock& clock, std::int64_t batches, int batch_size, std::uint64_t bytes_per_sample,
+                                 HostMemoryKind memory)
+    : clock_(clock), batches_(batches), batch_size_(batch_size), bytes_per_sample_(bytes_per_sample), memory_(memory) {
+  if (batches < 0) throw InputError(fmt::format("iterations {} is impossible: it must be 0 or more", batches));
+  if (batch_size < 1) throw InputError(fmt::format("batch size {} is impossible: it must be at least 1", batch_size));
+}
+
+void SyntheticSource::begin_epoch(std::uint64_t epoch) {
+  epoch_ = epoch;
+  next_ = 0;
+}
+
+std::optional<LoadedBatch> SyntheticSource::next(const SleepFn&) {
+  if (next_ >= batches_) return std::nullopt;
+  LoadedBatch b;
+  b.epoch = epoch_;
+  b.index = static_cast<std::size_t>(next_++);
+  b.samples = batch_size_;
+  b.bytes = bytes_per_sample_ * static_cast<std::uint64_t>(batch_size_);
+  b.memory = memory_;
+  b.ready = clock_.now();
+  return b;
+}
+
+std::string SyntheticSource::describe() const {
+  return fmt::format("in-memory batches ({} host memory, always ready)", to_string(memory_));
+}
+
+// ---- PipelineSource -----------------------------------------------------------
+
+PipelineSource::PipelineSource(Clock& clock, pipeline::Dataset dataset, pipeline::LoaderOptions options,
+                               PipelineSourceOptions source)
+    : clock_(clock), source_(source) {
+  if (clock.is_virtual())
+    throw InputError(
+        "the real data loader runs in wall time and cannot feed a virtual-clock run: use the modelled loader "
+        "(ModelledLoader; `gpemu train --clock virtual` does)");
+  loader_ = std::make_unique<pipeline::DataLoader>(std::move(dataset), std::move(options));
+  // Loader times are steady-clock ns from origin(); the real clock's are
+  // monotonic ns from its own epoch. Both are CLOCK_MONOTONIC on Linux.
+  const Time clock_now = clock_.now();
+  const auto since_origin = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                std::chrono::steady_clock::now() - loader_->origin())
+                                .count();
+  offset_ = clock_now - since_origin;
+}
+
+PipelineSource::~PipelineSource() = default;
+
+Time PipelineSource::to_clock(Time loader_ns) const { return loader_ns + offset_; }
+
+void PipelineSource::begin_epoch(std::uint64_t epoch) {
+  if (source_.cold) {
+    // The files this rank reads this epoch.
+    std::set<std::string> seen;
+    std::vector<std::string> files;
+    const auto& samples = loader_->dataset().samples;
+    for (std::size_t i : loader_->sampler().indices(epoch))
+      if (seen.insert(samples[i].path).second) files.push_back(samples[i].path);
+    pipeline::evict_from_page_cache(files);
+  }
+  loader_->begin_epoch(epoch);
+}
+
+std::optional<LoadedBatch> PipelineSource::next(const SleepFn&) {
+  std::optional<pipeline::Batch> b = loader_->next();
+  if (!b) return std::nullopt;
+  LoadedBatch out;
+  out.epoch = b->epoch;
+  out.index = b->index;
+  out.samples = static_cast<std::int64_t>(b->size());
+  out.bytes = b->data_bytes();
+  out.memory = b->pinned() ? HostMemoryKind::Pinned : HostMemoryKind::Pageable;
+  out.sample_indices = b->sample_indices;
+  out.ready = to_clock(b->timing.finished_at);
+  out.read = b->timing.read_ns;
+  out.decode = b->timing.decode_ns;
+  if (source_.trace && source_.trace->tracing()) {
+    const std::string process = loader_trace_process(source_.rank, b->worker);
+    const int thread = std::max(b->worker, 0);
+    const Time start = to_clock(b->timing.started_at);
+    const Time end = to_clock(b->timing.finished_at);
+    // read and decode alternate sample by sample inside the batch; the trace
+    // shows the batch with its summed read time, then its summed decode time.
+    source_.trace->add_host_span({fmt::format("batch {}", b->index), "loader", process, thread, start, end});
+    const Time read_end = std::min(end, start + b->timing.read_ns);
+    source_.trace->add_host_span({"read", "loader", process, thread, start, read_end});
+    source_.trace->add_host_span(
+        {"decode", "loader", process, thread, read_end, std::min(end, read_end + b->timing.decode_ns)});
+  }
+  out.keep_alive = std::make_shared<pipeline::Batch>(std::move(*b));
+  return out;
+}
+
+std::size_t PipelineSource::batches_per_epoch() const { return loader_->batches_per_epoch(); }
+std::size_t PipelineSource::samples_per_epoch() const { return loader_->sampler().size(); }
+
+std::string PipelineSource::describe() const {
+  const auto& o = loader_->options();
+  return fmt::format("real loader: {} worker{}, prefetch factor {}, {}{}{}", o.num_workers,
+                     o.num_workers == 1 ? "" : "s", o.prefetch_factor,
+                     o.pin_memory ? (o.pin_mode == PinMode::Lock ? "pinned (locked)" : "pinned (accounted, not locked)")
+                                  : "pageable",
+                     o.cache || o.cache_bytes ? fmt::format(", loader cache {} MiB",
+                                                            (o.cache ? o.cache->capacity_bytes() : o.cache_bytes) >> 20)
+                                              : "",
+                     source_.cold ? ", cold page cache each epoch" : "");
+}
+
+}  // namespace gpemu::train

@@ -1,0 +1,179 @@
+#include "gpemu/train/loader_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "gpemu/error.h"
+
+namespace gpemu::train {
+namespace {
+
+void validate(const pipeline::LoaderOptions& o, const LoaderModelOptions& m) {
+  if (o.batch_size == 0) throw InputError("batch size 0 is impossible: it must be at least 1");
+  if (o.num_workers < 0) throw InputError(fmt::format("{} workers is impossible: use 0 or more", o.num_workers));
+  if (o.prefetch_factor < 1)
+    throw InputError(fmt::format("prefetch factor {} is impossible: it must be at least 1", o.prefetch_factor));
+  if (m.read_per_sample < 0 || m.decode_per_sample < 0 || m.collate_per_batch < 0 || !(m.read_bytes_per_s >= 0) ||
+      !(m.decode_ns_per_byte >= 0) || !std::isfinite(m.read_bytes_per_s) || !std::isfinite(m.decode_ns_per_byte))
+    throw InputError("loader model: costs must be finite and not negative");
+  if (m.cores < 0 || m.loader_threads < 0) throw InputError("loader model: cores and loader threads must not be negative");
+}
+
+pipeline::SamplerOptions sampler_options(const pipeline::LoaderOptions& o) {
+  pipeline::SamplerOptions s;
+  s.shuffle = o.shuffle;
+  s.seed = o.seed;
+  s.rank = o.rank;
+  s.world_size = o.world_size;
+  s.drop_uneven = o.drop_uneven_shards;
+  return s;
+}
+
+}  // namespace
+
+SampleCost model_sample_cost(const pipeline::Sample& sample, bool decode_images, const LoaderModelOptions& m) {
+  SampleCost c;
+  const double bytes = static_cast<double>(sample.length);
+  c.read = m.read_per_sample + (m.read_bytes_per_s > 0 ? std::llround(bytes * 1e9 / m.read_bytes_per_s) : 0);
+  if (decode_images && sample.format == pipeline::SampleFormat::Jpeg)
+    c.decode = m.decode_per_sample + std::llround(bytes * m.decode_ns_per_byte);
+  return c;
+}
+
+ModelledLoader::ModelledLoader(Clock& clock, pipeline::Dataset dataset, pipeline::LoaderOptions options,
+                               LoaderModelOptions model, Timeline* trace)
+    : clock_(clock),
+      dataset_(std::move(dataset)),
+      options_(std::move(options)),
+      model_(model),
+      trace_(trace),
+      sampler_(dataset_.size(), sampler_options(options_)) {
+  validate(options_, model_);
+  if (dataset_.size() == 0) throw InputError(fmt::format("dataset '{}' has no samples", dataset_.root));
+  const int cores = model_.cores > 0 ? model_.cores : std::max(1u, std::thread::hardware_concurrency());
+  const int threads = model_.loader_threads > 0 ? model_.loader_threads : std::max(1, options_.num_workers);
+  share_ = std::max(1.0, static_cast<double>(threads) / cores);
+  output_bytes_per_image_ = 3ull * static_cast<std::uint64_t>(options_.transform.height) *
+                            static_cast<std::uint64_t>(options_.transform.width) * sizeof(float);
+}
+
+void ModelledLoader::begin_epoch(std::uint64_t epoch) {
+  epoch_ = epoch;
+  begun_ = true;
+  epoch_start_ = clock_.now();
+  const std::vector<std::size_t> order = sampler_.indices(epoch);
+  batches_.clear();
+  for (std::size_t i = 0; i < order.size(); i += options_.batch_size) {
+    const std::size_t n = std::min(options_.batch_size, order.size() - i);
+    if (n < options_.batch_size && options_.drop_last) break;
+    batches_.emplace_back(order.begin() + static_cast<std::ptrdiff_t>(i),
+                          order.begin() + static_cast<std::ptrdiff_t>(i + n));
+  }
+  finish_.assign(batches_.size(), -1);
+  delivered_.assign(batches_.size(), -1);
+  read_.assign(batches_.size(), 0);
+  decode_.assign(batches_.size(), 0);
+  worker_free_.assign(static_cast<std::size_t>(std::max(1, options_.num_workers)), epoch_start_);
+  next_ = 0;
+}
+
+Time ModelledLoader::finish_of(std::size_t i) {
+  if (finish_[i] >= 0) return finish_[i];
+  Duration read = 0, decode = 0;
+  for (std::size_t idx : batches_[i]) {
+    const SampleCost c = model_sample_cost(dataset_.samples[idx], options_.decode_images, model_);
+    read += c.read;
+    decode += c.decode;
+  }
+  const Duration collate = model_.collate_per_batch;
+  auto scaled = [&](Duration d) { return share_ == 1.0 ? d : static_cast<Duration>(std::llround(d * share_)); };
+  read_[i] = scaled(read);
+  decode_[i] = scaled(decode);
+  const Duration cost = read_[i] + decode_[i] + scaled(collate);
+
+  const int workers = options_.num_workers;
+  Time start;
+  int track;
+  if (workers == 0) {
+    start = clock_.now();  // loaded in the consumer's thread, inside next()
+    track = -1;
+  } else {
+    const std::size_t w = i % static_cast<std::size_t>(workers);
+    const std::size_t in_flight = static_cast<std::size_t>(options_.prefetch_factor) * workers;
+    const Time dispatched = i < in_flight ? epoch_start_ : delivered_[i - in_flight];
+    start = std::max(dispatched, worker_free_[w]);
+    worker_free_[w] = start + cost;
+    track = static_cast<int>(w);
+  }
+  finish_[i] = start + cost;
+  if (trace_ && trace_->tracing()) {
+    const std::string process = loader_trace_process(options_.rank, track);
+    const int thread = std::max(track, 0);
+    trace_->add_host_span({fmt::format("batch {}", i), "loader", process, thread, start, finish_[i]});
+    trace_->add_host_span({"read", "loader", process, thread, start, start + read_[i]});
+    if (decode_[i] > 0)
+      trace_->add_host_span({"decode", "loader", process, thread, start + read_[i], start + read_[i] + decode_[i]});
+  }
+  return finish_[i];
+}
+
+std::optional<LoadedBatch> ModelledLoader::next(const SleepFn& sleep_until) {
+  if (!begun_) begin_epoch(0);
+  if (next_ >= batches_.size()) return std::nullopt;
+  const std::size_t i = next_;
+  // Batches are computed in order; a batch's dispatch depends only on
+  // earlier deliveries, so everything it needs is known now.
+  const Time ready = finish_of(i);
+  if (ready > clock_.now()) {
+    if (sleep_until)
+      sleep_until(ready);
+    else
+      clock_.sleep_until(ready);
+  }
+  delivered_[i] = clock_.now();
+  ++next_;
+
+  LoadedBatch b;
+  b.epoch = epoch_;
+  b.index = i;
+  b.samples = static_cast<std::int64_t>(batches_[i].size());
+  b.sample_indices = batches_[i];
+  const bool images = options_.decode_images && dataset_.samples[batches_[i].front()].format == pipeline::SampleFormat::Jpeg;
+  if (images) {
+    b.bytes = output_bytes_per_image_ * batches_[i].size();
+  } else {
+    for (std::size_t idx : batches_[i]) b.bytes += dataset_.samples[idx].length;
+  }
+  b.memory = options_.pin_memory ? HostMemoryKind::Pinned : HostMemoryKind::Pageable;
+  b.ready = ready;
+  b.read = read_[i];
+  b.decode = decode_[i];
+  return b;
+}
+
+std::size_t ModelledLoader::batches_per_epoch() const {
+  const std::size_t n = sampler_.size();
+  return options_.drop_last ? n / options_.batch_size : (n + options_.batch_size - 1) / options_.batch_size;
+}
+
+std::size_t ModelledLoader::samples_per_epoch() const {
+  return options_.drop_last ? batches_per_epoch() * options_.batch_size : sampler_.size();
+}
+
+std::string ModelledLoader::describe() const {
+  return fmt::format(
+      "modelled loader: {} worker{}, prefetch factor {}, {}; per sample {} us read + {} ns/byte"
+      "{}, CPU share x{}",
+      options_.num_workers, options_.num_workers == 1 ? "" : "s", options_.prefetch_factor,
+      options_.pin_memory ? "pinned" : "pageable", to_us(model_.read_per_sample),
+      model_.read_bytes_per_s > 0 ? fmt::format("{:.3g}", 1e9 / model_.read_bytes_per_s) : std::string("0"),
+      options_.decode_images ? fmt::format(", decode {} us + {} ns/byte", to_us(model_.decode_per_sample),
+                                           model_.decode_ns_per_byte)
+                             : std::string(),
+      fmt::format("{:.2f}", share_));
+}
+
+}  // namespace gpemu::train

@@ -1,0 +1,153 @@
+#include "gpemu/train/outputs.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+namespace gpemu::train {
+namespace {
+
+double mib(std::uint64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
+double pct(Duration part, Duration whole) {
+  return whole > 0 ? 100.0 * static_cast<double>(part) / static_cast<double>(whole) : 0.0;
+}
+std::string percent(double v) { return fmt::format("{:.1f}%", v); }
+
+std::int64_t total_iterations(const TrainResult& r) {
+  std::int64_t n = 0;
+  for (const GpuResult& g : r.per_gpu) n += g.iterations;
+  return n;
+}
+
+}  // namespace
+
+nlohmann::json summary_json(const TrainResult& r) {
+  const std::int64_t its = total_iterations(r);
+  nlohmann::json epoch_times = nlohmann::json::array();
+  for (const EpochResult& e : r.epochs) epoch_times.push_back(to_seconds(e.end - e.start));
+  nlohmann::json j = {{"gpu", r.gpu},
+                      {"gpus", r.gpus},
+                      {"model", r.model},
+                      {"batch_size", r.batch_size},
+                      {"clock", r.clock},
+                      {"iterations", r.iterations},
+                      {"samples", r.samples},
+                      {"epochs", r.epochs.size()},
+                      {"epoch_s", r.mean_epoch_s()},
+                      {"epoch_times_s", epoch_times},
+                      {"elapsed_s", to_seconds(r.elapsed)},
+                      {"iterations_per_s", r.iterations_per_s},
+                      {"samples_per_s", r.samples_per_s},
+                      {"gpu_util_pct", r.gpu_util_pct},
+                      {"data_stall_pct", r.data_stall_pct},
+                      {"fetch_stall_pct", r.fetch_stall_pct},
+                      {"prep_stall_pct", r.prep_stall_pct},
+                      {"h2d_pct", r.h2d_pct},
+                      {"forward_ms_mean", its ? to_ms(r.forward_total) / static_cast<double>(its) : 0.0},
+                      {"backward_ms_mean", its ? to_ms(r.backward_total) / static_cast<double>(its) : 0.0},
+                      {"peak_allocated_mib", mib(r.peak_allocated_bytes)},
+                      {"peak_reserved_mib", mib(r.peak_reserved_bytes)},
+                      {"note", r.cost.note},
+                      {"source", r.source}};
+  if (r.gpus > 1) {
+    j["all_reduce_pct"] = r.all_reduce_pct;
+    j["all_reduces"] = r.all_reduces;
+    j["buckets"] = r.buckets;
+    j["all_reduce_mib_per_iteration"] = mib(r.all_reduce_bytes);
+    j["backward_split"] = r.backward_split;
+    nlohmann::json per = nlohmann::json::array();
+    for (const GpuResult& g : r.per_gpu)
+      per.push_back({{"gpu", g.gpu},
+                     {"iterations", g.iterations},
+                     {"samples", g.samples},
+                     {"gpu_util_pct", pct(g.compute_busy, r.elapsed)},
+                     {"data_stall_pct", pct(g.data_stall, r.elapsed)},
+                     {"h2d_pct", pct(g.h2d, r.elapsed)},
+                     {"all_reduce_pct", pct(g.all_reduce_wait, r.elapsed)},
+                     {"peak_allocated_mib", mib(g.peak_allocated_bytes)}});
+    j["per_gpu"] = per;
+  }
+  return j;
+}
+
+std::vector<SummaryRow> summary_rows(const TrainResult& r) {
+  std::vector<SummaryRow> rows;
+  const double epoch_s = r.mean_epoch_s();
+  rows.push_back({r.epochs.size() > 1 ? "epoch time (mean)" : "epoch time", fmt::format("{:.3f} s", epoch_s)});
+  rows.push_back({"samples/s", fmt::format("{:.1f}", r.samples_per_s)});
+  rows.push_back({"GPU utilization", percent(r.gpu_util_pct)});
+  rows.push_back({"data stall share", fmt::format("{} (fetch {}, prep {})", percent(r.data_stall_pct),
+                                                  percent(r.fetch_stall_pct), percent(r.prep_stall_pct))});
+  rows.push_back({"H2D share", percent(r.h2d_pct)});
+  if (r.gpus > 1)
+    rows.push_back({"all-reduce share", fmt::format("{} exposed ({} all-reduces in {} buckets/iteration, {:.1f} MiB)",
+                                                    percent(r.all_reduce_pct), r.all_reduces, r.buckets,
+                                                    mib(r.all_reduce_bytes))});
+  rows.push_back({"peak GPU memory", fmt::format("{:.1f} MiB allocated, {:.1f} MiB reserved", mib(r.peak_allocated_bytes),
+                                                 mib(r.peak_reserved_bytes))});
+  rows.push_back({"iterations", r.gpus > 1 ? fmt::format("{} per GPU", r.iterations) : std::to_string(r.iterations)});
+  rows.push_back({"samples", std::to_string(r.samples)});
+  return rows;
+}
+
+RunReport make_run_report(const TrainResult& r, nlohmann::json configuration) {
+  RunReport rep;
+  rep.title = fmt::format("{} on {}x {}, batch {}", r.model, r.gpus, r.gpu, r.batch_size);
+  rep.generator = "gpemu train";
+  rep.summary = summary_rows(r);
+  const Time end = r.start + r.elapsed;
+  for (const GpuResult& g : r.per_gpu) {
+    const std::string name = fmt::format("GPU {}", g.gpu);
+    GpuTimeBreakdown b;
+    b.gpu = name;
+    const Duration accounted = g.compute_busy + g.h2d + g.data_stall + g.all_reduce_wait;
+    b.components = {{"compute", to_seconds(g.compute_busy)},
+                    {"H2D", to_seconds(g.h2d)},
+                    {"data stall", to_seconds(g.data_stall)}};
+    if (r.gpus > 1) b.components.push_back({"all-reduce wait", to_seconds(g.all_reduce_wait)});
+    b.components.push_back({"other", to_seconds(std::max<Duration>(0, r.elapsed - accounted))});
+    rep.breakdown.push_back(std::move(b));
+
+    // Buckets of about 1/200 of the run, at least 1 ms.
+    const Duration bucket = std::max<Duration>(kMillisecond, r.elapsed / 200);
+    UtilizationSeries u = utilization_from_intervals(name, g.compute_intervals, bucket, r.start, end);
+    // Times from the run's start.
+    for (UtilizationSample& s : u.samples) s.time_s -= to_seconds(r.start);
+    u.end_s -= to_seconds(r.start);
+    rep.utilization.push_back(std::move(u));
+
+    BatchSeries stall;
+    stall.name = r.gpus > 1 ? fmt::format("data stall per batch, GPU {}", g.gpu) : "data stall per batch";
+    stall.unit = "ms";
+    for (const BatchRecord& b : r.batches)
+      if (b.gpu == g.gpu) stall.values.push_back(to_ms(b.data_stall));
+    rep.per_batch.push_back(std::move(stall));
+  }
+  rep.stall_shares = StallShares{.fetch_stall = r.fetch_stall_pct / 100.0,
+                                 .prep_stall = r.prep_stall_pct / 100.0,
+                                 .compute = r.gpu_util_pct / 100.0};
+  rep.configuration = std::move(configuration);
+  rep.notes.push_back(fmt::format("Batches: {}.", r.source));
+  rep.notes.push_back(fmt::format("GPU costs: {}", r.cost.note));
+  rep.notes.push_back(
+      "Data stall: time a GPU was idle because its next batch was not ready (the host was waiting in the loader's "
+      "next() while the GPU had finished its previous work). Fetch and prep stall split each batch's stall by the "
+      "loader's read and decode time for that batch.");
+  if (r.gpus > 1) rep.notes.push_back(fmt::format("Backward split: {}.", r.backward_split));
+  return rep;
+}
+
+void add_stall_spans(const TrainResult& r, Timeline& timeline) {
+  if (!timeline.tracing()) return;
+  for (const BatchRecord& b : r.batches) {
+    if (b.delivered > b.next_called)
+      timeline.add_host_span({fmt::format("next() batch {}", b.index), "loader wait", "train loop", b.gpu,
+                              b.next_called, b.delivered});
+    if (b.data_stall > 0) {
+      const Time from = std::max(b.next_called, b.gpu_idle_since);
+      timeline.add_host_span({"data stall", "stall", "train loop", b.gpu, from, from + b.data_stall});
+    }
+  }
+}
+
+}  // namespace gpemu::train

@@ -1,0 +1,153 @@
+// `gpemu train` fed by a data pipeline and `gpemu dataset synth`, as a user runs them.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace {
+
+struct Outcome {
+  int status;
+  std::string out;
+  std::string err;
+};
+
+Outcome run_gpemu(const std::string& args) {
+  const std::string err_file =
+      std::filesystem::temp_directory_path() / ("gpemu_cli_train_err_" + std::to_string(::getpid()));
+  const std::string cmd = std::string(GPEMU_BINARY) + " " + args + " 2>" + err_file;
+  Outcome r;
+  FILE* p = popen(cmd.c_str(), "r");
+  std::array<char, 4096> buf;
+  std::size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int st = pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  std::ifstream e(err_file);
+  r.err.assign(std::istreambuf_iterator<char>(e), {});
+  std::filesystem::remove(err_file);
+  return r;
+}
+
+nlohmann::json json_of(const Outcome& r) {
+  EXPECT_EQ(r.status, 0) << r.err;
+  return nlohmann::json::parse(r.out);
+}
+
+class TempFolder {
+ public:
+  TempFolder() {
+    static int counter = 0;
+    path_ = std::filesystem::temp_directory_path() /
+            ("gpemu-cli-train-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directories(path_);
+  }
+  ~TempFolder() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  std::string str() const { return path_.string(); }
+  std::filesystem::path operator/(const std::string& s) const { return path_ / s; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// A tiny dataset made with `gpemu dataset synth`.
+std::string make_dataset(const TempFolder& dir, int images = 16) {
+  const std::string data = (dir / "data").string();
+  Outcome r = run_gpemu("dataset synth --out " + data + " --images " + std::to_string(images) +
+                        " --classes 2 --median-kb 20 --seed 3 --json");
+  EXPECT_EQ(r.status, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["images"], images);
+  return data;
+}
+
+TEST(CliTrain, DatasetSynthThenTrainOnTwoGpusEmitsTheJsonKeys) {
+  TempFolder dir;
+  const std::string data = make_dataset(dir);
+  auto j = json_of(run_gpemu("train --data " + data +
+                             " --clock real --gpus 2 -b 2 -n 3 --workers 1 --pin-mode account --json"));
+  for (const char* k : {"epoch_s", "samples_per_s", "gpu_util_pct", "data_stall_pct", "h2d_pct", "peak_allocated_mib",
+                        "iterations", "samples", "all_reduce_pct", "all_reduces", "per_gpu", "elapsed_s"})
+    EXPECT_TRUE(j.contains(k)) << k;
+  EXPECT_EQ(j["gpus"], 2);
+  EXPECT_EQ(j["iterations"], 3);
+  EXPECT_EQ(j["samples"], 2 * 3 * 2);
+  EXPECT_EQ(j["loader"], "real");
+  EXPECT_GT(j["samples_per_s"].get<double>(), 0);
+  EXPECT_GE(j["data_stall_pct"].get<double>(), 0);
+  EXPECT_LE(j["data_stall_pct"].get<double>(), 100);
+  EXPECT_GT(j["all_reduces"].get<int>(), 0);
+  EXPECT_EQ(j["per_gpu"].size(), 2u);
+}
+
+TEST(CliTrain, AMissingDataFolderIsOneLineNamingIt) {
+  Outcome r = run_gpemu("train --data /nonexistent/gpemu-train-data");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("/nonexistent/gpemu-train-data"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
+TEST(CliTrain, VirtualClockWritesTraceAndReportAndIsDeterministic) {
+  TempFolder dir;
+  const std::string data = make_dataset(dir);
+  const std::string trace = (dir / "trace.json").string();
+  const std::string report = (dir / "run.html").string();
+  const std::string args = "train --data " + data + " --clock virtual --gpus 2 -b 4 --workers 1 --cores 2 --json";
+  auto a = json_of(run_gpemu(args + " --trace " + trace + " --report " + report));
+  EXPECT_EQ(a["loader"], "modelled");
+  EXPECT_EQ(a["samples"], 16);
+  EXPECT_GT(a["data_stall_pct"].get<double>(), 0);
+  auto b = json_of(run_gpemu(args));
+  EXPECT_EQ(a["elapsed_s"], b["elapsed_s"]);
+  EXPECT_EQ(a["data_stall_pct"], b["data_stall_pct"]);
+
+  std::ifstream in(trace);
+  auto t = nlohmann::json::parse(in);
+  std::set<std::string> tracks, names;
+  for (auto& e : t["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "thread_name") tracks.insert(e["args"]["name"].get<std::string>());
+    if (e["ph"] == "X") names.insert(e["name"].get<std::string>());
+  }
+  EXPECT_TRUE(tracks.count("GPU 0 loader worker 0"));
+  EXPECT_TRUE(tracks.count("GPU 1 loader worker 0"));
+  EXPECT_TRUE(tracks.count("train loop 1"));
+  EXPECT_TRUE(names.count("decode"));
+  EXPECT_TRUE(names.count("data stall"));
+  EXPECT_TRUE(names.count("optimizer step"));
+  std::ifstream html(report);
+  const std::string page((std::istreambuf_iterator<char>(html)), {});
+  EXPECT_NE(page.find("<svg"), std::string::npos);
+}
+
+TEST(CliTrain, TextSummaryAndSyntheticGpus) {
+  Outcome r = run_gpemu("train --synthetic --clock virtual -n 4 --gpus 2");
+  ASSERT_EQ(r.status, 0) << r.err;
+  for (const char* k : {"epoch time", "samples/s", "GPU utilization", "data stall share", "H2D share",
+                        "all-reduce share", "peak GPU memory"})
+    EXPECT_NE(r.out.find(k), std::string::npos) << k << "\n" << r.out;
+}
+
+TEST(CliTrain, BadOptionsAreOneLine) {
+  for (std::string args : {"train --gpus 0 -n 1", "train --synthetic --data /tmp -n 1", "train --pin-mode glue -n 1",
+                           "train --cache-bytes lots -n 1", "dataset synth --out /tmp/x --images 0"}) {
+    Outcome r = run_gpemu(args);
+    EXPECT_NE(r.status, 0) << args;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << ": " << r.err;
+  }
+}
+
+}  // namespace

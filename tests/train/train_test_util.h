@@ -1,0 +1,128 @@
+// Helpers for the train tests: a cost model with round numbers, in-memory
+// datasets for the modelled loader, a temporary folder.
+#pragma once
+
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gpemu/clock.h"
+#include "gpemu/cost_model.h"
+#include "gpemu/pipeline/dataset.h"
+#include "gpemu/pipeline/loader.h"
+#include "gpemu/train.h"
+
+namespace gpemu::train::testing {
+
+// Fixed per-iteration costs (any batch size scales nothing, except bytes).
+class FixedCosts : public CostModel {
+ public:
+  Duration forward = 10 * kMillisecond;
+  Duration backward = 10 * kMillisecond;
+  std::optional<Duration> transfer_pinned;  // replayed when set
+  std::uint64_t persistent = 64ull << 20;
+  std::uint64_t activations_per_sample = 1ull << 20;
+
+  StepCost step_cost(const GpuSpec&, std::string_view, int batch_size) const override {
+    StepCost c;
+    c.forward = forward;
+    c.backward = backward;
+    c.transfer_pinned = transfer_pinned;
+    c.input_bytes_per_sample = kImageNetInputBytes;
+    c.persistent_bytes = persistent;
+    c.peak_bytes = persistent + static_cast<std::uint64_t>(batch_size) * (kImageNetInputBytes + activations_per_sample);
+    c.note = "fixed test costs";
+    return c;
+  }
+  std::vector<std::string> models() const override { return {"resnet18"}; }
+  std::string describe() const override { return "fixed"; }
+};
+
+// Exact timing: no noise, no warm-up.
+inline TrainOptions exact_options(int gpus = 1, int batch_size = 4) {
+  TrainOptions o;
+  o.batch_size = batch_size;
+  o.gpus = gpus;
+  o.variation.cv = 0;
+  o.variation.warmup_factor = 1;
+  return o;
+}
+
+// `n` JPEG samples of `bytes` each (no files: for the modelled loader).
+inline pipeline::Dataset memory_dataset(std::size_t n, std::uint64_t bytes = 100000) {
+  pipeline::Dataset d;
+  d.root = "memory";
+  for (std::size_t i = 0; i < n; ++i) {
+    pipeline::Sample s;
+    s.path = "memory/" + std::to_string(i) + ".jpg";
+    s.length = bytes;
+    s.format = pipeline::SampleFormat::Jpeg;
+    s.label = static_cast<std::int64_t>(i % 10);
+    d.samples.push_back(s);
+  }
+  return d;
+}
+
+// A loader model costing exactly `per_sample` per sample (decode only), on
+// enough cores that workers never share.
+inline LoaderModelOptions per_sample_cost(Duration per_sample) {
+  LoaderModelOptions m;
+  m.read_per_sample = 0;
+  m.read_bytes_per_s = 0;
+  m.decode_per_sample = per_sample;
+  m.decode_ns_per_byte = 0;
+  m.cores = 64;
+  return m;
+}
+
+inline pipeline::LoaderOptions loader_options(std::size_t batch, int workers, int prefetch = 2, int rank = 0,
+                                              int world = 1) {
+  pipeline::LoaderOptions o;
+  o.batch_size = batch;
+  o.num_workers = workers;
+  o.prefetch_factor = prefetch;
+  o.pin_memory = true;
+  o.shuffle = true;
+  o.seed = 1;
+  o.rank = rank;
+  o.world_size = world;
+  return o;
+}
+
+inline std::vector<std::unique_ptr<BatchSource>> modelled_sources(Clock& clock, Trainer& t, std::size_t samples,
+                                                                  std::size_t batch, int workers, Duration per_sample,
+                                                                  int prefetch = 2) {
+  std::vector<std::unique_ptr<BatchSource>> out;
+  for (int g = 0; g < t.gpus(); ++g)
+    out.push_back(std::make_unique<ModelledLoader>(clock, memory_dataset(samples),
+                                                   loader_options(batch, workers, prefetch, g, t.gpus()),
+                                                   per_sample_cost(per_sample), &t.timeline()));
+  return out;
+}
+
+class TempDir {
+ public:
+  TempDir() {
+    static std::atomic<int> counter{0};
+    path_ = std::filesystem::temp_directory_path() /
+            ("gpemu-train-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+}  // namespace gpemu::train::testing
