@@ -1,8 +1,10 @@
 #include <iostream>
 
 #include "cli/commands.h"
+#include "crossval_bench.h"
 #include "density_bench.h"
 #include "loader_bench.h"
+#include "overhead_bench.h"
 #include "timing_bench.h"
 #include "virtual_bench.h"
 
@@ -63,6 +65,17 @@ void add_bench_command(CLI::App& app) {
       [](CLI::App& c, LoaderBenchOptions& o) {
         c.add_option("--workers", o.workers, "Loader workers for both")->capture_default_str();
         c.add_option("--images", o.images, "Images in the generated dataset")->capture_default_str();
+      });
+  add_bench<OverheadBenchOptions>(
+      *cmd, "overhead", "Emulation overhead: accelerator utilization of 100 us emulated steps fed from memory",
+      [](const OverheadBenchOptions& o) { return run_overhead_bench(o); }, print_overhead_bench,
+      [](CLI::App& c, OverheadBenchOptions& o) { c.add_option("--steps", o.steps, "Measured steps")->capture_default_str(); });
+  add_bench<CrossvalBenchOptions>(
+      *cmd, "crossval", "Analytical cost model: leave-one-GPU-out and leave-models-out errors on measured profiles",
+      [](const CrossvalBenchOptions& o) { return run_crossval_bench(o); }, print_crossval_bench,
+      [](CLI::App& c, CrossvalBenchOptions& o) {
+        c.add_option("--profiles", o.profiles, "Measured profiles (default: ../shared/reference/gpemu-profiles)");
+        c.add_option("--folds", o.model_folds, "Folds over the models")->capture_default_str();
       });
 }
 

@@ -17,7 +17,11 @@ int run(int argc, char** argv) {
   add_devices_command(app);
   add_predict_command(app);
   add_train_command(app);
+  add_dataset_command(app);
   add_bench_command(app);
+  add_models_command(app);
+  add_validate_command(app);
+  add_calibrate_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -9,6 +9,10 @@ namespace gpemu::cli {
 void add_devices_command(CLI::App& app);
 void add_predict_command(CLI::App& app);
 void add_train_command(CLI::App& app);
+void add_dataset_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
+void add_models_command(CLI::App& app);
+void add_validate_command(CLI::App& app);
+void add_calibrate_command(CLI::App& app);
 
 }  // namespace gpemu::cli

@@ -1,5 +1,7 @@
+#include <algorithm>
 #include <iostream>
 #include <optional>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -10,16 +12,88 @@
 #include "gpemu/catalog.h"
 #include "gpemu/cost_model.h"
 #include "gpemu/device.h"
+#include "gpemu/error.h"
 #include "gpemu/workload.h"
+#include "gpemu/zoo.h"
+#include "gpemu/zoo_memory.h"
 
 namespace gpemu::cli {
 namespace {
 
 struct PredictArgs {
   std::string gpu, model, profiles, host_memory = "pinned";
-  int batch_size = 0;
+  std::optional<int> batch_size;
+  std::int64_t seq_len = 0;
+  std::string precision = "fp32", optimizer = "sgd", zero_grad = "zero";
+  bool max_batch = false;
   bool json = false;
 };
+
+// What predict reports about memory, from the zoo replay or the cost model's figures.
+struct MemoryFigures {
+  bool fits = true;
+  std::uint64_t peak_allocated = 0, peak_reserved = 0;
+  std::string reason;
+  std::string source;  // "model zoo replay" or "cost model"
+};
+
+zoo::ReplayOptions replay_options(const PredictArgs& a) {
+  zoo::ReplayOptions o;
+  o.precision = zoo::parse_precision(a.precision);
+  o.optimizer = zoo::parse_optimizer(a.optimizer);
+  if (a.zero_grad == "zero") o.keep_grads = true;
+  else if (a.zero_grad == "none") o.keep_grads = false;
+  else
+    throw InputError(fmt::format("unknown --zero-grad '{}': expected zero (grads kept, PyTorch < 2.0 default) or none "
+                                 "(set_to_none=True, PyTorch >= 2.0 default)",
+                                 a.zero_grad));
+  return o;
+}
+
+// The zoo's graph for the model when memory should come from its replay:
+// the model is in the zoo and no measured profile covers this batch's memory.
+const zoo::ModelGraph* zoo_graph_for_memory(const PredictArgs& a, const StepCost* c) {
+  if (c && (c->memory_provenance == Provenance::Measured || c->memory_provenance == Provenance::Interpolated))
+    return nullptr;
+  return zoo::find_model(a.model);
+}
+
+MemoryFigures memory_figures(const PredictArgs& a, const StepCost& c, int batch, std::uint64_t capacity,
+                             const zoo::ReplayOptions& opts) {
+  MemoryFigures m;
+  if (const zoo::ModelGraph* g = zoo_graph_for_memory(a, &c)) {
+    const zoo::MemoryReplay r = zoo::replay_memory(*g, zoo::Shape{batch, a.seq_len}, capacity, opts);
+    m.fits = r.fits;
+    m.peak_allocated = r.peak_allocated_bytes;
+    m.peak_reserved = r.peak_reserved_bytes;
+    m.reason = r.oom_message;
+    m.source = "model zoo replay";
+    if (m.fits && c.oom_evidence_batch && batch >= *c.oom_evidence_batch) {
+      m.fits = false;
+      m.reason = fmt::format(
+          "measured profile: batch size {} ran out of memory on the real card (first failing batch {})", batch,
+          *c.oom_evidence_batch);
+    }
+    return m;
+  }
+  const MemoryCheck mem = check_memory(c, batch, capacity);
+  m.fits = mem.fits;
+  m.peak_allocated = mem.peak_allocated_bytes;
+  m.peak_reserved = mem.peak_reserved_bytes;
+  m.reason = mem.reason;
+  m.source = "cost model";
+  return m;
+}
+
+const zoo::ModelGraph& zoo_graph_for_max_batch(const PredictArgs& a) {
+  if (const zoo::ModelGraph* g = zoo::find_model(a.model)) return *g;
+  const auto known = zoo::zoo_models();
+  std::string list;
+  for (const auto& n : known) list += (list.empty() ? "" : ", ") + n;
+  throw InputError(fmt::format("--max-batch needs the model's tensor graph from the model zoo, and '{}' is not in it; "
+                               "zoo models: {}",
+                               a.model, list));
+}
 
 Duration transfer_time(const StepCost& c, const PcieModel& pcie, HostMemoryKind kind, int batch) {
   const auto measured = kind == HostMemoryKind::Pinned ? c.transfer_pinned : c.transfer_pageable;
@@ -28,45 +102,123 @@ Duration transfer_time(const StepCost& c, const PcieModel& pcie, HostMemoryKind 
   return pcie.latency(kind) + static_cast<Duration>(bytes / pcie.gbs(kind));
 }
 
+// The zoo's largest batch, capped below a measured profile's first failing
+// batch (OOM evidence on the real card wins, as for `fits`).
+std::int64_t largest_batch(const zoo::ModelGraph& g, std::uint64_t capacity, std::int64_t seq_len,
+                           const zoo::ReplayOptions& opts, std::optional<int> oom_evidence) {
+  const std::int64_t best = zoo::max_batch(capacity, g, zoo::Shape{1, seq_len}, opts);
+  return oom_evidence ? std::min<std::int64_t>(best, *oom_evidence - 1) : best;
+}
+
+void print_max_batch_only(const PredictArgs& a, const GpuSpec& gpu, std::uint64_t capacity,
+                          const zoo::ReplayOptions& opts) {
+  const zoo::ModelGraph& g = zoo_graph_for_max_batch(a);
+  const zoo::Shape shape = g.resolve(zoo::Shape{1, a.seq_len});
+  std::optional<int> evidence;
+  if (!a.profiles.empty()) {
+    auto costs = make_cost_model(std::optional<std::filesystem::path>(a.profiles));
+    try {
+      evidence = costs->step_cost(gpu, a.model, 1).oom_evidence_batch;
+    } catch (const InputError&) {
+      // no profile or estimate for this model: the zoo alone decides
+    }
+  }
+  const std::int64_t best = largest_batch(g, capacity, shape.seq_len, opts, evidence);
+  const zoo::MemoryReplay r =
+      zoo::replay_memory(g, zoo::Shape{std::max<std::int64_t>(best, 1), shape.seq_len}, capacity, opts);
+  if (a.json) {
+    nlohmann::json j = {{"gpu", gpu.id},
+                        {"model", g.name()},
+                        {"precision", std::string(zoo::to_string(opts.precision))},
+                        {"optimizer", std::string(zoo::to_string(opts.optimizer))},
+                        {"zero_grad", a.zero_grad},
+                        {"capacity_mib", mib(capacity)},
+                        {"max_batch", best},
+                        {"peak_allocated_mib", mib(r.peak_allocated_bytes)},
+                        {"peak_reserved_mib", mib(r.peak_reserved_bytes)},
+                        {"memory_source", "model zoo replay"}};
+    if (g.has_seq_len()) j["seq_len"] = shape.seq_len;
+    if (best == 0) j["oom_reason"] = r.oom_message;
+    std::cout << j.dump(2) << '\n';
+    return;
+  }
+  std::cout << fmt::format("{} on {} ({}, {}{})\n\n", g.name(), gpu.id, zoo::to_string(opts.precision),
+                           zoo::to_string(opts.optimizer),
+                           g.has_seq_len() ? fmt::format(", seq_len {}", shape.seq_len) : "");
+  std::vector<std::pair<std::string, std::string>> rows = {
+      {"largest batch that fits", std::to_string(best)},
+      {"capacity", fmt::format("{} MiB (card minus CUDA context)", fixed(mib(capacity), 1))}};
+  if (best > 0) {
+    rows.push_back({fmt::format("peak allocated at {}", best), fmt::format("{} MiB", fixed(mib(r.peak_allocated_bytes), 1))});
+    rows.push_back({fmt::format("peak reserved at {}", best), fmt::format("{} MiB", fixed(mib(r.peak_reserved_bytes), 1))});
+  }
+  print_summary(std::cout, rows);
+  if (best == 0) std::cout << "why not: " << r.oom_message << '\n';
+  std::cout << "source: model zoo tensor lifetimes replayed through the caching allocator (docs/zoo-memory.md)\n";
+}
+
 void predict(const PredictArgs& a) {
   const GpuSpec& gpu = find_gpu(a.gpu);
   const HostMemoryKind kind = parse_host_memory(a.host_memory);
-  auto costs = make_cost_model(a.profiles.empty() ? std::nullopt : std::optional<std::filesystem::path>(a.profiles));
-  const StepCost c = costs->step_cost(gpu, a.model, a.batch_size);
-  const PcieModel pcie = PcieModel::for_link(gpu.pcie_gen, gpu.pcie_lanes);
-  const Duration transfer = transfer_time(c, pcie, kind, a.batch_size);
+  const zoo::ReplayOptions opts = replay_options(a);
+  if (a.seq_len < 0)
+    throw InputError(fmt::format("sequence length {} is impossible: it must be at least 1", a.seq_len));
   const std::uint64_t capacity = gpu.memory_bytes - Device::default_context_reserve(gpu);
-  const MemoryCheck mem = check_memory(c, a.batch_size, capacity);
+  if (!a.batch_size) {
+    if (!a.max_batch) throw InputError("--batch-size is required (or --max-batch to find the largest that fits)");
+    print_max_batch_only(a, gpu, capacity, opts);
+    return;
+  }
+  const int batch = *a.batch_size;
+  auto costs = make_cost_model(a.profiles.empty() ? std::nullopt : std::optional<std::filesystem::path>(a.profiles));
+  StepCost c = costs->step_cost(gpu, a.model, batch);
+  zoo::apply_zoo_memory(c, a.model, batch, opts, a.seq_len);
+  const PcieModel pcie = PcieModel::for_link(gpu.pcie_gen, gpu.pcie_lanes);
+  const Duration transfer = transfer_time(c, pcie, kind, batch);
+  const MemoryFigures mem = memory_figures(a, c, batch, capacity, opts);
   const Duration iteration = transfer + c.forward + c.backward;
+  std::optional<std::int64_t> best;
+  if (a.max_batch) {
+    const zoo::ModelGraph& g = zoo_graph_for_max_batch(a);
+    best = largest_batch(g, capacity, a.seq_len, opts, c.oom_evidence_batch);
+  }
+  const zoo::ModelGraph* g = zoo::find_model(a.model);
 
   if (a.json) {
     nlohmann::json j = {
         {"gpu", gpu.id},
         {"model", canonical_model_name(a.model)},
-        {"batch_size", a.batch_size},
+        {"batch_size", batch},
         {"host_memory", std::string(to_string(kind))},
+        {"precision", std::string(zoo::to_string(opts.precision))},
+        {"optimizer", std::string(zoo::to_string(opts.optimizer))},
+        {"zero_grad", a.zero_grad},
         {"forward_ms", to_ms(c.forward)},
         {"backward_ms", to_ms(c.backward)},
         {"transfer_ms", to_ms(transfer)},
         {"iteration_ms", to_ms(iteration)},
-        {"samples_per_s", a.batch_size / to_seconds(iteration)},
-        {"peak_allocated_mib", mib(mem.peak_allocated_bytes)},
-        {"peak_reserved_mib", mib(mem.peak_reserved_bytes)},
+        {"samples_per_s", batch / to_seconds(iteration)},
+        {"peak_allocated_mib", mib(mem.peak_allocated)},
+        {"peak_reserved_mib", mib(mem.peak_reserved)},
         {"capacity_mib", mib(capacity)},
         {"fits", mem.fits},
+        {"memory_source", mem.source},
         {"provenance",
          {{"forward", std::string(to_string(c.forward_provenance))},
           {"backward", std::string(to_string(c.backward_provenance))},
           {"memory", std::string(to_string(c.memory_provenance))}}},
         {"note", c.note},
         {"cost_model", costs->describe()}};
+    if (g && g->has_seq_len()) j["seq_len"] = g->resolve(zoo::Shape{1, a.seq_len}).seq_len;
     if (!mem.fits) j["oom_reason"] = mem.reason;
     if (c.oom_evidence_batch) j["oom_evidence_batch"] = *c.oom_evidence_batch;
+    if (best) j["max_batch"] = *best;
     std::cout << j.dump(2) << '\n';
     return;
   }
-  std::cout << fmt::format("{} on {} at batch size {} ({} host memory)\n\n", canonical_model_name(a.model), gpu.id,
-                           a.batch_size, to_string(kind));
+  std::cout << fmt::format("{} on {} at batch size {} ({} host memory, {}, {})\n\n", canonical_model_name(a.model),
+                           gpu.id, batch, to_string(kind), zoo::to_string(opts.precision),
+                           zoo::to_string(opts.optimizer));
   Table t({"phase", "time ms", "source"});
   t.add({"transfer (H2D)", fixed(to_ms(transfer), 3),
          (kind == HostMemoryKind::Pinned ? c.transfer_pinned : c.transfer_pageable) ? "measured" : "PCIe model"});
@@ -75,13 +227,16 @@ void predict(const PredictArgs& a) {
   t.add({"iteration", fixed(to_ms(iteration), 3), ""});
   t.print(std::cout);
   std::cout << '\n';
-  print_summary(std::cout, {
-                               {"samples/s", fixed(a.batch_size / to_seconds(iteration), 1)},
-                               {"peak allocated", fmt::format("{} MiB", fixed(mib(mem.peak_allocated_bytes), 1))},
-                               {"peak reserved", fmt::format("{} MiB", fixed(mib(mem.peak_reserved_bytes), 1))},
-                               {"capacity", fmt::format("{} MiB (card minus CUDA context)", fixed(mib(capacity), 1))},
-                               {"fits", mem.fits ? "yes" : "no"},
-                           });
+  std::vector<std::pair<std::string, std::string>> rows = {
+      {"samples/s", fixed(batch / to_seconds(iteration), 1)},
+      {"peak allocated", fmt::format("{} MiB", fixed(mib(mem.peak_allocated), 1))},
+      {"peak reserved", fmt::format("{} MiB", fixed(mib(mem.peak_reserved), 1))},
+      {"capacity", fmt::format("{} MiB (card minus CUDA context)", fixed(mib(capacity), 1))},
+      {"fits", mem.fits ? "yes" : "no"},
+      {"memory from", mem.source},
+  };
+  if (best) rows.push_back({"largest batch that fits", std::to_string(*best)});
+  print_summary(std::cout, rows);
   if (!mem.fits) std::cout << "why not: " << mem.reason << '\n';
   std::cout << "source: " << c.note << '\n';
 }
@@ -93,7 +248,14 @@ void add_predict_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("predict", "Predict one training iteration's time and memory for a model on a GPU");
   cmd->add_option("--gpu", a->gpu, "GPU to emulate (see 'gpemu devices')")->required();
   cmd->add_option("--model", a->model, "Model name")->required();
-  cmd->add_option("--batch-size,-b", a->batch_size, "Batch size")->required();
+  cmd->add_option("--batch-size,-b", a->batch_size, "Batch size (optional with --max-batch)");
+  cmd->add_flag("--max-batch", a->max_batch, "Also find the largest batch size that fits on the GPU (model zoo models)");
+  cmd->add_option("--seq-len", a->seq_len, "Sequence length of sequence models (default: the model's)");
+  cmd->add_option("--precision", a->precision, "fp32, amp (FP16 autocast) or bf16")->capture_default_str();
+  cmd->add_option("--optimizer", a->optimizer, "sgd (momentum) or adam")->capture_default_str();
+  cmd->add_option("--zero-grad", a->zero_grad,
+                  "zero: zero_grad() keeps .grad (PyTorch < 2.0 default); none: set_to_none=True (PyTorch >= 2.0)")
+      ->capture_default_str();
   cmd->add_option("--profiles", a->profiles, "Directory of measured profiles (GPEmu or gpemu layout)");
   cmd->add_option("--host-memory", a->host_memory, "Host memory the batch is copied from: pinned or pageable")->capture_default_str();
   cmd->add_flag("--json", a->json, "Machine-readable output");

@@ -8,6 +8,7 @@
 
 #include "cost/text_fields.h"
 #include "cost/units.h"
+#include "gpemu/analytical_model.h"
 #include "gpemu/cost_model.h"
 #include "gpemu/error.h"
 
@@ -150,9 +151,11 @@ std::string ProfileCostModel::describe() const {
       profiles_.gpus().size(), builtin_models().size(), options_.efficiency);
 }
 
+// Measured profiles for the pairs they cover, the calibrated analytical model
+// for the other pairs of zoo models, the built-in estimate for the rest
+// (analytical_model.h, docs/analytical-model.md).
 std::unique_ptr<CostModel> make_cost_model(const std::optional<std::filesystem::path>& profiles_dir) {
-  if (!profiles_dir) return std::make_unique<EstimateCostModel>();
-  return std::make_unique<ProfileCostModel>(ProfileDatabase::load(*profiles_dir), profiles_dir->string());
+  return make_layered_cost_model(profiles_dir, AnalyticalOptions{});
 }
 
 }  // namespace gpemu

@@ -1,0 +1,189 @@
+// Calibration of the analytical model (analytical_model.h) on measured
+// profiles: per GPU architecture family, the FamilyFactors that minimise the
+// squared log error of forward and backward times over every measured
+// (GPU, model, batch) row of that family, and per zoo model a ModelCorrection
+// learned across all GPUs. Families without measurements get the factors of a
+// calibrated family (see family_fallback_order). The result is
+// data/calibration.json (`gpemu calibrate`), read at run time from
+// data_dir(); without that file the documented defaults apply.
+// docs/analytical-model.md describes the fit; docs/validation.md its errors.
+//
+// Thread safety: a Calibration is immutable once built; calibrate() is
+// reentrant.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "gpemu/analytical_model.h"
+#include "gpemu/catalog.h"
+#include "gpemu/profile.h"
+
+namespace gpemu {
+
+inline constexpr std::string_view kCalibrationFormat = "gpemu-calibration/1";
+
+// Expected absolute percentage error (median APE, %) of a prediction.
+struct PhaseErrors {
+  double forward = 0, backward = 0, iteration = 0;
+  bool operator==(const PhaseErrors&) const = default;
+};
+
+struct ExpectedError {
+  PhaseErrors pct;
+  // Which validation the figures come from, e.g. "in-sample (Volta calibrated
+  // on V100-PCIE-32GB, resnet50 measured)" or "leave-one-GPU-out".
+  std::string basis;
+};
+
+// How a family without measurements gets its factors (Calibration::finish).
+enum class FallbackRule {
+  Nearest,        // the first calibrated family of family_fallback_order()
+  GeometricMean,  // the geometric mean of all calibrated families' factors
+};
+std::string_view to_string(FallbackRule r);  // "nearest", "geometric_mean"
+
+class Calibration {
+ public:
+  // Factors per architecture family ("Volta", ...). Every catalog family has an
+  // entry once finish() ran.
+  std::map<std::string, FamilyFactors> families;
+  // family -> where its factors come from: "calibrated on <gpu ids>" or
+  // "from <family> (no measurements)" or "defaults".
+  std::map<std::string, std::string> origin;
+  // Per canonical model name.
+  std::map<std::string, ModelCorrection> models;
+  // Families calibrated on measurements.
+  std::vector<std::string> calibrated_families;
+  // Expected errors (median APE %), from `gpemu bench crossval`:
+  //   in_sample[family]        calibrated family, model measured
+  //   gpu_left_out[family]     a family predicted from other families' factors
+  //   gpu_left_out_overall     the same over all held-out GPUs
+  //   models_left_out[model family ("cnn", ...)]  a model without a correction
+  std::map<std::string, PhaseErrors> in_sample, gpu_left_out, models_left_out;
+  std::optional<PhaseErrors> gpu_left_out_overall;
+  FallbackRule fallback = FallbackRule::GeometricMean;
+  // Free text: what it was fitted on, when, with which command.
+  std::string source;
+  int rows = 0;  // measured rows fitted
+
+  // Factors for a GPU (its architecture family; built-in defaults for an
+  // unknown family).
+  const FamilyFactors& factors(const GpuSpec& gpu) const;
+  // The correction of a model (identity when none).
+  ModelCorrection correction(std::string_view model) const;
+  bool has_correction(std::string_view model) const;
+  bool is_calibrated(std::string_view family) const;
+  std::string origin_of(std::string_view family) const;
+
+  // Fills every catalog family without factors from the fallback order (or the
+  // defaults when none of it is calibrated).
+  void finish();
+
+  // The expected error of a prediction for `model` on `gpu`: in-sample when
+  // the GPU's family is calibrated and the model has a correction; the
+  // models-left-out figure of the model's family when it has none; the
+  // GPU-left-out figure when the family is not calibrated (the larger of the
+  // two when both apply). nullopt when the calibration holds no validation.
+  std::optional<ExpectedError> expected_error(const GpuSpec& gpu, std::string_view model,
+                                              std::string_view model_family = "cnn") const;
+
+  nlohmann::json to_json() const;
+  // Throws InputError naming the file and field for malformed input.
+  static Calibration from_json(const nlohmann::json& j, const std::string& where = "calibration");
+  static Calibration load(const std::filesystem::path& file);
+  // Writes the JSON (2-space indented) via a temporary file and rename.
+  void save(const std::filesystem::path& file) const;
+};
+
+// Built-in factors, used when data/calibration.json is missing (documented in
+// docs/analytical-model.md).
+Calibration default_calibration();
+// data_dir()/data/calibration.json.
+std::filesystem::path default_calibration_path();
+// The calibration the product uses: default_calibration_path() when it exists
+// (parsed once per process), else default_calibration(). A malformed file is
+// an InputError.
+std::shared_ptr<const Calibration> load_default_calibration();
+
+// Which calibrated family a family without measurements borrows from, in
+// order of preference (same generation of memory system and tensor cores
+// first). E.g. Turing -> Volta, Ada/Hopper/Blackwell -> Ampere.
+const std::vector<std::string>& family_fallback_order(std::string_view family);
+// All architecture families of the catalog, oldest first.
+std::vector<std::string> catalog_families();
+
+// ---- measurements -------------------------------------------------------------
+
+// One measured time: GPEmu's forward or backward phase.
+struct TimeSample {
+  std::string gpu;    // catalog id
+  std::string model;  // canonical name
+  bool backward = false;
+  int batch_size = 0;
+  double seconds = 0;
+};
+// Every forward/backward row of the database (a ProfileDatabase holds measured
+// rows only: GPEmu's extrapolated tails are removed when read). Profiles of
+// models not in the zoo are skipped.
+std::vector<TimeSample> measured_time_samples(const ProfileDatabase& profiles);
+
+// ---- fitting -------------------------------------------------------------------
+
+struct CalibrationOptions {
+  AnalyticalOptions model;
+  // Fit every measured row (false: batch sizes 1, 2, 3, 4, 6, 8, 12 and the
+  // multiples of 16, which is ~8x faster and loses nothing measurable).
+  bool all_rows = false;
+  // Learn per-model corrections (alternating with the family factors).
+  bool model_corrections = true;
+  // Alternations between family factors and model corrections.
+  int rounds = 3;
+  // Levenberg-Marquardt iterations per fit.
+  int max_iterations = 60;
+  // Ridge weight pulling log corrections towards 0, in units of residuals.
+  double correction_prior = 2.0;
+  // Weak ridge weight pulling each log factor towards the built-in default,
+  // so that a factor the data cannot see (e.g. matmul efficiency on a card
+  // whose matmuls are all launch-bound) stays finite instead of running off.
+  double factor_prior = 0.3;
+  // How families without measurements get factors.
+  FallbackRule fallback = FallbackRule::GeometricMean;
+  // Families whose factors are fixed (not fitted), e.g. for a synthetic test.
+  std::map<std::string, FamilyFactors> fixed;
+  // Start values for families that are fitted (default: FamilyFactors{}).
+  std::map<std::string, FamilyFactors> start;
+  // Used for the origin strings.
+  std::string source;
+};
+
+// Fits on explicit samples (tests, cross-validation). Samples whose model is
+// not in the zoo are an InputError. The result is finish()ed.
+Calibration calibrate(const std::vector<TimeSample>& samples, const CalibrationOptions& options = {});
+// Fits on every measured row of `profiles`.
+Calibration calibrate(const ProfileDatabase& profiles, const CalibrationOptions& options = {});
+
+// Squared log error and median APE of `calibration` on `samples` (for
+// reports): n, median APE %, root mean squared log error.
+struct FitQuality {
+  int n = 0;
+  double median_ape_pct = 0, rms_log_error = 0;
+};
+FitQuality fit_quality(const Calibration& calibration, const std::vector<TimeSample>& samples,
+                       const AnalyticalOptions& options = {});
+
+// Expected error of a prediction with the product's calibration
+// (load_default_calibration()); the model family is read from the zoo
+// ("cnn" for models not in it). The `expected_error_pct` of `gpemu predict`.
+// nullopt when the calibration in use holds no validation figures (the
+// built-in defaults).
+std::optional<ExpectedError> expected_error(const GpuSpec& gpu, std::string_view model);
+
+}  // namespace gpemu

@@ -1,0 +1,154 @@
+// Validation of gpemu's predictions against measured profiles: for every
+// measured row, the calibrated analytical model's forward, backward and
+// iteration (forward + backward) times, the PCIe model's transfer time and
+// the zoo memory model's peak allocated memory, compared with the
+// measurement; and whether gpemu's "does not fit" decision agrees with where
+// the measurements stop (the first extrapolated batch size: OOM evidence).
+// The profiles are never replayed here: predictions come from the models only.
+// `gpemu validate` prints this; docs/validation.md has the figures.
+//
+// Statistics (APE = |predicted - measured| / measured x 100):
+//   median: the middle value of the sorted APEs (mean of the two middle ones
+//           for an even count); p90: nearest rank, the ceil(0.9 n)-th
+//           smallest; mean: arithmetic mean.
+//
+// Thread safety: free functions on immutable inputs.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "gpemu/analytical_model.h"
+#include "gpemu/calibration.h"
+#include "gpemu/profile.h"
+
+namespace gpemu {
+
+enum class ValidationPhase { Forward, Backward, Iteration, Transfer, PeakMemory };
+inline constexpr int kValidationPhaseCount = 5;
+// "forward", "backward", "iteration", "transfer", "peak_memory".
+std::string_view to_string(ValidationPhase p);
+
+// One compared value.
+struct ValidationPoint {
+  std::string gpu, model;
+  ValidationPhase phase = ValidationPhase::Forward;
+  int batch_size = 0;
+  double measured = 0, predicted = 0;  // seconds, or MiB for peak_memory
+  double ape_pct() const;              // |predicted - measured| / measured x 100
+};
+
+struct ErrorStats {
+  int n = 0;
+  double mean_ape_pct = 0, median_ape_pct = 0, p90_ape_pct = 0, max_ape_pct = 0;
+  // Signed median of (predicted / measured - 1) x 100: the bias.
+  double median_bias_pct = 0;
+};
+// Statistics of a set of APEs (see the top of this file). n = 0: all zero.
+ErrorStats error_stats(const std::vector<double>& ape_pct, const std::vector<double>& signed_pct = {});
+
+// OOM decision of one (GPU, model) pair.
+struct OomCheck {
+  std::string gpu, model;
+  std::optional<int> measured_oom_batch;  // first tail batch, nullopt: everything measured fit
+  int measured_last_batch = 0;            // largest measured batch size
+  std::int64_t predicted_max_batch = 0;   // gpemu's largest batch that fits
+  int batches_checked = 0;                // batch sizes 1..grid compared
+  int batches_agreeing = 0;
+  bool exact = false;  // predicted max batch == measured_oom_batch - 1 (or >= grid when none)
+};
+
+struct ValidationOptions {
+  AnalyticalOptions model;
+  // Compare peak memory and OOM decisions with the zoo memory model (replays
+  // through the caching allocator; the slow part).
+  bool memory = true;
+  // The batch-size grid for OOM agreement: 1..max(oom_grid, last measured).
+  // GPEmu profiled batch sizes up to 256.
+  int oom_grid = 256;
+  // Keep the points (for plots and worst cases).
+  bool keep_points = true;
+  // How many worst cases per phase to report.
+  int worst_cases = 5;
+  // Memory replay: PyTorch < 1.10's saved result of in-place hardtanh_
+  // (zoo_memory.h ReplayOptions::legacy_inplace_hardtanh).
+  bool legacy_inplace_hardtanh = false;
+};
+
+struct ValidationReport {
+  std::string calibration_source;
+  std::map<std::string, std::map<ValidationPhase, ErrorStats>> per_gpu;    // gpu -> phase -> stats
+  std::map<std::string, std::map<ValidationPhase, ErrorStats>> per_model;  // model -> phase -> stats
+  std::map<ValidationPhase, ErrorStats> overall;
+  std::map<ValidationPhase, std::vector<ValidationPoint>> worst;  // largest APE first
+  std::vector<OomCheck> oom;
+  double oom_agreement_pct = 0;   // agreeing batch decisions / checked, all pairs
+  double oom_exact_pct = 0;       // pairs whose predicted boundary is exact
+  std::vector<ValidationPoint> points;  // when keep_points
+  std::vector<std::string> skipped;     // profiles not validated, and why
+};
+
+// Validates `calibration` (never the profiles themselves) on every measured
+// row of `profiles`.
+ValidationReport validate(const ProfileDatabase& profiles, std::shared_ptr<const Calibration> calibration,
+                          const ValidationOptions& options = {});
+
+// {"calibration": ..., "overall": {phase: stats}, "per_gpu": {gpu: {phase:
+// stats}}, "per_model": {...}, "oom_agreement_pct": x, "oom_exact_pct": x,
+// "oom": [...], "worst": {phase: [...]}}; stats are {"n", "median_ape_pct",
+// "mean_ape_pct", "p90_ape_pct", "max_ape_pct", "median_bias_pct"}.
+nlohmann::json validation_json(const ValidationReport& report);
+// Tables for people: per GPU, per model, overall, worst cases, OOM.
+void print_validation(const ValidationReport& report, std::ostream& out);
+// An SVG of predicted vs measured iteration times, one log-log panel per GPU
+// with the y = x line (hand-written SVG, no dependencies).
+std::string validation_svg(const ValidationReport& report);
+
+// ---- cross-validation -------------------------------------------------------------
+
+// Median APEs of `calibration`'s predictions of measured times: forward and
+// backward over their rows, iteration over the batch sizes measured in both.
+PhaseErrors time_errors(const Calibration& calibration, const std::vector<TimeSample>& samples,
+                        const AnalyticalOptions& options = {});
+
+struct CrossValidationOptions {
+  CalibrationOptions calibration;
+  int model_folds = 5;  // models sorted by name, model i in fold i % model_folds
+  bool gpu_out = true, models_out = true;
+};
+
+struct ModelFold {
+  std::vector<std::string> models;              // held out
+  PhaseErrors errors;                           // on the held-out models, all GPUs
+  std::map<std::string, PhaseErrors> per_gpu;
+};
+
+struct CrossValidation {
+  Calibration full;                              // calibrated on every sample
+  std::map<std::string, PhaseErrors> in_sample;  // gpu -> errors of the full calibration
+  PhaseErrors in_sample_overall;
+  // Leave one GPU out: calibrate on the others (model corrections included),
+  // predict the held-out GPU with its family's factors derived by each rule.
+  std::map<std::string, PhaseErrors> gpu_left_out_nearest, gpu_left_out_geomean;
+  PhaseErrors gpu_left_out_nearest_overall, gpu_left_out_geomean_overall;  // pooled rows
+  std::vector<ModelFold> model_folds;
+  PhaseErrors models_left_out_overall;                        // pooled rows
+  std::map<std::string, PhaseErrors> models_left_out_family;  // model family -> pooled
+  double seconds = 0;
+};
+
+CrossValidation cross_validate(const std::vector<TimeSample>& samples, const CrossValidationOptions& options = {});
+
+// Stores the cross-validation's figures in the calibration as its expected
+// errors: in_sample per family, gpu_left_out per family (by the
+// calibration's fallback rule) and overall, models_left_out per model family.
+void apply_expected_errors(Calibration& calibration, const CrossValidation& cv);
+
+}  // namespace gpemu

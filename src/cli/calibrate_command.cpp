@@ -1,0 +1,105 @@
+// `gpemu calibrate`: fits the analytical model's factors on measured
+// profiles, cross-validates them for the expected errors, and writes
+// data/calibration.json (or --out).
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "cli/output.h"
+#include "gpemu/calibration.h"
+#include "gpemu/error.h"
+#include "gpemu/profile.h"
+#include "gpemu/validation.h"
+
+namespace gpemu::cli {
+namespace {
+
+struct CalibrateArgs {
+  std::string profiles, out, fallback = "geometric_mean";
+  bool no_crossval = false, all_rows = false;
+  int rounds = 3;
+};
+
+std::string errs(const PhaseErrors& e) {
+  return fmt::format("{} / {} / {}", fixed(e.forward, 1), fixed(e.backward, 1), fixed(e.iteration, 1));
+}
+
+void run_calibrate(const CalibrateArgs& a) {
+  const ProfileDatabase db = ProfileDatabase::load(a.profiles);
+  const std::vector<TimeSample> samples = measured_time_samples(db);
+  if (samples.empty())
+    throw InputError(fmt::format("{}: no measured forward/backward rows of models in the zoo", a.profiles));
+  CrossValidationOptions o;
+  o.calibration.all_rows = a.all_rows;
+  o.calibration.rounds = a.rounds;
+  if (a.fallback == "nearest")
+    o.calibration.fallback = FallbackRule::Nearest;
+  else if (a.fallback == "geometric_mean")
+    o.calibration.fallback = FallbackRule::GeometricMean;
+  else
+    throw InputError(fmt::format("unknown --fallback '{}': expected nearest or geometric_mean", a.fallback));
+  std::set<std::string> gpus;
+  for (const TimeSample& s : samples) gpus.insert(s.gpu);
+  o.calibration.source = fmt::format("gpemu calibrate --profiles {}: {} measured forward/backward rows on {}",
+                                     std::filesystem::path(a.profiles).filename().string(), samples.size(),
+                                     [&] {
+                                       std::string s;
+                                       for (const std::string& g : gpus) s += (s.empty() ? "" : ", ") + g;
+                                       return s;
+                                     }());
+  Calibration cal;
+  if (a.no_crossval) {
+    cal = calibrate(samples, o.calibration);
+  } else {
+    std::cerr << "calibrating, then cross-validating (leave one GPU out, 5 model folds): about a minute\n";
+    const CrossValidation cv = cross_validate(samples, o);
+    cal = cv.full;
+    apply_expected_errors(cal, cv);
+  }
+  const std::filesystem::path out = a.out.empty() ? default_calibration_path() : std::filesystem::path(a.out);
+  cal.save(out);
+
+  Table t({"family", "conv eff", "conv bytes eff", "matmul eff", "memory eff", "bwd factor", "launch fwd us",
+           "launch bwd us", "launch opt us", "view us", "origin"});
+  for (const std::string& fam : catalog_families()) {
+    const FamilyFactors& f = cal.families.at(fam);
+    t.add({fam, fixed(f.conv_efficiency, 3), fixed(f.conv_bytes_efficiency, 3), fixed(f.matmul_efficiency, 3),
+           fixed(f.memory_efficiency, 3), fixed(f.backward_factor, 3), fixed(f.launch_forward_us, 1),
+           fixed(f.launch_backward_us, 1), fixed(f.launch_optimizer_us, 1), fixed(f.launch_view_us, 1),
+           cal.origin_of(fam)});
+  }
+  t.print(std::cout);
+  std::cout << fmt::format("\n{} model corrections; {} rows fitted\n", cal.models.size(), cal.rows);
+  if (!a.no_crossval) {
+    std::cout << "\nexpected errors stored (median APE %, forward / backward / iteration)\n";
+    for (const auto& [fam, e] : cal.in_sample) std::cout << fmt::format("  in-sample {:<10} {}\n", fam, errs(e));
+    for (const auto& [fam, e] : cal.gpu_left_out) std::cout << fmt::format("  GPU left out {:<7} {}\n", fam, errs(e));
+    if (cal.gpu_left_out_overall)
+      std::cout << fmt::format("  GPU left out, all     {}\n", errs(*cal.gpu_left_out_overall));
+    for (const auto& [fam, e] : cal.models_left_out)
+      std::cout << fmt::format("  models left out ({}) {}\n", fam, errs(e));
+  }
+  std::cout << "\nwrote " << out.string() << '\n';
+}
+
+}  // namespace
+
+void add_calibrate_command(CLI::App& app) {
+  auto a = std::make_shared<CalibrateArgs>();
+  auto* cmd = app.add_subcommand("calibrate",
+                                 "Fit the analytical model's factors on measured profiles and write the calibration file");
+  cmd->add_option("--profiles", a->profiles, "Directory of measured profiles (GPEmu or gpemu layout)")->required();
+  cmd->add_option("--out", a->out, "Where to write (default: data/calibration.json in the data directory)");
+  cmd->add_flag("--no-crossval", a->no_crossval, "Skip the cross-validation (no expected errors are stored)");
+  cmd->add_flag("--all-rows", a->all_rows, "Fit every measured row instead of the thinned batch-size grid");
+  cmd->add_option("--rounds", a->rounds, "Alternations of family factors and model corrections")->capture_default_str();
+  cmd->add_option("--fallback", a->fallback, "Factors of families without measurements: geometric_mean or nearest")
+      ->capture_default_str();
+  cmd->callback([a] { run_calibrate(*a); });
+}
+
+}  // namespace gpemu::cli

@@ -1,0 +1,339 @@
+// The Calibration record: lookups, fallbacks for families without
+// measurements, expected errors, and its JSON file (data/calibration.json).
+#include "gpemu/calibration.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <mutex>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "gpemu/error.h"
+#include "gpemu/zoo.h"
+
+namespace gpemu {
+
+namespace {
+
+const FamilyFactors& builtin_factors() {
+  static const FamilyFactors f{};
+  return f;
+}
+
+nlohmann::json errors_json(const PhaseErrors& e) {
+  return {{"forward", e.forward}, {"backward", e.backward}, {"iteration", e.iteration}};
+}
+
+double number(const nlohmann::json& j, std::string_view key, const std::string& where) {
+  auto it = j.find(std::string(key));
+  if (it == j.end() || !it->is_number())
+    throw InputError(fmt::format("{}: '{}' is missing or not a number; expected a number", where, key));
+  const double v = it->get<double>();
+  if (!std::isfinite(v)) throw InputError(fmt::format("{}: '{}' is not finite; expected a finite number", where, key));
+  return v;
+}
+
+PhaseErrors errors_from(const nlohmann::json& j, const std::string& where) {
+  if (!j.is_object()) throw InputError(fmt::format("{}: expected an object {{forward, backward, iteration}}", where));
+  return {number(j, "forward", where), number(j, "backward", where), number(j, "iteration", where)};
+}
+
+std::map<std::string, PhaseErrors> errors_map(const nlohmann::json& j, const std::string& where) {
+  std::map<std::string, PhaseErrors> out;
+  if (!j.is_object()) throw InputError(fmt::format("{}: expected an object", where));
+  for (auto it = j.begin(); it != j.end(); ++it) out[it.key()] = errors_from(it.value(), where + "." + it.key());
+  return out;
+}
+
+PhaseErrors worse(const PhaseErrors& a, const PhaseErrors& b) {
+  return {std::max(a.forward, b.forward), std::max(a.backward, b.backward), std::max(a.iteration, b.iteration)};
+}
+
+}  // namespace
+
+// ---- families --------------------------------------------------------------------
+
+std::vector<std::string> catalog_families() {
+  std::vector<std::string> out;
+  for (const GpuSpec& g : gpu_catalog())
+    if (std::find(out.begin(), out.end(), g.architecture) == out.end()) out.push_back(g.architecture);
+  return out;
+}
+
+const std::vector<std::string>& family_fallback_order(std::string_view family) {
+  // Closest first: same memory technology and tensor-core generation, then
+  // the neighbouring generations.
+  static const std::map<std::string, std::vector<std::string>, std::less<>> order = {
+      {"Kepler", {"Maxwell", "Pascal", "Volta", "Turing", "Ampere"}},
+      {"Maxwell", {"Pascal", "Kepler", "Volta", "Turing", "Ampere"}},
+      {"Pascal", {"Volta", "Maxwell", "Turing", "Ampere", "Kepler"}},
+      {"Volta", {"Turing", "Ampere", "Pascal", "Maxwell"}},
+      {"Turing", {"Volta", "Ampere", "Ada", "Pascal"}},
+      {"Ampere", {"Ada", "Hopper", "Volta", "Turing", "Blackwell"}},
+      {"Ada", {"Ampere", "Hopper", "Turing", "Blackwell", "Volta"}},
+      {"Hopper", {"Ampere", "Blackwell", "Ada", "Volta"}},
+      {"Blackwell", {"Hopper", "Ampere", "Ada", "Volta"}},
+      {"CDNA3", {"Hopper", "Ampere", "Blackwell", "Volta"}},
+  };
+  static const std::vector<std::string> none;
+  auto it = order.find(family);
+  return it == order.end() ? none : it->second;
+}
+
+std::string_view to_string(FallbackRule r) {
+  return r == FallbackRule::Nearest ? "nearest" : "geometric_mean";
+}
+
+// ---- lookups -----------------------------------------------------------------------
+
+const FamilyFactors& Calibration::factors(const GpuSpec& gpu) const {
+  auto it = families.find(gpu.architecture);
+  return it == families.end() ? builtin_factors() : it->second;
+}
+
+ModelCorrection Calibration::correction(std::string_view model) const {
+  auto it = models.find(canonical_model_name(model));
+  return it == models.end() ? ModelCorrection{} : it->second;
+}
+
+bool Calibration::has_correction(std::string_view model) const {
+  return models.count(canonical_model_name(model)) > 0;
+}
+
+bool Calibration::is_calibrated(std::string_view family) const {
+  return std::find(calibrated_families.begin(), calibrated_families.end(), family) != calibrated_families.end();
+}
+
+std::string Calibration::origin_of(std::string_view family) const {
+  auto it = origin.find(std::string(family));
+  return it == origin.end() ? std::string("built-in defaults") : it->second;
+}
+
+void Calibration::finish() {
+  for (const std::string& fam : catalog_families()) {
+    if (families.count(fam)) continue;
+    if (calibrated_families.empty()) {
+      families[fam] = builtin_factors();
+      origin[fam] = "built-in defaults (no family calibrated)";
+      continue;
+    }
+    if (fallback == FallbackRule::Nearest) {
+      bool done = false;
+      for (const std::string& other : family_fallback_order(fam)) {
+        if (!is_calibrated(other)) continue;
+        families[fam] = families.at(other);
+        origin[fam] = fmt::format("{}'s factors (no {} measurements)", other, fam);
+        done = true;
+        break;
+      }
+      if (done) continue;
+    }
+    // Geometric mean of every calibrated family's factors.
+    FamilyFactors g;
+    for (int i = 0; i < kFamilyFactorCount; ++i) {
+      double s = 0;
+      for (const std::string& c : calibrated_families) s += std::log(factor_at(families.at(c), i));
+      factor_at(g, i) = std::exp(s / static_cast<double>(calibrated_families.size()));
+    }
+    families[fam] = g;
+    std::string list;
+    for (const std::string& c : calibrated_families) list += (list.empty() ? "" : ", ") + c;
+    origin[fam] = fmt::format("geometric mean of the calibrated families' factors ({}; no {} measurements)", list, fam);
+  }
+}
+
+std::optional<ExpectedError> Calibration::expected_error(const GpuSpec& gpu, std::string_view model,
+                                                         std::string_view model_family) const {
+  const std::string& fam = gpu.architecture;
+  const bool calibrated = is_calibrated(fam);
+  const bool corrected = has_correction(model);
+  std::optional<PhaseErrors> e;
+  std::vector<std::string> basis;
+  if (calibrated && corrected) {
+    if (auto it = in_sample.find(fam); it != in_sample.end()) {
+      e = it->second;
+      basis.push_back(fmt::format("in-sample: {} calibrated, {} measured", fam, canonical_model_name(model)));
+    }
+  }
+  if (!corrected) {
+    auto it = models_left_out.find(std::string(model_family));
+    std::string used(model_family);
+    if (it == models_left_out.end() && !models_left_out.empty()) {
+      it = models_left_out.find("cnn");
+      if (it == models_left_out.end()) it = models_left_out.begin();
+      used = it->first;
+    }
+    if (it != models_left_out.end()) {
+      e = e ? worse(*e, it->second) : it->second;
+      basis.push_back(used == model_family
+                          ? fmt::format("models left out ({} family)", used)
+                          : fmt::format("models left out ({} family; no {} model was measured)", used,
+                                        model_family));
+    }
+  }
+  if (!calibrated) {
+    std::optional<PhaseErrors> g = gpu_left_out_overall;
+    if (auto it = gpu_left_out.find(fam); it != gpu_left_out.end()) g = it->second;
+    if (g) {
+      e = e ? worse(*e, *g) : *g;
+      basis.push_back(fmt::format("GPUs left out ({} not calibrated)", fam));
+    }
+  }
+  if (!e) return std::nullopt;
+  std::string b;
+  for (const std::string& s : basis) b += (b.empty() ? "" : "; ") + s;
+  return ExpectedError{*e, b};
+}
+
+// ---- JSON ----------------------------------------------------------------------------
+
+nlohmann::json Calibration::to_json() const {
+  nlohmann::json j;
+  j["format"] = std::string(kCalibrationFormat);
+  j["source"] = source;
+  j["rows"] = rows;
+  j["fallback"] = std::string(to_string(fallback));
+  j["calibrated_families"] = calibrated_families;
+  nlohmann::json fams = nlohmann::json::object();
+  for (const auto& [name, f] : families) {
+    nlohmann::json o;
+    o["origin"] = origin_of(name);
+    for (int i = 0; i < kFamilyFactorCount; ++i) o[family_factor_names()[i]] = factor_at(f, i);
+    fams[name] = o;
+  }
+  j["families"] = fams;
+  nlohmann::json ms = nlohmann::json::object();
+  for (const auto& [name, c] : models)
+    ms[name] = {{"forward_gpu", c.forward_gpu},
+                {"forward_host", c.forward_host},
+                {"backward_gpu", c.backward_gpu},
+                {"backward_host", c.backward_host}};
+  j["model_corrections"] = ms;
+  nlohmann::json ee = nlohmann::json::object();
+  auto put = [&](const char* key, const std::map<std::string, PhaseErrors>& m) {
+    nlohmann::json o = nlohmann::json::object();
+    for (const auto& [k, v] : m) o[k] = errors_json(v);
+    ee[key] = o;
+  };
+  put("in_sample", in_sample);
+  put("gpu_left_out", gpu_left_out);
+  put("models_left_out", models_left_out);
+  if (gpu_left_out_overall) ee["gpu_left_out_overall"] = errors_json(*gpu_left_out_overall);
+  j["expected_error_pct"] = ee;
+  return j;
+}
+
+Calibration Calibration::from_json(const nlohmann::json& j, const std::string& where) {
+  if (!j.is_object()) throw InputError(fmt::format("{}: expected a JSON object", where));
+  const auto fmt_it = j.find("format");
+  if (fmt_it == j.end() || !fmt_it->is_string() || fmt_it->get<std::string>() != kCalibrationFormat)
+    throw InputError(fmt::format("{}: 'format' must be \"{}\"", where, kCalibrationFormat));
+  Calibration c;
+  if (auto it = j.find("source"); it != j.end() && it->is_string()) c.source = it->get<std::string>();
+  if (auto it = j.find("rows"); it != j.end() && it->is_number_integer()) c.rows = it->get<int>();
+  if (auto it = j.find("fallback"); it != j.end()) {
+    const std::string f = it->is_string() ? it->get<std::string>() : "";
+    if (f == "nearest")
+      c.fallback = FallbackRule::Nearest;
+    else if (f == "geometric_mean")
+      c.fallback = FallbackRule::GeometricMean;
+    else
+      throw InputError(fmt::format("{}: 'fallback' must be \"nearest\" or \"geometric_mean\"", where));
+  }
+  if (auto it = j.find("calibrated_families"); it != j.end()) {
+    if (!it->is_array()) throw InputError(fmt::format("{}: 'calibrated_families' must be an array", where));
+    for (const auto& f : *it) c.calibrated_families.push_back(f.get<std::string>());
+  }
+  const auto fams = j.find("families");
+  if (fams == j.end() || !fams->is_object())
+    throw InputError(fmt::format("{}: 'families' is missing; expected an object of family factors", where));
+  for (auto it = fams->begin(); it != fams->end(); ++it) {
+    const std::string w = fmt::format("{}: families.{}", where, it.key());
+    FamilyFactors f;
+    for (int i = 0; i < kFamilyFactorCount; ++i) {
+      const double v = number(it.value(), family_factor_names()[i], w);
+      if (!(v > 0)) throw InputError(fmt::format("{}: '{}' is {}; expected a number > 0", w, family_factor_names()[i], v));
+      factor_at(f, i) = v;
+    }
+    c.families[it.key()] = f;
+    if (auto o = it.value().find("origin"); o != it.value().end() && o->is_string()) c.origin[it.key()] = o->get<std::string>();
+  }
+  if (auto ms = j.find("model_corrections"); ms != j.end()) {
+    if (!ms->is_object()) throw InputError(fmt::format("{}: 'model_corrections' must be an object", where));
+    for (auto it = ms->begin(); it != ms->end(); ++it) {
+      const std::string w = fmt::format("{}: model_corrections.{}", where, it.key());
+      ModelCorrection m{number(it.value(), "forward_gpu", w), number(it.value(), "forward_host", w),
+                        number(it.value(), "backward_gpu", w), number(it.value(), "backward_host", w)};
+      if (!(m.forward_gpu > 0 && m.forward_host > 0 && m.backward_gpu > 0 && m.backward_host > 0))
+        throw InputError(fmt::format("{}: corrections must be > 0", w));
+      c.models[canonical_model_name(it.key())] = m;
+    }
+  }
+  if (auto ee = j.find("expected_error_pct"); ee != j.end()) {
+    const std::string w = where + ": expected_error_pct";
+    if (auto it = ee->find("in_sample"); it != ee->end()) c.in_sample = errors_map(*it, w + ".in_sample");
+    if (auto it = ee->find("gpu_left_out"); it != ee->end()) c.gpu_left_out = errors_map(*it, w + ".gpu_left_out");
+    if (auto it = ee->find("models_left_out"); it != ee->end())
+      c.models_left_out = errors_map(*it, w + ".models_left_out");
+    if (auto it = ee->find("gpu_left_out_overall"); it != ee->end())
+      c.gpu_left_out_overall = errors_from(*it, w + ".gpu_left_out_overall");
+  }
+  c.finish();
+  return c;
+}
+
+Calibration Calibration::load(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  if (!in) throw InputError(fmt::format("{}: cannot open the calibration file", file.string()));
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw InputError(fmt::format("{}: not valid JSON ({}); expected a {} file", file.string(), e.what(),
+                                 kCalibrationFormat));
+  }
+  return from_json(j, file.string());
+}
+
+void Calibration::save(const std::filesystem::path& file) const {
+  if (file.has_parent_path()) std::filesystem::create_directories(file.parent_path());
+  const std::filesystem::path tmp = file.string() + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw InputError(fmt::format("{}: cannot write", tmp.string()));
+    out << to_json().dump(2) << '\n';
+    if (!out) throw InputError(fmt::format("{}: write failed", tmp.string()));
+  }
+  std::filesystem::rename(tmp, file);
+}
+
+Calibration default_calibration() {
+  Calibration c;
+  c.source = "built-in default factors (data/calibration.json absent)";
+  c.finish();
+  return c;
+}
+
+std::filesystem::path default_calibration_path() { return zoo::data_dir() / "data" / "calibration.json"; }
+
+std::shared_ptr<const Calibration> load_default_calibration() {
+  static std::mutex mutex;
+  static std::map<std::filesystem::path, std::shared_ptr<const Calibration>> cache;
+  const std::filesystem::path p = default_calibration_path();
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto it = cache.find(p); it != cache.end()) return it->second;
+  std::shared_ptr<const Calibration> c = std::filesystem::exists(p)
+                                             ? std::make_shared<const Calibration>(Calibration::load(p))
+                                             : std::make_shared<const Calibration>(default_calibration());
+  cache[p] = c;
+  return c;
+}
+
+std::optional<ExpectedError> expected_error(const GpuSpec& gpu, std::string_view model) {
+  const zoo::ModelGraph* g = zoo::find_model(model);
+  return load_default_calibration()->expected_error(gpu, model, g ? g->family() : std::string("cnn"));
+}
+
+}  // namespace gpemu

@@ -1,0 +1,385 @@
+// Validation of the calibrated models against measured profiles
+// (include/gpemu/validation.h, docs/validation.md).
+#include "gpemu/validation.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "gpemu/caching_allocator.h"
+#include "gpemu/device.h"
+#include "gpemu/error.h"
+#include "gpemu/pcie.h"
+#include "gpemu/zoo.h"
+#include "gpemu/zoo_memory.h"
+
+namespace gpemu {
+
+std::string_view to_string(ValidationPhase p) {
+  switch (p) {
+    case ValidationPhase::Forward: return "forward";
+    case ValidationPhase::Backward: return "backward";
+    case ValidationPhase::Iteration: return "iteration";
+    case ValidationPhase::Transfer: return "transfer";
+    case ValidationPhase::PeakMemory: return "peak_memory";
+  }
+  return "?";
+}
+
+double ValidationPoint::ape_pct() const { return std::abs(predicted - measured) / measured * 100.0; }
+
+namespace {
+
+double median_of(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+constexpr ValidationPhase kPhases[] = {ValidationPhase::Forward, ValidationPhase::Backward,
+                                       ValidationPhase::Iteration, ValidationPhase::Transfer,
+                                       ValidationPhase::PeakMemory};
+
+}  // namespace
+
+ErrorStats error_stats(const std::vector<double>& ape, const std::vector<double>& signed_pct) {
+  ErrorStats s;
+  s.n = static_cast<int>(ape.size());
+  if (ape.empty()) return s;
+  std::vector<double> v = ape;
+  std::sort(v.begin(), v.end());
+  double sum = 0;
+  for (double x : v) sum += x;
+  s.mean_ape_pct = sum / static_cast<double>(v.size());
+  s.median_ape_pct = median_of(v);
+  const std::size_t rank = static_cast<std::size_t>(std::ceil(0.9 * static_cast<double>(v.size())));
+  s.p90_ape_pct = v[std::max<std::size_t>(rank, 1) - 1];
+  s.max_ape_pct = v.back();
+  if (!signed_pct.empty()) s.median_bias_pct = median_of(signed_pct);
+  return s;
+}
+
+ValidationReport validate(const ProfileDatabase& profiles, std::shared_ptr<const Calibration> calibration,
+                          const ValidationOptions& options) {
+  if (!calibration) throw Error("validate: no calibration");
+  ValidationReport rep;
+  rep.calibration_source = calibration->source;
+  std::map<std::string, OpProgram> programs;
+  std::vector<ValidationPoint> points;
+  std::map<std::pair<std::string, int>, double> peak_cache;  // (model, batch) -> MiB
+
+  zoo::ReplayOptions ro;
+  ro.precision = options.model.precision;
+  ro.optimizer = options.model.optimizer;
+  ro.keep_grads = options.model.legacy_zero_grad;
+  ro.legacy_inplace_hardtanh = options.legacy_inplace_hardtanh;
+
+  for (const Profile& p : profiles.profiles()) {
+    const zoo::ModelGraph* graph = zoo::find_model(p.model);
+    if (!graph) {
+      rep.skipped.push_back(fmt::format("{}/{}: not in the model zoo", p.gpu, p.model));
+      continue;
+    }
+    if (p.precision != Precision::FP32) {
+      rep.skipped.push_back(fmt::format("{}/{}: precision {} (only fp32 profiles are validated)", p.gpu, p.model,
+                                        to_string(p.precision)));
+      continue;
+    }
+    const GpuSpec& gpu = find_gpu(p.gpu);
+    auto pit = programs.find(p.model);
+    if (pit == programs.end()) pit = programs.emplace(p.model, OpProgram::compile(*graph, options.model)).first;
+    const OpProgram& prog = pit->second;
+    const GpuPeaks peaks = gpu_peaks(gpu, options.model);
+    const FamilyFactors& f = calibration->factors(gpu);
+    const ModelCorrection corr = calibration->correction(p.model);
+
+    auto predict = [&](const Series& s, bool backward) {
+      std::vector<double> b, out(s.size());
+      for (const ProfilePoint& pt : s) b.push_back(pt.batch_size);
+      predict_phase_seconds(prog, backward, b, peaks, f, corr, out);
+      return out;
+    };
+    const std::vector<double> fwd = predict(p.forward_s, false), bwd = predict(p.backward_s, true);
+    std::map<int, std::pair<double, double>> fwd_at, bwd_at;  // batch -> (measured, predicted)
+    for (std::size_t i = 0; i < fwd.size(); ++i) {
+      if (!(p.forward_s[i].value > 0)) continue;
+      points.push_back({p.gpu, p.model, ValidationPhase::Forward, p.forward_s[i].batch_size, p.forward_s[i].value,
+                        fwd[i]});
+      fwd_at[p.forward_s[i].batch_size] = {p.forward_s[i].value, fwd[i]};
+    }
+    for (std::size_t i = 0; i < bwd.size(); ++i) {
+      if (!(p.backward_s[i].value > 0)) continue;
+      points.push_back({p.gpu, p.model, ValidationPhase::Backward, p.backward_s[i].batch_size,
+                        p.backward_s[i].value, bwd[i]});
+      bwd_at[p.backward_s[i].batch_size] = {p.backward_s[i].value, bwd[i]};
+    }
+    for (const auto& [b, fm] : fwd_at) {
+      auto it = bwd_at.find(b);
+      if (it == bwd_at.end()) continue;
+      points.push_back({p.gpu, p.model, ValidationPhase::Iteration, b, fm.first + it->second.first,
+                        fm.second + it->second.second});
+    }
+
+    // Transfer: the PCIe model for the host memory the rows were copied from.
+    if (!p.transfer_s.empty()) {
+      const PcieModel pcie = PcieModel::for_link(gpu.pcie_gen, gpu.pcie_lanes);
+      const std::uint64_t per_sample =
+          p.input_bytes_per_sample > 0 ? p.input_bytes_per_sample : graph->input_bytes_per_sample();
+      for (const ProfilePoint& pt : p.transfer_s) {
+        if (!(pt.value > 0)) continue;
+        const double bytes = static_cast<double>(per_sample) * pt.batch_size;
+        const double s = to_seconds(pcie.latency(p.transfer_host_memory)) + bytes / (pcie.gbs(p.transfer_host_memory) * 1e9);
+        points.push_back({p.gpu, p.model, ValidationPhase::Transfer, pt.batch_size, pt.value, s});
+      }
+    }
+
+    if (!options.memory) continue;
+    for (const ProfilePoint& pt : p.peak_allocated_mib) {
+      if (!(pt.value > 0)) continue;
+      // Without a capacity limit the replay does not depend on the GPU.
+      auto [it, fresh] = peak_cache.try_emplace({p.model, pt.batch_size}, 0.0);
+      if (fresh) {
+        const zoo::MemoryReplay r = zoo::replay_memory(*graph, zoo::Shape{pt.batch_size, options.model.seq_len},
+                                                       CachingAllocator::kUnlimited, ro);
+        it->second = static_cast<double>(r.peak_allocated_bytes) / 1048576.0;
+      }
+      points.push_back({p.gpu, p.model, ValidationPhase::PeakMemory, pt.batch_size, pt.value, it->second});
+    }
+    // OOM decision: only pairs with compute measurements (their tables end
+    // where the card ran out of memory, or at the profiling grid).
+    if (p.forward_s.empty() && p.backward_s.empty()) continue;
+    OomCheck oc;
+    oc.gpu = p.gpu;
+    oc.model = p.model;
+    oc.measured_oom_batch = p.oom_batch_size;
+    for (const Series* s : {&p.forward_s, &p.backward_s})
+      if (!s->empty()) oc.measured_last_batch = std::max(oc.measured_last_batch, s->back().batch_size);
+    const int grid = std::max({options.oom_grid, oc.measured_last_batch, p.oom_batch_size.value_or(0)});
+    const std::uint64_t capacity = gpu.memory_bytes - Device::default_context_reserve(gpu);
+    oc.predicted_max_batch = zoo::max_batch(capacity, *graph, zoo::Shape{1, options.model.seq_len}, ro, grid);
+    for (int b = 1; b <= grid; ++b) {
+      const bool measured_fits = !p.oom_batch_size || b < *p.oom_batch_size;
+      const bool predicted_fits = b <= oc.predicted_max_batch;
+      ++oc.batches_checked;
+      oc.batches_agreeing += measured_fits == predicted_fits;
+    }
+    oc.exact = p.oom_batch_size ? oc.predicted_max_batch == *p.oom_batch_size - 1 : oc.predicted_max_batch >= grid;
+    rep.oom.push_back(oc);
+  }
+
+  // Statistics.
+  std::map<std::pair<std::string, ValidationPhase>, std::pair<std::vector<double>, std::vector<double>>> by_gpu,
+      by_model;
+  std::map<ValidationPhase, std::pair<std::vector<double>, std::vector<double>>> all;
+  for (const ValidationPoint& pt : points) {
+    const double ape = pt.ape_pct(), sgn = (pt.predicted / pt.measured - 1) * 100;
+    for (auto* m : {&by_gpu[{pt.gpu, pt.phase}], &by_model[{pt.model, pt.phase}], &all[pt.phase]}) {
+      m->first.push_back(ape);
+      m->second.push_back(sgn);
+    }
+  }
+  for (const auto& [k, v] : by_gpu) rep.per_gpu[k.first][k.second] = error_stats(v.first, v.second);
+  for (const auto& [k, v] : by_model) rep.per_model[k.first][k.second] = error_stats(v.first, v.second);
+  for (const auto& [k, v] : all) rep.overall[k] = error_stats(v.first, v.second);
+  for (ValidationPhase ph : kPhases) {
+    std::vector<ValidationPoint> w;
+    for (const ValidationPoint& pt : points)
+      if (pt.phase == ph) w.push_back(pt);
+    std::sort(w.begin(), w.end(), [](const ValidationPoint& a, const ValidationPoint& b) {
+      return a.ape_pct() > b.ape_pct();
+    });
+    if (w.size() > static_cast<std::size_t>(options.worst_cases)) w.resize(options.worst_cases);
+    if (!w.empty()) rep.worst[ph] = std::move(w);
+  }
+  long checked = 0, agreeing = 0, exact = 0;
+  for (const OomCheck& o : rep.oom) {
+    checked += o.batches_checked;
+    agreeing += o.batches_agreeing;
+    exact += o.exact;
+  }
+  rep.oom_agreement_pct = checked ? 100.0 * static_cast<double>(agreeing) / static_cast<double>(checked) : 0;
+  rep.oom_exact_pct = rep.oom.empty() ? 0 : 100.0 * static_cast<double>(exact) / static_cast<double>(rep.oom.size());
+  if (options.keep_points) rep.points = std::move(points);
+  return rep;
+}
+
+// ---- output -------------------------------------------------------------------------
+
+namespace {
+
+nlohmann::json stats_json(const ErrorStats& s) {
+  return {{"n", s.n},
+          {"median_ape_pct", s.median_ape_pct},
+          {"mean_ape_pct", s.mean_ape_pct},
+          {"p90_ape_pct", s.p90_ape_pct},
+          {"max_ape_pct", s.max_ape_pct},
+          {"median_bias_pct", s.median_bias_pct}};
+}
+
+nlohmann::json phases_json(const std::map<ValidationPhase, ErrorStats>& m) {
+  nlohmann::json o = nlohmann::json::object();
+  for (ValidationPhase ph : kPhases) {
+    auto it = m.find(ph);
+    o[std::string(to_string(ph))] = stats_json(it == m.end() ? ErrorStats{} : it->second);
+  }
+  return o;
+}
+
+std::string pct(double v) { return fmt::format("{:.1f}", v); }
+
+}  // namespace
+
+nlohmann::json validation_json(const ValidationReport& r) {
+  nlohmann::json j;
+  j["calibration"] = r.calibration_source;
+  j["overall"] = phases_json(r.overall);
+  nlohmann::json g = nlohmann::json::object(), m = nlohmann::json::object();
+  for (const auto& [k, v] : r.per_gpu) g[k] = phases_json(v);
+  for (const auto& [k, v] : r.per_model) m[k] = phases_json(v);
+  j["per_gpu"] = g;
+  j["per_model"] = m;
+  j["oom_agreement_pct"] = r.oom_agreement_pct;
+  j["oom_exact_pct"] = r.oom_exact_pct;
+  nlohmann::json oom = nlohmann::json::array();
+  for (const OomCheck& o : r.oom) {
+    nlohmann::json e = {{"gpu", o.gpu},
+                        {"model", o.model},
+                        {"measured_last_batch", o.measured_last_batch},
+                        {"predicted_max_batch", o.predicted_max_batch},
+                        {"batches_checked", o.batches_checked},
+                        {"batches_agreeing", o.batches_agreeing},
+                        {"exact", o.exact}};
+    e["measured_oom_batch"] = o.measured_oom_batch ? nlohmann::json(*o.measured_oom_batch) : nlohmann::json(nullptr);
+    oom.push_back(e);
+  }
+  j["oom"] = oom;
+  nlohmann::json worst = nlohmann::json::object();
+  for (const auto& [ph, v] : r.worst) {
+    nlohmann::json a = nlohmann::json::array();
+    for (const ValidationPoint& p : v)
+      a.push_back({{"gpu", p.gpu},
+                   {"model", p.model},
+                   {"batch_size", p.batch_size},
+                   {"measured", p.measured},
+                   {"predicted", p.predicted},
+                   {"ape_pct", p.ape_pct()}});
+    worst[std::string(to_string(ph))] = a;
+  }
+  j["worst"] = worst;
+  j["skipped"] = r.skipped;
+  return j;
+}
+
+void print_validation(const ValidationReport& r, std::ostream& out) {
+  auto table = [&](const std::string& title, const std::map<std::string, std::map<ValidationPhase, ErrorStats>>& m) {
+    out << title << " (median / p90 APE %, n)\n";
+    std::size_t w = 4;
+    for (const auto& [k, v] : m) w = std::max(w, k.size());
+    out << fmt::format("{:<{}}", "", w);
+    for (ValidationPhase ph : kPhases) out << fmt::format("  {:>19}", to_string(ph));
+    out << '\n';
+    for (const auto& [k, v] : m) {
+      out << fmt::format("{:<{}}", k, w);
+      for (ValidationPhase ph : kPhases) {
+        auto it = v.find(ph);
+        if (it == v.end() || it->second.n == 0) {
+          out << fmt::format("  {:>19}", "-");
+          continue;
+        }
+        out << fmt::format("  {:>19}", fmt::format("{} / {} ({})", pct(it->second.median_ape_pct),
+                                                   pct(it->second.p90_ape_pct), it->second.n));
+      }
+      out << '\n';
+    }
+    out << '\n';
+  };
+  std::map<std::string, std::map<ValidationPhase, ErrorStats>> overall{{"all", r.overall}};
+  out << "calibration: " << r.calibration_source << "\n\n";
+  table("overall", overall);
+  table("per GPU", r.per_gpu);
+  table("per model", r.per_model);
+  out << "overall mean APE %:";
+  for (ValidationPhase ph : kPhases)
+    if (auto it = r.overall.find(ph); it != r.overall.end())
+      out << fmt::format(" {} {}", to_string(ph), pct(it->second.mean_ape_pct));
+  out << "\n\nworst cases\n";
+  for (const auto& [ph, v] : r.worst)
+    for (const ValidationPoint& p : v)
+      out << fmt::format("  {:<11} {:<16} {:<20} b{:<4} measured {:.4g} predicted {:.4g} ({:+.0f}%)\n", to_string(ph),
+                         p.gpu, p.model, p.batch_size, p.measured, p.predicted, (p.predicted / p.measured - 1) * 100);
+  out << fmt::format("\nOOM decisions: {:.1f}% of batch sizes agree; predicted boundary exact for {:.1f}% of {} "
+                     "GPU/model pairs\n",
+                     r.oom_agreement_pct, r.oom_exact_pct, r.oom.size());
+  int shown = 0;
+  for (const OomCheck& o : r.oom) {
+    if (o.exact || shown >= 12) continue;
+    ++shown;
+    out << fmt::format("  {:<16} {:<20} measured {} predicted max batch {}\n", o.gpu, o.model,
+                       o.measured_oom_batch ? fmt::format("OOM at {}", *o.measured_oom_batch)
+                                            : fmt::format("fits up to {}", o.measured_last_batch),
+                       o.predicted_max_batch);
+  }
+  for (const std::string& s : r.skipped) out << "skipped: " << s << '\n';
+}
+
+std::string validation_svg(const ValidationReport& r) {
+  std::map<std::string, std::vector<const ValidationPoint*>> by_gpu;
+  for (const ValidationPoint& p : r.points)
+    if (p.phase == ValidationPhase::Iteration && p.measured > 0 && p.predicted > 0) by_gpu[p.gpu].push_back(&p);
+  const int panels = std::max<int>(1, static_cast<int>(by_gpu.size()));
+  const int cols = std::min(panels, 2), rows = (panels + cols - 1) / cols;
+  const double pw = 420, ph = 400, margin = 60;
+  const double width = cols * pw, height = rows * ph + 30;
+  std::string s = fmt::format(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\" "
+      "font-family=\"sans-serif\" font-size=\"11\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
+      "<text x=\"{2}\" y=\"20\" text-anchor=\"middle\" font-size=\"14\">gpemu validate: predicted vs measured "
+      "iteration time (forward + backward), log-log</text>\n",
+      width, height, width / 2);
+  int idx = 0;
+  for (const auto& [gpu, pts] : by_gpu) {
+    const double ox = (idx % cols) * pw, oy = 30 + (idx / cols) * ph;
+    ++idx;
+    double lo = 1e300, hi = 0;
+    for (const ValidationPoint* p : pts) {
+      lo = std::min({lo, p->measured, p->predicted});
+      hi = std::max({hi, p->measured, p->predicted});
+    }
+    const double l0 = std::floor(std::log10(lo)), l1 = std::ceil(std::log10(hi));
+    const double span = std::max(l1 - l0, 1.0);
+    const double size = std::min(pw - margin - 20, ph - margin - 30), x0 = ox + margin, y0 = oy + 24 + size;
+    auto X = [&](double v) { return x0 + (std::log10(v) - l0) / span * size; };
+    auto Y = [&](double v) { return y0 - (std::log10(v) - l0) / span * size; };
+    double med = 0;
+    if (auto it = r.per_gpu.find(gpu); it != r.per_gpu.end())
+      if (auto jt = it->second.find(ValidationPhase::Iteration); jt != it->second.end()) med = jt->second.median_ape_pct;
+    s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-size=\"12\">{} (median APE {:.1f}%, n={})</text>\n",
+                     x0 + size / 2, oy + 14, gpu, med, pts.size());
+    s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#888\"/>\n", x0,
+                     y0 - size, size, size);
+    for (double d = l0; d <= l0 + span + 1e-9; d += 1) {
+      const double v = std::pow(10.0, d);
+      s += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" stroke=\"#ddd\"/>\n", X(v), y0, y0 - size);
+      s += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"#ddd\"/>\n", x0, Y(v), x0 + size);
+      const std::string label = v >= 1 ? fmt::format("{:g} s", v) : fmt::format("{:g} ms", v * 1e3);
+      s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", X(v), y0 + 14, label);
+      s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n", x0 - 4, Y(v) + 4, label);
+    }
+    s += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#c00\" stroke-width=\"1.5\"/>\n", X(std::pow(10.0, l0)),
+                     Y(std::pow(10.0, l0)), X(std::pow(10.0, l0 + span)), Y(std::pow(10.0, l0 + span)));
+    for (const ValidationPoint* p : pts)
+      s += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"1.6\" fill=\"#1f77b4\" fill-opacity=\"0.5\"/>\n",
+                       X(p->measured), Y(p->predicted));
+    s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">measured</text>\n", x0 + size / 2, y0 + 32);
+    s += fmt::format("<text x=\"{0}\" y=\"{1}\" text-anchor=\"middle\" transform=\"rotate(-90 {0} {1})\">predicted</text>\n",
+                     x0 - 44, y0 - size / 2);
+  }
+  s += "</svg>\n";
+  return s;
+}
+
+}  // namespace gpemu

@@ -1,0 +1,191 @@
+// Tests of the calibration (calibration.h): recovering known factors from
+// synthetic measurements, model corrections, fallbacks for families without
+// measurements, expected errors and the calibration file.
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "cost_test_util.h"
+#include "gpemu/analytical_model.h"
+#include "gpemu/calibration.h"
+#include "gpemu/catalog.h"
+#include "gpemu/error.h"
+#include "gpemu/zoo.h"
+
+namespace gpemu {
+namespace {
+
+using testing::TempDir;
+
+FamilyFactors volta_truth() {
+  FamilyFactors f;
+  f.conv_efficiency = 0.9;
+  f.conv_bytes_efficiency = 0.2;
+  f.matmul_efficiency = 0.7;
+  f.memory_efficiency = 0.75;
+  f.backward_factor = 1.3;
+  f.launch_forward_us = 42;
+  f.launch_backward_us = 6;
+  f.launch_optimizer_us = 30;
+  f.launch_view_us = 3;
+  return f;
+}
+
+// Times the analytical model gives with `truth`, as measurements.
+std::vector<TimeSample> synthetic(const std::string& gpu_name, const FamilyFactors& truth,
+                                  const std::vector<std::string>& models, const std::map<std::string, ModelCorrection>& corr = {}) {
+  const GpuSpec& gpu = find_gpu(gpu_name);
+  std::vector<TimeSample> out;
+  for (const std::string& m : models) {
+    const OpProgram prog = OpProgram::compile(zoo::load_model(m));
+    const ModelCorrection c = corr.count(m) ? corr.at(m) : ModelCorrection{};
+    for (int b : {1, 2, 4, 8, 16, 32, 48, 64, 96, 128, 192, 256}) {
+      const PhaseSeconds s = predict_seconds(prog, b, gpu_peaks(gpu), truth, c);
+      out.push_back({gpu.id, m, false, b, s.forward});
+      out.push_back({gpu.id, m, true, b, s.backward});
+    }
+  }
+  return out;
+}
+
+TEST(Calibration, RecoversSyntheticFactors) {
+  const FamilyFactors truth = volta_truth();
+  const std::vector<TimeSample> s =
+      synthetic("V100-PCIE-32GB", truth, {"resnet50", "vgg11", "mobilenet_v2", "squeezenet1_1", "alexnet"});
+  CalibrationOptions o;
+  o.model_corrections = false;
+  o.factor_prior = 1e-4;
+  o.all_rows = true;
+  o.max_iterations = 200;
+  const Calibration c = calibrate(s, o);
+  ASSERT_TRUE(c.is_calibrated("Volta"));
+  const FamilyFactors& got = c.families.at("Volta");
+  for (int i = 0; i < kFamilyFactorCount; ++i)
+    EXPECT_NEAR(factor_at(got, i) / factor_at(truth, i), 1.0, 0.02) << family_factor_names()[i];
+  const FitQuality q = fit_quality(c, s);
+  EXPECT_EQ(q.n, static_cast<int>(s.size()));
+  EXPECT_LT(q.median_ape_pct, 0.1);
+}
+
+TEST(Calibration, LearnsAModelCorrectionSharedAcrossGpus) {
+  FamilyFactors pascal = volta_truth();
+  pascal.conv_bytes_efficiency = 0.13;
+  pascal.launch_forward_us = 40;
+  const std::map<std::string, ModelCorrection> corr = {{"vgg11", {0.8, 1.0, 1.25, 1.0}}};
+  std::vector<TimeSample> s = synthetic("V100-PCIE-32GB", volta_truth(), {"resnet18", "vgg11", "alexnet"}, corr);
+  const std::vector<TimeSample> p = synthetic("P100-PCIE-16GB", pascal, {"resnet18", "vgg11", "alexnet"}, corr);
+  s.insert(s.end(), p.begin(), p.end());
+  CalibrationOptions o;
+  o.correction_prior = 0.01;
+  o.factor_prior = 1e-3;
+  o.rounds = 4;
+  o.max_iterations = 100;
+  // The factors are known here: only corrections are learnt.
+  o.fixed = {{"Volta", volta_truth()}, {"Pascal", pascal}};
+  const Calibration c = calibrate(s, o);
+  EXPECT_NEAR(c.correction("vgg11").forward_gpu, 0.8, 0.01);
+  EXPECT_NEAR(c.correction("vgg11").backward_gpu, 1.25, 0.015);
+  EXPECT_NEAR(c.correction("resnet18").forward_gpu, 1.0, 0.01);
+  EXPECT_TRUE(c.has_correction("VGG11"));
+  EXPECT_FALSE(c.has_correction("resnet50"));
+  EXPECT_EQ(c.correction("resnet50"), ModelCorrection{});
+}
+
+TEST(Calibration, FamiliesWithoutMeasurementsBorrowFactors) {
+  Calibration c;
+  FamilyFactors volta = volta_truth(), ampere = volta_truth();
+  ampere.conv_efficiency = 0.4;
+  c.families = {{"Volta", volta}, {"Ampere", ampere}};
+  c.calibrated_families = {"Ampere", "Volta"};
+  c.fallback = FallbackRule::Nearest;
+  Calibration g = c;
+  c.finish();
+  EXPECT_EQ(c.families.at("Turing"), volta);
+  EXPECT_EQ(c.families.at("Hopper"), ampere);
+  EXPECT_EQ(c.families.at("Blackwell"), ampere);
+  EXPECT_NE(c.origin_of("Hopper").find("Ampere"), std::string::npos);
+  for (const std::string& fam : catalog_families()) EXPECT_TRUE(c.families.count(fam)) << fam;
+  g.fallback = FallbackRule::GeometricMean;
+  g.finish();
+  EXPECT_NEAR(g.families.at("Turing").conv_efficiency, std::sqrt(0.9 * 0.4), 1e-12);
+  EXPECT_NEAR(g.families.at("Turing").launch_view_us, 3, 1e-12);
+  // An unknown family gets the built-in defaults.
+  GpuSpec odd = find_gpu("v100");
+  odd.architecture = "Imaginary";
+  EXPECT_EQ(g.factors(odd), FamilyFactors{});
+}
+
+TEST(Calibration, ExpectedErrorSaysWhichValidationItComesFrom) {
+  Calibration c;
+  c.families = {{"Volta", volta_truth()}};
+  c.calibrated_families = {"Volta"};
+  c.models["resnet50"] = ModelCorrection{};
+  c.in_sample["Volta"] = {4, 5, 3};
+  c.models_left_out["cnn"] = {8, 9, 7};
+  c.gpu_left_out_overall = PhaseErrors{12, 14, 11};
+  c.finish();
+  auto in = c.expected_error(find_gpu("V100-PCIE-32GB"), "resnet50");
+  ASSERT_TRUE(in);
+  EXPECT_EQ(in->pct, (PhaseErrors{4, 5, 3}));
+  EXPECT_NE(in->basis.find("in-sample"), std::string::npos);
+  auto new_model = c.expected_error(find_gpu("V100-PCIE-32GB"), "vit_b_16", "transformer");
+  ASSERT_TRUE(new_model);
+  EXPECT_EQ(new_model->pct, (PhaseErrors{8, 9, 7}));
+  EXPECT_NE(new_model->basis.find("no transformer model was measured"), std::string::npos) << new_model->basis;
+  auto new_gpu = c.expected_error(find_gpu("H100-SXM5-80GB"), "resnet50");
+  ASSERT_TRUE(new_gpu);
+  EXPECT_EQ(new_gpu->pct, (PhaseErrors{12, 14, 11}));
+  auto both = c.expected_error(find_gpu("H100-SXM5-80GB"), "densenet121");
+  ASSERT_TRUE(both);
+  EXPECT_EQ(both->pct, (PhaseErrors{12, 14, 11}));  // the larger of the two
+  EXPECT_FALSE(default_calibration().expected_error(find_gpu("v100"), "resnet50"));
+}
+
+TEST(Calibration, FileRoundTripsAndRejectsMalformedInput) {
+  Calibration c;
+  c.families = {{"Volta", volta_truth()}};
+  c.calibrated_families = {"Volta"};
+  c.origin["Volta"] = "calibrated on V100-PCIE-32GB";
+  c.models["resnet50"] = {0.9, 1.1, 1.2, 0.8};
+  c.in_sample["Volta"] = {4, 5, 3};
+  c.gpu_left_out_overall = PhaseErrors{12, 14, 11};
+  c.source = "test";
+  c.rows = 7;
+  c.finish();
+  TempDir dir;
+  c.save(dir.path() / "cal.json");
+  const Calibration r = Calibration::load(dir.path() / "cal.json");
+  EXPECT_EQ(r.families, c.families);
+  EXPECT_EQ(r.models.at("resnet50"), c.models.at("resnet50"));
+  EXPECT_EQ(r.in_sample, c.in_sample);
+  EXPECT_EQ(r.gpu_left_out_overall, c.gpu_left_out_overall);
+  EXPECT_EQ(r.calibrated_families, c.calibrated_families);
+  EXPECT_EQ(r.source, "test");
+  EXPECT_EQ(r.rows, 7);
+
+  dir.write("bad.json", R"({"format": "gpemu-calibration/1", "families": {"Volta": {"conv_efficiency": -1}}})");
+  EXPECT_THROW(Calibration::load(dir.path() / "bad.json"), InputError);
+  dir.write("wrong.json", R"({"format": "something-else"})");
+  EXPECT_THROW(Calibration::load(dir.path() / "wrong.json"), InputError);
+  dir.write("broken.json", "{");
+  EXPECT_THROW(Calibration::load(dir.path() / "broken.json"), InputError);
+  EXPECT_THROW(Calibration::load(dir.path() / "absent.json"), InputError);
+}
+
+TEST(Calibration, TheCommittedCalibrationLoadsAndCoversEveryFamily) {
+  const std::filesystem::path p = std::filesystem::path(GPEMU_SOURCE_DIR) / "data" / "calibration.json";
+  if (!std::filesystem::exists(p)) GTEST_SKIP() << p << " absent: the defaults apply";
+  const Calibration c = Calibration::load(p);
+  for (const std::string& fam : catalog_families()) EXPECT_TRUE(c.families.count(fam)) << fam;
+  EXPECT_FALSE(c.calibrated_families.empty());
+  EXPECT_TRUE(c.gpu_left_out_overall.has_value());
+  auto e = c.expected_error(find_gpu("H100-SXM5-80GB"), "resnet50");
+  ASSERT_TRUE(e);
+  EXPECT_GT(e->pct.iteration, 0);
+}
+
+}  // namespace
+}  // namespace gpemu
