@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/dlio_train.h"
 #include "cli/options.h"
 #include "cli/output.h"
 #include "gpemu/catalog.h"
@@ -58,6 +59,10 @@ struct TrainArgs {
   std::string cache_bytes = "0";
   bool cold = false;
   std::string report;
+  // DLIO / MLPerf Storage workloads.
+  std::string dlio_config;
+  std::vector<std::string> dlio_overrides;
+  bool gpu_given = false;
   int cores = 0;
   double bucket_cap_mb = 25;
 };
@@ -110,6 +115,19 @@ bool can_lock(std::uint64_t bytes) {
 }
 
 void train(const TrainArgs& a) {
+  if (!a.dlio_config.empty()) {
+    run_dlio_train({.config = a.dlio_config,
+                    .overrides = a.dlio_overrides,
+                    .clock = a.clock,
+                    .gpu = a.gpu_given ? std::optional<std::string>(a.gpu) : std::nullopt,
+                    .profiles = a.profiles,
+                    .trace = a.trace,
+                    .json = a.json});
+    return;
+  }
+  if (!a.dlio_overrides.empty())
+    throw InputError(fmt::format("'{}' is an override of a DLIO workload: give the workload with --dlio-config FILE.yaml",
+                                 a.dlio_overrides.front()));
   const GpuSpec& spec = find_gpu(a.gpu);
   if (a.batch_size < 1) throw InputError(fmt::format("--batch-size {} is impossible: it must be at least 1", a.batch_size));
   if (a.gpus < 1) throw InputError(fmt::format("--gpus {} is impossible: it must be at least 1", a.gpus));
@@ -342,7 +360,7 @@ void add_train_command(CLI::App& app) {
       "train",
       "Train on emulated GPUs fed by a real data pipeline (with no arguments: one epoch of a synthetic "
       "ImageNet-like dataset, generated once in the cache folder, on one emulated V100)");
-  cmd->add_option("--gpu", a->gpu, "GPU to emulate (see 'gpemu devices')")->capture_default_str();
+  auto* gpu_opt = cmd->add_option("--gpu", a->gpu, "GPU to emulate (see 'gpemu devices')")->capture_default_str();
   cmd->add_option("--gpus", a->gpus, "GPUs of that type in one node (data-parallel, DDP all-reduce)")->capture_default_str();
   cmd->add_option("--model", a->model, "Model name")->capture_default_str();
   cmd->add_option("--batch-size,-b", a->batch_size, "Batch size per GPU")->capture_default_str();
@@ -377,7 +395,14 @@ void add_train_command(CLI::App& app) {
   cmd->add_flag("--json", a->json, "Machine-readable output");
   cmd->add_option("--trace", a->trace, "Write a Chrome/Perfetto trace (GPU tracks, loader workers, stalls) to this file");
   cmd->add_option("--report", a->report, "Write an HTML report with charts to this file");
-  cmd->callback([a] { train(*a); });
+  cmd->add_option("--dlio-config", a->dlio_config,
+                  "Run a DLIO / MLPerf Storage workload (YAML) on emulated accelerators (docs/dlio.md)");
+  cmd->add_option("overrides", a->dlio_overrides,
+                  "DLIO overrides after --dlio-config: ++workload.<section>.<key>=<value>");
+  cmd->callback([a, gpu_opt] {
+    a->gpu_given = gpu_opt->count() > 0;
+    train(*a);
+  });
 }
 
 }  // namespace gpemu::cli
