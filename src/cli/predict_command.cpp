@@ -9,6 +9,7 @@
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "cli/output.h"
+#include "gpemu/calibration.h"
 #include "gpemu/catalog.h"
 #include "gpemu/cost_model.h"
 #include "gpemu/device.h"
@@ -213,6 +214,16 @@ void predict(const PredictArgs& a) {
     if (!mem.fits) j["oom_reason"] = mem.reason;
     if (c.oom_evidence_batch) j["oom_evidence_batch"] = *c.oom_evidence_batch;
     if (best) j["max_batch"] = *best;
+    // How far to trust the times: the validation error of this GPU family
+    // and model family (docs/validation.md); a replayed measurement has none.
+    if (c.forward_provenance == Provenance::Measured && c.backward_provenance == Provenance::Measured) {
+      j["expected_error_pct"] = {{"forward", 0.0}, {"backward", 0.0}, {"iteration", 0.0}, {"basis", "measured profile replayed"}};
+    } else if (auto e = expected_error(gpu, a.model)) {
+      j["expected_error_pct"] = {{"forward", e->pct.forward},
+                                 {"backward", e->pct.backward},
+                                 {"iteration", e->pct.iteration},
+                                 {"basis", e->basis}};
+    }
     std::cout << j.dump(2) << '\n';
     return;
   }

@@ -74,6 +74,10 @@ TEST(Cli, PredictReportsTimesMemoryAndFit) {
   EXPECT_TRUE(j["fits"].get<bool>());
   EXPECT_GE(j["peak_reserved_mib"].get<double>(), j["peak_allocated_mib"].get<double>());
   EXPECT_EQ(j["provenance"]["forward"], "estimated");
+  // An estimate says how far to trust it.
+  ASSERT_TRUE(j.contains("expected_error_pct"));
+  EXPECT_GT(j["expected_error_pct"]["iteration"].get<double>(), 0);
+  EXPECT_FALSE(j["expected_error_pct"]["basis"].get<std::string>().empty());
 }
 
 TEST(Cli, PredictSaysAHugeBatchDoesNotFit) {
