@@ -2,6 +2,7 @@
 
 #include "cli/commands.h"
 #include "crossval_bench.h"
+#include "datastall_bench.h"
 #include "density_bench.h"
 #include "loader_bench.h"
 #include "overhead_bench.h"
@@ -76,6 +77,13 @@ void add_bench_command(CLI::App& app) {
       [](CLI::App& c, CrossvalBenchOptions& o) {
         c.add_option("--profiles", o.profiles, "Measured profiles (default: ../shared/reference/gpemu-profiles)");
         c.add_option("--folds", o.model_folds, "Folds over the models")->capture_default_str();
+      });
+  add_bench<DatastallBenchOptions>(
+      *cmd, "datastall", "DataStall-style fetch/prep stall shares of five models on 8 emulated V100s vs the paper",
+      [](const DatastallBenchOptions& o) { return run_datastall_bench(o); }, print_datastall_bench,
+      [](CLI::App& c, DatastallBenchOptions& o) {
+        c.add_option("--cores", o.cores, "CPU cores the loaders share (default: this machine's; the paper's server: 24)");
+        c.add_option("--batches", o.batches, "Batches per GPU per epoch")->capture_default_str();
       });
 }
 

@@ -22,6 +22,7 @@ int run(int argc, char** argv) {
   add_models_command(app);
   add_validate_command(app);
   add_calibrate_command(app);
+  add_analyze_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
