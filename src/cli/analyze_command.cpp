@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/options.h"
 #include "cli/output.h"
 #include "gpemu/catalog.h"
 #include "gpemu/cost_model.h"
@@ -46,8 +47,6 @@ struct AnalyzeArgs {
   bool json = false;
 };
 
-int machine_cores() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
-
 void analyze(const AnalyzeArgs& a) {
   const GpuSpec& spec = find_gpu(a.gpu);
   if (a.batch_size < 1) throw InputError(fmt::format("--batch-size {} is impossible: it must be at least 1", a.batch_size));
@@ -60,19 +59,7 @@ void analyze(const AnalyzeArgs& a) {
   if (!(a.storage_latency_us >= 0) || !(a.storage_mb_per_s > 0))
     throw InputError("--storage-latency-us must be 0 or more and --storage-mb-per-s positive");
 
-  std::filesystem::path data_dir;
-  if (!a.data.empty()) {
-    data_dir = a.data;
-    std::error_code ec;
-    if (!std::filesystem::is_directory(data_dir, ec))
-      throw InputError(fmt::format("--data folder '{}' does not exist or is not a folder", a.data));
-  } else {
-    data_dir = train::ensure_synthetic_dataset(train::cache_dir(), train::default_dataset_spec(),
-                                               [&](const std::string& line) {
-                                                 if (!a.json) std::cerr << line << '\n';
-                                               })
-                   .dir;
-  }
+  const std::filesystem::path data_dir = training_data_dir(a.data, a.json);
 
   train::DataStallOptions o;
   o.clock = a.clock;
@@ -86,7 +73,7 @@ void analyze(const AnalyzeArgs& a) {
   o.train.buckets.bucket_cap_bytes = static_cast<std::uint64_t>(a.bucket_cap_mb * 1024 * 1024);
   o.dataset = pipeline::open_image_folder(data_dir);
   o.loader.batch_size = static_cast<std::size_t>(a.batch_size);
-  o.loader.num_workers = a.workers >= 0 ? a.workers : std::clamp(machine_cores() / a.gpus, 1, 8);
+  o.loader.num_workers = default_workers(a.workers, a.gpus);
   o.loader.prefetch_factor = a.prefetch_factor;
   o.loader.pin_memory = !a.pin_off;
   o.loader.shuffle = true;

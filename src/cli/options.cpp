@@ -1,8 +1,13 @@
 #include "cli/options.h"
 
+#include <algorithm>
+#include <iostream>
+#include <thread>
+
 #include <fmt/format.h>
 
 #include "gpemu/error.h"
+#include "gpemu/train/datasets.h"
 
 namespace gpemu::cli {
 
@@ -10,6 +15,30 @@ HostMemoryKind parse_host_memory(std::string_view s) {
   if (s == "pinned") return HostMemoryKind::Pinned;
   if (s == "pageable") return HostMemoryKind::Pageable;
   throw InputError(fmt::format("unknown host memory '{}': accepted 'pinned' or 'pageable'", s));
+}
+
+int machine_cores() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
+
+int default_workers(int requested, int gpus) {
+  return requested >= 0 ? requested : std::clamp(machine_cores() / std::max(gpus, 1), 1, 8);
+}
+
+std::filesystem::path training_data_dir(const std::string& data, bool quiet, std::vector<std::string>* notes) {
+  if (!data.empty()) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(data, ec))
+      throw InputError(fmt::format("--data folder '{}' does not exist or is not a folder", data));
+    return data;
+  }
+  auto ensured = train::ensure_synthetic_dataset(train::cache_dir(), train::default_dataset_spec(),
+                                                 [quiet](const std::string& line) {
+                                                   if (!quiet) std::cerr << line << '\n';
+                                                 });
+  if (ensured.generated && notes)
+    notes->push_back(fmt::format("generated the default dataset in {:.1f} s ({} images, median {:.1f} KB)",
+                                 ensured.seconds, ensured.summary.images,
+                                 static_cast<double>(ensured.summary.median_bytes) / 1000.0));
+  return ensured.dir;
 }
 
 }  // namespace gpemu::cli

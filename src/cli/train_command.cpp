@@ -69,8 +69,6 @@ struct TrainArgs {
 
 constexpr int kDefaultSyntheticIterations = 300;
 
-int machine_cores() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
-
 std::uint64_t parse_bytes(const std::string& text) {
   // 0, 123456, 512K, 256M, 4G (powers of 1024; an optional trailing B or iB).
   std::string s = text;
@@ -160,22 +158,7 @@ void train(const TrainArgs& a) {
   std::vector<std::string> notes;
   std::filesystem::path data_dir;
   if (!synthetic) {
-    if (!a.data.empty()) {
-      data_dir = a.data;
-      std::error_code ec;
-      if (!std::filesystem::is_directory(data_dir, ec))
-        throw InputError(fmt::format("--data folder '{}' does not exist or is not a folder", a.data));
-    } else {
-      auto ensured = train::ensure_synthetic_dataset(train::cache_dir(), train::default_dataset_spec(),
-                                                     [&](const std::string& line) {
-                                                       if (!a.json) std::cerr << line << '\n';
-                                                     });
-      data_dir = ensured.dir;
-      if (ensured.generated)
-        notes.push_back(fmt::format("generated the default dataset in {:.1f} s ({} images, median {:.1f} KB)",
-                                    ensured.seconds, ensured.summary.images,
-                                    static_cast<double>(ensured.summary.median_bytes) / 1000.0));
-    }
+    data_dir = training_data_dir(a.data, a.json, &notes);
   }
 
   auto costs = make_cost_model(a.profiles.empty() ? std::nullopt : std::optional<std::filesystem::path>(a.profiles));
@@ -193,7 +176,7 @@ void train(const TrainArgs& a) {
   train::Trainer trainer(*clock, spec, *costs, o);
   if (!a.trace.empty()) trainer.timeline().enable_trace(true);
 
-  const int workers = a.workers >= 0 ? a.workers : std::clamp(machine_cores() / a.gpus, 1, 8);
+  const int workers = default_workers(a.workers, a.gpus);
   std::string loader_kind;
   std::string pin_mode_used = "n/a";
   std::vector<std::unique_ptr<train::BatchSource>> sources;
