@@ -1,6 +1,8 @@
 // `gpemu train --dlio-config`: a DLIO workload from the command line.
 #include <gtest/gtest.h>
 
+#include "cli/run_gpemu.h"
+
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,25 +16,9 @@
 
 namespace {
 
-struct DlioRun {
-  int status;
-  std::string out, err;
-};
+using DlioRun = gpemu::testing::GpemuRun;
 
-DlioRun gpemu_dlio(const std::string& args) {
-  const std::string err_file = std::filesystem::temp_directory_path() / ("gpemu_dlio_err_" + std::to_string(::getpid()));
-  DlioRun r;
-  FILE* p = popen((std::string(GPEMU_BINARY) + " " + args + " 2>" + err_file).c_str(), "r");
-  std::array<char, 4096> buf;
-  std::size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  std::ifstream e(err_file);
-  r.err.assign(std::istreambuf_iterator<char>(e), {});
-  std::filesystem::remove(err_file);
-  return r;
-}
+DlioRun gpemu_dlio(const std::string& args) { return gpemu::testing::run_gpemu(args); }
 
 struct CliDlio : ::testing::Test {
   std::filesystem::path dir = std::filesystem::temp_directory_path() / ("gpemu_cli_dlio_" + std::to_string(::getpid()));

@@ -2,6 +2,8 @@
 // --seq-len, --precision, --optimizer, memory from the zoo replay).
 #include <gtest/gtest.h>
 
+#include "cli/run_gpemu.h"
+
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,29 +18,10 @@
 
 namespace {
 
-struct ZooCliResult {
-  int status;
-  std::string out;
-  std::string err;
-};
+using ZooCliResult = gpemu::testing::GpemuRun;
 
 // `env` is prepended to the command line ("NAME=value ").
-ZooCliResult run_zoo_cli(const std::string& args, const std::string& env = "") {
-  const std::string err_file =
-      std::filesystem::temp_directory_path() / ("gpemu_cli_models_err_" + std::to_string(::getpid()));
-  const std::string cmd = env + std::string(GPEMU_BINARY) + " " + args + " 2>" + err_file;
-  ZooCliResult r;
-  FILE* p = popen(cmd.c_str(), "r");
-  std::array<char, 4096> buf;
-  std::size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  std::ifstream e(err_file);
-  r.err.assign(std::istreambuf_iterator<char>(e), {});
-  std::filesystem::remove(err_file);
-  return r;
-}
+ZooCliResult run_zoo_cli(const std::string& args, const std::string& env = "") { return gpemu::testing::run_gpemu(args, env); }
 
 nlohmann::json zoo_json_of(const ZooCliResult& r) {
   EXPECT_EQ(r.status, 0) << r.err;

@@ -1,6 +1,8 @@
 // The `gpemu` command as a user runs it: exit codes, one-line errors, JSON keys.
 #include <gtest/gtest.h>
 
+#include "cli/run_gpemu.h"
+
 #include <sys/wait.h>
 
 #include <array>
@@ -16,27 +18,9 @@
 
 namespace {
 
-struct Result {
-  int status;
-  std::string out;
-  std::string err;
-};
+using Result = gpemu::testing::GpemuRun;
 
-Result run(const std::string& args) {
-  const std::string err_file = std::filesystem::temp_directory_path() / ("gpemu_cli_err_" + std::to_string(::getpid()));
-  const std::string cmd = std::string(GPEMU_BINARY) + " " + args + " 2>" + err_file;
-  Result r;
-  FILE* p = popen(cmd.c_str(), "r");
-  std::array<char, 4096> buf;
-  std::size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  std::ifstream e(err_file);
-  r.err.assign(std::istreambuf_iterator<char>(e), {});
-  std::filesystem::remove(err_file);
-  return r;
-}
+Result run(const std::string& args) { return gpemu::testing::run_gpemu(args); }
 
 nlohmann::json json_of(const Result& r) {
   EXPECT_EQ(r.status, 0) << r.err;

@@ -1,6 +1,8 @@
 // `gpemu train` fed by a data pipeline and `gpemu dataset synth`, as a user runs them.
 #include <gtest/gtest.h>
 
+#include "cli/run_gpemu.h"
+
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,28 +18,9 @@
 
 namespace {
 
-struct Outcome {
-  int status;
-  std::string out;
-  std::string err;
-};
+using Outcome = gpemu::testing::GpemuRun;
 
-Outcome run_gpemu(const std::string& args) {
-  const std::string err_file =
-      std::filesystem::temp_directory_path() / ("gpemu_cli_train_err_" + std::to_string(::getpid()));
-  const std::string cmd = std::string(GPEMU_BINARY) + " " + args + " 2>" + err_file;
-  Outcome r;
-  FILE* p = popen(cmd.c_str(), "r");
-  std::array<char, 4096> buf;
-  std::size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  std::ifstream e(err_file);
-  r.err.assign(std::istreambuf_iterator<char>(e), {});
-  std::filesystem::remove(err_file);
-  return r;
-}
+using gpemu::testing::run_gpemu;
 
 nlohmann::json json_of(const Outcome& r) {
   EXPECT_EQ(r.status, 0) << r.err;

@@ -2,6 +2,8 @@
 // runs them, on a tiny GPEmu-layout profile folder.
 #include <gtest/gtest.h>
 
+#include "cli/run_gpemu.h"
+
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,27 +20,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Output {
-  int status;
-  std::string out, err;
-};
+using Output = gpemu::testing::GpemuRun;
 
-Output gpemu(const std::string& args) {
-  const std::string err_file =
-      fs::temp_directory_path() / ("gpemu_cli_validate_err_" + std::to_string(::getpid()));
-  const std::string cmd = std::string(GPEMU_BINARY) + " " + args + " 2>" + err_file;
-  Output r;
-  FILE* p = popen(cmd.c_str(), "r");
-  std::array<char, 4096> buf;
-  std::size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  std::ifstream e(err_file);
-  r.err.assign(std::istreambuf_iterator<char>(e), {});
-  fs::remove(err_file);
-  return r;
-}
+Output gpemu(const std::string& args) { return gpemu::testing::run_gpemu(args); }
 
 // A scratch folder with resnet18 on V100 in GPEmu's layout.
 struct TinyDir {
