@@ -2,6 +2,8 @@
 // reference data.
 #pragma once
 
+#include "temp_dir.h"
+
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -15,37 +17,7 @@
 namespace gpemu::testing {
 
 // A fresh folder under the system temp folder, removed with its contents.
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    auto stamp = std::chrono::steady_clock::now().time_since_epoch().count();
-    path_ = std::filesystem::temp_directory_path() /
-            ("gpemu-cost-test-" + std::to_string(::getpid()) + "-" + std::to_string(stamp) + "-" +
-             std::to_string(counter++));
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  const std::filesystem::path& path() const { return path_; }
-
-  // Writes `text` to path()/relative, creating folders; returns the full path.
-  std::filesystem::path write(const std::filesystem::path& relative, std::string_view text) const {
-    std::filesystem::path file = path_ / relative;
-    std::filesystem::create_directories(file.parent_path());
-    std::ofstream out(file, std::ios::binary);
-    out << text;
-    return file;
-  }
-
- private:
-  std::filesystem::path path_;
-};
+using TempDir = gpemu::testing::TempDir;
 
 // ../shared/reference/gpemu-profiles, or empty when the shared folder is absent.
 inline std::filesystem::path shared_profiles() {

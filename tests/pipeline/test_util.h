@@ -2,6 +2,8 @@
 // small generated datasets.
 #pragma once
 
+#include "temp_dir.h"
+
 #include <unistd.h>
 
 #include <atomic>
@@ -12,27 +14,7 @@
 
 namespace gpemu::pipeline::testing {
 
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path_ = std::filesystem::temp_directory_path() /
-            ("gpemu-pipeline-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::filesystem::path& path() const { return path_; }
-  std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
-
- private:
-  std::filesystem::path path_;
-};
+using TempDir = gpemu::testing::TempDir;
 
 inline std::vector<char> read_all(const std::filesystem::path& p) {
   std::ifstream in(p, std::ios::binary);

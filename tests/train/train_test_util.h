@@ -2,6 +2,8 @@
 // datasets for the modelled loader, a temporary folder.
 #pragma once
 
+#include "temp_dir.h"
+
 #include <unistd.h>
 
 #include <atomic>
@@ -104,25 +106,6 @@ inline std::vector<std::unique_ptr<BatchSource>> modelled_sources(Clock& clock, 
   return out;
 }
 
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path_ = std::filesystem::temp_directory_path() /
-            ("gpemu-train-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
+using TempDir = gpemu::testing::TempDir;
 
 }  // namespace gpemu::train::testing
