@@ -71,26 +71,24 @@ StepCost ProfileCostModel::step_cost(const GpuSpec& gpu, std::string_view model,
   StepCost cost;
   std::vector<std::string> parts;
 
-  if (!p->forward_s.empty()) {
-    SeriesValue v = lookup(p->forward_s, batch_size);
-    cost.forward = from_seconds(v.value);
-    cost.forward_provenance = v.provenance;
-    parts.push_back(describe_part("forward", p->forward_s, batch_size, v.provenance));
-  } else {
-    cost.forward = need_estimate("forward_s").forward;
-    cost.forward_provenance = Provenance::Estimated;
-    parts.emplace_back("forward estimated (not in profile)");
-  }
-  if (!p->backward_s.empty()) {
-    SeriesValue v = lookup(p->backward_s, batch_size);
-    cost.backward = from_seconds(v.value);
-    cost.backward_provenance = v.provenance;
-    parts.push_back(describe_part("backward", p->backward_s, batch_size, v.provenance));
-  } else {
-    cost.backward = need_estimate("backward_s").backward;
-    cost.backward_provenance = Provenance::Estimated;
-    parts.emplace_back("backward estimated (not in profile)");
-  }
+  // Forward and backward: replayed from the profile when it has the phase,
+  // estimated otherwise.
+  auto phase = [&](const char* name, const auto& series, Duration& out, Provenance& provenance, auto estimated) {
+    if (!series.empty()) {
+      SeriesValue v = lookup(series, batch_size);
+      out = from_seconds(v.value);
+      provenance = v.provenance;
+      parts.push_back(describe_part(name, series, batch_size, v.provenance));
+    } else {
+      out = estimated();
+      provenance = Provenance::Estimated;
+      parts.push_back(std::string(name) + " estimated (not in profile)");
+    }
+  };
+  phase("forward", p->forward_s, cost.forward, cost.forward_provenance,
+        [&] { return need_estimate("forward_s").forward; });
+  phase("backward", p->backward_s, cost.backward, cost.backward_provenance,
+        [&] { return need_estimate("backward_s").backward; });
 
   if (!p->transfer_s.empty()) {
     Duration t = from_seconds(lookup(p->transfer_s, batch_size).value);
