@@ -49,26 +49,31 @@ nlohmann::json run_crossval_bench(const CrossvalBenchOptions& options) {
   j["rows"] = samples.size();
   j["calibration_rounds"] = options.rounds;
   j["in_sample"] = {{"overall", errors_json(cv.in_sample_overall)}, {"per_gpu", per_gpu_json(cv.in_sample)}};
-  j["gpu_left_out"] = {
-      {"geometric_mean",
-       {{"overall", errors_json(cv.gpu_left_out_geomean_overall)}, {"per_gpu", per_gpu_json(cv.gpu_left_out_geomean)}}},
-      {"nearest",
-       {{"overall", errors_json(cv.gpu_left_out_nearest_overall)}, {"per_gpu", per_gpu_json(cv.gpu_left_out_nearest)}}},
-      {"rule_used", std::string(to_string(o.calibration.fallback))}};
+  nlohmann::json lo = {{"rule_used", std::string(to_string(o.calibration.fallback))}};
+  for (const auto& [rule, per_gpu] : cv.gpu_left_out)
+    lo[std::string(to_string(rule))] = {{"overall", errors_json(cv.gpu_left_out_overall.at(rule))},
+                                        {"per_gpu", per_gpu_json(per_gpu)}};
+  j["gpu_left_out"] = lo;
   nlohmann::json folds = nlohmann::json::array();
   for (const ModelFold& f : cv.model_folds)
     folds.push_back({{"models", f.models}, {"errors", errors_json(f.errors)}, {"per_gpu", per_gpu_json(f.per_gpu)}});
   j["models_left_out"] = {{"overall", errors_json(cv.models_left_out_overall)}, {"folds", folds}};
 
-  const auto& lo = o.calibration.fallback == FallbackRule::Nearest ? cv.gpu_left_out_nearest : cv.gpu_left_out_geomean;
-  double worst_out = 0, worst_in = 0;
-  for (const auto& [g, e] : lo) worst_out = std::max(worst_out, e.iteration);
+  // Each target read two ways: over the pooled rows, and on every GPU alone.
+  double worst_out = 0, worst_in = 0, pooled_out = 0;
+  if (auto used = cv.gpu_left_out.find(o.calibration.fallback); used != cv.gpu_left_out.end()) {
+    for (const auto& [g, e] : used->second) worst_out = std::max(worst_out, e.iteration);
+    pooled_out = cv.gpu_left_out_overall.at(o.calibration.fallback).iteration;
+  }
   for (const auto& [g, e] : cv.in_sample) worst_in = std::max(worst_in, e.iteration);
   j["targets"] = {{"gpu_left_out_iteration_median_ape_pct", 10.0},
                   {"calibrated_iteration_median_ape_pct", 5.0},
                   {"peak_memory_median_ape_pct", 10.0},
                   {"oom_agreement_pct", 95.0}};
-  nlohmann::json met = {{"gpu_left_out_iteration", worst_out <= 10.0}, {"calibrated_iteration", worst_in <= 5.0}};
+  nlohmann::json met = {{"gpu_left_out_iteration_pooled", pooled_out <= 10.0},
+                        {"gpu_left_out_iteration_every_gpu", worst_out <= 10.0},
+                        {"calibrated_iteration_pooled", cv.in_sample_overall.iteration <= 5.0},
+                        {"calibrated_iteration_every_gpu", worst_in <= 5.0}};
 
   if (options.memory) {
     ValidationOptions vo;
@@ -108,7 +113,9 @@ void print_crossval_bench(const nlohmann::json& r, std::ostream& os) {
     t.print(os);
     os << '\n';
   }
-  for (const char* rule : {"geometric_mean", "nearest"}) {
+  for (FallbackRule fr : kFallbackRules) {
+    const std::string rule(to_string(fr));
+    if (!r["gpu_left_out"].contains(rule)) continue;
     const bool used = r["gpu_left_out"]["rule_used"] == rule;
     bench::Table t({fmt::format("GPU left out, factors: {}{}", rule, used ? " (used)" : ""), "forward", "backward",
                     "iteration"});
@@ -137,7 +144,7 @@ void print_crossval_bench(const nlohmann::json& r, std::ostream& os) {
                       m["oom_agreement_pct"].get<double>(), m["oom_exact_pct"].get<double>());
   }
   os << "targets: iteration <= 10% on GPUs left out, <= 5% on calibrated GPUs, memory within 10%, OOM >= 95%\n";
-  for (const auto& [k, v] : r["met"].items()) os << fmt::format("  {:<24} {}\n", k, v.get<bool>() ? "met" : "NOT met");
+  for (const auto& [k, v] : r["met"].items()) os << fmt::format("  {:<34} {}\n", k, v.get<bool>() ? "met" : "NOT met");
   os << fmt::format("({:.0f} s)\n", r["seconds"].get<double>());
 }
 

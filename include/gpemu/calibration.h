@@ -47,8 +47,16 @@ struct ExpectedError {
 enum class FallbackRule {
   Nearest,        // the first calibrated family of family_fallback_order()
   GeometricMean,  // the geometric mean of all calibrated families' factors
+  // Per GPU: interpolated between the two calibrated GPUs that bracket its
+  // FP32 peak (log-log; the bandwidth factors as effective GB/s, the others
+  // as they are); the geometric mean outside the calibrated GPUs' span.
+  Trend,
 };
-std::string_view to_string(FallbackRule r);  // "nearest", "geometric_mean"
+std::string_view to_string(FallbackRule r);  // "nearest", "geometric_mean", "trend"
+// Parses those names; nullopt for anything else.
+std::optional<FallbackRule> parse_fallback_rule(std::string_view name);
+inline constexpr FallbackRule kFallbackRules[] = {FallbackRule::Nearest, FallbackRule::GeometricMean,
+                                                  FallbackRule::Trend};
 
 class Calibration {
  public:
@@ -62,6 +70,12 @@ class Calibration {
   std::map<std::string, ModelCorrection> models;
   // Families calibrated on measurements.
   std::vector<std::string> calibrated_families;
+  // family -> the GPU ids it was calibrated on (the trend rule's anchors).
+  std::map<std::string, std::vector<std::string>> calibrated_gpus;
+  // GPU id -> factors of a GPU of an uncalibrated family, derived by the trend
+  // rule (finish()); such a GPU uses them instead of its family's.
+  std::map<std::string, FamilyFactors> gpu_factors;
+  std::map<std::string, std::string> gpu_origin;
   // Expected errors (median APE %), from `gpemu bench crossval`:
   //   in_sample[family]        calibrated family, model measured
   //   gpu_left_out[family]     a family predicted from other families' factors
@@ -69,7 +83,7 @@ class Calibration {
   //   models_left_out[model family ("cnn", ...)]  a model without a correction
   std::map<std::string, PhaseErrors> in_sample, gpu_left_out, models_left_out;
   std::optional<PhaseErrors> gpu_left_out_overall;
-  FallbackRule fallback = FallbackRule::GeometricMean;
+  FallbackRule fallback = FallbackRule::Trend;
   // Free text: what it was fitted on, when, with which command.
   std::string source;
   int rows = 0;  // measured rows fitted
@@ -82,9 +96,11 @@ class Calibration {
   bool has_correction(std::string_view model) const;
   bool is_calibrated(std::string_view family) const;
   std::string origin_of(std::string_view family) const;
+  // Where a GPU's factors come from (its own trend entry, else its family's).
+  std::string origin_of(const GpuSpec& gpu) const;
 
-  // Fills every catalog family without factors from the fallback order (or the
-  // defaults when none of it is calibrated).
+  // Fills every catalog family without factors from the fallback rule (or the
+  // defaults when none is calibrated); with the trend rule also gpu_factors.
   void finish();
 
   // The expected error of a prediction for `model` on `gpu`: in-sample when
@@ -101,6 +117,9 @@ class Calibration {
   static Calibration load(const std::filesystem::path& file);
   // Writes the JSON (2-space indented) via a temporary file and rename.
   void save(const std::filesystem::path& file) const;
+
+ private:
+  void fill_trend_factors();
 };
 
 // Built-in factors, used when data/calibration.json is missing (documented in
@@ -154,8 +173,11 @@ struct CalibrationOptions {
   // so that a factor the data cannot see (e.g. matmul efficiency on a card
   // whose matmuls are all launch-bound) stays finite instead of running off.
   double factor_prior = 0.3;
+  // Scale of the pseudo-Huber loss on the log errors (0: least squares):
+  // errors beyond it count linearly, not squared (docs/analytical-model.md).
+  double robust_scale = 0.05;
   // How families without measurements get factors.
-  FallbackRule fallback = FallbackRule::GeometricMean;
+  FallbackRule fallback = FallbackRule::Trend;
   // Families whose factors are fixed (not fitted), e.g. for a synthetic test.
   std::map<std::string, FamilyFactors> fixed;
   // Start values for families that are fitted (default: FamilyFactors{}).

@@ -136,8 +136,8 @@ struct CrossValidation {
   PhaseErrors in_sample_overall;
   // Leave one GPU out: calibrate on the others (model corrections included),
   // predict the held-out GPU with its family's factors derived by each rule.
-  std::map<std::string, PhaseErrors> gpu_left_out_nearest, gpu_left_out_geomean;
-  PhaseErrors gpu_left_out_nearest_overall, gpu_left_out_geomean_overall;  // pooled rows
+  std::map<FallbackRule, std::map<std::string, PhaseErrors>> gpu_left_out;  // rule -> gpu -> errors
+  std::map<FallbackRule, PhaseErrors> gpu_left_out_overall;                 // rule -> pooled rows
   std::vector<ModelFold> model_folds;
   PhaseErrors models_left_out_overall;                        // pooled rows
   std::map<std::string, PhaseErrors> models_left_out_family;  // model family -> pooled

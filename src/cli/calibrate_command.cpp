@@ -19,7 +19,7 @@ namespace gpemu::cli {
 namespace {
 
 struct CalibrateArgs {
-  std::string profiles, out, fallback = "geometric_mean";
+  std::string profiles, out, fallback = "trend";
   bool no_crossval = false, all_rows = false;
   int rounds = 3;
 };
@@ -36,12 +36,10 @@ void run_calibrate(const CalibrateArgs& a) {
   CrossValidationOptions o;
   o.calibration.all_rows = a.all_rows;
   o.calibration.rounds = a.rounds;
-  if (a.fallback == "nearest")
-    o.calibration.fallback = FallbackRule::Nearest;
-  else if (a.fallback == "geometric_mean")
-    o.calibration.fallback = FallbackRule::GeometricMean;
-  else
-    throw InputError(fmt::format("unknown --fallback '{}': expected nearest or geometric_mean", a.fallback));
+  const auto rule = parse_fallback_rule(a.fallback);
+  if (!rule)
+    throw InputError(fmt::format("unknown --fallback '{}': expected trend, geometric_mean or nearest", a.fallback));
+  o.calibration.fallback = *rule;
   std::set<std::string> gpus;
   for (const TimeSample& s : samples) gpus.insert(s.gpu);
   o.calibration.source = fmt::format("gpemu calibrate --profiles {}: {} measured forward/backward rows on {}",
@@ -72,6 +70,11 @@ void run_calibrate(const CalibrateArgs& a) {
            fixed(f.launch_backward_us, 1), fixed(f.launch_optimizer_us, 1), fixed(f.launch_view_us, 1),
            cal.origin_of(fam)});
   }
+  for (const auto& [id, f] : cal.gpu_factors)
+    t.add({id, fixed(f.conv_efficiency, 3), fixed(f.conv_bytes_efficiency, 3), fixed(f.matmul_efficiency, 3),
+           fixed(f.memory_efficiency, 3), fixed(f.backward_factor, 3), fixed(f.launch_forward_us, 1),
+           fixed(f.launch_backward_us, 1), fixed(f.launch_optimizer_us, 1), fixed(f.launch_view_us, 1),
+           cal.origin_of(find_gpu(id))});
   t.print(std::cout);
   std::cout << fmt::format("\n{} model corrections; {} rows fitted\n", cal.models.size(), cal.rows);
   if (!a.no_crossval) {
@@ -97,7 +100,7 @@ void add_calibrate_command(CLI::App& app) {
   cmd->add_flag("--no-crossval", a->no_crossval, "Skip the cross-validation (no expected errors are stored)");
   cmd->add_flag("--all-rows", a->all_rows, "Fit every measured row instead of the thinned batch-size grid");
   cmd->add_option("--rounds", a->rounds, "Alternations of family factors and model corrections")->capture_default_str();
-  cmd->add_option("--fallback", a->fallback, "Factors of families without measurements: geometric_mean or nearest")
+  cmd->add_option("--fallback", a->fallback, "Factors of GPUs whose family has no measurements: trend, geometric_mean or nearest (docs/analytical-model.md)")
       ->capture_default_str();
   cmd->callback([a] { run_calibrate(*a); });
 }

@@ -17,7 +17,7 @@ namespace gpemu::cli {
 namespace {
 
 struct ValidateArgs {
-  std::string profiles, plot, calibration;
+  std::string profiles, plot, points, calibration;
   bool json = false, no_memory = false, legacy_hardtanh = false;
 };
 
@@ -29,17 +29,26 @@ void run_validate(const ValidateArgs& a) {
   ValidationOptions o;
   o.memory = !a.no_memory;
   o.legacy_inplace_hardtanh = a.legacy_hardtanh;
-  o.keep_points = !a.plot.empty();
+  o.keep_points = !a.plot.empty() || !a.points.empty();
   const ValidationReport r = validate(db, cal, o);
   if (!a.plot.empty()) {
     std::ofstream out(a.plot, std::ios::binary | std::ios::trunc);
     if (!out) throw InputError(fmt::format("--plot {}: cannot write the file", a.plot));
     out << validation_svg(r);
   }
+  if (!a.points.empty()) {
+    std::ofstream out(a.points, std::ios::binary | std::ios::trunc);
+    if (!out) throw InputError(fmt::format("--points {}: cannot write the file", a.points));
+    out << "gpu,model,phase,batch_size,measured,predicted,ape_pct\n";
+    for (const ValidationPoint& p : r.points)
+      out << fmt::format("{},{},{},{},{:.6g},{:.6g},{:.3f}\n", p.gpu, p.model, to_string(p.phase), p.batch_size,
+                         p.measured, p.predicted, p.ape_pct());
+  }
   if (a.json) {
     nlohmann::json j = validation_json(r);
     j["profiles"] = a.profiles;
     if (!a.plot.empty()) j["plot"] = a.plot;
+    if (!a.points.empty()) j["points"] = a.points;
     std::cout << j.dump(2) << '\n';
     return;
   }
@@ -50,6 +59,7 @@ void run_validate(const ValidateArgs& a) {
                "peak_memory = model-zoo allocator replay)\n\n";
   print_validation(r, std::cout);
   if (!a.plot.empty()) std::cout << "\nplot: " << a.plot << '\n';
+  if (!a.points.empty()) std::cout << "points: " << a.points << '\n';
 }
 
 }  // namespace
@@ -61,6 +71,9 @@ void add_validate_command(CLI::App& app) {
   cmd->add_option("--profiles", a->profiles, "Directory of measured profiles (GPEmu or gpemu layout)")->required();
   cmd->add_flag("--json", a->json, "Machine-readable output");
   cmd->add_option("--plot", a->plot, "Write an SVG of predicted vs measured iteration times, one panel per GPU");
+  cmd->add_option("--points", a->points,
+                  "Write every compared row as CSV (gpu,model,phase,batch_size,measured,predicted,ape_pct; seconds or "
+                  "MiB)");
   cmd->add_option("--calibration", a->calibration,
                   "Calibration file to validate (default: the product's data/calibration.json)");
   cmd->add_flag("--no-memory", a->no_memory, "Skip peak memory and OOM decisions (the slow part)");

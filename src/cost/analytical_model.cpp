@@ -325,7 +325,7 @@ StepCost AnalyticalCostModel::step_cost(const GpuSpec& gpu, std::string_view mod
   ro.optimizer = options_.optimizer;
   ro.keep_grads = options_.legacy_zero_grad;
   c.note = fmt::format("analytical model ({} per-operator graph; {} factors {}{})", prog.model(), gpu.architecture,
-                       calibration_->origin_of(gpu.architecture),
+                       calibration_->origin_of(gpu),
                        corrected ? "; model correction learned on measured GPUs" : "");
   if (auto e = calibration_->expected_error(gpu, model, zoo::load_model(model).family()))
     c.note += fmt::format("; expected error ~{:.0f}% forward, ~{:.0f}% backward ({})", e->pct.forward,

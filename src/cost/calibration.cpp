@@ -83,12 +83,24 @@ const std::vector<std::string>& family_fallback_order(std::string_view family) {
 }
 
 std::string_view to_string(FallbackRule r) {
-  return r == FallbackRule::Nearest ? "nearest" : "geometric_mean";
+  switch (r) {
+    case FallbackRule::Nearest: return "nearest";
+    case FallbackRule::Trend: return "trend";
+    case FallbackRule::GeometricMean: break;
+  }
+  return "geometric_mean";
+}
+
+std::optional<FallbackRule> parse_fallback_rule(std::string_view name) {
+  for (FallbackRule r : kFallbackRules)
+    if (to_string(r) == name) return r;
+  return std::nullopt;
 }
 
 // ---- lookups -----------------------------------------------------------------------
 
 const FamilyFactors& Calibration::factors(const GpuSpec& gpu) const {
+  if (auto g = gpu_factors.find(gpu.id); g != gpu_factors.end()) return g->second;
   auto it = families.find(gpu.architecture);
   return it == families.end() ? builtin_factors() : it->second;
 }
@@ -109,6 +121,11 @@ bool Calibration::is_calibrated(std::string_view family) const {
 std::string Calibration::origin_of(std::string_view family) const {
   auto it = origin.find(std::string(family));
   return it == origin.end() ? std::string("built-in defaults") : it->second;
+}
+
+std::string Calibration::origin_of(const GpuSpec& gpu) const {
+  auto it = gpu_origin.find(gpu.id);
+  return it == gpu_origin.end() ? origin_of(gpu.architecture) : it->second;
 }
 
 void Calibration::finish() {
@@ -141,6 +158,62 @@ void Calibration::finish() {
     std::string list;
     for (const std::string& c : calibrated_families) list += (list.empty() ? "" : ", ") + c;
     origin[fam] = fmt::format("geometric mean of the calibrated families' factors ({}; no {} measurements)", list, fam);
+  }
+  gpu_factors.clear();
+  gpu_origin.clear();
+  if (fallback == FallbackRule::Trend) fill_trend_factors();
+}
+
+// The trend rule. Anchors: the calibrated GPUs, by FP32 peak. A GPU of an
+// uncalibrated family between two anchors gets, per GPU-side factor, the
+// log-log interpolation in FP32 peak of the anchors' values; the convolution
+// bytes term is interpolated as an effective rate (factor x bandwidth, GB/s),
+// since it follows the chip's on-chip throughput rather than its DRAM (P100's
+// HBM2 did not speed it up). Host-side factors (launch_*) describe the host
+// the GPU was measured in, not the GPU: they keep the family's fallback (the
+// geometric mean). Outside the anchors' span nothing is extrapolated.
+void Calibration::fill_trend_factors() {
+  struct Anchor {
+    const GpuSpec* gpu;
+    const FamilyFactors* f;
+  };
+  std::vector<Anchor> anchors;
+  for (const std::string& fam : calibrated_families) {
+    auto it = calibrated_gpus.find(fam);
+    if (it == calibrated_gpus.end()) continue;
+    for (const std::string& id : it->second)
+      if (const GpuSpec* g = try_find_gpu(id); g && g->fp32_tflops > 0) anchors.push_back({g, &families.at(fam)});
+  }
+  std::sort(anchors.begin(), anchors.end(),
+            [](const Anchor& a, const Anchor& b) { return a.gpu->fp32_tflops < b.gpu->fp32_tflops; });
+  auto scale = [](const GpuSpec& g, int i) {
+    return family_factor_names()[i] == "conv_bytes_efficiency" ? g.memory_bandwidth_gbs : 1.0;
+  };
+  auto host_side = [](int i) { return family_factor_names()[i].starts_with("launch_"); };
+  for (const GpuSpec& g : gpu_catalog()) {
+    if (is_calibrated(g.architecture) || g.fp32_tflops <= 0 || g.memory_bandwidth_gbs <= 0) continue;
+    const double x = std::log(g.fp32_tflops);
+    const Anchor* lo = nullptr;
+    const Anchor* hi = nullptr;
+    for (const Anchor& a : anchors) {
+      if (a.gpu->fp32_tflops <= g.fp32_tflops) lo = &a;
+      if (a.gpu->fp32_tflops >= g.fp32_tflops && !hi) hi = &a;
+    }
+    if (!lo || !hi) continue;
+    const double x0 = std::log(lo->gpu->fp32_tflops), x1 = std::log(hi->gpu->fp32_tflops);
+    const double t = x1 > x0 ? (x - x0) / (x1 - x0) : 0.0;
+    FamilyFactors f = families.at(g.architecture);
+    for (int i = 0; i < kFamilyFactorCount; ++i) {
+      if (host_side(i)) continue;
+      const double v0 = std::log(factor_at(*lo->f, i) * scale(*lo->gpu, i));
+      const double v1 = std::log(factor_at(*hi->f, i) * scale(*hi->gpu, i));
+      factor_at(f, i) = std::exp(v0 + t * (v1 - v0)) / scale(g, i);
+    }
+    gpu_factors[g.id] = f;
+    gpu_origin[g.id] = lo == hi ? fmt::format("trend: {}'s rates (same FP32 peak; no {} measurements)", lo->gpu->id,
+                                              g.architecture)
+                                : fmt::format("trend: interpolated in FP32 peak between {} and {} (no {} measurements)",
+                                              lo->gpu->id, hi->gpu->id, g.architecture);
   }
 }
 
@@ -196,6 +269,7 @@ nlohmann::json Calibration::to_json() const {
   j["rows"] = rows;
   j["fallback"] = std::string(to_string(fallback));
   j["calibrated_families"] = calibrated_families;
+  if (!calibrated_gpus.empty()) j["calibrated_gpus"] = calibrated_gpus;
   nlohmann::json fams = nlohmann::json::object();
   for (const auto& [name, f] : families) {
     nlohmann::json o;
@@ -234,17 +308,26 @@ Calibration Calibration::from_json(const nlohmann::json& j, const std::string& w
   if (auto it = j.find("source"); it != j.end() && it->is_string()) c.source = it->get<std::string>();
   if (auto it = j.find("rows"); it != j.end() && it->is_number_integer()) c.rows = it->get<int>();
   if (auto it = j.find("fallback"); it != j.end()) {
-    const std::string f = it->is_string() ? it->get<std::string>() : "";
-    if (f == "nearest")
-      c.fallback = FallbackRule::Nearest;
-    else if (f == "geometric_mean")
-      c.fallback = FallbackRule::GeometricMean;
-    else
-      throw InputError(fmt::format("{}: 'fallback' must be \"nearest\" or \"geometric_mean\"", where));
+    const auto rule = parse_fallback_rule(it->is_string() ? it->get<std::string>() : "");
+    if (!rule)
+      throw InputError(fmt::format("{}: 'fallback' must be \"nearest\", \"geometric_mean\" or \"trend\"", where));
+    c.fallback = *rule;
   }
   if (auto it = j.find("calibrated_families"); it != j.end()) {
     if (!it->is_array()) throw InputError(fmt::format("{}: 'calibrated_families' must be an array", where));
     for (const auto& f : *it) c.calibrated_families.push_back(f.get<std::string>());
+  }
+  if (auto it = j.find("calibrated_gpus"); it != j.end()) {
+    if (!it->is_object()) throw InputError(fmt::format("{}: 'calibrated_gpus' must be an object of GPU id lists", where));
+    for (auto g = it->begin(); g != it->end(); ++g) {
+      if (!g.value().is_array())
+        throw InputError(fmt::format("{}: calibrated_gpus.{} must be an array of GPU ids", where, g.key()));
+      for (const auto& id : g.value()) {
+        if (!id.is_string())
+          throw InputError(fmt::format("{}: calibrated_gpus.{} must be an array of GPU ids", where, g.key()));
+        c.calibrated_gpus[g.key()].push_back(id.get<std::string>());
+      }
+    }
   }
   const auto fams = j.find("families");
   if (fams == j.end() || !fams->is_object())

@@ -139,14 +139,26 @@ std::vector<double> to_log(const FamilyFactors& f) {
   return x;
 }
 
-// Residuals log(predicted / measured) of some groups.
+// The pseudo-Huber loss as a residual: squared it is 2c^2 (sqrt(1 + (e/c)^2) - 1),
+// ~e^2 for |e| << c and ~2c|e| beyond, so that a few rows far off (a kernel
+// choice no other model shares) do not pull the factors of every other row.
+// c <= 0: plain least squares.
+double robust_residual(double e, double c) {
+  if (c <= 0) return e;
+  const double rho = 2 * c * c * (std::sqrt(1 + (e / c) * (e / c)) - 1);
+  return std::copysign(std::sqrt(rho), e);
+}
+
+// Residuals of log(predicted / measured) of some groups.
 void group_residuals(const std::vector<const Group*>& groups, const std::function<const FamilyFactors&(const Group&)>& f,
-                     const std::function<ModelCorrection(const Group&)>& corr, std::vector<double>& r) {
+                     const std::function<ModelCorrection(const Group&)>& corr, double robust_scale,
+                     std::vector<double>& r) {
   std::vector<double> pred;
   for (const Group* g : groups) {
     pred.resize(g->batch.size());
     predict_phase_seconds(*g->program, g->backward, g->batch, g->peaks, f(*g), corr(*g), pred);
-    for (std::size_t i = 0; i < pred.size(); ++i) r.push_back(std::log(std::max(pred[i], 1e-12) / g->seconds[i]));
+    for (std::size_t i = 0; i < pred.size(); ++i)
+      r.push_back(robust_residual(std::log(std::max(pred[i], 1e-12) / g->seconds[i]), robust_scale));
   }
 }
 
@@ -223,6 +235,7 @@ Calibration calibrate(const std::vector<TimeSample>& samples, const CalibrationO
   };
 
   const std::vector<double> prior_center = to_log(FamilyFactors{});
+  const double robust = options.robust_scale;
   const int rounds = options.model_corrections ? std::max(1, options.rounds) : 1;
   for (int round = 0; round < rounds; ++round) {
     for (const std::string& name : fitted) {
@@ -237,7 +250,7 @@ Calibration calibrate(const std::vector<TimeSample>& samples, const CalibrationO
       ResidualFn fn = [&](const std::vector<double>& x, std::vector<double>& r) {
         r.clear();
         const FamilyFactors f = from_log(x);
-        group_residuals(groups, [&](const Group&) -> const FamilyFactors& { return f; }, corr_of, r);
+        group_residuals(groups, [&](const Group&) -> const FamilyFactors& { return f; }, corr_of, robust, r);
         for (int i = 0; i < kFamilyFactorCount; ++i) r.push_back(options.factor_prior * (x[i] - prior_center[i]));
       };
       fam[name] = from_log(levenberg_marquardt(fn, to_log(fam[name]), lo, hi, options.max_iterations));
@@ -261,7 +274,7 @@ Calibration calibrate(const std::vector<TimeSample>& samples, const CalibrationO
       ResidualFn fn = [&](const std::vector<double>& x, std::vector<double>& r) {
         r.clear();
         const ModelCorrection c = to_corr(x);
-        group_residuals(groups, factors_of, [&](const Group&) { return c; }, r);
+        group_residuals(groups, factors_of, [&](const Group&) { return c; }, robust, r);
         for (double v : x) r.push_back(options.correction_prior * v);
       };
       corr[m] = to_corr(levenberg_marquardt(fn, x0, lo, hi, options.max_iterations));
@@ -279,6 +292,7 @@ Calibration calibrate(const std::vector<TimeSample>& samples, const CalibrationO
       continue;
     }
     c.calibrated_families.push_back(name);
+    c.calibrated_gpus[name].assign(gpus.begin(), gpus.end());
     c.origin[name] = fmt::format("calibrated on {}", list);
   }
   for (const auto& [name, f] : options.fixed)

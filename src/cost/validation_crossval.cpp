@@ -109,7 +109,7 @@ CrossValidation cross_validate(const std::vector<TimeSample>& samples, const Cro
 
   // Leave one GPU out.
   if (options.gpu_out && gpus.size() > 1) {
-    ApeLists near_all, geo_all;
+    std::map<FallbackRule, ApeLists> pooled;
     for (const std::string& held : gpus) {
       const std::string fam = find_gpu(held).architecture;
       const std::vector<TimeSample> train = subset([&](const TimeSample& s) {
@@ -118,7 +118,7 @@ CrossValidation cross_validate(const std::vector<TimeSample>& samples, const Cro
       const std::vector<TimeSample> test = subset([&](const TimeSample& s) { return s.gpu == held; });
       if (train.empty()) continue;
       Calibration c = calibrate(train, options.calibration);
-      for (FallbackRule rule : {FallbackRule::Nearest, FallbackRule::GeometricMean}) {
+      for (FallbackRule rule : kFallbackRules) {
         Calibration d = c;
         d.fallback = rule;
         d.families.erase(fam);
@@ -126,17 +126,11 @@ CrossValidation cross_validate(const std::vector<TimeSample>& samples, const Cro
           it = d.is_calibrated(it->first) ? std::next(it) : d.families.erase(it);
         d.finish();
         const ApeLists a = time_apes(d, test, mo);
-        if (rule == FallbackRule::Nearest) {
-          cv.gpu_left_out_nearest[held] = a.medians();
-          near_all.append(a);
-        } else {
-          cv.gpu_left_out_geomean[held] = a.medians();
-          geo_all.append(a);
-        }
+        cv.gpu_left_out[rule][held] = a.medians();
+        pooled[rule].append(a);
       }
     }
-    cv.gpu_left_out_nearest_overall = near_all.medians();
-    cv.gpu_left_out_geomean_overall = geo_all.medians();
+    for (const auto& [rule, a] : pooled) cv.gpu_left_out_overall[rule] = a.medians();
   }
 
   // Leave models out.
@@ -195,11 +189,10 @@ void apply_expected_errors(Calibration& calibration, const CrossValidation& cv) 
                   std::max(it->second.iteration, e.iteration)};
   };
   for (const auto& [gpu, e] : cv.in_sample) worst_into(calibration.in_sample, find_gpu(gpu).architecture, e);
-  const auto& lo = calibration.fallback == FallbackRule::Nearest ? cv.gpu_left_out_nearest : cv.gpu_left_out_geomean;
-  for (const auto& [gpu, e] : lo) worst_into(calibration.gpu_left_out, find_gpu(gpu).architecture, e);
-  if (!lo.empty())
-    calibration.gpu_left_out_overall = calibration.fallback == FallbackRule::Nearest ? cv.gpu_left_out_nearest_overall
-                                                                                     : cv.gpu_left_out_geomean_overall;
+  if (auto lo = cv.gpu_left_out.find(calibration.fallback); lo != cv.gpu_left_out.end()) {
+    for (const auto& [gpu, e] : lo->second) worst_into(calibration.gpu_left_out, find_gpu(gpu).architecture, e);
+    if (!lo->second.empty()) calibration.gpu_left_out_overall = cv.gpu_left_out_overall.at(calibration.fallback);
+  }
 }
 
 }  // namespace gpemu

@@ -182,7 +182,7 @@ TEST(Validation, CrossValidationOnSyntheticMeasurementsIsExactInSample) {
   o.model_folds = 3;
   const CrossValidation cv = cross_validate(s, o);
   EXPECT_LT(cv.in_sample_overall.iteration, 0.5);
-  EXPECT_EQ(cv.gpu_left_out_geomean.size(), 2u);
+  for (FallbackRule rule : kFallbackRules) EXPECT_EQ(cv.gpu_left_out.at(rule).size(), 2u) << to_string(rule);
   EXPECT_EQ(cv.model_folds.size(), 3u);
   Calibration c = cv.full;
   apply_expected_errors(c, cv);
