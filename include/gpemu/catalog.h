@@ -29,6 +29,13 @@ struct GpuSpec {
   std::string architecture;  // "Kepler", "Maxwell", "Pascal", "Volta", "Turing", "Ampere", "Ada", "Hopper", "Blackwell", "CDNA3"
   int year = 0;              // launch year
   std::uint64_t memory_bytes = 0;     // device memory capacity: the marketed "GB" taken as GiB (docs/catalog.md)
+  // What the driver reports as the card's total memory: cudaMemGetInfo()'s
+  // total, torch.cuda.get_device_properties().total_memory, the "total
+  // capacity" of PyTorch's out-of-memory message. It is memory_bytes less the
+  // driver's reservation and, on GDDR cards with ECC on (the data-centre
+  // default), the 1/16 that ECC takes. The CUDA context comes out of it
+  // (docs/zoo-memory.md, "Out-of-memory points"). 0 = not known: use memory_bytes.
+  std::uint64_t reported_memory_bytes = 0;
   double memory_bandwidth_gbs = 0;    // GB/s (1e9 bytes/s), peak
   // Peak dense FLOP/s in TFLOP/s (1e12) per precision; 0 means the card has no
   // such mode (e.g. no TF32 before Ampere). Tensor-core figures, without sparsity.
@@ -46,6 +53,8 @@ struct GpuSpec {
 
   // Peak TFLOP/s at a precision; nullopt when the card has no such mode.
   std::optional<double> peak_tflops(Precision p) const;
+  // reported_memory_bytes, or memory_bytes where that is not known.
+  std::uint64_t reported_memory() const { return reported_memory_bytes ? reported_memory_bytes : memory_bytes; }
 };
 
 // All catalogued GPUs, oldest first.

@@ -28,6 +28,7 @@
 #include "gpemu/analytical_model.h"
 #include "gpemu/calibration.h"
 #include "gpemu/profile.h"
+#include "gpemu/zoo_memory.h"
 
 namespace gpemu {
 
@@ -63,6 +64,39 @@ struct OomCheck {
   int batches_checked = 0;                // batch sizes 1..grid compared
   int batches_agreeing = 0;
   bool exact = false;  // predicted max batch == measured_oom_batch - 1 (or >= grid when none)
+  // Tolerances on the largest batch that fits, M = measured_oom_batch - 1:
+  // |predicted - M| <= 2 batches, <= 2% of M. Without an OOM point (M >= grid):
+  // predicted >= grid - 2, >= 98% of grid.
+  bool within_2_batches = false;
+  bool within_2pct = false;
+  // For the margin fit (ValidationOptions::oom_fit): the card's capacity
+  // before the margin (zoo::oom_capacity(gpu, 0)), and the least capacity at
+  // which the replay fits the measured largest batch M and M + 1 (0: not
+  // computed; need_next_bytes stays 0 without an OOM point).
+  std::uint64_t raw_capacity_bytes = 0;
+  std::uint64_t need_last_bytes = 0, need_next_bytes = 0;
+};
+
+// The workspace/fragmentation margin (zoo::kWorkspaceFragmentationMargin)
+// refitted on the profiles being validated, in-sample and leaving one GPU out.
+// A pair counts as exact for margin m when
+//   need_last_bytes <= raw_capacity_bytes / (1 + m) < need_next_bytes
+// (the boundary criterion: the measured largest batch fits, the next does not).
+struct OomMarginFit {
+  bool computed = false;
+  int pairs = 0;
+  double best_margin = 0;             // middle of the widest best range
+  double best_lo = 0, best_hi = 0;    // that range
+  int exact_at_best = 0;              // pairs exact at best_margin (in-sample)
+  double used_margin = 0;             // ValidationOptions::oom_margin
+  int exact_at_used = 0;              // pairs exact at used_margin
+  struct Fold {
+    std::string gpu;       // held out
+    double margin = 0;     // fitted on the other GPUs
+    int pairs = 0, exact = 0;
+  };
+  std::vector<Fold> held_out;  // one per GPU
+  int exact_held_out = 0;      // pooled over the folds
 };
 
 struct ValidationOptions {
@@ -80,6 +114,15 @@ struct ValidationOptions {
   // Memory replay: PyTorch < 1.10's saved result of in-place hardtanh_
   // (zoo_memory.h ReplayOptions::legacy_inplace_hardtanh).
   bool legacy_inplace_hardtanh = false;
+  // OOM decisions: the workspace/fragmentation margin of zoo::oom_capacity,
+  // and whether grads and momentum exist before the first iteration
+  // (ReplayOptions::warm_start: GPEmu's profiler ran batch sizes 1..256 in one
+  // process per model, emptying the cache in between).
+  double oom_margin = zoo::kWorkspaceFragmentationMargin;
+  bool oom_warm_start = true;
+  // Refit the margin on these profiles and cross-check it leaving one GPU out
+  // (OomMarginFit; about two more replays per pair and bisection step).
+  bool oom_fit = true;
 };
 
 struct ValidationReport {
@@ -91,6 +134,12 @@ struct ValidationReport {
   std::vector<OomCheck> oom;
   double oom_agreement_pct = 0;   // agreeing batch decisions / checked, all pairs
   double oom_exact_pct = 0;       // pairs whose predicted boundary is exact
+  double oom_within_2_batches_pct = 0;  // pairs within 2 batches (OomCheck)
+  double oom_within_2pct_pct = 0;       // pairs within 2%
+  // Median of (predicted / measured - 1) x 100 of the largest batch, over
+  // pairs with an OOM point: the bias.
+  double oom_median_error_pct = 0;
+  OomMarginFit oom_fit;
   std::vector<ValidationPoint> points;  // when keep_points
   std::vector<std::string> skipped;     // profiles not validated, and why
 };
@@ -102,8 +151,11 @@ ValidationReport validate(const ProfileDatabase& profiles, std::shared_ptr<const
 
 // {"calibration": ..., "overall": {phase: stats}, "per_gpu": {gpu: {phase:
 // stats}}, "per_model": {...}, "oom_agreement_pct": x, "oom_exact_pct": x,
-// "oom": [...], "worst": {phase: [...]}}; stats are {"n", "median_ape_pct",
-// "mean_ape_pct", "p90_ape_pct", "max_ape_pct", "median_bias_pct"}.
+// "oom_within_2_batches": x, "oom_within_2pct": x (percent of pairs),
+// "oom_median_error_pct": x, "oom_per_gpu": {gpu: {...}}, "oom_margin_fit":
+// {...}, "oom": [...], "worst": {phase: [...]}}; stats are {"n",
+// "median_ape_pct", "mean_ape_pct", "p90_ape_pct", "max_ape_pct",
+// "median_bias_pct"}.
 nlohmann::json validation_json(const ValidationReport& report);
 // Tables for people: per GPU, per model, overall, worst cases, OOM.
 void print_validation(const ValidationReport& report, std::ostream& out);

@@ -18,6 +18,9 @@
 //      created in backward and released at the iteration's end;
 //   4. the input batch is released at each iteration's end.
 // Peak allocated / reserved are the allocator's peaks over all iterations.
+// ReplayOptions::until_steady replays until the allocator's state repeats and
+// warm_start makes grads and optimizer state before iteration 0; oom_capacity()
+// and oom_replay_options() decide whether a batch fits a catalogued card.
 //
 // Thread safety: free functions on immutable inputs; callable from any thread.
 #pragma once
@@ -50,6 +53,23 @@ struct ReplayOptions {
   bool legacy_inplace_hardtanh = false;
   // Iterations replayed: the first is cold, the rest steady (>= 1).
   int iterations = 2;
+  // After `iterations`, keep replaying steady iterations until one reserves
+  // and releases no segment (the allocator's state then repeats, so every
+  // later iteration is the same), at most `max_iterations` in all. The
+  // allocator's layout can take several iterations to settle, and a later
+  // iteration can need more memory than the first two: a batch fits a card
+  // only if the settled iterations do (docs/zoo-memory.md).
+  bool until_steady = false;
+  int max_iterations = 16;
+  // Gradients (with keep_grads) and optimizer state exist before iteration 0
+  // and were made apart from this batch's activations: allocated right after
+  // the parameters, and every iteration is a steady one. This is a process
+  // that has already trained (GPEmu's profiler ran batch sizes 1, 2, ... in one
+  // process, emptying the cache in between) or that restored its optimizer
+  // from a checkpoint. false: iteration 0 creates them, as a fresh job does.
+  // (until_steady and warm_start shape replay_memory and max_batch only;
+  // zoo_memory_plan ignores them.)
+  bool warm_start = false;
   // PyTorch's max_split_size_mb, in bytes (CachingAllocator::Options).
   std::uint64_t max_split_size_bytes = std::numeric_limits<std::uint64_t>::max();
 };
@@ -92,6 +112,7 @@ struct MemoryReplay {
   std::uint64_t input_bytes = 0;        // the batch, exact bytes
   std::uint64_t peak_allocated_bytes = 0;
   std::uint64_t peak_reserved_bytes = 0;
+  int iterations_replayed = 0;          // with until_steady, how many it took
   int peak_iteration = -1;              // where allocated memory peaked
   int peak_op = -1;                     // op index (see MemoryEvent::op)
   Phase peak_phase = Phase::Forward;
@@ -111,6 +132,26 @@ MemoryReplay replay_memory(const ModelGraph& model, Shape shape, std::uint64_t c
 // does not fit; `limit` when everything up to it fits.
 std::int64_t max_batch(std::uint64_t capacity_bytes, const ModelGraph& model, Shape shape,
                        const ReplayOptions& options = {}, std::int64_t limit = std::int64_t{1} << 20);
+
+// ---- will a batch fit on a real card? ----------------------------------------
+
+// The replay holds exactly the traced storages. A real run also allocates
+// cuDNN convolution workspaces through the caching allocator and the
+// segments they leave behind fragment it, so a real card runs out of memory
+// when the replay still has some room. The margin is that extra, as a share of
+// what the replay needs: a batch fits when the replay fits in
+// (card memory - context) / (1 + margin). 0.04 was fitted on GPEmu's four
+// measured cards (OOM points of 30 CNNs each) and cross-checked leaving one
+// card out (docs/zoo-memory.md, "Out-of-memory points").
+inline constexpr double kWorkspaceFragmentationMargin = 0.04;
+
+// The capacity to replay with to decide whether a batch fits `gpu`: its
+// reported total memory (GpuSpec::reported_memory) less the CUDA context
+// (Device::default_context_reserve), divided by 1 + margin. margin >= 0.
+std::uint64_t oom_capacity(const GpuSpec& gpu, double margin = kWorkspaceFragmentationMargin);
+
+// The replay options for that decision: `options` with until_steady set.
+ReplayOptions oom_replay_options(ReplayOptions options);
 
 // ---- cost-model integration ------------------------------------------------
 

@@ -5,7 +5,14 @@
 // cards without special cases):
 //  - memory_bytes: the datasheet's "GB" taken as GiB. GPU memory is built in
 //    binary sizes (a "32 GB" V100 reports 32,510 MiB in nvidia-smi: 32 GiB less
-//    the driver's reservation), so GiB is what an allocator really has.
+//    the driver's reservation), so GiB is the size of the chips.
+//  - reported_memory_bytes: what the driver reports as total (cudaMemGetInfo,
+//    PyTorch's "total capacity"), from nvidia-smi listings and PyTorch
+//    out-of-memory messages: memory_bytes less the driver's reservation (0.6%
+//    on a V100-32GB, 1% on an A100-40GB) and, on GDDR cards with ECC on, the
+//    1/16 ECC takes (a 12 GB M40 reports 11,448 MiB). It varies by a few
+//    hundred MiB with the driver; entries marked "estimate" are inferred from
+//    cards of the same memory type.
 //  - bandwidth: the datasheet's peak, GB/s (1e9 bytes/s).
 //  - TFLOP/s: dense peaks at boost clock. Where the datasheet quotes only "with
 //    sparsity" figures (Ampere and later) the dense figure is half of it. FP16,
@@ -23,6 +30,7 @@ namespace gpemu {
 namespace {
 
 constexpr std::uint64_t GiB(std::uint64_t n) { return n << 30; }
+constexpr std::uint64_t MiB(std::uint64_t n) { return n << 20; }
 
 std::vector<GpuSpec> build_catalog() {
   std::vector<GpuSpec> gpus = {
@@ -35,6 +43,7 @@ std::vector<GpuSpec> build_catalog() {
        .architecture = "Kepler",
        .year = 2014,
        .memory_bytes = GiB(12),
+       .reported_memory_bytes = MiB(11441),  // nvidia-smi 11441 MiB per die, ECC on; PyTorch "11.17 GiB total capacity"
        .memory_bandwidth_gbs = 240,
        .fp32_tflops = 4.37,
        .sm_count = 13,
@@ -53,6 +62,7 @@ std::vector<GpuSpec> build_catalog() {
        .architecture = "Maxwell",
        .year = 2015,
        .memory_bytes = GiB(12),
+       .reported_memory_bytes = MiB(11448),  // nvidia-smi 11448 MiB with ECC on (12215 MiB with ECC off)
        .memory_bandwidth_gbs = 288,
        .fp32_tflops = 7.0,
        .sm_count = 24,
@@ -67,6 +77,7 @@ std::vector<GpuSpec> build_catalog() {
        .architecture = "Maxwell",
        .year = 2016,
        .memory_bytes = GiB(24),
+       .reported_memory_bytes = MiB(22945),  // nvidia-smi 22945 MiB with ECC on
        .memory_bandwidth_gbs = 288,
        .fp32_tflops = 7.0,
        .sm_count = 24,
@@ -81,6 +92,7 @@ std::vector<GpuSpec> build_catalog() {
        .architecture = "Pascal",
        .year = 2016,
        .memory_bytes = GiB(16),
+       .reported_memory_bytes = MiB(16280),  // PyTorch "15.90 GiB total capacity"
        .memory_bandwidth_gbs = 732,
        .fp32_tflops = 9.3,
        .fp16_tflops = 18.7,
@@ -96,6 +108,7 @@ std::vector<GpuSpec> build_catalog() {
        .architecture = "Volta",
        .year = 2017,
        .memory_bytes = GiB(16),
+       .reported_memory_bytes = MiB(16160),  // PyTorch "15.78 GiB total capacity"
        .memory_bandwidth_gbs = 900,
        .fp32_tflops = 14.0,
        .fp16_tflops = 112,
@@ -111,6 +124,7 @@ std::vector<GpuSpec> build_catalog() {
        .architecture = "Volta",
        .year = 2017,
        .memory_bytes = GiB(16),
+       .reported_memory_bytes = MiB(16160),  // PyTorch "15.78 GiB total capacity"
        .memory_bandwidth_gbs = 900,
        .fp32_tflops = 15.7,
        .fp16_tflops = 125,
@@ -127,6 +141,7 @@ std::vector<GpuSpec> build_catalog() {
        .architecture = "Volta",
        .year = 2018,
        .memory_bytes = GiB(32),
+       .reported_memory_bytes = MiB(32510),  // PyTorch "31.75 GiB total capacity"
        .memory_bandwidth_gbs = 900,
        .fp32_tflops = 14.0,
        .fp16_tflops = 112,
@@ -142,6 +157,7 @@ std::vector<GpuSpec> build_catalog() {
        .architecture = "Volta",
        .year = 2018,
        .memory_bytes = GiB(32),
+       .reported_memory_bytes = MiB(32510),  // PyTorch "31.75 GiB total capacity"
        .memory_bandwidth_gbs = 900,
        .fp32_tflops = 15.7,
        .fp16_tflops = 125,
@@ -160,6 +176,7 @@ std::vector<GpuSpec> build_catalog() {
        .architecture = "Turing",
        .year = 2018,
        .memory_bytes = GiB(24),
+       .reported_memory_bytes = MiB(24218),  // PyTorch "23.65 GiB total capacity" (24 GB Turing, ECC off)
        .memory_bandwidth_gbs = 672,
        .fp32_tflops = 16.3,
        .fp16_tflops = 130.5,
@@ -176,6 +193,8 @@ std::vector<GpuSpec> build_catalog() {
        .architecture = "Turing",
        .year = 2018,
        .memory_bytes = GiB(16),
+       // PyTorch "14.75 GiB total capacity" (ECC on; newer drivers report ~14.56 GiB).
+       .reported_memory_bytes = MiB(15104),
        .memory_bandwidth_gbs = 320,
        .fp32_tflops = 8.1,
        .fp16_tflops = 65,
@@ -191,6 +210,7 @@ std::vector<GpuSpec> build_catalog() {
        .architecture = "Ampere",
        .year = 2020,
        .memory_bytes = GiB(40),
+       .reported_memory_bytes = MiB(40536),  // PyTorch "39.59 GiB total capacity"
        .memory_bandwidth_gbs = 1555,
        .fp32_tflops = 19.5,
        .tf32_tflops = 156,
@@ -209,6 +229,7 @@ std::vector<GpuSpec> build_catalog() {
        .architecture = "Ampere",
        .year = 2020,
        .memory_bytes = GiB(80),
+       .reported_memory_bytes = MiB(81254),  // PyTorch "79.35 GiB total capacity" (79.15-79.35 GiB by driver)
        .memory_bandwidth_gbs = 2039,
        .fp32_tflops = 19.5,
        .tf32_tflops = 156,
@@ -227,6 +248,8 @@ std::vector<GpuSpec> build_catalog() {
        .architecture = "Ampere",
        .year = 2021,
        .memory_bytes = GiB(24),
+       // Estimate: PyTorch reports 22.03-22.15 GiB on 24 GB Ampere/Ada GDDR6 cards with ECC on.
+       .reported_memory_bytes = MiB(22589),
        .memory_bandwidth_gbs = 600,
        .fp32_tflops = 31.2,
        .tf32_tflops = 62.5,
@@ -245,6 +268,8 @@ std::vector<GpuSpec> build_catalog() {
        .architecture = "Ampere",
        .year = 2021,
        .memory_bytes = GiB(80),
+       // Estimate: PyTorch "79.15 GiB total capacity" (79.15-79.35 GiB by driver).
+       .reported_memory_bytes = MiB(81050),
        .memory_bandwidth_gbs = 1935,
        .fp32_tflops = 19.5,
        .tf32_tflops = 156,
@@ -263,6 +288,7 @@ std::vector<GpuSpec> build_catalog() {
        .architecture = "Hopper",
        .year = 2022,
        .memory_bytes = GiB(80),
+       .reported_memory_bytes = MiB(81050),  // PyTorch "79.15 GiB total capacity" (79.11-79.25 GiB by driver)
        .memory_bandwidth_gbs = 3350,
        .fp32_tflops = 67,
        .tf32_tflops = 494.5,
@@ -284,6 +310,7 @@ std::vector<GpuSpec> build_catalog() {
        .architecture = "Hopper",
        .year = 2022,
        .memory_bytes = GiB(80),
+       .reported_memory_bytes = MiB(81050),  // estimate: as the SXM5 card, PyTorch "79.15 GiB total capacity"
        .memory_bandwidth_gbs = 2000,
        .fp32_tflops = 51,
        .tf32_tflops = 378,
@@ -304,6 +331,7 @@ std::vector<GpuSpec> build_catalog() {
        .architecture = "Ada",
        .year = 2023,
        .memory_bytes = GiB(24),
+       .reported_memory_bytes = MiB(22559),  // PyTorch "22.03 GiB total capacity" (ECC on)
        .memory_bandwidth_gbs = 300,
        .fp32_tflops = 30.3,
        .tf32_tflops = 60,
@@ -325,6 +353,7 @@ std::vector<GpuSpec> build_catalog() {
        .architecture = "CDNA3",
        .year = 2023,
        .memory_bytes = GiB(192),
+       .reported_memory_bytes = MiB(196588),  // PyTorch (ROCm) "191.98 GiB total capacity"
        .memory_bandwidth_gbs = 5300,
        .fp32_tflops = 163.4,
        .tf32_tflops = 653.7,
@@ -344,6 +373,7 @@ std::vector<GpuSpec> build_catalog() {
        .architecture = "Hopper",
        .year = 2024,
        .memory_bytes = GiB(141),
+       .reported_memory_bytes = MiB(143155),  // PyTorch "139.80 GiB total capacity"
        .memory_bandwidth_gbs = 4800,
        .fp32_tflops = 67,
        .tf32_tflops = 494.5,
@@ -367,6 +397,7 @@ std::vector<GpuSpec> build_catalog() {
        .architecture = "Blackwell",
        .year = 2024,
        .memory_bytes = GiB(180),
+       .reported_memory_bytes = MiB(182630),  // PyTorch "178.35 GiB total capacity"
        .memory_bandwidth_gbs = 8000,
        .fp32_tflops = 80,
        .tf32_tflops = 1100,

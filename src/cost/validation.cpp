@@ -3,9 +3,14 @@
 #include "gpemu/validation.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <exception>
+#include <functional>
 #include <map>
+#include <mutex>
 #include <set>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -44,6 +49,160 @@ constexpr ValidationPhase kPhases[] = {ValidationPhase::Forward, ValidationPhase
                                        ValidationPhase::Iteration, ValidationPhase::Transfer,
                                        ValidationPhase::PeakMemory};
 
+// ---- OOM margin fit ----------------------------------------------------------
+
+// The least capacity (to 1 MiB) at which the replay at `shape` fits: between
+// its peak allocated and its peak reserved without a limit (it fits there:
+// the limit is never reached).
+std::uint64_t least_capacity(const zoo::ModelGraph& graph, zoo::Shape shape, const zoo::ReplayOptions& ro) {
+  constexpr std::uint64_t MiB = 1ull << 20;
+  const zoo::MemoryReplay free_run = zoo::replay_memory(graph, shape, CachingAllocator::kUnlimited, ro);
+  std::uint64_t lo = free_run.peak_allocated_bytes / MiB;             // nothing less can fit
+  std::uint64_t hi = (free_run.peak_reserved_bytes + MiB - 1) / MiB;  // the limit is never reached
+  if (zoo::replay_memory(graph, shape, lo * MiB, ro).fits) return lo * MiB;
+  while (hi - lo > 1) {
+    const std::uint64_t mid = lo + (hi - lo) / 2;
+    (zoo::replay_memory(graph, shape, mid * MiB, ro).fits ? hi : lo) = mid;
+  }
+  return hi * MiB;
+}
+
+bool exact_at(const OomCheck& o, double margin) {
+  const double capacity = static_cast<double>(o.raw_capacity_bytes) / (1 + margin);
+  if (static_cast<double>(o.need_last_bytes) > capacity) return false;
+  return !o.measured_oom_batch || capacity < static_cast<double>(o.need_next_bytes);
+}
+
+// Margins 0..20% in steps of 0.05%; the widest run of margins with the most
+// exact pairs, its middle.
+struct BestMargin {
+  double margin = 0, lo = 0, hi = 0;
+  int exact = 0;
+};
+BestMargin best_margin(const std::vector<const OomCheck*>& checks) {
+  constexpr int kSteps = 400;
+  constexpr double kStep = 0.0005;
+  std::vector<int> count(kSteps + 1, 0);
+  for (int i = 0; i <= kSteps; ++i)
+    for (const OomCheck* o : checks) count[i] += exact_at(*o, i * kStep);
+  const int most = *std::max_element(count.begin(), count.end());
+  BestMargin b;
+  b.exact = most;
+  int best_len = -1;
+  for (int i = 0; i <= kSteps;) {
+    if (count[i] != most) {
+      ++i;
+      continue;
+    }
+    int j = i;
+    while (j + 1 <= kSteps && count[j + 1] == most) ++j;
+    if (j - i > best_len) {
+      best_len = j - i;
+      b.lo = i * kStep;
+      b.hi = j * kStep;
+      b.margin = (b.lo + b.hi) / 2;
+    }
+    i = j + 1;
+  }
+  return b;
+}
+
+// What an OomCheck's replays need besides the check itself.
+struct OomJob {
+  const zoo::ModelGraph* graph = nullptr;
+  const GpuSpec* gpu = nullptr;
+  int grid = 0;  // batch sizes 1..grid are compared
+};
+
+void check_oom(OomCheck& oc, const OomJob& job, const ValidationOptions& options, const zoo::ReplayOptions& ro) {
+  const std::optional<int>& oom = oc.measured_oom_batch;
+  const std::uint64_t capacity = zoo::oom_capacity(*job.gpu, options.oom_margin);
+  oc.predicted_max_batch = zoo::max_batch(capacity, *job.graph, zoo::Shape{1, options.model.seq_len}, ro, job.grid);
+  for (int b = 1; b <= job.grid; ++b) {
+    const bool measured_fits = !oom || b < *oom;
+    const bool predicted_fits = b <= oc.predicted_max_batch;
+    ++oc.batches_checked;
+    oc.batches_agreeing += measured_fits == predicted_fits;
+  }
+  oc.exact = oom ? oc.predicted_max_batch == *oom - 1 : oc.predicted_max_batch >= job.grid;
+  const double largest = oom ? *oom - 1 : job.grid;  // measured largest batch that fits
+  const double off = static_cast<double>(oc.predicted_max_batch) - largest;
+  oc.within_2_batches = oom ? std::abs(off) <= 2 : off >= -2;
+  oc.within_2pct = oom ? std::abs(off) <= 0.02 * largest + 1e-9 : off >= -0.02 * largest - 1e-9;
+  if (options.oom_fit && largest >= 1) {
+    oc.raw_capacity_bytes = zoo::oom_capacity(*job.gpu, 0);
+    oc.need_last_bytes =
+        least_capacity(*job.graph, zoo::Shape{static_cast<std::int64_t>(largest), options.model.seq_len}, ro);
+    if (oom) oc.need_next_bytes = least_capacity(*job.graph, zoo::Shape{*oom, options.model.seq_len}, ro);
+  }
+}
+
+// Calls f(0..n-1) on up to hardware_concurrency threads (at most 8); the
+// first exception is rethrown after all threads stop.
+void run_parallel(std::size_t n, const std::function<void(std::size_t)>& f) {
+  const std::size_t threads =
+      std::min<std::size_t>({n, std::max(1u, std::thread::hardware_concurrency()), 8});
+  if (threads <= 1) {
+    for (std::size_t i = 0; i < n; ++i) f(i);
+    return;
+  }
+  std::atomic<std::size_t> next{0};
+  std::exception_ptr error;
+  std::mutex error_mutex;
+  std::vector<std::thread> pool;
+  for (std::size_t t = 0; t < threads; ++t)
+    pool.emplace_back([&] {
+      for (std::size_t i; (i = next.fetch_add(1)) < n;) {
+        try {
+          f(i);
+        } catch (...) {
+          std::lock_guard<std::mutex> lock(error_mutex);
+          if (!error) error = std::current_exception();
+          next = n;
+        }
+      }
+    });
+  for (std::thread& t : pool) t.join();
+  if (error) std::rethrow_exception(error);
+}
+
+OomMarginFit fit_oom_margin(const std::vector<OomCheck>& oom, double used) {
+  OomMarginFit fit;
+  std::vector<const OomCheck*> all;
+  std::map<std::string, std::vector<const OomCheck*>> by_gpu;
+  for (const OomCheck& o : oom)
+    if (o.raw_capacity_bytes > 0 && o.need_last_bytes > 0) {
+      all.push_back(&o);
+      by_gpu[o.gpu].push_back(&o);
+    }
+  if (all.empty()) return fit;
+  fit.computed = true;
+  fit.pairs = static_cast<int>(all.size());
+  const BestMargin b = best_margin(all);
+  fit.best_margin = b.margin;
+  fit.best_lo = b.lo;
+  fit.best_hi = b.hi;
+  for (const OomCheck* o : all) {
+    fit.exact_at_best += exact_at(*o, b.margin);
+    fit.exact_at_used += exact_at(*o, used);
+  }
+  fit.used_margin = used;
+  if (by_gpu.size() < 2) return fit;
+  for (const auto& [gpu, held] : by_gpu) {
+    std::vector<const OomCheck*> rest;
+    for (const OomCheck* o : all)
+      if (o->gpu != gpu) rest.push_back(o);
+    OomMarginFit::Fold f;
+    f.gpu = gpu;
+    f.margin = best_margin(rest).margin;
+    f.pairs = static_cast<int>(held.size());
+    for (const OomCheck* o : held) f.exact += exact_at(*o, f.margin);
+    fit.exact_held_out += f.exact;
+    fit.held_out.push_back(f);
+  }
+  return fit;
+}
+
 }  // namespace
 
 ErrorStats error_stats(const std::vector<double>& ape, const std::vector<double>& signed_pct) {
@@ -77,6 +236,9 @@ ValidationReport validate(const ProfileDatabase& profiles, std::shared_ptr<const
   ro.optimizer = options.model.optimizer;
   ro.keep_grads = options.model.legacy_zero_grad;
   ro.legacy_inplace_hardtanh = options.legacy_inplace_hardtanh;
+  zoo::ReplayOptions oom_ro = zoo::oom_replay_options(ro);
+  oom_ro.warm_start = options.oom_warm_start;
+  std::vector<OomJob> oom_jobs;  // parallel to rep.oom
 
   for (const Profile& p : profiles.profiles()) {
     const zoo::ModelGraph* graph = zoo::find_model(p.model);
@@ -159,17 +321,14 @@ ValidationReport validate(const ProfileDatabase& profiles, std::shared_ptr<const
     for (const Series* s : {&p.forward_s, &p.backward_s})
       if (!s->empty()) oc.measured_last_batch = std::max(oc.measured_last_batch, s->back().batch_size);
     const int grid = std::max({options.oom_grid, oc.measured_last_batch, p.oom_batch_size.value_or(0)});
-    const std::uint64_t capacity = gpu.memory_bytes - Device::default_context_reserve(gpu);
-    oc.predicted_max_batch = zoo::max_batch(capacity, *graph, zoo::Shape{1, options.model.seq_len}, ro, grid);
-    for (int b = 1; b <= grid; ++b) {
-      const bool measured_fits = !p.oom_batch_size || b < *p.oom_batch_size;
-      const bool predicted_fits = b <= oc.predicted_max_batch;
-      ++oc.batches_checked;
-      oc.batches_agreeing += measured_fits == predicted_fits;
-    }
-    oc.exact = p.oom_batch_size ? oc.predicted_max_batch == *p.oom_batch_size - 1 : oc.predicted_max_batch >= grid;
+    oom_jobs.push_back({graph, &gpu, grid});
     rep.oom.push_back(oc);
   }
+
+  // OOM decisions: independent replays per pair, run on several threads.
+  run_parallel(rep.oom.size(), [&](std::size_t i) {
+    check_oom(rep.oom[i], oom_jobs[i], options, oom_ro);
+  });
 
   // Statistics.
   std::map<std::pair<std::string, ValidationPhase>, std::pair<std::vector<double>, std::vector<double>>> by_gpu,
@@ -203,6 +362,19 @@ ValidationReport validate(const ProfileDatabase& profiles, std::shared_ptr<const
   }
   rep.oom_agreement_pct = checked ? 100.0 * static_cast<double>(agreeing) / static_cast<double>(checked) : 0;
   rep.oom_exact_pct = rep.oom.empty() ? 0 : 100.0 * static_cast<double>(exact) / static_cast<double>(rep.oom.size());
+  long within2 = 0, within2pct = 0;
+  std::vector<double> errors;
+  for (const OomCheck& o : rep.oom) {
+    within2 += o.within_2_batches;
+    within2pct += o.within_2pct;
+    if (o.measured_oom_batch && *o.measured_oom_batch > 1)
+      errors.push_back((static_cast<double>(o.predicted_max_batch) / (*o.measured_oom_batch - 1) - 1) * 100);
+  }
+  const double pairs = static_cast<double>(rep.oom.size());
+  rep.oom_within_2_batches_pct = rep.oom.empty() ? 0 : 100.0 * static_cast<double>(within2) / pairs;
+  rep.oom_within_2pct_pct = rep.oom.empty() ? 0 : 100.0 * static_cast<double>(within2pct) / pairs;
+  rep.oom_median_error_pct = median_of(errors);
+  if (options.oom_fit) rep.oom_fit = fit_oom_margin(rep.oom, options.oom_margin);
   if (options.keep_points) rep.points = std::move(points);
   return rep;
 }
@@ -231,6 +403,25 @@ nlohmann::json phases_json(const std::map<ValidationPhase, ErrorStats>& m) {
 
 std::string pct(double v) { return fmt::format("{:.1f}", v); }
 
+struct OomTally {
+  int pairs = 0, exact = 0, within_2_batches = 0, within_2pct = 0;
+  long checked = 0, agreeing = 0;
+  double pct(int n) const { return pairs ? 100.0 * n / pairs : 0.0; }
+};
+std::map<std::string, OomTally> oom_per_gpu(const std::vector<OomCheck>& oom) {
+  std::map<std::string, OomTally> m;
+  for (const OomCheck& o : oom) {
+    OomTally& t = m[o.gpu];
+    ++t.pairs;
+    t.exact += o.exact;
+    t.within_2_batches += o.within_2_batches;
+    t.within_2pct += o.within_2pct;
+    t.checked += o.batches_checked;
+    t.agreeing += o.batches_agreeing;
+  }
+  return m;
+}
+
 }  // namespace
 
 nlohmann::json validation_json(const ValidationReport& r) {
@@ -244,6 +435,31 @@ nlohmann::json validation_json(const ValidationReport& r) {
   j["per_model"] = m;
   j["oom_agreement_pct"] = r.oom_agreement_pct;
   j["oom_exact_pct"] = r.oom_exact_pct;
+  j["oom_within_2_batches"] = r.oom_within_2_batches_pct;
+  j["oom_within_2pct"] = r.oom_within_2pct_pct;
+  j["oom_median_error_pct"] = r.oom_median_error_pct;
+  nlohmann::json per = nlohmann::json::object();
+  for (const auto& [gpu, s] : oom_per_gpu(r.oom))
+    per[gpu] = {{"pairs", s.pairs},
+                {"exact_pct", s.pct(s.exact)},
+                {"within_2_batches", s.pct(s.within_2_batches)},
+                {"within_2pct", s.pct(s.within_2pct)},
+                {"agreement_pct", s.checked ? 100.0 * s.agreeing / s.checked : 0.0}};
+  j["oom_per_gpu"] = per;
+  if (r.oom_fit.computed) {
+    const OomMarginFit& f = r.oom_fit;
+    nlohmann::json folds = nlohmann::json::array();
+    for (const auto& fo : f.held_out)
+      folds.push_back({{"gpu", fo.gpu}, {"margin", fo.margin}, {"pairs", fo.pairs}, {"exact", fo.exact}});
+    j["oom_margin_fit"] = {{"pairs", f.pairs},
+                           {"used_margin", f.used_margin},
+                           {"exact_at_used", f.exact_at_used},
+                           {"best_margin", f.best_margin},
+                           {"best_range", {f.best_lo, f.best_hi}},
+                           {"exact_at_best", f.exact_at_best},
+                           {"held_out", folds},
+                           {"exact_held_out", f.exact_held_out}};
+  }
   nlohmann::json oom = nlohmann::json::array();
   for (const OomCheck& o : r.oom) {
     nlohmann::json e = {{"gpu", o.gpu},
@@ -252,7 +468,9 @@ nlohmann::json validation_json(const ValidationReport& r) {
                         {"predicted_max_batch", o.predicted_max_batch},
                         {"batches_checked", o.batches_checked},
                         {"batches_agreeing", o.batches_agreeing},
-                        {"exact", o.exact}};
+                        {"exact", o.exact},
+                        {"within_2_batches", o.within_2_batches},
+                        {"within_2pct", o.within_2pct}};
     e["measured_oom_batch"] = o.measured_oom_batch ? nlohmann::json(*o.measured_oom_batch) : nlohmann::json(nullptr);
     oom.push_back(e);
   }
@@ -312,8 +530,28 @@ void print_validation(const ValidationReport& r, std::ostream& out) {
       out << fmt::format("  {:<11} {:<16} {:<20} b{:<4} measured {:.4g} predicted {:.4g} ({:+.0f}%)\n", to_string(ph),
                          p.gpu, p.model, p.batch_size, p.measured, p.predicted, (p.predicted / p.measured - 1) * 100);
   out << fmt::format("\nOOM decisions: {:.1f}% of batch sizes agree; predicted boundary exact for {:.1f}% of {} "
-                     "GPU/model pairs\n",
-                     r.oom_agreement_pct, r.oom_exact_pct, r.oom.size());
+                     "GPU/model pairs, within 2 batches for {:.1f}%, within 2% for {:.1f}%; median error of the "
+                     "largest batch {:+.1f}%\n",
+                     r.oom_agreement_pct, r.oom_exact_pct, r.oom.size(), r.oom_within_2_batches_pct,
+                     r.oom_within_2pct_pct, r.oom_median_error_pct);
+  for (const auto& [gpu, t] : oom_per_gpu(r.oom))
+    out << fmt::format("  {:<22} {:>3} pairs: exact {:5.1f}%, within 2 batches {:5.1f}%, within 2% {:5.1f}%\n", gpu,
+                       t.pairs, t.pct(t.exact), t.pct(t.within_2_batches), t.pct(t.within_2pct));
+  if (r.oom_fit.computed) {
+    const OomMarginFit& f = r.oom_fit;
+    out << fmt::format("  workspace/fragmentation margin {:.2f}%: boundary exact for {}/{} pairs; refitted here: "
+                       "best {:.2f}% (range {:.2f}-{:.2f}%), {}/{} in-sample",
+                       100 * f.used_margin, f.exact_at_used, f.pairs, 100 * f.best_margin, 100 * f.best_lo,
+                       100 * f.best_hi, f.exact_at_best, f.pairs);
+    if (!f.held_out.empty()) {
+      out << fmt::format("; one GPU left out: {}/{} held-out (", f.exact_held_out, f.pairs);
+      for (std::size_t i = 0; i < f.held_out.size(); ++i)
+        out << fmt::format("{}{} {:.2f}% {}/{}", i ? ", " : "", f.held_out[i].gpu, 100 * f.held_out[i].margin,
+                           f.held_out[i].exact, f.held_out[i].pairs);
+      out << ')';
+    }
+    out << '\n';
+  }
   int shown = 0;
   for (const OomCheck& o : r.oom) {
     if (o.exact || shown >= 12) continue;

@@ -3,11 +3,13 @@
 #include "gpemu/zoo_memory.h"
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include <fmt/format.h>
 
 #include "gpemu/caching_allocator.h"
+#include "gpemu/device.h"
 #include "gpemu/error.h"
 
 namespace gpemu::zoo {
@@ -113,6 +115,8 @@ MemoryReplay replay_memory(const ModelGraph& model, Shape shape, std::uint64_t c
                            const ReplayOptions& options) {
   if (options.iterations < 1)
     throw InputError(fmt::format("{} replayed iterations is impossible: at least 1 is needed", options.iterations));
+  if (options.until_steady && options.max_iterations < 1)
+    throw InputError(fmt::format("max_iterations {} is impossible: at least 1 is needed", options.max_iterations));
   MemoryReplay r;
   r.capacity_bytes = capacity_bytes;
   r.shape = model.resolve(shape);
@@ -138,10 +142,21 @@ MemoryReplay replay_memory(const ModelGraph& model, Shape shape, std::uint64_t c
       r.peak_phase = current ? current->phase : Phase::Forward;
     }
   };
+  const int most = options.until_steady ? std::max(options.iterations, options.max_iterations) : options.iterations;
   try {
     for (int slot : plan.persistent) allocate(slot);
-    for (iteration = 0; iteration < options.iterations; ++iteration) {
-      const auto& events = iteration == 0 ? plan.first_iteration : plan.steady_iteration;
+    if (options.warm_start) {
+      // What the first iteration creates and keeps (grads, optimizer state),
+      // made before this batch's first iteration, back to back.
+      std::vector<int> balance(plan.slot_bytes.size(), 0);
+      for (const MemoryEvent& e : plan.first_iteration) balance[e.slot] += e.alloc ? 1 : -1;
+      for (const MemoryEvent& e : plan.first_iteration)
+        if (e.alloc && balance[e.slot] > 0 && ptr[e.slot] == 0) allocate(e.slot);
+    }
+    for (iteration = 0; iteration < most; ++iteration) {
+      const bool first = iteration == 0 && !options.warm_start;
+      const auto& events = first ? plan.first_iteration : plan.steady_iteration;
+      const AllocatorStats before = alloc.stats();
       for (const MemoryEvent& e : events) {
         current = &e;
         if (e.alloc) {
@@ -152,6 +167,13 @@ MemoryReplay replay_memory(const ModelGraph& model, Shape shape, std::uint64_t c
         }
       }
       current = nullptr;
+      r.iterations_replayed = iteration + 1;
+      if (!options.until_steady || iteration + 1 < options.iterations || first) continue;
+      // A steady iteration that reserved and released no segment left the
+      // allocator as it found it (same segments, same live blocks): every
+      // later iteration repeats it.
+      const AllocatorStats after = alloc.stats();
+      if (after.num_device_alloc == before.num_device_alloc && after.num_device_free == before.num_device_free) break;
     }
   } catch (const OutOfMemoryError& e) {
     r.fits = false;
@@ -190,6 +212,22 @@ std::int64_t max_batch(std::uint64_t capacity_bytes, const ModelGraph& model, Sh
     (fits(mid) ? lo : hi) = mid;
   }
   return lo;
+}
+
+// ---- will a batch fit on a real card? ----------------------------------------
+
+std::uint64_t oom_capacity(const GpuSpec& gpu, double margin) {
+  if (!(margin >= 0) || !std::isfinite(margin))
+    throw InputError(fmt::format("workspace/fragmentation margin {} is impossible: it must be >= 0", margin));
+  const std::uint64_t total = gpu.reported_memory();
+  const std::uint64_t context = Device::default_context_reserve(gpu);
+  if (total <= context) return 0;
+  return static_cast<std::uint64_t>(static_cast<double>(total - context) / (1.0 + margin));
+}
+
+ReplayOptions oom_replay_options(ReplayOptions options) {
+  options.until_steady = true;
+  return options;
 }
 
 // ---- cost-model integration ------------------------------------------------

@@ -2,6 +2,7 @@
 // GPEmu profile folder whose measurements are the model's predictions
 // multiplied by chosen errors, so every APE is known exactly.
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -139,6 +140,42 @@ TEST(Validation, TinyProfileFolderGivesTheExactErrors) {
   EXPECT_FALSE(r.oom[0].exact);
   EXPECT_NEAR(r.oom_agreement_pct, 700.0 / 256, 1e-9);
   EXPECT_EQ(r.oom_exact_pct, 0);
+  // Largest batch 7 measured, 256 predicted: outside both tolerances, +3557%.
+  EXPECT_FALSE(r.oom[0].within_2_batches);
+  EXPECT_FALSE(r.oom[0].within_2pct);
+  EXPECT_EQ(r.oom_within_2_batches_pct, 0);
+  EXPECT_EQ(r.oom_within_2pct_pct, 0);
+  EXPECT_NEAR(r.oom_median_error_pct, (256.0 / 7 - 1) * 100, 1e-9);
+  // The margin fit has the pair's least capacities; no margin up to 20% makes
+  // a 32 GB card run out at batch 8 of resnet18, and one GPU has no held-out fold.
+  ASSERT_TRUE(r.oom_fit.computed);
+  EXPECT_EQ(r.oom_fit.pairs, 1);
+  EXPECT_GT(r.oom[0].need_next_bytes, r.oom[0].need_last_bytes);
+  EXPECT_GT(r.oom[0].raw_capacity_bytes, 50 * r.oom[0].need_next_bytes);
+  EXPECT_EQ(r.oom_fit.exact_at_best, 0);
+  EXPECT_EQ(r.oom_fit.exact_at_used, 0);
+  EXPECT_TRUE(r.oom_fit.held_out.empty());
+  // Without the fit nothing is computed for it.
+  ValidationOptions no_fit;
+  no_fit.oom_fit = false;
+  const ValidationReport q = validate(db, t.cal, no_fit);
+  EXPECT_FALSE(q.oom_fit.computed);
+  EXPECT_EQ(q.oom[0].need_last_bytes, 0u);
+  EXPECT_EQ(q.oom[0].predicted_max_batch, 256);
+}
+
+TEST(Validation, OomMarginWidensOrNarrowsTheCard) {
+  // A margin large enough takes the capacity below what batch 8 needs: the
+  // predicted largest batch falls, and with it the agreement rises.
+  TinyProfiles t;
+  const ProfileDatabase db = ProfileDatabase::load(t.dir.path());
+  ValidationOptions o;
+  o.oom_fit = false;
+  const ValidationReport plain = validate(db, t.cal, o);
+  o.oom_margin = 1000;  // capacity / 1001: ~32 MiB of a 32 GB card
+  const ValidationReport tight = validate(db, t.cal, o);
+  EXPECT_LT(tight.oom[0].predicted_max_batch, plain.oom[0].predicted_max_batch);
+  EXPECT_GE(tight.oom_agreement_pct, plain.oom_agreement_pct);
 }
 
 TEST(Validation, JsonAndSvgCarryTheFigures) {
@@ -153,6 +190,12 @@ TEST(Validation, JsonAndSvgCarryTheFigures) {
   }
   EXPECT_NEAR(j["overall"]["forward"]["median_ape_pct"].get<double>(), 10, 1e-9);
   EXPECT_TRUE(j.contains("oom_agreement_pct"));
+  for (const char* k : {"oom_exact_pct", "oom_within_2_batches", "oom_within_2pct", "oom_median_error_pct",
+                        "oom_per_gpu", "oom_margin_fit"})
+    EXPECT_TRUE(j.contains(k)) << k;
+  EXPECT_EQ(j["oom_per_gpu"]["V100-PCIE-32GB"]["pairs"].get<int>(), 1);
+  EXPECT_TRUE(j["oom"][0].contains("within_2pct"));
+  EXPECT_EQ(j["oom_margin_fit"]["pairs"].get<int>(), 1);
   const std::string svg = validation_svg(r);
   EXPECT_EQ(svg.rfind("<svg", 0), 0u);
   EXPECT_NE(svg.find("V100-PCIE-32GB"), std::string::npos);
@@ -202,6 +245,36 @@ TEST(Validation, SharedGPEmuProfilesAgainstTheCommittedCalibration) {
   // docs/validation.md: in-sample iteration median APE about 5%; a generous band.
   EXPECT_LT(r.overall.at(ValidationPhase::Iteration).median_ape_pct, 8);
   EXPECT_EQ(r.per_gpu.size(), 4u);
+}
+
+TEST(Validation, SharedGPEmuOomBoundaries) {
+  GPEMU_REQUIRE_SHARED_PROFILES(shared);
+  const std::filesystem::path cal = std::filesystem::path(GPEMU_SOURCE_DIR) / "data" / "calibration.json";
+  if (!std::filesystem::exists(cal)) GTEST_SKIP() << cal << " absent";
+  ValidationOptions o;
+  o.legacy_inplace_hardtanh = true;  // GPEmu's V100/P100/M40 PyTorch (docs/zoo-memory.md)
+  const ValidationReport r =
+      validate(ProfileDatabase::load(shared), std::make_shared<const Calibration>(Calibration::load(cal)), o);
+  std::ostringstream os;
+  print_validation(r, os);
+  const std::string text = os.str();
+  std::printf("%s\n", text.substr(text.find("OOM decisions")).c_str());
+  // docs/zoo-memory.md, "Out-of-memory points": 76.7% exact, 91.7% within 2
+  // batches, 90.8% within 2% (63.3% exact before); a band below those.
+  ASSERT_EQ(r.oom.size(), 120u);
+  EXPECT_GE(r.oom_exact_pct, 72);
+  EXPECT_GE(r.oom_within_2_batches_pct, 85);
+  EXPECT_GE(r.oom_within_2pct_pct, 85);
+  EXPECT_GE(r.oom_agreement_pct, 99);
+  EXPECT_LT(std::abs(r.oom_median_error_pct), 1);
+  // The committed margin is where a refit on these profiles puts it, and it
+  // carries over to a GPU left out of the fit.
+  ASSERT_TRUE(r.oom_fit.computed);
+  EXPECT_NEAR(r.oom_fit.best_margin, zoo::kWorkspaceFragmentationMargin, 0.005);
+  EXPECT_GE(r.oom_fit.exact_at_used, r.oom_fit.exact_at_best - 2);
+  ASSERT_EQ(r.oom_fit.held_out.size(), 4u);
+  for (const auto& f : r.oom_fit.held_out) EXPECT_NEAR(f.margin, zoo::kWorkspaceFragmentationMargin, 0.005) << f.gpu;
+  EXPECT_GE(r.oom_fit.exact_held_out, r.oom_fit.pairs * 7 / 10);
 }
 
 }  // namespace

@@ -116,6 +116,94 @@ TEST(ZooMemoryReplay, MaxBatchIsTheLargestThatFits) {
   EXPECT_GT(max_batch(2 * cap, g, Shape{}), m);
 }
 
+TEST(ZooMemoryReplay, UntilSteadyReplaysUntilTheAllocatorRepeats) {
+  const ModelGraph& g = load_model("resnet18");
+  ReplayOptions steady;
+  steady.until_steady = true;
+  const MemoryReplay two = replay_memory(g, Shape{32, 0}, CachingAllocator::kUnlimited);
+  const MemoryReplay r = replay_memory(g, Shape{32, 0}, CachingAllocator::kUnlimited, steady);
+  ASSERT_TRUE(r.fits);
+  EXPECT_EQ(two.iterations_replayed, 2);
+  EXPECT_GE(r.iterations_replayed, 2);
+  EXPECT_LE(r.iterations_replayed, steady.max_iterations);
+  // The last iteration reserved nothing new, so one more changes nothing.
+  ReplayOptions more = steady;
+  more.until_steady = false;
+  more.iterations = r.iterations_replayed + 1;
+  const MemoryReplay longer = replay_memory(g, Shape{32, 0}, CachingAllocator::kUnlimited, more);
+  EXPECT_EQ(longer.peak_reserved_bytes, r.peak_reserved_bytes);
+  EXPECT_EQ(longer.peak_allocated_bytes, r.peak_allocated_bytes);
+  EXPECT_EQ(r.peak_allocated_bytes, two.peak_allocated_bytes);  // every steady iteration allocates the same
+  // At most max_iterations.
+  ReplayOptions capped = steady;
+  capped.max_iterations = 1;
+  EXPECT_EQ(replay_memory(g, Shape{32, 0}, CachingAllocator::kUnlimited, capped).iterations_replayed, 2);
+  capped.max_iterations = 0;
+  EXPECT_THROW(replay_memory(g, Shape{32, 0}, CachingAllocator::kUnlimited, capped), InputError);
+}
+
+TEST(ZooMemoryReplay, LaterIterationsCanNeedMoreThanTheFirstTwo) {
+  // densenet121 at batch 116 (GPEmu's P100 boundary): two iterations fit in
+  // 14,900 MiB, but the allocator's layout keeps changing and the fifth
+  // iteration runs out. The steady replay says so.
+  const ModelGraph& g = load_model("densenet121");
+  ReplayOptions o;
+  o.legacy_inplace_hardtanh = true;
+  o.warm_start = true;
+  const std::uint64_t cap = 14900ull << 20;
+  ReplayOptions steady = o;
+  steady.until_steady = true;
+  const MemoryReplay two = replay_memory(g, Shape{116, 0}, cap, o);
+  const MemoryReplay settled = replay_memory(g, Shape{116, 0}, cap, steady);
+  EXPECT_TRUE(two.fits);
+  EXPECT_FALSE(settled.fits) << settled.iterations_replayed;
+  EXPECT_GE(settled.oom_iteration, 2);
+}
+
+TEST(ZooMemoryReplay, WarmStartMakesGradsAndMomentumFirst) {
+  const ModelGraph& g = load_model("resnet50");
+  ReplayOptions warm;
+  warm.warm_start = true;
+  const MemoryReplay cold = replay_memory(g, Shape{16, 0}, CachingAllocator::kUnlimited);
+  const MemoryReplay w = replay_memory(g, Shape{16, 0}, CachingAllocator::kUnlimited, warm);
+  ASSERT_TRUE(w.fits);
+  // The same tensors live at the end and at the peak; the grads and momentum
+  // sit together after the weights instead of in segments the first batch's
+  // activations made, so only the allocator's block rounding differs.
+  EXPECT_NEAR(static_cast<double>(w.persistent_bytes), static_cast<double>(cold.persistent_bytes),
+              0.01 * cold.persistent_bytes);
+  EXPECT_NEAR(static_cast<double>(w.peak_allocated_bytes), static_cast<double>(cold.peak_allocated_bytes),
+              0.005 * cold.peak_allocated_bytes);
+  EXPECT_EQ(w.peak_iteration, 0);  // every iteration is a steady one
+  // Without kept grads only the momentum is made up front.
+  ReplayOptions none = warm;
+  none.keep_grads = false;
+  ReplayOptions none_cold;
+  none_cold.keep_grads = false;
+  EXPECT_NEAR(static_cast<double>(replay_memory(g, Shape{16, 0}, CachingAllocator::kUnlimited, none).persistent_bytes),
+              static_cast<double>(
+                  replay_memory(g, Shape{16, 0}, CachingAllocator::kUnlimited, none_cold).persistent_bytes),
+              0.01 * cold.persistent_bytes);
+}
+
+TEST(ZooMemoryOom, CapacityIsReportedMemoryLessContextOverTheMargin) {
+  const GpuSpec& v100 = find_gpu("V100-PCIE-32GB");
+  const std::uint64_t raw = v100.reported_memory() - Device::default_context_reserve(v100);
+  EXPECT_EQ(v100.reported_memory(), 32510ull << 20);  // "31.75 GiB total capacity"
+  EXPECT_EQ(oom_capacity(v100, 0), raw);
+  EXPECT_NEAR(static_cast<double>(oom_capacity(v100)), raw / (1 + kWorkspaceFragmentationMargin), 1.0);
+  EXPECT_LT(oom_capacity(v100, 0.10), oom_capacity(v100));
+  EXPECT_THROW(oom_capacity(v100, -0.01), InputError);
+  EXPECT_THROW(oom_capacity(v100, std::nan("")), InputError);
+  // Every catalogued card, measured by GPEmu or not, gets a capacity below
+  // its chips' size and above 85% of it (ECC takes 1/16 on GDDR cards).
+  for (const GpuSpec& gpu : gpu_catalog()) {
+    EXPECT_LT(gpu.reported_memory(), gpu.memory_bytes) << gpu.id;
+    EXPECT_GT(oom_capacity(gpu), gpu.memory_bytes * 0.85) << gpu.id;
+  }
+  EXPECT_TRUE(oom_replay_options({}).until_steady);
+}
+
 TEST(ZooMemoryCost, FillsEstimatedMemoryOnly) {
   StepCost c;
   c.memory_provenance = Provenance::Estimated;
@@ -278,38 +366,44 @@ namespace {
 
 // GPEmu's timing tables stop at the last batch that ran on the card
 // (compute_last_measured_batch.csv); below 256 that is an OOM point. Compare
-// it with max_batch on the card's emulated capacity.
+// it with max_batch on oom_capacity (reported memory, context, workspace /
+// fragmentation margin), replayed to the allocator's steady state from a warm
+// start, as GPEmu's profiler ran (docs/zoo-memory.md, "Out-of-memory points").
 TEST(ZooMemoryReference, MaxBatchAgainstGPEmuOomPoints) {
   const fs::path profiles = shared_profiles_dir();
   if (profiles.empty()) GTEST_SKIP() << "shared reference data absent: " GPEMU_SHARED_DIR;
   const auto last = read_last_measured(profiles / "compute_last_measured_batch.csv");
-  ReplayOptions era;
-  era.legacy_inplace_hardtanh = true;
   std::printf("%-22s %-20s %9s %9s %8s\n", "gpu", "model", "last fit", "max_batch", "error");
-  int rows = 0;
-  double sum = 0, worst = 0;
+  int rows = 0, exact = 0, within2 = 0;
+  double sum = 0;
   for (const auto& [key, batch] : last) {
     const auto& [gpu_name, model] = key;
-    if (batch >= 256 || gpu_name == "Tesla_M40") continue;  // no OOM seen; M40: see docs/zoo-memory.md
+    if (batch >= 256) continue;  // no OOM seen
     const ModelGraph* g = find_model(model);
     if (!g) continue;
-    const GpuSpec& gpu = find_gpu(gpu_name);
-    const std::uint64_t capacity = gpu.memory_bytes - Device::default_context_reserve(gpu);
-    const std::int64_t m = max_batch(capacity, *g, Shape{}, gpu_name.find("A100") != std::string::npos ? ReplayOptions{} : era);
+    // GPEmu's V100/P100/M40 ran a PyTorch older than 1.10 (hardtanh_ saved its result).
+    ReplayOptions o = oom_replay_options({});
+    o.legacy_inplace_hardtanh = gpu_name.find("A100") == std::string::npos;
+    o.warm_start = true;
+    const std::int64_t m = max_batch(oom_capacity(find_gpu(gpu_name)), *g, Shape{}, o, 256);
     const double err = (static_cast<double>(m) - batch) / batch;
     std::printf("%-22s %-20s %9d %9lld %+7.1f%%\n", gpu_name.c_str(), model.c_str(), batch, static_cast<long long>(m),
                 100 * err);
-    // The emulated card never runs out of memory where the real one ran.
-    EXPECT_GE(m, batch) << gpu_name << " " << model;
     ++rows;
     sum += std::abs(err);
-    worst = std::max(worst, std::abs(err));
+    exact += m == batch;
+    within2 += std::abs(m - batch) <= 2;
   }
-  std::printf("%d OOM points: mean |error| %.1f%%, max %.1f%%\n", rows, 100 * sum / std::max(rows, 1), 100 * worst);
-  EXPECT_GE(rows, 20);
-  // Known bias (docs/zoo-memory.md): cuDNN workspaces and the context are
-  // larger on the real cards, so the emulated card fits ~5-10% more.
-  EXPECT_LT(sum / rows, 0.12);
+  std::printf("%d OOM points: exact %d, within 2 batches %d, mean |error| %.1f%%\n", rows, exact, within2,
+              100 * sum / std::max(rows, 1));
+  EXPECT_GE(rows, 40);
+  // docs/zoo-memory.md: 15 of 43 exact, 33 within 2 batches, mean |error|
+  // 1.8% (VGG without batch norm on P100/M40 the worst: the card ran out 5-20%
+  // before any other model says it should). Before the margin, the reported
+  // memory and the steady replay: 0 exact, mean +8.5%, never below.
+  EXPECT_GE(exact, rows * 3 / 10);
+  EXPECT_GE(within2, rows * 7 / 10);
+  EXPECT_LT(sum / rows, 0.03);
 }
 
 }  // namespace
