@@ -9,6 +9,7 @@
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "cli/output.h"
+#include "gpemu/analytical_model.h"
 #include "gpemu/calibration.h"
 #include "gpemu/catalog.h"
 #include "gpemu/cost_model.h"
@@ -49,6 +50,36 @@ zoo::ReplayOptions replay_options(const PredictArgs& a) {
                                  "(set_to_none=True, PyTorch >= 2.0 default)",
                                  a.zero_grad));
   return o;
+}
+
+// The analytical model's options for what was asked: time follows precision,
+// optimizer, zero_grad and sequence length as memory does.
+AnalyticalOptions analytical_options(const PredictArgs& a, const zoo::ReplayOptions& o) {
+  AnalyticalOptions ao;
+  ao.precision = o.precision;
+  ao.optimizer = o.optimizer;
+  ao.legacy_zero_grad = o.keep_grads;
+  ao.seq_len = a.seq_len;
+  return ao;
+}
+
+// Measured profiles (GPEmu's) are FP32 runs with SGD and zero_grad() keeping
+// the grads; they answer only for those conditions. Otherwise --profiles is
+// set aside with a note on stderr and the analytical model answers.
+std::unique_ptr<CostModel> cost_model_for(const PredictArgs& a, const zoo::ReplayOptions& o) {
+  const AnalyticalOptions ao = analytical_options(a, o);
+  const bool measured_conditions =
+      ao.precision == zoo::Precision::FP32 && ao.optimizer == zoo::Optimizer::SGD && ao.legacy_zero_grad;
+  std::optional<std::filesystem::path> dir;
+  if (!a.profiles.empty()) {
+    if (measured_conditions)
+      dir = a.profiles;
+    else
+      std::cerr << fmt::format("note: --profiles {} not used: measured profiles are FP32 runs with SGD and "
+                               "zero_grad(); times for {}, {}, zero_grad '{}' come from the analytical model\n",
+                               a.profiles, zoo::to_string(o.precision), zoo::to_string(o.optimizer), a.zero_grad);
+  }
+  return make_layered_cost_model(dir, ao);
 }
 
 // The zoo's graph for the model when memory should come from its replay:
@@ -117,7 +148,7 @@ void print_max_batch_only(const PredictArgs& a, const GpuSpec& gpu, std::uint64_
   const zoo::Shape shape = g.resolve(zoo::Shape{1, a.seq_len});
   std::optional<int> evidence;
   if (!a.profiles.empty()) {
-    auto costs = make_cost_model(std::optional<std::filesystem::path>(a.profiles));
+    auto costs = cost_model_for(a, opts);
     try {
       evidence = costs->step_cost(gpu, a.model, 1).oom_evidence_batch;
     } catch (const InputError&) {
@@ -171,7 +202,7 @@ void predict(const PredictArgs& a) {
     return;
   }
   const int batch = *a.batch_size;
-  auto costs = make_cost_model(a.profiles.empty() ? std::nullopt : std::optional<std::filesystem::path>(a.profiles));
+  auto costs = cost_model_for(a, opts);
   StepCost c = costs->step_cost(gpu, a.model, batch);
   zoo::apply_zoo_memory(c, a.model, batch, opts, a.seq_len);
   const PcieModel pcie = PcieModel::for_link(gpu.pcie_gen, gpu.pcie_lanes);

@@ -70,6 +70,27 @@ TEST(Cli, PredictSaysAHugeBatchDoesNotFit) {
   EXPECT_NE(j["oom_reason"].get<std::string>().find("CUDA out of memory"), std::string::npos);
 }
 
+TEST(Cli, PredictTimesFollowPrecisionAndSequenceLength) {
+  auto fp32 = json_of(run("predict --gpu v100 --model resnet50 --batch-size 128 --json"));
+  auto amp = json_of(run("predict --gpu v100 --model resnet50 --batch-size 128 --precision amp --json"));
+  // FP16 tensor cores (112 TFLOP/s vs 14 FP32) and half the activation bytes.
+  EXPECT_LT(amp["forward_ms"].get<double>(), 0.75 * fp32["forward_ms"].get<double>());
+  EXPECT_LT(amp["peak_allocated_mib"].get<double>(), fp32["peak_allocated_mib"].get<double>());
+  auto s128 = json_of(run("predict --gpu a100 --model bert_base --batch-size 8 --seq-len 128 --json"));
+  auto s512 = json_of(run("predict --gpu a100 --model bert_base --batch-size 8 --seq-len 512 --json"));
+  EXPECT_GT(s512["forward_ms"].get<double>(), 3 * s128["forward_ms"].get<double>());
+}
+
+TEST(Cli, PredictSetsMeasuredFp32ProfilesAsideForOtherPrecisions) {
+  const std::filesystem::path shared = GPEMU_SHARED_DIR "/reference/gpemu-profiles";
+  if (!std::filesystem::exists(shared)) GTEST_SKIP() << "shared profiles absent: " << shared;
+  Result r = run("predict --gpu Tesla_V100-PCIE-32GB --model resnet50 --batch-size 64 --precision amp --json "
+                 "--profiles " + shared.string());
+  auto j = json_of(r);
+  EXPECT_EQ(j["provenance"]["forward"], "estimated");
+  EXPECT_NE(r.err.find("not used"), std::string::npos) << r.err;
+}
+
 TEST(Cli, PredictReplaysMeasuredProfiles) {
   const std::filesystem::path shared = GPEMU_SHARED_DIR "/reference/gpemu-profiles";
   if (!std::filesystem::exists(shared)) GTEST_SKIP() << "shared profiles absent: " << shared;
