@@ -69,14 +69,35 @@ void install(ErrorManager& err) {
 }
 
 // Adobe CMYK JPEGs store inverted inks (255 = no ink); others store inks.
-void cmyk_to_rgb(const std::uint8_t* in, std::uint8_t* out, int width, bool inverted) {
-  for (int x = 0; x < width; ++x, in += 4, out += 3) {
+// Writes `out_bytes` (3: RGB, 4: RGBX) per pixel.
+void cmyk_to_rgb(const std::uint8_t* in, std::uint8_t* out, int width, bool inverted, int out_bytes) {
+  for (int x = 0; x < width; ++x, in += 4, out += out_bytes) {
     const int k = inverted ? in[3] : 255 - in[3];
     for (int ch = 0; ch < 3; ++ch) {
       const int c = inverted ? in[ch] : 255 - in[ch];
       out[ch] = static_cast<std::uint8_t>((c * k + 127) / 255);
     }
+    if (out_bytes == 4) out[3] = 255;
   }
+}
+
+// Whether the entropy-coded data from p onwards is followed by an EOI
+// marker before any other marker. In entropy-coded data a 0xFF byte is
+// followed by a stuffed 0x00 or is a restart marker; 0xFF fill bytes may
+// precede a marker.
+bool scan_reaches_eoi(const JOCTET* p, std::size_t n) {
+  const JOCTET* end = p + n;
+  while (p < end) {
+    p = static_cast<const JOCTET*>(std::memchr(p, 0xFF, static_cast<std::size_t>(end - p)));
+    if (p == nullptr) return false;
+    ++p;
+    while (p < end && *p == 0xFF) ++p;
+    if (p == end) return false;
+    const JOCTET code = *p++;
+    if (code == 0x00 || (code >= JPEG_RST0 && code <= JPEG_RST0 + 7)) continue;
+    return code == JPEG_EOI;
+  }
+  return false;
 }
 
 }  // namespace
@@ -101,33 +122,47 @@ struct JpegDecoder::State {
     jpeg_abort_decompress(&cinfo);
     jpeg_mem_src(&cinfo, reinterpret_cast<const unsigned char*>(data), static_cast<unsigned long>(size));
     jpeg_read_header(&cinfo, TRUE);
-    const bool cmyk = cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK;
+    cmyk = cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK;
     cinfo.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
   }
+  bool cmyk = false;
 
-  // Reads output rows [first, last) into region (3 bytes per pixel), the
-  // rows before `first` having been skipped.
-  void read_rows(JDIMENSION last, std::size_t stride) {
+  // Reads output rows [first, last) into region (pixel_bytes per pixel: 3
+  // RGB, 4 RGBX), the rows before `first` having been skipped.
+  void read_rows(JDIMENSION last, std::size_t stride, int pixel_bytes) {
     const JDIMENSION first = cinfo.output_scanline;
-    const int comps = cinfo.output_components;
     const bool inverted = cinfo.saw_Adobe_marker;
-    if (comps == 4) cmyk_rows.resize(static_cast<std::size_t>(cinfo.output_width) * 4 * 16);
+    if (cmyk) cmyk_rows.resize(static_cast<std::size_t>(cinfo.output_width) * 4 * 16);
     JSAMPROW rows[16];
     while (cinfo.output_scanline < last) {
       const JDIMENSION want = std::min<JDIMENSION>(16, last - cinfo.output_scanline);
       const JDIMENSION y = cinfo.output_scanline - first;
       for (JDIMENSION r = 0; r < want; ++r) {
-        rows[r] = comps == 4 ? cmyk_rows.data() + static_cast<std::size_t>(r) * cinfo.output_width * 4
-                             : region.data() + (y + r) * stride;
+        rows[r] = cmyk ? cmyk_rows.data() + static_cast<std::size_t>(r) * cinfo.output_width * 4
+                       : region.data() + (y + r) * stride;
       }
       const JDIMENSION got = jpeg_read_scanlines(&cinfo, rows, want);
-      if (comps == 4) {
+      if (cmyk) {
         for (JDIMENSION r = 0; r < got; ++r) {
-          cmyk_to_rgb(rows[r], region.data() + (y + r) * stride, static_cast<int>(cinfo.output_width), inverted);
+          cmyk_to_rgb(rows[r], region.data() + (y + r) * stride, static_cast<int>(cinfo.output_width), inverted,
+                      pixel_bytes);
         }
       }
       if (got == 0) break;
     }
+  }
+
+  // After the rows a crop needs: whether the rest of the file certainly
+  // holds no truncation, so decoding may stop here.
+  bool rest_is_complete() {
+    // Multi-scan (progressive) files were read to their EOI by
+    // jpeg_start_decompress, which reports truncation itself.
+    if (jpeg_input_complete(&cinfo)) return true;
+    // The Huffman decoder stops at the marker that ends the scan and keeps
+    // it in unread_marker (restart markers it handles itself).
+    const int m = cinfo.unread_marker;
+    if (m != 0 && !(m >= JPEG_RST0 && m <= JPEG_RST0 + 7)) return m == JPEG_EOI;
+    return scan_reaches_eoi(cinfo.src->next_input_byte, cinfo.src->bytes_in_buffer);
   }
 
   bool info_core(const std::byte* data, std::size_t size, JpegInfo* info) {
@@ -144,12 +179,13 @@ struct JpegDecoder::State {
   }
 
   bool crop_core(const std::byte* data, std::size_t size,
-                 const std::function<CropBox(int, int)>* choose, int min_w, int min_h) {
+                 const std::function<CropBox(int, int)>* choose, int min_w, int min_h, JpegValidation validation) {
     if (setjmp(err.jump)) {
       jpeg_abort_decompress(&cinfo);
       return false;
     }
     start_header(data, size);
+    if (!cmyk) cinfo.out_color_space = JCS_EXT_RGBX;  // 4-byte pixels: the resampler's vector lanes
     const int W = static_cast<int>(cinfo.image_width);
     const int H = static_cast<int>(cinfo.image_height);
     CropBox box = (*choose)(W, H);
@@ -186,22 +222,26 @@ struct JpegDecoder::State {
       cw = rx1 - rx0;
       jpeg_crop_scanline(&cinfo, &cx, &cw);  // widens to iMCU boundaries
     }
-    const std::size_t stride = static_cast<std::size_t>(cw) * 3;
+    const std::size_t stride = static_cast<std::size_t>(cw) * 4;
     region.resize(stride * (ry1 - ry0));
     if (ry0 > 0) jpeg_skip_scanlines(&cinfo, ry0);
-    read_rows(ry1, stride);
-    // Entropy-decode the rest too, so damage below the crop is detected.
-    // Skipping straight to the end would not (libjpeg-turbo then only moves
-    // the row counter), so skip all but the last row and read that one.
-    if (cinfo.output_height - cinfo.output_scanline > 1) {
-      jpeg_skip_scanlines(&cinfo, cinfo.output_height - cinfo.output_scanline - 1);
+    read_rows(ry1, stride, 4);
+    if (validation == JpegValidation::Truncation && rest_is_complete()) {
+      jpeg_abort_decompress(&cinfo);
+    } else {
+      // Entropy-decode the rest too, so damage below the crop is detected.
+      // Skipping straight to the end would not (libjpeg-turbo then only moves
+      // the row counter), so skip all but the last row and read that one.
+      if (cinfo.output_height - cinfo.output_scanline > 1) {
+        jpeg_skip_scanlines(&cinfo, cinfo.output_height - cinfo.output_scanline - 1);
+      }
+      if (cinfo.output_scanline < cinfo.output_height) {
+        last_row.resize(static_cast<std::size_t>(cinfo.output_width) * cinfo.output_components);
+        JSAMPROW row = last_row.data();
+        jpeg_read_scanlines(&cinfo, &row, 1);
+      }
+      jpeg_finish_decompress(&cinfo);
     }
-    if (cinfo.output_scanline < cinfo.output_height) {
-      last_row.resize(static_cast<std::size_t>(cinfo.output_width) * cinfo.output_components);
-      JSAMPROW row = last_row.data();
-      jpeg_read_scanlines(&cinfo, &row, 1);
-    }
-    jpeg_finish_decompress(&cinfo);
 
     crop.rgb = region.data();
     crop.stride = static_cast<int>(stride);
@@ -213,6 +253,7 @@ struct JpegDecoder::State {
     crop.box_height = by1 - by0;
     crop.scale_num = m;
     crop.info = {W, H, cinfo.num_components};
+    crop.pixel_bytes = 4;
     return true;
   }
 
@@ -227,7 +268,7 @@ struct JpegDecoder::State {
     jpeg_start_decompress(&cinfo);
     const std::size_t stride = static_cast<std::size_t>(cinfo.output_width) * 3;
     region.resize(stride * cinfo.output_height);
-    read_rows(cinfo.output_height, stride);
+    read_rows(cinfo.output_height, stride, 3);
     jpeg_finish_decompress(&cinfo);
     image.width = static_cast<int>(cinfo.output_width);
     image.height = static_cast<int>(cinfo.output_height);
@@ -251,8 +292,8 @@ JpegInfo JpegDecoder::read_info(std::span<const std::byte> data) {
 
 DecodedCrop JpegDecoder::decode_crop(std::span<const std::byte> data,
                                      const std::function<CropBox(int, int)>& choose_box, int min_width,
-                                     int min_height) {
-  if (!s_->crop_core(data.data(), data.size(), &choose_box, min_width, min_height)) {
+                                     int min_height, JpegValidation validation) {
+  if (!s_->crop_core(data.data(), data.size(), &choose_box, min_width, min_height, validation)) {
     throw JpegError(std::string("corrupt JPEG: ") + s_->err.message);
   }
   return s_->crop;

@@ -205,7 +205,7 @@ struct DataLoader::Impl {
                   aug = draw_augmentation(w, h, t, seed);
                   return aug.box;
                 },
-                t.width, t.height);
+                t.width, t.height, opt.jpeg_validation);
             resize_normalize(crop, aug.flip, t, reinterpret_cast<float*>(b.buffer_.data() + used));
             used += slot;
             b.timing.decode_ns += now() - t1;

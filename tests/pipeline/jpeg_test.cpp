@@ -3,6 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include <jpeglib.h>
 
 #include "gpemu/pipeline/transform.h"
 
@@ -20,6 +25,74 @@ std::vector<std::uint8_t> gradient(int w, int h) {
     }
   }
   return rgb;
+}
+
+// Noise compresses to ~ as many bits per pixel as photos: the entropy-coded
+// data is spread evenly over the rows.
+std::vector<std::uint8_t> noise(int w, int h) {
+  std::vector<std::uint8_t> rgb(static_cast<std::size_t>(w) * h * 3);
+  for (std::size_t i = 0; i < rgb.size(); ++i) rgb[i] = static_cast<std::uint8_t>((i * 2654435761u) >> 13);
+  return rgb;
+}
+
+// An encoder for layouts encode_jpeg does not write: progressive, or with
+// restart markers every `restart_rows` MCU rows. Valid input only (libjpeg's
+// default error handler exits).
+std::vector<std::byte> encode_special(const std::vector<std::uint8_t>& rgb, int w, int h, bool progressive,
+                                      int restart_rows) {
+  jpeg_compress_struct c;
+  jpeg_error_mgr err;
+  c.err = jpeg_std_error(&err);
+  jpeg_create_compress(&c);
+  unsigned char* out = nullptr;
+  unsigned long size = 0;
+  jpeg_mem_dest(&c, &out, &size);
+  c.image_width = static_cast<JDIMENSION>(w);
+  c.image_height = static_cast<JDIMENSION>(h);
+  c.input_components = 3;
+  c.in_color_space = JCS_RGB;
+  jpeg_set_defaults(&c);
+  jpeg_set_quality(&c, 90, TRUE);
+  if (progressive) jpeg_simple_progression(&c);
+  c.restart_in_rows = restart_rows;
+  jpeg_start_compress(&c, TRUE);
+  while (c.next_scanline < c.image_height) {
+    JSAMPROW row = const_cast<JSAMPROW>(&rgb[static_cast<std::size_t>(c.next_scanline) * w * 3]);
+    jpeg_write_scanlines(&c, &row, 1);
+  }
+  jpeg_finish_compress(&c);
+  std::vector<std::byte> bytes(size);
+  std::memcpy(bytes.data(), out, size);
+  jpeg_destroy_compress(&c);
+  std::free(out);
+  return bytes;
+}
+
+// Overwrites two entropy-coded bytes at about `fraction` of the file with a
+// restart marker, in a file that has no restart interval: a decoder that
+// reaches it finds the scan's data cut short there ("premature end of data
+// segment"). The file stays complete (its EOI is intact). libjpeg-turbo
+// does not flag every corruption (its fast Huffman path decodes a bad code
+// as 0), but this one it always does.
+void insert_stray_marker(std::vector<std::byte>& jpeg, double fraction) {
+  auto pos = static_cast<std::size_t>(static_cast<double>(jpeg.size()) * fraction);
+  while (jpeg[pos - 1] == std::byte{0xFF}) ++pos;
+  ASSERT_LT(pos + 2, jpeg.size() - 2);
+  jpeg[pos] = std::byte{0xFF};
+  jpeg[pos + 1] = std::byte{0xD0};  // RST0
+}
+
+CropBox top_left(int, int) { return CropBox{0, 0, 64, 64}; }
+CropBox bottom_right(int w, int h) { return CropBox{w - 64, h - 64, 64, 64}; }
+
+// The crop region's pixels, which must not depend on the validation.
+std::vector<std::uint8_t> region_pixels(const DecodedCrop& c) {
+  std::vector<std::uint8_t> px;
+  for (int y = 0; y < c.region_height; ++y) {
+    const auto* row = c.rgb + static_cast<std::size_t>(y) * c.stride;
+    px.insert(px.end(), row, row + static_cast<std::size_t>(c.region_width) * c.pixel_bytes);
+  }
+  return px;
 }
 
 TEST(Jpeg, RoundTripsSizeAndApproximatePixels) {
@@ -78,14 +151,71 @@ TEST(Jpeg, CorruptDataIsAnErrorNotACrash) {
 }
 
 TEST(Jpeg, TruncatedDataIsAnErrorEvenOutsideTheCrop) {
-  std::vector<std::uint8_t> rgb(640 * 480 * 3);
-  for (std::size_t i = 0; i < rgb.size(); ++i) rgb[i] = static_cast<std::uint8_t>((i * 2654435761u) >> 13);
+  const auto rgb = noise(640, 480);
   auto jpeg = encode_jpeg(rgb.data(), 640, 480, 90);
   jpeg.resize(jpeg.size() * 2 / 3);
   JpegDecoder d;
   EXPECT_THROW(d.decode(jpeg), JpegError);
   // The crop sits in the top rows, the damage at the bottom.
-  EXPECT_THROW(d.decode_crop(jpeg, [](int, int) { return CropBox{0, 0, 64, 64}; }, 32, 32), JpegError);
+  EXPECT_THROW(d.decode_crop(jpeg, top_left, 32, 32), JpegError);
+  EXPECT_THROW(d.decode_crop(jpeg, top_left, 32, 32, JpegValidation::Truncation), JpegError);
+  EXPECT_THROW(d.decode_crop(jpeg, top_left, 32, 32, JpegValidation::Full), JpegError);
+}
+
+TEST(Jpeg, AFileCutJustBeforeItsEndMarkerIsAnErrorInBothValidations) {
+  const auto rgb = noise(320, 240);
+  auto jpeg = encode_jpeg(rgb.data(), 320, 240, 90);
+  jpeg.resize(jpeg.size() - 2);  // every MCU is there, the EOI marker is not
+  JpegDecoder d;
+  EXPECT_THROW(d.decode_crop(jpeg, top_left, 32, 32, JpegValidation::Truncation), JpegError);
+  EXPECT_THROW(d.decode_crop(jpeg, top_left, 32, 32, JpegValidation::Full), JpegError);
+}
+
+TEST(Jpeg, CorruptDataBelowTheCropIsAnErrorOnlyWithFullValidation) {
+  const auto rgb = noise(640, 480);
+  auto jpeg = encode_jpeg(rgb.data(), 640, 480, 90);
+  insert_stray_marker(jpeg, 0.9);
+  JpegDecoder d;
+  EXPECT_THROW(d.decode(jpeg), JpegError);
+  EXPECT_THROW(d.decode_crop(jpeg, top_left, 32, 32, JpegValidation::Full), JpegError);
+  // The default stops after the crop: the complete file decodes.
+  const auto c = d.decode_crop(jpeg, top_left, 32, 32);
+  EXPECT_EQ(c.info.width, 640);
+  // Damage inside (or above) the crop is an error either way.
+  EXPECT_THROW(d.decode_crop(jpeg, bottom_right, 32, 32, JpegValidation::Truncation), JpegError);
+  EXPECT_THROW(d.decode_crop(jpeg, bottom_right, 32, 32, JpegValidation::Full), JpegError);
+}
+
+TEST(Jpeg, ValidationDoesNotChangeThePixels) {
+  const auto rgb = noise(400, 300);
+  for (const bool progressive : {false, true}) {
+    for (const int restart_rows : {0, 1}) {
+      const auto jpeg = encode_special(rgb, 400, 300, progressive, restart_rows);
+      JpegDecoder d;
+      for (const auto box : {CropBox{10, 20, 150, 100}, CropBox{0, 0, 400, 300}, CropBox{250, 200, 150, 100}}) {
+        auto choose = [&](int, int) { return box; };
+        const auto a = region_pixels(d.decode_crop(jpeg, choose, 64, 64, JpegValidation::Truncation));
+        const auto b = region_pixels(d.decode_crop(jpeg, choose, 64, 64, JpegValidation::Full));
+        EXPECT_EQ(a, b) << "progressive " << progressive << ", restart rows " << restart_rows;
+        EXPECT_FALSE(a.empty());
+      }
+    }
+  }
+}
+
+TEST(Jpeg, TruncationIsDetectedInProgressiveAndRestartMarkedFiles) {
+  const auto rgb = noise(400, 300);
+  for (const bool progressive : {false, true}) {
+    for (const int restart_rows : {0, 1}) {
+      auto jpeg = encode_special(rgb, 400, 300, progressive, restart_rows);
+      jpeg.resize(jpeg.size() * 3 / 4);
+      JpegDecoder d;
+      for (const auto v : {JpegValidation::Truncation, JpegValidation::Full}) {
+        EXPECT_THROW(d.decode_crop(jpeg, top_left, 32, 32, v), JpegError)
+            << "progressive " << progressive << ", restart rows " << restart_rows;
+      }
+    }
+  }
 }
 
 TEST(Transform, AugmentationIsDeterministicAndInsideTheImage) {
@@ -129,6 +259,64 @@ TEST(Transform, ConstantImageNormalisesToConstantChannels) {
   const float expect[3] = {(1.0f - 0.485f) / 0.229f, (0.0f - 0.456f) / 0.224f, (128 / 255.0f - 0.406f) / 0.225f};
   for (int c = 0; c < 3; ++c) {
     for (int i = 0; i < 24 * 32; ++i) ASSERT_NEAR(out[c * 24 * 32 + i], expect[c], 1e-4);
+  }
+}
+
+TEST(Transform, RgbAndRgbxRegionsGiveTheSameOutput) {
+  const auto rgb = noise(90, 70);
+  std::vector<std::uint8_t> rgbx(90 * 70 * 4);
+  for (std::size_t p = 0; p < 90 * 70; ++p) {
+    std::memcpy(&rgbx[p * 4], &rgb[p * 3], 3);
+    rgbx[p * 4 + 3] = 255;
+  }
+  for (const bool flip : {false, true}) {
+    for (const int size : {24, 45, 150}) {  // shrinking (wide filter) and enlarging
+      ImageTransformOptions o;
+      o.height = size;
+      o.width = size + 3;  // not a multiple of four
+      DecodedCrop a{rgb.data(), 90 * 3, 90, 70, 5.25, 3.5, 80.5, 60, 8, {90, 70, 3}, 3};
+      DecodedCrop b{rgbx.data(), 90 * 4, 90, 70, 5.25, 3.5, 80.5, 60, 8, {90, 70, 3}, 4};
+      std::vector<float> x(3 * o.height * o.width), y(x.size());
+      resize_normalize(a, flip, o, x.data());
+      resize_normalize(b, flip, o, y.data());
+      EXPECT_EQ(x, y);
+    }
+  }
+}
+
+TEST(Transform, MatchesADirectSeparableBilinearResize) {
+  // Reference: the triangle filter evaluated per output pixel in double.
+  const auto rgb = noise(60, 50);
+  DecodedCrop crop{rgb.data(), 60 * 3, 60, 50, 4.5, 2.0, 41.0, 37.5, 8, {60, 50, 3}, 3};
+  ImageTransformOptions o;
+  o.height = 17;
+  o.width = 23;
+  std::vector<float> out(3 * 17 * 23);
+  resize_normalize(crop, true, o, out.data());
+  auto weights = [](double start, double len, int in, int n, int i) {
+    const double scale = len / n, support = std::max(1.0, scale), center = start + (i + 0.5) * scale;
+    std::vector<double> w(in, 0.0);
+    double sum = 0;
+    for (int j = std::max(0, int(std::floor(center - support))); j < std::min(in, int(std::ceil(center + support))); ++j) {
+      const double d = std::abs((j + 0.5 - center) / support);
+      w[j] = d < 1 ? 1 - d : 0;
+      sum += w[j];
+    }
+    for (auto& v : w) v /= sum;
+    return w;
+  };
+  for (int y = 0; y < 17; ++y) {
+    const auto wy = weights(2.0, 37.5, 50, 17, y);
+    for (int x = 0; x < 23; ++x) {
+      const auto wx = weights(4.5, 41.0, 60, 23, x);
+      for (int c = 0; c < 3; ++c) {
+        double v = 0;
+        for (int j = 0; j < 50; ++j)
+          for (int i = 0; i < 60; ++i) v += wy[j] * wx[i] * rgb[(j * 60 + i) * 3 + c];
+        const double expect = (v / 255 - o.mean[c]) / o.std[c];
+        EXPECT_NEAR(out[(c * 17 + y) * 23 + (22 - x)], expect, 1e-4) << "c " << c << " y " << y << " x " << x;
+      }
+    }
   }
 }
 

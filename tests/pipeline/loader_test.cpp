@@ -205,6 +205,48 @@ TEST(Loader, SkipDropsCorruptAndTruncatedImagesAndCountsThem) {
   EXPECT_EQ(loader.stats().skipped, 2u);
 }
 
+TEST(Loader, JpegValidationFullAlsoRejectsDamageBelowTheCrop) {
+  // A tall, narrow image: no RandomResizedCrop attempt fits its width, so the
+  // crop is the centre one, far above the damage near the end of the file.
+  TempDir dir;
+  std::filesystem::create_directories(dir.path() / "a");
+  std::vector<std::uint8_t> rgb(64 * 2000 * 3);
+  for (std::size_t i = 0; i < rgb.size(); ++i) rgb[i] = static_cast<std::uint8_t>((i * 2654435761u) >> 13);
+  for (const char* name : {"fine.jpg", "damaged.jpg"}) {
+    auto jpeg = encode_jpeg(rgb.data(), 64, 2000, 90);
+    if (std::string(name) == "damaged.jpg") {
+      // A stray restart marker (the file has no restart interval) cuts the
+      // scan's data short there for a decoder; the file stays complete.
+      auto pos = jpeg.size() * 95 / 100;
+      while (jpeg[pos - 1] == std::byte{0xFF}) ++pos;
+      jpeg[pos] = std::byte{0xFF};
+      jpeg[pos + 1] = std::byte{0xD0};
+    }
+    std::ofstream(dir.path() / "a" / name, std::ios::binary)
+        .write(reinterpret_cast<const char*>(jpeg.data()), static_cast<std::streamsize>(jpeg.size()));
+  }
+  const auto ds = open_image_folder(dir.path());
+  for (const auto v : {JpegValidation::Truncation, JpegValidation::Full}) {
+    auto o = small_images(2, 1);
+    o.on_error = OnError::Skip;
+    o.jpeg_validation = v;
+    DataLoader loader(ds, o);
+    std::vector<std::string> skipped;
+    std::size_t delivered = 0;
+    while (auto b = loader.next()) {
+      delivered += b->size();
+      for (const auto& e : b->skipped) skipped.push_back(std::filesystem::path(e.path).filename().string());
+    }
+    if (v == JpegValidation::Full) {
+      EXPECT_EQ(delivered, 1u);
+      EXPECT_EQ(skipped, std::vector<std::string>{"damaged.jpg"});
+    } else {
+      EXPECT_EQ(delivered, 2u);  // the default stops decoding after the crop
+      EXPECT_TRUE(skipped.empty());
+    }
+  }
+}
+
 TEST(Loader, StopThrowsInputErrorNamingTheFileAndEndsTheEpoch) {
   Damaged d;
   for (const int workers : {0, 3}) {

@@ -64,6 +64,10 @@ struct LoaderOptions {
   bool drop_uneven_shards = false;  // DistributedSampler's drop_last
   bool decode_images = true;     // false: JPEG samples are delivered as bytes
   ImageTransformOptions transform;  // output image size and augmentation
+  // How much of each JPEG is checked for damage: Truncation (decode stops
+  // after the crop; truncated files are still errors, as in PIL) or Full
+  // (every row entropy-decoded; corrupt data anywhere is an error). See jpeg.h.
+  JpegValidation jpeg_validation = JpegValidation::Truncation;
   OnError on_error = OnError::Stop;
   bool direct_io = false;        // O_DIRECT reads, falling back when refused
   std::uint64_t cache_bytes = 0; // loader cache capacity; 0: no cache

@@ -40,7 +40,11 @@ Augmentation draw_augmentation(int image_width, int image_height, const ImageTra
 
 // Resamples crop.box to options.height x options.width, flips when asked,
 // and writes (v / 255 - mean) / std as float32 CHW into out
-// (3 * height * width floats).
+// (3 * height * width floats). One pass per output row: the vertical filter
+// over the columns needed (RGBX, four float lanes), then the horizontal one
+// with normalisation and flip, stored straight into the three planes.
+// Accepts RGB or RGBX crops (RGB is widened to RGBX first, for tests and
+// callers with their own buffers; decode_crop gives RGBX).
 void resize_normalize(const DecodedCrop& crop, bool flip, const ImageTransformOptions& options, float* out);
 
 }  // namespace gpemu::pipeline
