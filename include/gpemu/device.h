@@ -49,11 +49,19 @@ std::string_view to_string(Engine e);
 class Device;
 class Event;
 
+// Share of the memory left after the context that cuDNN workspaces and the
+// fragmentation they cause take in a real run (the traced tensors do not
+// have them): fitted on the OOM points of GPEmu's four measured cards,
+// stable to 0.2 points when one card is left out (docs/zoo-memory.md).
+inline constexpr double kDefaultWorkspaceMargin = 0.04;
+
 struct DeviceOptions {
   int index = 0;  // device ordinal: trace row, "GPU n" in messages
   // Memory the CUDA context and cuDNN/cuBLAS handles hold, not available to
   // tensors. Default by architecture (docs/device.md).
   std::optional<std::uint64_t> context_reserve_bytes;
+  // Tensors get (reported memory - context) / (1 + workspace_margin).
+  double workspace_margin = kDefaultWorkspaceMargin;
   // Host link; default from the GPU's PCIe generation and lanes.
   std::optional<PcieModel> pcie;
   // Shared host links (e.g. several GPUs behind one PCIe switch or root
@@ -150,6 +158,11 @@ class Device {
 
   // Default CUDA-context reserve for a GPU (docs/device.md).
   static std::uint64_t default_context_reserve(const GpuSpec& spec);
+  // The memory tensors can use: the card's reported memory
+  // (GpuSpec::reported_memory) less the context, divided by 1 + margin.
+  // Throws InputError for a negative or non-finite margin.
+  static std::uint64_t tensor_capacity(const GpuSpec& spec, std::uint64_t context_reserve,
+                                       double workspace_margin = kDefaultWorkspaceMargin);
 
  private:
   friend class Stream;

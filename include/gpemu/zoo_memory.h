@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "gpemu/cost_model.h"
+#include "gpemu/device.h"
 #include "gpemu/zoo.h"
 
 namespace gpemu::zoo {
@@ -143,7 +144,7 @@ std::int64_t max_batch(std::uint64_t capacity_bytes, const ModelGraph& model, Sh
 // (card memory - context) / (1 + margin). 0.04 was fitted on GPEmu's four
 // measured cards (OOM points of 30 CNNs each) and cross-checked leaving one
 // card out (docs/zoo-memory.md, "Out-of-memory points").
-inline constexpr double kWorkspaceFragmentationMargin = 0.04;
+inline constexpr double kWorkspaceFragmentationMargin = kDefaultWorkspaceMargin;
 
 // The capacity to replay with to decide whether a batch fits `gpu`: its
 // reported total memory (GpuSpec::reported_memory) less the CUDA context

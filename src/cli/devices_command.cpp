@@ -20,6 +20,7 @@ nlohmann::json to_json(const GpuSpec& g) {
           {"year", g.year},
           {"memory_bytes", g.memory_bytes},
           {"memory_gib", static_cast<double>(g.memory_bytes) / (1ull << 30)},
+          {"reported_memory_bytes", g.reported_memory()},
           {"memory_bandwidth_gbs", g.memory_bandwidth_gbs},
           {"fp32_tflops", g.fp32_tflops},
           {"tf32_tflops", g.tf32_tflops},

@@ -49,7 +49,9 @@ zoo::ReplayOptions replay_options(const PredictArgs& a) {
     throw InputError(fmt::format("unknown --zero-grad '{}': expected zero (grads kept, PyTorch < 2.0 default) or none "
                                  "(set_to_none=True, PyTorch >= 2.0 default)",
                                  a.zero_grad));
-  return o;
+  // Fits or not as a real card decides it: replayed until the allocator's
+  // layout settles (docs/zoo-memory.md, "Out-of-memory points").
+  return zoo::oom_replay_options(o);
 }
 
 // The analytical model's options for what was asked: time follows precision,
@@ -179,7 +181,7 @@ void print_max_batch_only(const PredictArgs& a, const GpuSpec& gpu, std::uint64_
                            g.has_seq_len() ? fmt::format(", seq_len {}", shape.seq_len) : "");
   std::vector<std::pair<std::string, std::string>> rows = {
       {"largest batch that fits", std::to_string(best)},
-      {"capacity", fmt::format("{} MiB (card minus CUDA context)", fixed(mib(capacity), 1))}};
+      {"capacity", fmt::format("{} MiB (reported memory minus CUDA context and cuDNN workspace margin)", fixed(mib(capacity), 1))}};
   if (best > 0) {
     rows.push_back({fmt::format("peak allocated at {}", best), fmt::format("{} MiB", fixed(mib(r.peak_allocated_bytes), 1))});
     rows.push_back({fmt::format("peak reserved at {}", best), fmt::format("{} MiB", fixed(mib(r.peak_reserved_bytes), 1))});
@@ -195,7 +197,7 @@ void predict(const PredictArgs& a) {
   const zoo::ReplayOptions opts = replay_options(a);
   if (a.seq_len < 0)
     throw InputError(fmt::format("sequence length {} is impossible: it must be at least 1", a.seq_len));
-  const std::uint64_t capacity = gpu.memory_bytes - Device::default_context_reserve(gpu);
+  const std::uint64_t capacity = zoo::oom_capacity(gpu);
   if (!a.batch_size) {
     if (!a.max_batch) throw InputError("--batch-size is required (or --max-batch to find the largest that fits)");
     print_max_batch_only(a, gpu, capacity, opts);
@@ -273,7 +275,7 @@ void predict(const PredictArgs& a) {
       {"samples/s", fixed(batch / to_seconds(iteration), 1)},
       {"peak allocated", fmt::format("{} MiB", fixed(mib(mem.peak_allocated), 1))},
       {"peak reserved", fmt::format("{} MiB", fixed(mib(mem.peak_reserved), 1))},
-      {"capacity", fmt::format("{} MiB (card minus CUDA context)", fixed(mib(capacity), 1))},
+      {"capacity", fmt::format("{} MiB (reported memory minus CUDA context and cuDNN workspace margin)", fixed(mib(capacity), 1))},
       {"fits", mem.fits ? "yes" : "no"},
       {"memory from", mem.source},
   };

@@ -217,12 +217,7 @@ std::int64_t max_batch(std::uint64_t capacity_bytes, const ModelGraph& model, Sh
 // ---- will a batch fit on a real card? ----------------------------------------
 
 std::uint64_t oom_capacity(const GpuSpec& gpu, double margin) {
-  if (!(margin >= 0) || !std::isfinite(margin))
-    throw InputError(fmt::format("workspace/fragmentation margin {} is impossible: it must be >= 0", margin));
-  const std::uint64_t total = gpu.reported_memory();
-  const std::uint64_t context = Device::default_context_reserve(gpu);
-  if (total <= context) return 0;
-  return static_cast<std::uint64_t>(static_cast<double>(total - context) / (1.0 + margin));
+  return Device::tensor_capacity(gpu, Device::default_context_reserve(gpu), margin);
 }
 
 ReplayOptions oom_replay_options(ReplayOptions options) {

@@ -1,9 +1,12 @@
 #include "gpemu/device.h"
 
+#include <cmath>
 #include <stdexcept>
 #include <vector>
 
 #include <fmt/format.h>
+
+#include "gpemu/error.h"
 
 namespace gpemu {
 
@@ -28,10 +31,18 @@ std::uint64_t Device::default_context_reserve(const GpuSpec& spec) {
   return 600 * MiB;  // Hopper, Blackwell, CDNA3
 }
 
+std::uint64_t Device::tensor_capacity(const GpuSpec& spec, std::uint64_t context_reserve, double workspace_margin) {
+  if (!(workspace_margin >= 0) || !std::isfinite(workspace_margin))
+    throw InputError(fmt::format("workspace/fragmentation margin {} is impossible: it must be >= 0", workspace_margin));
+  const std::uint64_t total = spec.reported_memory();
+  if (total <= context_reserve) return 0;
+  return static_cast<std::uint64_t>(static_cast<double>(total - context_reserve) / (1.0 + workspace_margin));
+}
+
 namespace {
 CachingAllocator::Options allocator_options(const GpuSpec& spec, std::uint64_t reserve, const DeviceOptions& o) {
   CachingAllocator::Options a;
-  a.capacity_bytes = spec.memory_bytes > reserve ? spec.memory_bytes - reserve : 0;
+  a.capacity_bytes = Device::tensor_capacity(spec, reserve, o.workspace_margin);
   a.max_split_size_bytes = o.max_split_size_bytes;
   a.device_name = fmt::format("GPU {}", o.index);
   return a;

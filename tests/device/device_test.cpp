@@ -156,11 +156,19 @@ TEST_F(DeviceTimeline, TraceRecordsEveryOperationOnItsStreamAndEngine) {
   EXPECT_EQ(records[1].start, 2 * ms);
 }
 
-TEST(DeviceMemory, CapacityIsCardMemoryMinusContextReserve) {
+TEST(DeviceMemory, CapacityIsReportedMemoryMinusContextReserveLessTheWorkspaceMargin) {
   auto clock = make_virtual_clock();
   Timeline timeline(*clock);
-  Device gpu(timeline, test_gpu(), DeviceOptions{.context_reserve_bytes = 1ull << 30});
+  Device gpu(timeline, test_gpu(), DeviceOptions{.context_reserve_bytes = 1ull << 30, .workspace_margin = 0});
   EXPECT_EQ(gpu.allocator().capacity(), (16ull << 30) - (1ull << 30));
+  Device margin(timeline, test_gpu(), DeviceOptions{.context_reserve_bytes = 1ull << 30});
+  EXPECT_EQ(margin.allocator().capacity(),
+            static_cast<std::uint64_t>(static_cast<double>(15ull << 30) / (1 + kDefaultWorkspaceMargin)));
+  GpuSpec ecc = test_gpu();
+  ecc.reported_memory_bytes = 15ull << 30;  // e.g. ECC taking 1/16
+  Device reported(timeline, ecc, DeviceOptions{.context_reserve_bytes = 1ull << 30, .workspace_margin = 0});
+  EXPECT_EQ(reported.allocator().capacity(), 14ull << 30);
+  EXPECT_THROW(Device::tensor_capacity(ecc, 0, -0.1), InputError);
   Device dflt(timeline, test_gpu(), DeviceOptions{.index = 1});
   EXPECT_EQ(dflt.context_reserve_bytes(), Device::default_context_reserve(test_gpu()));
   EXPECT_THROW(dflt.allocator().allocate(16ull << 30), OutOfMemoryError);
