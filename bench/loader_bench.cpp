@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -143,7 +144,13 @@ nlohmann::json run_loader_bench(const LoaderBenchOptions& o) {
   const auto marker = ensure_dataset(dir, o);
   auto dataset = pl::open_image_folder(dir);
   if (dataset.size() > o.images) dataset.samples.resize(o.images);
-  warm_page_cache(dataset.files());
+  const std::vector<std::string> files = dataset.files();
+  std::uint64_t resident_after_evict = 0;
+  auto evict = [&] {
+    pl::evict_from_page_cache(files);
+    resident_after_evict = std::max(resident_after_evict, pl::page_cache_resident_bytes(files));
+  };
+  if (!o.cold) warm_page_cache(files);
 
   // gpemu
   pl::LoaderOptions lo;
@@ -153,11 +160,19 @@ nlohmann::json run_loader_bench(const LoaderBenchOptions& o) {
   lo.shuffle = true;
   lo.seed = o.seed;
   lo.transform.height = lo.transform.width = o.image_size;
+  lo.read_method = o.read_method;
+  lo.decode_images = o.decode;
   pl::DataLoader loader(dataset, lo);
   std::size_t images = 0;
   Duration read = 0, decode = 0, collate = 0, wait = 0;
+  Duration evicting = 0;  // not part of the loader's time
   const auto start = std::chrono::steady_clock::now();
   for (int epoch = 0; epoch < o.epochs; ++epoch) {
+    if (o.cold) {
+      const auto e0 = std::chrono::steady_clock::now();
+      evict();
+      evicting += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - e0).count();
+    }
     loader.begin_epoch(static_cast<std::uint64_t>(epoch));
     while (auto b = loader.next()) {
       images += b->size();
@@ -167,7 +182,8 @@ nlohmann::json run_loader_bench(const LoaderBenchOptions& o) {
       wait += b->timing.wait_ns;
     }
   }
-  const double gpemu_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double gpemu_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() - to_seconds(evicting);
   const double gpemu_ips = images / gpemu_s;
 
   nlohmann::json r;
@@ -176,6 +192,9 @@ nlohmann::json run_loader_bench(const LoaderBenchOptions& o) {
   r["batch_size"] = o.batch_size;
   r["epochs"] = o.epochs;
   r["image_size"] = o.image_size;
+  r["read_method"] = pl::to_string(o.read_method);
+  r["cold"] = o.cold;
+  r["decode"] = o.decode;
   r["dataset"] = {{"dir", dir.string()},
                   {"median_bytes", marker.value("median_bytes", 0)},
                   {"total_bytes", marker.value("total_bytes", 0)},
@@ -187,13 +206,18 @@ nlohmann::json run_loader_bench(const LoaderBenchOptions& o) {
                 {"decode_s", to_seconds(decode)},
                 {"collate_s", to_seconds(collate)},
                 {"wait_s", to_seconds(wait)},
+                {"bytes_read", loader.stats().bytes_read},
                 {"skipped", loader.stats().skipped}};
+  if (o.cold) r["gpemu"]["resident_after_evict_bytes"] = resident_after_evict;
   r["torch_images_per_s"] = nullptr;
   r["ratio"] = nullptr;
   r["torch"] = nullptr;
   if (!o.run_torch) {
     r["torch_error"] = "not run (run_torch = false)";
+  } else if (!o.decode) {
+    r["torch_error"] = "not run: bytes only (decode = false) has no torchvision equivalent";
   } else {
+    if (o.cold) evict();  // torch runs its epochs in one process: only its first is cold
     const auto t = run_torch(dir, o);
     if (t.result.is_null()) {
       r["torch_error"] = t.error;
@@ -215,8 +239,11 @@ void print_loader_bench(const nlohmann::json& r, std::ostream& out) {
   };
   out << "Data loader: " << r.value("images", 0) << " JPEGs (median "
       << bench::fixed(r["dataset"].value("median_bytes", 0) / 1000.0, 1) << " KB), " << r.value("workers", 0)
-      << " workers, batch " << r.value("batch_size", 0) << ", RandomResizedCrop(" << r.value("image_size", 224)
-      << ") + flip + normalize, warm page cache\n";
+      << " workers, batch " << r.value("batch_size", 0) << ", "
+      << (r.value("decode", true) ? "RandomResizedCrop(" + std::to_string(r.value("image_size", 224)) + ") + flip + normalize"
+                                  : std::string("bytes only (no decode)"))
+      << ", " << r.value("read_method", std::string("pread")) << " reads, "
+      << (r.value("cold", false) ? "cold" : "warm") << " page cache\n";
   bench::Table t({"loader", "images/s", "seconds"});
   t.add_row({"gpemu", num(r["gpemu_images_per_s"], 1), num(r["gpemu"]["seconds"], 2)});
   t.add_row({"torch DataLoader", num(r["torch_images_per_s"], 1),
@@ -230,6 +257,9 @@ void print_loader_bench(const nlohmann::json& r, std::ostream& out) {
   const auto& g = r["gpemu"];
   out << "gpemu worker time: read " << num(g["read_s"], 2) << " s, decode+transform " << num(g["decode_s"], 2)
       << " s, collate " << num(g["collate_s"], 3) << " s; consumer waited " << num(g["wait_s"], 2) << " s\n";
+  if (g.contains("resident_after_evict_bytes"))
+    out << "page cache after eviction: " << bench::fixed(g["resident_after_evict_bytes"].get<double>() / 1e6, 1)
+        << " MB of the dataset still resident\n";
 }
 
 }  // namespace gpemu

@@ -3,11 +3,18 @@
 // transforms, worker count and batch size, in the same run, both on a warm
 // page cache. Reports images/s for each and gpemu / torch.
 //
+// Storage variants for gpemu's loader: read_method (pread or io_uring),
+// cold (evict the files from the page cache before each epoch, and before
+// the torch run, instead of warming it) and decode = false (an I/O-only
+// loader that delivers the JPEG bytes; torch is then not run, as it has no
+// equivalent).
+//
 // JSON keys: gpemu_images_per_s, torch_images_per_s (null when torch is not
 // available; torch_error then says why), ratio (null likewise), workers,
-// images, batch_size, epochs, dataset {dir, median_bytes, total_bytes,
-// generated}, gpemu {seconds, read_s, decode_s, collate_s, wait_s}, torch
-// {seconds, version} or null.
+// images, batch_size, epochs, read_method, cold, decode, dataset {dir,
+// median_bytes, total_bytes, generated}, gpemu {seconds, read_s, decode_s,
+// collate_s, wait_s, bytes_read, resident_after_evict_bytes (cold: the most
+// left in the page cache by an eviction)}, torch {seconds, version} or null.
 #pragma once
 
 #include <cstddef>
@@ -16,6 +23,8 @@
 #include <string>
 
 #include <nlohmann/json.hpp>
+
+#include "gpemu/pipeline/io.h"
 
 namespace gpemu {
 
@@ -30,6 +39,9 @@ struct LoaderBenchOptions {
   int prefetch_factor = 2;
   int image_size = 224;
   int epochs = 1;               // timed epochs per loader
+  pipeline::ReadMethod read_method = pipeline::ReadMethod::Pread;
+  bool cold = false;            // evict the dataset from the page cache before each epoch
+  bool decode = true;           // false: deliver the JPEG bytes (I/O only; torch is not run)
   bool run_torch = true;
   std::string python = "/usr/bin/python3";
   std::string torch_script;     // empty: torch_loader.py beside this file's source

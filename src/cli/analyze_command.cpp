@@ -17,6 +17,7 @@
 #include "gpemu/cost_model.h"
 #include "gpemu/error.h"
 #include "gpemu/pipeline/dataset.h"
+#include "gpemu/pipeline/io.h"
 #include "gpemu/train/analyze.h"
 #include "gpemu/train/datasets.h"
 #include "gpemu/workload.h"
@@ -34,6 +35,7 @@ struct AnalyzeArgs {
   int workers = -1;
   int prefetch_factor = 2;
   bool pin_off = false;
+  std::string read_method = "pread";
   int cores = 0;
   std::string clock = "real";
   std::string sync = "iteration";
@@ -59,6 +61,7 @@ void analyze(const AnalyzeArgs& a) {
   if (!(a.storage_latency_us >= 0) || !(a.storage_mb_per_s > 0))
     throw InputError("--storage-latency-us must be 0 or more and --storage-mb-per-s positive");
 
+  const pipeline::ReadMethod read_method = pipeline::parse_read_method(a.read_method);
   const std::filesystem::path data_dir = training_data_dir(a.data, a.json);
 
   train::DataStallOptions o;
@@ -78,6 +81,7 @@ void analyze(const AnalyzeArgs& a) {
   o.loader.pin_memory = !a.pin_off;
   o.loader.shuffle = true;
   o.loader.seed = a.seed;
+  o.loader.read_method = read_method;
   o.model.cores = a.cores;
   o.storage.read_per_sample = static_cast<Duration>(a.storage_latency_us * 1000.0);
   o.storage.bytes_per_s = a.storage_mb_per_s * 1e6;
@@ -98,6 +102,7 @@ void analyze(const AnalyzeArgs& a) {
                         {"clock", r.clock},
                         {"loader", modelled ? "modelled" : "real"},
                         {"workers", r.workers},
+                        {"read_method", pipeline::to_string(read_method)},
                         {"data", data_dir.string()},
                         {"dataset_images", o.dataset.size()},
                         {"gpu_bound_s", to_seconds(r.gpu_bound.epoch)},
@@ -147,6 +152,9 @@ void add_analyze_command(CLI::App& app) {
   cmd->add_option("--workers", a->workers, "Loader worker threads per GPU (default: cores / GPUs, 1 to 8)");
   cmd->add_option("--prefetch-factor", a->prefetch_factor, "Batches in flight per worker")->capture_default_str();
   cmd->add_flag("--no-pin-memory", a->pin_off, "Collate batches into pageable memory");
+  cmd->add_option("--read-method", a->read_method,
+                  "Real loader: 'pread' (one sample at a time) or 'io_uring' (all of a batch's reads at once)")
+      ->capture_default_str();
   cmd->add_option("--cores", a->cores, "Modelled loader (virtual clock): CPU cores the loaders share (default: this machine's)");
   cmd->add_option("--storage-latency-us", a->storage_latency_us, "Modelled cold reads: latency per file, us")->capture_default_str();
   cmd->add_option("--storage-mb-per-s", a->storage_mb_per_s, "Modelled cold reads: storage bandwidth, MB/s")->capture_default_str();

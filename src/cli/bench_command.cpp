@@ -66,6 +66,16 @@ void add_bench_command(CLI::App& app) {
       [](CLI::App& c, LoaderBenchOptions& o) {
         c.add_option("--workers", o.workers, "Loader workers for both")->capture_default_str();
         c.add_option("--images", o.images, "Images in the generated dataset")->capture_default_str();
+        c.add_option("--epochs", o.epochs, "Timed epochs per loader")->capture_default_str();
+        c.add_flag_function(
+            "--io-uring", [&o](std::int64_t) { o.read_method = pipeline::ReadMethod::IoUring; },
+            "gpemu's workers read each batch with io_uring (all of its reads at once) instead of pread");
+        c.add_flag("--cold", o.cold, "Evict the dataset from the page cache before each epoch (and before torch's run)");
+        c.add_flag_function(
+            "--bytes-only", [&o](std::int64_t) { o.decode = false; },
+            "Deliver the JPEG bytes without decoding (an I/O-only loader; torch is not run)");
+        c.add_flag_function(
+            "--no-torch", [&o](std::int64_t) { o.run_torch = false; }, "Run gpemu's loader only");
       });
   add_bench<OverheadBenchOptions>(
       *cmd, "overhead", "Emulation overhead: accelerator utilization of 100 us emulated steps fed from memory",

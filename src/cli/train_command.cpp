@@ -22,6 +22,7 @@
 #include "gpemu/error.h"
 #include "gpemu/host_memory.h"
 #include "gpemu/pipeline/dataset.h"
+#include "gpemu/pipeline/io.h"
 #include "gpemu/pipeline/loader.h"
 #include "gpemu/pipeline/loader_cache.h"
 #include "gpemu/profile.h"
@@ -58,6 +59,7 @@ struct TrainArgs {
   std::string pin_mode = "auto";
   std::string cache_bytes = "0";
   bool cold = false;
+  std::string read_method = "pread";
   std::string report;
   // DLIO / MLPerf Storage workloads.
   std::string dlio_config;
@@ -151,6 +153,7 @@ void train(const TrainArgs& a) {
   if (a.cores < 0) throw InputError(fmt::format("--cores {} is impossible: it must be 0 (this machine) or more", a.cores));
   if (!(a.bucket_cap_mb > 0)) throw InputError(fmt::format("--bucket-cap-mb {} is impossible: it must be positive", a.bucket_cap_mb));
   const std::uint64_t cache_bytes = parse_bytes(a.cache_bytes);
+  const pipeline::ReadMethod read_method = pipeline::parse_read_method(a.read_method);
 
   // What feeds the GPUs: a folder, in-memory batches, or the default dataset.
   // -n without --data keeps the workload-only runs of earlier versions.
@@ -201,11 +204,14 @@ void train(const TrainArgs& a) {
     lo.shuffle = true;
     lo.seed = a.seed;
     lo.world_size = a.gpus;
+    lo.read_method = read_method;
     if (cache_bytes > 0) lo.cache = std::make_shared<pipeline::LoaderCache>(cache_bytes);  // one per machine
     if (clock->is_virtual()) {
       loader_kind = "modelled";
       if (a.cold) notes.push_back("--cold has no effect on the modelled loader (it reads no files)");
       if (cache_bytes > 0) notes.push_back("--cache-bytes has no effect on the modelled loader");
+      if (read_method != pipeline::ReadMethod::Pread)
+        notes.push_back("--read-method has no effect on the modelled loader (it reads no files)");
       train::LoaderModelOptions m;
       m.cores = a.cores;
       m.loader_threads = a.gpus * std::max(1, workers);
@@ -270,7 +276,8 @@ void train(const TrainArgs& a) {
                            {"pin_memory", pin},
                            {"pin_mode", pin_mode_used},
                            {"cache_bytes", cache_bytes},
-                           {"cold", a.cold}};
+                           {"cold", a.cold},
+                           {"read_method", pipeline::to_string(read_method)}};
   if (!data_dir.empty()) config["data"] = data_dir.string();
 
   if (!a.trace.empty()) {
@@ -293,6 +300,7 @@ void train(const TrainArgs& a) {
     j["prefetch_factor"] = a.prefetch_factor;
     j["pin_memory"] = pin;
     j["pin_mode"] = pin_mode_used;
+    if (!synthetic) j["read_method"] = pipeline::to_string(read_method);
     if (!data_dir.empty()) {
       j["data"] = data_dir.string();
       j["dataset_images"] = dataset_images;
@@ -363,6 +371,10 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--cache-bytes", a->cache_bytes, "Loader cache (MinIO policy) shared by the GPUs' loaders, e.g. 512M; 0: none")
       ->capture_default_str();
   cmd->add_flag("--cold", a->cold, "Evict the dataset's files from the page cache before each epoch");
+  cmd->add_option("--read-method", a->read_method,
+                  "How loader workers read samples: 'pread' (one at a time) or 'io_uring' (all of a batch's reads "
+                  "at once; needs liburing and a kernel that allows io_uring)")
+      ->capture_default_str();
   cmd->add_option("--cores", a->cores, "Modelled loader (virtual clock): CPU cores the loaders share (default: this machine's)");
   cmd->add_option("--bucket-cap-mb", a->bucket_cap_mb, "DDP gradient bucket size, MiB")->capture_default_str();
   cmd->add_option("--clock", a->clock,

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "gpemu/error.h"
+#include "pipeline/read_errors.h"
 
 namespace gpemu::pipeline {
 namespace {
@@ -19,6 +20,14 @@ constexpr std::size_t kAlign = 4096;
 std::string errno_text(int err) { return std::strerror(err); }
 
 }  // namespace
+
+std::string_view to_string(ReadMethod m) { return m == ReadMethod::IoUring ? "io_uring" : "pread"; }
+
+ReadMethod parse_read_method(std::string_view name) {
+  if (name == "pread") return ReadMethod::Pread;
+  if (name == "io_uring" || name == "io-uring" || name == "uring") return ReadMethod::IoUring;
+  throw InputError("unknown read method '" + std::string(name) + "': accepted 'pread' (the default) or 'io_uring'");
+}
 
 FileReader::FileReader(bool direct_io, NoteFn note) : direct_(direct_io), note_(std::move(note)) {}
 
@@ -36,10 +45,7 @@ void FileReader::close_file() {
 void FileReader::fall_back(const std::string& path, int err) {
   direct_ = false;
   close_file();
-  if (note_) {
-    note_("O_DIRECT refused for '" + path + "' (" + errno_text(err) +
-          "); this filesystem does not support direct I/O, falling back to buffered reads through the page cache");
-  }
+  if (note_) note_(detail::direct_io_refused(path, err));
 }
 
 int FileReader::open_file(const std::string& path) {
@@ -53,7 +59,7 @@ int FileReader::open_file(const std::string& path) {
     }
   }
   if (fd < 0 && !direct_) fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw InputError("cannot open '" + path + "': " + errno_text(errno));
+  if (fd < 0) throw InputError(detail::open_error(path, errno));
   fd_ = fd;
   fd_path_ = path;
   return fd_;
@@ -91,7 +97,7 @@ std::span<const std::byte> FileReader::read(const std::string& path, std::uint64
         }
         const int err = errno;
         close_file();
-        throw InputError("cannot read '" + path + "' at offset " + std::to_string(start + got) + ": " + errno_text(err));
+        throw InputError(detail::read_error(path, start + got, err));
       }
       if (n == 0) break;  // end of file
       got += static_cast<std::size_t>(n);
@@ -100,9 +106,7 @@ std::span<const std::byte> FileReader::read(const std::string& path, std::uint64
     const std::uint64_t available = got > offset - start ? got - (offset - start) : 0;
     if (available < length) {
       close_file();
-      throw InputError("cannot read '" + path + "': expected " + std::to_string(length) + " bytes at offset " +
-                       std::to_string(offset) + " but the file ends after " + std::to_string(available) +
-                       " (was it truncated after the dataset was opened?)");
+      throw InputError(detail::short_file_error(path, offset, length, available));
     }
     return {buffer_ + (offset - start), static_cast<std::size_t>(length)};
   }

@@ -13,6 +13,7 @@
 
 #include "gpemu/error.h"
 #include "gpemu/pipeline/io.h"
+#include "gpemu/pipeline/io_uring_reader.h"
 #include "gpemu/pipeline/jpeg.h"
 #include "pipeline/random.h"
 
@@ -40,11 +41,27 @@ struct Result {
   bool cancelled = false;
 };
 
+// A sample's bytes read ahead of its decode (io_uring): a span into the
+// reader's buffer or the loader cache, or why it could not be read.
+struct Fetched {
+  std::span<const std::byte> bytes;
+  std::string error;
+};
+
 struct WorkerContext {
-  WorkerContext(int id, bool direct, FileReader::NoteFn note) : id(id), reader(direct, std::move(note)) {}
+  WorkerContext(int id, const LoaderOptions& o, const FileReader::NoteFn& note) : id(id), reader(o.direct_io, note) {
+    // The ring holds a whole batch, so all of its reads can be in flight at once.
+    if (o.read_method == ReadMethod::IoUring)
+      uring = std::make_unique<IoUringReader>(static_cast<unsigned>(std::min<std::size_t>(o.batch_size, 1u << 16)),
+                                              o.direct_io, note);
+  }
   int id;
   FileReader reader;
   JpegDecoder decoder;
+  std::unique_ptr<IoUringReader> uring;  // read_method == IoUring
+  std::vector<ReadRequest> requests;     // the batch's cache misses
+  std::vector<std::size_t> request_slot; // their positions in the batch
+  std::vector<Fetched> fetched;          // per position in the batch
 };
 
 void validate(const LoaderOptions& o, const Dataset& ds) {
@@ -64,6 +81,7 @@ void validate(const LoaderOptions& o, const Dataset& ds) {
     if (!(s > 0)) bad("normalisation std values must be > 0");
   }
   if (ds.samples.empty()) bad("dataset '" + ds.root + "' has no samples");
+  if (o.read_method == ReadMethod::IoUring && !io_uring_support().available) bad(io_uring_support().message());
   if (o.decode_images) {
     bool jpeg = false, bytes = false;
     for (const auto& s : ds.samples) (s.format == SampleFormat::Jpeg ? jpeg : bytes) = true;
@@ -145,6 +163,45 @@ struct DataLoader::Impl {
 
   bool cancelled(const Task& t) const { return stop_flag.load() || generation.load() != t.generation; }
 
+  // io_uring: looks every sample of the batch up in the cache and reads all
+  // misses at once, before the first decode. Failures stay per sample. Byte
+  // records (staging != null) are read straight into their place in the
+  // batch, which holds them back to back.
+  void read_ahead(WorkerContext& ctx, const Task& task, Batch& b, std::byte* staging) {
+    const Time t0 = now();
+    ctx.fetched.assign(task.indices.size(), Fetched{});
+    ctx.requests.clear();
+    ctx.request_slot.clear();
+    std::size_t place = 0;
+    for (std::size_t k = 0; k < task.indices.size(); ++k) {
+      const Sample& s = dataset.samples[task.indices[k]];
+      std::byte* destination = staging ? staging + place : nullptr;
+      place += s.length;
+      if (cache) {
+        if (auto c = cache->lookup(s.path, s.offset)) {
+          ctx.fetched[k].bytes = *c;
+          ++b.cache_hits;
+          continue;
+        }
+        ++b.cache_misses;
+      }
+      ctx.requests.push_back(ReadRequest{s.path, s.offset, s.length, destination});
+      ctx.request_slot.push_back(k);
+    }
+    const auto results = ctx.uring->read_batch(ctx.requests);
+    for (std::size_t j = 0; j < results.size(); ++j) {
+      Fetched& f = ctx.fetched[ctx.request_slot[j]];
+      if (!results[j].ok()) {
+        f.error = results[j].error;
+        continue;
+      }
+      f.bytes = results[j].bytes;
+      b.bytes_read += ctx.requests[j].length;
+      if (cache) cache->admit(ctx.requests[j].path, ctx.requests[j].offset, f.bytes);
+    }
+    b.timing.read_ns += now() - t0;
+  }
+
   Result build_batch(WorkerContext& ctx, const Task& task) {
     Result r;
     Batch& b = r.batch;
@@ -170,7 +227,15 @@ struct DataLoader::Impl {
       b.byte_offsets.clear();
       if (!images) b.byte_offsets.push_back(0);
       const std::uint64_t epoch_seed = detail::mix_seed(opt.seed, task.epoch);
-      for (const auto idx : task.indices) {
+      if (ctx.uring) {
+        if (cancelled(task)) {
+          r.cancelled = true;
+          return r;
+        }
+        read_ahead(ctx, task, b, images ? nullptr : b.buffer_.data());
+      }
+      for (std::size_t k = 0; k < task.indices.size(); ++k) {
+        const std::size_t idx = task.indices[k];
         if (cancelled(task)) {
           r.cancelled = true;
           return r;
@@ -179,20 +244,25 @@ struct DataLoader::Impl {
         try {
           const Time t0 = now();
           std::span<const std::byte> bytes;
-          bool hit = false;
-          if (cache) {
-            if (auto c = cache->lookup(s.path, s.offset)) {
-              bytes = *c;
-              hit = true;
-              ++b.cache_hits;
-            } else {
-              ++b.cache_misses;
+          if (ctx.uring) {  // read (or found in the cache) by read_ahead
+            if (!ctx.fetched[k].error.empty()) throw InputError(ctx.fetched[k].error);
+            bytes = ctx.fetched[k].bytes;
+          } else {
+            bool hit = false;
+            if (cache) {
+              if (auto c = cache->lookup(s.path, s.offset)) {
+                bytes = *c;
+                hit = true;
+                ++b.cache_hits;
+              } else {
+                ++b.cache_misses;
+              }
             }
-          }
-          if (!hit) {
-            bytes = ctx.reader.read(s.path, s.offset, s.length);
-            b.bytes_read += s.length;
-            if (cache) cache->admit(s.path, s.offset, bytes);
+            if (!hit) {
+              bytes = ctx.reader.read(s.path, s.offset, s.length);
+              b.bytes_read += s.length;
+              if (cache) cache->admit(s.path, s.offset, bytes);
+            }
           }
           const Time t1 = now();
           b.timing.read_ns += t1 - t0;
@@ -210,7 +280,9 @@ struct DataLoader::Impl {
             used += slot;
             b.timing.decode_ns += now() - t1;
           } else {
-            if (!bytes.empty()) std::memcpy(b.buffer_.data() + used, bytes.data(), bytes.size());
+            // io_uring reads land in place; after a skipped sample they move up.
+            std::byte* place = b.buffer_.data() + used;
+            if (!bytes.empty() && bytes.data() != place) std::memmove(place, bytes.data(), bytes.size());
             used += bytes.size();
             b.byte_offsets.push_back(used);
             b.timing.read_ns += now() - t1;
@@ -250,9 +322,14 @@ struct DataLoader::Impl {
 
   void worker_main(int id) {
     std::unique_ptr<WorkerContext> ctx;
+    std::exception_ptr start_error;  // e.g. an io_uring ring refused: every batch of this worker reports it
     try {
-      ctx = std::make_unique<WorkerContext>(id, opt.direct_io, note_fn());
+      ctx = std::make_unique<WorkerContext>(id, opt, note_fn());
+    } catch (const InputError& e) {
+      start_error = std::make_exception_ptr(
+          InputError("data loader: worker " + std::to_string(id) + " could not start: " + e.what()));
     } catch (...) {
+      start_error = std::current_exception();
     }
     for (;;) {
       Task task;
@@ -267,7 +344,8 @@ struct DataLoader::Impl {
       if (ctx) {
         r = build_batch(*ctx, task);
       } else {
-        r.error = std::make_exception_ptr(Error("data loader: worker " + std::to_string(id) + " could not start"));
+        r.error = start_error ? start_error
+                              : std::make_exception_ptr(Error("data loader: worker " + std::to_string(id) + " could not start"));
       }
       {
         std::lock_guard lock(mu);
@@ -370,7 +448,14 @@ struct DataLoader::Impl {
       Result r;
       const Time w0 = now();
       if (opt.num_workers == 0) {
-        if (!inline_ctx) inline_ctx = std::make_unique<WorkerContext>(-1, opt.direct_io, note_fn());
+        if (!inline_ctx) {
+          try {
+            inline_ctx = std::make_unique<WorkerContext>(-1, opt, note_fn());
+          } catch (...) {
+            cancel_epoch();
+            throw;
+          }
+        }
         r = build_batch(*inline_ctx, Task{generation.load(), epoch, next_deliver, plan[next_deliver]});
         ++next_deliver;
       } else {

@@ -77,6 +77,21 @@ TEST(CliTrain, DatasetSynthThenTrainOnTwoGpusEmitsTheJsonKeys) {
   EXPECT_EQ(j["per_gpu"].size(), 2u);
 }
 
+TEST(CliTrain, IoUringReadsFeedTheRunOrSayInOneLineWhyNot) {
+  TempFolder dir;
+  const std::string data = make_dataset(dir, 8);
+  Outcome r = run_gpemu("train --data " + data +
+                        " --clock real -b 2 -n 2 --workers 1 --pin-mode account --read-method io_uring --json");
+  if (r.status != 0) {
+    EXPECT_NE(r.err.find("io_uring reads are unavailable"), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    GTEST_SKIP() << r.err;
+  }
+  auto j = json_of(r);
+  EXPECT_EQ(j["read_method"], "io_uring");
+  EXPECT_EQ(j["samples"], 4);
+}
+
 TEST(CliTrain, AMissingDataFolderIsOneLineNamingIt) {
   Outcome r = run_gpemu("train --data /nonexistent/gpemu-train-data");
   EXPECT_NE(r.status, 0);
@@ -126,7 +141,8 @@ TEST(CliTrain, TextSummaryAndSyntheticGpus) {
 
 TEST(CliTrain, BadOptionsAreOneLine) {
   for (std::string args : {"train --gpus 0 -n 1", "train --synthetic --data /tmp -n 1", "train --pin-mode glue -n 1",
-                           "train --cache-bytes lots -n 1", "dataset synth --out /tmp/x --images 0"}) {
+                           "train --cache-bytes lots -n 1", "train --read-method aio -n 1",
+                           "dataset synth --out /tmp/x --images 0"}) {
     Outcome r = run_gpemu(args);
     EXPECT_NE(r.status, 0) << args;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << ": " << r.err;

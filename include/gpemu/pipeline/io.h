@@ -21,6 +21,9 @@
 // page_cache_resident_bytes() measures what is resident (mmap + mincore), so
 // a cold run can be checked rather than assumed.
 //
+// Read methods: FileReader (pread, one sample at a time, the default) and
+// IoUringReader (io_uring_reader.h: all of a batch's reads at once).
+//
 // Thread safety: a FileReader per thread; the free functions are thread-safe.
 #pragma once
 
@@ -29,9 +32,19 @@
 #include <functional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace gpemu::pipeline {
+
+// How the loader reads sample bytes (LoaderOptions::read_method).
+enum class ReadMethod {
+  Pread,    // pread(2) per sample, read then decode, sample by sample (default)
+  IoUring,  // io_uring: every read of a batch in flight at once, then decode
+};
+std::string_view to_string(ReadMethod m);  // "pread", "io_uring"
+// Accepts "pread" and "io_uring" (also "io-uring", "uring"); InputError otherwise.
+ReadMethod parse_read_method(std::string_view name);
 
 class FileReader {
  public:

@@ -13,9 +13,11 @@
 // goes to worker i % num_workers; at most prefetch_factor * num_workers
 // batches are in flight; next() hands them out in sampler order, whatever
 // order workers finish in. A worker reads each sample (pread, optionally
-// O_DIRECT, through the loader cache), decodes JPEGs at reduced DCT scale,
-// applies RandomResizedCrop + flip + normalize, and collates the batch into a
-// staging buffer (pinned when pin_memory). Byte records are read and copied.
+// O_DIRECT, through the loader cache; with read_method = IoUring it reads all
+// of the batch's cache misses at once first), decodes JPEGs at reduced DCT
+// scale, applies RandomResizedCrop + flip + normalize, and collates the batch
+// into a staging buffer (pinned when pin_memory). Byte records are read and
+// copied.
 // num_workers == 0 loads in the calling thread inside next().
 //
 // Errors: a sample that cannot be read or decoded is, with OnError::Skip,
@@ -39,6 +41,7 @@
 
 #include "gpemu/host_memory.h"
 #include "gpemu/pipeline/dataset.h"
+#include "gpemu/pipeline/io.h"
 #include "gpemu/pipeline/loader_cache.h"
 #include "gpemu/pipeline/sampler.h"
 #include "gpemu/pipeline/staging.h"
@@ -70,6 +73,12 @@ struct LoaderOptions {
   JpegValidation jpeg_validation = JpegValidation::Truncation;
   OnError on_error = OnError::Stop;
   bool direct_io = false;        // O_DIRECT reads, falling back when refused
+  // Pread: one pread(2) per sample, then its decode (default). IoUring: a
+  // worker submits the reads of all of its batch's cache misses at once
+  // (io_uring_reader.h), waits for them, then decodes; InputError at
+  // construction when io_uring is unavailable (built without liburing, or
+  // refused by the kernel or a sandbox). Combines with direct_io.
+  ReadMethod read_method = ReadMethod::Pread;
   std::uint64_t cache_bytes = 0; // loader cache capacity; 0: no cache
   std::shared_ptr<LoaderCache> cache;  // a cache to share; overrides cache_bytes
 };
