@@ -18,12 +18,11 @@ using testing::TempDir;
 
 // A small ImageFolder shared by the tests of this file (generation is the slow part).
 const std::filesystem::path& image_folder() {
-  static TempDir* dir = [] {
-    auto* d = new TempDir();
-    generate_image_dataset(d->path(), 3, 24, 7, 6.0);
-    return d;
-  }();
-  return dir->path();
+  // A static object, so that the folder is removed at exit.
+  static TempDir dir;
+  static const bool made = (generate_image_dataset(dir.path(), 3, 24, 7, 6.0), true);
+  (void)made;
+  return dir.path();
 }
 
 LoaderOptions small_images(std::size_t batch, int workers) {
