@@ -213,8 +213,14 @@ class LayeredCostModel : public CostModel {
   EstimateCostModel estimates_;
 };
 
+// Whether measured profiles describe runs with these options: GPEmu's (and
+// gpemu's) profiles are FP32 runs with SGD and zero_grad() keeping the grads.
+bool measured_profiles_apply(const AnalyticalOptions& options);
+
 // make_cost_model() with analytical options (precision, optimizer, zero_grad
-// behaviour) for the zoo models' predicted times.
+// behaviour) for the zoo models' predicted times. The profiles are used only
+// where measured_profiles_apply(options); otherwise the analytical model
+// answers for every zoo model.
 std::unique_ptr<CostModel> make_layered_cost_model(const std::optional<std::filesystem::path>& profiles_dir,
                                                    const AnalyticalOptions& options);
 

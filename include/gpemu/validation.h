@@ -77,7 +77,7 @@ struct OomCheck {
   std::uint64_t need_last_bytes = 0, need_next_bytes = 0;
 };
 
-// The workspace/fragmentation margin (zoo::kWorkspaceFragmentationMargin)
+// The workspace/fragmentation margin (kDefaultWorkspaceMargin)
 // refitted on the profiles being validated, in-sample and leaving one GPU out.
 // A pair counts as exact for margin m when
 //   need_last_bytes <= raw_capacity_bytes / (1 + m) < need_next_bytes
@@ -118,7 +118,7 @@ struct ValidationOptions {
   // and whether grads and momentum exist before the first iteration
   // (ReplayOptions::warm_start: GPEmu's profiler ran batch sizes 1..256 in one
   // process per model, emptying the cache in between).
-  double oom_margin = zoo::kWorkspaceFragmentationMargin;
+  double oom_margin = kDefaultWorkspaceMargin;
   bool oom_warm_start = true;
   // Refit the margin on these profiles and cross-check it leaving one GPU out
   // (OomMarginFit; about two more replays per pair and bisection step).

@@ -139,17 +139,16 @@ std::int64_t max_batch(std::uint64_t capacity_bytes, const ModelGraph& model, Sh
 // The replay holds exactly the traced storages. A real run also allocates
 // cuDNN convolution workspaces through the caching allocator and the
 // segments they leave behind fragment it, so a real card runs out of memory
-// when the replay still has some room. The margin is that extra, as a share of
-// what the replay needs: a batch fits when the replay fits in
-// (card memory - context) / (1 + margin). 0.04 was fitted on GPEmu's four
-// measured cards (OOM points of 30 CNNs each) and cross-checked leaving one
-// card out (docs/zoo-memory.md, "Out-of-memory points").
-inline constexpr double kWorkspaceFragmentationMargin = kDefaultWorkspaceMargin;
+// when the replay still has some room. kDefaultWorkspaceMargin (device.h) is
+// that extra, as a share of what the replay needs: a batch fits when the
+// replay fits in (card memory - context) / (1 + margin); fitted on GPEmu's four
+// measured cards and cross-checked leaving one card out (docs/zoo-memory.md,
+// "Out-of-memory points").
 
 // The capacity to replay with to decide whether a batch fits `gpu`: its
 // reported total memory (GpuSpec::reported_memory) less the CUDA context
 // (Device::default_context_reserve), divided by 1 + margin. margin >= 0.
-std::uint64_t oom_capacity(const GpuSpec& gpu, double margin = kWorkspaceFragmentationMargin);
+std::uint64_t oom_capacity(const GpuSpec& gpu, double margin = kDefaultWorkspaceMargin);
 
 // The replay options for that decision: `options` with until_steady set.
 ReplayOptions oom_replay_options(ReplayOptions options);

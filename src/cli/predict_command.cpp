@@ -65,23 +65,16 @@ AnalyticalOptions analytical_options(const PredictArgs& a, const zoo::ReplayOpti
   return ao;
 }
 
-// Measured profiles (GPEmu's) are FP32 runs with SGD and zero_grad() keeping
-// the grads; they answer only for those conditions. Otherwise --profiles is
-// set aside with a note on stderr and the analytical model answers.
+// The layered cost model sets measured profiles aside for conditions they
+// were not measured in (measured_profiles_apply); say so when --profiles was given.
 std::unique_ptr<CostModel> cost_model_for(const PredictArgs& a, const zoo::ReplayOptions& o) {
   const AnalyticalOptions ao = analytical_options(a, o);
-  const bool measured_conditions =
-      ao.precision == zoo::Precision::FP32 && ao.optimizer == zoo::Optimizer::SGD && ao.legacy_zero_grad;
-  std::optional<std::filesystem::path> dir;
-  if (!a.profiles.empty()) {
-    if (measured_conditions)
-      dir = a.profiles;
-    else
-      std::cerr << fmt::format("note: --profiles {} not used: measured profiles are FP32 runs with SGD and "
-                               "zero_grad(); times for {}, {}, zero_grad '{}' come from the analytical model\n",
-                               a.profiles, zoo::to_string(o.precision), zoo::to_string(o.optimizer), a.zero_grad);
-  }
-  return make_layered_cost_model(dir, ao);
+  if (a.profiles.empty()) return make_layered_cost_model(std::nullopt, ao);
+  if (!measured_profiles_apply(ao))
+    std::cerr << fmt::format("note: --profiles {} not used: measured profiles are FP32 runs with SGD and "
+                             "zero_grad(); times for {}, {}, zero_grad '{}' come from the analytical model\n",
+                             a.profiles, zoo::to_string(o.precision), zoo::to_string(o.optimizer), a.zero_grad);
+  return make_layered_cost_model(std::filesystem::path(a.profiles), ao);
 }
 
 // The zoo's graph for the model when memory should come from its replay:

@@ -375,10 +375,15 @@ std::string LayeredCostModel::describe() const {
   return rest;
 }
 
+bool measured_profiles_apply(const AnalyticalOptions& options) {
+  return options.precision == zoo::Precision::FP32 && options.optimizer == zoo::Optimizer::SGD &&
+         options.legacy_zero_grad;
+}
+
 std::unique_ptr<CostModel> make_layered_cost_model(const std::optional<std::filesystem::path>& profiles_dir,
                                                    const AnalyticalOptions& options) {
   std::unique_ptr<ProfileCostModel> profiles;
-  if (profiles_dir)
+  if (profiles_dir && measured_profiles_apply(options))
     profiles = std::make_unique<ProfileCostModel>(ProfileDatabase::load(*profiles_dir), profiles_dir->string());
   return std::make_unique<LayeredCostModel>(std::move(profiles), std::make_unique<AnalyticalCostModel>(options));
 }

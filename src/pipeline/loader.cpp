@@ -9,6 +9,7 @@
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "gpemu/error.h"
@@ -163,6 +164,22 @@ struct DataLoader::Impl {
 
   bool cancelled(const Task& t) const { return stop_flag.load() || generation.load() != t.generation; }
 
+  // The loader cache's side of one sample: its bytes when cached (counting the
+  // hit or the miss), and admitting what was read on a miss.
+  std::optional<std::span<const std::byte>> cached(const Sample& s, Batch& b) {
+    if (!cache) return std::nullopt;
+    if (auto c = cache->lookup(s.path, s.offset)) {
+      ++b.cache_hits;
+      return *c;
+    }
+    ++b.cache_misses;
+    return std::nullopt;
+  }
+  void count_read(const Sample& s, std::span<const std::byte> bytes, Batch& b) {
+    b.bytes_read += s.length;
+    if (cache) cache->admit(s.path, s.offset, bytes);
+  }
+
   // io_uring: looks every sample of the batch up in the cache and reads all
   // misses at once, before the first decode. Failures stay per sample. Byte
   // records (staging != null) are read straight into their place in the
@@ -177,13 +194,9 @@ struct DataLoader::Impl {
       const Sample& s = dataset.samples[task.indices[k]];
       std::byte* destination = staging ? staging + place : nullptr;
       place += s.length;
-      if (cache) {
-        if (auto c = cache->lookup(s.path, s.offset)) {
-          ctx.fetched[k].bytes = *c;
-          ++b.cache_hits;
-          continue;
-        }
-        ++b.cache_misses;
+      if (auto c = cached(s, b)) {
+        ctx.fetched[k].bytes = *c;
+        continue;
       }
       ctx.requests.push_back(ReadRequest{s.path, s.offset, s.length, destination});
       ctx.request_slot.push_back(k);
@@ -196,8 +209,7 @@ struct DataLoader::Impl {
         continue;
       }
       f.bytes = results[j].bytes;
-      b.bytes_read += ctx.requests[j].length;
-      if (cache) cache->admit(ctx.requests[j].path, ctx.requests[j].offset, f.bytes);
+      count_read(dataset.samples[task.indices[ctx.request_slot[j]]], f.bytes, b);
     }
     b.timing.read_ns += now() - t0;
   }
@@ -247,22 +259,11 @@ struct DataLoader::Impl {
           if (ctx.uring) {  // read (or found in the cache) by read_ahead
             if (!ctx.fetched[k].error.empty()) throw InputError(ctx.fetched[k].error);
             bytes = ctx.fetched[k].bytes;
+          } else if (auto c = cached(s, b)) {
+            bytes = *c;
           } else {
-            bool hit = false;
-            if (cache) {
-              if (auto c = cache->lookup(s.path, s.offset)) {
-                bytes = *c;
-                hit = true;
-                ++b.cache_hits;
-              } else {
-                ++b.cache_misses;
-              }
-            }
-            if (!hit) {
-              bytes = ctx.reader.read(s.path, s.offset, s.length);
-              b.bytes_read += s.length;
-              if (cache) cache->admit(s.path, s.offset, bytes);
-            }
+            bytes = ctx.reader.read(s.path, s.offset, s.length);
+            count_read(s, bytes, b);
           }
           const Time t1 = now();
           b.timing.read_ns += t1 - t0;

@@ -270,10 +270,10 @@ TEST(Validation, SharedGPEmuOomBoundaries) {
   // The committed margin is where a refit on these profiles puts it, and it
   // carries over to a GPU left out of the fit.
   ASSERT_TRUE(r.oom_fit.computed);
-  EXPECT_NEAR(r.oom_fit.best_margin, zoo::kWorkspaceFragmentationMargin, 0.005);
+  EXPECT_NEAR(r.oom_fit.best_margin, kDefaultWorkspaceMargin, 0.005);
   EXPECT_GE(r.oom_fit.exact_at_used, r.oom_fit.exact_at_best - 2);
   ASSERT_EQ(r.oom_fit.held_out.size(), 4u);
-  for (const auto& f : r.oom_fit.held_out) EXPECT_NEAR(f.margin, zoo::kWorkspaceFragmentationMargin, 0.005) << f.gpu;
+  for (const auto& f : r.oom_fit.held_out) EXPECT_NEAR(f.margin, kDefaultWorkspaceMargin, 0.005) << f.gpu;
   EXPECT_GE(r.oom_fit.exact_held_out, r.oom_fit.pairs * 7 / 10);
 }
 

@@ -191,7 +191,7 @@ TEST(ZooMemoryOom, CapacityIsReportedMemoryLessContextOverTheMargin) {
   const std::uint64_t raw = v100.reported_memory() - Device::default_context_reserve(v100);
   EXPECT_EQ(v100.reported_memory(), 32510ull << 20);  // "31.75 GiB total capacity"
   EXPECT_EQ(oom_capacity(v100, 0), raw);
-  EXPECT_NEAR(static_cast<double>(oom_capacity(v100)), raw / (1 + kWorkspaceFragmentationMargin), 1.0);
+  EXPECT_NEAR(static_cast<double>(oom_capacity(v100)), raw / (1 + kDefaultWorkspaceMargin), 1.0);
   EXPECT_LT(oom_capacity(v100, 0.10), oom_capacity(v100));
   EXPECT_THROW(oom_capacity(v100, -0.01), InputError);
   EXPECT_THROW(oom_capacity(v100, std::nan("")), InputError);
