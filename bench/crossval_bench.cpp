@@ -41,6 +41,7 @@ nlohmann::json run_crossval_bench(const CrossvalBenchOptions& options) {
   CrossValidationOptions o;
   o.model_folds = options.model_folds;
   o.calibration.rounds = options.rounds;
+  o.calibration.robust_scale = options.robust_scale;
   const CrossValidation cv = cross_validate(samples, o);
 
   nlohmann::json j;
@@ -48,6 +49,7 @@ nlohmann::json run_crossval_bench(const CrossvalBenchOptions& options) {
   j["profiles"] = dir.string();
   j["rows"] = samples.size();
   j["calibration_rounds"] = options.rounds;
+  j["robust_scale"] = options.robust_scale;
   j["in_sample"] = {{"overall", errors_json(cv.in_sample_overall)}, {"per_gpu", per_gpu_json(cv.in_sample)}};
   nlohmann::json lo = {{"rule_used", std::string(to_string(o.calibration.fallback))}};
   for (const auto& [rule, per_gpu] : cv.gpu_left_out)

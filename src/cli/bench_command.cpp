@@ -87,6 +87,9 @@ void add_bench_command(CLI::App& app) {
       [](CLI::App& c, CrossvalBenchOptions& o) {
         c.add_option("--profiles", o.profiles, "Measured profiles (default: ../shared/reference/gpemu-profiles)");
         c.add_option("--folds", o.model_folds, "Folds over the models")->capture_default_str();
+        c.add_option("--robust-scale", o.robust_scale,
+                     "Pseudo-Huber scale of the calibration's log errors (0: least squares)")
+            ->capture_default_str();
       });
   add_bench<DatastallBenchOptions>(
       *cmd, "datastall", "DataStall-style fetch/prep stall shares of five models on 8 emulated V100s vs the paper",
