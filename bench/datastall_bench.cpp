@@ -62,10 +62,11 @@ nlohmann::json run_datastall_bench(const DatastallBenchOptions& o) {
   auto costs = make_cost_model(std::nullopt);
 
   train::DataStallOptions base;
-  base.clock = "virtual";
-  base.train.batch_size = o.batch_size;
-  base.train.gpus = o.gpus;
-  base.train.variation.cv = 0;
+  base.clock = ClockKind::Virtual;
+  base.job.cluster.gpu = &spec;
+  base.job.batch_size = o.batch_size;
+  base.job.cluster.gpus = o.gpus;
+  base.job.compute.variation.cv = 0;
   base.dataset = imagenet_like(images);
   base.loader.batch_size = static_cast<std::size_t>(o.batch_size);
   base.loader.num_workers = workers;
@@ -79,8 +80,8 @@ nlohmann::json run_datastall_bench(const DatastallBenchOptions& o) {
   std::vector<std::pair<std::string, double>> ours, theirs;
   for (const std::string& m : kModels) {
     train::DataStallOptions opt = base;
-    opt.train.model = m;
-    const train::DataStallResult r = train::analyze_data_stalls(spec, *costs, opt);
+    opt.job.compute.model.name = m;
+    const train::DataStallResult r = train::analyze_data_stalls(*costs, opt);
     double paper = 0;
     for (const auto& [name, x] : paper_fetch_stall())
       if (name == m) paper = x;

@@ -217,7 +217,7 @@ nlohmann::json run_overhead_bench(const OverheadBenchOptions& o) {
   WorkDir dir(o.dataset_dir);
   dlio::DlioWorkload w = make_workload(o, dir.path);
   dlio::DlioRunOptions ro;
-  ro.clock = "real";
+  ro.clock = ClockKind::Real;
   ro.world_size = 1;
   ro.spin_window = o.spin_window;
   ro.record_steps = true;

@@ -47,6 +47,12 @@ struct RealClockOptions {
   Duration spin_window = 100 * kMicrosecond;
 };
 
+enum class ClockKind { Real, Virtual };
+std::string_view to_string(ClockKind k);
+// "real" or "virtual"; InputError for anything else (front ends only).
+ClockKind parse_clock_kind(std::string_view text);
+std::unique_ptr<Clock> make_clock(ClockKind kind, RealClockOptions options = {});
+
 std::unique_ptr<Clock> make_real_clock(RealClockOptions options = {});
 std::unique_ptr<Clock> make_virtual_clock();
 // "real" or "virtual"; InputError for anything else.

@@ -50,4 +50,14 @@ class HostBuffer {
 // Bytes currently held in pinned HostBuffers in this process (locked or accounted).
 std::uint64_t pinned_host_bytes();
 
+// Whether `bytes` more of pinned buffers can really be locked: within
+// RLIMIT_MEMLOCK (beyond what is locked already), or the process may lock
+// beyond it (CAP_IPC_LOCK, e.g. root), which a probe lock of one page more
+// than the limit shows.
+bool can_lock_pinned(std::uint64_t bytes);
+
+// A byte size as people write it: 0, 123456, 512K, 256M, 4G (powers of 1024;
+// an optional trailing B or iB). InputError naming `what` otherwise.
+std::uint64_t parse_byte_size(std::string_view text, std::string_view what);
+
 }  // namespace gpemu

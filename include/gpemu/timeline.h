@@ -141,6 +141,10 @@ class Timeline {
 
   // Blocks the calling host thread until c has completed; returns its end.
   Time wait(const Completion& c);
+  // The same, sleeping through `sleep_until` (a HostSync's sleeper, so peers
+  // under the virtual clock know when this thread runs again): sleeps to the
+  // provisional end and looks again until c is final and past.
+  Time wait(const Completion& c, const std::function<void(Time)>& sleep_until);
   // True when c has completed by now (does not block).
   bool query(const Completion& c);
   // The (possibly provisional) end time of c, resolving pending flows.

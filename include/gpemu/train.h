@@ -1,20 +1,14 @@
-// The train layer: `gpemu train` fed by a real (or modelled) data pipeline,
-// data-stall accounting on the emulated timeline, several GPUs per node with
-// DDP gradient all-reduce. Overview: docs/train.md.
+// The train layer: what `gpemu train` and `gpemu analyze` add on top of the
+// job (job.h): the JSON summary, run report and stall spans, the DataStall
+// differential analysis, and the cache folder with the default dataset.
+// Overview: docs/train.md.
 //
-//   train/trainer.h       the driver (Trainer, TrainOptions, TrainResult)
-//   train/batch_source.h  batches: the real loader, in-memory batches
-//   train/loader_model.h  the modelled loader (exact stalls under the virtual clock)
-//   train/ddp.h           backward split and the DDP reducer
-//   train/host_sync.h     host threads waiting for each other on either clock
-//   train/outputs.h       JSON summary, run report, stall spans
-//   train/datasets.h      cache folder and the default synthetic dataset
+//   train/outputs.h   JSON summary, run report, stall spans
+//   train/analyze.h   the DataStall analysis (three runs of one job)
+//   train/datasets.h  cache folder and the default synthetic dataset
 #pragma once
 
-#include "gpemu/train/batch_source.h"
+#include "gpemu/job.h"
+#include "gpemu/train/analyze.h"
 #include "gpemu/train/datasets.h"
-#include "gpemu/train/ddp.h"
-#include "gpemu/train/host_sync.h"
-#include "gpemu/train/loader_model.h"
 #include "gpemu/train/outputs.h"
-#include "gpemu/train/trainer.h"

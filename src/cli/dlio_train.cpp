@@ -1,6 +1,5 @@
 #include "cli/dlio_train.h"
 
-#include <fstream>
 #include <iostream>
 
 #include <fmt/format.h>
@@ -9,28 +8,47 @@
 #include "gpemu/catalog.h"
 #include "gpemu/dlio/runner.h"
 #include "gpemu/error.h"
+#include "gpemu/report.h"
 #include "gpemu/trace.h"
+#include "gpemu/train/outputs.h"
 
 namespace gpemu::cli {
 
 void run_dlio_train(const DlioTrainArgs& a) {
+  check_output_paths({a.trace, a.report});
+  std::vector<std::string> overrides = a.overrides;
+  if (a.seed) overrides.push_back(fmt::format("++workload.train.seed={}", *a.seed));
+  const dlio::DlioWorkload w = dlio::parse_dlio_config(a.config, overrides);
   dlio::DlioRunOptions o;
   o.clock = a.clock;
   if (a.gpu) o.default_gpu = find_gpu(*a.gpu).id;
+  if (a.world_size) {
+    if (*a.world_size < 1) throw InputError(fmt::format("--gpus {} is impossible: it must be at least 1", *a.world_size));
+    o.world_size = *a.world_size;
+  }
   if (!a.profiles.empty()) o.profiles_dir = a.profiles;
   if (!a.trace.empty()) {
     o.trace = true;
-    o.on_timeline = [&a](Timeline& t, const std::vector<TraceDeviceName>& names) {
-      std::ofstream out(a.trace);
-      if (!out) throw InputError(fmt::format("cannot write trace file '{}'", a.trace));
-      write_chrome_trace(t.trace_records(), t.host_spans(), names, out);
-    };
+    o.on_timeline = [&a](Timeline& t, const std::vector<TraceDeviceName>& names) { write_trace_file(a.trace, t, names); };
   }
-  const nlohmann::json result = dlio::run_dlio_config(a.config, a.overrides, o);
+  RunRecord record;
+  o.on_record = [&record](const RunRecord& r) { record = r; };
+  const nlohmann::json result = dlio::run_dlio_workload(w, o);
+  if (!a.report.empty()) {
+    RunReport rep = train::make_run_report(record, {{"workload", a.config}, {"overrides", overrides}});
+    rep.generator = "gpemu train --dlio-config";
+    rep.title = fmt::format("DLIO workload {} on {}x {}", result.value("workload", a.config), record.gpus, record.gpu);
+    if (result.contains("au_pct"))
+      rep.summary.insert(rep.summary.begin(),
+                         SummaryRow{"accelerator utilization (AU)", fmt::format("{:.2f}%", result["au_pct"].get<double>())});
+    write_html_report_file(rep, a.report);
+  }
   if (a.json)
     std::cout << result.dump(2) << '\n';
   else
     dlio::print_dlio_result(result, std::cout);
+  if (!a.trace.empty() && !a.json) std::cout << "trace: " << a.trace << " (open in https://ui.perfetto.dev)\n";
+  if (!a.report.empty() && !a.json) std::cout << "report: " << a.report << '\n';
 }
 
 }  // namespace gpemu::cli

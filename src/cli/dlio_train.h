@@ -2,19 +2,25 @@
 // a DLIO / MLPerf Storage workload on emulated accelerators (src/dlio).
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "gpemu/clock.h"
 
 namespace gpemu::cli {
 
 struct DlioTrainArgs {
   std::string config;
   std::vector<std::string> overrides;
-  std::string clock = "real";
-  std::optional<std::string> gpu;  // when --gpu was given
+  ClockKind clock = ClockKind::Real;
+  std::optional<std::string> gpu;         // when --gpu was given
+  std::optional<int> world_size;          // --gpus
+  std::optional<std::uint64_t> seed;      // --seed: workload.train.seed
   std::string profiles;
   std::string trace;
+  std::string report;
   bool json = false;
 };
 

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/job_args.h"
 #include "cli/options.h"
 #include "cli/output.h"
 #include "gpemu/analytical_model.h"
@@ -39,42 +40,32 @@ struct MemoryFigures {
   std::string source;  // "model zoo replay" or "cost model"
 };
 
+ModelArgs model_args(const PredictArgs& a) {
+  ModelArgs m;
+  m.gpu = a.gpu;
+  m.model = a.model;
+  m.seq_len = a.seq_len;
+  m.precision = a.precision;
+  m.optimizer = a.optimizer;
+  m.zero_grad = a.zero_grad;
+  m.profiles = a.profiles;
+  return m;
+}
+
+// The model options as `gpemu train` maps them (cli/job_args.h); whether a
+// batch fits is decided as a real card decides it: replayed until the
+// allocator's layout settles (docs/zoo-memory.md, "Out-of-memory points").
 zoo::ReplayOptions replay_options(const PredictArgs& a) {
-  zoo::ReplayOptions o;
-  o.precision = zoo::parse_precision(a.precision);
-  o.optimizer = zoo::parse_optimizer(a.optimizer);
-  if (a.zero_grad == "zero") o.keep_grads = true;
-  else if (a.zero_grad == "none") o.keep_grads = false;
-  else
-    throw InputError(fmt::format("unknown --zero-grad '{}': expected zero (grads kept, PyTorch < 2.0 default) or none "
-                                 "(set_to_none=True, PyTorch >= 2.0 default)",
-                                 a.zero_grad));
-  // Fits or not as a real card decides it: replayed until the allocator's
-  // layout settles (docs/zoo-memory.md, "Out-of-memory points").
-  return zoo::oom_replay_options(o);
+  return zoo::oom_replay_options(cli::replay_options(model_spec(model_args(a))));
 }
 
-// The analytical model's options for what was asked: time follows precision,
-// optimizer, zero_grad and sequence length as memory does.
-AnalyticalOptions analytical_options(const PredictArgs& a, const zoo::ReplayOptions& o) {
-  AnalyticalOptions ao;
-  ao.precision = o.precision;
-  ao.optimizer = o.optimizer;
-  ao.legacy_zero_grad = o.keep_grads;
-  ao.seq_len = a.seq_len;
-  return ao;
-}
-
-// The layered cost model sets measured profiles aside for conditions they
-// were not measured in (measured_profiles_apply); say so when --profiles was given.
-std::unique_ptr<CostModel> cost_model_for(const PredictArgs& a, const zoo::ReplayOptions& o) {
-  const AnalyticalOptions ao = analytical_options(a, o);
-  if (a.profiles.empty()) return make_layered_cost_model(std::nullopt, ao);
-  if (!measured_profiles_apply(ao))
-    std::cerr << fmt::format("note: --profiles {} not used: measured profiles are FP32 runs with SGD and "
-                             "zero_grad(); times for {}, {}, zero_grad '{}' come from the analytical model\n",
-                             a.profiles, zoo::to_string(o.precision), zoo::to_string(o.optimizer), a.zero_grad);
-  return make_layered_cost_model(std::filesystem::path(a.profiles), ao);
+// The layered cost model, as `gpemu train` builds it; says on stderr when
+// measured profiles were set aside.
+std::unique_ptr<CostModel> cost_model_for(const PredictArgs& a, const zoo::ReplayOptions&) {
+  std::vector<std::string> notes;
+  auto costs = job_cost_model(model_args(a), &notes);
+  for (const std::string& n : notes) std::cerr << "note: " << n << '\n';
+  return costs;
 }
 
 // The zoo's graph for the model when memory should come from its replay:

@@ -306,6 +306,16 @@ Time Timeline::wait(const Completion& c) {
   }
 }
 
+Time Timeline::wait(const Completion& c, const std::function<void(Time)>& sleep_until) {
+  // A transfer joining a shared link can only delay c, so sleeping to the
+  // provisional end never oversleeps.
+  for (;;) {
+    const Time end = end_time(c);
+    if (query(c)) return end_time(c);
+    sleep_until(end);
+  }
+}
+
 bool Timeline::query(const Completion& c) {
   if (!c.op_) return c.end_ <= clock_.now();
   std::lock_guard<std::mutex> lock(mutex_);

@@ -49,22 +49,6 @@ int bytes_per_element(DataType t) {
   return 1;
 }
 
-double TimeSpec::expected() const {
-  switch (distribution) {
-    case Distribution::Normal: return mean;
-    case Distribution::Uniform: return (min + max) / 2;
-    case Distribution::Gamma: return shape * scale;
-    case Distribution::Exponential: return scale;
-    case Distribution::Poisson: return lam;
-  }
-  return mean;
-}
-
-TimeSpec TimeSpec::constant(double seconds) {
-  TimeSpec t;
-  t.mean = seconds;
-  return t;
-}
 
 std::string cost_model_name(const DlioWorkload& w) {
   return w.gpemu.model.empty() ? w.model.name : w.gpemu.model;

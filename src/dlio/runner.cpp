@@ -21,6 +21,8 @@
 #include "gpemu/dlio/checkpoint.h"
 #include "gpemu/dlio/figures.h"
 #include "gpemu/error.h"
+#include "gpemu/job.h"
+#include "gpemu/pipeline/batch_source.h"
 #include "gpemu/pipeline/loader.h"
 
 namespace gpemu::dlio {
@@ -41,16 +43,10 @@ namespace {
 
 constexpr double kMiB = 1024.0 * 1024.0;  // DLIO's "MB"
 
-std::uint64_t seed_for(std::uint64_t seed, std::uint64_t a, std::uint64_t b) {
-  std::uint64_t z = seed ^ (a * 0x9E3779B97F4A7C15ull) ^ (b * 0xC2B2AE3D27D4EB4Full);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
 
 // --- Records ------------------------------------------------------------------
 
-struct StepRecord {
+struct DlioStep {
   std::uint64_t index = 0;  // 0-based within the epoch
   Duration load = 0;        // start of loading -> batch in hand (DLIO's batch_loaded)
   Duration compute = 0;     // start of compute -> synchronize returned (DLIO's compute)
@@ -62,7 +58,7 @@ struct StepRecord {
 
 struct Block {
   Time start = 0, end = 0;
-  std::vector<StepRecord> steps;
+  std::vector<DlioStep> steps;
 };
 
 struct RankPhase {
@@ -71,7 +67,7 @@ struct RankPhase {
   std::vector<Block> blocks;
 };
 
-struct CheckpointRecord {
+struct DlioCheckpoint {
   int epoch = 0;
   std::uint64_t step = 0;
   int rank = 0;
@@ -95,7 +91,7 @@ Figures block_figures(const Block& b, std::uint64_t epoch_steps, int exclude_sta
   Duration excluded = 0, compute = 0, emulated = 0, load = 0;
   std::uint64_t bytes = 0;
   for (std::size_t k = 0; k < b.steps.size(); ++k) {
-    const StepRecord& s = b.steps[k];
+    const DlioStep& s = b.steps[k];
     const bool out = k < static_cast<std::size_t>(exclude_start) ||
                      s.index + static_cast<std::uint64_t>(exclude_end) >= epoch_steps;
     if (out) {
@@ -165,35 +161,58 @@ nlohmann::json figures_json(const Figures& f) {
 
 // The loader's work that gpemu models on the emulated timeline rather than
 // doing for real: DLIO's per-sample preprocess_time and, when given, the
-// transfer of the batch's bytes over a modelled storage link. Batches are
-// dealt round-robin to `workers` lanes (one batch at a time each) and at most
+// transfer of the batch's bytes over a modelled storage link. It wraps the
+// rank's source (the real loader or the synthetic one): batches are dealt
+// round-robin to `workers` lanes (one batch at a time each) and at most
 // workers x prefetch are outstanding, as in PyTorch's DataLoader: batch i is
 // issued when batch i - workers x prefetch is consumed. workers = 0 loads
-// each batch when it is asked for.
-class ModelledLoader {
+// each batch when it is asked for. A batch is delivered when both the inner
+// source has it and its modelled work has ended.
+class ModelledLoading : public pipeline::BatchSource {
  public:
-  ModelledLoader(Timeline& tl, const Link* storage, int workers, int prefetch, TimeSampler& preprocess)
-      : tl_(tl), storage_(storage), workers_(workers), depth_(static_cast<std::size_t>(workers) * prefetch),
-        preprocess_(preprocess), lanes_(static_cast<std::size_t>(std::max(1, workers))) {}
+  ModelledLoading(std::unique_ptr<pipeline::BatchSource> inner, Timeline& tl, const Link* storage, int workers,
+                  int prefetch, TimeSpec preprocess, std::uint64_t seed, const pipeline::Dataset& ds,
+                  pipeline::SamplerOptions sampler, std::size_t batch, std::uint64_t steps, bool synthetic,
+                  std::uint64_t record_bytes)
+      : inner_(std::move(inner)), tl_(tl), storage_(storage), workers_(workers),
+        depth_(static_cast<std::size_t>(workers) * static_cast<std::size_t>(prefetch)), preprocess_(preprocess, seed),
+        lanes_(static_cast<std::size_t>(std::max(1, workers))), ds_(ds), sampler_(ds.size(), sampler), batch_(batch),
+        steps_(steps), synthetic_(synthetic), record_bytes_(record_bytes) {}
 
-  void begin(std::vector<std::uint64_t> batch_bytes, std::vector<std::uint64_t> batch_samples) {
-    bytes_ = std::move(batch_bytes);
-    samples_ = std::move(batch_samples);
+  void begin_epoch(std::uint64_t epoch) override {
+    inner_->begin_epoch(epoch);
+    const auto order = sampler_.indices(epoch);
+    bytes_.assign(steps_, 0);
+    samples_.assign(steps_, 0);
+    for (std::uint64_t i = 0; i < steps_ && (i + 1) * batch_ <= order.size(); ++i) {
+      for (std::size_t k = i * batch_; k < (i + 1) * batch_; ++k)
+        bytes_[i] += synthetic_ ? record_bytes_ : ds_.samples[order[k]].length;
+      samples_[i] = batch_;
+    }
     issued_.assign(bytes_.size(), Completion{});
     is_issued_.assign(bytes_.size(), false);
     for (auto& l : lanes_) l = Completion{};
     for (std::size_t i = 0; i < std::min(depth_, bytes_.size()); ++i) issue(i);
+    next_ = 0;
   }
 
-  Completion ready(std::size_t i) {
-    if (i >= bytes_.size()) return Completion{};
-    if (!is_issued_[i]) issue(i);
-    return issued_[i];
+  std::optional<pipeline::LoadedBatch> next(const pipeline::SleepFn& sleep_until) override {
+    std::optional<pipeline::LoadedBatch> b = inner_->next(sleep_until);
+    if (!b) return b;
+    const std::size_t i = next_++;
+    if (i < bytes_.size()) {
+      if (!is_issued_[i]) issue(i);
+      tl_.wait(issued_[i], sleep_until);
+      if (workers_ > 0 && i + depth_ < bytes_.size()) issue(i + depth_);
+    }
+    b->ready = tl_.clock().now();
+    return b;
   }
 
-  void consumed(std::size_t i) {
-    if (workers_ > 0 && i + depth_ < bytes_.size()) issue(i + depth_);
-  }
+  std::size_t batches_per_epoch() const override { return inner_->batches_per_epoch(); }
+  std::size_t samples_per_epoch() const override { return inner_->samples_per_epoch(); }
+  std::string describe() const override { return inner_->describe() + ", modelled preprocessing/storage"; }
+  pipeline::LoaderStats stats() const override { return inner_->stats(); }
 
  private:
   void issue(std::size_t i) {
@@ -214,43 +233,23 @@ class ModelledLoader {
     lane = issued_[i];
   }
 
+  std::unique_ptr<pipeline::BatchSource> inner_;
   Timeline& tl_;
   const Link* storage_;
   int workers_;
   std::size_t depth_;
-  TimeSampler& preprocess_;
+  TimeSampler preprocess_;
   std::vector<Completion> lanes_;
+  const pipeline::Dataset& ds_;
+  pipeline::Sampler sampler_;
+  std::size_t batch_;
+  std::uint64_t steps_;
+  bool synthetic_;
+  std::uint64_t record_bytes_;
   std::vector<std::uint64_t> bytes_, samples_;
   std::vector<Completion> issued_;
   std::vector<bool> is_issued_;
-};
-
-// --- The run ------------------------------------------------------------------
-
-struct Shared {
-  Shared(const DlioWorkload& w, const DlioRunOptions& o, Clock& clock, Timeline& tl, const GpuSpec& gpu)
-      : w(w), o(o), clock(clock), tl(tl), gpu(gpu) {}
-  const DlioWorkload& w;
-  const DlioRunOptions& o;
-  Clock& clock;
-  Timeline& tl;
-  const GpuSpec& gpu;
-  int world_size = 1;
-  std::uint64_t steps = 0;       // train steps per epoch
-  std::uint64_t eval_steps = 0;  // eval steps per epoch
-  const pipeline::Dataset* train_ds = nullptr;
-  const pipeline::Dataset* eval_ds = nullptr;
-  std::shared_ptr<pipeline::LoaderCache> train_cache, eval_cache;
-  bool cost_model = false;
-  Duration forward = 0, backward = 0;
-  const Link* storage = nullptr;
-  std::uint64_t shuffle_seed = 0;
-  bool modelled_loading = false;
-  bool synthetic = false;  // batches from memory, no file reads
-  fs::path base_dir;
-
-  std::mutex mu;  // guards checkpoints (held briefly, never across a wait)
-  std::vector<CheckpointRecord> checkpoints;
+  std::size_t next_ = 0;
 };
 
 struct RankResult {
@@ -259,293 +258,108 @@ struct RankResult {
   pipeline::LoaderStats train_stats, eval_stats;
 };
 
-pipeline::LoaderOptions loader_options(const Shared& sh, int rank, std::int64_t batch,
-                                       std::shared_ptr<pipeline::LoaderCache> cache) {
-  const auto& r = sh.w.reader;
+pipeline::LoaderOptions loader_options(const DlioWorkload& w, bool lock_pinned, std::uint64_t shuffle_seed,
+                                       std::int64_t batch, std::shared_ptr<pipeline::LoaderCache> cache) {
+  const auto& r = w.reader;
   pipeline::LoaderOptions lo;
   lo.batch_size = static_cast<std::size_t>(batch);
   lo.num_workers = std::max(0, r.read_threads);
   lo.prefetch_factor = std::max(1, r.prefetch_size);
   lo.pin_memory = r.pin_memory;
-  lo.pin_mode = sh.o.lock_pinned_memory ? PinMode::Lock : PinMode::AccountOnly;
+  lo.pin_mode = lock_pinned ? PinMode::Lock : PinMode::AccountOnly;
   lo.persistent_workers = true;  // DLIO's PyTorch loader keeps its workers
   lo.drop_last = true;           // DLIO runs whole batches only
   lo.shuffle = r.file_shuffle != Shuffle::Off || r.sample_shuffle != Shuffle::Off;
-  lo.seed = sh.shuffle_seed;
-  lo.rank = rank;
-  lo.world_size = sh.world_size;
-  lo.decode_images = sh.w.dataset.format == DataFormat::Jpeg;
+  lo.seed = shuffle_seed;
+  lo.decode_images = w.dataset.format == DataFormat::Jpeg;
   lo.direct_io = r.odirect;
   lo.cache = std::move(cache);
   lo.on_error = pipeline::OnError::Stop;
   return lo;
 }
 
-// Where a rank's batches come from: gpemu's DataLoader reading the files, or
-// DLIO's synthetic loader (reader.data_loader: synthetic), which reads nothing
-// and hands out the sampler's indices over one in-memory batch.
-class BatchSource {
- public:
-  virtual ~BatchSource() = default;
-  virtual void begin_epoch(std::uint64_t epoch) = 0;
-  // False when the epoch has no more batches.
-  virtual bool next() = 0;
-  virtual std::span<const std::size_t> indices() const = 0;
-  virtual void release() {}
-  virtual const pipeline::Sampler& sampler() const = 0;
-  virtual std::size_t batch_size() const = 0;
-  virtual std::uint64_t sample_bytes(std::size_t index) const = 0;
-  virtual pipeline::LoaderStats stats() const = 0;
-};
-
-class LoaderSource : public BatchSource {
- public:
-  LoaderSource(const pipeline::Dataset& ds, pipeline::LoaderOptions o) : loader_(ds, std::move(o)) {}
-  void begin_epoch(std::uint64_t epoch) override { loader_.begin_epoch(epoch); }
-  bool next() override {
-    batch_ = loader_.next();
-    return batch_.has_value();
+// The run's record as DLIO's per-rank phases: blocks of steps between the
+// checkpoints written inside an epoch.
+std::vector<RankResult> rank_results(const RunRecord& rec, const std::vector<int>& ranks) {
+  std::vector<RankResult> out;
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    RankResult rr;
+    rr.rank = ranks[i];
+    const int gpu = static_cast<int>(i);
+    for (const EpochMark& m : rec.epochs) {
+      if (m.gpu != gpu) continue;
+      RankPhase rp;
+      rp.rank = ranks[i];
+      rp.epoch = static_cast<int>(m.epoch) + 1;
+      rp.blocks.emplace_back();
+      rp.blocks.back().start = m.start;
+      std::vector<const CheckpointRecord*> inside;
+      for (const CheckpointRecord& c : rec.checkpoints)
+        if (c.gpu == gpu && m.phase == RunPhase::Train && c.start >= m.start && c.end <= m.host_end &&
+            c.epoch == rp.epoch)
+          inside.push_back(&c);
+      std::size_t next_ckpt = 0;
+      for (const gpemu::StepRecord& s : rec.steps) {
+        if (s.gpu != gpu || s.phase != m.phase || s.epoch != m.epoch) continue;
+        DlioStep d;
+        d.index = s.index;
+        d.load = s.delivered - s.next_called;
+        d.compute = s.host_done - s.delivered;
+        d.proc = s.host_done - s.next_called;
+        d.emulated = s.compute;
+        d.bytes = s.bytes;
+        d.samples = static_cast<std::uint64_t>(s.samples);
+        rp.blocks.back().steps.push_back(d);
+        while (next_ckpt < inside.size() && inside[next_ckpt]->start >= s.host_done &&
+               inside[next_ckpt]->step == s.index + 1) {
+          rp.blocks.back().end = inside[next_ckpt]->start;
+          rp.blocks.emplace_back();
+          rp.blocks.back().start = inside[next_ckpt]->end;
+          ++next_ckpt;
+        }
+      }
+      rp.blocks.back().end = m.host_end;
+      if (rp.blocks.back().steps.empty() && rp.blocks.size() > 1) rp.blocks.pop_back();
+      (m.phase == RunPhase::Train ? rr.train : rr.eval).push_back(std::move(rp));
+    }
+    if (i < rec.loader_stats.size()) rr.train_stats = rec.loader_stats[i];
+    if (i < rec.eval_loader_stats.size()) rr.eval_stats = rec.eval_loader_stats[i];
+    out.push_back(std::move(rr));
   }
-  std::span<const std::size_t> indices() const override { return batch_->sample_indices; }
-  // The staging buffer goes back to the pool before the next wait.
-  void release() override { batch_.reset(); }
-  const pipeline::Sampler& sampler() const override { return loader_.sampler(); }
-  std::size_t batch_size() const override { return loader_.options().batch_size; }
-  std::uint64_t sample_bytes(std::size_t index) const override { return loader_.dataset().samples[index].length; }
-  pipeline::LoaderStats stats() const override { return loader_.stats(); }
-
- private:
-  pipeline::DataLoader loader_;
-  std::optional<pipeline::Batch> batch_;
-};
-
-class SyntheticSource : public BatchSource {
- public:
-  SyntheticSource(std::size_t samples, std::uint64_t record_bytes, const pipeline::LoaderOptions& o)
-      : sampler_(samples, pipeline::SamplerOptions{o.shuffle, o.seed, o.rank, o.world_size, o.drop_uneven_shards}),
-        batch_(o.batch_size),
-        record_bytes_(record_bytes) {}
-  void begin_epoch(std::uint64_t epoch) override {
-    order_ = sampler_.indices(epoch);
-    pos_ = 0;
-  }
-  bool next() override {
-    if (pos_ + batch_ > order_.size()) return false;
-    current_ = {order_.data() + pos_, batch_};
-    pos_ += batch_;
-    ++stats_.batches;
-    stats_.samples += batch_;
-    return true;
-  }
-  std::span<const std::size_t> indices() const override { return current_; }
-  const pipeline::Sampler& sampler() const override { return sampler_; }
-  std::size_t batch_size() const override { return batch_; }
-  std::uint64_t sample_bytes(std::size_t) const override { return record_bytes_; }
-  pipeline::LoaderStats stats() const override { return stats_; }
-
- private:
-  pipeline::Sampler sampler_;
-  std::size_t batch_;
-  std::uint64_t record_bytes_;
-  std::vector<std::size_t> order_;
-  std::size_t pos_ = 0;
-  std::span<const std::size_t> current_;
-  pipeline::LoaderStats stats_;
-};
-
-DeviceOptions device_options(int rank) {
-  DeviceOptions d;
-  d.index = rank;
-  return d;
+  return out;
 }
 
-class RankRunner {
+// DLIO's progress callback, from the job's observer hooks.
+class DlioObserver : public JobObserver {
  public:
-  RankRunner(Shared& sh, int rank, RankResult& out)
-      : sh_(sh), w_(sh.w), rank_(rank), out_(out),
-        device_(sh.tl, sh.gpu, device_options(rank)),
-        stream_(device_.default_stream()),
-        compute_draw_(w_.train.computation_time, seed_for(static_cast<std::uint64_t>(w_.train.seed), rank, 1)),
-        eval_draw_(w_.evaluation.eval_time, seed_for(static_cast<std::uint64_t>(w_.train.seed), rank, 2)),
-        preprocess_draw_(w_.reader.preprocess_time, seed_for(static_cast<std::uint64_t>(w_.train.seed), rank, 3)) {}
-
-  void run() {
-    out_.rank = rank_;
-    if (!w_.workflow.train) {  // checkpoint-only mode
-      for (const CheckpointEvent& e : checkpoint_schedule(w_, sh_.world_size)) checkpoint(e.epoch, e.step);
-      return;
-    }
-    auto train = source(*sh_.train_ds, w_.reader.batch_size, sh_.train_cache);
-    std::unique_ptr<BatchSource> eval;
-    if (sh_.eval_ds != nullptr && sh_.eval_steps > 0) {
-      eval = source(*sh_.eval_ds, w_.reader.batch_size_eval, sh_.eval_cache);
-    }
-    for (int epoch = 1; epoch <= w_.train.epochs; ++epoch) {
-      out_.train.push_back(phase(DlioPhase::Train, epoch, *train, sh_.steps));
-      if (checkpoint_after_epoch(w_, epoch)) checkpoint(epoch, sh_.steps);
-      if (eval && eval_due(epoch)) out_.eval.push_back(phase(DlioPhase::Eval, epoch, *eval, sh_.eval_steps));
-    }
-    out_.train_stats = train->stats();
-    if (eval) out_.eval_stats = eval->stats();
+  DlioObserver(const std::function<void(const DlioProgress&)>& progress, const std::vector<int>& ranks)
+      : progress_(progress), ranks_(ranks) {}
+  void on_step(const StepEvent& e) override {
+    if (!progress_) return;
+    DlioProgress pr;
+    pr.phase = e.phase == RunPhase::Train ? DlioPhase::Train : DlioPhase::Eval;
+    pr.rank = ranks_[static_cast<std::size_t>(e.gpu)];
+    pr.epoch = e.epoch;
+    pr.step = e.step;
+    pr.steps = e.steps;
+    pr.sample_indices = e.record->sample_indices;
+    pr.bytes = e.record->bytes;
+    progress_(pr);
+  }
+  void on_checkpoint(const CheckpointRecord& c) override {
+    if (!progress_) return;
+    DlioProgress pr;
+    pr.phase = DlioPhase::Checkpoint;
+    pr.rank = ranks_[static_cast<std::size_t>(c.gpu)];
+    pr.epoch = c.epoch;
+    pr.step = c.step;
+    pr.bytes = c.io.bytes_written;
+    progress_(pr);
   }
 
  private:
-  std::unique_ptr<BatchSource> source(const pipeline::Dataset& ds, std::int64_t batch,
-                                      std::shared_ptr<pipeline::LoaderCache> cache) {
-    pipeline::LoaderOptions lo = loader_options(sh_, rank_, batch, std::move(cache));
-    if (sh_.synthetic) {
-      const auto record = static_cast<std::uint64_t>(std::llround(w_.dataset.record_length_bytes));
-      return std::make_unique<SyntheticSource>(ds.size(), record, lo);
-    }
-    return std::make_unique<LoaderSource>(ds, std::move(lo));
-  }
-
-  bool eval_due(int epoch) const {
-    const int first = w_.evaluation.eval_after_epoch;
-    return epoch >= first && (epoch - first) % std::max(1, w_.evaluation.epochs_between_evals) == 0;
-  }
-
-  Duration launch_compute(DlioPhase p) {
-    if (sh_.cost_model) {
-      stream_.launch_kernel(sh_.forward, "forward");
-      if (p == DlioPhase::Eval) return sh_.forward;
-      stream_.launch_kernel(sh_.backward, "backward");
-      return sh_.forward + sh_.backward;
-    }
-    TimeSampler& draw = p == DlioPhase::Train ? compute_draw_ : eval_draw_;
-    const Duration d = from_seconds(draw.next_seconds());
-    stream_.launch_kernel(d, p == DlioPhase::Train ? "compute" : "eval");
-    return d;
-  }
-
-  RankPhase phase(DlioPhase p, int epoch, BatchSource& loader, std::uint64_t steps) {
-    const std::uint64_t epoch_arg = w_.train.seed_change_epoch ? static_cast<std::uint64_t>(epoch - 1) : 0;
-    RankPhase rp;
-    rp.rank = rank_;
-    rp.epoch = epoch;
-    rp.blocks.emplace_back();
-    rp.blocks.back().start = sh_.clock.now();
-    loader.begin_epoch(epoch_arg);
-
-    std::optional<ModelledLoader> model;
-    if (sh_.modelled_loading) {
-      model.emplace(sh_.tl, sh_.storage, w_.reader.read_threads, std::max(1, w_.reader.prefetch_size),
-                    preprocess_draw_);
-      const auto order = loader.sampler().indices(epoch_arg);
-      const std::size_t b = loader.batch_size();
-      std::vector<std::uint64_t> bytes(steps, 0), samples(steps, 0);
-      for (std::uint64_t i = 0; i < steps && (i + 1) * b <= order.size(); ++i) {
-        for (std::size_t k = i * b; k < (i + 1) * b; ++k) bytes[i] += loader.sample_bytes(order[k]);
-        samples[i] = b;
-      }
-      model->begin(std::move(bytes), std::move(samples));
-    }
-
-    Time load_start = rp.blocks.back().start;
-    for (std::uint64_t s = 0; s < steps; ++s) {
-      if (!loader.next()) {
-        throw Error(fmt::format("DLIO runner: rank {} ran out of {} batches at step {} of {} in epoch {}", rank_,
-                                to_string(p), s + 1, steps, epoch));
-      }
-      if (model) {
-        sh_.tl.wait(model->ready(s));
-        model->consumed(s);
-      }
-      const Time loaded = sh_.clock.now();
-      const Duration emulated = launch_compute(p);
-      stream_.synchronize();
-      const Time done = sh_.clock.now();
-
-      StepRecord r;
-      r.index = s;
-      r.load = loaded - load_start;
-      r.compute = done - loaded;
-      r.proc = done - load_start;
-      r.emulated = emulated;
-      const std::span<const std::size_t> indices = loader.indices();
-      r.samples = indices.size();
-      for (std::size_t idx : indices) r.bytes += loader.sample_bytes(idx);
-      rp.blocks.back().steps.push_back(r);
-      if (sh_.tl.tracing() && loaded > load_start) {
-        sh_.tl.add_host_span(HostSpan{"data wait", "stall", "host", rank_, load_start, loaded});
-      }
-      if (sh_.o.progress) {
-        DlioProgress pr;
-        pr.phase = p;
-        pr.rank = rank_;
-        pr.epoch = epoch;
-        pr.step = s + 1;
-        pr.steps = steps;
-        pr.sample_indices = indices;
-        pr.bytes = r.bytes;
-        sh_.o.progress(pr);
-      }
-      loader.release();
-      if (p == DlioPhase::Train && checkpoint_after_step(w_, epoch, s + 1)) {
-        rp.blocks.back().end = sh_.clock.now();
-        checkpoint(epoch, s + 1);
-        rp.blocks.emplace_back();
-        rp.blocks.back().start = sh_.clock.now();
-      }
-      load_start = sh_.clock.now();
-    }
-    rp.blocks.back().end = sh_.clock.now();
-    if (rp.blocks.back().steps.empty() && rp.blocks.size() > 1) rp.blocks.pop_back();
-    return rp;
-  }
-
-  void checkpoint(int epoch, std::uint64_t step) {
-    if (!rank_writes_checkpoint(w_, rank_)) return;
-    const Time c0 = sh_.clock.now();
-    CheckpointIoOptions io;
-    io.rank = rank_;
-    io.world_size = sh_.world_size;
-    io.epoch = epoch;
-    io.step = step;
-    io.read_back = sh_.o.checkpoint_read_back;
-    io.base_dir = sh_.base_dir;
-    const CheckpointResult r = write_checkpoint(w_, io);
-    if (sh_.storage != nullptr && r.bytes_written + r.bytes_read > 0) {
-      OpSpec spec;
-      spec.lower_bound = sh_.tl.issue_time();
-      spec.link = sh_.storage;
-      spec.bytes = static_cast<double>(r.bytes_written + r.bytes_read);
-      spec.trace = false;
-      sh_.tl.wait(sh_.tl.issue(spec, {}));
-    }
-    const Time c1 = sh_.clock.now();
-    if (sh_.tl.tracing()) sh_.tl.add_host_span(HostSpan{"checkpoint", "checkpoint", "host", rank_, c0, c1});
-    CheckpointRecord rec;
-    rec.epoch = epoch;
-    rec.step = step;
-    rec.rank = rank_;
-    rec.bytes_written = r.bytes_written;
-    rec.bytes_read = r.bytes_read;
-    rec.write_s = r.write_seconds;
-    rec.read_s = r.read_seconds;
-    rec.emulated_s = to_seconds(c1 - c0);
-    {
-      std::lock_guard lock(sh_.mu);
-      sh_.checkpoints.push_back(rec);
-    }
-    if (sh_.o.progress) {
-      DlioProgress pr;
-      pr.phase = DlioPhase::Checkpoint;
-      pr.rank = rank_;
-      pr.epoch = epoch;
-      pr.step = step;
-      pr.bytes = r.bytes_written;
-      sh_.o.progress(pr);
-    }
-  }
-
-  Shared& sh_;
-  const DlioWorkload& w_;
-  int rank_;
-  RankResult& out_;
-  Device device_;
-  Stream& stream_;
-  TimeSampler compute_draw_, eval_draw_, preprocess_draw_;
+  const std::function<void(const DlioProgress&)>& progress_;
+  const std::vector<int>& ranks_;
 };
 
 pipeline::Dataset to_dataset(const DlioData& d, bool jpeg) {
@@ -636,7 +450,7 @@ nlohmann::json phase_json(const std::vector<RankResult>& results, bool eval, std
       nlohmann::json steps = nlohmann::json::array();
       for (const RankPhase* p : phases[epoch]) {
         for (std::size_t b = 0; b < p->blocks.size(); ++b) {
-          for (const StepRecord& s : p->blocks[b].steps) {
+          for (const DlioStep& s : p->blocks[b].steps) {
             steps.push_back({{"rank", p->rank}, {"block", b}, {"step", s.index + 1}, {"load_s", to_seconds(s.load)},
                              {"compute_s", to_seconds(s.compute)}, {"proc_s", to_seconds(s.proc)},
                              {"emulated_s", to_seconds(s.emulated)}, {"bytes", s.bytes}});
@@ -684,8 +498,8 @@ nlohmann::json phase_json(const std::vector<RankResult>& results, bool eval, std
   return j;
 }
 
-nlohmann::json checkpoints_json(const std::vector<CheckpointRecord>& records, nlohmann::json& top) {
-  std::map<std::pair<int, std::uint64_t>, std::vector<const CheckpointRecord*>> events;
+nlohmann::json checkpoints_json(const std::vector<DlioCheckpoint>& records, nlohmann::json& top) {
+  std::map<std::pair<int, std::uint64_t>, std::vector<const DlioCheckpoint*>> events;
   for (const auto& r : records) events[{r.epoch, r.step}].push_back(&r);
   nlohmann::json list = nlohmann::json::array();
   std::uint64_t all_bytes = 0, all_read = 0;
@@ -694,7 +508,7 @@ nlohmann::json checkpoints_json(const std::vector<CheckpointRecord>& records, nl
     std::uint64_t bytes = 0, read = 0;
     double write_s = 0, read_s = 0, emulated_s = 0;
     std::vector<int> ranks;
-    for (const CheckpointRecord* r : recs) {
+    for (const DlioCheckpoint* r : recs) {
       bytes += r->bytes_written;
       read += r->bytes_read;
       write_s = std::max(write_s, r->write_s);  // ranks write at the same time
@@ -724,16 +538,6 @@ nlohmann::json checkpoints_json(const std::vector<CheckpointRecord>& records, nl
   return list;
 }
 
-std::unique_ptr<Clock> make_run_clock(const DlioRunOptions& o) {
-  if (o.clock == "real") {
-    RealClockOptions co;
-    co.spin_window = o.spin_window;
-    return make_real_clock(co);
-  }
-  if (o.clock == "virtual") return make_virtual_clock();
-  throw InputError(fmt::format("DLIO runner: clock '{}' is not valid; accepted: real, virtual", o.clock));
-}
-
 }  // namespace
 
 nlohmann::json run_dlio_workload(const DlioWorkload& w, const DlioRunOptions& o) {
@@ -760,7 +564,6 @@ nlohmann::json run_dlio_workload(const DlioWorkload& w, const DlioRunOptions& o)
     throw InputError(fmt::format("DLIO runner: storage bandwidth {} bytes/s is not valid; accepted: a number > 0",
                                  *o.storage_bytes_per_s));
   }
-  auto clock = make_run_clock(o);
   const GpuSpec& gpu = find_gpu(w.gpemu.gpu.empty() ? o.default_gpu : w.gpemu.gpu);
   const bool train = w.workflow.train;
   const bool leader = ranks.front() == 0;
@@ -769,8 +572,8 @@ nlohmann::json run_dlio_workload(const DlioWorkload& w, const DlioRunOptions& o)
   nlohmann::json result;
   result["workload"] = w.source;
   result["model"] = w.model.name;
-  result["clock"] = std::string(clock->name());
-  result["world_size"] = ws;
+  result["clock"] = std::string(to_string(o.clock));
+  result["gpus"] = ws;  // DLIO's world size, under the key every command uses
   result["ranks"] = ranks;
   result["gpu"] = gpu.id;
   std::vector<std::string> warnings = w.warnings;
@@ -802,12 +605,14 @@ nlohmann::json run_dlio_workload(const DlioWorkload& w, const DlioRunOptions& o)
   }
 
   const DlioFigures fig = dlio_figures(w, ws);
-  Timeline timeline(*clock);
-  if (o.trace) timeline.enable_trace(true);
-  Shared shared(w, o, *clock, timeline, gpu);
-  shared.world_size = ws;
+  struct {
+    std::uint64_t steps = 0, eval_steps = 0;
+    const pipeline::Dataset* train_ds = nullptr;
+    const pipeline::Dataset* eval_ds = nullptr;
+    std::shared_ptr<pipeline::LoaderCache> train_cache, eval_cache;
+    bool synthetic = false;
+  } shared;
   shared.steps = fig.steps_per_epoch_run;
-  shared.base_dir = base;
 
   pipeline::Dataset train_ds, eval_ds;
   auto synthetic_data = [&](DlioSplit split) {
@@ -883,15 +688,30 @@ nlohmann::json run_dlio_workload(const DlioWorkload& w, const DlioRunOptions& o)
     }
   }
 
-  // Step time.
+  // The job: DLIO's step program (its computation_time, or the cost model's
+  // forward and backward when the workload asks for it), each rank's source,
+  // the checkpoints and the evaluation, on the run's clock.
+  JobSpec spec;
+  spec.cluster.gpu = &gpu;
+  spec.cluster.gpus = static_cast<int>(ranks.size());
+  spec.cluster.node.first_device_index = ranks.front();
+  spec.cluster.device.index = ranks.front();
+  spec.batch_size = static_cast<int>(std::max<std::int64_t>(1, w.reader.batch_size));
+  spec.trace = o.trace;
+  spec.compute.copy_batch = false;  // DLIO only sleeps: no H2D in AU
+  spec.compute.use_allocator = false;
+  spec.compute.all_reduce = false;
+  spec.compute.sync = SyncMode::EveryIteration;
+  spec.compute.variation.cv = 0;
+  spec.compute.variation.warmup_factor = 1;
   const StepTimeSource source = effective_step_time_source(w);
   result["step_time_source"] = std::string(to_string(source));
+  std::unique_ptr<CostModel> cost_model;
   if (source == StepTimeSource::CostModel) {
-    const auto model = make_cost_model(o.profiles_dir);
-    const StepCost cost = model->step_cost(gpu, cost_model_name(w), static_cast<int>(w.reader.batch_size));
-    shared.cost_model = true;
-    shared.forward = cost.forward;
-    shared.backward = cost.backward;
+    cost_model = make_cost_model(o.profiles_dir);
+    spec.compute.step_time = StepTime::CostModel;
+    spec.compute.model.name = cost_model_name(w);
+    const StepCost cost = cost_model->step_cost(gpu, cost_model_name(w), static_cast<int>(w.reader.batch_size));
     result["step_time_s"] = to_seconds(cost.forward + cost.backward);
     result["cost_model"] = {{"model", cost_model_name(w)},
                             {"batch_size", w.reader.batch_size},
@@ -904,31 +724,124 @@ nlohmann::json run_dlio_workload(const DlioWorkload& w, const DlioRunOptions& o)
                                      to_string(*w.gpemu.precision)));
     }
   } else {
+    cost_model = make_cost_model(std::nullopt);
+    spec.compute.step_time = StepTime::Fixed;
+    spec.compute.fixed_train = w.train.computation_time;
+    spec.compute.fixed_eval = w.evaluation.eval_time;
+    spec.compute.fixed_seed = static_cast<std::uint64_t>(w.train.seed);
     result["step_time_s"] = w.train.computation_time.expected();
   }
 
   // Modelled loading, shuffling seed.
   const bool preprocess = !(TimeSampler(w.reader.preprocess_time, 0).constant() &&
                             w.reader.preprocess_time.expected() == 0);
-  if (o.storage_bytes_per_s) {
-    shared.storage = &timeline.add_link("storage", *o.storage_bytes_per_s, true);
-  }
-  shared.modelled_loading = preprocess || shared.storage != nullptr;
+  const bool modelled_loading = preprocess || o.storage_bytes_per_s.has_value();
   const bool random_shuffle = w.reader.file_shuffle == Shuffle::Random || w.reader.sample_shuffle == Shuffle::Random;
-  shared.shuffle_seed = random_shuffle ? std::random_device{}() : static_cast<std::uint64_t>(w.train.seed);
+  const std::uint64_t shuffle_seed = random_shuffle ? std::random_device{}() : static_cast<std::uint64_t>(w.train.seed);
+  // The storage link lives on the job's timeline; made by the first source or checkpoint that needs it.
+  const Link* storage = nullptr;
+  std::mutex storage_mu;
+  auto storage_link = [&](Timeline& tl) -> const Link* {
+    if (!o.storage_bytes_per_s) return nullptr;
+    std::lock_guard lock(storage_mu);
+    if (!storage) storage = &tl.add_link("storage", *o.storage_bytes_per_s, true);
+    return storage;
+  };
+  const auto record = static_cast<std::uint64_t>(std::llround(w.dataset.record_length_bytes));
+  auto source_for = [&](const pipeline::Dataset* ds, std::int64_t batch, std::shared_ptr<pipeline::LoaderCache> cache,
+                        std::uint64_t steps) {
+    return [&, ds, batch, cache, steps](int g, Clock& clk, Timeline& tl) -> std::unique_ptr<pipeline::BatchSource> {
+      const int rank = ranks[static_cast<std::size_t>(g)];
+      pipeline::LoaderOptions lo = loader_options(w, o.lock_pinned_memory, shuffle_seed, batch, cache);
+      lo.rank = rank;
+      lo.world_size = ws;
+      std::unique_ptr<pipeline::BatchSource> src;
+      const HostMemoryKind mem = lo.pin_memory ? HostMemoryKind::Pinned : HostMemoryKind::Pageable;
+      if (shared.synthetic) {
+        pipeline::SamplerOptions so{lo.shuffle, lo.seed, lo.rank, lo.world_size, lo.drop_uneven_shards};
+        src = std::make_unique<pipeline::SyntheticSource>(clk, pipeline::Sampler(ds->size(), so),
+                                                          static_cast<int>(batch), record, mem);
+      } else {
+        pipeline::PipelineSourceOptions so;
+        so.rank = rank;
+        so.untimed = true;  // DLIO: reads take what they take on the real clock, nothing on the virtual one
+        src = std::make_unique<pipeline::PipelineSource>(clk, *ds, lo, so);
+      }
+      if (!modelled_loading) return src;
+      pipeline::SamplerOptions so{lo.shuffle, lo.seed, lo.rank, lo.world_size, lo.drop_uneven_shards};
+      return std::make_unique<ModelledLoading>(std::move(src), tl, storage_link(tl), w.reader.read_threads,
+                                               std::max(1, w.reader.prefetch_size), w.reader.preprocess_time,
+                                               derive_seed(static_cast<std::uint64_t>(w.train.seed), rank, 3), *ds, so,
+                                               static_cast<std::size_t>(batch), steps, shared.synthetic, record);
+    };
+  };
+  spec.schedule.train = train;
+  spec.schedule.epochs = train ? w.train.epochs : 0;
+  spec.schedule.steps_per_epoch = shared.steps;
+  spec.schedule.reshuffle_each_epoch = w.train.seed_change_epoch;
+  if (train) {
+    spec.data.source = DataSource::Custom;
+    spec.data.custom = source_for(shared.train_ds, w.reader.batch_size, shared.train_cache, shared.steps);
+    if (shared.eval_ds != nullptr && shared.eval_steps > 0) {
+      spec.schedule.eval.first_epoch = std::max(1, w.evaluation.eval_after_epoch);
+      spec.schedule.eval.every = std::max(1, w.evaluation.epochs_between_evals);
+      spec.schedule.eval.steps = shared.eval_steps;
+      spec.schedule.eval.data.source = DataSource::Custom;
+      spec.schedule.eval.data.loader.batch_size = static_cast<std::size_t>(w.reader.batch_size_eval);
+      spec.schedule.eval.data.custom =
+          source_for(shared.eval_ds, w.reader.batch_size_eval, shared.eval_cache, shared.eval_steps);
+    }
+  }
+  if (w.workflow.checkpoint) {
+    for (const CheckpointEvent& e : checkpoint_schedule(w, ws)) {
+      if (train && !e.end_of_epoch && (e.epoch < 1 || e.epoch > w.train.epochs)) continue;
+      spec.schedule.checkpoints.push_back({e.epoch, e.step, train && e.end_of_epoch});
+    }
+  }
+  spec.schedule.checkpoint = [&](const CheckpointCall& c) {
+    CheckpointIo io;
+    const int rank = ranks[static_cast<std::size_t>(c.rank)];
+    if (!rank_writes_checkpoint(w, rank)) return io;
+    CheckpointIoOptions cio;
+    cio.rank = rank;
+    cio.world_size = ws;
+    cio.epoch = c.epoch;
+    cio.step = c.step;
+    cio.read_back = o.checkpoint_read_back;
+    cio.base_dir = base;
+    const CheckpointResult r = write_checkpoint(w, cio);
+    if (const Link* link = storage_link(*c.timeline); link && r.bytes_written + r.bytes_read > 0) {
+      OpSpec op;
+      op.lower_bound = c.timeline->issue_time();
+      op.link = link;
+      op.bytes = static_cast<double>(r.bytes_written + r.bytes_read);
+      op.trace = false;
+      c.timeline->wait(c.timeline->issue(op, {}), c.sleep_until);
+    }
+    io.written = true;
+    io.bytes_written = r.bytes_written;
+    io.bytes_read = r.bytes_read;
+    io.write_s = r.write_seconds;
+    io.read_s = r.read_seconds;
+    return io;
+  };
 
   // --- ranks --------------------------------------------------------------------
-  std::vector<RankResult> results(ranks.size());
-  std::vector<std::function<void()>> bodies;
-  for (std::size_t i = 0; i < ranks.size(); ++i) {
-    bodies.emplace_back([&shared, &results, &ranks, i] {
-      RankRunner runner(shared, ranks[i], results[i]);
-      runner.run();
-    });
-  }
+  RealClockOptions clock_options;
+  clock_options.spin_window = o.spin_window;
+  auto clock = make_clock(o.clock, clock_options);
+  result["clock"] = std::string(clock->name());
+  Job job(*clock, *cost_model, spec);
+  DlioObserver observer(o.progress, ranks);
   const Time t0 = clock->now();
-  clock->run_concurrently(std::move(bodies));
+  const RunRecord rec = job.run(&observer);
   const Time t1 = clock->now();
+  const std::vector<RankResult> results = rank_results(rec, ranks);
+  if (job.timeline().tracing())
+    for (const gpemu::StepRecord& st : rec.steps)
+      if (st.delivered > st.next_called)
+        job.timeline().add_host_span(HostSpan{"data wait", "stall", "host", ranks[static_cast<std::size_t>(st.gpu)],
+                                              st.next_called, st.delivered});
 
   // --- results ------------------------------------------------------------------
   nlohmann::json dataset;
@@ -959,7 +872,20 @@ nlohmann::json run_dlio_workload(const DlioWorkload& w, const DlioRunOptions& o)
     result["epochs"] = 0;
     result["steps"] = 0;
   }
-  result["checkpoints"] = checkpoints_json(shared.checkpoints, result);
+  std::vector<DlioCheckpoint> checkpoints;
+  for (const CheckpointRecord& c : rec.checkpoints) {
+    DlioCheckpoint d;
+    d.epoch = c.epoch;
+    d.step = c.step;
+    d.rank = ranks[static_cast<std::size_t>(c.gpu)];
+    d.bytes_written = c.io.bytes_written;
+    d.bytes_read = c.io.bytes_read;
+    d.write_s = c.io.write_s;
+    d.read_s = c.io.read_s;
+    d.emulated_s = to_seconds(c.end - c.start);
+    checkpoints.push_back(d);
+  }
+  result["checkpoints"] = checkpoints_json(checkpoints, result);
   result["emulated_s"] = to_seconds(t1 - t0);
   result["wall_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
   result["warnings"] = warnings;
@@ -968,8 +894,9 @@ nlohmann::json run_dlio_workload(const DlioWorkload& w, const DlioRunOptions& o)
   if (o.on_timeline) {
     std::vector<TraceDeviceName> names;
     for (int r : ranks) names.push_back({r, fmt::format("GPU {} ({})", r, gpu.id)});
-    o.on_timeline(timeline, names);
+    o.on_timeline(job.timeline(), names);
   }
+  if (o.on_record) o.on_record(rec);
   return result;
 }
 

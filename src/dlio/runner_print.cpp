@@ -43,7 +43,7 @@ void print_dlio_result(const nlohmann::json& r, std::ostream& out) {
       out << "[METRIC] Data generation only (workflow.train is false)\n";
     }
   }
-  out << fmt::format("[METRIC] Number of Simulated Accelerators: {}\n", r.value("world_size", 1));
+  out << fmt::format("[METRIC] Number of Simulated Accelerators: {}\n", r.value("gpus", 1));
   if (r.contains("au_pct")) {
     const auto& d = r["dataset"];
     out << fmt::format("[METRIC] Dataset: {} files, {} samples, {:.3f} GB ({})\n", d.value("files", 0),

@@ -13,18 +13,19 @@ double pct(Duration part, Duration whole) {
 }
 std::string percent(double v) { return fmt::format("{:.1f}%", v); }
 
-std::int64_t total_iterations(const TrainResult& r) {
+std::int64_t total_iterations(const RunSummary& r) {
   std::int64_t n = 0;
-  for (const GpuResult& g : r.per_gpu) n += g.iterations;
+  for (const GpuSummary& g : r.per_gpu) n += g.iterations;
   return n;
 }
 
 }  // namespace
 
-nlohmann::json summary_json(const TrainResult& r) {
+nlohmann::json summary_json(const RunRecord& rec) {
+  const RunSummary r = summarize(rec);
   const std::int64_t its = total_iterations(r);
   nlohmann::json epoch_times = nlohmann::json::array();
-  for (const EpochResult& e : r.epochs) epoch_times.push_back(to_seconds(e.end - e.start));
+  for (const EpochSummary& e : r.epochs) epoch_times.push_back(to_seconds(e.end - e.start));
   nlohmann::json j = {{"gpu", r.gpu},
                       {"gpus", r.gpus},
                       {"model", r.model},
@@ -48,7 +49,8 @@ nlohmann::json summary_json(const TrainResult& r) {
                       {"peak_allocated_mib", mib(r.peak_allocated_bytes)},
                       {"peak_reserved_mib", mib(r.peak_reserved_bytes)},
                       {"note", r.cost.note},
-                      {"source", r.source}};
+                      {"source", r.source},
+                      {"memory_plan", r.memory_plan}};
   if (r.gpus > 1) {
     j["all_reduce_pct"] = r.all_reduce_pct;
     j["all_reduces"] = r.all_reduces;
@@ -56,7 +58,7 @@ nlohmann::json summary_json(const TrainResult& r) {
     j["all_reduce_mib_per_iteration"] = mib(r.all_reduce_bytes);
     j["backward_split"] = r.backward_split;
     nlohmann::json per = nlohmann::json::array();
-    for (const GpuResult& g : r.per_gpu)
+    for (const GpuSummary& g : r.per_gpu)
       per.push_back({{"gpu", g.gpu},
                      {"iterations", g.iterations},
                      {"samples", g.samples},
@@ -70,7 +72,8 @@ nlohmann::json summary_json(const TrainResult& r) {
   return j;
 }
 
-std::vector<SummaryRow> summary_rows(const TrainResult& r) {
+std::vector<SummaryRow> summary_rows(const RunRecord& rec) {
+  const RunSummary r = summarize(rec);
   std::vector<SummaryRow> rows;
   const double epoch_s = r.mean_epoch_s();
   rows.push_back({r.epochs.size() > 1 ? "epoch time (mean)" : "epoch time", fmt::format("{:.3f} s", epoch_s)});
@@ -90,13 +93,14 @@ std::vector<SummaryRow> summary_rows(const TrainResult& r) {
   return rows;
 }
 
-RunReport make_run_report(const TrainResult& r, nlohmann::json configuration) {
+RunReport make_run_report(const RunRecord& rec, nlohmann::json configuration) {
+  const RunSummary r = summarize(rec);
   RunReport rep;
   rep.title = fmt::format("{} on {}x {}, batch {}", r.model, r.gpus, r.gpu, r.batch_size);
   rep.generator = "gpemu train";
-  rep.summary = summary_rows(r);
+  rep.summary = summary_rows(rec);
   const Time end = r.start + r.elapsed;
-  for (const GpuResult& g : r.per_gpu) {
+  for (const GpuSummary& g : r.per_gpu) {
     const std::string name = fmt::format("GPU {}", g.gpu);
     GpuTimeBreakdown b;
     b.gpu = name;
@@ -110,7 +114,10 @@ RunReport make_run_report(const TrainResult& r, nlohmann::json configuration) {
 
     // Buckets of about 1/200 of the run, at least 1 ms.
     const Duration bucket = std::max<Duration>(kMillisecond, r.elapsed / 200);
-    UtilizationSeries u = utilization_from_intervals(name, g.compute_intervals, bucket, r.start, end);
+    std::vector<BusyInterval> busy;
+    busy.reserve(g.compute_intervals.size());
+    for (const KernelSpan& k : g.compute_intervals) busy.push_back({k.start, k.end});
+    UtilizationSeries u = utilization_from_intervals(name, busy, bucket, r.start, end);
     // Times from the run's start.
     for (UtilizationSample& s : u.samples) s.time_s -= to_seconds(r.start);
     u.end_s -= to_seconds(r.start);
@@ -119,8 +126,8 @@ RunReport make_run_report(const TrainResult& r, nlohmann::json configuration) {
     BatchSeries stall;
     stall.name = r.gpus > 1 ? fmt::format("data stall per batch, GPU {}", g.gpu) : "data stall per batch";
     stall.unit = "ms";
-    for (const BatchRecord& b : r.batches)
-      if (b.gpu == g.gpu) stall.values.push_back(to_ms(b.data_stall));
+    for (const StepRecord& b : rec.steps)
+      if (b.gpu == g.gpu && b.phase == RunPhase::Train) stall.values.push_back(to_ms(b.data_stall));
     rep.per_batch.push_back(std::move(stall));
   }
   rep.stall_shares = StallShares{.fetch_stall = r.fetch_stall_pct / 100.0,
@@ -137,9 +144,9 @@ RunReport make_run_report(const TrainResult& r, nlohmann::json configuration) {
   return rep;
 }
 
-void add_stall_spans(const TrainResult& r, Timeline& timeline) {
+void add_stall_spans(const RunRecord& r, Timeline& timeline) {
   if (!timeline.tracing()) return;
-  for (const BatchRecord& b : r.batches) {
+  for (const StepRecord& b : r.steps) {
     if (b.delivered > b.next_called)
       timeline.add_host_span({fmt::format("next() batch {}", b.index), "loader wait", "train loop", b.gpu,
                               b.next_called, b.delivered});

@@ -7,6 +7,15 @@
 #include "gpemu/workload.h"
 
 namespace gpemu {
+
+SyncMode parse_sync_mode(std::string_view s) {
+  if (s == "iteration") return SyncMode::EveryIteration;
+  if (s == "end") return SyncMode::AtEnd;
+  throw InputError(fmt::format("unknown sync mode '{}': accepted 'iteration' (loss.item() every iteration) or 'end'", s));
+}
+
+std::string_view to_string(SyncMode m) { return m == SyncMode::EveryIteration ? "iteration" : "end"; }
+
 namespace {
 
 constexpr int kPersistentGroups = 3;          // weights, gradients, optimizer state

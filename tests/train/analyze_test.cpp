@@ -16,7 +16,7 @@ namespace {
 // + 100,000 B at 100 MB/s = 3 ms per sample.
 DataStallOptions serial_configuration() {
   DataStallOptions o;
-  o.train = testing::exact_options(1, 4);
+  o.job = job_spec(testing::exact_options(1, 4), find_gpu("v100"));
   o.dataset = testing::memory_dataset(16, 100000);
   o.loader.batch_size = 4;
   o.loader.num_workers = 0;
@@ -35,7 +35,7 @@ testing::FixedCosts costs_with_h2d() {
 
 TEST(Analyze, TheThreePassesDifferByTheLoadsExactly) {
   const testing::FixedCosts costs = costs_with_h2d();
-  const DataStallResult r = analyze_data_stalls(find_gpu("v100"), costs, serial_configuration());
+  const DataStallResult r = analyze_data_stalls(costs, serial_configuration());
   // GPU-bound: 4 iterations; each adds 16 ms of loads when cached (4 batches x
   // 4 samples x 1 ms) and 32 ms more when cold (x 2 ms of reads).
   EXPECT_GT(r.gpu_bound.epoch, 4 * 20 * kMillisecond);
@@ -58,9 +58,9 @@ TEST(Analyze, TheMeasuredEpochHasNoWarmUpIteration) {
   // epoch is the same as without one.
   const testing::FixedCosts costs = costs_with_h2d();
   DataStallOptions o = serial_configuration();
-  const DataStallResult plain = analyze_data_stalls(find_gpu("v100"), costs, o);
-  o.train.variation.warmup_factor = 3;
-  const DataStallResult warm = analyze_data_stalls(find_gpu("v100"), costs, o);
+  const DataStallResult plain = analyze_data_stalls(costs, o);
+  o.job.compute.variation.warmup_factor = 3;
+  const DataStallResult warm = analyze_data_stalls(costs, o);
   EXPECT_EQ(warm.gpu_bound.epoch, plain.gpu_bound.epoch);
   EXPECT_EQ(warm.cold.epoch, plain.cold.epoch);
 }
@@ -77,7 +77,7 @@ TEST(Analyze, AGpuBoundConfigurationStallsOnlyForTheFirstBatch) {
   o.model = testing::per_sample_cost(100 * kMicrosecond);
   o.storage.read_per_sample = 50 * kMicrosecond;
   o.storage.bytes_per_s = 1e11;  // 100,000 B at 50 GB/s per worker: 2 us
-  const DataStallResult r = analyze_data_stalls(find_gpu("v100"), costs, o);
+  const DataStallResult r = analyze_data_stalls(costs, o);
   EXPECT_EQ(r.cached.epoch - r.gpu_bound.epoch, 400 * kMicrosecond);
   EXPECT_EQ(r.cold.epoch - r.cached.epoch, 4 * 52 * kMicrosecond);
   EXPECT_LT(r.prep_stall_pct, 0.2);
@@ -91,7 +91,7 @@ TEST(Analyze, AFreeLoaderGivesZeroStalls) {
   o.model = testing::per_sample_cost(0);
   o.storage.read_per_sample = 0;
   o.storage.bytes_per_s = 1e18;  // rounds to 0 ns per file
-  const DataStallResult r = analyze_data_stalls(find_gpu("v100"), costs, o);
+  const DataStallResult r = analyze_data_stalls(costs, o);
   EXPECT_EQ(r.cached.epoch, r.gpu_bound.epoch);
   EXPECT_EQ(r.cold.epoch, r.cached.epoch);
   EXPECT_EQ(r.prep_stall_pct, 0.0);
@@ -117,14 +117,14 @@ TEST(Analyze, TheColdModelSharesTheStorageBandwidthAmongConcurrentReaders) {
   EXPECT_THROW(cold_loader_model(cached, StorageModel{.bytes_per_s = 0}, 1), InputError);
 }
 
-TEST(Analyze, RejectsAnUnknownClockAndAnEmptyDataset) {
+TEST(Analyze, RejectsAnInvalidJobAndAnEmptyDataset) {
   const testing::FixedCosts costs;
   DataStallOptions o = serial_configuration();
-  o.clock = "sundial";
-  EXPECT_THROW(analyze_data_stalls(find_gpu("v100"), costs, o), InputError);
+  o.job.batch_size = 0;
+  EXPECT_THROW(analyze_data_stalls(costs, o), InputError);
   o = serial_configuration();
   o.dataset.samples.clear();
-  EXPECT_THROW(analyze_data_stalls(find_gpu("v100"), costs, o), InputError);
+  EXPECT_THROW(analyze_data_stalls(costs, o), InputError);
 }
 
 }  // namespace

@@ -137,39 +137,6 @@ TEST(Stall, AShortLastBatchCopiesItsOwnBytes) {
   EXPECT_EQ(r.samples, 10);
 }
 
-TEST(Stall, OneGpuWithBatchesAlwaysReadyIssuesWhatTrainingJobIssues) {
-  EstimateCostModel costs;
-  const GpuSpec& v100 = find_gpu("v100");
-  TrainingOptions jo;
-  jo.iterations = 20;
-  jo.variation.seed = 3;
-  auto c1 = make_virtual_clock();
-  Timeline tl(*c1);
-  Device d(tl, v100);
-  TrainingJob job(d, costs, jo);
-  const TrainingResult expected = job.run();
-
-  auto c2 = make_virtual_clock();
-  TrainOptions o;
-  o.variation.seed = 3;
-  Trainer t(*c2, v100, costs, o);
-  std::vector<std::unique_ptr<BatchSource>> src;
-  src.push_back(std::make_unique<SyntheticSource>(*c2, 20, 64, t.cost().input_bytes_per_sample, HostMemoryKind::Pinned));
-  const TrainResult r = t.run(std::move(src));
-  EXPECT_EQ(r.iterations, 20);
-  EXPECT_EQ(r.samples, expected.samples);
-  EXPECT_EQ(r.elapsed, expected.elapsed);
-  EXPECT_EQ(r.forward_total, expected.forward_total);
-  EXPECT_EQ(r.backward_total, expected.backward_total);
-  EXPECT_EQ(r.peak_allocated_bytes, expected.peak_allocated_bytes);
-  EXPECT_EQ(r.peak_reserved_bytes, expected.peak_reserved_bytes);
-  EXPECT_DOUBLE_EQ(r.gpu_util_pct, expected.gpu_busy_pct);
-  Duration h2d = 0;
-  for (const BatchRecord& b : r.batches) h2d += b.h2d;
-  EXPECT_EQ(h2d, expected.h2d_total);
-  EXPECT_EQ(r.data_stall_pct, 0);
-}
-
 TEST(Stall, EpochsAndTheIterationCap) {
   Rig s;
   s.options.epochs = 3;

@@ -1,5 +1,6 @@
 // Helpers for the train tests: a cost model with round numbers, in-memory
-// datasets for the modelled loader, a temporary folder.
+// datasets for the modelled loader, a temporary folder, and Trainer: a small
+// test rig that runs the job (job.h) on sources the test builds itself.
 #pragma once
 
 #include "temp_dir.h"
@@ -17,6 +18,97 @@
 #include "gpemu/pipeline/dataset.h"
 #include "gpemu/pipeline/loader.h"
 #include "gpemu/train.h"
+#include "gpemu/backward_plan.h"
+#include "gpemu/host_sync.h"
+#include "gpemu/pipeline/batch_source.h"
+#include "gpemu/pipeline/loader_model.h"
+
+namespace gpemu::train {
+
+using pipeline::BatchSource;
+using pipeline::LoaderModelOptions;
+using pipeline::ModelledLoader;
+using pipeline::PipelineSource;
+using pipeline::PipelineSourceOptions;
+using pipeline::SyntheticSource;
+using pipeline::model_sample_cost;
+using pipeline::SampleCost;
+using BatchRecord = StepRecord;
+using GpuResult = GpuSummary;
+using EpochResult = EpochSummary;
+
+// What a test asks of a training run (mapped onto a JobSpec).
+struct TrainOptions {
+  std::string model = std::string(kDefaultModel);
+  int batch_size = 64;
+  int gpus = 1;
+  int epochs = 1;
+  std::int64_t max_iterations = -1;
+  SyncMode sync = SyncMode::EveryIteration;
+  VariationOptions variation;
+  NodeOptions node;
+  BucketOptions buckets;
+};
+
+// The summary with the record's train steps beside it.
+struct TrainResult : RunSummary {
+  std::vector<StepRecord> batches;
+  RunRecord record;
+};
+
+inline JobSpec job_spec(const TrainOptions& o, const GpuSpec& gpu) {
+  JobSpec spec;
+  spec.cluster.gpu = &gpu;
+  spec.cluster.gpus = o.gpus;
+  spec.cluster.node = o.node;
+  spec.cluster.buckets = o.buckets;
+  spec.batch_size = o.batch_size;
+  spec.compute.model.name = o.model;
+  spec.compute.sync = o.sync;
+  spec.compute.variation = o.variation;
+  spec.schedule.epochs = o.epochs;
+  spec.schedule.max_iterations = o.max_iterations;
+  return spec;
+}
+
+// Runs one job on sources the test made (DataSource::Custom).
+class Trainer {
+ public:
+  Trainer(Clock& clock, const GpuSpec& gpu, const CostModel& costs, TrainOptions o) {
+    JobSpec spec = job_spec(o, gpu);
+    spec.data.source = DataSource::Custom;
+    spec.data.custom = [this](int rank, Clock&, Timeline&) { return std::move(sources_.at(static_cast<std::size_t>(rank))); };
+    job_ = std::make_unique<Job>(clock, costs, spec);
+  }
+  Timeline& timeline() { return job_->timeline(); }
+  int gpus() const { return job_->gpus(); }
+  Device& device(int g) { return job_->device(g); }
+  const StepCost& cost() const { return job_->cost(); }
+  std::vector<TraceDeviceName> trace_devices() const { return job_->trace_devices(); }
+  Job& job() { return *job_; }
+
+  TrainResult run(std::vector<std::unique_ptr<BatchSource>> sources) {
+    sources_ = std::move(sources);
+    TrainResult r;
+    r.record = job_->run();
+    static_cast<RunSummary&>(r) = summarize(r.record);
+    for (const StepRecord& b : r.record.steps)
+      if (b.phase == RunPhase::Train) r.batches.push_back(b);
+    return r;
+  }
+
+ private:
+  std::vector<std::unique_ptr<BatchSource>> sources_;
+  std::unique_ptr<Job> job_;
+};
+
+inline nlohmann::json summary_json(const TrainResult& r) { return train::summary_json(r.record); }
+inline void add_stall_spans(const TrainResult& r, Timeline& t) { train::add_stall_spans(r.record, t); }
+inline RunReport make_run_report(const TrainResult& r, nlohmann::json c = nlohmann::json::object()) {
+  return train::make_run_report(r.record, std::move(c));
+}
+
+}  // namespace gpemu::train
 
 namespace gpemu::train::testing {
 

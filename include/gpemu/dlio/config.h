@@ -32,6 +32,8 @@
 
 #include "gpemu/catalog.h"
 
+#include "gpemu/time_distribution.h"
+
 namespace gpemu::dlio {
 
 // --- Enumerations (names are DLIO's spellings; parsing ignores case) ---------
@@ -53,7 +55,7 @@ enum class Profiler { None, Iostat, Darshan, Tensorboard };
 enum class StorageType { LocalFs, ParallelFs };
 // Where a step's computation time comes from (gpemu extension, see GpemuSection).
 enum class StepTimeSource { Auto, Config, CostModel };
-enum class Distribution { Normal, Uniform, Gamma, Exponential, Poisson };
+using Distribution = gpemu::TimeDistribution;
 
 std::string_view to_string(Framework v);
 std::string_view to_string(DataFormat v);
@@ -73,23 +75,9 @@ std::string_view to_string(Distribution v);
 // Bytes per element of a model/optimizer data type.
 int bytes_per_element(DataType t);
 
-// A DLIO time value (computation_time, preprocess_time, eval_time): a number of
-// seconds, or a distribution given as a map (`{mean, stdev}`, `{type: uniform,
-// min, max}`, `{type: gamma, shape, scale}`, `{type: exponential, scale}`,
-// `{type: poisson, lam}`). A plain number is a normal distribution with
-// stdev 0; the `*_stdev` sibling keys set `stdev`.
-struct TimeSpec {
-  Distribution distribution = Distribution::Normal;
-  double mean = 0;
-  double stdev = 0;
-  double min = 0, max = 0;      // uniform
-  double shape = 0, scale = 0;  // gamma (shape, scale), exponential (scale)
-  double lam = 0;               // poisson
-  // The expected value in seconds.
-  double expected() const;
-  static TimeSpec constant(double seconds);
-  bool operator==(const TimeSpec&) const = default;
-};
+// A DLIO time value (computation_time, preprocess_time, eval_time): see
+// gpemu/time_distribution.h, where the engine draws them.
+using TimeSpec = gpemu::TimeSpec;
 
 // --- The configuration model -------------------------------------------------
 // Field defaults are DLIO's (its ConfigArguments, where the documentation and

@@ -4,7 +4,7 @@
 // sleep(computation_time). docs/dlio.md ("Running") describes it in full.
 //
 //   DlioWorkload w = parse_dlio_config("configs/dlio/unet3d_a100.yaml", {"++workload.train.epochs=1"});
-//   DlioRunOptions o;  o.clock = "real";  o.world_size = 2;
+//   DlioRunOptions o;  o.clock = ClockKind::Real;  o.world_size = 2;
 //   nlohmann::json r = run_dlio_workload(w, o);
 //   print_dlio_result(r, std::cout);
 //
@@ -47,7 +47,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gpemu/clock.h"
 #include "gpemu/dlio/config.h"
+#include "gpemu/job.h"
 #include "gpemu/time.h"
 #include "gpemu/timeline.h"
 #include "gpemu/trace.h"
@@ -74,7 +76,7 @@ struct DlioRunOptions {
   // what they take. "virtual": discrete emulated time; compute advances it,
   // real file reads and checkpoint writes take no emulated time unless
   // modelled (storage_bytes_per_s), see docs/dlio.md.
-  std::string clock = "real";
+  ClockKind clock = ClockKind::Real;
   // Ranks (emulated accelerators). 0: gpemu.world_size.
   int world_size = 0;
   // The ranks this process runs, each on its own host thread; empty: all of
@@ -109,6 +111,8 @@ struct DlioRunOptions {
   std::function<void(Timeline&, const std::vector<TraceDeviceName>&)> on_timeline;
   // Include per-step records (load, compute, proc times) in the result.
   bool record_steps = false;
+  // Called once after the run with the engine's record (e.g. for a report).
+  std::function<void(const RunRecord&)> on_record;
 };
 
 // Runs the workload's workflow (generate_data, train, checkpoint, evaluation).
@@ -185,20 +189,7 @@ DlioData generate_dlio_data(const DlioWorkload& w, DlioSplit split, const std::f
 // fewer files than the workload needs.
 DlioData open_dlio_data(const DlioWorkload& w, DlioSplit split, const std::filesystem::path& base_dir = {});
 
-// Draws of a DLIO time value (TimeSpec), seeded: the same (spec, seed) gives
-// the same sequence on every platform. Negative draws are clipped to 0.
-class TimeSampler {
- public:
-  TimeSampler(const TimeSpec& spec, std::uint64_t seed);
-  double next_seconds();
-  bool constant() const;  // always the same value (normal with stdev 0)
-
- private:
-  double uniform01();
-  double normal01();
-  TimeSpec spec_;
-  std::uint64_t state_;
-};
+using gpemu::TimeSampler;
 
 }  // namespace gpemu::dlio
 

@@ -1,5 +1,5 @@
 // The DataStall differential analysis (Mohan et al., "Analyzing and
-// Mitigating Data Stalls in DNN Training", VLDB 2021), built on the Trainer:
+// Mitigating Data Stalls in DNN Training", VLDB 2021), built on the job (job.h):
 // the same configuration is trained three times and the differences between
 // the epoch times split the epoch into GPU, preprocessing and fetch time.
 //
@@ -33,10 +33,13 @@
 #include "gpemu/cost_model.h"
 #include "gpemu/pipeline/dataset.h"
 #include "gpemu/pipeline/loader.h"
-#include "gpemu/train/loader_model.h"
-#include "gpemu/train/trainer.h"
+#include "gpemu/clock.h"
+#include "gpemu/job.h"
+#include "gpemu/pipeline/loader_model.h"
 
 namespace gpemu::train {
+
+using pipeline::LoaderModelOptions;
 
 // A storage device, for the cold pass of the modelled loader.
 struct StorageModel {
@@ -45,10 +48,10 @@ struct StorageModel {
 };
 
 struct DataStallOptions {
-  // Model, batch size, GPUs, variation, ... (epochs and max_iterations are
+  // Model, batch size, GPUs, variation, ... (the data and the schedule are
   // set by the analysis: two epochs, the second measured).
-  TrainOptions train;
-  std::string clock = "virtual";      // "virtual" (modelled loader) or "real" (real loader)
+  JobSpec job;
+  ClockKind clock = ClockKind::Virtual;  // Virtual: modelled loader; Real: the real loader
   pipeline::Dataset dataset;
   // The loader of every rank (rank and world_size are set per GPU).
   pipeline::LoaderOptions loader;
@@ -65,7 +68,7 @@ struct DataStallPass {
   Duration epoch = 0;               // the measured (second) epoch
   std::int64_t samples = 0;         // in that epoch, all GPUs
   double samples_per_s = 0;
-  double trainer_stall_pct = 0;     // the Trainer's own data-stall share of the whole run
+  double trainer_stall_pct = 0;     // the job's own data-stall share of the whole run
 };
 
 struct DataStallResult {
@@ -87,8 +90,8 @@ LoaderModelOptions cold_loader_model(const LoaderModelOptions& cached, const Sto
 double prep_stall_share(Duration t_gpu, Duration t_prep, Duration t_cold);
 double fetch_stall_share(Duration t_prep, Duration t_cold);
 
-// Runs the three passes. InputError for impossible options (as the Trainer,
-// the loaders), an empty dataset, or a clock name that is not real/virtual.
-DataStallResult analyze_data_stalls(const GpuSpec& spec, const CostModel& costs, const DataStallOptions& options);
+// Runs the three passes. InputError for impossible options (as the job, the
+// loaders) or an empty dataset.
+DataStallResult analyze_data_stalls(const CostModel& costs, const DataStallOptions& options);
 
 }  // namespace gpemu::train

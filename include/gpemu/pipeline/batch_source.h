@@ -2,7 +2,7 @@
 // `next()` blocks until the next batch is in host memory and says when it
 // became ready and how the loader spent its time on it.
 //
-//  - PipelineSource: the real data pipeline (pipeline::DataLoader): real
+//  - PipelineSource: the real data pipeline (DataLoader): real
 //    files, real reads and JPEG decodes on real worker threads. Real clock
 //    only (its workers run in wall time).
 //  - ModelledLoader (train/loader_model.h): the same loader semantics with
@@ -26,10 +26,11 @@
 #include "gpemu/host_memory.h"
 #include "gpemu/pipeline/dataset.h"
 #include "gpemu/pipeline/loader.h"
+#include "gpemu/pipeline/sampler.h"
 #include "gpemu/time.h"
 #include "gpemu/timeline.h"
 
-namespace gpemu::train {
+namespace gpemu::pipeline {
 
 struct LoadedBatch {
   std::uint64_t epoch = 0;
@@ -60,7 +61,16 @@ class BatchSource {
   virtual std::size_t samples_per_epoch() const = 0;
   // One line for people: what it is ("real loader: 2 workers, ...").
   virtual std::string describe() const = 0;
+  // What it delivered and read so far.
+  virtual LoaderStats stats() const { return {}; }
 };
+
+// Bytes a loader's staging buffers may hold at once for `ranks` loaders of
+// these options over this dataset: (prefetch_factor x workers + 2) buffers
+// per loader, each a batch of the dataset's largest output sample (a decoded
+// JPEG: 3 x height x width floats; raw records: their length), rounded up to
+// 1 MiB. What pinning would lock.
+std::uint64_t staging_bytes(const Dataset& dataset, const LoaderOptions& options, int ranks);
 
 // Host spans of loader work go to the trace under the process name
 // "GPU <rank> loader worker" (one track per worker) or
@@ -75,18 +85,27 @@ class SyntheticSource : public BatchSource {
   // `memory`, ready as soon as they are asked for.
   SyntheticSource(Clock& clock, std::int64_t batches, int batch_size, std::uint64_t bytes_per_sample,
                   HostMemoryKind memory);
+  // DLIO's synthetic loader: whole batches of the sampler's indices (a
+  // dataset of that many samples, sharded and shuffled as the sampler says),
+  // every sample `bytes_per_sample`, read from nowhere.
+  SyntheticSource(Clock& clock, Sampler sampler, int batch_size, std::uint64_t bytes_per_sample,
+                  HostMemoryKind memory);
   void begin_epoch(std::uint64_t epoch) override;
   std::optional<LoadedBatch> next(const SleepFn& sleep_until) override;
   std::size_t batches_per_epoch() const override { return static_cast<std::size_t>(batches_); }
   std::size_t samples_per_epoch() const override { return static_cast<std::size_t>(batches_) * batch_size_; }
   std::string describe() const override;
+  LoaderStats stats() const override { return stats_; }
 
  private:
   Clock& clock_;
+  LoaderStats stats_;
   std::int64_t batches_;
   int batch_size_;
   std::uint64_t bytes_per_sample_;
   HostMemoryKind memory_;
+  std::optional<Sampler> sampler_;
+  std::vector<std::size_t> order_;
   std::uint64_t epoch_ = 0;
   std::int64_t next_ = 0;
 };
@@ -100,13 +119,18 @@ struct PipelineSourceOptions {
   bool cold = false;
   // Host spans of worker reads/decodes, when the timeline traces.
   Timeline* trace = nullptr;
+  // The reads are real but take no emulated time: a batch is ready when
+  // next() returns (DLIO under the virtual clock: real files, emulated time
+  // from the step program and the modelled storage only). Allowed on either
+  // clock; without it the loader's wall time is the batch's time (real clock only).
+  bool untimed = false;
 };
 
 class PipelineSource : public BatchSource {
  public:
   // Takes the loader's options as given (rank/world_size included). Real
   // clock only: InputError under a virtual clock.
-  PipelineSource(Clock& clock, pipeline::Dataset dataset, pipeline::LoaderOptions options,
+  PipelineSource(Clock& clock, Dataset dataset, LoaderOptions options,
                  PipelineSourceOptions source = {});
   ~PipelineSource() override;
   void begin_epoch(std::uint64_t epoch) override;
@@ -114,14 +138,15 @@ class PipelineSource : public BatchSource {
   std::size_t batches_per_epoch() const override;
   std::size_t samples_per_epoch() const override;
   std::string describe() const override;
-  pipeline::DataLoader& loader() { return *loader_; }
+  LoaderStats stats() const override { return loader_->stats(); }
+  DataLoader& loader() { return *loader_; }
 
  private:
   Time to_clock(Time loader_ns) const;
   Clock& clock_;
   PipelineSourceOptions source_;
-  std::unique_ptr<pipeline::DataLoader> loader_;
+  std::unique_ptr<DataLoader> loader_;
   Duration offset_ = 0;  // emulation clock time = loader time + offset_
 };
 
-}  // namespace gpemu::train
+}  // namespace gpemu::pipeline

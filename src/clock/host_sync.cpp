@@ -1,4 +1,4 @@
-#include "gpemu/train/host_sync.h"
+#include "gpemu/host_sync.h"
 
 #include <algorithm>
 
@@ -6,7 +6,7 @@
 
 #include "gpemu/error.h"
 
-namespace gpemu::train {
+namespace gpemu {
 
 HostSync::HostSync(Clock& clock, int ranks) : clock_(clock) {
   if (ranks < 1) throw InputError(fmt::format("host sync over {} ranks: at least 1 needed", ranks));
@@ -25,17 +25,6 @@ void HostSync::sleep_until(int rank, Time deadline) {
   if (clock_.is_virtual()) {
     std::lock_guard lock(mutex_);
     state_.at(rank).state = State::Running;
-  }
-}
-
-Time HostSync::wait(int rank, Timeline& timeline, const Completion& c) {
-  if (!clock_.is_virtual()) return timeline.wait(c);
-  // As Timeline::wait, but every sleep is announced: sleep to the provisional
-  // end and look again (a transfer joining a shared link can only delay it).
-  for (;;) {
-    const Time end = timeline.end_time(c);
-    if (timeline.query(c)) return timeline.end_time(c);
-    sleep_until(rank, end);
   }
 }
 
@@ -117,4 +106,4 @@ bool HostSync::aborted() const {
   return aborted_;
 }
 
-}  // namespace gpemu::train
+}  // namespace gpemu

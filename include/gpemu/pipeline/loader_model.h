@@ -1,4 +1,4 @@
-// A modelled data loader: pipeline::DataLoader's semantics (sampler and
+// A modelled data loader: DataLoader's semantics (sampler and
 // sharding, batches dealt round-robin to workers, prefetch_factor batches in
 // flight per worker, in-order delivery) with modelled per-sample costs instead
 // of real reads and decodes, so data stalls are exact and deterministic under
@@ -28,9 +28,9 @@
 #include "gpemu/pipeline/dataset.h"
 #include "gpemu/pipeline/loader.h"
 #include "gpemu/pipeline/sampler.h"
-#include "gpemu/train/batch_source.h"
+#include "gpemu/pipeline/batch_source.h"
 
-namespace gpemu::train {
+namespace gpemu::pipeline {
 
 struct LoaderModelOptions {
   // Per sample: open + pread from the page cache (syscalls, lookups).
@@ -55,7 +55,7 @@ struct SampleCost {
   Duration read = 0;
   Duration decode = 0;
 };
-SampleCost model_sample_cost(const pipeline::Sample& sample, bool decode_images, const LoaderModelOptions& model);
+SampleCost model_sample_cost(const Sample& sample, bool decode_images, const LoaderModelOptions& model);
 
 class ModelledLoader : public BatchSource {
  public:
@@ -64,7 +64,7 @@ class ModelledLoader : public BatchSource {
   // decode_images). Sample sizes come from the dataset; no file is read.
   // `trace`: where worker spans go (when it traces). InputError for
   // impossible options, as DataLoader.
-  ModelledLoader(Clock& clock, pipeline::Dataset dataset, pipeline::LoaderOptions options,
+  ModelledLoader(Clock& clock, Dataset dataset, LoaderOptions options,
                  LoaderModelOptions model = {}, Timeline* trace = nullptr);
 
   void begin_epoch(std::uint64_t epoch) override;
@@ -75,17 +75,17 @@ class ModelledLoader : public BatchSource {
 
   // The CPU share factor in effect (>= 1).
   double share() const { return share_; }
-  const pipeline::Sampler& sampler() const { return sampler_; }
+  const Sampler& sampler() const { return sampler_; }
 
  private:
   Time finish_of(std::size_t i);
 
   Clock& clock_;
-  pipeline::Dataset dataset_;
-  pipeline::LoaderOptions options_;
+  Dataset dataset_;
+  LoaderOptions options_;
   LoaderModelOptions model_;
   Timeline* trace_;
-  pipeline::Sampler sampler_;
+  Sampler sampler_;
   double share_ = 1.0;
   std::uint64_t output_bytes_per_image_ = 0;
 
@@ -101,4 +101,4 @@ class ModelledLoader : public BatchSource {
   std::size_t next_ = 0;
 };
 
-}  // namespace gpemu::train
+}  // namespace gpemu::pipeline

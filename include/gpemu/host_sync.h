@@ -1,5 +1,6 @@
-// Coordination between the host threads of a data-parallel training run
-// (one host thread per emulated GPU, started with Clock::run_concurrently).
+// Clock-aware synchronisation between host threads started with
+// Clock::run_concurrently (one per emulated GPU in a data-parallel job): a
+// condition variable that works on either clock.
 //
 // A host thread sometimes has to wait for another one: in DDP the gradient
 // all-reduce of a bucket can only be issued once every rank has issued the
@@ -29,9 +30,8 @@
 
 #include "gpemu/clock.h"
 #include "gpemu/time.h"
-#include "gpemu/timeline.h"
 
-namespace gpemu::train {
+namespace gpemu {
 
 // Thrown in a rank's host thread when another rank's host thread failed.
 class PeerFailed : public std::runtime_error {
@@ -50,8 +50,10 @@ class HostSync {
 
   // Sleeps rank's host thread until `deadline` (on the clock).
   void sleep_until(int rank, Time deadline);
-  // Timeline::wait(c) for rank's host thread; returns c's end.
-  Time wait(int rank, Timeline& timeline, const Completion& c);
+  // A sleep function for rank's host thread (for Timeline::wait and loaders).
+  std::function<void(Time)> sleeper(int rank) {
+    return [this, rank](Time t) { sleep_until(rank, t); };
+  }
   // Blocks rank's host thread until ready() holds. ready is evaluated with
   // mutex() held. Throws PeerFailed after abort(), and std::logic_error when
   // every other rank is waiting or finished (nobody could make ready() true).
@@ -80,4 +82,4 @@ class HostSync {
   bool aborted_ = false;
 };
 
-}  // namespace gpemu::train
+}  // namespace gpemu

@@ -1,4 +1,4 @@
-#include "gpemu/train/loader_model.h"
+#include "gpemu/pipeline/loader_model.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,10 +8,10 @@
 
 #include "gpemu/error.h"
 
-namespace gpemu::train {
+namespace gpemu::pipeline {
 namespace {
 
-void validate(const pipeline::LoaderOptions& o, const LoaderModelOptions& m) {
+void validate(const LoaderOptions& o, const LoaderModelOptions& m) {
   if (o.batch_size == 0) throw InputError("batch size 0 is impossible: it must be at least 1");
   if (o.num_workers < 0) throw InputError(fmt::format("{} workers is impossible: use 0 or more", o.num_workers));
   if (o.prefetch_factor < 1)
@@ -22,8 +22,8 @@ void validate(const pipeline::LoaderOptions& o, const LoaderModelOptions& m) {
   if (m.cores < 0 || m.loader_threads < 0) throw InputError("loader model: cores and loader threads must not be negative");
 }
 
-pipeline::SamplerOptions sampler_options(const pipeline::LoaderOptions& o) {
-  pipeline::SamplerOptions s;
+SamplerOptions sampler_options(const LoaderOptions& o) {
+  SamplerOptions s;
   s.shuffle = o.shuffle;
   s.seed = o.seed;
   s.rank = o.rank;
@@ -34,16 +34,16 @@ pipeline::SamplerOptions sampler_options(const pipeline::LoaderOptions& o) {
 
 }  // namespace
 
-SampleCost model_sample_cost(const pipeline::Sample& sample, bool decode_images, const LoaderModelOptions& m) {
+SampleCost model_sample_cost(const Sample& sample, bool decode_images, const LoaderModelOptions& m) {
   SampleCost c;
   const double bytes = static_cast<double>(sample.length);
   c.read = m.read_per_sample + (m.read_bytes_per_s > 0 ? std::llround(bytes * 1e9 / m.read_bytes_per_s) : 0);
-  if (decode_images && sample.format == pipeline::SampleFormat::Jpeg)
+  if (decode_images && sample.format == SampleFormat::Jpeg)
     c.decode = m.decode_per_sample + std::llround(bytes * m.decode_ns_per_byte);
   return c;
 }
 
-ModelledLoader::ModelledLoader(Clock& clock, pipeline::Dataset dataset, pipeline::LoaderOptions options,
+ModelledLoader::ModelledLoader(Clock& clock, Dataset dataset, LoaderOptions options,
                                LoaderModelOptions model, Timeline* trace)
     : clock_(clock),
       dataset_(std::move(dataset)),
@@ -141,7 +141,7 @@ std::optional<LoadedBatch> ModelledLoader::next(const SleepFn& sleep_until) {
   b.index = i;
   b.samples = static_cast<std::int64_t>(batches_[i].size());
   b.sample_indices = batches_[i];
-  const bool images = options_.decode_images && dataset_.samples[batches_[i].front()].format == pipeline::SampleFormat::Jpeg;
+  const bool images = options_.decode_images && dataset_.samples[batches_[i].front()].format == SampleFormat::Jpeg;
   if (images) {
     b.bytes = output_bytes_per_image_ * batches_[i].size();
   } else {
@@ -176,4 +176,4 @@ std::string ModelledLoader::describe() const {
       fmt::format("{:.2f}", share_));
 }
 
-}  // namespace gpemu::train
+}  // namespace gpemu::pipeline

@@ -1,4 +1,4 @@
-#include "gpemu/train/batch_source.h"
+#include "gpemu/pipeline/batch_source.h"
 
 #include <algorithm>
 #include <chrono>
@@ -9,9 +9,21 @@
 #include "gpemu/error.h"
 #include "gpemu/pipeline/io.h"
 
-namespace gpemu::train {
+namespace gpemu::pipeline {
 
 BatchSource::~BatchSource() = default;
+
+std::uint64_t staging_bytes(const Dataset& dataset, const LoaderOptions& o, int ranks) {
+  std::uint64_t per_sample = 0;
+  const std::uint64_t image = 3ull * static_cast<std::uint64_t>(o.transform.height) *
+                              static_cast<std::uint64_t>(o.transform.width) * sizeof(float);
+  for (const Sample& s : dataset.samples)
+    per_sample = std::max(per_sample, s.format == SampleFormat::Jpeg && o.decode_images ? image : s.length);
+  const std::uint64_t batch = per_sample * o.batch_size;
+  const std::uint64_t buffer = (batch + (1u << 20) - 1) / (1u << 20) * (1u << 20);
+  const auto per_loader = static_cast<std::uint64_t>(o.prefetch_factor) * static_cast<std::uint64_t>(std::max(1, o.num_workers)) + 2;
+  return static_cast<std::uint64_t>(std::max(1, ranks)) * per_loader * buffer;
+}
 
 std::string loader_trace_process(int rank, int worker) {
   return worker < 0 ? fmt::format("GPU {} loader main thread", rank) : fmt::format("GPU {} loader worker", rank);
@@ -26,9 +38,18 @@ SyntheticSource::SyntheticSource(Clock& clock, std::int64_t batches, int batch_s
   if (batch_size < 1) throw InputError(fmt::format("batch size {} is impossible: it must be at least 1", batch_size));
 }
 
+SyntheticSource::SyntheticSource(Clock& clock, Sampler sampler, int batch_size, std::uint64_t bytes_per_sample,
+                                 HostMemoryKind memory)
+    : clock_(clock), batches_(0), batch_size_(batch_size), bytes_per_sample_(bytes_per_sample), memory_(memory),
+      sampler_(std::move(sampler)) {
+  if (batch_size < 1) throw InputError(fmt::format("batch size {} is impossible: it must be at least 1", batch_size));
+  batches_ = static_cast<std::int64_t>(sampler_->size() / static_cast<std::size_t>(batch_size));
+}
+
 void SyntheticSource::begin_epoch(std::uint64_t epoch) {
   epoch_ = epoch;
   next_ = 0;
+  if (sampler_) order_ = sampler_->indices(epoch);
 }
 
 std::optional<LoadedBatch> SyntheticSource::next(const SleepFn&) {
@@ -40,6 +61,12 @@ std::optional<LoadedBatch> SyntheticSource::next(const SleepFn&) {
   b.bytes = bytes_per_sample_ * static_cast<std::uint64_t>(batch_size_);
   b.memory = memory_;
   b.ready = clock_.now();
+  ++stats_.batches;
+  stats_.samples += static_cast<std::uint64_t>(batch_size_);
+  if (sampler_) {
+    const auto first = order_.begin() + static_cast<std::ptrdiff_t>(b.index) * batch_size_;
+    b.sample_indices.assign(first, first + batch_size_);
+  }
   return b;
 }
 
@@ -49,14 +76,14 @@ std::string SyntheticSource::describe() const {
 
 // ---- PipelineSource -----------------------------------------------------------
 
-PipelineSource::PipelineSource(Clock& clock, pipeline::Dataset dataset, pipeline::LoaderOptions options,
+PipelineSource::PipelineSource(Clock& clock, Dataset dataset, LoaderOptions options,
                                PipelineSourceOptions source)
     : clock_(clock), source_(source) {
-  if (clock.is_virtual())
+  if (clock.is_virtual() && !source.untimed)
     throw InputError(
         "the real data loader runs in wall time and cannot feed a virtual-clock run: use the modelled loader "
         "(ModelledLoader; `gpemu train --clock virtual` does)");
-  loader_ = std::make_unique<pipeline::DataLoader>(std::move(dataset), std::move(options));
+  loader_ = std::make_unique<DataLoader>(std::move(dataset), std::move(options));
   // Loader times are steady-clock ns from origin(); the real clock's are
   // monotonic ns from its own epoch. Both are CLOCK_MONOTONIC on Linux.
   const Time clock_now = clock_.now();
@@ -78,13 +105,13 @@ void PipelineSource::begin_epoch(std::uint64_t epoch) {
     const auto& samples = loader_->dataset().samples;
     for (std::size_t i : loader_->sampler().indices(epoch))
       if (seen.insert(samples[i].path).second) files.push_back(samples[i].path);
-    pipeline::evict_from_page_cache(files);
+    evict_from_page_cache(files);
   }
   loader_->begin_epoch(epoch);
 }
 
 std::optional<LoadedBatch> PipelineSource::next(const SleepFn&) {
-  std::optional<pipeline::Batch> b = loader_->next();
+  std::optional<Batch> b = loader_->next();
   if (!b) return std::nullopt;
   LoadedBatch out;
   out.epoch = b->epoch;
@@ -93,10 +120,14 @@ std::optional<LoadedBatch> PipelineSource::next(const SleepFn&) {
   out.bytes = b->data_bytes();
   out.memory = b->pinned() ? HostMemoryKind::Pinned : HostMemoryKind::Pageable;
   out.sample_indices = b->sample_indices;
-  out.ready = to_clock(b->timing.finished_at);
-  out.read = b->timing.read_ns;
-  out.decode = b->timing.decode_ns;
-  if (source_.trace && source_.trace->tracing()) {
+  if (source_.untimed) {
+    out.ready = clock_.now();
+  } else {
+    out.ready = to_clock(b->timing.finished_at);
+    out.read = b->timing.read_ns;
+    out.decode = b->timing.decode_ns;
+  }
+  if (!source_.untimed && source_.trace && source_.trace->tracing()) {
     const std::string process = loader_trace_process(source_.rank, b->worker);
     const int thread = std::max(b->worker, 0);
     const Time start = to_clock(b->timing.started_at);
@@ -109,7 +140,7 @@ std::optional<LoadedBatch> PipelineSource::next(const SleepFn&) {
     source_.trace->add_host_span(
         {"decode", "loader", process, thread, read_end, std::min(end, read_end + b->timing.decode_ns)});
   }
-  out.keep_alive = std::make_shared<pipeline::Batch>(std::move(*b));
+  out.keep_alive = std::make_shared<Batch>(std::move(*b));
   return out;
 }
 
@@ -126,7 +157,7 @@ std::string PipelineSource::describe() const {
                                                             (o.cache ? o.cache->capacity_bytes() : o.cache_bytes) >> 20)
                                               : "",
                      source_.cold ? ", cold page cache each epoch" : "",
-                     o.read_method == pipeline::ReadMethod::IoUring ? ", io_uring reads" : "");
+                     o.read_method == ReadMethod::IoUring ? ", io_uring reads" : "");
 }
 
-}  // namespace gpemu::train
+}  // namespace gpemu::pipeline

@@ -1,0 +1,416 @@
+// The training job: the one engine that every front end drives (`gpemu
+// train`, `train --dlio-config`, `analyze`, the benches, the C++ API).
+//
+//   JobSpec  --(a front end fills it)-->  Job(Clock&, const CostModel&, JobSpec)  --run()-->  RunRecord
+//   summarize(RunRecord), dlio::metrics(RunRecord): pure functions of the record
+//
+// Per rank (one emulated GPU and one host thread each, run under
+// Clock::run_concurrently so virtual-clock runs are deterministic), per epoch:
+//
+//   for batch in source:               # next() blocks until the batch is in host memory
+//       walk the StepProgram           # the only thing that differs between jobs
+//       [checkpoint]                   # at the points the schedule names
+//   [evaluation]                       # an eval phase after the epochs the schedule names
+//
+// A StepProgram is data: the list of operations one step issues (see
+// StepOp). A PyTorch training step is
+//   H2D copy of the batch, activations allocated, forward, backward (in chunks
+//   with DDP's gradient-ready points), wait for the all-reduce, optimizer
+//   step, activations freed, loss.item()
+// and a DLIO step is
+//   compute (a draw of computation_time), synchronize, release the batch.
+// Memory follows the model zoo's traced tensor lifetimes through each
+// device's caching allocator where the model is in the zoo (the same plan
+// `gpemu predict` replays), else an even split of the cost model's figures
+// (flagged in RunRecord::memory_plan), so OutOfMemoryError comes at the same
+// batch as predict says.
+//
+// Data stall of batch i on a GPU: the time its GPU was idle because the batch
+// was not ready, i.e. the overlap of [host called next(), next() returned)
+// with [end of the GPU's previous work on the training stream, H2D start of
+// batch i). docs/train.md has the details.
+//
+// Thread safety: a Job is used by one thread; run() starts the host threads.
+// JobObserver callbacks come from the ranks' host threads.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gpemu/catalog.h"
+#include "gpemu/clock.h"
+#include "gpemu/cost_model.h"
+#include "gpemu/device.h"
+#include "gpemu/interconnect/gradient_buckets.h"
+#include "gpemu/interconnect/topology.h"
+#include "gpemu/pipeline/batch_source.h"
+#include "gpemu/pipeline/loader_model.h"
+#include "gpemu/time_distribution.h"
+#include "gpemu/timeline.h"
+#include "gpemu/trace.h"
+#include "gpemu/workload.h"
+#include "gpemu/zoo.h"
+
+namespace gpemu {
+
+// ---- what to run ------------------------------------------------------------
+
+// The model and the program variant the GPU runs (as PyTorch users name them).
+struct ModelSpec {
+  std::string name = std::string(kDefaultModel);
+  zoo::Precision precision = zoo::Precision::FP32;
+  zoo::Optimizer optimizer = zoo::Optimizer::SGD;
+  // optimizer.zero_grad() keeps the .grad tensors (set_to_none=False, PyTorch
+  // < 2.0's default and how GPEmu measured); false: set_to_none=True.
+  bool keep_grads = true;
+  std::int64_t seq_len = 0;  // sequence models; 0: the model's default
+};
+
+// Where a step's GPU time comes from.
+enum class StepTime {
+  CostModel,  // forward and backward of ModelSpec from the cost model
+  Fixed,      // a drawn time per step (DLIO's computation_time / eval_time)
+};
+
+struct ComputeSpec {
+  StepTime step_time = StepTime::CostModel;
+  ModelSpec model;
+  // StepTime::Fixed: the draws, seeded per rank from `seed`.
+  TimeSpec fixed_train, fixed_eval;
+  std::uint64_t fixed_seed = 0;
+  // What the step does besides computing (a PyTorch loop: all of them; DLIO's
+  // default: none, as dlio_benchmark only sleeps).
+  bool copy_batch = true;      // x.to(device): the batch's bytes over PCIe
+  bool use_allocator = true;   // weights, batch and activations through the caching allocator
+  bool all_reduce = true;      // DDP gradient all-reduce when the job has several GPUs
+  SyncMode sync = SyncMode::EveryIteration;  // loss.item() each step, or only at the epoch's end
+  VariationOptions variation;  // cv replaced by a measured profile's cv
+};
+
+// Where a rank's batches come from.
+enum class DataSource {
+  Synthetic,  // in-memory batches, always ready (no files)
+  Loader,     // the real data loader: real files, reads, decodes, workers
+  Modelled,   // the loader's semantics with modelled costs (deterministic on the virtual clock)
+  Custom,     // DataSpec::custom builds each rank's source
+};
+
+struct DataSpec {
+  DataSource source = DataSource::Synthetic;
+  // Synthetic: batches per epoch, and bytes per sample (0: the model's input).
+  std::int64_t synthetic_batches = 300;
+  std::uint64_t synthetic_bytes_per_sample = 0;
+  // Synthetic with a dataset: batches of the sampler's indices over `dataset`
+  // (DLIO's synthetic loader) instead of synthetic_batches.
+  bool synthetic_over_dataset = false;
+  bool pin_memory = true;  // Synthetic: the batches' host memory
+  // Loader / Modelled (and Synthetic over a dataset).
+  pipeline::Dataset dataset;
+  pipeline::LoaderOptions loader;  // rank and world_size are set per rank
+  pipeline::LoaderModelOptions model;  // Modelled
+  bool cold = false;                   // Loader: evict the epoch's files first
+  bool untimed_reads = false;          // Loader: reads take no emulated time (DLIO, virtual clock)
+  // Custom: rank's source (called once per rank, before the run).
+  std::function<std::unique_ptr<pipeline::BatchSource>(int rank, Clock& clock, Timeline& timeline)> custom;
+};
+
+struct ClusterSpec {
+  const GpuSpec* gpu = nullptr;  // required
+  int gpus = 1;                  // data-parallel ranks, one node
+  NodeOptions node;              // gpus > 1 (gpus is set from the field above)
+  DeviceOptions device;          // gpus == 1
+  BucketOptions buckets;
+  int backward_even_chunks = 16;  // DDP without a zoo graph (backward_plan.h)
+  int backward_max_chunks = 64;
+};
+
+// A checkpoint after step `step` (1-based) of epoch `epoch` (1-based), inside
+// the epoch; or, after_epoch, once the epoch's steps are done (`step` is then
+// only its label). Checkpoint-only jobs (ScheduleSpec::train false) write the
+// points in order.
+struct CheckpointPoint {
+  int epoch = 0;
+  std::uint64_t step = 0;
+  bool after_epoch = false;
+};
+struct CheckpointCall {
+  int rank = 0;
+  int epoch = 0;
+  std::uint64_t step = 0;
+  Clock* clock = nullptr;
+  Timeline* timeline = nullptr;
+  std::function<void(Time)> sleep_until;  // the rank's host sleeps go through this
+};
+struct CheckpointIo {
+  bool written = false;  // false: this rank writes nothing
+  std::uint64_t bytes_written = 0, bytes_read = 0;
+  double write_s = 0, read_s = 0;  // wall time of the real I/O
+};
+
+struct EvalSpec {
+  int first_epoch = 0;       // 1-based; 0: no evaluation
+  int every = 1;             // epochs between evaluations
+  std::uint64_t steps = 0;   // per evaluation
+  DataSpec data;
+};
+
+struct ScheduleSpec {
+  int epochs = 1;
+  // Stop each rank after this many steps over all epochs; -1: run the epochs.
+  std::int64_t max_iterations = -1;
+  // Steps per epoch; 0: what the source gives. A source that runs out sooner
+  // is an error (DLIO's fixed steps per epoch).
+  std::uint64_t steps_per_epoch = 0;
+  // The epoch number sources see: the epoch (0-based; a new shuffle each
+  // epoch), or always 0 (DLIO's seed_change_epoch: False).
+  bool reshuffle_each_epoch = true;
+  // Train ranks at all (false: only the checkpoints, DLIO's checkpoint-only mode).
+  bool train = true;
+  std::vector<CheckpointPoint> checkpoints;
+  std::function<CheckpointIo(const CheckpointCall&)> checkpoint;  // the I/O; called on the rank's host thread
+  EvalSpec eval;
+};
+
+struct JobSpec {
+  ComputeSpec compute;
+  int batch_size = 64;  // per rank
+  DataSpec data;
+  ClusterSpec cluster;
+  ScheduleSpec schedule;
+  bool trace = false;  // record timeline operations and host spans
+};
+
+// Throws InputError naming the first bad field, its value and what is accepted.
+void validate(const JobSpec& spec);
+
+// ---- the step program -------------------------------------------------------
+
+enum class StepOp {
+  CopyBatch,       // allocate the input on the GPU, copy it (pinned: async; pageable: the host waits)
+  Forward,         // allocate activations (forward events of the memory plan), forward kernel
+  Backward,        // backward (chunks with gradient-ready points under DDP), backward memory events
+  AllReduceWait,   // the stream waits for the iteration's all-reduces (DDP)
+  OptimizerStep,   // optimizer kernel and its memory events; frees the activations and the input
+  LossItem,        // a 4-byte D2H copy the host waits for (loss.item())
+  Compute,         // a kernel of the drawn fixed step time
+  Synchronize,     // the host waits for the stream (torch.cuda.synchronize, DLIO's sleep)
+  ReleaseBatch,    // the host drops the batch (its staging buffer) now, not at the next one
+};
+std::string_view to_string(StepOp op);
+
+enum class RunPhase { Train, Eval };
+std::string_view to_string(RunPhase p);
+
+// The program of a phase's step for this spec (the Job walks it).
+std::vector<StepOp> step_program(const JobSpec& spec, RunPhase phase);
+
+// ---- what a run records -----------------------------------------------------
+
+// [start, end) of one kernel on a GPU's compute engine.
+struct KernelSpan {
+  Time start = 0, end = 0;
+};
+
+// One step on one rank. Times are on the run's clock.
+struct StepRecord {
+  int gpu = 0;
+  RunPhase phase = RunPhase::Train;
+  std::uint64_t epoch = 0;      // 0-based
+  std::size_t index = 0;        // position in the epoch
+  std::int64_t iteration = 0;   // per rank, over the run (train steps)
+  std::int64_t samples = 0;
+  std::uint64_t bytes = 0;
+  std::vector<std::size_t> sample_indices;
+  Time next_called = 0;         // host asked the source
+  Time delivered = 0;           // next() returned
+  Time ready = 0;               // the source had finished the batch
+  Time gpu_idle_since = 0;      // end of the GPU's previous work on the training stream
+  Time h2d_start = 0, h2d_end = 0;
+  Time forward_end = 0, backward_end = 0;
+  Time all_reduce_end = 0;      // gpus > 1: the iteration's all-reduces ended on this GPU
+  Time step_end = 0;            // end of the step's last op on the training stream
+  Time host_done = 0;           // the host finished the step's program
+  Duration compute = 0;         // kernel time issued (emulated)
+  Duration read = 0, decode = 0;  // the source's work on the batch
+  // Derived at the end of the run (data_stall(): see the top of the file).
+  Duration data_stall = 0, fetch_stall = 0, prep_stall = 0;
+  Duration h2d = 0;
+  Duration all_reduce_wait = 0;
+};
+
+struct EpochMark {
+  int gpu = 0;
+  RunPhase phase = RunPhase::Train;
+  std::uint64_t epoch = 0;  // 0-based
+  Time start = 0;           // before the source's begin_epoch
+  Time host_end = 0;        // the host left the phase
+  Time end = 0;             // the last completion of the phase's work on this GPU
+  std::int64_t samples = 0;
+};
+
+struct CheckpointRecord {
+  int gpu = 0;
+  int epoch = 0;
+  std::uint64_t step = 0;
+  Time start = 0, end = 0;
+  CheckpointIo io;
+};
+
+struct RankRecord {
+  int gpu = 0;
+  std::int64_t iterations = 0;
+  Duration compute_busy = 0;
+  std::vector<KernelSpan> compute_intervals;  // every kernel, issue order
+  std::uint64_t peak_allocated_bytes = 0, peak_reserved_bytes = 0;
+  Duration forward_total = 0, backward_total = 0;
+  std::string source;  // the source's describe()
+};
+
+struct RunRecord {
+  std::string model;    // canonical name ("" for fixed step times without a model)
+  std::string gpu;      // catalog id
+  int gpus = 1;
+  int batch_size = 0;
+  std::string clock;
+  StepTime step_time = StepTime::CostModel;
+  Time start = 0;
+  Time host_end = 0;    // the last host thread finished
+  std::vector<StepRecord> steps;  // ordered by (gpu, phase order as run)
+  std::vector<EpochMark> epochs;  // per rank and phase, in order
+  std::vector<CheckpointRecord> checkpoints;
+  std::vector<RankRecord> ranks;
+  StepCost cost;                  // at the full batch size (cost-model step time)
+  std::string memory_plan;        // "model zoo" (traced lifetimes) or "even split (model not in the zoo)"
+  std::string backward_split;     // gpus > 1
+  int buckets = 0;
+  std::uint64_t all_reduce_bytes = 0;  // per iteration
+  std::uint64_t all_reduces = 0;
+  std::vector<pipeline::LoaderStats> loader_stats;       // per rank, train source
+  std::vector<pipeline::LoaderStats> eval_loader_stats;  // per rank, eval source (when evaluated)
+};
+
+// Stall of one step (see the top of the file) and its split by the batch's
+// read : decode time.
+void derive_stalls(StepRecord& s);
+
+// ---- what people read -------------------------------------------------------
+
+struct GpuSummary {
+  int gpu = 0;
+  std::int64_t iterations = 0;
+  std::int64_t samples = 0;
+  Time end = 0;
+  Duration compute_busy = 0;
+  Duration data_stall = 0, fetch_stall = 0, prep_stall = 0;
+  Duration h2d = 0;
+  Duration all_reduce_wait = 0;
+  std::uint64_t peak_allocated_bytes = 0;
+  std::uint64_t peak_reserved_bytes = 0;
+  std::vector<KernelSpan> compute_intervals;
+};
+
+struct EpochSummary {
+  std::uint64_t epoch = 0;
+  Time start = 0, end = 0;  // earliest start and latest end over the GPUs
+  std::int64_t samples = 0;
+};
+
+// The figures of a training run (train phase): pure function of the record.
+struct RunSummary {
+  std::string model, gpu, clock;
+  int gpus = 1;
+  int batch_size = 0;
+  Time start = 0;
+  Duration elapsed = 0;         // start to the last completion on any GPU
+  std::int64_t iterations = 0;  // per GPU (the most any GPU ran)
+  std::int64_t samples = 0;     // over all GPUs
+  double samples_per_s = 0, iterations_per_s = 0;
+  // Shares of `elapsed`, averaged over the GPUs, in percent.
+  double gpu_util_pct = 0, data_stall_pct = 0, fetch_stall_pct = 0, prep_stall_pct = 0, h2d_pct = 0;
+  double all_reduce_pct = 0;
+  std::uint64_t all_reduces = 0;
+  int buckets = 0;
+  std::uint64_t all_reduce_bytes = 0;
+  std::uint64_t peak_allocated_bytes = 0, peak_reserved_bytes = 0;
+  Duration forward_total = 0, backward_total = 0;
+  std::vector<EpochSummary> epochs;
+  std::vector<GpuSummary> per_gpu;
+  StepCost cost;
+  std::string backward_split, source, memory_plan;
+  double mean_epoch_s() const;
+};
+RunSummary summarize(const RunRecord& record);
+
+// ---- the job ----------------------------------------------------------------
+
+// Progress: called from the ranks' host threads after each step.
+struct StepEvent {
+  int gpu = 0;
+  RunPhase phase = RunPhase::Train;
+  int epoch = 0;                 // 1-based
+  std::uint64_t step = 0;        // 1-based within the epoch
+  std::uint64_t steps = 0;       // the epoch's steps (0: unknown)
+  std::int64_t done = 0, total = 0;  // train steps of this rank so far / planned
+  const StepRecord* record = nullptr;
+};
+class JobObserver {
+ public:
+  virtual ~JobObserver() = default;
+  virtual void on_step(const StepEvent&) {}
+  virtual void on_checkpoint(const CheckpointRecord&) {}
+};
+
+class Job {
+ public:
+  // Builds the devices (one Device for one GPU, a Node for several) on a
+  // timeline of `clock`. InputError for an invalid spec or unknown model.
+  Job(Clock& clock, const CostModel& costs, JobSpec spec);
+  ~Job();
+  Job(const Job&) = delete;
+  Job& operator=(const Job&) = delete;
+
+  Clock& clock() const { return clock_; }
+  Timeline& timeline() { return *timeline_; }
+  const JobSpec& spec() const { return spec_; }
+  int gpus() const { return spec_.cluster.gpus; }
+  Device& device(int gpu);
+  Node* node() { return node_.get(); }
+  const StepCost& cost() const { return cost_; }
+  std::vector<TraceDeviceName> trace_devices() const;
+  // Train steps each rank will run (0 when the source cannot tell before running).
+  std::int64_t planned_iterations() const;
+
+  // Runs the schedule. Throws what a host thread threw first
+  // (OutOfMemoryError, a loader's InputError, ...). Call once.
+  RunRecord run(JobObserver* observer = nullptr);
+
+ private:
+  struct Rank;
+  void run_rank(Rank& r, JobObserver* observer);
+  void run_phase(Rank& r, RunPhase phase, int epoch, pipeline::BatchSource& source, JobObserver* observer,
+                 bool& stop);
+  void checkpoint(Rank& r, int epoch, std::uint64_t step, JobObserver* observer);
+
+  Clock& clock_;
+  const CostModel& costs_;
+  JobSpec spec_;
+  StepCost cost_;
+  std::unique_ptr<Timeline> timeline_;
+  std::vector<std::unique_ptr<Device>> devices_;  // without a node
+  std::unique_ptr<Node> node_;
+  std::unique_ptr<Communicator> comm_;
+  std::unique_ptr<class HostSync> sync_;
+  std::unique_ptr<class DdpReducer> reducer_;
+  struct Plan;
+  std::unique_ptr<Plan> plan_;
+  std::vector<std::unique_ptr<Rank>> ranks_;
+  std::int64_t planned_ = 0;
+};
+
+}  // namespace gpemu

@@ -1,0 +1,149 @@
+#include "cli/job_args.h"
+
+#include <fmt/format.h>
+
+#include "cli/options.h"
+#include "gpemu/catalog.h"
+#include "gpemu/error.h"
+
+namespace gpemu::cli {
+
+void add_model_options(CLI::App* cmd, ModelArgs& a) {
+  cmd->add_option("--gpu", a.gpu, "GPU to emulate (see 'gpemu devices')")->capture_default_str();
+  cmd->add_option("--model", a.model, "Model name (see 'gpemu models')")->capture_default_str();
+  cmd->add_option("--seq-len", a.seq_len, "Sequence length for sequence models (default: the model's)");
+  cmd->add_option("--precision", a.precision, "fp32, amp (autocast FP16) or bf16 (autocast BF16)")->capture_default_str();
+  cmd->add_option("--optimizer", a.optimizer, "sgd (with momentum) or adam")->capture_default_str();
+  cmd->add_option("--zero-grad", a.zero_grad,
+                  "zero: zero_grad() keeps the grads (PyTorch < 2.0 default); none: set_to_none=True")
+      ->capture_default_str();
+  cmd->add_option("--profiles", a.profiles, "Directory of measured profiles (GPEmu or gpemu layout)");
+}
+
+ModelSpec model_spec(const ModelArgs& a) {
+  ModelSpec m;
+  m.name = a.model;
+  m.precision = zoo::parse_precision(a.precision);
+  m.optimizer = zoo::parse_optimizer(a.optimizer);
+  if (a.zero_grad == "zero") m.keep_grads = true;
+  else if (a.zero_grad == "none") m.keep_grads = false;
+  else
+    throw InputError(fmt::format("unknown --zero-grad '{}': expected zero (grads kept, PyTorch < 2.0 default) or none "
+                                 "(set_to_none=True, PyTorch >= 2.0 default)",
+                                 a.zero_grad));
+  if (a.seq_len < 0)
+    throw InputError(fmt::format("--seq-len {} is impossible: it must be at least 1 (0: the model's default)", a.seq_len));
+  m.seq_len = a.seq_len;
+  return m;
+}
+
+AnalyticalOptions analytical_options(const ModelSpec& m) {
+  AnalyticalOptions ao;
+  ao.precision = m.precision;
+  ao.optimizer = m.optimizer;
+  ao.legacy_zero_grad = m.keep_grads;
+  ao.seq_len = m.seq_len;
+  return ao;
+}
+
+zoo::ReplayOptions replay_options(const ModelSpec& m) {
+  zoo::ReplayOptions o;
+  o.precision = m.precision;
+  o.optimizer = m.optimizer;
+  o.keep_grads = m.keep_grads;
+  return o;
+}
+
+std::unique_ptr<CostModel> job_cost_model(const ModelArgs& a, std::vector<std::string>* notes) {
+  const ModelSpec m = model_spec(a);
+  const AnalyticalOptions ao = analytical_options(m);
+  if (a.profiles.empty()) return make_layered_cost_model(std::nullopt, ao);
+  if (!measured_profiles_apply(ao) && notes)
+    notes->push_back(fmt::format("--profiles {} not used: measured profiles are FP32 runs with SGD and zero_grad(); "
+                                 "times for {}, {}, zero_grad '{}' come from the analytical model",
+                                 a.profiles, zoo::to_string(m.precision), zoo::to_string(m.optimizer), a.zero_grad));
+  return make_layered_cost_model(std::filesystem::path(a.profiles), ao);
+}
+
+void add_job_options(CLI::App* cmd, JobArgs& a) {
+  add_model_options(cmd, a.model);
+  cmd->add_option("--gpus", a.gpus, "GPUs of that type in one node (data-parallel, DDP all-reduce)")->capture_default_str();
+  cmd->add_option("--batch-size,-b", a.batch_size, "Batch size per GPU")->capture_default_str();
+  cmd->add_option("--data", a.data, "ImageFolder dataset to train on (default: the cached synthetic dataset)");
+  cmd->add_option("--workers", a.workers, "Loader worker threads per GPU (default: cores / GPUs, 1 to 8)");
+  cmd->add_option("--prefetch-factor", a.prefetch_factor, "Batches in flight per worker")->capture_default_str();
+  auto* pin_on =
+      cmd->add_flag("--pin-memory", a.pin_on, "Collate batches into pinned (page-locked) staging buffers (default)");
+  cmd->add_flag("--no-pin-memory", a.pin_off, "Collate batches into pageable memory")->excludes(pin_on);
+  cmd->add_option("--host-memory", a.host_memory, "Same as --pin-memory (pinned) / --no-pin-memory (pageable)");
+  cmd->add_option("--pin-mode", a.pin_mode,
+                  "Pinned buffers: 'lock' (mlock), 'account' (count, do not lock), 'auto' (lock when RLIMIT_MEMLOCK allows)")
+      ->capture_default_str();
+  cmd->add_option("--read-method", a.read_method,
+                  "How loader workers read samples: 'pread' (one at a time) or 'io_uring' (all of a batch's reads "
+                  "at once; needs liburing and a kernel that allows io_uring)")
+      ->capture_default_str();
+  cmd->add_option("--cores", a.cores, "Modelled loader (virtual clock): CPU cores the loaders share (default: this machine's)");
+  cmd->add_option("--bucket-cap-mb", a.bucket_cap_mb, "DDP gradient bucket size, MiB")->capture_default_str();
+  cmd->add_option("--clock", a.clock,
+                  "real (wall time, real loader) or virtual (simulated, modelled loader, as fast as possible)")
+      ->capture_default_str();
+  cmd->add_option("--sync", a.sync, "Host waits for the GPU every 'iteration' (loss.item()) or at the 'end' of each epoch")
+      ->capture_default_str();
+  cmd->add_option("--seed", a.seed, "Seed of the shuffle, augmentations and per-iteration variation")->capture_default_str();
+  cmd->add_option("--cv", a.cv, "Coefficient of variation of iteration times (default: measured, else 0.01)");
+  cmd->add_option("--warmup", a.warmup, "Factor applied to the first iteration's time")->capture_default_str();
+  cmd->add_flag("--json", a.json, "Machine-readable output");
+}
+
+bool pin_memory(const JobArgs& a) {
+  bool pin = true;
+  if (!a.host_memory.empty()) pin = parse_host_memory(a.host_memory) == HostMemoryKind::Pinned;
+  if (a.pin_on || a.pin_off) {
+    if (!a.host_memory.empty() && a.pin_on != pin)
+      throw InputError(fmt::format("--host-memory {} contradicts --{}pin-memory", a.host_memory, a.pin_on ? "" : "no-"));
+    pin = a.pin_on;
+  }
+  return pin;
+}
+
+int workers(const JobArgs& a) { return default_workers(a.workers, a.gpus); }
+
+JobSpec job_spec(const JobArgs& a) {
+  JobSpec s;
+  s.cluster.gpu = &find_gpu(a.model.gpu);
+  s.cluster.gpus = a.gpus;
+  if (a.gpus < 1) throw InputError(fmt::format("--gpus {} is impossible: it must be at least 1", a.gpus));
+  if (!(a.bucket_cap_mb > 0))
+    throw InputError(fmt::format("--bucket-cap-mb {} is impossible: it must be positive", a.bucket_cap_mb));
+  s.cluster.buckets.bucket_cap_bytes = static_cast<std::uint64_t>(a.bucket_cap_mb * 1024 * 1024);
+  s.batch_size = a.batch_size;
+  s.compute.model = model_spec(a.model);
+  s.compute.sync = parse_sync_mode(a.sync);
+  s.compute.variation.seed = a.seed;
+  s.compute.variation.warmup_factor = a.warmup;
+  if (a.cv >= 0) s.compute.variation.cv = a.cv;
+  if (a.prefetch_factor < 1)
+    throw InputError(fmt::format("--prefetch-factor {} is impossible: it must be at least 1", a.prefetch_factor));
+  if (a.workers < -1) throw InputError(fmt::format("--workers {} is impossible: use 0 or more", a.workers));
+  if (a.cores < 0) throw InputError(fmt::format("--cores {} is impossible: it must be 0 (this machine) or more", a.cores));
+  if (a.pin_mode != "auto" && a.pin_mode != "lock" && a.pin_mode != "account")
+    throw InputError(fmt::format("unknown --pin-mode '{}': accepted 'auto', 'lock' or 'account'", a.pin_mode));
+  const bool pin = pin_memory(a);
+  s.data.pin_memory = pin;
+  pipeline::LoaderOptions& lo = s.data.loader;
+  lo.batch_size = static_cast<std::size_t>(a.batch_size);
+  lo.num_workers = workers(a);
+  lo.prefetch_factor = a.prefetch_factor;
+  lo.pin_memory = pin;
+  lo.pin_mode = a.pin_mode == "account" ? PinMode::AccountOnly : PinMode::Lock;
+  lo.shuffle = true;
+  lo.seed = a.seed;
+  lo.world_size = a.gpus;
+  lo.read_method = pipeline::parse_read_method(a.read_method);
+  s.data.model.cores = a.cores;
+  validate(s);
+  return s;
+}
+
+}  // namespace gpemu::cli

@@ -1,0 +1,71 @@
+// The one place where command-line flags become a JobSpec: `gpemu train` and
+// `gpemu analyze` register the same options with the same names and
+// defaults, and `gpemu predict` the model options among them, so a BERT or
+// AMP configuration that can be predicted can also be trained.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "gpemu/analytical_model.h"
+#include "gpemu/clock.h"
+#include "gpemu/cost_model.h"
+#include "gpemu/job.h"
+#include "gpemu/zoo_memory.h"
+
+namespace gpemu::cli {
+
+// The model and how it is trained (train, analyze, predict).
+struct ModelArgs {
+  std::string gpu = "v100";
+  std::string model = std::string(kDefaultModel);
+  std::int64_t seq_len = 0;
+  std::string precision = "fp32", optimizer = "sgd", zero_grad = "zero";
+  std::string profiles;
+};
+void add_model_options(CLI::App* cmd, ModelArgs& a);
+// InputError naming the flag for unknown values.
+ModelSpec model_spec(const ModelArgs& a);
+AnalyticalOptions analytical_options(const ModelSpec& m);
+zoo::ReplayOptions replay_options(const ModelSpec& m);
+// The layered cost model (measured profiles where they apply, then the
+// analytical model) for this model spec; `note` hears why profiles were set
+// aside when they were.
+std::unique_ptr<CostModel> job_cost_model(const ModelArgs& a, std::vector<std::string>* notes = nullptr);
+
+// Everything train and analyze share.
+struct JobArgs {
+  ModelArgs model;
+  int batch_size = 64;
+  int gpus = 1;
+  std::string clock = "real";
+  std::string sync = "iteration";
+  std::uint64_t seed = 0;
+  double cv = -1;
+  double warmup = 1.5;
+  double bucket_cap_mb = 25;
+  // Data.
+  std::string data;
+  int workers = -1;  // -1: default
+  int prefetch_factor = 2;
+  bool pin_on = false, pin_off = false;  // --pin-memory / --no-pin-memory
+  std::string host_memory;               // older spelling: pinned / pageable
+  std::string pin_mode = "auto";
+  std::string read_method = "pread";
+  int cores = 0;
+  bool json = false;
+};
+void add_job_options(CLI::App* cmd, JobArgs& a);
+
+// The JobSpec of these flags: compute, cluster, loader options (the data
+// source and schedule are the command's). InputError naming the flag.
+JobSpec job_spec(const JobArgs& a);
+bool pin_memory(const JobArgs& a);
+int workers(const JobArgs& a);
+
+}  // namespace gpemu::cli

@@ -1,0 +1,851 @@
+#include "gpemu/job.h"
+
+#include <algorithm>
+#include <cmath>
+#include <exception>
+#include <map>
+#include <mutex>
+
+#include <fmt/format.h>
+
+#include "gpemu/backward_plan.h"
+#include "gpemu/error.h"
+#include "gpemu/host_sync.h"
+#include "gpemu/interconnect/collectives.h"
+#include "gpemu/interconnect/ddp_reducer.h"
+#include "gpemu/profile.h"
+#include "gpemu/zoo_memory.h"
+
+namespace gpemu {
+namespace {
+
+VariationOptions with_cv(VariationOptions v, std::optional<double> measured) {
+  if (measured) v.cv = *measured;
+  return v;
+}
+
+// Noise streams: rank g draws forward from 1 + 2g and backward from 2 + 2g.
+std::uint64_t forward_stream(int gpu) { return 1 + 2 * static_cast<std::uint64_t>(gpu); }
+std::uint64_t backward_stream(int gpu) { return 2 + 2 * static_cast<std::uint64_t>(gpu); }
+
+// The allocations of one step at one batch size: the zoo's traced lifetimes,
+// or (model not in the zoo) the cost model's figures split evenly.
+struct StepMemory {
+  bool zoo = false;
+  zoo::ZooMemoryPlan plan;   // zoo
+  MemoryPlan even;           // otherwise
+};
+
+}  // namespace
+
+std::string_view to_string(StepOp op) {
+  switch (op) {
+    case StepOp::CopyBatch: return "copy batch";
+    case StepOp::Forward: return "forward";
+    case StepOp::Backward: return "backward";
+    case StepOp::AllReduceWait: return "all-reduce wait";
+    case StepOp::OptimizerStep: return "optimizer step";
+    case StepOp::LossItem: return "loss.item()";
+    case StepOp::Compute: return "compute";
+    case StepOp::Synchronize: return "synchronize";
+    case StepOp::ReleaseBatch: return "release batch";
+  }
+  return "?";
+}
+
+std::string_view to_string(RunPhase p) { return p == RunPhase::Train ? "train" : "eval"; }
+
+void validate(const JobSpec& s) {
+  if (s.cluster.gpu == nullptr) throw InputError("job: cluster.gpu is missing; give a GPU from the catalog");
+  if (s.batch_size < 1)
+    throw InputError(fmt::format("batch size {} is impossible: it must be at least 1", s.batch_size));
+  if (s.cluster.gpus < 1)
+    throw InputError(fmt::format("--gpus {} is impossible: it must be at least 1", s.cluster.gpus));
+  if (s.schedule.epochs < (s.schedule.train ? 1 : 0))
+    throw InputError(fmt::format("--epochs {} is impossible: it must be at least 1", s.schedule.epochs));
+  if (s.schedule.max_iterations < -1)
+    throw InputError(fmt::format("iterations {} is impossible: it must be 0 or more", s.schedule.max_iterations));
+  if (s.data.source == DataSource::Synthetic && !s.data.synthetic_over_dataset && s.data.synthetic_batches < 0)
+    throw InputError(fmt::format("iterations {} is impossible: it must be 0 or more", s.data.synthetic_batches));
+  if (s.data.source == DataSource::Custom && !s.data.custom)
+    throw InputError("job: data.source is Custom but data.custom is not set");
+  if (s.compute.step_time == StepTime::CostModel && s.compute.model.name.empty())
+    throw InputError("job: compute.model.name is empty; give a model (see 'gpemu models')");
+  if (s.compute.model.seq_len < 0)
+    throw InputError(fmt::format("sequence length {} is impossible: it must be at least 1", s.compute.model.seq_len));
+  if (s.cluster.buckets.bucket_cap_bytes == 0)
+    throw InputError("--bucket-cap-mb must be positive");
+  if (!s.schedule.checkpoints.empty() && !s.schedule.checkpoint)
+    throw InputError("job: schedule.checkpoints are given but schedule.checkpoint (the I/O) is not set");
+  if (s.schedule.eval.first_epoch > 0 && s.schedule.eval.every < 1)
+    throw InputError(fmt::format("job: schedule.eval.every {} is impossible: it must be at least 1",
+                                 s.schedule.eval.every));
+}
+
+std::vector<StepOp> step_program(const JobSpec& spec, RunPhase phase) {
+  const ComputeSpec& c = spec.compute;
+  std::vector<StepOp> p;
+  if (c.step_time == StepTime::Fixed) {
+    p = {StepOp::Compute, StepOp::Synchronize, StepOp::ReleaseBatch};
+    return p;
+  }
+  if (c.copy_batch || c.use_allocator) p.push_back(StepOp::CopyBatch);
+  p.push_back(StepOp::Forward);
+  if (phase == RunPhase::Train) {
+    p.push_back(StepOp::Backward);
+    if (spec.cluster.gpus > 1 && c.all_reduce) p.push_back(StepOp::AllReduceWait);
+    p.push_back(StepOp::OptimizerStep);
+  }
+  if (c.sync == SyncMode::EveryIteration) p.push_back(c.copy_batch ? StepOp::LossItem : StepOp::Synchronize);
+  return p;
+}
+
+void derive_stalls(StepRecord& b) {
+  b.h2d_start = std::max(b.h2d_start, b.gpu_idle_since);
+  b.h2d = std::max<Duration>(0, b.h2d_end - b.h2d_start);
+  b.all_reduce_wait = b.all_reduce_end > 0 ? std::max<Duration>(0, b.all_reduce_end - b.backward_end) : 0;
+  const Time stall_from = std::max(b.next_called, b.gpu_idle_since);
+  const Time stall_to = std::min(b.delivered, b.h2d_start);
+  b.data_stall = std::max<Duration>(0, stall_to - stall_from);
+  const Duration work = b.read + b.decode;
+  b.fetch_stall = work > 0 ? static_cast<Duration>(std::llround(static_cast<double>(b.data_stall) *
+                                                                 static_cast<double>(b.read) / static_cast<double>(work)))
+                           : b.data_stall;
+  b.prep_stall = b.data_stall - b.fetch_stall;
+}
+
+// ---- the job ------------------------------------------------------------------
+
+struct Job::Plan {
+  BackwardPlan backward;
+  std::vector<StepOp> train, eval;
+  const zoo::ModelGraph* graph = nullptr;
+  zoo::ReplayOptions replay;
+};
+
+namespace {
+
+struct Pending {
+  StepRecord rec;
+  Time issue = 0;
+  Completion prev_tail, h2d, forward, backward, all_reduce, step;
+  bool has_h2d = false, has_all_reduce = false;
+};
+
+struct PhaseMark {
+  EpochMark mark;
+  std::vector<Completion> tails;
+};
+
+}  // namespace
+
+struct Job::Rank {
+  int index = 0;
+  Device* device = nullptr;
+  Stream* stream = nullptr;  // the loop's stream (the legacy default stream, as a PyTorch loop)
+  Stream* comm = nullptr;    // DDP's communication stream (gpus > 1)
+  std::function<void(Time)> sleep;
+  Variation forward_noise, backward_noise;
+  std::optional<TimeSampler> train_draw, eval_draw;
+  std::vector<CachingAllocator::Ptr> persistent;
+  std::vector<CachingAllocator::Ptr> slots;  // zoo plan: live storages by slot
+  std::vector<CachingAllocator::Ptr> live;   // even plan: input and activations
+  std::map<std::int64_t, std::pair<StepCost, StepMemory>> per_batch;
+  bool steady = false;                        // zoo plan: the first iteration has run
+  std::unique_ptr<pipeline::BatchSource> train_source, eval_source;
+  std::shared_ptr<void> current;  // the batch the loop holds (x), until the next one
+  std::int64_t iterations = 0;
+  std::vector<Pending> pending;
+  std::vector<std::pair<Completion, Duration>> kernels;
+  std::vector<PhaseMark> phases;
+  std::vector<CheckpointRecord> checkpoints;
+  Duration forward_total = 0, backward_total = 0;
+
+  Rank(VariationOptions fwd, VariationOptions bwd, int gpu)
+      : index(gpu), forward_noise(fwd, forward_stream(gpu)), backward_noise(bwd, backward_stream(gpu)) {}
+  ~Rank() { release_all(); }
+  void release_all() {
+    current.reset();
+    if (!device) return;
+    CachingAllocator& a = device->allocator();
+    for (auto q = live.rbegin(); q != live.rend(); ++q) a.free(*q);
+    live.clear();
+    for (auto& p : slots)
+      if (p) a.free(p);
+    slots.clear();
+    for (auto q = persistent.rbegin(); q != persistent.rend(); ++q) a.free(*q);
+    persistent.clear();
+  }
+};
+
+Job::Job(Clock& clock, const CostModel& costs, JobSpec spec)
+    : clock_(clock), costs_(costs), spec_(std::move(spec)), plan_(std::make_unique<Plan>()) {
+  validate(spec_);
+  const GpuSpec& gpu = *spec_.cluster.gpu;
+  const bool model_time = spec_.compute.step_time == StepTime::CostModel;
+  if (model_time) cost_ = costs_.step_cost(gpu, spec_.compute.model.name, spec_.batch_size);
+  timeline_ = std::make_unique<Timeline>(clock_);
+  if (spec_.trace) timeline_->enable_trace(true);
+  const int gpus = spec_.cluster.gpus;
+  // Ranks share a node (PCIe switches, NVLink, the ring) only when the step
+  // program moves bytes: a DLIO step (compute and synchronize) touches no
+  // link, and its ranks get independent devices, any number of them.
+  const bool links = spec_.compute.copy_batch || (spec_.compute.all_reduce && model_time);
+  if (gpus == 1 || !links) {
+    for (int g = 0; g < gpus; ++g) {
+      DeviceOptions d = spec_.cluster.device;
+      d.index = spec_.cluster.node.first_device_index + g;
+      devices_.push_back(std::make_unique<Device>(*timeline_, gpu, d));
+    }
+  } else {
+    NodeOptions n = spec_.cluster.node;
+    n.gpus = gpus;
+    node_ = std::make_unique<Node>(*timeline_, gpu, n);
+    comm_ = std::make_unique<Communicator>(*node_);
+    if (model_time && spec_.compute.all_reduce)
+      plan_->backward = plan_backward(gpu, spec_.compute.model.name, cost_, spec_.batch_size,
+                                      spec_.cluster.backward_even_chunks, spec_.cluster.backward_max_chunks);
+  }
+  plan_->train = step_program(spec_, RunPhase::Train);
+  plan_->eval = step_program(spec_, RunPhase::Eval);
+  if (model_time && spec_.compute.use_allocator) {
+    plan_->graph = zoo::find_model(spec_.compute.model.name);
+    // Measured memory (a profile) keeps precedence over the zoo's trace, as in predict.
+    if (cost_.memory_provenance == Provenance::Measured || cost_.memory_provenance == Provenance::Interpolated)
+      plan_->graph = nullptr;
+    plan_->replay.precision = spec_.compute.model.precision;
+    plan_->replay.optimizer = spec_.compute.model.optimizer;
+    plan_->replay.keep_grads = spec_.compute.model.keep_grads;
+  }
+  const VariationOptions fwd = with_cv(spec_.compute.variation, cost_.forward_cv);
+  const VariationOptions bwd = with_cv(spec_.compute.variation, cost_.backward_cv);
+  for (int g = 0; g < gpus; ++g) {
+    auto r = std::make_unique<Rank>(fwd, bwd, g);
+    r->device = &device(g);
+    r->stream = &r->device->default_stream();
+    if (node_) r->comm = &r->device->create_stream(/*non_blocking=*/true);
+    if (spec_.compute.step_time == StepTime::Fixed) {
+      r->train_draw.emplace(spec_.compute.fixed_train, derive_seed(spec_.compute.fixed_seed, g, 1));
+      r->eval_draw.emplace(spec_.compute.fixed_eval, derive_seed(spec_.compute.fixed_seed, g, 2));
+    }
+    ranks_.push_back(std::move(r));
+  }
+  if (spec_.schedule.train) {
+    std::int64_t per_epoch = static_cast<std::int64_t>(spec_.schedule.steps_per_epoch);
+    const DataSpec& d = spec_.data;
+    if (per_epoch == 0 && d.source == DataSource::Synthetic && !d.synthetic_over_dataset) {
+      per_epoch = d.synthetic_batches;
+    } else if (per_epoch == 0 && d.source != DataSource::Custom && d.dataset.size() > 0) {
+      const pipeline::Sampler sampler(
+          d.dataset.size(),
+          pipeline::SamplerOptions{d.loader.shuffle, d.loader.seed, 0, gpus, d.loader.drop_uneven_shards});
+      const auto b = static_cast<std::size_t>(spec_.batch_size);
+      const bool drop_last = d.loader.drop_last || d.source == DataSource::Synthetic;
+      per_epoch = static_cast<std::int64_t>(drop_last ? sampler.size() / b : (sampler.size() + b - 1) / b);
+    }
+    const std::int64_t all = per_epoch * spec_.schedule.epochs;
+    planned_ = spec_.schedule.max_iterations >= 0 ? std::min(all, spec_.schedule.max_iterations) : all;
+  }
+}
+
+Job::~Job() { ranks_.clear(); }
+
+Device& Job::device(int gpu) {
+  if (gpu < 0 || gpu >= spec_.cluster.gpus)
+    throw InputError(fmt::format("GPU {}: this run has GPUs 0 to {}", gpu, spec_.cluster.gpus - 1));
+  return node_ ? node_->device(gpu) : *devices_[static_cast<std::size_t>(gpu)];
+}
+
+std::vector<TraceDeviceName> Job::trace_devices() const {
+  std::vector<TraceDeviceName> out;
+  for (const auto& r : ranks_)
+    out.push_back({r->device->index(), fmt::format("GPU {} ({})", r->device->index(), spec_.cluster.gpu->id)});
+  return out;
+}
+
+std::int64_t Job::planned_iterations() const { return planned_; }
+
+namespace {
+
+// A host copy over a node GPU's switch uplink, as Device::copy issues it, but
+// without blocking: the caller waits through its HostSync.
+Completion node_copy(Node& node, int gpu, Stream& s, Engine engine, std::uint64_t bytes, HostMemoryKind host,
+                     std::string_view name) {
+  const PcieModel& p = s.device().pcie();
+  OpSpec spec;
+  spec.duration = p.latency(host);
+  const int sw = node.switch_of(gpu);
+  spec.link = engine == Engine::CopyH2D ? &node.switch_uplink_h2d(sw) : &node.switch_uplink_d2h(sw);
+  spec.bytes = static_cast<double>(bytes);
+  spec.rate_cap = p.gbs(host) * 1e9;
+  spec.tag.name = name;
+  spec.tag.category = engine == Engine::CopyH2D ? "h2d" : "d2h";
+  return s.enqueue(spec, engine);
+}
+
+// Applies the zoo plan's events of `phase` (or the iteration's start / end).
+void apply_events(CachingAllocator& alloc, const zoo::ZooMemoryPlan& plan, const std::vector<zoo::MemoryEvent>& events,
+                  std::vector<CachingAllocator::Ptr>& slots, const std::function<bool(const zoo::MemoryEvent&)>& take) {
+  for (const zoo::MemoryEvent& e : events) {
+    if (!take(e)) continue;
+    auto& slot = slots[static_cast<std::size_t>(e.slot)];
+    if (e.alloc) {
+      if (!slot) slot = alloc.allocate(plan.slot_bytes[static_cast<std::size_t>(e.slot)]);
+    } else if (slot) {
+      alloc.free(slot);
+      slot = {};
+    }
+  }
+}
+
+}  // namespace
+
+void Job::checkpoint(Rank& r, int epoch, std::uint64_t step, JobObserver* observer) {
+  CheckpointCall call;
+  call.rank = r.index;
+  call.epoch = epoch;
+  call.step = step;
+  call.clock = &clock_;
+  call.timeline = timeline_.get();
+  call.sleep_until = r.sleep;
+  const Time c0 = clock_.now();
+  const CheckpointIo io = spec_.schedule.checkpoint(call);
+  if (!io.written) return;
+  CheckpointRecord rec;
+  rec.gpu = r.index;
+  rec.epoch = epoch;
+  rec.step = step;
+  rec.start = c0;
+  rec.end = clock_.now();
+  rec.io = io;
+  if (timeline_->tracing())
+    timeline_->add_host_span(HostSpan{"checkpoint", "checkpoint", "host", r.index, rec.start, rec.end});
+  r.checkpoints.push_back(rec);
+  if (observer) observer->on_checkpoint(rec);
+}
+
+void Job::run_phase(Rank& r, RunPhase phase, int epoch, pipeline::BatchSource& source, JobObserver* observer,
+                    bool& stop) {
+  Timeline& tl = *timeline_;
+  Stream& s = *r.stream;
+  CachingAllocator& alloc = r.device->allocator();
+  const GpuSpec& gpu = *spec_.cluster.gpu;
+  const ScheduleSpec& sched = spec_.schedule;
+  const bool train = phase == RunPhase::Train;
+  const std::vector<StepOp>& program = train ? plan_->train : plan_->eval;
+  auto host_wait = [&](const Completion& c) { tl.wait(c, r.sleep); };
+  const std::uint64_t fixed_steps = train ? sched.steps_per_epoch : sched.eval.steps;
+  const std::uint64_t epoch_arg = sched.reshuffle_each_epoch ? static_cast<std::uint64_t>(epoch - 1) : 0;
+
+  PhaseMark pm;
+  pm.mark.gpu = r.index;
+  pm.mark.phase = phase;
+  pm.mark.epoch = static_cast<std::uint64_t>(epoch - 1);
+  pm.mark.start = clock_.now();
+  source.begin_epoch(epoch_arg);
+  for (std::uint64_t step = 0;; ++step) {
+    if (fixed_steps > 0 && step >= fixed_steps) break;
+    if (train && sched.max_iterations >= 0 && r.iterations >= sched.max_iterations) {
+      stop = true;
+      break;
+    }
+    if (sync_->aborted()) throw PeerFailed("another GPU's host thread failed");
+    const Time called = clock_.now();
+    std::optional<pipeline::LoadedBatch> b = source.next(r.sleep);
+    if (!b) {
+      if (fixed_steps > 0)
+        throw Error(fmt::format("job: GPU {} ran out of {} batches at step {} of {} in epoch {}", r.index,
+                                to_string(phase), step + 1, fixed_steps, epoch));
+      break;
+    }
+    const Time delivered = clock_.now();
+
+    const int n = static_cast<int>(b->samples);
+    std::pair<StepCost, StepMemory>* costs = nullptr;
+    if (spec_.compute.step_time == StepTime::CostModel) {
+      auto found = r.per_batch.find(b->samples);
+      if (found == r.per_batch.end()) {
+        StepCost c = n == spec_.batch_size ? cost_ : costs_.step_cost(gpu, spec_.compute.model.name, n);
+        StepMemory m;
+        if (plan_->graph) {
+          m.zoo = true;
+          m.plan = zoo::zoo_memory_plan(*plan_->graph, zoo::Shape{n, spec_.compute.model.seq_len}, plan_->replay);
+        } else {
+          m.even = make_memory_plan(c, n);
+        }
+        found = r.per_batch.emplace(b->samples, std::make_pair(std::move(c), std::move(m))).first;
+      }
+      costs = &found->second;
+    }
+    // Evaluation steps (forward only) allocate less than training steps; they
+    // are not replayed through the allocator.
+    const bool memory = spec_.compute.use_allocator && costs != nullptr && train;
+    const std::int64_t it = r.iterations;
+
+    Pending p;
+    p.rec.gpu = r.index;
+    p.rec.phase = phase;
+    p.rec.epoch = pm.mark.epoch;
+    p.rec.index = b->index;
+    p.rec.iteration = it;
+    p.rec.samples = b->samples;
+    p.rec.bytes = b->bytes;
+    p.rec.sample_indices = std::move(b->sample_indices);
+    p.rec.next_called = called;
+    p.rec.delivered = delivered;
+    p.rec.ready = b->ready;
+    p.rec.read = b->read;
+    p.rec.decode = b->decode;
+    p.issue = tl.issue_time();
+    p.prev_tail = s.tail();
+
+    const StepMemory* mem = memory ? &costs->second : nullptr;
+    const bool steady = r.steady;
+    auto zoo_phase = [&](std::function<bool(const zoo::MemoryEvent&)> take) {
+      if (!mem || !mem->zoo) return;
+      if (r.slots.size() < mem->plan.slot_bytes.size()) r.slots.resize(mem->plan.slot_bytes.size());
+      apply_events(alloc, mem->plan, steady ? mem->plan.steady_iteration : mem->plan.first_iteration, r.slots, take);
+    };
+    auto free_even = [&] {
+      for (auto q = r.live.rbegin(); q != r.live.rend(); ++q) alloc.free(*q);
+      r.live.clear();
+    };
+    std::vector<Duration> parts;
+    try {
+      for (StepOp op : program) {
+        switch (op) {
+          case StepOp::CopyBatch: {
+            if (mem && mem->zoo) {
+              zoo_phase([](const zoo::MemoryEvent& e) { return e.op < 0; });
+            } else if (mem) {
+              r.live.push_back(alloc.allocate(b->bytes));
+            }
+            if (!spec_.compute.copy_batch) break;
+            // x.to(device): a measured transfer time is replayed (scaled by
+            // the batch's bytes when it is not the profiled size); otherwise
+            // the PCIe model moves the batch's real bytes.
+            const bool pinned = b->memory == HostMemoryKind::Pinned;
+            const auto measured = pinned ? costs->first.transfer_pinned : costs->first.transfer_pageable;
+            const std::uint64_t profiled = costs->first.input_bytes_per_sample * static_cast<std::uint64_t>(n);
+            if (measured) {
+              OpSpec o;
+              o.duration = *measured;
+              if (b->bytes != profiled && profiled > 0)
+                o.duration = std::llround(static_cast<double>(*measured) * static_cast<double>(b->bytes) /
+                                          static_cast<double>(profiled));
+              o.tag.name = "H2D batch";
+              o.tag.category = "h2d";
+              p.h2d = s.enqueue(o, Engine::CopyH2D);
+              if (!pinned) host_wait(p.h2d);
+            } else if (!node_) {
+              p.h2d = s.copy_h2d(b->bytes, b->memory, "H2D batch");  // pageable: blocks, as cudaMemcpy
+            } else {
+              p.h2d = node_copy(*node_, r.index, s, Engine::CopyH2D, b->bytes, b->memory, "H2D batch");
+              if (!pinned) host_wait(p.h2d);
+            }
+            p.has_h2d = true;
+            break;
+          }
+          case StepOp::Forward: {
+            if (mem && mem->zoo) {
+              zoo_phase([](const zoo::MemoryEvent& e) { return e.op >= 0 && e.phase == zoo::Phase::Forward; });
+            } else if (mem) {
+              for (std::uint64_t t : mem->even.activation_tensors) r.live.push_back(alloc.allocate(t));
+            }
+            const Duration fwd = r.forward_noise.sample(costs->first.forward, it);
+            p.forward = s.launch_kernel(fwd, "forward");
+            r.kernels.emplace_back(p.forward, fwd);
+            r.forward_total += fwd;
+            p.rec.compute += fwd;
+            break;
+          }
+          case StepOp::Backward: {
+            zoo_phase([](const zoo::MemoryEvent& e) { return e.op >= 0 && e.phase == zoo::Phase::Backward; });
+            const Duration bwd = r.backward_noise.sample(costs->first.backward, it);
+            r.backward_total += bwd;
+            p.rec.compute += bwd;
+            if (!node_ || !spec_.compute.all_reduce) {
+              p.backward = s.launch_kernel(bwd, "backward+step");
+              r.kernels.emplace_back(p.backward, bwd);
+            } else {
+              parts = split_backward(plan_->backward, bwd);
+              for (std::size_t k = 0; k + 1 < parts.size(); ++k) {
+                const Completion c = s.launch_kernel(parts[k], "backward");
+                r.kernels.emplace_back(c, parts[k]);
+                for (int g : plan_->backward.chunks[k].gradients) reducer_->gradient_ready(r.index, it, g, c);
+              }
+              p.backward = s.tail();
+            }
+            break;
+          }
+          case StepOp::AllReduceWait: {
+            // End of DDP's backward: the stream waits for the all-reduces.
+            p.all_reduce = reducer_->finish(r.index, it);
+            p.has_all_reduce = true;
+            OpSpec wait;
+            wait.trace = false;
+            wait.tag.name = "wait for all-reduce";
+            const Completion dep[] = {p.all_reduce};
+            s.enqueue(wait, std::nullopt, dep);
+            break;
+          }
+          case StepOp::OptimizerStep: {
+            zoo_phase([](const zoo::MemoryEvent& e) { return e.op >= 0 && e.phase == zoo::Phase::Optimizer; });
+            if (!parts.empty()) {
+              const Completion o = s.launch_kernel(parts.back(), "optimizer step");
+              r.kernels.emplace_back(o, parts.back());
+            }
+            // Frees are host-side and stream-ordered, as in PyTorch.
+            if (mem && !mem->zoo) free_even();
+            break;
+          }
+          case StepOp::LossItem:
+            if (!node_) {
+              s.copy_d2h(4, HostMemoryKind::Pageable, "loss.item()");
+            } else {
+              host_wait(node_copy(*node_, r.index, s, Engine::CopyD2H, 4, HostMemoryKind::Pageable, "loss.item()"));
+            }
+            break;
+          case StepOp::Compute: {
+            TimeSampler& draw = train ? *r.train_draw : *r.eval_draw;
+            const Duration d = from_seconds(draw.next_seconds());
+            const Completion c = s.launch_kernel(d, train ? "compute" : "eval");
+            r.kernels.emplace_back(c, d);
+            p.rec.compute += d;
+            break;
+          }
+          case StepOp::Synchronize: host_wait(s.tail()); break;
+          case StepOp::ReleaseBatch: b->keep_alive.reset(); break;
+        }
+      }
+      // The iteration's end: the zoo plan's end-of-iteration events (the input,
+      // set_to_none grads).
+      if (mem && mem->zoo) {
+        zoo_phase([&](const zoo::MemoryEvent& e) { return e.op >= mem->plan.op_count; });
+        r.steady = true;
+      } else if (mem) {
+        free_even();
+      }
+    } catch (...) {
+      free_even();
+      throw;
+    }
+    p.step = s.tail();
+    p.rec.host_done = clock_.now();
+    // The loop drops the previous batch (its staging buffer) when x is rebound.
+    r.current = std::move(b->keep_alive);
+    pm.mark.samples += p.rec.samples;
+    if (train) ++r.iterations;
+    r.pending.push_back(std::move(p));
+    if (observer) {
+      StepEvent ev;
+      ev.gpu = r.index;
+      ev.phase = phase;
+      ev.epoch = epoch;
+      ev.step = step + 1;
+      ev.steps = fixed_steps;
+      ev.done = r.iterations;
+      ev.total = planned_;
+      ev.record = &r.pending.back().rec;
+      observer->on_step(ev);
+    }
+    if (train) {
+      for (const CheckpointPoint& c : sched.checkpoints)
+        if (!c.after_epoch && c.epoch == epoch && c.step == step + 1) {
+          pm.mark.host_end = clock_.now();
+          checkpoint(r, epoch, step + 1, observer);
+        }
+    }
+  }
+  // End of the phase: the host waits for the GPU (torch.cuda.synchronize()).
+  host_wait(s.tail());
+  pm.tails.push_back(s.tail());
+  if (r.comm) {
+    host_wait(r.comm->tail());
+    pm.tails.push_back(r.comm->tail());
+  }
+  pm.mark.host_end = clock_.now();
+  r.phases.push_back(std::move(pm));
+}
+
+void Job::run_rank(Rank& r, JobObserver* observer) {
+  const ScheduleSpec& sched = spec_.schedule;
+  if (!sched.train) {  // checkpoints only
+    for (const CheckpointPoint& c : sched.checkpoints) checkpoint(r, c.epoch, c.step, observer);
+    return;
+  }
+  bool stop = false;
+  for (int e = 1; e <= sched.epochs && !stop; ++e) {
+    if (sched.max_iterations >= 0 && r.iterations >= sched.max_iterations) break;
+    run_phase(r, RunPhase::Train, e, *r.train_source, observer, stop);
+    for (const CheckpointPoint& c : sched.checkpoints)
+      if (c.after_epoch && c.epoch == e) checkpoint(r, e, c.step, observer);
+    const EvalSpec& ev = sched.eval;
+    if (r.eval_source && e >= ev.first_epoch && (e - ev.first_epoch) % ev.every == 0)
+      run_phase(r, RunPhase::Eval, e, *r.eval_source, observer, stop);
+  }
+  r.current.reset();
+}
+
+RunRecord Job::run(JobObserver* observer) {
+  if (sync_) throw std::logic_error("Job::run called twice");
+  const int gpus = spec_.cluster.gpus;
+  sync_ = std::make_unique<HostSync>(clock_, gpus);
+  for (auto& r : ranks_) r->sleep = sync_->sleeper(r->index);
+
+  // Sources, one per rank (and per phase), made now: a custom source may need the job's timeline.
+  auto make_source = [&](const DataSpec& d, int g, int batch) -> std::unique_ptr<pipeline::BatchSource> {
+    pipeline::LoaderOptions lo = d.loader;
+    lo.batch_size = static_cast<std::size_t>(batch);
+    lo.rank = g;
+    lo.world_size = gpus;
+    const HostMemoryKind mem = d.pin_memory ? HostMemoryKind::Pinned : HostMemoryKind::Pageable;
+    switch (d.source) {
+      case DataSource::Synthetic: {
+        const std::uint64_t bytes =
+            d.synthetic_bytes_per_sample > 0 ? d.synthetic_bytes_per_sample : cost_.input_bytes_per_sample;
+        if (d.synthetic_over_dataset) {
+          pipeline::SamplerOptions so{lo.shuffle, lo.seed, lo.rank, lo.world_size, lo.drop_uneven_shards};
+          return std::make_unique<pipeline::SyntheticSource>(clock_, pipeline::Sampler(d.dataset.size(), so), batch,
+                                                             bytes, mem);
+        }
+        return std::make_unique<pipeline::SyntheticSource>(clock_, d.synthetic_batches, batch, bytes, mem);
+      }
+      case DataSource::Loader: {
+        pipeline::PipelineSourceOptions so;
+        so.rank = g;
+        so.cold = d.cold;
+        so.trace = timeline_.get();
+        so.untimed = d.untimed_reads;
+        return std::make_unique<pipeline::PipelineSource>(clock_, d.dataset, lo, so);
+      }
+      case DataSource::Modelled: {
+        lo.cache.reset();
+        pipeline::LoaderModelOptions m = d.model;
+        if (m.loader_threads == 0) m.loader_threads = gpus * std::max(1, lo.num_workers);
+        return std::make_unique<pipeline::ModelledLoader>(clock_, d.dataset, lo, m, timeline_.get());
+      }
+      case DataSource::Custom: return d.custom(g, clock_, *timeline_);
+    }
+    return nullptr;
+  };
+  if (spec_.schedule.train) {
+    for (auto& r : ranks_) {
+      r->train_source = make_source(spec_.data, r->index, spec_.batch_size);
+      if (spec_.schedule.eval.first_epoch > 0 && spec_.schedule.eval.steps > 0)
+        r->eval_source = make_source(spec_.schedule.eval.data, r->index,
+                                     static_cast<int>(spec_.schedule.eval.data.loader.batch_size
+                                                          ? spec_.schedule.eval.data.loader.batch_size
+                                                          : static_cast<std::size_t>(spec_.batch_size)));
+    }
+  }
+
+  // Persistent state (weights, gradients, optimizer state) on every GPU.
+  if (spec_.compute.step_time == StepTime::CostModel && spec_.compute.use_allocator && spec_.schedule.train) {
+    for (auto& r : ranks_) {
+      CachingAllocator& a = r->device->allocator();
+      if (plan_->graph) {
+        const zoo::ZooMemoryPlan plan =
+            zoo::zoo_memory_plan(*plan_->graph, zoo::Shape{spec_.batch_size, spec_.compute.model.seq_len}, plan_->replay);
+        r->slots.resize(plan.slot_bytes.size());
+        for (int s : plan.persistent) r->slots[static_cast<std::size_t>(s)] = a.allocate(plan.slot_bytes[static_cast<std::size_t>(s)]);
+      } else {
+        const MemoryPlan full = make_memory_plan(cost_, spec_.batch_size);
+        for (std::uint64_t t : full.persistent_tensors) r->persistent.push_back(a.allocate(t));
+      }
+    }
+  }
+  if (node_ && spec_.compute.step_time == StepTime::CostModel && spec_.compute.all_reduce) {
+    std::vector<Stream*> comm;
+    for (auto& r : ranks_) comm.push_back(r->comm);
+    reducer_ = std::make_unique<DdpReducer>(*comm_, *sync_, comm, plan_->backward.gradient_bytes, spec_.cluster.buckets);
+  }
+  const Time start = clock_.now();
+
+  std::mutex error_mu;
+  std::exception_ptr first_error;
+  std::vector<std::function<void()>> bodies;
+  for (int g = 0; g < gpus; ++g) {
+    bodies.push_back([&, g] {
+      try {
+        run_rank(*ranks_[g], observer);
+        sync_->finish(g);
+      } catch (const PeerFailed&) {
+        sync_->finish(g);
+        throw;
+      } catch (...) {
+        {
+          std::lock_guard lock(error_mu);
+          if (!first_error) first_error = std::current_exception();
+        }
+        sync_->abort();
+        sync_->finish(g);
+        throw;
+      }
+    });
+  }
+  try {
+    clock_.run_concurrently(std::move(bodies));
+  } catch (...) {
+    if (first_error) std::rethrow_exception(first_error);
+    throw;
+  }
+
+  // ---- everything has completed: read the final times ----
+  Timeline& tl = *timeline_;
+  RunRecord rec;
+  rec.model = spec_.compute.step_time == StepTime::CostModel ? canonical_model_name(spec_.compute.model.name) : "";
+  rec.gpu = spec_.cluster.gpu->id;
+  rec.gpus = gpus;
+  rec.batch_size = spec_.batch_size;
+  rec.clock = std::string(clock_.name());
+  rec.step_time = spec_.compute.step_time;
+  rec.start = start;
+  rec.host_end = clock_.now();
+  rec.cost = cost_;
+  rec.memory_plan = !spec_.compute.use_allocator || spec_.compute.step_time != StepTime::CostModel
+                        ? "none (the step program allocates nothing)"
+                    : plan_->graph ? "model zoo (traced tensor lifetimes)"
+                                   : "even split of the cost model's figures (model not in the zoo, or measured memory)";
+  if (reducer_) {
+    rec.buckets = static_cast<int>(reducer_->buckets().size());
+    for (const auto& b : reducer_->buckets()) rec.all_reduce_bytes += b.bytes;
+    rec.all_reduces = reducer_->all_reduces();
+    rec.backward_split = plan_->backward.source;
+  }
+  for (auto& r : ranks_) {
+    RankRecord rr;
+    rr.gpu = r->index;
+    rr.iterations = r->iterations;
+    for (const auto& [c, d] : r->kernels) {
+      const Time e = tl.end_time(c);
+      rr.compute_intervals.push_back({e - d, e});
+      rr.compute_busy += d;
+    }
+    for (Pending& p : r->pending) {
+      StepRecord& b = p.rec;
+      b.gpu_idle_since = tl.end_time(p.prev_tail);
+      b.h2d_start = p.issue;
+      b.h2d_end = p.has_h2d ? tl.end_time(p.h2d) : p.issue;
+      b.forward_end = tl.end_time(p.forward);
+      b.backward_end = tl.end_time(p.backward);
+      b.step_end = tl.end_time(p.step);
+      if (p.has_all_reduce) b.all_reduce_end = tl.end_time(p.all_reduce);
+      derive_stalls(b);
+      if (!p.has_h2d) b.h2d_end = b.h2d_start, b.h2d = 0;
+      rec.steps.push_back(std::move(b));
+    }
+    for (PhaseMark& m : r->phases) {
+      m.mark.end = m.mark.start;
+      for (const Completion& c : m.tails) m.mark.end = std::max(m.mark.end, tl.end_time(c));
+      rec.epochs.push_back(m.mark);
+    }
+    for (const CheckpointRecord& c : r->checkpoints) rec.checkpoints.push_back(c);
+    const AllocatorStats a = r->device->allocator().stats();
+    rr.peak_allocated_bytes = a.peak_allocated_bytes;
+    rr.peak_reserved_bytes = a.peak_reserved_bytes;
+    rr.forward_total = r->forward_total;
+    rr.backward_total = r->backward_total;
+    if (r->train_source) {
+      rr.source = r->train_source->describe();
+      rec.loader_stats.push_back(r->train_source->stats());
+    }
+    if (r->eval_source) rec.eval_loader_stats.push_back(r->eval_source->stats());
+    rec.ranks.push_back(std::move(rr));
+  }
+  return rec;
+}
+
+// ---- summaries ----------------------------------------------------------------
+
+namespace {
+double pct(Duration part, Duration whole) {
+  return whole > 0 ? 100.0 * static_cast<double>(part) / static_cast<double>(whole) : 0.0;
+}
+}  // namespace
+
+double RunSummary::mean_epoch_s() const {
+  if (epochs.empty()) return 0;
+  double s = 0;
+  for (const EpochSummary& e : epochs) s += to_seconds(e.end - e.start);
+  return s / static_cast<double>(epochs.size());
+}
+
+RunSummary summarize(const RunRecord& rec) {
+  RunSummary res;
+  res.model = rec.model;
+  res.gpu = rec.gpu;
+  res.gpus = rec.gpus;
+  res.batch_size = rec.batch_size;
+  res.clock = rec.clock;
+  res.start = rec.start;
+  res.cost = rec.cost;
+  res.backward_split = rec.backward_split;
+  res.memory_plan = rec.memory_plan;
+  res.buckets = rec.buckets;
+  res.all_reduce_bytes = rec.all_reduce_bytes;
+  res.all_reduces = rec.all_reduces;
+  if (!rec.ranks.empty()) res.source = rec.ranks.front().source;
+  std::map<std::uint64_t, EpochSummary> epochs;
+  Time end = rec.start;
+  for (const RankRecord& rr : rec.ranks) {
+    GpuSummary g;
+    g.gpu = rr.gpu;
+    g.iterations = rr.iterations;
+    g.end = rec.start;
+    g.compute_busy = rr.compute_busy;
+    g.compute_intervals = rr.compute_intervals;
+    g.peak_allocated_bytes = rr.peak_allocated_bytes;
+    g.peak_reserved_bytes = rr.peak_reserved_bytes;
+    for (const StepRecord& b : rec.steps) {
+      if (b.gpu != rr.gpu || b.phase != RunPhase::Train) continue;
+      g.samples += b.samples;
+      g.data_stall += b.data_stall;
+      g.fetch_stall += b.fetch_stall;
+      g.prep_stall += b.prep_stall;
+      g.h2d += b.h2d;
+      g.all_reduce_wait += b.all_reduce_wait;
+    }
+    for (const EpochMark& m : rec.epochs) {
+      if (m.gpu != rr.gpu) continue;
+      g.end = std::max(g.end, m.end);
+      if (m.phase != RunPhase::Train) continue;
+      auto [it, fresh] = epochs.try_emplace(m.epoch);
+      EpochSummary& er = it->second;
+      if (fresh) {
+        er.epoch = m.epoch;
+        er.start = m.start;
+        er.end = m.end;
+      } else {
+        er.start = std::min(er.start, m.start);
+        er.end = std::max(er.end, m.end);
+      }
+      er.samples += m.samples;
+    }
+    res.peak_allocated_bytes = std::max(res.peak_allocated_bytes, rr.peak_allocated_bytes);
+    res.peak_reserved_bytes = std::max(res.peak_reserved_bytes, rr.peak_reserved_bytes);
+    res.iterations = std::max(res.iterations, rr.iterations);
+    res.samples += g.samples;
+    res.forward_total += rr.forward_total;
+    res.backward_total += rr.backward_total;
+    end = std::max(end, g.end);
+    res.per_gpu.push_back(std::move(g));
+  }
+  for (auto& [e, er] : epochs) res.epochs.push_back(er);
+  res.elapsed = end - rec.start;
+  const double secs = to_seconds(res.elapsed);
+  res.samples_per_s = secs > 0 ? static_cast<double>(res.samples) / secs : 0;
+  res.iterations_per_s = secs > 0 ? static_cast<double>(res.iterations) / secs : 0;
+  const double n = static_cast<double>(std::max<std::size_t>(1, res.per_gpu.size()));
+  for (const GpuSummary& g : res.per_gpu) {
+    res.gpu_util_pct += pct(g.compute_busy, res.elapsed) / n;
+    res.data_stall_pct += pct(g.data_stall, res.elapsed) / n;
+    res.fetch_stall_pct += pct(g.fetch_stall, res.elapsed) / n;
+    res.prep_stall_pct += pct(g.prep_stall, res.elapsed) / n;
+    res.h2d_pct += pct(g.h2d, res.elapsed) / n;
+    res.all_reduce_pct += pct(g.all_reduce_wait, res.elapsed) / n;
+  }
+  return res;
+}
+
+}  // namespace gpemu

@@ -1,0 +1,170 @@
+// The job (job.h): its spec validation, step programs, and that its memory is
+// the model zoo's replay that `gpemu predict` makes (peaks and the OOM batch).
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "gpemu/catalog.h"
+#include "gpemu/clock.h"
+#include "gpemu/cost_model.h"
+#include "gpemu/device.h"
+#include "gpemu/error.h"
+#include "gpemu/job.h"
+#include "gpemu/zoo.h"
+#include "gpemu/zoo_memory.h"
+
+namespace gpemu {
+namespace {
+
+JobSpec synthetic_spec(const GpuSpec& gpu, const std::string& model, int batch, std::int64_t steps) {
+  JobSpec s;
+  s.cluster.gpu = &gpu;
+  s.batch_size = batch;
+  s.compute.model.name = model;
+  s.data.source = DataSource::Synthetic;
+  s.data.synthetic_batches = steps;
+  return s;
+}
+
+std::string validation_message(const JobSpec& s) {
+  try {
+    validate(s);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(JobSpec, ValidationNamesTheBadField) {
+  const GpuSpec& v100 = find_gpu("v100");
+  JobSpec ok = synthetic_spec(v100, "resnet18", 8, 2);
+  EXPECT_EQ(validation_message(ok), "");
+  JobSpec s = ok;
+  s.cluster.gpu = nullptr;
+  EXPECT_NE(validation_message(s).find("cluster.gpu"), std::string::npos);
+  s = ok;
+  s.batch_size = 0;
+  EXPECT_NE(validation_message(s).find("batch size 0"), std::string::npos);
+  s = ok;
+  s.cluster.gpus = 0;
+  EXPECT_NE(validation_message(s).find("--gpus 0"), std::string::npos);
+  s = ok;
+  s.data.source = DataSource::Custom;
+  EXPECT_NE(validation_message(s).find("data.custom"), std::string::npos);
+  s = ok;
+  s.schedule.checkpoints.push_back({1, 1, false});
+  EXPECT_NE(validation_message(s).find("schedule.checkpoint"), std::string::npos);
+}
+
+TEST(StepProgram, ATrainingStepAndADlioStepDifferOnlyInTheirPrograms) {
+  const GpuSpec& v100 = find_gpu("v100");
+  JobSpec s = synthetic_spec(v100, "resnet18", 8, 2);
+  EXPECT_EQ(step_program(s, RunPhase::Train),
+            (std::vector<StepOp>{StepOp::CopyBatch, StepOp::Forward, StepOp::Backward, StepOp::OptimizerStep,
+                                 StepOp::LossItem}));
+  s.cluster.gpus = 2;
+  EXPECT_EQ(step_program(s, RunPhase::Train),
+            (std::vector<StepOp>{StepOp::CopyBatch, StepOp::Forward, StepOp::Backward, StepOp::AllReduceWait,
+                                 StepOp::OptimizerStep, StepOp::LossItem}));
+  EXPECT_EQ(step_program(s, RunPhase::Eval), (std::vector<StepOp>{StepOp::CopyBatch, StepOp::Forward, StepOp::LossItem}));
+  s.compute.sync = SyncMode::AtEnd;
+  EXPECT_EQ(step_program(s, RunPhase::Eval), (std::vector<StepOp>{StepOp::CopyBatch, StepOp::Forward}));
+  s.compute.step_time = StepTime::Fixed;
+  EXPECT_EQ(step_program(s, RunPhase::Train),
+            (std::vector<StepOp>{StepOp::Compute, StepOp::Synchronize, StepOp::ReleaseBatch}));
+}
+
+TEST(Job, AFixedStepTimeGivesExactTimesUnderTheVirtualClock) {
+  const GpuSpec& a100 = find_gpu("a100");
+  JobSpec s = synthetic_spec(a100, "resnet18", 4, 5);
+  s.compute.step_time = StepTime::Fixed;
+  s.compute.fixed_train = TimeSpec::constant(0.010);
+  s.compute.copy_batch = false;
+  s.compute.use_allocator = false;
+  s.compute.all_reduce = false;
+  s.cluster.gpus = 3;
+  s.schedule.epochs = 2;
+  auto clock = make_virtual_clock();
+  const auto costs = make_cost_model(std::nullopt);
+  Job job(*clock, *costs, s);
+  EXPECT_EQ(job.planned_iterations(), 10);
+  const RunRecord rec = job.run();
+  const RunSummary r = summarize(rec);
+  EXPECT_EQ(r.iterations, 10);
+  EXPECT_EQ(r.samples, 3 * 10 * 4);
+  EXPECT_EQ(r.elapsed, 10 * 10 * kMillisecond);
+  EXPECT_DOUBLE_EQ(r.gpu_util_pct, 100.0);
+  EXPECT_EQ(r.peak_allocated_bytes, 0u);
+  ASSERT_EQ(rec.steps.size(), 30u);
+  for (const StepRecord& st : rec.steps) {
+    EXPECT_EQ(st.compute, 10 * kMillisecond);
+    EXPECT_EQ(st.host_done - st.delivered, 10 * kMillisecond);
+  }
+}
+
+// The job's peaks equal the zoo replay predict makes, and it runs out of
+// memory at the first batch predict's --max-batch says does not fit.
+TEST(Job, MemoryIsThePredictReplayAndOomComesAtTheSameBatch) {
+  const GpuSpec& v100 = find_gpu("v100");
+  const zoo::ModelGraph* g = zoo::find_model("resnet50");
+  ASSERT_NE(g, nullptr);
+  const auto costs = make_cost_model(std::nullopt);
+  const std::uint64_t capacity = zoo::oom_capacity(v100);
+  const zoo::ReplayOptions opts = zoo::oom_replay_options(zoo::ReplayOptions{});
+  {
+    JobSpec s = synthetic_spec(v100, "resnet50", 128, 6);
+    auto clock = make_virtual_clock();
+    Job job(*clock, *costs, s);
+    const RunSummary r = summarize(job.run());
+    const zoo::MemoryReplay want = zoo::replay_memory(*g, zoo::Shape{128, 0}, capacity, opts);
+    ASSERT_TRUE(want.fits);
+    EXPECT_EQ(r.peak_allocated_bytes, want.peak_allocated_bytes);
+    EXPECT_EQ(r.peak_reserved_bytes, want.peak_reserved_bytes);
+    EXPECT_NE(r.memory_plan.find("model zoo"), std::string::npos);
+  }
+  const std::int64_t best = zoo::max_batch(capacity, *g, zoo::Shape{1, 0}, opts);
+  ASSERT_GT(best, 1);
+  for (const std::int64_t batch : {best, best + 1}) {
+    JobSpec s = synthetic_spec(v100, "resnet50", static_cast<int>(batch), 6);
+    auto clock = make_virtual_clock();
+    Job job(*clock, *costs, s);
+    if (batch == best) {
+      EXPECT_NO_THROW(job.run()) << batch;
+    } else {
+      EXPECT_THROW(job.run(), OutOfMemoryError) << batch;
+    }
+  }
+}
+
+TEST(Job, CheckpointsSplitAnEpochAndAreRecorded) {
+  const GpuSpec& a100 = find_gpu("a100");
+  JobSpec s = synthetic_spec(a100, "resnet18", 2, 4);
+  s.compute.step_time = StepTime::Fixed;
+  s.compute.fixed_train = TimeSpec::constant(0.001);
+  s.compute.copy_batch = s.compute.use_allocator = s.compute.all_reduce = false;
+  s.schedule.checkpoints = {{1, 2, false}, {1, 4, true}};
+  int calls = 0;
+  s.schedule.checkpoint = [&](const CheckpointCall& c) {
+    ++calls;
+    c.sleep_until(c.clock->now() + 5 * kMillisecond);  // the checkpoint's I/O takes 5 ms
+    CheckpointIo io;
+    io.written = true;
+    io.bytes_written = 100;
+    return io;
+  };
+  auto clock = make_virtual_clock();
+  const auto costs = make_cost_model(std::nullopt);
+  Job job(*clock, *costs, s);
+  const RunRecord rec = job.run();
+  EXPECT_EQ(calls, 2);
+  ASSERT_EQ(rec.checkpoints.size(), 2u);
+  EXPECT_EQ(rec.checkpoints[0].step, 2u);
+  EXPECT_EQ(rec.checkpoints[0].start, 2 * kMillisecond);
+  EXPECT_EQ(rec.checkpoints[0].end, 7 * kMillisecond);
+  EXPECT_EQ(rec.checkpoints[1].start, 9 * kMillisecond);
+  ASSERT_EQ(rec.steps.size(), 4u);
+  EXPECT_EQ(rec.steps[2].next_called, 7 * kMillisecond);  // after the checkpoint
+}
+
+}  // namespace
+}  // namespace gpemu
