@@ -711,6 +711,9 @@ nlohmann::json run_dlio_workload(const DlioWorkload& w, const DlioRunOptions& o)
     cost_model = make_cost_model(o.profiles_dir);
     spec.compute.step_time = StepTime::CostModel;
     spec.compute.model.name = cost_model_name(w);
+    // With a model, memory is the engine's: its tensors through the caching
+    // allocator, so a batch that does not fit the card fails as it would.
+    spec.compute.use_allocator = true;
     const StepCost cost = cost_model->step_cost(gpu, cost_model_name(w), static_cast<int>(w.reader.batch_size));
     result["step_time_s"] = to_seconds(cost.forward + cost.backward);
     result["cost_model"] = {{"model", cost_model_name(w)},

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -56,6 +57,40 @@ TEST_F(CliDlio, OverridesApplyAndUnknownKeysAreReported) {
   DlioRun stray = gpemu_dlio("train --clock virtual ++workload.train.epochs=2");
   EXPECT_NE(stray.status, 0);
   EXPECT_NE(stray.err.find("--dlio-config"), std::string::npos) << stray.err;
+}
+
+// The flags that mean something for a DLIO run are honoured; the others are
+// refused by name, never silently dropped.
+TEST_F(CliDlio, GpusSeedReportAndTraceAreHonouredOtherFlagsRefused) {
+  const std::string report = (dir / "run.html").string();
+  const std::string trace = (dir / "run.json").string();
+  DlioRun r = gpemu_dlio("train --clock virtual --json --gpus 2 --seed 9 --report " + report + " --trace " + trace +
+                         " --dlio-config " + config.string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["gpus"], 2);
+  EXPECT_EQ(j["ranks"].size(), 2u);
+  EXPECT_TRUE(std::filesystem::file_size(report) > 0);
+  std::ifstream t(trace);
+  EXPECT_NO_THROW(nlohmann::json::parse(t));
+  std::ifstream h(report);
+  const std::string html((std::istreambuf_iterator<char>(h)), {});
+  EXPECT_NE(html.find("accelerator utilization (AU)"), std::string::npos);
+  for (const char* flag : {"--batch-size 8", "--epochs 2", "--model vgg11", "--workers 3", "--precision amp"}) {
+    DlioRun bad = gpemu_dlio(std::string("train --clock virtual ") + flag + " --dlio-config " + config.string());
+    EXPECT_NE(bad.status, 0) << flag;
+    const std::string name = std::string(flag).substr(0, std::string(flag).find(' '));
+    EXPECT_NE(bad.err.find(name), std::string::npos) << bad.err;
+    EXPECT_NE(bad.err.find("does not apply"), std::string::npos) << bad.err;
+  }
+}
+
+TEST_F(CliDlio, AnUnwritableReportIsRefusedBeforeTheRun) {
+  DlioRun r = gpemu_dlio("train --clock virtual --report " + (dir / "no" / "such" / "r.html").string() +
+                         " --dlio-config " + config.string());
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("does not exist"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir / "data"));  // nothing was generated
 }
 
 }  // namespace

@@ -149,4 +149,31 @@ TEST(CliTrain, BadOptionsAreOneLine) {
   }
 }
 
+// train accepts predict's model options and agrees with predict on memory:
+// the same zoo replay through the caching allocator, the same OOM batch.
+TEST(CliTrain, ModelOptionsAndMemoryAgreeWithPredict) {
+  const std::string model = "--gpu v100 --model bert_base --precision amp --optimizer adam --zero-grad none --seq-len 128";
+  const nlohmann::json t = json_of(run_gpemu("train --synthetic --clock virtual -n 4 -b 16 --json " + model));
+  const nlohmann::json p = json_of(run_gpemu("predict -b 16 --json " + model));
+  EXPECT_EQ(t["precision"], "amp");
+  EXPECT_EQ(t["optimizer"], "adam");
+  EXPECT_EQ(t["seq_len"], 128);
+  EXPECT_EQ(t["memory_plan"], "model zoo (traced tensor lifetimes)");
+  EXPECT_DOUBLE_EQ(t["peak_allocated_mib"].get<double>(), p["peak_allocated_mib"].get<double>());
+  EXPECT_DOUBLE_EQ(t["peak_reserved_mib"].get<double>(), p["peak_reserved_mib"].get<double>());
+  // AMP is faster than FP32 for the same model in train as in predict.
+  const nlohmann::json fp32 = json_of(run_gpemu("train --synthetic --clock virtual -n 4 -b 16 --json --gpu v100 "
+                                                "--model bert_base --optimizer adam --zero-grad none --seq-len 128"));
+  EXPECT_LT(t["forward_ms_mean"].get<double>(), fp32["forward_ms_mean"].get<double>());
+
+  const nlohmann::json mb = json_of(run_gpemu("predict --max-batch --json --gpu v100 --model resnet50"));
+  const int best = mb["max_batch"].get<int>();
+  Outcome fits = run_gpemu("train --synthetic --clock virtual -n 6 --gpu v100 --model resnet50 -b " + std::to_string(best));
+  EXPECT_EQ(fits.status, 0) << fits.err;
+  Outcome oom =
+      run_gpemu("train --synthetic --clock virtual -n 6 --gpu v100 --model resnet50 -b " + std::to_string(best + 1));
+  EXPECT_EQ(oom.status, 3) << oom.err;
+  EXPECT_NE(oom.err.find("out of memory"), std::string::npos) << oom.err;
+}
+
 }  // namespace
