@@ -347,6 +347,21 @@ struct RunSummary {
 };
 RunSummary summarize(const RunRecord& record);
 
+// ---- one step, predicted ----------------------------------------------------
+
+struct StepPrediction {
+  Duration transfer = 0, forward = 0, backward = 0;
+  Duration iteration = 0;  // transfer + forward + backward
+  StepCost cost;           // the cost model's figures behind them
+};
+// `gpemu predict`'s times: the job itself runs two steps of `spec` on one GPU
+// (in-memory batches from `host` memory, no variation, the host not waiting)
+// under a virtual clock, and the second step's phases are read from its
+// record, so a prediction is what a training run would show. Memory is not
+// replayed here (predict replays the same zoo plan until the allocator
+// settles: zoo_memory.h).
+StepPrediction predict_step(const CostModel& costs, JobSpec spec, HostMemoryKind host);
+
 // ---- the job ----------------------------------------------------------------
 
 // Progress: called from the ranks' host threads after each step.

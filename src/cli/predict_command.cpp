@@ -16,6 +16,7 @@
 #include "gpemu/cost_model.h"
 #include "gpemu/device.h"
 #include "gpemu/error.h"
+#include "gpemu/job.h"
 #include "gpemu/workload.h"
 #include "gpemu/zoo.h"
 #include "gpemu/zoo_memory.h"
@@ -113,12 +114,6 @@ const zoo::ModelGraph& zoo_graph_for_max_batch(const PredictArgs& a) {
                                a.model, list));
 }
 
-Duration transfer_time(const StepCost& c, const PcieModel& pcie, HostMemoryKind kind, int batch) {
-  const auto measured = kind == HostMemoryKind::Pinned ? c.transfer_pinned : c.transfer_pageable;
-  if (measured) return *measured;
-  const double bytes = static_cast<double>(c.input_bytes_per_sample) * batch;
-  return pcie.latency(kind) + static_cast<Duration>(bytes / pcie.gbs(kind));
-}
 
 // The zoo's largest batch, capped below a measured profile's first failing
 // batch (OOM evidence on the real card wins, as for `fits`).
@@ -191,10 +186,17 @@ void predict(const PredictArgs& a) {
   auto costs = cost_model_for(a, opts);
   StepCost c = costs->step_cost(gpu, a.model, batch);
   zoo::apply_zoo_memory(c, a.model, batch, opts, a.seq_len);
-  const PcieModel pcie = PcieModel::for_link(gpu.pcie_gen, gpu.pcie_lanes);
-  const Duration transfer = transfer_time(c, pcie, kind, batch);
+  // Times: two steps of the job itself (job.h, predict_step).
+  JobSpec spec;
+  spec.cluster.gpu = &gpu;
+  spec.batch_size = batch;
+  spec.compute.model = model_spec(model_args(a));
+  const StepPrediction step = predict_step(*costs, spec, kind);
+  const Duration transfer = step.transfer;
+  c.forward = step.forward;
+  c.backward = step.backward;
   const MemoryFigures mem = memory_figures(a, c, batch, capacity, opts);
-  const Duration iteration = transfer + c.forward + c.backward;
+  const Duration iteration = step.iteration;
   std::optional<std::int64_t> best;
   if (a.max_batch) {
     const zoo::ModelGraph& g = zoo_graph_for_max_batch(a);
