@@ -21,16 +21,19 @@ void run_dlio_train(const DlioTrainArgs& a) {
   if (!a.trace.empty()) {
     o.trace = true;
     o.on_timeline = [&a](Timeline& t, const std::vector<TraceDeviceName>& names) {
-      std::ofstream out(a.trace);
-      if (!out) throw InputError(fmt::format("cannot write trace file '{}'", a.trace));
-      write_chrome_trace(t.trace_records(), t.host_spans(), names, out);
+      write_chrome_trace_file(t.trace_records(), t.host_spans(), names, a.trace);
     };
   }
-  const nlohmann::json result = dlio::run_dlio_config(a.config, a.overrides, o);
-  if (a.json)
-    std::cout << result.dump(2) << '\n';
-  else
-    dlio::print_dlio_result(result, std::cout);
+  auto print = [&a](const nlohmann::json& result) {
+    if (a.json)
+      std::cout << result.dump(2) << '\n';
+    else
+      dlio::print_dlio_result(result, std::cout);
+  };
+  // A run that stops early (a full disk at a checkpoint, ^C) still reports the
+  // epochs it finished before the error ends the command.
+  o.on_stopped = print;
+  print(dlio::run_dlio_config(a.config, a.overrides, o));
 }
 
 }  // namespace gpemu::cli

@@ -19,6 +19,7 @@
 #include "gpemu/catalog.h"
 #include "gpemu/clock.h"
 #include "gpemu/cost_model.h"
+#include "gpemu/common/interrupt.h"
 #include "gpemu/error.h"
 #include "gpemu/host_memory.h"
 #include "gpemu/pipeline/dataset.h"
@@ -115,6 +116,7 @@ bool can_lock(std::uint64_t bytes) {
 }
 
 void train(const TrainArgs& a) {
+  check_run_outputs(a.trace, a.report);
   if (!a.dlio_config.empty()) {
     run_dlio_train({.config = a.dlio_config,
                     .overrides = a.dlio_overrides,
@@ -260,6 +262,7 @@ void train(const TrainArgs& a) {
   ProgressBar bar(fmt::format("training {} on {}x {}", canonical_model_name(a.model), a.gpus, spec.id), planned);
   train::TrainResult r = trainer.run(std::move(sources), [&](std::int64_t done, std::int64_t) { bar.update(done); });
   bar.finish();
+  if (const int sig = interrupt_signal()) notes.push_back(interrupted_note(sig));
   const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
 
   nlohmann::json config = {{"gpu", spec.id},
@@ -282,9 +285,8 @@ void train(const TrainArgs& a) {
 
   if (!a.trace.empty()) {
     train::add_stall_spans(r, trainer.timeline());
-    std::ofstream out(a.trace);
-    if (!out) throw InputError(fmt::format("cannot write trace file '{}'", a.trace));
-    write_chrome_trace(trainer.timeline().trace_records(), trainer.timeline().host_spans(), trainer.trace_devices(), out);
+    write_chrome_trace_file(trainer.timeline().trace_records(), trainer.timeline().host_spans(), trainer.trace_devices(),
+                            a.trace);
   }
   if (!a.report.empty()) {
     RunReport rep = train::make_run_report(r, config);

@@ -31,14 +31,14 @@ AtomicFile::AtomicFile(fs::path target, std::string what) : target_(std::move(ta
   }
   in_place_ = ::stat(target_.c_str(), &st) == 0 && !S_ISREG(st.st_mode);
   if (in_place_ && S_ISDIR(st.st_mode)) {
-    throw Error(fmt::format("cannot write the {} '{}': it is a folder", what_, target_.string()));
+    throw InputError(fmt::format("cannot write the {} '{}': it is a folder", what_, target_.string()));
   }
   temporary_ = in_place_ ? target_ : fs::path(target_.string() + fmt::format(".tmp-{}", ::getpid()));
   const int flags = in_place_ ? O_WRONLY | O_CLOEXEC : O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC;
   fd_ = ::open(temporary_.c_str(), flags, 0644);
   if (fd_ < 0) {
     const int err = errno;
-    throw Error(fmt::format("cannot write the {} '{}': {}", what_, in_place_ ? target_.string() : temporary_.string(),
+    throw InputError(fmt::format("cannot write the {} '{}': {}", what_, in_place_ ? target_.string() : temporary_.string(),
                             reason(err)));
   }
 }
@@ -59,7 +59,7 @@ void AtomicFile::discard() noexcept {
 }
 
 void AtomicFile::write(const void* data, std::size_t size) {
-  if (fd_ < 0) throw Error(fmt::format("the {} '{}' is already closed", what_, target_.string()));
+  if (fd_ < 0) throw InputError(fmt::format("the {} '{}' is already closed", what_, target_.string()));
   const auto* p = static_cast<const char*>(data);
   std::size_t done = 0;
   while (done < size) {
@@ -67,7 +67,7 @@ void AtomicFile::write(const void* data, std::size_t size) {
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       const int err = n < 0 ? errno : EIO;
-      throw Error(fmt::format("cannot write the {} '{}' at byte {}: {}", what_, target_.string(), written_ + done,
+      throw InputError(fmt::format("cannot write the {} '{}' at byte {}: {}", what_, target_.string(), written_ + done,
                               reason(err)));
     }
     done += static_cast<std::size_t>(n);
@@ -77,20 +77,20 @@ void AtomicFile::write(const void* data, std::size_t size) {
 
 void AtomicFile::commit(bool durable) {
   if (committed_) return;
-  if (fd_ < 0) throw Error(fmt::format("the {} '{}' is already closed", what_, target_.string()));
+  if (fd_ < 0) throw InputError(fmt::format("the {} '{}' is already closed", what_, target_.string()));
   if (durable && !in_place_ && ::fsync(fd_) != 0) {
     const int err = errno;
-    throw Error(fmt::format("cannot write the {} '{}': fsync failed: {}", what_, target_.string(), reason(err)));
+    throw InputError(fmt::format("cannot write the {} '{}': fsync failed: {}", what_, target_.string(), reason(err)));
   }
   const int fd = fd_;
   fd_ = -1;
   if (::close(fd) != 0) {
     const int err = errno;
-    throw Error(fmt::format("cannot write the {} '{}': close failed: {}", what_, target_.string(), reason(err)));
+    throw InputError(fmt::format("cannot write the {} '{}': close failed: {}", what_, target_.string(), reason(err)));
   }
   if (!in_place_ && ::rename(temporary_.c_str(), target_.c_str()) != 0) {
     const int err = errno;
-    throw Error(fmt::format("cannot write the {} '{}': {}", what_, target_.string(), reason(err)));
+    throw InputError(fmt::format("cannot write the {} '{}': {}", what_, target_.string(), reason(err)));
   }
   committed_ = true;
   if (durable && !in_place_) {

@@ -5,10 +5,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <exception>
 #include <chrono>
 #include <cmath>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <set>
 
@@ -18,6 +21,7 @@
 #include "gpemu/clock.h"
 #include "gpemu/cost_model.h"
 #include "gpemu/device.h"
+#include "gpemu/common/interrupt.h"
 #include "gpemu/dlio/checkpoint.h"
 #include "gpemu/dlio/figures.h"
 #include "gpemu/error.h"
@@ -251,12 +255,14 @@ struct Shared {
 
   std::mutex mu;  // guards checkpoints (held briefly, never across a wait)
   std::vector<CheckpointRecord> checkpoints;
+  std::atomic<bool> stop{false};  // a rank failed: the others stop at their next step
 };
 
 struct RankResult {
   int rank = 0;
   std::vector<RankPhase> train, eval;
   pipeline::LoaderStats train_stats, eval_stats;
+  std::exception_ptr stopped;  // why this rank stopped early
 };
 
 pipeline::LoaderOptions loader_options(const Shared& sh, int rank, std::int64_t batch,
@@ -380,10 +386,15 @@ class RankRunner {
     if (sh_.eval_ds != nullptr && sh_.eval_steps > 0) {
       eval = source(*sh_.eval_ds, w_.reader.batch_size_eval, sh_.eval_cache);
     }
-    for (int epoch = 1; epoch <= w_.train.epochs; ++epoch) {
-      out_.train.push_back(phase(DlioPhase::Train, epoch, *train, sh_.steps));
-      if (checkpoint_after_epoch(w_, epoch)) checkpoint(epoch, sh_.steps);
-      if (eval && eval_due(epoch)) out_.eval.push_back(phase(DlioPhase::Eval, epoch, *eval, sh_.eval_steps));
+    try {  // an epoch cut short is dropped; finished ones are kept for the report
+      for (int epoch = 1; epoch <= w_.train.epochs; ++epoch) {
+        out_.train.push_back(phase(DlioPhase::Train, epoch, *train, sh_.steps));
+        if (checkpoint_after_epoch(w_, epoch)) checkpoint(epoch, sh_.steps);
+        if (eval && eval_due(epoch)) out_.eval.push_back(phase(DlioPhase::Eval, epoch, *eval, sh_.eval_steps));
+      }
+    } catch (...) {
+      out_.stopped = std::current_exception();
+      sh_.stop = true;
     }
     out_.train_stats = train->stats();
     if (eval) out_.eval_stats = eval->stats();
@@ -443,6 +454,8 @@ class RankRunner {
 
     Time load_start = rp.blocks.back().start;
     for (std::uint64_t s = 0; s < steps; ++s) {
+      throw_if_interrupted();
+      if (sh_.stop) throw Error("stopped: another rank failed");
       if (!loader.next()) {
         throw Error(fmt::format("DLIO runner: rank {} ran out of {} batches at step {} of {} in epoch {}", rank_,
                                 to_string(p), s + 1, steps, epoch));
@@ -724,6 +737,58 @@ nlohmann::json checkpoints_json(const std::vector<CheckpointRecord>& records, nl
   return list;
 }
 
+// DLIO's AU leaves out output.metric.exclude_start_steps (and _end_) of every
+// block between checkpoints; when that leaves no step, AU 0 % is not a
+// measurement and "fail" is not a verdict.
+std::optional<std::string> no_measured_step_warning(const DlioWorkload& w, const nlohmann::json& train) {
+  if (train.value("epochs", 0) == 0 || train.value("measured_steps", 0) > 0) return std::nullopt;
+  return fmt::format("no step was measured (output.metric.exclude_start_steps = {} and exclude_end_steps = {} leave "
+                     "none of the {} steps of each block between checkpoints): AU and throughput are undefined, "
+                     "not 0",
+                     w.output.exclude_start_steps, w.output.exclude_end_steps,
+                     w.checkpoint.steps_between_checkpoints > 0 && w.workflow.checkpoint
+                         ? std::min<std::int64_t>(w.checkpoint.steps_between_checkpoints, train.value("steps", 0))
+                         : train.value("steps", 0));
+}
+
+// After an early stop: the first rank's reason (a failure before a mere
+// "another rank failed"), and every rank cut to the epochs all ranks finished,
+// so per-epoch figures average over the same ranks.
+std::exception_ptr keep_finished_epochs(std::vector<RankResult>& results) {
+  std::exception_ptr first, fallback;
+  std::size_t epochs = SIZE_MAX;
+  for (const RankResult& r : results) {
+    epochs = std::min(epochs, r.train.size());
+    if (!r.stopped) continue;
+    if (!fallback) fallback = r.stopped;
+    try {
+      std::rethrow_exception(r.stopped);
+    } catch (const Interrupted&) {
+      if (!first) first = r.stopped;
+    } catch (const std::exception& e) {
+      if (!first && std::string_view(e.what()) != "stopped: another rank failed") first = r.stopped;
+    } catch (...) {
+    }
+  }
+  if (!fallback) return nullptr;
+  for (RankResult& r : results) {
+    r.train.resize(std::min(r.train.size(), epochs));
+    while (!r.eval.empty() && r.eval.back().epoch > static_cast<int>(epochs)) r.eval.pop_back();
+  }
+  return first ? first : fallback;
+}
+
+// Hands the finished epochs' result to the caller, then rethrows the reason.
+[[noreturn]] void report_stopped(nlohmann::json& result, const std::exception_ptr& stopped, const DlioRunOptions& o) {
+  try {
+    std::rethrow_exception(stopped);
+  } catch (const std::exception& e) {
+    result["stopped"] = e.what();
+  }
+  if (o.on_stopped) o.on_stopped(result);
+  std::rethrow_exception(stopped);
+}
+
 std::unique_ptr<Clock> make_run_clock(const DlioRunOptions& o) {
   if (o.clock == "real") {
     RealClockOptions co;
@@ -929,6 +994,7 @@ nlohmann::json run_dlio_workload(const DlioWorkload& w, const DlioRunOptions& o)
   const Time t0 = clock->now();
   clock->run_concurrently(std::move(bodies));
   const Time t1 = clock->now();
+  const std::exception_ptr stopped = keep_finished_epochs(results);
 
   // --- results ------------------------------------------------------------------
   nlohmann::json dataset;
@@ -942,6 +1008,7 @@ nlohmann::json run_dlio_workload(const DlioWorkload& w, const DlioRunOptions& o)
   if (train) {
     nlohmann::json t = phase_json(results, false, shared.steps, w, o.record_steps);
     for (auto it = t.begin(); it != t.end(); ++it) result[it.key()] = it.value();
+    if (auto note = no_measured_step_warning(w, t)) warnings.push_back(*note);
     result["loader"] = loader_stats_json(results, false);
     result["loader"]["read_threads"] = w.reader.read_threads;
     result["loader"]["prefetch_batches_per_worker"] = std::max(1, w.reader.prefetch_size);
@@ -965,6 +1032,7 @@ nlohmann::json run_dlio_workload(const DlioWorkload& w, const DlioRunOptions& o)
   result["warnings"] = warnings;
   result["not_emulated"] = w.not_emulated;
 
+  if (stopped) report_stopped(result, stopped, o);
   if (o.on_timeline) {
     std::vector<TraceDeviceName> names;
     for (int r : ranks) names.push_back({r, fmt::format("GPU {} ({})", r, gpu.id)});

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "gpemu/common/interrupt.h"
 #include "gpemu/error.h"
 #include "gpemu/profile.h"
 
@@ -172,6 +173,11 @@ void Trainer::run_rank(Rank& r, BatchSource& source, std::int64_t total,
         break;
       }
       if (sync.aborted()) throw PeerFailed("another GPU's host thread failed");
+      if (interrupt_requested()) {  // SIGINT/SIGTERM: one GPU reports what it finished, several unwind
+        if (options_.gpus > 1) throw_if_interrupted();
+        stop = true;
+        break;
+      }
       const Time called = clock_.now();
       std::optional<LoadedBatch> b = source.next(sleep);
       if (!b) break;

@@ -19,20 +19,20 @@ namespace gpemu {
 class AtomicFile {
  public:
   // `what` names the output in messages, e.g. "trace file" or "--report".
-  // Throws gpemu::Error naming the path and the OS reason when the temporary
+  // Throws gpemu::InputError naming the path and the OS reason when the temporary
   // cannot be created.
   AtomicFile(std::filesystem::path target, std::string what);
   ~AtomicFile();
   AtomicFile(const AtomicFile&) = delete;
   AtomicFile& operator=(const AtomicFile&) = delete;
 
-  // Appends; throws gpemu::Error with the byte offset and the OS reason
+  // Appends; throws gpemu::InputError with the byte offset and the OS reason
   // (ENOSPC, EFBIG, EIO...) when the write fails.
   void write(const void* data, std::size_t size);
   void write(std::string_view text) { write(text.data(), text.size()); }
 
   // Flushes (fsync when `durable`), closes and renames the temporary onto the
-  // target. Throws gpemu::Error on any failure, leaving the target untouched.
+  // target. Throws gpemu::InputError on any failure, leaving the target untouched.
   void commit(bool durable = false);
 
   // Removes the temporary now (what the destructor does when not committed).

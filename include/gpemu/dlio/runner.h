@@ -109,6 +109,11 @@ struct DlioRunOptions {
   std::function<void(Timeline&, const std::vector<TraceDeviceName>&)> on_timeline;
   // Include per-step records (load, compute, proc times) in the result.
   bool record_steps = false;
+  // When the run stops early (a failed checkpoint write, a loader error,
+  // SIGINT/SIGTERM through common/interrupt.h), called with the result of the
+  // epochs every rank finished (key "stopped": the reason) before the error
+  // is rethrown, so that finished work is still reported.
+  std::function<void(const nlohmann::json&)> on_stopped;
 };
 
 // Runs the workload's workflow (generate_data, train, checkpoint, evaluation).
