@@ -5,7 +5,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -68,7 +73,8 @@ std::string slurp(const fs::path& p) {
 // D2: file_prefix with a path wrote outside the data folder.
 TEST(DlioFiles, AFilePrefixThatIsNotAFileNameIsRefused) {
   TempDir tmp;
-  for (const std::string prefix : {"../../escape", (tmp.path() / "victim").string(), "..", "a/b"}) {
+  for (const std::string& prefix :
+       std::vector<std::string>{"../../escape", (tmp.path() / "victim").string(), "..", "a/b"}) {
     DlioWorkload w = tiny(tmp.path());
     w.dataset.file_prefix = prefix;
     try {
