@@ -99,10 +99,10 @@ TEST(CliDlioFiles, AFilePrefixWithAPathIsRefusedAndTouchesNothing) {
 // "cannot create file" (a shared staging folder).
 TEST(CliDlioFiles, ConcurrentGenerationIntoOneFolderSucceedsTwice) {
   TinyDlio t;
-  const std::string big = " ++workload.dataset.num_files_train=16 ++workload.dataset.record_length_bytes=400000";
+  const std::string big = " ++workload.dataset.num_files_train=16 ++workload.dataset.record_length=400000";
   std::vector<std::string> args = {"train", "--clock", "virtual", "--dlio-config", t.config.string(),
                                    "++workload.dataset.num_files_train=16",
-                                   "++workload.dataset.record_length_bytes=400000"};
+                                   "++workload.dataset.record_length=400000"};
   // The second starts once the first is generating (its staging folder exists).
   const pid_t first = ::fork();
   ASSERT_GE(first, 0);
@@ -111,7 +111,15 @@ TEST(CliDlioFiles, ConcurrentGenerationIntoOneFolderSucceedsTwice) {
     ::_exit(r.status == 0 ? 0 : 1);
   }
   const fs::path train = t.d / "data" / "train";
-  for (int i = 0; i < 30000 && !fs::exists(train / ".gpemu-lock"); ++i) ::usleep(1000);
+  auto generating = [&] {
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(train, ec))
+      if (e.path().filename().string().starts_with(".gpemu-dlio-generating")) return true;
+    return false;
+  };
+  // A guard, not a timing window: the staging folder shows within the
+  // first's generation, which then runs for a while.
+  for (int i = 0; i < 30000 && !generating(); ++i) ::usleep(1000);
   const auto second = run_gpemu(t.args() + big);
   int st = 0;
   ::waitpid(first, &st, 0);

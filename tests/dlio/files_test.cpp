@@ -84,7 +84,7 @@ TEST(DlioFiles, AFilePrefixThatIsNotAFileNameIsRefused) {
       EXPECT_CONTAINS(e.what(), "dataset.file_prefix");
     }
   }
-  EXPECT_EQ(names_in(tmp.path()), std::vector<std::string>{"data"});
+  EXPECT_TRUE(names_in(tmp.path()).empty()) << "refused before anything is created";
 }
 
 // D2, second path: regeneration deleted whatever the old manifest listed.
