@@ -34,8 +34,10 @@
 // JobObserver callbacks come from the ranks' host threads.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -175,6 +177,11 @@ struct ScheduleSpec {
   std::vector<CheckpointPoint> checkpoints;
   std::function<CheckpointIo(const CheckpointCall&)> checkpoint;  // the I/O; called on the rank's host thread
   EvalSpec eval;
+  // On an error in a rank (a failed checkpoint, a loader error, SIGINT or
+  // SIGTERM), return the record of what finished with RunRecord::stopped set
+  // instead of throwing. A single GPU interrupted by a signal always stops
+  // cleanly after its current step, keeping its record.
+  bool keep_partial = false;
 };
 
 struct JobSpec {
@@ -293,6 +300,10 @@ struct RunRecord {
   std::uint64_t all_reduces = 0;
   std::vector<pipeline::LoaderStats> loader_stats;       // per rank, train source
   std::vector<pipeline::LoaderStats> eval_loader_stats;  // per rank, eval source (when evaluated)
+  // The error that stopped the run early (ScheduleSpec::keep_partial); epoch
+  // marks exist only for the phases that finished. Null when the run finished.
+  std::exception_ptr stopped;
+  bool interrupted = false;  // a single-GPU run stopped by SIGINT/SIGTERM
 };
 
 // Stall of one step (see the top of the file) and its split by the batch's
@@ -426,6 +437,7 @@ class Job {
   std::unique_ptr<Plan> plan_;
   std::vector<std::unique_ptr<Rank>> ranks_;
   std::int64_t planned_ = 0;
+  std::atomic<bool> interrupted_{false};
 };
 
 }  // namespace gpemu

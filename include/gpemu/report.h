@@ -133,8 +133,8 @@ void write_html_report(const RunReport& report, std::ostream& out);
 // The page as a string.
 std::string render_html_report(const RunReport& report);
 
-// Writes the page to a file (replacing it). Throws InputError naming the
-// path when the file cannot be written.
+// Writes the page to a file as a whole (common/atomic_file.h): an error
+// (InputError) names the path and the OS reason, and no partial page stays.
 void write_html_report_file(const RunReport& report, const std::filesystem::path& path);
 
 // HTML-escapes text for element content and quoted attribute values

@@ -4,6 +4,7 @@
 // https://ui.perfetto.dev or chrome://tracing.
 #pragma once
 
+#include <filesystem>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -19,5 +20,11 @@ struct TraceDeviceName {
 
 void write_chrome_trace(const std::vector<TraceRecord>& records, const std::vector<HostSpan>& spans,
                         const std::vector<TraceDeviceName>& devices, std::ostream& out);
+
+// The same trace written to `path` as a whole file (common/atomic_file.h): a
+// failed write (full disk, missing folder) throws InputError naming the path
+// and the OS reason, and leaves no partial trace behind.
+void write_chrome_trace_file(const std::vector<TraceRecord>& records, const std::vector<HostSpan>& spans,
+                             const std::vector<TraceDeviceName>& devices, const std::filesystem::path& path);
 
 }  // namespace gpemu

@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "cli/commands.h"
+#include "gpemu/common/interrupt.h"
 #include "gpemu/error.h"
 
 namespace gpemu::cli {
@@ -23,15 +24,24 @@ int run(int argc, char** argv) {
   add_validate_command(app);
   add_calibrate_command(app);
   add_analyze_command(app);
+  install_interrupt_handlers();
   try {
     app.parse(argc, argv);
+    // A loop that finished its last step as the signal came still ends as
+    // interrupted: the user asked to stop.
+    throw_if_interrupted();
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
+  } catch (const Interrupted& e) {
+    std::cerr << "gpemu: " << e.what() << '\n';
+    return e.exit_status();
   } catch (const OutOfMemoryError& e) {
     std::cerr << "gpemu: error: " << e.what() << '\n';
     return 3;
   } catch (const std::exception& e) {
     std::cerr << "gpemu: error: " << e.what() << '\n';
+    // An error met while unwinding from a signal still exits as interrupted.
+    if (const int sig = interrupt_signal()) return Interrupted(sig).exit_status();
     return 1;
   }
   return 0;

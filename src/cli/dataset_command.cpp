@@ -29,8 +29,12 @@ void synth(const SynthArgs& a) {
   std::error_code ec;
   if (std::filesystem::exists(out, ec) && !std::filesystem::is_directory(out, ec))
     throw InputError(fmt::format("--out '{}' exists and is not a folder", a.out));
+  if (std::filesystem::is_directory(out, ec) && !std::filesystem::is_empty(out, ec))
+    throw InputError(fmt::format("--out '{}' is not empty: give a new or empty folder (the images would mix with "
+                                 "the files there)",
+                                 a.out));
   const pipeline::ImageDatasetSummary s =
-      pipeline::generate_image_dataset(out, a.classes, static_cast<std::size_t>(a.images), a.seed, a.median_kb);
+      pipeline::synthesize_image_folder(out, a.classes, static_cast<std::size_t>(a.images), a.seed, a.median_kb);
   if (a.json) {
     nlohmann::json j = {{"out", a.out},         {"images", s.images},         {"classes", a.classes},
                         {"seed", a.seed},       {"total_bytes", s.total_bytes}, {"median_bytes", s.median_bytes},
@@ -57,7 +61,7 @@ void add_dataset_command(CLI::App& app) {
   auto* s = cmd->add_subcommand("synth",
                                 "Generate an ImageNet-like ImageFolder of real JPEGs (log-normal sizes, median near "
                                 "--median-kb), deterministic for a seed");
-  s->add_option("--out", a->out, "Folder to write (created; class_NNNN/img_NNNNNNNN.JPEG)")->required();
+  s->add_option("--out", a->out, "New or empty folder to write (created; class_NNNN/img_NNNNNNNN.JPEG)")->required();
   s->add_option("--images", a->images, "Number of images")->capture_default_str();
   s->add_option("--classes", a->classes, "Number of class folders")->capture_default_str();
   s->add_option("--median-kb", a->median_kb, "Median file size, KB")->capture_default_str();

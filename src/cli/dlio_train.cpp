@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "cli/options.h"
 #include "cli/output.h"
 #include "gpemu/catalog.h"
 #include "gpemu/dlio/runner.h"
@@ -15,7 +16,7 @@
 namespace gpemu::cli {
 
 void run_dlio_train(const DlioTrainArgs& a) {
-  check_output_paths({a.trace, a.report});
+  check_run_outputs(a.trace, a.report);
   std::vector<std::string> overrides = a.overrides;
   if (a.seed) overrides.push_back(fmt::format("++workload.train.seed={}", *a.seed));
   const dlio::DlioWorkload w = dlio::parse_dlio_config(a.config, overrides);
@@ -29,10 +30,21 @@ void run_dlio_train(const DlioTrainArgs& a) {
   if (!a.profiles.empty()) o.profiles_dir = a.profiles;
   if (!a.trace.empty()) {
     o.trace = true;
-    o.on_timeline = [&a](Timeline& t, const std::vector<TraceDeviceName>& names) { write_trace_file(a.trace, t, names); };
+    o.on_timeline = [&a](Timeline& t, const std::vector<TraceDeviceName>& names) {
+      write_chrome_trace_file(t.trace_records(), t.host_spans(), names, a.trace);
+    };
   }
   RunRecord record;
   o.on_record = [&record](const RunRecord& r) { record = r; };
+  auto print = [&a](const nlohmann::json& result) {
+    if (a.json)
+      std::cout << result.dump(2) << '\n';
+    else
+      dlio::print_dlio_result(result, std::cout);
+  };
+  // A run that stops early (a full disk at a checkpoint, ^C) still reports the
+  // epochs it finished before the error ends the command.
+  o.on_stopped = print;
   const nlohmann::json result = dlio::run_dlio_workload(w, o);
   if (!a.report.empty()) {
     RunReport rep = train::make_run_report(record, {{"workload", a.config}, {"overrides", overrides}});
@@ -43,10 +55,7 @@ void run_dlio_train(const DlioTrainArgs& a) {
                          SummaryRow{"accelerator utilization (AU)", fmt::format("{:.2f}%", result["au_pct"].get<double>())});
     write_html_report_file(rep, a.report);
   }
-  if (a.json)
-    std::cout << result.dump(2) << '\n';
-  else
-    dlio::print_dlio_result(result, std::cout);
+  print(result);
   if (!a.trace.empty() && !a.json) std::cout << "trace: " << a.trace << " (open in https://ui.perfetto.dev)\n";
   if (!a.report.empty() && !a.json) std::cout << "report: " << a.report << '\n';
 }

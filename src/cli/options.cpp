@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "gpemu/common/interrupt.h"
+#include "gpemu/common/output_path.h"
 #include "gpemu/error.h"
 #include "gpemu/train/datasets.h"
 
@@ -39,6 +41,17 @@ std::filesystem::path training_data_dir(const std::string& data, bool quiet, std
                                  ensured.seconds, ensured.summary.images,
                                  static_cast<double>(ensured.summary.median_bytes) / 1000.0));
   return ensured.dir;
+}
+
+void check_run_outputs(const std::string& trace, const std::string& report) {
+  if (!trace.empty()) check_output_path(trace, "--trace");
+  if (!report.empty()) check_output_path(report, "--report");
+}
+
+std::string interrupted_note(int signal) {
+  return fmt::format("interrupted by {}: the figures cover the iterations finished before it (the last epoch is "
+                     "cut short)",
+                     signal_name(signal));
 }
 
 }  // namespace gpemu::cli

@@ -24,4 +24,11 @@ int default_workers(int requested, int gpus);
 // generation appended to notes when it happened).
 std::filesystem::path training_data_dir(const std::string& data, bool quiet, std::vector<std::string>* notes = nullptr);
 
+// Checks the --trace and --report paths (either may be empty: not asked)
+// before a run starts, so that a long run does not end in "cannot write".
+void check_run_outputs(const std::string& trace, const std::string& report);
+
+// The note a run interrupted by `signal` prints with its figures.
+std::string interrupted_note(int signal);
+
 }  // namespace gpemu::cli

@@ -78,41 +78,4 @@ void ProgressBar::finish() {
 double mib(std::uint64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
 std::string fixed(double v, int decimals) { return fmt::format("{:.{}f}", v, decimals); }
 
-void check_output_paths(const std::vector<std::string>& paths) {
-  for (const std::string& p : paths) {
-    if (p.empty()) continue;
-    const std::filesystem::path path(p);
-    std::error_code ec;
-    if (std::filesystem::is_directory(path, ec))
-      throw InputError(fmt::format("output file '{}' is a folder: give a file name", p));
-    const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
-    if (!std::filesystem::is_directory(dir, ec))
-      throw InputError(fmt::format("cannot write '{}': folder '{}' does not exist", p, dir.string()));
-    if (::access(dir.c_str(), W_OK) != 0)
-      throw InputError(fmt::format("cannot write '{}': {}", p, std::strerror(errno)));
-  }
-}
-
-void write_trace_file(const std::string& path, Timeline& timeline, const std::vector<TraceDeviceName>& devices) {
-  const std::string tmp = fmt::format("{}.tmp-{}", path, ::getpid());
-  {
-    std::ofstream out(tmp);
-    if (!out) throw Error(fmt::format("cannot write trace file '{}': {}", path, std::strerror(errno)));
-    write_chrome_trace(timeline.trace_records(), timeline.host_spans(), devices, out);
-    out.flush();
-    if (!out) {
-      const int err = errno;
-      out.close();
-      std::filesystem::remove(tmp);
-      throw Error(fmt::format("writing trace file '{}' failed: {}", path, std::strerror(err)));
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp);
-    throw Error(fmt::format("cannot write trace file '{}': {}", path, ec.message()));
-  }
-}
-
 }  // namespace gpemu::cli

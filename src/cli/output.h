@@ -7,8 +7,6 @@
 #include <string>
 #include <vector>
 
-#include "gpemu/timeline.h"
-#include "gpemu/trace.h"
 
 namespace gpemu::cli {
 
@@ -45,15 +43,6 @@ class ProgressBar {
 
 double mib(std::uint64_t bytes);
 
-// Output files named on the command line (--trace, --report; empty strings
-// skipped), checked before a run starts: the folder exists and is writable
-// and the path is not a folder. InputError with the path and the OS reason.
-void check_output_paths(const std::vector<std::string>& paths);
-
-// Writes the timeline's Chrome trace to `path` through a temporary file in the
-// same folder, renamed into place only when every byte was written; an
-// Error with the path and the OS reason otherwise.
-void write_trace_file(const std::string& path, Timeline& timeline, const std::vector<TraceDeviceName>& devices);
 std::string fixed(double v, int decimals);
 
 }  // namespace gpemu::cli

@@ -15,6 +15,7 @@
 #include "cli/output.h"
 #include "gpemu/catalog.h"
 #include "gpemu/clock.h"
+#include "gpemu/common/interrupt.h"
 #include "gpemu/error.h"
 #include "gpemu/host_memory.h"
 #include "gpemu/job.h"
@@ -79,6 +80,7 @@ void reject_for_dlio(CLI::App* cmd) {
 
 void train(const TrainArgs& a, CLI::App* cmd) {
   const JobArgs& j = a.job;
+  check_run_outputs(a.trace, a.report);
   if (!a.dlio_config.empty()) {
     reject_for_dlio(cmd);
     DlioTrainArgs d;
@@ -105,7 +107,6 @@ void train(const TrainArgs& a, CLI::App* cmd) {
   const ClockKind clock_kind = parse_clock_kind(j.clock);
   JobSpec spec = job_spec(j);
   const std::uint64_t cache_bytes = parse_byte_size(a.cache_bytes, "--cache-bytes");
-  check_output_paths({a.trace, a.report});
 
   // What feeds the GPUs: a folder, in-memory batches, or the default dataset.
   // -n without --data keeps the workload-only runs of earlier versions.
@@ -168,6 +169,7 @@ void train(const TrainArgs& a, CLI::App* cmd) {
   ProgressObserver progress(bar);
   const RunRecord rec = job.run(&progress);
   bar.finish();
+  if (const int sig = interrupt_signal()) notes.push_back(interrupted_note(sig));
   const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
   const RunSummary r = summarize(rec);
   const int workers = spec.data.loader.num_workers;
@@ -196,7 +198,7 @@ void train(const TrainArgs& a, CLI::App* cmd) {
 
   if (!a.trace.empty()) {
     train::add_stall_spans(rec, job.timeline());
-    write_trace_file(a.trace, job.timeline(), job.trace_devices());
+    write_chrome_trace_file(job.timeline().trace_records(), job.timeline().host_spans(), job.trace_devices(), a.trace);
   }
   if (!a.report.empty()) {
     RunReport rep = train::make_run_report(rec, config);

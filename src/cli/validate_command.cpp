@@ -9,6 +9,8 @@
 
 #include "cli/commands.h"
 #include "gpemu/calibration.h"
+#include "gpemu/common/atomic_file.h"
+#include "gpemu/common/output_path.h"
 #include "gpemu/error.h"
 #include "gpemu/profile.h"
 #include "gpemu/validation.h"
@@ -22,6 +24,8 @@ struct ValidateArgs {
 };
 
 void run_validate(const ValidateArgs& a) {
+  if (!a.plot.empty()) check_output_path(a.plot, "--plot");
+  if (!a.points.empty()) check_output_path(a.points, "--points");
   const ProfileDatabase db = ProfileDatabase::load(a.profiles);
   std::shared_ptr<const Calibration> cal = a.calibration.empty()
                                                ? load_default_calibration()
@@ -32,17 +36,14 @@ void run_validate(const ValidateArgs& a) {
   o.keep_points = !a.plot.empty() || !a.points.empty();
   const ValidationReport r = validate(db, cal, o);
   if (!a.plot.empty()) {
-    std::ofstream out(a.plot, std::ios::binary | std::ios::trunc);
-    if (!out) throw InputError(fmt::format("--plot {}: cannot write the file", a.plot));
-    out << validation_svg(r);
+    write_file_atomically(a.plot, validation_svg(r), "--plot");
   }
   if (!a.points.empty()) {
-    std::ofstream out(a.points, std::ios::binary | std::ios::trunc);
-    if (!out) throw InputError(fmt::format("--points {}: cannot write the file", a.points));
-    out << "gpu,model,phase,batch_size,measured,predicted,ape_pct\n";
+    std::string out = "gpu,model,phase,batch_size,measured,predicted,ape_pct\n";
     for (const ValidationPoint& p : r.points)
-      out << fmt::format("{},{},{},{},{:.6g},{:.6g},{:.3f}\n", p.gpu, p.model, to_string(p.phase), p.batch_size,
+      out += fmt::format("{},{},{},{},{:.6g},{:.6g},{:.3f}\n", p.gpu, p.model, to_string(p.phase), p.batch_size,
                          p.measured, p.predicted, p.ape_pct());
+    write_file_atomically(a.points, out, "--points");
   }
   if (a.json) {
     nlohmann::json j = validation_json(r);

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "gpemu/common/atomic_file.h"
 #include "gpemu/error.h"
 #include "gpemu/zoo.h"
 
@@ -381,15 +382,12 @@ Calibration Calibration::load(const std::filesystem::path& file) {
 }
 
 void Calibration::save(const std::filesystem::path& file) const {
-  if (file.has_parent_path()) std::filesystem::create_directories(file.parent_path());
-  const std::filesystem::path tmp = file.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw InputError(fmt::format("{}: cannot write", tmp.string()));
-    out << to_json().dump(2) << '\n';
-    if (!out) throw InputError(fmt::format("{}: write failed", tmp.string()));
+  if (file.has_parent_path()) {
+    std::error_code ec;
+    std::filesystem::create_directories(file.parent_path(), ec);
+    if (ec) throw InputError(fmt::format("{}: cannot create the folder: {}", file.parent_path().string(), ec.message()));
   }
-  std::filesystem::rename(tmp, file);
+  write_file_atomically(file, to_json().dump(2) + "\n", "calibration file", true);
 }
 
 Calibration default_calibration() {

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cost/native_profile_format.h"
+#include "gpemu/common/atomic_file.h"
 #include "gpemu/error.h"
 #include "gpemu/profile.h"
 
@@ -67,15 +68,7 @@ fs::path write_native_profile(const Profile& p, const fs::path& dir) {
   std::error_code ec;
   fs::create_directories(folder, ec);
   if (ec) throw InputError(fmt::format("{}: cannot create folder: {}", folder.string(), ec.message()));
-  // Written next to the target and renamed, so a reader never sees half a file.
-  const fs::path tmp = folder / ("." + p.model + ".json.tmp");
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << native_profile_json(p);
-    if (!out) throw InputError(fmt::format("{}: cannot write file", tmp.string()));
-  }
-  fs::rename(tmp, file, ec);
-  if (ec) throw InputError(fmt::format("{}: cannot write file: {}", file.string(), ec.message()));
+  write_file_atomically(file, native_profile_json(p), "profile");
   return file;
 }
 

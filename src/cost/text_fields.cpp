@@ -1,6 +1,8 @@
 #include "cost/text_fields.h"
 
 #include <cctype>
+#include <cerrno>
+#include <cstring>
 #include <charconv>
 #include <cmath>
 #include <fstream>
@@ -64,8 +66,10 @@ std::vector<std::string_view> split_csv(std::string_view line) {
 }
 
 std::string read_text_file(const std::string& path) {
+  errno = 0;
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(fmt::format("{}: cannot open file for reading", path));
+  // std::ifstream keeps the OS reason in errno (libstdc++ opens with fopen).
+  if (!in) throw InputError(fmt::format("{}: cannot open file for reading: {}", path, std::strerror(errno ? errno : EIO)));
   std::ostringstream text;
   text << in.rdbuf();
   if (in.bad()) throw InputError(fmt::format("{}: read error", path));

@@ -2,11 +2,13 @@
 
 #include <map>
 #include <set>
+#include <sstream>
 #include <utility>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "gpemu/common/atomic_file.h"
 #include "gpemu/device.h"
 
 namespace gpemu {
@@ -61,6 +63,17 @@ void write_chrome_trace(const std::vector<TraceRecord>& records, const std::vect
   }
   nlohmann::json doc = {{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}};
   out << doc.dump() << '\n';
+}
+
+}  // namespace gpemu
+
+namespace gpemu {
+
+void write_chrome_trace_file(const std::vector<TraceRecord>& records, const std::vector<HostSpan>& spans,
+                             const std::vector<TraceDeviceName>& devices, const std::filesystem::path& path) {
+  std::ostringstream text;
+  write_chrome_trace(records, spans, devices, text);
+  write_file_atomically(path, text.view(), "trace file");
 }
 
 }  // namespace gpemu

@@ -16,6 +16,8 @@
 #include <fmt/format.h>
 
 #include "gpemu/dlio/figures.h"
+#include "gpemu/common/atomic_file.h"
+#include "gpemu/common/interrupt.h"
 #include "gpemu/error.h"
 
 namespace gpemu::dlio {
@@ -289,6 +291,7 @@ CheckpointResult write_checkpoint(const DlioWorkload& w, const CheckpointIoOptio
   if (p.files.empty()) return r;
 
   std::error_code ec;
+  const bool created = !fs::exists(p.directory, ec);
   fs::create_directories(p.directory, ec);
   if (ec || !fs::is_directory(p.directory)) {
     throw InputError(fmt::format("checkpoint.checkpoint_folder: cannot create the directory '{}': {}; "
@@ -299,52 +302,38 @@ CheckpointResult write_checkpoint(const DlioWorkload& w, const CheckpointIoOptio
   const Content content(static_cast<std::uint64_t>(w.train.seed), w.checkpoint.randomize_tensor);
   std::vector<unsigned char> buf(p.block);
 
-  const auto t0 = std::chrono::steady_clock::now();
-  for (const CheckpointFile& f : p.files) {
-    Fd fd{::open(f.path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)};
-    if (fd.fd < 0) {
-      const int err = errno;
-      throw InputError(fmt::format("checkpoint.checkpoint_folder: cannot create the file '{}': {}",
-                                   f.path.string(), os_error(err)));
-    }
-    const std::uint64_t hash = fnv1a(f.path.filename().string());
-    std::uint64_t offset = 0;
-    while (offset < f.bytes) {
-      const std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(p.block, f.bytes - offset));
-      content.fill(buf.data(), want, hash, offset);
-      std::size_t put = 0;
-      while (put < want) {
-        const ssize_t n = ::write(fd.fd, buf.data() + put, want - put);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) {
-          const int err = n < 0 ? errno : EIO;
-          throw InputError(fmt::format("checkpoint.checkpoint_folder: cannot write the file '{}' at byte {}: {}",
-                                       f.path.string(), offset + put, os_error(err)));
-        }
-        put += static_cast<std::size_t>(n);
+  // A checkpoint is whole or absent: each file is written under a temporary
+  // name and renamed when complete; on an error (a full disk) or an
+  // interruption the files of this checkpoint written so far go too.
+  std::vector<fs::path> done;
+  try {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (const CheckpointFile& f : p.files) {
+      AtomicFile out(f.path, "checkpoint file");
+      const std::uint64_t hash = fnv1a(f.path.filename().string());
+      std::uint64_t offset = 0;
+      while (offset < f.bytes) {
+        throw_if_interrupted();
+        const std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(p.block, f.bytes - offset));
+        content.fill(buf.data(), want, hash, offset);
+        out.write(buf.data(), want);
+        offset += want;
       }
-      offset += want;
+      out.commit(do_fsync);
+      done.push_back(f.path);
+      r.bytes_written += f.bytes;
     }
-    if (do_fsync && ::fsync(fd.fd) != 0) {
-      const int err = errno;
-      throw InputError(fmt::format("checkpoint.checkpoint_folder: fsync of '{}' failed: {}", f.path.string(),
-                                   os_error(err)));
-    }
-    const int closing = fd.fd;
-    fd.fd = -1;
-    if (::close(closing) != 0) {
-      const int err = errno;
-      throw InputError(fmt::format("checkpoint.checkpoint_folder: closing '{}' failed: {}", f.path.string(),
-                                   os_error(err)));
-    }
-    r.bytes_written += f.bytes;
+    r.write_seconds = seconds_since(t0);
+  } catch (...) {
+    for (const fs::path& f : done) fs::remove(f, ec);
+    if (created) fs::remove(p.directory, ec);  // only when empty, and only when made here
+    throw;
   }
   if (do_fsync) {
     // Make the new directory entries durable too.
     Fd dir{::open(p.directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
     if (dir.fd >= 0) ::fsync(dir.fd);
   }
-  r.write_seconds = seconds_since(t0);
   r.write_gbs = gbs(r.bytes_written, r.write_seconds);
 
   if (options.read_back) read_files(w, p, options.verify, r);

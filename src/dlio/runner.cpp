@@ -9,6 +9,7 @@
 #include <cmath>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <set>
 
@@ -18,6 +19,7 @@
 #include "gpemu/clock.h"
 #include "gpemu/cost_model.h"
 #include "gpemu/device.h"
+#include "gpemu/common/interrupt.h"
 #include "gpemu/dlio/checkpoint.h"
 #include "gpemu/dlio/figures.h"
 #include "gpemu/error.h"
@@ -538,6 +540,44 @@ nlohmann::json checkpoints_json(const std::vector<DlioCheckpoint>& records, nloh
   return list;
 }
 
+// DLIO's AU leaves out output.metric.exclude_start_steps (and _end_) of every
+// block between checkpoints; when that leaves no step, AU 0 % is not a
+// measurement and "fail" is not a verdict.
+std::optional<std::string> no_measured_step_warning(const DlioWorkload& w, const nlohmann::json& train) {
+  if (train.value("epochs", 0) == 0 || train.value("measured_steps", 0) > 0) return std::nullopt;
+  return fmt::format("no step was measured (output.metric.exclude_start_steps = {} and exclude_end_steps = {} leave "
+                     "none of the {} steps of each block between checkpoints): AU and throughput are undefined, "
+                     "not 0",
+                     w.output.exclude_start_steps, w.output.exclude_end_steps,
+                     w.checkpoint.steps_between_checkpoints > 0 && w.workflow.checkpoint
+                         ? std::min<std::int64_t>(w.checkpoint.steps_between_checkpoints, train.value("steps", 0))
+                         : train.value("steps", 0));
+}
+
+// After an early stop every rank keeps only the epochs all ranks finished, so
+// per-epoch figures average over the same ranks.
+void keep_finished_epochs(std::vector<RankResult>& results) {
+  std::size_t epochs = SIZE_MAX;
+  for (const RankResult& r : results) epochs = std::min(epochs, r.train.size());
+  for (RankResult& r : results) {
+    r.train.resize(std::min(r.train.size(), epochs));
+    while (!r.eval.empty() && r.eval.back().epoch > static_cast<int>(epochs)) r.eval.pop_back();
+  }
+}
+
+// Hands the finished epochs' result to the caller, then rethrows the reason.
+[[noreturn]] void report_stopped(nlohmann::json& result, const std::exception_ptr& stopped, const DlioRunOptions& o) {
+  try {
+    std::rethrow_exception(stopped);
+  } catch (const std::exception& e) {
+    result["stopped"] = e.what();
+  } catch (...) {
+    result["stopped"] = "unknown error";
+  }
+  if (o.on_stopped) o.on_stopped(result);
+  std::rethrow_exception(stopped);
+}
+
 }  // namespace
 
 nlohmann::json run_dlio_workload(const DlioWorkload& w, const DlioRunOptions& o) {
@@ -779,6 +819,7 @@ nlohmann::json run_dlio_workload(const DlioWorkload& w, const DlioRunOptions& o)
     };
   };
   spec.schedule.train = train;
+  spec.schedule.keep_partial = true;  // finished epochs are reported even when a later one fails
   spec.schedule.epochs = train ? w.train.epochs : 0;
   spec.schedule.steps_per_epoch = shared.steps;
   spec.schedule.reshuffle_each_epoch = w.train.seed_change_epoch;
@@ -839,7 +880,8 @@ nlohmann::json run_dlio_workload(const DlioWorkload& w, const DlioRunOptions& o)
   const Time t0 = clock->now();
   const RunRecord rec = job.run(&observer);
   const Time t1 = clock->now();
-  const std::vector<RankResult> results = rank_results(rec, ranks);
+  std::vector<RankResult> results = rank_results(rec, ranks);
+  if (rec.stopped) keep_finished_epochs(results);
   if (job.timeline().tracing())
     for (const gpemu::StepRecord& st : rec.steps)
       if (st.delivered > st.next_called)
@@ -858,6 +900,7 @@ nlohmann::json run_dlio_workload(const DlioWorkload& w, const DlioRunOptions& o)
   if (train) {
     nlohmann::json t = phase_json(results, false, shared.steps, w, o.record_steps);
     for (auto it = t.begin(); it != t.end(); ++it) result[it.key()] = it.value();
+    if (auto note = no_measured_step_warning(w, t)) warnings.push_back(*note);
     result["loader"] = loader_stats_json(results, false);
     result["loader"]["read_threads"] = w.reader.read_threads;
     result["loader"]["prefetch_batches_per_worker"] = std::max(1, w.reader.prefetch_size);
@@ -894,6 +937,7 @@ nlohmann::json run_dlio_workload(const DlioWorkload& w, const DlioRunOptions& o)
   result["warnings"] = warnings;
   result["not_emulated"] = w.not_emulated;
 
+  if (rec.stopped) report_stopped(result, rec.stopped, o);
   if (o.on_timeline) {
     std::vector<TraceDeviceName> names;
     for (int r : ranks) names.push_back({r, fmt::format("GPU {} ({})", r, gpu.id)});

@@ -1,6 +1,8 @@
 // DLIO runner, data side: where the dataset lives, generating it (with a
 // manifest so that a second run skips it), opening it for reading, and the
 // seeded draws of DLIO's time values.
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <optional>
@@ -12,6 +14,8 @@
 #include <fmt/format.h>
 
 #include "gpemu/dlio/runner.h"
+#include "gpemu/common/atomic_file.h"
+#include "gpemu/common/folder_lock.h"
 #include "gpemu/error.h"
 #include "gpemu/pipeline/dataset.h"
 #include "gpemu/pipeline/generator.h"
@@ -100,30 +104,48 @@ nlohmann::json generation_params(const DlioWorkload& w, const SplitInfo& s) {
           {"seed", s.seed}};
 }
 
-std::optional<nlohmann::json> read_manifest(const fs::path& folder) {
+// A manifest path must name a file inside the split folder: relative, with no
+// ".." and no "." step. Anything else was not written by gpemu, and acting on
+// it (reading it as data, deleting it on regeneration) could reach any file.
+bool confined(const std::string& rel) {
+  const fs::path p(rel);
+  if (rel.empty() || p.is_absolute() || p.has_root_name()) return false;
+  for (const auto& part : p) {
+    if (part == ".." || part == "." || part.empty()) return false;
+  }
+  return true;
+}
+
+struct Manifest {
+  nlohmann::json params;
+  std::vector<DlioDataFile> files;
+};
+
+// The folder's manifest when it is well formed in every field and every path
+// is confined to the folder; otherwise none (the folder is then treated as
+// one without a manifest: relisted, or regenerated when asked).
+std::optional<Manifest> read_manifest(const fs::path& folder) {
   std::ifstream in(folder / kManifestName);
   if (!in) return std::nullopt;
   try {
-    nlohmann::json j = nlohmann::json::parse(in);
-    if (!j.is_object() || !j.contains("params") || !j.contains("files") || !j["files"].is_array()) return std::nullopt;
-    return j;
-  } catch (const std::exception&) {
+    const nlohmann::json j = nlohmann::json::parse(in);
+    Manifest m;
+    m.params = j.at("params");
+    for (const auto& f : j.at("files")) {
+      const auto rel = f.at("path").get<std::string>();
+      if (!confined(rel)) return std::nullopt;
+      DlioDataFile d;
+      d.path = folder / rel;
+      d.bytes = f.at("bytes").get<std::uint64_t>();
+      d.samples = f.at("samples").get<std::uint64_t>();
+      d.record_length = f.at("record_length").get<std::uint64_t>();
+      d.first_offset = f.at("first_offset").get<std::uint64_t>();
+      m.files.push_back(std::move(d));
+    }
+    return m;
+  } catch (const std::exception&) {  // not JSON, a missing key, a wrong type
     return std::nullopt;
   }
-}
-
-std::vector<DlioDataFile> manifest_files(const nlohmann::json& m, const fs::path& folder) {
-  std::vector<DlioDataFile> files;
-  for (const auto& f : m["files"]) {
-    DlioDataFile d;
-    d.path = folder / f.at("path").get<std::string>();
-    d.bytes = f.at("bytes").get<std::uint64_t>();
-    d.samples = f.at("samples").get<std::uint64_t>();
-    d.record_length = f.at("record_length").get<std::uint64_t>();
-    d.first_offset = f.at("first_offset").get<std::uint64_t>();
-    files.push_back(std::move(d));
-  }
-  return files;
 }
 
 bool files_present(const std::vector<DlioDataFile>& files) {
@@ -133,6 +155,18 @@ bool files_present(const std::vector<DlioDataFile>& files) {
     if (ec || size != f.bytes) return false;
   }
   return true;
+}
+
+// dataset.file_prefix names files inside the data folder; a separator or a
+// ".." would write (and a later regeneration delete) files elsewhere.
+void check_file_prefix(const DlioWorkload& w) {
+  const std::string& p = w.dataset.file_prefix;
+  if (p.empty() || p == "." || p == ".." || p.find('/') != std::string::npos || p.find('\\') != std::string::npos ||
+      p.find('\0') != std::string::npos) {
+    throw InputError(fmt::format("{}: dataset.file_prefix = '{}' is not a file name; accepted: a non-empty name "
+                                 "without '/', '\\' or '..' (files are written inside dataset.data_folder)",
+                                 where_set(w, "dataset.file_prefix"), p));
+  }
 }
 
 std::string file_name(const DlioWorkload& w, std::uint64_t i, std::uint64_t n, const char* ext) {
@@ -214,30 +248,43 @@ DlioData generate_dlio_data(const DlioWorkload& w, DlioSplit split, const fs::pa
                                  "sample, accepted: 1",
                                  where_set(w, "dataset.num_samples_per_file"), w.dataset.num_samples_per_file));
   }
+  check_file_prefix(w);
   const nlohmann::json params = generation_params(w, s);
-  const auto old = read_manifest(data.folder);
-  if (old && (*old)["params"] == params) {
-    auto files = manifest_files(*old, data.folder);
-    if (files.size() == s.files && files_present(files)) {
-      data.files = std::move(files);
-      data.skipped = true;
-      return data;
-    }
-  }
   const auto t0 = std::chrono::steady_clock::now();
   make_dir(data.folder);
-  if (old) {  // remove what the previous generation wrote (and only that)
-    for (const auto& f : manifest_files(*old, data.folder)) {
+  // Concurrent runs on one data folder take turns; the second then finds the
+  // dataset complete and skips generation.
+  const FolderLock lock(data.folder);
+  const auto old = read_manifest(data.folder);
+  if (old && old->params == params && old->files.size() == s.files && files_present(old->files)) {
+    data.files = old->files;
+    data.skipped = true;
+    return data;
+  }
+  if (old) {  // remove what the previous generation wrote (and only that: paths are confined)
+    for (const auto& f : old->files) {
       std::error_code ec;
       fs::remove(f.path, ec);
     }
     std::error_code ec;
     fs::remove(data.folder / kManifestName, ec);
   }
-  const fs::path staging = data.folder / kStagingName;
   std::error_code ec;
-  fs::remove_all(staging, ec);
+  // Staging folders of killed runs (with the lock held, none is live).
+  for (const auto& e : fs::directory_iterator(data.folder, ec)) {
+    if (e.path().filename().string().starts_with(kStagingName)) fs::remove_all(e.path(), ec);
+  }
+  const fs::path staging = data.folder / fmt::format("{}-{}", kStagingName, ::getpid());
   make_dir(staging);
+  // A failed or interrupted generation leaves neither its staging folder nor a
+  // manifest; files already placed stay, unlisted, and are replaced next time.
+  struct RemoveStaging {
+    fs::path dir;
+    ~RemoveStaging() {
+      std::error_code e;
+      fs::remove_all(dir, e);
+    }
+  } remove_staging{staging};
 
   const auto lengths = record_lengths(w, s);
   const auto per_file = static_cast<std::size_t>(w.dataset.num_samples_per_file);
@@ -302,15 +349,9 @@ DlioData generate_dlio_data(const DlioWorkload& w, DlioSplit split, const fs::pa
   }
   fs::remove_all(staging, ec);
 
+  // Written last: the dataset is complete when its manifest exists.
   const nlohmann::json manifest = {{"gpemu_dlio_dataset", 1}, {"params", params}, {"files", listed}};
-  const fs::path tmp = data.folder / (std::string(kManifestName) + ".tmp");
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << manifest.dump(1) << '\n';
-    if (!out) throw InputError("DLIO data: cannot write '" + tmp.string() + "'");
-  }
-  fs::rename(tmp, data.folder / kManifestName, ec);
-  if (ec) throw InputError(fmt::format("DLIO data: cannot write the manifest in '{}': {}", data.folder.string(), ec.message()));
+  write_file_atomically(data.folder / kManifestName, manifest.dump(1) + "\n", "DLIO dataset manifest");
   data.generated = true;
   data.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return data;
@@ -328,7 +369,7 @@ DlioData open_dlio_data(const DlioWorkload& w, DlioSplit split, const fs::path& 
     throw InputError(fmt::format("DLIO data: the {} folder '{}' does not exist; {}", s.name, data.folder.string(), hint));
   }
   if (auto m = read_manifest(data.folder)) {
-    auto files = manifest_files(*m, data.folder);
+    auto files = std::move(m->files);
     if (files.size() < s.files) {
       throw InputError(fmt::format("DLIO data: '{}' holds {} generated files, the workload needs {} "
                                    "(dataset.num_files_{}); {}",
@@ -340,6 +381,13 @@ DlioData open_dlio_data(const DlioWorkload& w, DlioSplit split, const fs::path& 
       if (!fs::is_regular_file(f.path, ec)) {
         throw InputError(fmt::format("DLIO data: '{}' is listed in the folder's manifest but missing; {}",
                                      f.path.string(), hint));
+      }
+      // A file cut short after generation is found now, not mid-epoch.
+      const auto size = fs::file_size(f.path, ec);
+      if (ec || size != f.bytes) {
+        throw InputError(fmt::format("DLIO data: '{}' holds {} bytes, its manifest says {} (changed after it was "
+                                     "generated); {}",
+                                     f.path.string(), ec ? 0 : size, f.bytes, hint));
       }
     }
     data.files = std::move(files);

@@ -57,8 +57,10 @@ void print_dlio_result(const nlohmann::json& r, std::ostream& out) {
                        num(r, "au_stdev_pct"));
     out << fmt::format("[METRIC] Training Throughput (samples/second): {:.4f}\n", num(r, "samples_per_s"));
     out << fmt::format("[METRIC] Training I/O Throughput (MB/second): {:.4f}\n", num(r, "mb_per_s"));
+    const bool measured = r.value("measured_steps", 0) > 0;
     out << fmt::format("[METRIC] train_au_meet_expectation: {} (threshold {:.1f}%)\n",
-                       r.value("au_pass", false) ? "success" : "fail", num(r, "au_threshold_pct"));
+                       !measured ? "undefined, no step measured" : r.value("au_pass", false) ? "success" : "fail",
+                       num(r, "au_threshold_pct"));
     out << fmt::format("[METRIC] Measured: compute {:.4f} s of {:.4f} s (emulated compute {:.4f} s, data wait {:.4f} s)\n",
                        num(r, "compute_s"), num(r, "total_s"), num(r, "emulated_compute_s"), num(r, "load_wait_s"));
     if (r.contains("per_epoch")) {
@@ -88,6 +90,9 @@ void print_dlio_result(const nlohmann::json& r, std::ostream& out) {
     }
   }
   out << fmt::format("[METRIC] Wall time {:.2f} s, emulated time {:.4f} s\n", num(r, "wall_s"), num(r, "emulated_s"));
+  if (r.contains("stopped"))
+    out << fmt::format("[METRIC] Stopped early ({}): the figures above cover the epochs every rank finished\n",
+                       text(r, "stopped"));
   out << rule;
   if (r.contains("warnings")) {
     for (const auto& w : r["warnings"]) out << "warning: " << w.get<std::string>() << "\n";

@@ -104,6 +104,10 @@ Dataset open_image_folder(const fs::path& root) {
   const std::string what = "ImageFolder dataset";
   const std::string expected = "a folder with one subfolder per class holding .jpg/.jpeg images";
   require_folder(root, what, expected);
+  std::error_code marker_ec;
+  if (fs::exists(root / kIncompleteDatasetMarker, marker_ec))
+    throw InputError(what + ": '" + root.string() + "' is incomplete: the `gpemu dataset synth` that wrote it was " +
+                     "stopped before it finished; delete the folder and generate it again");
   Dataset ds;
   ds.root = root.string();
   std::error_code ec;

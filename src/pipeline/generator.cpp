@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <fstream>
 
+#include "gpemu/common/atomic_file.h"
+#include "gpemu/common/interrupt.h"
 #include "gpemu/error.h"
 #include "gpemu/pipeline/jpeg.h"
 #include "gpemu/pipeline/npy.h"
@@ -16,12 +18,13 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// Each file appears whole (a killed run leaves at most a "*.tmp-<pid>" that no
+// reader takes for data), and a failed write carries the OS reason.
 void write_file(const fs::path& path, std::span<const std::byte> head, std::span<const std::byte> body = {}) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) throw InputError("cannot create '" + path.string() + "'");
-  out.write(reinterpret_cast<const char*>(head.data()), static_cast<std::streamsize>(head.size()));
-  out.write(reinterpret_cast<const char*>(body.data()), static_cast<std::streamsize>(body.size()));
-  if (!out) throw InputError("write failed for '" + path.string() + "'");
+  AtomicFile out(path, "dataset file");
+  out.write(head.data(), head.size());
+  out.write(body.data(), body.size());
+  out.commit();
 }
 
 void make_dir(const fs::path& dir) {
@@ -149,6 +152,7 @@ ImageDatasetSummary generate_image_dataset(const fs::path& dir, int num_classes,
   std::vector<std::uint64_t> sizes;
   sizes.reserve(num_images);
   for (std::size_t i = 0; i < num_images; ++i) {
+    throw_if_interrupted();
     // Log-normal sizes: ImageNet's file sizes have a long right tail.
     const double target = std::clamp(median * std::exp(0.6 * maker.rng().normal()), 1000.0, median * 40.0);
     const auto jpeg = maker.make(target);
@@ -167,6 +171,34 @@ ImageDatasetSummary generate_image_dataset(const fs::path& dir, int num_classes,
     s.max_bytes = sizes.back();
   }
   return s;
+}
+
+ImageDatasetSummary synthesize_image_folder(const fs::path& dir, int num_classes, std::size_t num_images,
+                                            std::uint64_t seed, double median_kb) {
+  std::error_code ec;
+  const bool existed = fs::exists(dir, ec);
+  if (existed) {
+    if (!fs::is_directory(dir, ec)) throw InputError("'" + dir.string() + "' exists and is not a folder");
+    if (!fs::is_empty(dir, ec))
+      throw InputError("'" + dir.string() + "' is not empty; give a new or empty folder (a dataset written into it "
+                       "would mix with the files there)");
+  }
+  make_dir(dir);
+  const fs::path incomplete = dir / kIncompleteDatasetMarker;
+  try {
+    write_file(incomplete, {});
+    const ImageDatasetSummary s = generate_image_dataset(dir, num_classes, num_images, seed, median_kb);
+    fs::remove(incomplete);
+    return s;
+  } catch (...) {
+    // Only what this call created: the folder was empty or absent.
+    if (existed) {
+      for (const auto& e : fs::directory_iterator(dir, ec)) fs::remove_all(e.path(), ec);
+    } else {
+      fs::remove_all(dir, ec);
+    }
+    throw;
+  }
 }
 
 std::vector<std::byte> dlio_record_bytes(std::uint64_t seed, std::size_t file, std::size_t sample,
@@ -191,6 +223,7 @@ std::vector<std::string> generate_dlio_dataset(const fs::path& dir, const DlioGe
   std::vector<std::string> paths;
   ImageMaker maker(o.seed);
   for (std::size_t f = 0; f < o.num_files; ++f) {
+    throw_if_interrupted();
     std::vector<std::byte> records;
     if (o.format != DlioFormat::Jpeg) {
       records.reserve(o.samples_per_file * o.record_length);

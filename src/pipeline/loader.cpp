@@ -292,9 +292,10 @@ struct DataLoader::Impl {
           b.labels.push_back(s.label);
         } catch (const std::exception& e) {
           if (opt.on_error == OnError::Stop) {
-            r.error = std::make_exception_ptr(InputError(
-                "data loader: sample " + std::to_string(idx) + " '" + s.path + "': " + e.what() +
-                " (on_error=skip drops such samples instead)"));
+            // No hint at LoaderOptions::on_error: neither `gpemu train` nor a
+            // DLIO workload lets a user set it.
+            r.error = std::make_exception_ptr(
+                InputError("data loader: sample " + std::to_string(idx) + " '" + s.path + "': " + e.what()));
             return r;
           }
           b.skipped.push_back(SampleError{idx, s.path, e.what()});

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "gpemu/common/atomic_file.h"
 #include "gpemu/error.h"
 
 namespace gpemu::pipeline {
@@ -227,8 +228,7 @@ std::vector<ZipEntry> read_zip_entries(const std::filesystem::path& file) {
 void write_stored_zip(const std::filesystem::path& file,
                       const std::vector<std::pair<std::string, std::vector<std::byte>>>& entries) {
   std::vector<std::byte> central;
-  std::ofstream out(file, std::ios::binary | std::ios::trunc);
-  if (!out) throw InputError(file.string() + ": cannot create file");
+  AtomicFile out(file, "zip file");
   std::uint64_t offset = 0;
   constexpr std::uint16_t kDosTime = 0, kDosDate = (1 << 5) | 1;  // 1980-01-01 00:00
   for (const auto& [name, data] : entries) {
@@ -249,8 +249,8 @@ void write_stored_zip(const std::filesystem::path& file,
     put_le(h, name.size(), 2);
     put_le(h, 0, 2);
     for (char ch : name) h.push_back(static_cast<std::byte>(ch));
-    out.write(reinterpret_cast<const char*>(h.data()), static_cast<std::streamsize>(h.size()));
-    out.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
+    out.write(h.data(), h.size());
+    out.write(data.data(), data.size());
 
     put_le(central, 0x02014b50, 4);
     put_le(central, 20, 2);  // version made by
@@ -281,9 +281,9 @@ void write_stored_zip(const std::filesystem::path& file,
   put_le(end, central.size(), 4);
   put_le(end, offset, 4);
   put_le(end, 0, 2);
-  out.write(reinterpret_cast<const char*>(central.data()), static_cast<std::streamsize>(central.size()));
-  out.write(reinterpret_cast<const char*>(end.data()), static_cast<std::streamsize>(end.size()));
-  if (!out) throw InputError(file.string() + ": write failed");
+  out.write(central.data(), central.size());
+  out.write(end.data(), end.size());
+  out.commit();
 }
 
 }  // namespace gpemu::pipeline

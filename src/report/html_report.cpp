@@ -17,6 +17,7 @@
 
 #include <fmt/format.h>
 
+#include "gpemu/common/atomic_file.h"
 #include "gpemu/error.h"
 #include "gpemu/report.h"
 
@@ -772,12 +773,7 @@ std::string render_html_report(const RunReport& r) {
 void write_html_report(const RunReport& report, std::ostream& out) { out << render_html_report(report); }
 
 void write_html_report_file(const RunReport& report, const std::filesystem::path& path) {
-  std::string page = render_html_report(report);
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  if (!f) throw InputError(fmt::format("cannot write the report to '{}': the file cannot be opened", path.string()));
-  f.write(page.data(), static_cast<std::streamsize>(page.size()));
-  f.close();
-  if (!f) throw InputError(fmt::format("cannot write the report to '{}': the write failed", path.string()));
+  write_file_atomically(path, render_html_report(report), "report");
 }
 
 }  // namespace gpemu

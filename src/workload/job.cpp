@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "gpemu/backward_plan.h"
+#include "gpemu/common/interrupt.h"
 #include "gpemu/error.h"
 #include "gpemu/host_sync.h"
 #include "gpemu/interconnect/collectives.h"
@@ -350,6 +351,14 @@ void Job::run_phase(Rank& r, RunPhase phase, int epoch, pipeline::BatchSource& s
       break;
     }
     if (sync_->aborted()) throw PeerFailed("another GPU's host thread failed");
+    if (interrupt_requested()) {  // SIGINT/SIGTERM
+      // One GPU stops cleanly after its step and keeps its record; ranks that
+      // must agree on where to stop unwind instead.
+      if (spec_.cluster.gpus > 1 || !train || spec_.schedule.keep_partial) throw_if_interrupted();
+      interrupted_ = true;
+      stop = true;
+      break;
+    }
     const Time called = clock_.now();
     std::optional<pipeline::LoadedBatch> b = source.next(r.sleep);
     if (!b) {
@@ -684,11 +693,12 @@ RunRecord Job::run(JobObserver* observer) {
       }
     });
   }
+  std::exception_ptr stopped;
   try {
     clock_.run_concurrently(std::move(bodies));
   } catch (...) {
-    if (first_error) std::rethrow_exception(first_error);
-    throw;
+    stopped = first_error ? first_error : std::current_exception();
+    if (!spec_.schedule.keep_partial) std::rethrow_exception(stopped);
   }
 
   // ---- everything has completed: read the final times ----
@@ -700,6 +710,8 @@ RunRecord Job::run(JobObserver* observer) {
   rec.batch_size = spec_.batch_size;
   rec.clock = std::string(clock_.name());
   rec.step_time = spec_.compute.step_time;
+  rec.stopped = stopped;
+  rec.interrupted = interrupted_;
   rec.start = start;
   rec.host_end = clock_.now();
   rec.cost = cost_;

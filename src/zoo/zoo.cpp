@@ -110,7 +110,16 @@ std::optional<OpClass> parse_op_class(std::string_view text) {
 }
 
 std::filesystem::path data_dir() {
-  if (const char* env = std::getenv("GPEMU_DATA_DIR"); env && *env) return std::filesystem::path(env);
+  if (const char* env = std::getenv("GPEMU_DATA_DIR"); env && *env) {
+    // A mistyped or moved data folder would otherwise turn every prediction
+    // into an uncalibrated roofline estimate without a word.
+    std::error_code ec;
+    if (!std::filesystem::is_directory(env, ec))
+      throw InputError(fmt::format("GPEMU_DATA_DIR '{}' is not a folder: it must name gpemu's data folder (holding "
+                                   "zoo/ and data/calibration.json); unset it to use {}",
+                                   env, GPEMU_DEFAULT_DATA_DIR));
+    return std::filesystem::path(env);
+  }
   return std::filesystem::path(GPEMU_DEFAULT_DATA_DIR);
 }
 

@@ -49,7 +49,20 @@ struct TinyDir {
     fs::create_directories((root / rel).parent_path());
     std::ofstream(root / rel) << text;
   }
+  // A second model's time tables, so that a family has the two models a
+  // calibration needs.
+  void add_resnet50() const {
+    write("time/compute/forward/Tesla_V100-PCIE-32GB/resnet50/time_by_batch_size.csv",
+          "Batch_Size,Time_In_SECONDS\n1,0.0112\n2,0.0121\n4,0.0150\n");
+    write("time/compute/backward/Tesla_V100-PCIE-32GB/resnet50/time_by_batch_size.csv",
+          "Batch_Size,Time_In_SECONDS\n1,0.0231\n2,0.0252\n4,0.0301\n");
+  }
 };
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
 
 TEST(CliValidate, JsonHasTheDocumentedKeys) {
   TinyDir d;
@@ -88,6 +101,7 @@ TEST(CliValidate, MissingFolderIsAOneLineError) {
 
 TEST(CliCalibrate, WritesACalibrationThatValidateReads) {
   TinyDir d;
+  d.add_resnet50();
   const fs::path out = d.root / "cal.json";
   const Output r = gpemu("calibrate --profiles " + d.root.string() + " --out " + out.string() + " --no-crossval");
   ASSERT_EQ(r.status, 0) << r.err;
@@ -99,6 +113,83 @@ TEST(CliCalibrate, WritesACalibrationThatValidateReads) {
   const Output v = gpemu("validate --profiles " + d.root.string() + " --json --no-memory --calibration " + out.string());
   ASSERT_EQ(v.status, 0) << v.err;
   EXPECT_LT(nlohmann::json::parse(v.out)["overall"]["iteration"]["median_ape_pct"].get<double>(), 50);
+}
+
+// S7: one (GPU, model) table gave every family's factors (conv efficiency 3.2,
+// over the card's peak) without a word.
+TEST(CliCalibrate, AFamilyWithOneModelIsRefused) {
+  TinyDir d;
+  const fs::path out = d.root / "cal.json";
+  const Output r = gpemu("calibrate --profiles " + d.root.string() + " --out " + out.string() + " --no-crossval");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("the Volta family has rows of 1 model (resnet18) only"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(out));
+}
+
+TEST(CliCalibrate, FamiliesWithoutRowsAreNamedAsNotFitted) {
+  TinyDir d;
+  d.add_resnet50();
+  const Output r =
+      gpemu("calibrate --profiles " + d.root.string() + " --out " + (d.root / "c.json").string() + " --no-crossval");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("note: no measured rows for"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("Hopper"), std::string::npos) << r.err;
+}
+
+// S7: without --out, calibrate replaced data/calibration.json, which every
+// later prediction reads.
+TEST(CliCalibrate, TheShippedCalibrationIsReplacedOnlyWhenAskedFor) {
+  TinyDir d;
+  d.add_resnet50();
+  const fs::path data = d.root / "datadir";
+  fs::create_directories(data / "data");
+  fs::create_directory_symlink(fs::path(GPEMU_SOURCE_DIR) / "zoo", data / "zoo");
+  const fs::path shipped = data / "data" / "calibration.json";
+  std::ofstream(shipped) << "{}";
+  const std::string env = "GPEMU_DATA_DIR=" + data.string() + " ";
+  const std::string args = "calibrate --profiles " + d.root.string() + " --no-crossval";
+  const Output refused = gpemu::testing::run_gpemu(args, env);
+  EXPECT_EQ(refused.status, 1);
+  EXPECT_NE(refused.err.find("--replace-shipped"), std::string::npos) << refused.err;
+  EXPECT_EQ(slurp(shipped), "{}");
+  const Output asked = gpemu::testing::run_gpemu(args + " --replace-shipped", env);
+  ASSERT_EQ(asked.status, 0) << asked.err;
+  EXPECT_NE(slurp(shipped).find("gpemu-calibration/1"), std::string::npos);
+}
+
+TEST(CliCalibrate, AnUnwritableOutIsFoundBeforeFittingAndZeroRoundsRefused) {
+  TinyDir d;
+  d.add_resnet50();
+  Output r = gpemu("calibrate --profiles " + d.root.string() + " --out /nonexistent/dir/c.json --no-crossval");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("No such file or directory"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out, "") << "nothing is fitted or printed";
+  r = gpemu("calibrate --profiles " + d.root.string() + " --out " + (d.root / "c.json").string() + " --rounds 0");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("--rounds 0 is impossible"), std::string::npos) << r.err;
+}
+
+// U1/U4: --out naming a folder gave a raw filesystem_error and left DIR.tmp.
+TEST(CliCalibrate, AFolderAsOutIsAClearErrorAndLeavesNothing) {
+  TinyDir d;
+  d.add_resnet50();
+  fs::create_directory(d.root / "outdir");
+  const Output r = gpemu("calibrate --profiles " + d.root.string() + " --out " + (d.root / "outdir").string() +
+                         " --no-crossval");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("is a folder"), std::string::npos) << r.err;
+  for (const auto& e : fs::directory_iterator(d.root))
+    EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
+}
+
+TEST(CliValidate, PlotAndPointsOnAFullDiskFail) {
+  if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
+  TinyDir d;
+  for (const char* opt : {"--plot", "--points"}) {
+    const Output r = gpemu("validate --profiles " + d.root.string() + " " + opt + " /dev/full");
+    EXPECT_EQ(r.status, 1) << opt;
+    EXPECT_NE(r.err.find("No space left on device"), std::string::npos) << opt << ": " << r.err;
+  }
 }
 
 TEST(CliBench, CrossvalIsRegistered) {

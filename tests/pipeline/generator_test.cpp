@@ -45,3 +45,73 @@ TEST(Generator, IsDeterministicForASeed) {
 
 }  // namespace
 }  // namespace gpemu::pipeline
+
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "gpemu/common/interrupt.h"
+#include "gpemu/pipeline/dataset.h"
+
+namespace gpemu::pipeline {
+namespace {
+
+namespace fs = std::filesystem;
+
+// D5: an interrupted synth left a partial folder later runs trained on.
+TEST(SynthesizeImageFolder, AnInterruptedRunRemovesWhatItCreated) {
+  testing::TempDir d;
+  request_interrupt(SIGINT);
+  EXPECT_THROW(synthesize_image_folder(d / "new", 2, 10, 0, 4.0), Interrupted);
+  fs::create_directory(d / "empty");
+  EXPECT_THROW(synthesize_image_folder(d / "empty", 2, 10, 0, 4.0), Interrupted);
+  clear_interrupt();
+  EXPECT_FALSE(fs::exists(d / "new"));
+  EXPECT_TRUE(fs::is_empty(d / "empty")) << "an empty folder the user made stays, empty";
+}
+
+TEST(SynthesizeImageFolder, ANonEmptyFolderIsRefusedAndAKilledRunIsNotTrainedOn) {
+  testing::TempDir d;
+  d.write("mine/notes.txt", "x");
+  EXPECT_THROW(synthesize_image_folder(d / "mine", 2, 4, 0, 4.0), InputError);
+  const auto s = synthesize_image_folder(d / "ok", 2, 4, 0, 4.0);
+  EXPECT_EQ(open_image_folder(d / "ok").size(), 4u);
+  EXPECT_EQ(s.images, 4u);
+  // What a SIGKILLed run leaves: its marker is still there.
+  d.write(std::string("ok/") + kIncompleteDatasetMarker, "");
+  try {
+    open_image_folder(d / "ok");
+    FAIL() << "an incomplete dataset must be refused";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("is incomplete"), std::string::npos) << e.what();
+  }
+}
+
+// U4: a failed write said "write failed" without the OS reason.
+TEST(SynthesizeImageFolder, AFailedWriteNamesTheOsReason) {
+  testing::TempDir d;
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::signal(SIGXFSZ, SIG_IGN);
+    rlimit lim{2000, 2000};
+    ::setrlimit(RLIMIT_FSIZE, &lim);
+    try {
+      synthesize_image_folder(d / "s", 1, 3, 0, 40.0);
+      ::_exit(1);
+    } catch (const InputError& e) {
+      ::_exit(std::string(e.what()).find("File too large") != std::string::npos ? 0 : 2);
+    } catch (...) {
+      ::_exit(3);
+    }
+  }
+  int st = 0;
+  ASSERT_EQ(::waitpid(pid, &st, 0), pid);
+  ASSERT_TRUE(WIFEXITED(st));
+  EXPECT_EQ(WEXITSTATUS(st), 0);
+  EXPECT_FALSE(fs::exists(d / "s"));
+}
+
+}  // namespace
+}  // namespace gpemu::pipeline

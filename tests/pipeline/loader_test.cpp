@@ -286,6 +286,9 @@ TEST(Loader, FileRemovedAfterOpeningIsReportedWithItsPath) {
     FAIL() << "expected InputError";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find(ds.samples[2].path), std::string::npos);
+    // U3 of the reliability findings: the message suggested on_error=skip,
+    // which no command lets a user set.
+    EXPECT_EQ(std::string(e.what()).find("on_error"), std::string::npos) << e.what();
   }
 }
 

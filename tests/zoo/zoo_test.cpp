@@ -317,3 +317,23 @@ TEST(ZooDirectory, DataDirFollowsTheEnvironment) {
 
 }  // namespace
 }  // namespace gpemu::zoo
+
+namespace gpemu::zoo {
+namespace {
+
+// S8 of the reliability findings: a data folder that is not there gave
+// uncalibrated estimates with exit 0 and no word.
+TEST(ZooDataDir, AGpemuDataDirThatIsNotAFolderIsAnError) {
+  DataDirOverride o("/nonexistent/gpemu-data");
+  try {
+    data_dir();
+    FAIL() << "expected an InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("GPEMU_DATA_DIR '/nonexistent/gpemu-data' is not a folder"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace gpemu::zoo

@@ -113,6 +113,11 @@ struct DlioRunOptions {
   bool record_steps = false;
   // Called once after the run with the engine's record (e.g. for a report).
   std::function<void(const RunRecord&)> on_record;
+  // When the run stops early (a failed checkpoint write, a loader error,
+  // SIGINT/SIGTERM through common/interrupt.h), called with the result of the
+  // epochs every rank finished (key "stopped": the reason) before the error
+  // is rethrown, so that finished work is still reported.
+  std::function<void(const nlohmann::json&)> on_stopped;
 };
 
 // Runs the workload's workflow (generate_data, train, checkpoint, evaluation).

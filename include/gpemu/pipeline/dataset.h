@@ -56,6 +56,10 @@ struct Dataset {
   std::uint64_t total_bytes() const;
 };
 
+// A folder holding this file is a dataset whose generation did not finish
+// (synthesize_image_folder, generator.h); open_image_folder refuses it.
+inline constexpr const char* kIncompleteDatasetMarker = ".gpemu-incomplete";
+
 Dataset open_image_folder(const std::filesystem::path& root);
 
 enum class DlioFormat { Npy, Npz, Raw, Jpeg };

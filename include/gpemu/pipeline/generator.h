@@ -31,6 +31,14 @@ struct ImageDatasetSummary {
 ImageDatasetSummary generate_image_dataset(const std::filesystem::path& dir, int num_classes, std::size_t num_images,
                                            std::uint64_t seed, double median_kb = 110.0);
 
+// generate_image_dataset for a folder a user named (`gpemu dataset synth`):
+// `dir` must be missing or empty (InputError otherwise: a merge with older
+// files would not be the dataset asked for). While it runs the folder holds
+// kIncompleteDatasetMarker, so a killed run is never trained on; on an error or
+// an interruption (gpemu::Interrupted) everything it created is removed.
+ImageDatasetSummary synthesize_image_folder(const std::filesystem::path& dir, int num_classes,
+                                            std::size_t num_images, std::uint64_t seed, double median_kb = 110.0);
+
 struct DlioGeneratorOptions {
   DlioFormat format = DlioFormat::Npz;
   std::size_t num_files = 1;

@@ -1,0 +1,16 @@
+// Checks an output path before a run starts, so that a run of minutes or hours
+// does not end in "cannot write" with its results lost.
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+namespace gpemu {
+
+// Throws InputError naming `what` (e.g. "--trace") and the path when the file
+// could not be created: its folder is missing, is not a folder or is not
+// writable (with the OS reason), or the path is an existing folder. Creates
+// nothing. Non-regular existing targets such as /dev/null are accepted.
+void check_output_path(const std::filesystem::path& path, const std::string& what);
+
+}  // namespace gpemu

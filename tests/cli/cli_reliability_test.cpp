@@ -1,0 +1,234 @@
+// Files gpemu writes, faults and signals, as a user meets them (issue 10; the
+// IDs are those of the reliability findings, /work/shared/qa).
+#include <gtest/gtest.h>
+
+#include "cli/gpemu_child.h"
+#include "cli/run_gpemu.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "temp_dir.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using gpemu::testing::ChildOptions;
+using gpemu::testing::run_gpemu;
+using gpemu::testing::run_gpemu_child;
+using gpemu::testing::TempDir;
+
+std::vector<std::string> files_under(const fs::path& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec))
+    out.push_back(fs::relative(it->path(), dir).string());
+  return out;
+}
+
+bool any_contains(const std::vector<std::string>& names, const std::string& part) {
+  for (const auto& n : names)
+    if (n.find(part) != std::string::npos) return true;
+  return false;
+}
+
+// A tiny DLIO workload: 8 npy files of 4 samples of 4 KiB, batch 4.
+struct TinyDlio {
+  TempDir d;
+  fs::path config = d / "tiny.yaml";
+  explicit TinyDlio(const std::string& extra = "") {
+    std::ofstream(config) << "model:\n  name: tiny\n"
+                             "workflow:\n  generate_data: True\n  train: True\n"
+                             "dataset:\n  data_folder: " << (d / "data").string() << "\n  format: npy\n"
+                             "  num_files_train: 8\n  num_samples_per_file: 4\n  record_length: 4096\n"
+                             "reader:\n  batch_size: 4\n  read_threads: 1\n"
+                             "train:\n  epochs: 1\n  computation_time: 0.001\n" << extra;
+  }
+  std::string args() const { return "train --clock virtual --dlio-config " + config.string(); }
+};
+
+// D3: a trace cut short by a full disk was reported as written, exit 0.
+TEST(CliOutputs, ATraceOnAFullDiskIsAnErrorWithTheOsReason) {
+  if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
+  const auto r = run_gpemu("train --synthetic -n 20 --clock virtual --trace /dev/full");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("No space left on device"), std::string::npos) << r.err;
+  TinyDlio t;
+  const auto dl = run_gpemu(t.args() + " --trace /dev/full");
+  EXPECT_EQ(dl.status, 1);
+  EXPECT_NE(dl.err.find("No space left on device"), std::string::npos) << dl.err;
+}
+
+// D4: an unwritable --trace or --report was found only after the whole run.
+TEST(CliOutputs, UnwritableOutputPathsAreFoundBeforeTheRun) {
+  for (const char* opt : {"--trace", "--report"}) {
+    const auto r = run_gpemu(std::string("train --synthetic -n 20 --clock virtual ") + opt + " /nonexistent/dir/x");
+    EXPECT_EQ(r.status, 1) << opt;
+    EXPECT_NE(r.err.find(std::string(opt) + " '/nonexistent/dir/x'"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("No such file or directory"), std::string::npos) << r.err;
+    EXPECT_EQ(r.out, "") << "nothing ran";
+  }
+  TinyDlio t;
+  const auto dl = run_gpemu(t.args() + " --trace /nonexistent/dir/t.json");
+  EXPECT_EQ(dl.status, 1);
+  EXPECT_FALSE(fs::exists(t.d / "data")) << "the check comes before data generation";
+}
+
+// D2: a file_prefix with a separator wrote (and later deleted) files outside
+// the data folder.
+TEST(CliDlioFiles, AFilePrefixWithAPathIsRefusedAndTouchesNothing) {
+  TinyDlio t;
+  const fs::path victim = t.d / "victim_0_of_8.npy";
+  std::ofstream(victim) << "precious";
+  const auto r = run_gpemu(t.args() + " ++workload.dataset.file_prefix=" + (t.d / "victim").string());
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("dataset.file_prefix"), std::string::npos) << r.err;
+  std::ifstream in(victim);
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_EQ(text, "precious");
+  const auto up = run_gpemu(t.args() + " ++workload.dataset.file_prefix=../../escape");
+  EXPECT_EQ(up.status, 1);
+}
+
+// U8: two runs generating into one data folder at once; one failed with
+// "cannot create file" (a shared staging folder).
+TEST(CliDlioFiles, ConcurrentGenerationIntoOneFolderSucceedsTwice) {
+  TinyDlio t;
+  const std::string big = " ++workload.dataset.num_files_train=16 ++workload.dataset.record_length=400000";
+  std::vector<std::string> args = {"train", "--clock", "virtual", "--dlio-config", t.config.string(),
+                                   "++workload.dataset.num_files_train=16",
+                                   "++workload.dataset.record_length=400000"};
+  // The second starts once the first is generating (its staging folder exists).
+  const pid_t first = ::fork();
+  ASSERT_GE(first, 0);
+  if (first == 0) {
+    const auto r = run_gpemu_child(args);
+    ::_exit(r.status == 0 ? 0 : 1);
+  }
+  const fs::path train = t.d / "data" / "train";
+  auto generating = [&] {
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(train, ec))
+      if (e.path().filename().string().starts_with(".gpemu-dlio-generating")) return true;
+    return false;
+  };
+  // A guard, not a timing window: the staging folder shows within the
+  // first's generation, which then runs for a while.
+  for (int i = 0; i < 30000 && !generating(); ++i) ::usleep(1000);
+  const auto second = run_gpemu(t.args() + big);
+  int st = 0;
+  ::waitpid(first, &st, 0);
+  EXPECT_EQ(second.status, 0) << second.err;
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  EXPECT_FALSE(any_contains(files_under(train), ".gpemu-dlio-generating"));
+}
+
+// U9 and "a full disk during checkpointing": the finished epoch's metrics are
+// still printed, the partial checkpoint file is removed, exit non-zero.
+TEST(CliDlioFiles, AFullDiskAtACheckpointReportsFinishedEpochsAndLeavesNoPartialFile) {
+  TinyDlio t("checkpoint:\n  checkpoint_folder: CKPT\n  checkpoint_after_epoch: 1\n");
+  std::string cfg;
+  {
+    std::ifstream in(t.config);
+    cfg.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  cfg.replace(cfg.find("CKPT"), 4, (t.d / "ckpt").string());
+  cfg.replace(cfg.find("epochs: 1"), 9, "epochs: 2");
+  cfg.replace(cfg.find("train: True"), 11, "train: True\n  checkpoint: True");
+  std::ofstream(t.config) << cfg;
+  ChildOptions o;
+  o.file_size_limit = 300000;  // data files are 16 KiB; the model checkpoint is 1 MB
+  const auto r = run_gpemu_child({"train", "--clock", "virtual", "--dlio-config", t.config.string(),
+                                  "++workload.model.model_size_bytes=1000000"},
+                                 o);
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_NE(r.out.find("File too large"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("[METRIC] Epoch 1:"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("[METRIC] Epoch 2:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Stopped early"), std::string::npos) << r.out;
+  EXPECT_TRUE(files_under(t.d / "ckpt").empty()) << "a partial checkpoint stays behind";
+}
+
+// S6: AU 0 % and "fail" when no step is measured.
+TEST(CliDlioFiles, NoMeasuredStepIsUndefinedNotFail) {
+  TinyDlio t;
+  const auto r = run_gpemu(t.args() + " ++workload.output.metric.exclude_start_steps=1000");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("train_au_meet_expectation: undefined, no step measured"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("warning: no step was measured"), std::string::npos) << r.out;
+}
+
+// D5: an interrupted `dataset synth` left a partial ImageFolder that later runs
+// trained on; SIGINT now removes what it wrote, exit 130.
+TEST(CliSignals, InterruptedSynthRemovesWhatItWrote) {
+  TempDir d;
+  const fs::path out = d / "s";
+  ChildOptions o;
+  o.signal = SIGINT;
+  o.marker_file = out / "class_0000";
+  const auto r = run_gpemu_child({"dataset", "synth", "--out", out.string(), "--images", "100000", "--classes", "2"}, o);
+  ASSERT_TRUE(r.signalled);
+  EXPECT_EQ(r.status, 130) << r.out;
+  EXPECT_NE(r.out.find("interrupted by SIGINT"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(out)) << "the folder it created must go";
+}
+
+TEST(CliSignals, SynthRefusesANonEmptyFolder) {
+  TempDir d;
+  d.write("s/mine.txt", "x");
+  const auto r = run_gpemu("dataset synth --out " + (d / "s").string() + " --images 4 --classes 2");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("is not empty"), std::string::npos) << r.err;
+  EXPECT_EQ(files_under(d / "s"), std::vector<std::string>{"mine.txt"});
+}
+
+// D6: SIGTERM during the default dataset's generation left a staging folder
+// in the cache for good.
+TEST(CliSignals, TerminatedCacheGenerationLeavesNoStagingFolder) {
+  TempDir d;
+  ChildOptions o;
+  o.env["GPEMU_CACHE_DIR"] = (d / "cache").string();
+  o.signal = SIGTERM;
+  o.marker_text = "generating a synthetic";
+  const auto r = run_gpemu_child({"train", "--clock", "virtual"}, o);
+  ASSERT_TRUE(r.signalled) << r.out;
+  EXPECT_EQ(r.status, 143) << r.out;
+  EXPECT_NE(r.out.find("interrupted by SIGTERM"), std::string::npos) << r.out;
+  const auto left = files_under(d / "cache");
+  EXPECT_FALSE(any_contains(left, "partial")) << "staging left behind";
+  EXPECT_FALSE(any_contains(left, "imagenet-like")) << "no dataset may appear";
+}
+
+// SIGINT during `gpemu train`: the finished iterations are still reported.
+TEST(CliSignals, InterruptedTrainingPrintsWhatItFinished) {
+  ChildOptions o;
+  o.signal = SIGINT;
+  o.marker_text = "training ";  // the progress bar
+  const auto r = run_gpemu_child({"train", "--synthetic", "-n", "100000000", "--clock", "real"}, o);
+  ASSERT_TRUE(r.signalled) << r.out;
+  EXPECT_EQ(r.status, 130) << r.out;
+  EXPECT_NE(r.out.find("trained resnet18 on an emulated"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("iterations "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("note: interrupted by SIGINT"), std::string::npos) << r.out;
+}
+
+// SIGINT during a DLIO run: the epochs every rank finished are reported.
+TEST(CliSignals, InterruptedDlioRunReportsNoPartialEpoch) {
+  TinyDlio t;
+  ChildOptions o;
+  o.signal = SIGINT;
+  o.marker_file = t.d / "data" / "train" / ".gpemu-dlio-dataset.json";  // generation done, training starts
+  const auto r = run_gpemu_child({"train", "--clock", "real", "--dlio-config", t.config.string(),
+                                  "++workload.train.epochs=100000"},
+                                 o);
+  ASSERT_TRUE(r.signalled) << r.out;
+  EXPECT_EQ(r.status, 130) << r.out;
+  EXPECT_NE(r.out.find("Stopped early (interrupted by SIGINT)"), std::string::npos) << r.out;
+}
+
+}  // namespace

@@ -1,0 +1,125 @@
+#include "gpemu/common/atomic_file.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include "gpemu/error.h"
+#include "temp_dir.h"
+
+namespace gpemu {
+namespace {
+
+using testing::TempDir;
+
+std::string slurp(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+std::size_t entries(const std::filesystem::path& dir) {
+  std::size_t n = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir)) ++n;
+  return n;
+}
+
+TEST(AtomicFile, CommitPutsTheWholeFileInPlaceAndLeavesNoTemporary) {
+  TempDir d;
+  const auto target = d / "out.json";
+  {
+    AtomicFile f(target, "trace file");
+    f.write("{\"a\":");
+    EXPECT_FALSE(std::filesystem::exists(target)) << "the target appears only on commit";
+    EXPECT_EQ(f.temporary().parent_path(), target.parent_path());
+    f.write("1}");
+    f.commit();
+  }
+  EXPECT_EQ(slurp(target), "{\"a\":1}");
+  EXPECT_EQ(entries(d.path()), 1u);
+}
+
+TEST(AtomicFile, WithoutCommitTheTemporaryIsRemovedAndAnOldTargetKept) {
+  TempDir d;
+  const auto target = d.write("out.json", "old");
+  {
+    AtomicFile f(target, "report");
+    f.write("half a new fi");
+  }
+  EXPECT_EQ(slurp(target), "old");
+  EXPECT_EQ(entries(d.path()), 1u);
+}
+
+TEST(AtomicFile, AMissingFolderIsAnErrorWithTheOsReason) {
+  TempDir d;
+  try {
+    AtomicFile f(d / "no" / "such" / "t.json", "trace file");
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("No such file or directory"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("trace file"), std::string::npos) << e.what();
+  }
+}
+
+TEST(AtomicFile, AFolderAsTargetIsRefusedWithoutLeavingATemporary) {
+  TempDir d;
+  std::filesystem::create_directory(d / "dir");
+  EXPECT_THROW(AtomicFile(d / "dir", "calibration"), Error);
+  EXPECT_EQ(entries(d.path()), 1u);
+}
+
+TEST(AtomicFile, AFullDeviceGivesNoSpaceLeftOnDevice) {
+  if (!std::filesystem::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
+  AtomicFile f("/dev/full", "trace file");
+  EXPECT_EQ(f.temporary(), std::filesystem::path("/dev/full")) << "devices are written in place, never renamed over";
+  try {
+    f.write(std::string(1 << 16, 'x'));
+    f.commit();
+    FAIL() << "a write to /dev/full must fail";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("No space left on device"), std::string::npos) << e.what();
+  }
+}
+
+TEST(AtomicFile, DevNullIsWrittenInPlaceAndStaysADevice) {
+  write_file_atomically("/dev/null", "x", "trace file");
+  EXPECT_TRUE(std::filesystem::is_character_file("/dev/null"));
+}
+
+// A write past RLIMIT_FSIZE fails with EFBIG (SIGXFSZ ignored), as a full disk
+// fails with ENOSPC; the child reports what it saw through its exit status.
+TEST(AtomicFile, AFailedWriteIsAnErrorAndRemovesThePartialFile) {
+  TempDir d;
+  const auto target = d / "big.bin";
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::signal(SIGXFSZ, SIG_IGN);
+    rlimit lim{4096, 4096};
+    ::setrlimit(RLIMIT_FSIZE, &lim);
+    try {
+      AtomicFile f(target, "checkpoint file");
+      f.write(std::string(10000, 'x'));
+      f.commit();
+      ::_exit(1);  // no error: wrong
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      ::_exit(m.find("File too large") != std::string::npos && m.find("at byte 4096") != std::string::npos ? 0 : 2);
+    } catch (...) {
+      ::_exit(3);
+    }
+  }
+  int st = 0;
+  ASSERT_EQ(::waitpid(pid, &st, 0), pid);
+  ASSERT_TRUE(WIFEXITED(st));
+  EXPECT_EQ(WEXITSTATUS(st), 0) << "1: no error, 2: the message lacks the OS reason or offset";
+  EXPECT_EQ(entries(d.path()), 0u) << "neither the target nor a temporary may remain";
+}
+
+}  // namespace
+}  // namespace gpemu
