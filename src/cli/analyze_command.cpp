@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/option_checks.h"
 #include "cli/options.h"
 #include "cli/output.h"
 #include "gpemu/catalog.h"
@@ -149,22 +150,32 @@ void add_analyze_command(CLI::App& app) {
   cmd->add_option("--model", a->model, "Model name")->capture_default_str();
   cmd->add_option("--batch-size,-b", a->batch_size, "Batch size per GPU")->capture_default_str();
   cmd->add_option("--data", a->data, "ImageFolder dataset (default: the cached synthetic dataset of 'gpemu train')");
-  cmd->add_option("--workers", a->workers, "Loader worker threads per GPU (default: cores / GPUs, 1 to 8)");
+  cmd->add_option("--workers", a->workers, "Loader worker threads per GPU (default: cores / GPUs, 1 to 8)")
+      ->check(whole_number_in(0, 1024));
   cmd->add_option("--prefetch-factor", a->prefetch_factor, "Batches in flight per worker")->capture_default_str();
   cmd->add_flag("--no-pin-memory", a->pin_off, "Collate batches into pageable memory");
   cmd->add_option("--read-method", a->read_method,
                   "Real loader: 'pread' (one sample at a time) or 'io_uring' (all of a batch's reads at once)")
       ->capture_default_str();
   cmd->add_option("--cores", a->cores, "Modelled loader (virtual clock): CPU cores the loaders share (default: this machine's)");
-  cmd->add_option("--storage-latency-us", a->storage_latency_us, "Modelled cold reads: latency per file, us")->capture_default_str();
-  cmd->add_option("--storage-mb-per-s", a->storage_mb_per_s, "Modelled cold reads: storage bandwidth, MB/s")->capture_default_str();
+  cmd->add_option("--storage-latency-us", a->storage_latency_us, "Modelled cold reads: latency per file, us")
+      ->capture_default_str()
+      ->check(finite_number_in(0, kMaxInputSeconds * 1e6));
+  cmd->add_option("--storage-mb-per-s", a->storage_mb_per_s, "Modelled cold reads: storage bandwidth, MB/s")
+      ->capture_default_str()
+      ->check(finite_number_in(1e-6, 1e9));
   cmd->add_option("--clock", a->clock, "real (real loader, page-cache eviction) or virtual (modelled loader)")->capture_default_str();
   cmd->add_option("--sync", a->sync, "Host waits for the GPU every 'iteration' or at the 'end' of each epoch")->capture_default_str();
   cmd->add_option("--profiles", a->profiles, "Directory of measured profiles (GPEmu or gpemu layout)");
-  cmd->add_option("--seed", a->seed, "Seed of the shuffle and per-iteration variation")->capture_default_str();
-  cmd->add_option("--cv", a->cv, "Coefficient of variation of iteration times (default: measured, else 0.01)");
+  cmd->add_option("--seed", a->seed, "Seed of the shuffle and per-iteration variation")
+      ->capture_default_str()
+      ->check(unsigned_number_up_to(std::numeric_limits<std::uint64_t>::max()));
+  cmd->add_option("--cv", a->cv, "Coefficient of variation of iteration times (default: measured, else 0.01)")
+      ->check(finite_number_in(0, 1));
   cmd->add_option("--warmup", a->warmup, "Factor applied to the first iteration's time")->capture_default_str();
-  cmd->add_option("--bucket-cap-mb", a->bucket_cap_mb, "DDP gradient bucket size, MiB")->capture_default_str();
+  cmd->add_option("--bucket-cap-mb", a->bucket_cap_mb, "DDP gradient bucket size, MiB")
+      ->capture_default_str()
+      ->check(finite_number_in(1.0 / 1024, 1024.0 * 1024));
   cmd->add_flag("--json", a->json, "Machine-readable output");
   cmd->callback([a] { analyze(*a); });
 }

@@ -14,6 +14,7 @@
 
 #include "cli/commands.h"
 #include "cli/dlio_train.h"
+#include "cli/option_checks.h"
 #include "cli/options.h"
 #include "cli/output.h"
 #include "gpemu/catalog.h"
@@ -359,9 +360,11 @@ void add_train_command(CLI::App& app) {
   cmd->add_flag("--synthetic", a->synthetic, "No files: in-memory batches that are always ready");
   cmd->add_option("--iterations,-n", a->iterations,
                   "With --data: stop after this many iterations per GPU. Without --data: run this many iterations "
-                  "of in-memory batches (as --synthetic; default 300)");
-  cmd->add_option("--epochs", a->epochs, "Epochs")->capture_default_str();
-  cmd->add_option("--workers", a->workers, "Loader worker threads per GPU (default: cores / GPUs, 1 to 8)");
+                  "of in-memory batches (as --synthetic; default 300)")
+      ->check(whole_number_in(1, std::numeric_limits<int>::max()));
+  cmd->add_option("--epochs", a->epochs, "Epochs")->capture_default_str()->check(whole_number_in(1, 1000000));
+  cmd->add_option("--workers", a->workers, "Loader worker threads per GPU (default: cores / GPUs, 1 to 8)")
+      ->check(whole_number_in(0, 1024));
   cmd->add_option("--prefetch-factor", a->prefetch_factor, "Batches in flight per worker")->capture_default_str();
   auto* pin_on = cmd->add_flag("--pin-memory", a->pin_on, "Collate batches into pinned (page-locked) staging buffers (default)");
   cmd->add_flag("--no-pin-memory", a->pin_off, "Collate batches into pageable memory")->excludes(pin_on);
@@ -369,14 +372,17 @@ void add_train_command(CLI::App& app) {
                   "Pinned buffers: 'lock' (mlock), 'account' (count, do not lock), 'auto' (lock when RLIMIT_MEMLOCK allows)")
       ->capture_default_str();
   cmd->add_option("--cache-bytes", a->cache_bytes, "Loader cache (MinIO policy) shared by the GPUs' loaders, e.g. 512M; 0: none")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(byte_size());
   cmd->add_flag("--cold", a->cold, "Evict the dataset's files from the page cache before each epoch");
   cmd->add_option("--read-method", a->read_method,
                   "How loader workers read samples: 'pread' (one at a time) or 'io_uring' (all of a batch's reads "
                   "at once; needs liburing and a kernel that allows io_uring)")
       ->capture_default_str();
   cmd->add_option("--cores", a->cores, "Modelled loader (virtual clock): CPU cores the loaders share (default: this machine's)");
-  cmd->add_option("--bucket-cap-mb", a->bucket_cap_mb, "DDP gradient bucket size, MiB")->capture_default_str();
+  cmd->add_option("--bucket-cap-mb", a->bucket_cap_mb, "DDP gradient bucket size, MiB")
+      ->capture_default_str()
+      ->check(finite_number_in(1.0 / 1024, 1024.0 * 1024));
   cmd->add_option("--clock", a->clock,
                   "real (wall time, real loader) or virtual (simulated, modelled loader, as fast as possible)")
       ->capture_default_str();
@@ -384,8 +390,11 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--sync", a->sync, "Host waits for the GPU every 'iteration' (loss.item()) or at the 'end' of each epoch")
       ->capture_default_str();
   cmd->add_option("--profiles", a->profiles, "Directory of measured profiles (GPEmu or gpemu layout)");
-  cmd->add_option("--seed", a->seed, "Seed of the shuffle, augmentations and per-iteration variation")->capture_default_str();
-  cmd->add_option("--cv", a->cv, "Coefficient of variation of iteration times (default: measured, else 0.01)");
+  cmd->add_option("--seed", a->seed, "Seed of the shuffle, augmentations and per-iteration variation")
+      ->capture_default_str()
+      ->check(unsigned_number_up_to(std::numeric_limits<std::uint64_t>::max()));
+  cmd->add_option("--cv", a->cv, "Coefficient of variation of iteration times (default: measured, else 0.01)")
+      ->check(finite_number_in(0, 1));
   cmd->add_option("--warmup", a->warmup, "Factor applied to the first iteration's time")->capture_default_str();
   cmd->add_flag("--json", a->json, "Machine-readable output");
   cmd->add_option("--trace", a->trace, "Write a Chrome/Perfetto trace (GPU tracks, loader workers, stalls) to this file");
