@@ -142,9 +142,28 @@ Node parse_yaml(std::string_view text, const std::string& source) {
     const auto line = 1 + std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(nul), '\n');
     throw InputError(fmt::format("{}:{}: a NUL byte; expected a YAML text file", source, line));
   }
-  std::vector<YAML::Node> docs;
+  // A second document ('---' at the start of a line after content) would be
+  // ignored by YAML::Load. It is found in the text: yaml-cpp 0.7's LoadAll
+  // loops forever on a stray ',' (found by fuzz/dlio_yaml_fuzz.cpp).
+  bool content = false;
+  {
+    std::size_t line = 1;
+    for (std::size_t start = 0; start < text.size(); ++line) {
+      std::size_t end = text.find('\n', start);
+      if (end == std::string_view::npos) end = text.size();
+      const std::string_view l = text.substr(start, end - start);
+      const bool marker = l.substr(0, 3) == "---" && (l.size() == 3 || l[3] == ' ' || l[3] == '\t' || l[3] == '\r');
+      if (marker && content)
+        throw InputError(fmt::format("{}:{}: a second YAML document ('---'); expected one workload per file", source,
+                                     line));
+      const auto first = l.find_first_not_of(" \t\r");
+      if (!marker && first != std::string_view::npos && l[first] != '#' && l[first] != '%') content = true;
+      start = end + 1;
+    }
+  }
+  YAML::Node root;
   try {
-    docs = YAML::LoadAll(std::string(text));
+    root = YAML::Load(std::string(text));
   } catch (const YAML::DeepRecursion& e) {
     throw InputError(fmt::format("{}: values nested too deeply for the YAML reader; expected a DLIO workload, which "
                                  "nests 4 deep",
@@ -152,10 +171,13 @@ Node parse_yaml(std::string_view text, const std::string& source) {
   } catch (const YAML::Exception& e) {
     throw InputError(fmt::format("{}: not valid YAML: {}", where(source, e.mark), e.msg));
   }
-  if (docs.size() > 1)
-    throw InputError(fmt::format("{}: {} YAML documents (separated by '---'); expected one workload per file",
-                                 where(source, docs[1].Mark()), docs.size()));
-  return Converter{source}.convert(docs.empty() ? YAML::Node() : docs.front(), source, 0);
+  // yaml-cpp reads a text that opens with a stray ',' as an empty document;
+  // the workload would silently be DLIO's defaults.
+  if (root.IsNull() && content)
+    throw InputError(fmt::format("{}: no YAML value could be read from the text (a stray ',' at the start stops the "
+                                 "reader); expected a DLIO workload such as configs/dlio/unet3d_a100.yaml",
+                                 source));
+  return Converter{source}.convert(root, source, 0);
 }
 
 void set_origin(Node& node, const std::string& origin) {

@@ -1,6 +1,7 @@
 // Option values out of range are refused with the accepted range, never
 // clamped, wrapped or taken as "not given" (issue 10: S1, S2, S3, S9, S10,
 // S12, H3, U1, U6). The commands fail in option checking, before any work.
+#include <algorithm>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -17,6 +18,7 @@ void expect_refused(const std::string& args, std::initializer_list<std::string> 
   const auto r = run_gpemu(args);
   EXPECT_NE(r.status, 0) << args << "\n" << r.out;
   for (const std::string& p : parts) EXPECT_NE(r.err.find(p), std::string::npos) << args << "\n" << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << "\n" << r.err;
 }
 
 TEST(CliOptionLimits, SeqLenPastTheLimitIsRefusedNotWrapped) {

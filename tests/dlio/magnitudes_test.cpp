@@ -136,7 +136,15 @@ TEST(DlioMagnitudes, ManyKeysStillFindADuplicate) {
 
 TEST(DlioMagnitudes, ASecondDocumentIsRefused) {
   EXPECT_CONTAINS(error_of(std::string(kSmall) + "---\ntrain:\n  epochs: 3\n"),
-                  "2 YAML documents (separated by '---'); expected one workload per file");
+                  "w.yaml:14: a second YAML document ('---'); expected one workload per file");
+  // A marker before any content starts the first document.
+  EXPECT_EQ(error_of(std::string("# c\n---\n") + kSmall), "");
+}
+
+TEST(DlioMagnitudes, AStrayCommaIsAnErrorNotAHang) {
+  // yaml-cpp's LoadAll looped forever on it, and Load reads it as an empty
+  // document, which would be DLIO's defaults (fuzz/dlio_yaml_fuzz.cpp).
+  EXPECT_CONTAINS(error_of(std::string(",") + kSmall), "w.yaml: no YAML value could be read");
 }
 
 TEST(DlioMagnitudes, MessagesStayOneLine) {
