@@ -182,6 +182,7 @@ TEST(DlioMagnitudes, DliosOwnNpzLayoutIsRefusedNotMisread) {
   // DLIO's generator writes x with shape (dim1, dim2, samples): reading the
   // first axis gave 512 records of 128 bytes instead of 16 of 4096.
   TempDir dir;
+  std::filesystem::create_directories(dir.path() / "train");
   for (int i = 0; i < 8; ++i) {
     auto x = pipeline::make_npy_header("|u1", {64, 64, 2});
     x.resize(x.size() + 64 * 64 * 2);
