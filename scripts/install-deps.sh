@@ -8,6 +8,7 @@ packages=(
   libfmt-dev libspdlog-dev libcli11-dev nlohmann-json3-dev libyaml-cpp-dev
   libjpeg62-turbo-dev liburing-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  clang libclang-rt-14-dev
   python3 python3-torch python3-torchvision python3-numpy python3-yaml
 )
 

@@ -143,6 +143,8 @@ inline constexpr std::string_view kNativeProfileFormat = "gpemu-profile/1";
 // Reads one gpemu-profile/1 file. Throws InputError naming the file, the line
 // and what is accepted when the file is malformed.
 Profile read_native_profile(const std::filesystem::path& file);
+// The same for text already in memory; `source` names it in messages.
+Profile parse_native_profile(std::string_view text, const std::string& source);
 // Reads every <gpu-id>/<model>.json under `dir` (the folder names must agree
 // with the files' "gpu" and "model" fields).
 std::vector<Profile> read_native_profiles(const std::filesystem::path& dir);

@@ -74,6 +74,11 @@ struct Shape {
   std::int64_t seq_len = 0;
 };
 
+// The largest sequence length evaluated: 2^24 tokens is past any trained
+// context window, and keeps attention's S^2 terms far from overflowing the
+// 64-bit byte counts and the clock.
+inline constexpr std::int64_t kMaxSeqLen = std::int64_t{1} << 24;
+
 // One operator at one shape.
 struct OpCost {
   std::string_view kind;   // aten op name, e.g. "convolution", "addmm"

@@ -13,6 +13,7 @@
 
 #include "cli/commands.h"
 #include "cli/job_args.h"
+#include "cli/option_checks.h"
 #include "cli/options.h"
 #include "cli/output.h"
 #include "gpemu/catalog.h"
@@ -109,8 +110,12 @@ void add_analyze_command(CLI::App& app) {
       "DataStall differential analysis of a training configuration: gpu-bound, cached and cold epochs, "
       "prep and fetch stall shares (docs/analyze.md)");
   add_job_options(cmd, a->job);
-  cmd->add_option("--storage-latency-us", a->storage_latency_us, "Modelled cold reads: latency per file, us")->capture_default_str();
-  cmd->add_option("--storage-mb-per-s", a->storage_mb_per_s, "Modelled cold reads: storage bandwidth, MB/s")->capture_default_str();
+  cmd->add_option("--storage-latency-us", a->storage_latency_us, "Modelled cold reads: latency per file, us")
+      ->capture_default_str()
+      ->check(finite_number_in(0, kMaxInputSeconds * 1e6));
+  cmd->add_option("--storage-mb-per-s", a->storage_mb_per_s, "Modelled cold reads: storage bandwidth, MB/s")
+      ->capture_default_str()
+      ->check(finite_number_in(1e-6, 1e9));
   cmd->callback([a] { analyze(*a); });
 }
 

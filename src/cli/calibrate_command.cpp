@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "cli/option_checks.h"
 #include "cli/output.h"
 #include "gpemu/calibration.h"
 #include "gpemu/catalog.h"
@@ -148,7 +149,9 @@ void add_calibrate_command(CLI::App& app) {
                 "Overwrite data/calibration.json in the data directory, which every prediction uses");
   cmd->add_flag("--no-crossval", a->no_crossval, "Skip the cross-validation (no expected errors are stored)");
   cmd->add_flag("--all-rows", a->all_rows, "Fit every measured row instead of the thinned batch-size grid");
-  cmd->add_option("--rounds", a->rounds, "Alternations of family factors and model corrections")->capture_default_str();
+  cmd->add_option("--rounds", a->rounds, "Alternations of family factors and model corrections")
+      ->capture_default_str()
+      ->check(whole_number_in(1, 100));
   cmd->add_option("--fallback", a->fallback, "Factors of GPUs whose family has no measurements: trend, geometric_mean or nearest (docs/analytical-model.md)")
       ->capture_default_str();
   cmd->callback([a] { run_calibrate(*a); });

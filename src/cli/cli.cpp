@@ -5,6 +5,7 @@
 #include "cli/commands.h"
 #include "gpemu/common/interrupt.h"
 #include "gpemu/error.h"
+#include "gpemu/message_text.h"
 
 namespace gpemu::cli {
 
@@ -14,6 +15,12 @@ int run(int argc, char** argv) {
                "gpemu"};
   app.set_version_flag("--version", "gpemu 0.1.0");
   app.require_subcommand(1);
+  // Option errors (a value out of range, a missing option) print as one line,
+  // as every other gpemu error does, not with CLI11's second "Run with
+  // --help" line.
+  app.failure_message([](const CLI::App*, const CLI::Error& e) {
+    return "gpemu: error: " + one_line_message(e.what()) + " (see --help)\n";
+  });
   app.fallthrough(false);
   add_devices_command(app);
   add_predict_command(app);

@@ -1,7 +1,10 @@
 #include "cli/job_args.h"
 
+#include <limits>
+
 #include <fmt/format.h>
 
+#include "cli/option_checks.h"
 #include "cli/options.h"
 #include "gpemu/catalog.h"
 #include "gpemu/error.h"
@@ -11,7 +14,8 @@ namespace gpemu::cli {
 void add_model_options(CLI::App* cmd, ModelArgs& a) {
   cmd->add_option("--gpu", a.gpu, "GPU to emulate (see 'gpemu devices')")->capture_default_str();
   cmd->add_option("--model", a.model, "Model name (see 'gpemu models')")->capture_default_str();
-  cmd->add_option("--seq-len", a.seq_len, "Sequence length for sequence models (default: the model's)");
+  cmd->add_option("--seq-len", a.seq_len, "Sequence length for sequence models (default: the model's)")
+      ->check(whole_number_in(1, zoo::kMaxSeqLen));
   cmd->add_option("--precision", a.precision, "fp32, amp (autocast FP16) or bf16 (autocast BF16)")->capture_default_str();
   cmd->add_option("--optimizer", a.optimizer, "sgd (with momentum) or adam")->capture_default_str();
   cmd->add_option("--zero-grad", a.zero_grad,
@@ -67,10 +71,15 @@ std::unique_ptr<CostModel> job_cost_model(const ModelArgs& a, std::vector<std::s
 
 void add_job_options(CLI::App* cmd, JobArgs& a) {
   add_model_options(cmd, a.model);
-  cmd->add_option("--gpus", a.gpus, "GPUs of that type in one node (data-parallel, DDP all-reduce)")->capture_default_str();
-  cmd->add_option("--batch-size,-b", a.batch_size, "Batch size per GPU")->capture_default_str();
+  cmd->add_option("--gpus", a.gpus, "GPUs of that type in one node (data-parallel, DDP all-reduce)")
+      ->capture_default_str()
+      ->check(whole_number_in(1, 1 << 20));
+  cmd->add_option("--batch-size,-b", a.batch_size, "Batch size per GPU")
+      ->capture_default_str()
+      ->check(whole_number_in(1, std::numeric_limits<int>::max()));
   cmd->add_option("--data", a.data, "ImageFolder dataset to train on (default: the cached synthetic dataset)");
-  cmd->add_option("--workers", a.workers, "Loader worker threads per GPU (default: cores / GPUs, 1 to 8)");
+  cmd->add_option("--workers", a.workers, "Loader worker threads per GPU (default: cores / GPUs, 1 to 8)")
+      ->check(whole_number_in(0, 1024));
   cmd->add_option("--prefetch-factor", a.prefetch_factor, "Batches in flight per worker")->capture_default_str();
   auto* pin_on =
       cmd->add_flag("--pin-memory", a.pin_on, "Collate batches into pinned (page-locked) staging buffers (default)");
@@ -84,14 +93,19 @@ void add_job_options(CLI::App* cmd, JobArgs& a) {
                   "at once; needs liburing and a kernel that allows io_uring)")
       ->capture_default_str();
   cmd->add_option("--cores", a.cores, "Modelled loader (virtual clock): CPU cores the loaders share (default: this machine's)");
-  cmd->add_option("--bucket-cap-mb", a.bucket_cap_mb, "DDP gradient bucket size, MiB")->capture_default_str();
+  cmd->add_option("--bucket-cap-mb", a.bucket_cap_mb, "DDP gradient bucket size, MiB")
+      ->capture_default_str()
+      ->check(finite_number_in(1.0 / 1024, 1024.0 * 1024));
   cmd->add_option("--clock", a.clock,
                   "real (wall time, real loader) or virtual (simulated, modelled loader, as fast as possible)")
       ->capture_default_str();
   cmd->add_option("--sync", a.sync, "Host waits for the GPU every 'iteration' (loss.item()) or at the 'end' of each epoch")
       ->capture_default_str();
-  cmd->add_option("--seed", a.seed, "Seed of the shuffle, augmentations and per-iteration variation")->capture_default_str();
-  cmd->add_option("--cv", a.cv, "Coefficient of variation of iteration times (default: measured, else 0.01)");
+  cmd->add_option("--seed", a.seed, "Seed of the shuffle, augmentations and per-iteration variation")
+      ->capture_default_str()
+      ->check(unsigned_number_up_to(std::numeric_limits<std::uint64_t>::max()));
+  cmd->add_option("--cv", a.cv, "Coefficient of variation of iteration times (default: measured, else 0.01)")
+      ->check(finite_number_in(0, 1));
   cmd->add_option("--warmup", a.warmup, "Factor applied to the first iteration's time")->capture_default_str();
   cmd->add_flag("--json", a.json, "Machine-readable output");
 }

@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <iostream>
+#include <limits>
 #include <optional>
 #include <vector>
 
@@ -8,6 +9,7 @@
 
 #include "cli/commands.h"
 #include "cli/job_args.h"
+#include "cli/option_checks.h"
 #include "cli/options.h"
 #include "cli/output.h"
 #include "gpemu/analytical_model.h"
@@ -176,6 +178,19 @@ void predict(const PredictArgs& a) {
   const zoo::ReplayOptions opts = replay_options(a);
   if (a.seq_len < 0)
     throw InputError(fmt::format("sequence length {} is impossible: it must be at least 1", a.seq_len));
+  if (opts.precision == zoo::Precision::AMP_BF16 && !gpu.peak_tflops(Precision::BF16))
+    // PyTorch's autocast checks torch.cuda.is_bf16_supported() and, on such a
+    // card, disables itself with a warning: the run would be FP32.
+    throw InputError(fmt::format("--precision bf16: {} has no BF16 support ('gpemu devices' lists its BF16 as -), "
+                                 "and PyTorch disables bf16 autocast there; accepted on it: fp32 or amp",
+                                 gpu.id));
+  if (a.seq_len > 0) {
+    const zoo::ModelGraph* sg = zoo::find_model(a.model);
+    if (sg && !sg->has_seq_len())
+      throw InputError(fmt::format("--seq-len {}: {} has no sequence dimension; give --seq-len only for sequence "
+                                   "models (gpemu models lists their default_seq_len)",
+                                   a.seq_len, sg->name()));
+  }
   const std::uint64_t capacity = zoo::oom_capacity(gpu);
   if (!a.batch_size) {
     if (!a.max_batch) throw InputError("--batch-size is required (or --max-batch to find the largest that fits)");
@@ -278,9 +293,11 @@ void add_predict_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("predict", "Predict one training iteration's time and memory for a model on a GPU");
   cmd->add_option("--gpu", a->gpu, "GPU to emulate (see 'gpemu devices')")->required();
   cmd->add_option("--model", a->model, "Model name")->required();
-  cmd->add_option("--batch-size,-b", a->batch_size, "Batch size (optional with --max-batch)");
+  cmd->add_option("--batch-size,-b", a->batch_size, "Batch size (optional with --max-batch)")
+      ->check(whole_number_in(1, std::numeric_limits<int>::max()));
   cmd->add_flag("--max-batch", a->max_batch, "Also find the largest batch size that fits on the GPU (model zoo models)");
-  cmd->add_option("--seq-len", a->seq_len, "Sequence length of sequence models (default: the model's)");
+  cmd->add_option("--seq-len", a->seq_len, "Sequence length of sequence models (default: the model's)")
+      ->check(whole_number_in(1, zoo::kMaxSeqLen));
   cmd->add_option("--precision", a->precision, "fp32, amp (FP16 autocast) or bf16")->capture_default_str();
   cmd->add_option("--optimizer", a->optimizer, "sgd (momentum) or adam")->capture_default_str();
   cmd->add_option("--zero-grad", a->zero_grad,

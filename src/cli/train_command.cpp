@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <optional>
 
 #include <fmt/format.h>
@@ -11,6 +12,7 @@
 #include "cli/commands.h"
 #include "cli/dlio_train.h"
 #include "cli/job_args.h"
+#include "cli/option_checks.h"
 #include "cli/options.h"
 #include "cli/output.h"
 #include "gpemu/catalog.h"
@@ -106,7 +108,7 @@ void train(const TrainArgs& a, CLI::App* cmd) {
     throw InputError("--data and --synthetic exclude each other: train on a folder, or on in-memory batches");
   const ClockKind clock_kind = parse_clock_kind(j.clock);
   JobSpec spec = job_spec(j);
-  const std::uint64_t cache_bytes = parse_byte_size(a.cache_bytes, "--cache-bytes");
+  const std::uint64_t cache_bytes = gpemu::parse_byte_size(a.cache_bytes, "--cache-bytes");
 
   // What feeds the GPUs: a folder, in-memory batches, or the default dataset.
   // -n without --data keeps the workload-only runs of earlier versions.
@@ -274,10 +276,12 @@ void add_train_command(CLI::App& app) {
   cmd->add_flag("--synthetic", a->synthetic, "No files: in-memory batches that are always ready");
   cmd->add_option("--iterations,-n", a->iterations,
                   "With --data: stop after this many iterations per GPU. Without --data: run this many iterations "
-                  "of in-memory batches (as --synthetic; default 300)");
-  cmd->add_option("--epochs", a->epochs, "Epochs")->capture_default_str();
+                  "of in-memory batches (as --synthetic; default 300)")
+      ->check(whole_number_in(1, std::numeric_limits<int>::max()));
+  cmd->add_option("--epochs", a->epochs, "Epochs")->capture_default_str()->check(whole_number_in(1, 1000000));
   cmd->add_option("--cache-bytes", a->cache_bytes, "Loader cache (MinIO policy) shared by the GPUs' loaders, e.g. 512M; 0: none")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(byte_size());
   cmd->add_flag("--cold", a->cold, "Evict the dataset's files from the page cache before each epoch");
   cmd->add_option("--trace", a->trace, "Write a Chrome/Perfetto trace (GPU tracks, loader workers, stalls) to this file");
   cmd->add_option("--report", a->report, "Write an HTML report with charts to this file");

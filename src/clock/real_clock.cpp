@@ -6,6 +6,7 @@
 #include <mutex>
 #include <thread>
 
+#include "gpemu/checked.h"
 #include "gpemu/clock.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -41,7 +42,8 @@ class RealClock final : public Clock {
   Time now() const override { return monotonic_ns() - epoch_; }
 
   void sleep_until(Time deadline) override {
-    const std::int64_t target = epoch_ + deadline;
+    // A deadline near kTimeInfinity must not wrap into the past.
+    const std::int64_t target = saturating_add(epoch_, deadline);
     std::int64_t t = monotonic_ns();
     if (target - t > options_.spin_window) {
       lower_timer_slack_once();

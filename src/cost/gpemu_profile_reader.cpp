@@ -35,7 +35,7 @@ struct Table {
 // order, any case, extra columns ignored); values must be finite and >= 0.
 // `value_unit` describes the values for messages ("seconds", "MiB").
 Table read_table(const fs::path& file, std::string_view batch_column,
-                 std::span<const std::string_view> value_columns, std::string_view value_unit) {
+                 std::span<const std::string_view> value_columns, std::string_view value_unit, double max_value) {
   const std::string path = file.string();
   std::vector<std::string_view> expected{batch_column};
   expected.insert(expected.end(), value_columns.begin(), value_columns.end());
@@ -58,7 +58,7 @@ Table read_table(const fs::path& file, std::string_view batch_column,
                            [&](std::string_view h) { return to_lower(h) == want; });
     if (it == header.end())
       throw InputError(fmt::format("{}:{}: header '{}' has no column '{}'; expected the header '{}'",
-                                   path, header_line, trim(lines[first]), expected[c], expected_header));
+                                   path, header_line, quoted_excerpt(lines[first]), expected[c], expected_header));
     index[c] = static_cast<std::size_t>(it - header.begin());
   }
 
@@ -77,7 +77,7 @@ Table read_table(const fs::path& file, std::string_view batch_column,
     if (!batch)
       throw InputError(fmt::format("{}:{}: {} '{}' is not a batch size; expected a whole number >= 1 "
                                    "(\"64\" or \"64.0\")",
-                                   path, line, batch_column, batch_text));
+                                   path, line, batch_column, quoted_excerpt(batch_text)));
     if (auto [it, fresh] = seen.emplace(*batch, line); !fresh)
       throw InputError(fmt::format("{}:{}: batch size {} appears twice (first on line {}); expected "
                                    "one row per batch size",
@@ -85,9 +85,9 @@ Table read_table(const fs::path& file, std::string_view batch_column,
     for (std::size_t c = 0; c < value_columns.size(); ++c) {
       std::string_view value_text = fields[index[c + 1]];
       auto value = parse_number(value_text);
-      if (!value || *value < 0)
-        throw InputError(fmt::format("{}:{}: {} '{}' is invalid; expected a number >= 0 ({})", path,
-                                     line, value_columns[c], value_text, value_unit));
+      if (!value || *value < 0 || *value > max_value)
+        throw InputError(fmt::format("{}:{}: {} '{}' is invalid; expected a number from 0 to {:g} ({})", path,
+                                     line, value_columns[c], quoted_excerpt(value_text), max_value, value_unit));
       table.columns[c].push_back(*value);
     }
     table.batch_sizes.push_back(*batch);
@@ -111,7 +111,7 @@ Series column_series(const Table& table, std::size_t column) {
 
 Series read_time_series(const fs::path& file) {
   static constexpr std::string_view kValue[] = {"Time_In_SECONDS"};
-  return column_series(read_table(file, "Batch_Size", kValue, "seconds"), 0);
+  return column_series(read_table(file, "Batch_Size", kValue, "seconds", kMaxProfileSeconds), 0);
 }
 
 double read_single_number(const fs::path& file) {
@@ -127,9 +127,9 @@ double read_single_number(const fs::path& file) {
                                    "(seconds)",
                                    path, line));
     value = parse_number(lines[i]);
-    if (!value || *value < 0)
-      throw InputError(fmt::format("{}:{}: '{}' is invalid; expected one number >= 0 (seconds)", path,
-                                   line, trim(lines[i])));
+    if (!value || *value < 0 || *value > kMaxProfileSeconds)
+      throw InputError(fmt::format("{}:{}: '{}' is invalid; expected one number from 0 to {:g} (seconds)", path,
+                                   line, quoted_excerpt(lines[i]), kMaxProfileSeconds));
   }
   if (!value) throw InputError(fmt::format("{}:1: empty file; expected one number >= 0 (seconds)", path));
   return *value;
@@ -198,7 +198,12 @@ class Collector {
 
 fs::path required_file(const fs::path& folder, std::string_view name) {
   fs::path file = folder / name;
-  if (!fs::is_regular_file(file))
+  std::error_code ec;
+  const fs::file_status st = fs::status(file, ec);
+  if (fs::exists(st) && !fs::is_regular_file(st))
+    throw InputError(fmt::format("{}: is {}, not a regular file; expected the {} table as a file", file.string(),
+                                 fs::is_directory(st) ? "a folder" : "a device, pipe or socket", name));
+  if (!fs::is_regular_file(st))
     throw InputError(fmt::format("{}: missing file; expected {} in every model folder of GPEmu's "
                                  "profiled_data layout",
                                  file.string(), name));
@@ -248,7 +253,7 @@ std::vector<Profile> read_gpemu_artifact(const fs::path& dir) {
   });
   collector.each_model(dir / "memory", [](Profile& p, const fs::path& folder) {
     static constexpr std::string_view kColumns[] = {"peak", "persistent"};
-    Table t = read_table(required_file(folder, "memory.csv"), "batch_size", kColumns, "MiB");
+    Table t = read_table(required_file(folder, "memory.csv"), "batch_size", kColumns, "MiB", kMaxProfileMiB);
     p.peak_allocated_mib = column_series(t, 0);
     p.persistent_mib = column_series(t, 1);
   });

@@ -93,10 +93,35 @@ class LineScanner {
     ++i_;
   }
 
+  // Skips a whole array or object by counting brackets: no line of interest
+  // lies below depth 2, and skipping keeps the stack flat.
+  void skip_nested() {
+    int open = 0;
+    while (i_ < s_.size()) {
+      char c = s_[i_];
+      if (c == '"') {
+        string();
+        continue;
+      }
+      if (c == '\n') ++line_;
+      if (c == '{' || c == '[') ++open;
+      if (c == '}' || c == ']') {
+        --open;
+        if (open == 0) {
+          ++i_;
+          return;
+        }
+      }
+      ++i_;
+    }
+  }
+
   void value(int depth) {
     blank();
     char c = peek();
-    if (c == '{') {
+    if ((c == '{' || c == '[') && depth >= 2) {
+      skip_nested();
+    } else if (c == '{') {
       object(depth, nullptr, -1);
     } else if (c == '[') {
       array(depth);
@@ -117,5 +142,44 @@ class LineScanner {
 }  // namespace
 
 SourceLines scan_source_lines(std::string_view text) { return LineScanner(text).scan(); }
+
+int line_past_nesting(std::string_view text, int limit) {
+  int depth = 0, line = 1;
+  bool in_string = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '\n') ++line;
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+      continue;
+    }
+    if (c == '"') in_string = true;
+    else if (c == '{' || c == '[') {
+      if (++depth > limit) return line;
+    } else if (c == '}' || c == ']') {
+      --depth;
+    }
+  }
+  return 0;
+}
+
+int line_of_token(std::string_view text, std::string_view token) {
+  if (token.empty()) return 1;
+  int line = 1;
+  bool in_string = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '\n') ++line;
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+      continue;
+    }
+    if (c == '"') in_string = true;
+    else if (text.substr(i, token.size()) == token) return line;
+  }
+  return 1;
+}
 
 }  // namespace gpemu::cost_detail

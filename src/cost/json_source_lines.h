@@ -31,7 +31,20 @@ struct SourceLines {
   }
 };
 
-// Scans text that is already known to be valid JSON.
+// Scans text that is already known to be valid JSON. Values nested below a
+// row are skipped without recursion, so any depth is safe.
 SourceLines scan_source_lines(std::string_view text);
+
+// The deepest a profile document needs is 3 (document, rows, row); far deeper
+// text is refused before any recursive code sees it.
+inline constexpr int kMaxJsonNesting = 64;
+
+// The 1-based line where the nesting of arrays and objects first goes past
+// `limit`, or 0 when it never does. Brackets inside strings do not count.
+int line_past_nesting(std::string_view text, int limit);
+
+// The 1-based line of the first occurrence of `token` outside any string,
+// or 1 when it is not found (for errors that give no position).
+int line_of_token(std::string_view text, std::string_view token);
 
 }  // namespace gpemu::cost_detail

@@ -4,6 +4,7 @@
 
 #include <string_view>
 
+#include "cost/units.h"
 #include "gpemu/profile.h"
 
 namespace gpemu::cost_detail {
@@ -13,20 +14,21 @@ struct RowField {
   std::string_view name;
   Series Profile::*series;
   std::string_view unit;
+  double max;  // largest accepted value (units.h)
   // Whether a batch that did not fit can have this measured: a copy of the
   // inputs can, a training step or its memory cannot.
   bool possible_past_oom = false;
 };
 
 inline constexpr RowField kRowFields[] = {
-    {"forward_s", &Profile::forward_s, "seconds"},
-    {"backward_s", &Profile::backward_s, "seconds"},
-    {"transfer_s", &Profile::transfer_s, "seconds", true},
-    {"peak_allocated_mib", &Profile::peak_allocated_mib, "MiB"},
-    {"peak_reserved_mib", &Profile::peak_reserved_mib, "MiB"},
-    {"persistent_mib", &Profile::persistent_mib, "MiB"},
-    {"forward_cv", &Profile::forward_cv, "coefficient of variation"},
-    {"backward_cv", &Profile::backward_cv, "coefficient of variation"},
+    {"forward_s", &Profile::forward_s, "seconds", kMaxProfileSeconds},
+    {"backward_s", &Profile::backward_s, "seconds", kMaxProfileSeconds},
+    {"transfer_s", &Profile::transfer_s, "seconds", kMaxProfileSeconds, true},
+    {"peak_allocated_mib", &Profile::peak_allocated_mib, "MiB", kMaxProfileMiB},
+    {"peak_reserved_mib", &Profile::peak_reserved_mib, "MiB", kMaxProfileMiB},
+    {"persistent_mib", &Profile::persistent_mib, "MiB", kMaxProfileMiB},
+    {"forward_cv", &Profile::forward_cv, "coefficient of variation", kMaxProfileCv},
+    {"backward_cv", &Profile::backward_cv, "coefficient of variation", kMaxProfileCv},
 };
 
 inline constexpr std::string_view kTopFields[] = {

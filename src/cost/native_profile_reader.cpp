@@ -96,7 +96,7 @@ class NativeReader {
     }
     if (doc_.contains("model_transfer_s") && !doc_["model_transfer_s"].is_null())
       p.model_transfer_s = non_negative(doc_["model_transfer_s"], lines_.of_top("model_transfer_s"),
-                                        "model_transfer_s", "seconds");
+                                        "model_transfer_s", "seconds", kMaxProfileSeconds);
     if (doc_.contains("comment") && !doc_["comment"].is_string())
       fail(lines_.of_top("comment"), "comment is not a string", "a string");
 
@@ -125,9 +125,9 @@ class NativeReader {
     return doc_[key].get<std::string>();
   }
 
-  double non_negative(const json& v, int line, std::string_view name, std::string_view unit) {
-    if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0)
-      fail(line, fmt::format("{} is {}", name, v.dump()), fmt::format("a number >= 0 ({})", unit));
+  double non_negative(const json& v, int line, std::string_view name, std::string_view unit, double max) {
+    if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0 || v.get<double>() > max)
+      fail(line, fmt::format("{} is {}", name, v.dump()), fmt::format("a number from 0 to {:g} ({})", max, unit));
     return v.get<double>();
   }
 
@@ -146,9 +146,11 @@ class NativeReader {
         fail(line, fmt::format("rows[{}] is {}", i, row.dump()),
              fmt::format("an object with the fields {}", row_field_names()));
       for (const auto& [key, value] : row.items()) {
-        bool known = key == "batch_size" ||
+        // A named copy: clang 14 (the fuzz build) cannot capture a structured binding.
+        const std::string& name = key;
+        bool known = name == "batch_size" ||
                      std::any_of(std::begin(kRowFields), std::end(kRowFields),
-                                 [&](const RowField& f) { return f.name == key; });
+                                 [&](const RowField& f) { return f.name == name; });
         if (!known)
           fail(lines_.of_row_key(i, key), fmt::format("rows[{}] has an unknown field \"{}\"", i, key),
                fmt::format("the fields {}", row_field_names()));
@@ -173,7 +175,7 @@ class NativeReader {
                            i, f.name, *batch, *p.oom_batch_size),
                "only transfer_s at or past oom_batch_size");
         double v = non_negative(*it, lines_.of_row_key(i, std::string(f.name)),
-                                fmt::format("rows[{}].{}", i, f.name), f.unit);
+                                fmt::format("rows[{}].{}", i, f.name), f.unit, f.max);
         (p.*f.series).push_back({*batch, v});
       }
     }
@@ -191,19 +193,34 @@ class NativeReader {
 
 Profile read_native_profile(const fs::path& file) {
   const std::string path = file.string();
-  const std::string text = read_text_file(path);
+  return parse_native_profile(read_text_file(path), path);
+}
+
+Profile parse_native_profile(std::string_view text, const std::string& path) {
   if (trim(text).empty())
     throw InputError(fmt::format("{}:1: empty file; expected a {} JSON document (docs/profiles.md)", path,
                                  kNativeProfileFormat));
+  if (int line = line_past_nesting(text, kMaxJsonNesting))
+    throw InputError(fmt::format("{}:{}: arrays and objects nested deeper than {} levels; expected a {} JSON "
+                                 "document, which nests 3 deep (docs/profiles.md)",
+                                 path, line, kMaxJsonNesting, kNativeProfileFormat));
   json doc;
   try {
     doc = json::parse(text);
   } catch (const json::parse_error& e) {
     std::size_t end = std::min<std::size_t>(e.byte, text.size());
-    int line = 1 + static_cast<int>(std::count(text.begin(), text.begin() + static_cast<long>(end), '\n'));
+    int line = 1 + static_cast<int>(std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(end), '\n'));
     throw InputError(fmt::format("{}:{}: not valid JSON ({}); expected a {} JSON document "
                                  "(docs/profiles.md)",
                                  path, line, e.what(), kNativeProfileFormat));
+  } catch (const json::out_of_range& e) {
+    // nlohmann names the number ("number overflow parsing '1e309'") but not where it is.
+    const std::string what = e.what();
+    const auto open = what.find('\''), close = what.rfind('\'');
+    const std::string number = open != std::string::npos && close > open ? what.substr(open + 1, close - open - 1) : "";
+    throw InputError(fmt::format("{}:{}: the number {} is too large to represent; expected numbers within "
+                                 "the range of a double (about 1.8e308)",
+                                 path, line_of_token(text, number), number.size() > 40 ? number.substr(0, 40) + "..." : number));
   }
   return NativeReader(path, doc, scan_source_lines(text)).read();
 }

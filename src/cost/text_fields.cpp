@@ -28,6 +28,22 @@ std::string to_lower(std::string_view s) {
   return out;
 }
 
+std::string quoted_excerpt(std::string_view s) {
+  constexpr std::size_t kMaxShown = 80;
+  s = trim(s);
+  std::string out;
+  std::size_t i = 0;
+  for (; i < s.size() && out.size() < kMaxShown; ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c < 0x7f)
+      out += static_cast<char>(c);
+    else
+      out += fmt::format("\\x{:02x}", c);
+  }
+  if (i < s.size()) out += fmt::format("... ({} bytes)", s.size());
+  return out;
+}
+
 std::optional<double> parse_number(std::string_view s) {
   s = trim(s);
   if (!s.empty() && s.front() == '+') s.remove_prefix(1);

@@ -21,6 +21,11 @@ std::optional<int> parse_batch_size(std::string_view s);
 // The same for a value already read as a double.
 std::optional<int> batch_size_from_double(double v);
 
+// Text from a file as messages quote it: trimmed, bytes outside printable
+// ASCII written as \xNN, and cut to about 80 characters ("...", and the full
+// length) so that a garbage file does not flood the terminal.
+std::string quoted_excerpt(std::string_view s);
+
 // "a, b, c": names joined by a separator, for messages.
 template <typename Range>
 std::string join(const Range& names, std::string_view separator = ", ") {

@@ -18,6 +18,8 @@
 #include "gpemu/dlio/figures.h"
 #include "gpemu/common/atomic_file.h"
 #include "gpemu/common/interrupt.h"
+#include "dlio/free_space.h"
+#include "gpemu/checked.h"
 #include "gpemu/error.h"
 
 namespace gpemu::dlio {
@@ -298,6 +300,9 @@ CheckpointResult write_checkpoint(const DlioWorkload& w, const CheckpointIoOptio
                                  "accepted: a folder gpemu can create and write",
                                  p.directory.string(), ec ? ec.message() : "a file of that name exists"));
   }
+  std::uint64_t planned = 0;
+  for (const CheckpointFile& f : p.files) planned = checked_add(planned, f.bytes, "checkpoint: the bytes to write");
+  detail::require_free_space(p.directory, planned, "checkpoint (model.model_size_bytes)");
   const bool do_fsync = options.fsync.value_or(w.checkpoint.fsync);
   const Content content(static_cast<std::uint64_t>(w.train.seed), w.checkpoint.randomize_tensor);
   std::vector<unsigned char> buf(p.block);

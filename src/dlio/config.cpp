@@ -3,6 +3,7 @@
 #include "gpemu/dlio/config.h"
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <limits>
 #include <map>
@@ -13,7 +14,9 @@
 #include "dlio/enums.h"
 #include "dlio/schema.h"
 #include "dlio/tree.h"
+#include "gpemu/checked.h"
 #include "gpemu/error.h"
+#include "gpemu/message_text.h"
 
 namespace gpemu::dlio {
 
@@ -389,10 +392,16 @@ DlioWorkload parse_impl(std::string_view text, const std::vector<std::string>& o
                         const DlioParseOptions& options, std::string source) {
   DlioWorkload w;
   w.source = source;
-  Node tree = extract_workload(detail::parse_yaml(text, source), w, options.strict);
-  for (const std::string& o : overrides) apply_override(tree, o, w);
-  Converter(w, options.strict).section(detail::schema(), tree, "");
-  validate(w);
+  try {
+    Node tree = extract_workload(detail::parse_yaml(text, source), w, options.strict);
+    for (const std::string& o : overrides) apply_override(tree, o, w);
+    Converter(w, options.strict).section(detail::schema(), tree, "");
+    validate(w);
+  } catch (const InputError& e) {
+    // Messages quote keys and values from the file, which may hold newlines
+    // or control bytes (found by fuzz/dlio_yaml_fuzz.cpp).
+    throw InputError(one_line_message(e.what()));
+  }
   add_notices(w);
   return w;
 }
@@ -480,8 +489,90 @@ DlioWorkload parse_dlio_config_string(std::string_view yaml, const std::vector<s
   return parse_impl(yaml, overrides, options, std::string(source));
 }
 
+namespace {
+
+// Limits on what a workload may ask for, checked before anything is
+// allocated, generated or run: past them a run would exhaust memory or disk,
+// overflow the emulated clock, or run for years (each message names the key,
+// the value and the limit).
+// Files and samples per file: past DLIO's largest shipped workloads (1.7
+// million files; 4.7 million samples per file), far below what would wrap.
+constexpr std::int64_t kMaxFiles = std::int64_t{1} << 26;
+constexpr std::int64_t kMaxSamplesPerFile = std::int64_t{1} << 32;
+constexpr double kMaxRecordBytes = 4294967296.0;                     // 4 GiB: stored npz entries end there
+constexpr double kMaxModelBytes = 1125899906842624.0;                // 2^50 B = 1 PiB
+constexpr int kMaxThreads = 1024;
+constexpr int kMaxEpochs = 1000000;
+constexpr std::int64_t kMaxTotalSteps = 10000000;
+constexpr int kMaxCheckpoints = 10000;
+
+void validate_magnitudes(const DlioWorkload& w) {
+  const auto& d = w.dataset;
+  for (const auto& [key, files] : {std::pair{"dataset.num_files_train", d.num_files_train},
+                                   std::pair{"dataset.num_files_eval", d.num_files_eval}}) {
+    if (files > kMaxFiles) invalid(w, key, std::to_string(files), fmt::format("an integer from 0 to {}", kMaxFiles));
+  }
+  if (d.num_samples_per_file > kMaxSamplesPerFile)
+    invalid(w, "dataset.num_samples_per_file", std::to_string(d.num_samples_per_file),
+            fmt::format("an integer from 1 to {}", kMaxSamplesPerFile));
+  if (d.record_length_bytes + 3 * d.record_length_bytes_stdev > kMaxRecordBytes)
+    invalid(w, d.record_length_bytes_stdev > 0 ? "dataset.record_length_bytes_stdev" : "dataset.record_length_bytes",
+            fmt::format("{}", d.record_length_bytes_stdev > 0 ? d.record_length_bytes_stdev : d.record_length_bytes),
+            fmt::format("records of at most {:g} bytes (4 GiB), mean + 3 stdev (records are drawn up to that)",
+                        kMaxRecordBytes));
+  if (w.model.model_size_bytes > kMaxModelBytes)
+    invalid(w, "model.model_size_bytes", fmt::format("{}", w.model.model_size_bytes),
+            fmt::format("at most {:g} bytes (1 PiB)", kMaxModelBytes));
+  if (w.reader.read_threads > kMaxThreads)
+    invalid(w, "reader.read_threads", std::to_string(w.reader.read_threads),
+            fmt::format("an integer from 0 to {} (each is a thread)", kMaxThreads));
+  if (w.reader.computation_threads > kMaxThreads)
+    invalid(w, "reader.computation_threads", std::to_string(w.reader.computation_threads),
+            fmt::format("an integer from 1 to {}", kMaxThreads));
+  if (w.checkpoint.num_checkpoints_write > kMaxCheckpoints)
+    invalid(w, "checkpoint.num_checkpoints_write", std::to_string(w.checkpoint.num_checkpoints_write),
+            fmt::format("-1 or an integer from 1 to {}", kMaxCheckpoints));
+  if (w.train.epochs > kMaxEpochs)
+    invalid(w, "train.epochs", std::to_string(w.train.epochs), fmt::format("an integer from 1 to {}", kMaxEpochs));
+
+  // Steps of the whole run (upper bound: every rank reads its share).
+  const double world = std::max(1, w.gpemu.world_size);
+  const double steps_per_epoch = std::ceil(static_cast<double>(d.num_files_train) *
+                                           static_cast<double>(d.num_samples_per_file) /
+                                           (static_cast<double>(std::max<std::int64_t>(1, w.reader.batch_size)) * world));
+  double steps = w.workflow.train ? steps_per_epoch * w.train.epochs : 0;
+  if (w.train.total_training_steps > 0) steps = std::min(steps, static_cast<double>(w.train.total_training_steps));
+  if (steps > static_cast<double>(kMaxTotalSteps))
+    invalid(w, "train.epochs", std::to_string(w.train.epochs),
+            fmt::format("a run of at most {} steps in all; {} epochs of {:.0f} steps are {:.3g}", kMaxTotalSteps,
+                        w.train.epochs, steps_per_epoch, steps));
+  // Expected emulated time: each step's computation plus its samples'
+  // preprocessing (one reader thread; more threads only shorten it).
+  const double per_step = w.train.computation_time.expected() +
+                          static_cast<double>(w.reader.batch_size) * w.reader.preprocess_time.expected();
+  const double total_s = steps * per_step;
+  if (total_s > kClockRangeSeconds / 4)
+    invalid(w, per_step > 0 && w.train.computation_time.expected() >= per_step / 2 ? "train.computation_time"
+                                                                                   : "reader.preprocess_time",
+            fmt::format("{:g} s per step", per_step),
+            fmt::format("a run that fits the emulated clock: {:.3g} steps x {:g} s = {:.3g} s, past the limit of "
+                        "{:.3g} s (73 years)",
+                        steps, per_step, total_s, kClockRangeSeconds / 4));
+}
+
+}  // namespace
+
 void validate(const DlioWorkload& w) {
   validate_fields(w, detail::schema());
+  validate_magnitudes(w);
+  // Generation writes <data_folder>/train/ and checkpoints write below their
+  // folder; at the filesystem root that would scatter files over '/'.
+  for (const auto& [key, folder] : {std::pair{"dataset.data_folder", &w.dataset.data_folder},
+                                    std::pair{"checkpoint.checkpoint_folder", &w.checkpoint.checkpoint_folder}}) {
+    const auto p = std::filesystem::path(*folder).lexically_normal();
+    if (!folder->empty() && p == p.root_path())
+      invalid(w, key, *folder, "a folder below the filesystem root, e.g. /data/dlio");
+  }
 
   if ((w.workflow.train || w.workflow.generate_data) && w.dataset.num_files_train < 1) {
     invalid(w, "dataset.num_files_train", std::to_string(w.dataset.num_files_train),

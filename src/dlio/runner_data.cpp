@@ -16,6 +16,8 @@
 #include "gpemu/dlio/runner.h"
 #include "gpemu/common/atomic_file.h"
 #include "gpemu/common/folder_lock.h"
+#include "dlio/free_space.h"
+#include "gpemu/checked.h"
 #include "gpemu/error.h"
 #include "gpemu/pipeline/dataset.h"
 #include "gpemu/pipeline/generator.h"
@@ -63,8 +65,9 @@ FormatInfo format_info(const DlioWorkload& w) {
   }
   throw InputError(fmt::format(
       "{}: dataset.format = '{}' cannot be generated or read by gpemu's DLIO runner; accepted: npz, npy, "
-      "indexed_binary, mmap_indexed_binary (raw records), jpeg",
-      where_set(w, "dataset.format"), to_string(w.dataset.format)));
+      "indexed_binary, mmap_indexed_binary (raw records), jpeg{}",
+      where_set(w, "dataset.format"), to_string(w.dataset.format),
+      w.is_set("dataset.format") ? "" : " (the workload does not set dataset.format; DLIO's default is tfrecord)"));
 }
 
 struct SplitInfo {
@@ -74,14 +77,28 @@ struct SplitInfo {
   std::uint64_t seed;
 };
 
+// The most samples one split may have when its data is generated or read:
+// the loader keeps a sample index per sample (pipeline's dataset limit).
+// Parsing alone accepts more (DLIO's dlrm workload lists 4.8 billion).
+constexpr std::uint64_t kMaxSamplesPerSplit = std::uint64_t{1} << 26;
+
 SplitInfo split_info(const DlioWorkload& w, DlioSplit split) {
   const auto seed = static_cast<std::uint64_t>(w.train.seed);
-  if (split == DlioSplit::Train) {
-    return {"train", static_cast<std::uint64_t>(std::max<std::int64_t>(0, w.dataset.num_files_train)),
-            static_cast<std::uint64_t>(std::max<std::int64_t>(0, w.dataset.num_subfolders_train)), seed};
+  const bool train = split == DlioSplit::Train;
+  SplitInfo s = train ? SplitInfo{"train", static_cast<std::uint64_t>(std::max<std::int64_t>(0, w.dataset.num_files_train)),
+                                  static_cast<std::uint64_t>(std::max<std::int64_t>(0, w.dataset.num_subfolders_train)), seed}
+                      : SplitInfo{"valid", static_cast<std::uint64_t>(std::max<std::int64_t>(0, w.dataset.num_files_eval)),
+                                  static_cast<std::uint64_t>(std::max<std::int64_t>(0, w.dataset.num_subfolders_eval)),
+                                  mix(seed, 0x5eed)};
+  const double samples = static_cast<double>(s.files) * static_cast<double>(w.dataset.num_samples_per_file);
+  if (samples > static_cast<double>(kMaxSamplesPerSplit)) {
+    const std::string key = train ? "dataset.num_files_train" : "dataset.num_files_eval";
+    throw InputError(fmt::format("{}: {} x dataset.num_samples_per_file = {} x {} = {:.4g} samples; gpemu generates and "
+                                 "reads at most {} samples per split",
+                                 where_set(w, key), key, s.files, w.dataset.num_samples_per_file, samples,
+                                 kMaxSamplesPerSplit));
   }
-  return {"valid", static_cast<std::uint64_t>(std::max<std::int64_t>(0, w.dataset.num_files_eval)),
-          static_cast<std::uint64_t>(std::max<std::int64_t>(0, w.dataset.num_subfolders_eval)), mix(seed, 0x5eed)};
+  return s;
 }
 
 void make_dir(const fs::path& dir) {
@@ -214,6 +231,26 @@ std::pair<std::uint64_t, std::uint64_t> layout_of(const fs::path& staging, pipel
   throw Error("DLIO data: generated file '" + file.string() + "' has no records");
 }
 
+// Files gpemu did not write are read by their headers, which must agree with
+// the workload: DLIO's own generator stores npz/npy samples on the array's
+// last axis, and reading its first axis as samples would report I/O figures
+// for records of the wrong size without a word.
+void check_found_records(const DlioWorkload& w, const FormatInfo& fi, const std::vector<DlioDataFile>& files) {
+  if (fi.format == pipeline::DlioFormat::Jpeg) return;
+  const auto want_samples = static_cast<std::uint64_t>(w.dataset.num_samples_per_file);
+  const bool fixed_length = w.dataset.record_length_bytes_stdev == 0 && fi.format != pipeline::DlioFormat::Raw;
+  const auto want_length = static_cast<std::uint64_t>(std::llround(w.dataset.record_length_bytes));
+  for (const auto& f : files) {
+    if (f.samples == want_samples && (!fixed_length || f.record_length == want_length)) continue;
+    throw InputError(fmt::format(
+        "DLIO data: '{}' holds {} records of {} bytes, but the workload says {} samples of {} bytes per file "
+        "(dataset.num_samples_per_file, dataset.record_length_bytes); gpemu reads samples along the first array "
+        "axis, and DLIO's generator puts them on the last: regenerate the folder with workflow.generate_data: "
+        "true, or set the two keys to what the files hold",
+        f.path.string(), f.samples, f.record_length, want_samples, want_length));
+  }
+}
+
 }  // namespace
 
 std::uint64_t DlioData::bytes() const {
@@ -288,6 +325,14 @@ DlioData generate_dlio_data(const DlioWorkload& w, DlioSplit split, const fs::pa
 
   const auto lengths = record_lengths(w, s);
   const auto per_file = static_cast<std::size_t>(w.dataset.num_samples_per_file);
+  {
+    std::uint64_t planned = 0;
+    for (std::uint64_t i = 0; i < s.files; ++i) {
+      const std::uint64_t length = lengths.empty() ? 1 : lengths[std::min<std::size_t>(i, lengths.size() - 1)];
+      planned = checked_add(planned, checked_mul(length, per_file, "DLIO data: a file's bytes"), "DLIO data: the bytes to write");
+    }
+    detail::require_free_space(data.folder, planned, "DLIO data generation (dataset.num_files, num_samples_per_file, record_length_bytes)");
+  }
   const bool varying = w.dataset.record_length_bytes_stdev > 0;
   nlohmann::json listed = nlohmann::json::array();
   auto place = [&](std::uint64_t i, const fs::path& produced, std::pair<std::uint64_t, std::uint64_t> layout) {
@@ -439,6 +484,7 @@ DlioData open_dlio_data(const DlioWorkload& w, DlioSplit split, const fs::path& 
                                  split == DlioSplit::Train ? "train" : "eval", hint));
   }
   files.resize(s.files);
+  check_found_records(w, fi, files);
   data.files = std::move(files);
   return data;
 }

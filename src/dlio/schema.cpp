@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "dlio/enums.h"
+#include "gpemu/checked.h"
 #include "gpemu/error.h"
 
 namespace gpemu::dlio::detail {
@@ -293,13 +294,17 @@ FieldSpec string_list_field(std::string name, Acc acc, bool emulated = true) {
 }
 
 const char* const kTimeAccepted =
-    "seconds >= 0, or a distribution: {mean, stdev} (normal), {type: uniform, min, max}, "
-    "{type: gamma, shape, scale}, {type: exponential, scale} or {type: poisson, lam}, every figure >= 0";
+    "seconds from 0 to 1e6, or a distribution: {mean, stdev} (normal), {type: uniform, min, max}, "
+    "{type: gamma, shape, scale} (both > 0), {type: exponential, scale} or {type: poisson, lam}, every figure "
+    "from 0 to 1e6";
 
 bool time_ok(const TimeSpec& t) {
   for (double v : {t.mean, t.stdev, t.min, t.max, t.shape, t.scale, t.lam}) {
-    if (!(v >= 0) || !std::isfinite(v)) return false;
+    // kMaxInputSeconds: a step of days already; more would overflow the
+    // emulated clock once summed over a run.
+    if (!(v >= 0) || !std::isfinite(v) || v > kMaxInputSeconds) return false;
   }
+  if (t.distribution == Distribution::Gamma && !(t.shape > 0 && t.scale > 0)) return false;
   return t.distribution != Distribution::Uniform || t.min <= t.max;
 }
 

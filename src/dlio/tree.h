@@ -19,6 +19,15 @@ struct Node {
   std::vector<std::pair<std::string, Node>> entries;  // Map, in file order
   std::string origin;  // "file.yaml:12" or "override '...'"
 
+  // Defined in tree.cpp, where Node is complete: clang with libstdc++ (the
+  // fuzz build) refuses to instantiate them for the recursive members here.
+  Node();
+  ~Node();
+  Node(const Node&);
+  Node(Node&&) noexcept;
+  Node& operator=(const Node&);
+  Node& operator=(Node&&) noexcept;
+
   bool is_map() const { return kind == Kind::Map; }
   bool is_scalar() const { return kind == Kind::Scalar; }
   bool is_list() const { return kind == Kind::List; }

@@ -6,6 +6,7 @@
 #include <sstream>
 #include <unordered_set>
 
+#include "gpemu/checked.h"
 #include "gpemu/error.h"
 #include "gpemu/pipeline/npy.h"
 
@@ -36,6 +37,10 @@ void require_folder(const fs::path& dir, const std::string& what, const std::str
 
 std::uint64_t file_size_or_throw(const fs::path& p, const std::string& what) {
   std::error_code ec;
+  // A FIFO or device named .jpg has no size ("Operation not supported"); say what it is.
+  if (const auto st = fs::status(p, ec); !ec && fs::exists(st) && !fs::is_regular_file(st))
+    throw InputError(what + ": '" + p.string() + "' is " + (fs::is_directory(st) ? "a folder" : "a pipe, socket or device") +
+                     ", not a regular file; expected image or record files");
   const auto size = fs::file_size(p, ec);
   if (ec) throw InputError(what + ": cannot stat '" + p.string() + "': " + ec.message());
   return size;
@@ -60,6 +65,11 @@ std::vector<std::byte> read_range(const fs::path& p, std::uint64_t offset, std::
   return buf;
 }
 
+// The most samples one dataset may list: each costs about 100 bytes of
+// memory, so 2^26 (67 million, past ImageNet-21k's 14 million) stays within
+// a few GB, and a header claiming more is refused before allocating.
+constexpr std::uint64_t kMaxSamples = std::uint64_t{1} << 26;
+
 // Records of an npy array whose first axis is the sample axis.
 struct RecordLayout {
   std::uint64_t count;
@@ -72,7 +82,8 @@ RecordLayout npy_records(const NpyHeader& h, const std::string& what) {
     throw InputError(what + ": Fortran-ordered array; samples must be contiguous (C order)");
   }
   std::uint64_t per = h.item_size;
-  for (std::size_t i = 1; i < h.shape.size(); ++i) per *= h.shape[i];
+  for (std::size_t i = 1; i < h.shape.size(); ++i) per = checked_mul(per, h.shape[i], what + ": the record length");
+  if (per == 0) throw InputError(what + ": records of 0 bytes (an axis of length 0); expected records of at least 1 byte");
   return {h.shape[0], per};
 }
 
@@ -207,7 +218,17 @@ Dataset open_dlio_dataset(const fs::path& dir, const DlioOptions& options) {
     const std::string fwhat = what + ": " + path;
     const auto size = file_size_or_throw(file, what);
     auto add_records = [&](std::uint64_t base, const RecordLayout& r, const std::vector<std::int64_t>& labels) {
-      if (base + r.count * r.length > size) throw InputError(fwhat + ": file is shorter than its header says");
+      // Checked before anything is allocated: a header's count times its
+      // length can wrap 64 bits and pass a plain comparison.
+      const std::uint64_t end = checked_add(base, checked_mul(r.count, r.length, fwhat + ": samples x record length"),
+                                            fwhat + ": the end of the records");
+      if (end > size)
+        throw InputError(fwhat + ": file is shorter than its header says (" + std::to_string(r.count) + " records of " +
+                         std::to_string(r.length) + " bytes need " + std::to_string(end) + " bytes, the file has " +
+                         std::to_string(size) + ")");
+      if (r.count > kMaxSamples - ds.samples.size())
+        throw InputError(fwhat + ": the dataset would hold more than " + std::to_string(kMaxSamples) +
+                         " samples; expected at most that many (fewer, larger records)");
       for (std::uint64_t i = 0; i < r.count; ++i) {
         Sample s;
         s.path = path;
@@ -251,7 +272,14 @@ Dataset open_dlio_dataset(const fs::path& dir, const DlioOptions& options) {
           if (e.name == options.npz_key + ".npy") x = &e;
           if (e.name == "y.npy") y = &e;
         }
-        if (x == nullptr) x = &entries.front();
+        if (x == nullptr) {
+          // Taking another array (a label array "y") as the samples would
+          // read the wrong bytes without a word.
+          std::string names;
+          for (const auto& e : entries) names += (names.empty() ? "" : ", ") + e.name;
+          throw InputError(fwhat + ": no array '" + options.npz_key + "' (the file holds " + names +
+                           "); expected the samples in '" + options.npz_key + ".npy', as DLIO writes them");
+        }
         if (x->method != 0) {
           throw InputError(fwhat + ": array '" + x->name +
                            "' is compressed (np.savez_compressed); only stored arrays (np.savez) can be read as records");
@@ -264,7 +292,8 @@ Dataset open_dlio_dataset(const fs::path& dir, const DlioOptions& options) {
           const auto yh = parse_npy_header(read_range(file, y->data_offset, std::min<std::uint64_t>(4096, y->size)), fwhat);
           const bool int_type = yh.descr.size() >= 2 && (yh.descr[1] == 'i' || yh.descr[1] == 'u');
           if (int_type && yh.shape.size() == 1 && yh.shape[0] == r.count && yh.item_size <= 8 &&
-              (yh.descr[0] == '<' || yh.descr[0] == '|')) {
+              (yh.descr[0] == '<' || yh.descr[0] == '|') && r.count <= kMaxSamples &&
+              yh.header_bytes + r.count * yh.item_size <= y->size) {
             const auto raw = read_range(file, y->data_offset + yh.header_bytes, r.count * yh.item_size);
             labels.resize(r.count);
             for (std::uint64_t i = 0; i < r.count; ++i) {

@@ -37,9 +37,11 @@ SamplerOptions sampler_options(const LoaderOptions& o) {
 SampleCost model_sample_cost(const Sample& sample, bool decode_images, const LoaderModelOptions& m) {
   SampleCost c;
   const double bytes = static_cast<double>(sample.length);
-  c.read = m.read_per_sample + (m.read_bytes_per_s > 0 ? std::llround(bytes * 1e9 / m.read_bytes_per_s) : 0);
+  // ns_from_double refuses a read time past the clock's range (a bandwidth near
+  // 0) instead of wrapping it into a short or negative one.
+  c.read = m.read_per_sample + (m.read_bytes_per_s > 0 ? ns_from_double(bytes * 1e9 / m.read_bytes_per_s, bytes / m.read_bytes_per_s, "s") : 0);
   if (decode_images && sample.format == SampleFormat::Jpeg)
-    c.decode = m.decode_per_sample + std::llround(bytes * m.decode_ns_per_byte);
+    c.decode = m.decode_per_sample + ns_from_double(bytes * m.decode_ns_per_byte, bytes * m.decode_ns_per_byte * 1e-9, "s");
   return c;
 }
 

@@ -3,11 +3,14 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <charconv>
 #include <cstring>
 #include <fstream>
 
 #include "gpemu/common/atomic_file.h"
+#include "gpemu/checked.h"
 #include "gpemu/error.h"
+#include "gpemu/message_text.h"
 
 namespace gpemu::pipeline {
 namespace {
@@ -55,11 +58,48 @@ std::string dict_value(const std::string& dict, const std::string& key, const st
 
 std::uint64_t NpyHeader::elements() const {
   std::uint64_t n = 1;
-  for (auto d : shape) n *= d;
+  for (auto d : shape) n = checked_mul(n, d, ".npy shape: the element count");
   return n;
 }
 
+namespace {
+
+// A header field's decimal digits as a number; InputError naming the field
+// when it does not fit (a fuzzed "'<f99999999999999999999'" must not reach
+// std::stoul, whose message names nothing).
+std::uint64_t header_number(std::string_view digits, const std::string& what, const char* field) {
+  std::uint64_t v = 0;
+  auto [p, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
+  if (ec != std::errc() || p != digits.data() + digits.size())
+    throw InputError(what + ": .npy " + field + " '" + std::string(digits.substr(0, 40)) +
+                     (digits.size() > 40 ? "..." : "") + "' is not a number up to 2^64 - 1");
+  return v;
+}
+
+// The largest number of axes NumPy allows (NPY_MAXDIMS).
+constexpr std::size_t kMaxAxes = 32;
+
+}  // namespace
+
+namespace {
+
+NpyHeader parse_header(std::span<const std::byte> bytes, const std::string& what);
+
+}  // namespace
+
 NpyHeader parse_npy_header(std::span<const std::byte> bytes, const std::string& what) {
+  try {
+    return parse_header(bytes, what);
+  } catch (const InputError& e) {
+    // Messages quote the header's text, which a damaged file fills with
+    // newlines and control bytes (found by fuzz/npy_fuzz.cpp).
+    throw InputError(one_line_message(e.what()));
+  }
+}
+
+namespace {
+
+NpyHeader parse_header(std::span<const std::byte> bytes, const std::string& what) {
   static constexpr unsigned char kMagic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
   if (bytes.size() < 10 || std::memcmp(bytes.data(), kMagic, 6) != 0) {
     throw InputError(what + ": not a .npy array (missing the \\x93NUMPY magic)");
@@ -89,7 +129,12 @@ NpyHeader parse_npy_header(std::span<const std::byte> bytes, const std::string& 
   h.descr = descr.substr(1, descr.size() - 2);
   std::size_t digits = h.descr.find_first_of("0123456789");
   if (digits == std::string::npos) throw InputError(what + ": .npy descr '" + h.descr + "' has no item size");
-  h.item_size = std::stoul(h.descr.substr(digits));
+  h.item_size = static_cast<std::size_t>(header_number(std::string_view(h.descr).substr(digits), what, "item size"));
+  // 0 bytes (descr '|u0') would make records of nothing; 1 MiB is far past
+  // any numeric type and any fixed-width string a dataset stores per item.
+  if (h.item_size < 1 || h.item_size > (1u << 20))
+    throw InputError(what + ": .npy descr '" + h.descr + "' gives items of " + std::to_string(h.item_size) +
+                     " bytes; expected 1 to 1048576 bytes per item");
   h.fortran_order = dict_value(dict, "fortran_order", what) == "True";
   auto shape = dict_value(dict, "shape", what);
   std::size_t i = 0;
@@ -97,7 +142,10 @@ NpyHeader parse_npy_header(std::span<const std::byte> bytes, const std::string& 
     if (std::isdigit(static_cast<unsigned char>(shape[i]))) {
       std::size_t j = i;
       while (j < shape.size() && std::isdigit(static_cast<unsigned char>(shape[j]))) ++j;
-      h.shape.push_back(std::stoull(shape.substr(i, j - i)));
+      h.shape.push_back(header_number(std::string_view(shape).substr(i, j - i), what, "shape entry"));
+      if (h.shape.size() > kMaxAxes)
+        throw InputError(what + ": .npy shape has more than " + std::to_string(kMaxAxes) + " axes; expected at most " +
+                         std::to_string(kMaxAxes) + " (NumPy's limit)");
       i = j;
     } else {
       ++i;
@@ -105,6 +153,8 @@ NpyHeader parse_npy_header(std::span<const std::byte> bytes, const std::string& 
   }
   return h;
 }
+
+}  // namespace
 
 std::vector<std::byte> make_npy_header(std::string_view descr, const std::vector<std::uint64_t>& shape) {
   std::string dict = "{'descr': '" + std::string(descr) + "', 'fortran_order': False, 'shape': (";
@@ -149,7 +199,7 @@ std::vector<ZipEntry> read_zip_entries(const std::filesystem::path& file) {
   in.seekg(0, std::ios::end);
   const auto file_size = static_cast<std::uint64_t>(in.tellg());
   auto read_at = [&](std::uint64_t off, std::size_t n) {
-    if (off + n > file_size) throw InputError(what + ": truncated zip file");
+    if (n > file_size || off > file_size - n) throw InputError(what + ": truncated zip file");
     std::vector<std::byte> buf(n);
     in.seekg(static_cast<std::streamoff>(off));
     in.read(reinterpret_cast<char*>(buf.data()), static_cast<std::streamsize>(n));

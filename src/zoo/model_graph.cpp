@@ -99,6 +99,9 @@ struct ModelGraph::Impl {
     if (s.batch < 0) throw InputError(fmt::format("batch size {} is impossible: it must be at least 1", s.batch));
     if (s.seq_len < 0)
       throw InputError(fmt::format("sequence length {} is impossible: it must be at least 1", s.seq_len));
+    if (s.seq_len > kMaxSeqLen)
+      throw InputError(fmt::format("sequence length {} is past the limit of {}; expected 1 to {}", s.seq_len,
+                                   kMaxSeqLen, kMaxSeqLen));
     if (s.batch == 0) s.batch = ref_b;
     if (!has_s) s.seq_len = 0;
     else if (s.seq_len == 0) s.seq_len = ref_s;
@@ -123,7 +126,16 @@ struct ModelGraph::Impl {
 
 namespace {
 
-std::uint64_t to_bytes(double v) { return v <= 0 ? 0 : static_cast<std::uint64_t>(std::llround(v)); }
+// A tensor past 2^62 bytes (4 EiB) can only come from an absurd batch size or
+// sequence length; rounding it would wrap the 64-bit count.
+std::uint64_t to_bytes(double v) {
+  constexpr double kMaxTensorBytes = 4611686018427387904.0;
+  if (!(v <= kMaxTensorBytes))
+    throw InputError(fmt::format("a tensor of {:g} bytes is past the limit of {:g} bytes; expected a smaller batch "
+                                 "size or sequence length",
+                                 v, kMaxTensorBytes));
+  return v <= 0 ? 0 : static_cast<std::uint64_t>(std::llround(v));
+}
 
 template <typename T>
 T get_field(const ModelGraph::Impl& g, const json& obj, const char* key, const char* where) {

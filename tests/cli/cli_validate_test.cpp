@@ -165,8 +165,9 @@ TEST(CliCalibrate, AnUnwritableOutIsFoundBeforeFittingAndZeroRoundsRefused) {
   EXPECT_NE(r.err.find("No such file or directory"), std::string::npos) << r.err;
   EXPECT_EQ(r.out, "") << "nothing is fitted or printed";
   r = gpemu("calibrate --profiles " + d.root.string() + " --out " + (d.root / "c.json").string() + " --rounds 0");
-  EXPECT_EQ(r.status, 1);
-  EXPECT_NE(r.err.find("--rounds 0 is impossible"), std::string::npos) << r.err;
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("--rounds"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("from 1 to 100"), std::string::npos) << r.err;
 }
 
 // U1/U4: --out naming a folder gave a raw filesystem_error and left DIR.tmp.

@@ -274,7 +274,7 @@ TEST(DlioConfig, BadValuesNameTheKeyTheValueAndWhatIsAccepted) {
       {"metric:\n  au: 1.5\n", {"metric.au = '1.5'", "a fraction > 0 and <= 1"}},
       {"train:\n  epochs: 0\n", {"train.epochs", "an integer >= 1"}},
       {"train:\n  total_training_steps: 0\n", {"train.total_training_steps", "-1 or an integer >= 1"}},
-      {"train:\n  computation_time: -1\n", {"train.computation_time = '-1'", "seconds >= 0"}},
+      {"train:\n  computation_time: -1\n", {"train.computation_time = '-1'", "seconds from 0 to 1e6"}},
       {"checkpoint:\n  steps_between_checkpoints: 0\n", {"checkpoint.steps_between_checkpoints", "-1 or"}},
       {"checkpoint:\n  checkpoint_after_epoch: 0\n", {"checkpoint.checkpoint_after_epoch", ">= 1"}},
       {"checkpoint:\n  checkpoint_folder: ''\n", {"checkpoint.checkpoint_folder", "a non-empty text"}},

@@ -74,8 +74,8 @@ struct DlioOptions {
   std::uint64_t record_length = 0;
   // File name suffix to pick up; empty means .npy / .npz / .bin / .jpg+.jpeg.
   std::string extension;
-  // Name of the sample array inside an .npz file (DLIO writes "x"); when it is
-  // absent the first array is used. An int array "y" of one value per sample,
+  // Name of the sample array inside an .npz file (DLIO writes "x"); a file
+  // without it is an InputError. An int array "y" of one value per sample,
   // when present, gives the labels.
   std::string npz_key = "x";
 };
