@@ -9,12 +9,14 @@
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "cli/output.h"
+#include "cli/variant_flags.h"
 #include "gpemu/analytical_model.h"
 #include "gpemu/calibration.h"
 #include "gpemu/catalog.h"
 #include "gpemu/cost_model.h"
 #include "gpemu/device.h"
 #include "gpemu/error.h"
+#include "gpemu/program_variant.h"
 #include "gpemu/workload.h"
 #include "gpemu/zoo.h"
 #include "gpemu/zoo_memory.h"
@@ -29,6 +31,8 @@ struct PredictArgs {
   std::string precision = "fp32", optimizer = "sgd", zero_grad = "zero";
   bool max_batch = false;
   bool json = false;
+  std::string task;
+  VariantFlags variant;
 };
 
 // What predict reports about memory, from the zoo replay or the cost model's figures.
@@ -58,11 +62,10 @@ zoo::ReplayOptions replay_options(const PredictArgs& a) {
 // optimizer, zero_grad and sequence length as memory does.
 AnalyticalOptions analytical_options(const PredictArgs& a, const zoo::ReplayOptions& o) {
   AnalyticalOptions ao;
-  ao.precision = o.precision;
   ao.optimizer = o.optimizer;
   ao.legacy_zero_grad = o.keep_grads;
   ao.seq_len = a.seq_len;
-  return ao;
+  return to_analytical_options(to_variant(a.variant, o.precision), ao);
 }
 
 // The layered cost model sets measured profiles aside for conditions they
@@ -220,6 +223,7 @@ void predict(const PredictArgs& a) {
         {"precision", std::string(zoo::to_string(opts.precision))},
         {"optimizer", std::string(zoo::to_string(opts.optimizer))},
         {"zero_grad", a.zero_grad},
+        {"program_variant", describe(to_variant(a.variant, opts.precision))},
         {"forward_ms", to_ms(c.forward)},
         {"backward_ms", to_ms(c.backward)},
         {"transfer_ms", to_ms(transfer)},
@@ -296,7 +300,14 @@ void add_predict_command(CLI::App& app) {
   cmd->add_option("--profiles", a->profiles, "Directory of measured profiles (GPEmu or gpemu layout)");
   cmd->add_option("--host-memory", a->host_memory, "Host memory the batch is copied from: pinned or pageable")->capture_default_str();
   cmd->add_flag("--json", a->json, "Machine-readable output");
-  cmd->callback([a] { predict(*a); });
+  cmd->add_option("--task", a->task,
+                  "BERT: pretraining (masked-only MLM + NSP heads) or squad (QA head); default: the zoo model as named");
+  add_variant_flags(cmd, a->variant);
+  cmd->callback([a] {
+    PredictArgs b = *a;
+    b.model = task_model(b.model, b.task);
+    predict(b);
+  });
 }
 
 }  // namespace gpemu::cli
