@@ -13,7 +13,8 @@
 //                         bytes / (bandwidth x memory_efficiency))
 //   other       g_i = max(FLOPs / vector peak, bytes / (bandwidth x memory_efficiency))
 //   view        g_i = 0 (no kernel)
-//   autograd backward kernels: g_i x backward_factor
+//   autograd backward kernels other than matmuls: g_i x backward_factor
+//   (cuBLAS runs a matmul's gradient GEMMs at the forward GEMM's rate)
 //
 // and the host issues op i after launch time h_i (per section: forward,
 // autograd backward, optimizer/zero_grad, view). The GPU runs op i when both
@@ -51,6 +52,7 @@
 
 #include "gpemu/catalog.h"
 #include "gpemu/cost_model.h"
+#include "gpemu/program_variant.h"
 #include "gpemu/zoo.h"
 
 namespace gpemu {
@@ -70,7 +72,24 @@ struct AnalyticalOptions {
   bool legacy_zero_grad = true;
   // Sequence length for sequence models; 0: the model's default.
   std::int64_t seq_len = 0;
+  // How the program runs (program_variant.h). precision, tf32_conv and
+  // tf32_matmul above are derived from it by to_analytical_options(); the
+  // rest selects the program rewrites of OpProgram::compile (micro-steps,
+  // fused optimizer).
+  ProgramVariant variant;
 };
+
+// The variant in the analytical model's options: precision and TF32 switches
+// from the variant, the variant itself for the program rewrites. Starts from
+// `base` (optimizer, zero_grad and sequence length are not the variant's).
+AnalyticalOptions to_analytical_options(const ProgramVariant& v, AnalyticalOptions base = {});
+
+// The fraction of a matmul peak (tensor-core peak at the op's precision, or
+// FP32) that large cuBLAS GEMMs sustain: NVIDIA's "Matrix Multiplication
+// Background User's Guide" shows large GEMMs at roughly 70-90 % of the peak
+// once tile and wave quantization are small; 0.8 is the rounded middle. Not
+// fitted (docs/analytical-model.md, "Matmuls").
+inline constexpr double kMatmulEfficiency = 0.8;
 
 // Efficiency factors of one GPU architecture family. Efficiencies are
 // fractions of the catalog's peaks (conv can exceed 1: Winograd and FFT
@@ -81,7 +100,7 @@ struct FamilyFactors {
   // that file is absent.
   double conv_efficiency = 2.7;         // of peak FLOP/s at the conv's precision (FLOP term)
   double conv_bytes_efficiency = 0.19;  // of peak bandwidth, for conv's added bytes term
-  double matmul_efficiency = 0.9;       // of peak FLOP/s at the matmul's precision
+  double matmul_efficiency = kMatmulEfficiency;  // of peak FLOP/s at the matmul's precision (pinned, not fitted)
   double memory_efficiency = 0.6;       // of peak bandwidth, memory-bound ops
   double backward_factor = 1.35;        // multiplies autograd backward kernels' GPU time
   double launch_forward_us = 49;        // host time per forward (and loss) kernel
@@ -119,13 +138,20 @@ class OpProgram {
     Math math = Math::F32;
     double flops0 = 0, flops1 = 0;  // flops = flops0 + flops1 x batch
     double bytes0 = 0, bytes1 = 0;  // bytes read + written
+    // Share of iterations the op runs in: 1 / micro_steps for the optimizer
+    // update under gradient accumulation. Multiplies its GPU and host time.
+    double weight = 1;
   };
 
   // Builds the program of `model`. Ops of the zoo's forward range up to the
   // loss are GPEmu's forward; the loss (from the first _log_softmax,
   // nll_loss*, binary_cross_entropy*, mse_loss, l1_loss op), zero_grad,
-  // backward and the optimizer step are its backward. Throws InputError when
-  // the graph's costs are not affine in the batch size.
+  // backward and the optimizer step are its backward. Program rewrites of
+  // options.variant: a fused (multi-tensor) optimizer runs the update's
+  // per-parameter kernels as one kernel with their summed FLOPs and bytes;
+  // micro_steps > 1 weights zero_grad and the update by 1 / micro_steps.
+  // Throws InputError when the graph's costs are not affine in the batch
+  // size, or for a variant unsupported_part() names.
   static OpProgram compile(const zoo::ModelGraph& model, const AnalyticalOptions& options = {});
   // From explicit ops (tests, synthetic graphs).
   OpProgram(std::string model, std::vector<Op> forward, std::vector<Op> backward);

@@ -178,6 +178,12 @@ struct CalibrationOptions {
   double robust_scale = 0.05;
   // How families without measurements get factors.
   FallbackRule fallback = FallbackRule::Trend;
+  // Factors set from first principles instead of fitted, by name
+  // (family_factor_names()), for every fitted family. matmul_efficiency: the
+  // CNN profiles cannot determine it (their few FC layers are launch- or
+  // memory-bound), so it is the achievable fraction of the matmul peak that
+  // large cuBLAS GEMMs reach (docs/analytical-model.md, "Matmuls").
+  std::map<std::string, double> pinned = {{"matmul_efficiency", kMatmulEfficiency}};
   // Families whose factors are fixed (not fitted), e.g. for a synthetic test.
   std::map<std::string, FamilyFactors> fixed;
   // Start values for families that are fitted (default: FamilyFactors{}).

@@ -223,6 +223,27 @@ std::vector<GpuSpec> build_catalog() {
        .aliases = {"NVIDIA_A100-SXM4-40GB", "NVIDIA A100-SXM4-40GB", "A100-SXM-40GB"},
        .source = "NVIDIA A100 Tensor Core GPU datasheet (2021), A100 40GB SXM column"},
 
+      // NVLink: the datasheet's 2-GPU NVLink bridge. The 250 W PCIe card has
+      // the SXM4 card's peaks at boost clock (it sustains lower clocks under load).
+      {.id = "A100-PCIE-40GB",
+       .name = "NVIDIA A100 PCIe 40 GB",
+       .vendor = "NVIDIA",
+       .architecture = "Ampere",
+       .year = 2020,
+       .memory_bytes = GiB(40),
+       .reported_memory_bytes = MiB(40536),  // estimate: as the SXM4 40 GB card, PyTorch "39.59 GiB total capacity"
+       .memory_bandwidth_gbs = 1555,
+       .fp32_tflops = 19.5,
+       .tf32_tflops = 156,
+       .fp16_tflops = 312,
+       .bf16_tflops = 312,
+       .sm_count = 108,
+       .pcie_gen = 4,
+       .pcie_lanes = 16,
+       .nvlink_gbs = 600,
+       .aliases = {"NVIDIA_A100-PCIE-40GB", "NVIDIA A100-PCIE-40GB", "A100-PCIE-40G"},
+       .source = "NVIDIA A100 Tensor Core GPU datasheet (2021), A100 40GB PCIe column"},
+
       {.id = "A100-SXM4-80GB",
        .name = "NVIDIA A100 SXM4 80 GB",
        .vendor = "NVIDIA",
@@ -366,6 +387,32 @@ std::vector<GpuSpec> build_catalog() {
        .nvlink_gbs = 896,
        .aliases = {"AMD_Instinct_MI300X", "AMD Instinct MI300X", "MI300X-OAM"},
        .source = "AMD Instinct MI300X accelerator data sheet (2023)"},
+
+      // The Hopper GPU of a GH200 Grace Hopper Superchip with 96 GB HBM3 (the
+      // 144 GB HBM3e version has 4.9 TB/s). The GPU reaches the Grace CPU's
+      // memory over NVLink-C2C (900 GB/s), not PCIe; pcie_gen/lanes describe
+      // the superchip's PCIe Gen5 x16 links, which gpemu's host-copy model uses.
+      {.id = "GH200-96GB",
+       .name = "NVIDIA GH200 Grace Hopper Superchip (96 GB HBM3)",
+       .vendor = "NVIDIA",
+       .architecture = "Hopper",
+       .year = 2023,
+       .memory_bytes = GiB(96),
+       // Estimate: 96 GiB less the H100's driver reservation (~870 MiB).
+       .reported_memory_bytes = MiB(97434),
+       .memory_bandwidth_gbs = 4000,
+       .fp32_tflops = 67,
+       .tf32_tflops = 494.5,
+       .fp16_tflops = 989.5,
+       .bf16_tflops = 989.5,
+       .fp8_tflops = 1979,
+       .sm_count = 132,
+       .pcie_gen = 5,
+       .pcie_lanes = 16,
+       .nvlink_gbs = 900,
+       .aliases = {"GH200", "NVIDIA_GH200_480GB", "NVIDIA GH200 480GB", "GH200-480GB"},
+       .source = "NVIDIA GH200 Grace Hopper Superchip datasheet (2023), 96 GB HBM3 column; dense (half of "
+                 "the with-sparsity) tensor-core figures"},
 
       {.id = "H200-SXM-141GB",
        .name = "NVIDIA H200 SXM 141 GB",

@@ -12,6 +12,7 @@
 #include "cli/option_checks.h"
 #include "cli/options.h"
 #include "cli/output.h"
+#include "cli/variant_flags.h"
 #include "gpemu/analytical_model.h"
 #include "gpemu/calibration.h"
 #include "gpemu/catalog.h"
@@ -19,6 +20,7 @@
 #include "gpemu/device.h"
 #include "gpemu/error.h"
 #include "gpemu/job.h"
+#include "gpemu/program_variant.h"
 #include "gpemu/workload.h"
 #include "gpemu/zoo.h"
 #include "gpemu/zoo_memory.h"
@@ -33,6 +35,8 @@ struct PredictArgs {
   std::string precision = "fp32", optimizer = "sgd", zero_grad = "zero";
   bool max_batch = false;
   bool json = false;
+  std::string task;
+  VariantFlags variant;
 };
 
 // What predict reports about memory, from the zoo replay or the cost model's figures.
@@ -62,13 +66,26 @@ zoo::ReplayOptions replay_options(const PredictArgs& a) {
   return zoo::oom_replay_options(cli::replay_options(model_spec(model_args(a))));
 }
 
-// The layered cost model, as `gpemu train` builds it; says on stderr when
-// measured profiles were set aside.
-std::unique_ptr<CostModel> cost_model_for(const PredictArgs& a, const zoo::ReplayOptions&) {
-  std::vector<std::string> notes;
-  auto costs = job_cost_model(model_args(a), &notes);
-  for (const std::string& n : notes) std::cerr << "note: " << n << '\n';
-  return costs;
+// The analytical model's options for what was asked: time follows precision,
+// optimizer, zero_grad and sequence length as memory does.
+AnalyticalOptions analytical_options(const PredictArgs& a, const zoo::ReplayOptions& o) {
+  AnalyticalOptions ao;
+  ao.optimizer = o.optimizer;
+  ao.legacy_zero_grad = o.keep_grads;
+  ao.seq_len = a.seq_len;
+  return to_analytical_options(to_variant(a.variant, o.precision), ao);
+}
+
+// The layered cost model sets measured profiles aside for conditions they
+// were not measured in (measured_profiles_apply); say so when --profiles was given.
+std::unique_ptr<CostModel> cost_model_for(const PredictArgs& a, const zoo::ReplayOptions& o) {
+  const AnalyticalOptions ao = analytical_options(a, o);
+  if (a.profiles.empty()) return make_layered_cost_model(std::nullopt, ao);
+  if (!measured_profiles_apply(ao))
+    std::cerr << fmt::format("note: --profiles {} not used: measured profiles are FP32 runs with SGD and "
+                             "zero_grad(); times for {}, {}, zero_grad '{}' come from the analytical model\n",
+                             a.profiles, zoo::to_string(o.precision), zoo::to_string(o.optimizer), a.zero_grad);
+  return make_layered_cost_model(std::filesystem::path(a.profiles), ao);
 }
 
 // The zoo's graph for the model when memory should come from its replay:
@@ -228,6 +245,7 @@ void predict(const PredictArgs& a) {
         {"precision", std::string(zoo::to_string(opts.precision))},
         {"optimizer", std::string(zoo::to_string(opts.optimizer))},
         {"zero_grad", a.zero_grad},
+        {"program_variant", describe(to_variant(a.variant, opts.precision))},
         {"forward_ms", to_ms(c.forward)},
         {"backward_ms", to_ms(c.backward)},
         {"transfer_ms", to_ms(transfer)},
@@ -306,7 +324,14 @@ void add_predict_command(CLI::App& app) {
   cmd->add_option("--profiles", a->profiles, "Directory of measured profiles (GPEmu or gpemu layout)");
   cmd->add_option("--host-memory", a->host_memory, "Host memory the batch is copied from: pinned or pageable")->capture_default_str();
   cmd->add_flag("--json", a->json, "Machine-readable output");
-  cmd->callback([a] { predict(*a); });
+  cmd->add_option("--task", a->task,
+                  "BERT: pretraining (masked-only MLM + NSP heads) or squad (QA head); default: the zoo model as named");
+  add_variant_flags(cmd, a->variant);
+  cmd->callback([a] {
+    PredictArgs b = *a;
+    b.model = task_model(b.model, b.task);
+    predict(b);
+  });
 }
 
 }  // namespace gpemu::cli

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <mutex>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -73,7 +74,38 @@ double factor_at(const FamilyFactors& f, int i) { return factor_at(const_cast<Fa
 OpProgram::OpProgram(std::string model, std::vector<Op> forward, std::vector<Op> backward)
     : model_(std::move(model)), forward_(std::move(forward)), backward_(std::move(backward)) {}
 
+namespace {
+
+// Multi-tensor apply: the per-parameter update kernels become one launch
+// reading and writing the same bytes.
+void fuse_optimizer(std::vector<OpProgram::Op>& ops) {
+  OpProgram::Op fused;
+  fused.kind = OpProgram::Kind::Memory;
+  fused.section = OpProgram::Section::Optimizer;
+  bool any = false;
+  std::vector<OpProgram::Op> kept;
+  for (const OpProgram::Op& op : ops) {
+    if (op.section != OpProgram::Section::Optimizer) {
+      kept.push_back(op);
+      continue;
+    }
+    if (op.kind == OpProgram::Kind::View) continue;
+    any = true;
+    fused.flops0 += op.flops0;
+    fused.flops1 += op.flops1;
+    fused.bytes0 += op.bytes0;
+    fused.bytes1 += op.bytes1;
+  }
+  if (any) kept.push_back(fused);
+  ops = std::move(kept);
+}
+
+}  // namespace
+
 OpProgram OpProgram::compile(const zoo::ModelGraph& model, const AnalyticalOptions& options) {
+  const ProgramVariant& variant = options.variant;
+  if (auto missing = unsupported_part(variant))
+    throw InputError(fmt::format("{} for {}: {}", describe(variant), model.name(), *missing));
   const std::int64_t seq = options.seq_len;
   const auto at = [&](std::int64_t b) { return model.ops(zoo::Shape{b, seq}, options.precision, options.optimizer); };
   const std::vector<zoo::OpCost> o1 = at(1), o2 = at(2), o4 = at(4);
@@ -100,15 +132,34 @@ OpProgram OpProgram::compile(const zoo::ModelGraph& model, const AnalyticalOptio
                                    model.file().string(), i, a.kind));
     op.flops0 = std::max(0.0, op.flops0);
     op.bytes0 = std::max(0.0, op.bytes0);
+    // Half-precision convolutions on tensor cores need NHWC: on NCHW
+    // activations cuDNN transposes the operands in and the result out
+    // (nchwToNhwc / nhwcToNchw kernels), reading and writing them once more
+    // each; channels-last activations need no transposes.
+    std::optional<Op> transpose;
+    if (op.kind == Kind::Conv && op.math != Math::F32 && variant.memory_format == MemoryFormat::NCHW) {
+      transpose = Op{};
+      transpose->kind = Kind::Memory;
+      transpose->bytes0 = 2 * op.bytes0;
+      transpose->bytes1 = 2 * op.bytes1;
+    }
     switch (a.phase) {
       case zoo::Phase::Forward:
         if (!in_loss && is_loss_kind(a.kind)) in_loss = true;
         op.section = in_loss ? Section::Loss : Section::Forward;
         (in_loss ? bwd : fwd).push_back(op);
+        if (transpose) {
+          transpose->section = op.section;
+          (in_loss ? bwd : fwd).push_back(*transpose);
+        }
         break;
       case zoo::Phase::Backward:
         op.section = Section::Backward;
         autograd.push_back(op);
+        if (transpose) {
+          transpose->section = Section::Backward;
+          autograd.push_back(*transpose);
+        }
         break;
       case zoo::Phase::Optimizer:
         op.section = Section::Optimizer;
@@ -143,6 +194,10 @@ OpProgram OpProgram::compile(const zoo::ModelGraph& model, const AnalyticalOptio
     }
   }
   if (!autograd.empty()) bwd.insert(bwd.end(), autograd.begin(), autograd.end());
+  if (variant.fused_optimizer) fuse_optimizer(bwd);
+  if (variant.micro_steps > 1)
+    for (Op& op : bwd)
+      if (op.section == Section::Optimizer || op.section == Section::ZeroGrad) op.weight = 1.0 / variant.micro_steps;
   return OpProgram(model.name(), std::move(fwd), std::move(bwd));
 }
 
@@ -184,13 +239,13 @@ double op_gpu_seconds(const OpProgram::Op& op, double batch, const GpuPeaks& pea
   };
   switch (op.kind) {
     case Kind::Conv:
-      return flops / (matrix_peak(peaks.conv_f32) * f.conv_efficiency) +
-             bytes / (peaks.bandwidth * f.conv_bytes_efficiency);
+      return op.weight * (flops / (matrix_peak(peaks.conv_f32) * f.conv_efficiency) +
+                          bytes / (peaks.bandwidth * f.conv_bytes_efficiency));
     case Kind::Matmul:
-      return std::max(flops / (matrix_peak(peaks.matmul_f32) * f.matmul_efficiency),
-                      bytes / (peaks.bandwidth * f.memory_efficiency));
+      return op.weight * std::max(flops / (matrix_peak(peaks.matmul_f32) * f.matmul_efficiency),
+                                  bytes / (peaks.bandwidth * f.memory_efficiency));
     case Kind::Memory:
-      return std::max(flops / peaks.vector_f32, bytes / (peaks.bandwidth * f.memory_efficiency));
+      return op.weight * std::max(flops / peaks.vector_f32, bytes / (peaks.bandwidth * f.memory_efficiency));
     case Kind::View: break;
   }
   return 0;
@@ -220,13 +275,13 @@ void pipeline_many(const std::vector<OpProgram::Op>& ops, std::span<const double
   const double inv_bw_conv = 1.0 / (peaks.bandwidth * f.conv_bytes_efficiency);
   const double inv_vec = 1.0 / peaks.vector_f32;
   for (const OpProgram::Op& op : ops) {
-    host += launch_seconds(op, f) * host_scale;
+    host += launch_seconds(op, f) * host_scale * op.weight;
     if (op.kind == OpProgram::Kind::View) {
       for (std::size_t r = 0; r < n; ++r) out[r] = std::max(out[r], host);
       continue;
     }
-    double scale = gpu_scale;
-    if (op.section == OpProgram::Section::Backward) scale *= f.backward_factor;
+    double scale = gpu_scale * op.weight;
+    if (op.section == OpProgram::Section::Backward && op.kind != OpProgram::Kind::Matmul) scale *= f.backward_factor;
     double matrix = peaks.conv_f32;
     if (op.kind == OpProgram::Kind::Matmul) matrix = peaks.matmul_f32;
     if (op.math == OpProgram::Math::F16) matrix = peaks.f16;
@@ -377,7 +432,7 @@ std::string LayeredCostModel::describe() const {
 
 bool measured_profiles_apply(const AnalyticalOptions& options) {
   return options.precision == zoo::Precision::FP32 && options.optimizer == zoo::Optimizer::SGD &&
-         options.legacy_zero_grad;
+         options.legacy_zero_grad && !options.tf32_matmul && options.tf32_conv && options.variant == ProgramVariant{};
 }
 
 std::unique_ptr<CostModel> make_layered_cost_model(const std::optional<std::filesystem::path>& profiles_dir,

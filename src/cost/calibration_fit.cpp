@@ -9,6 +9,7 @@
 #include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "gpemu/calibration.h"
 #include "gpemu/error.h"
@@ -246,6 +247,16 @@ Calibration calibrate(const std::vector<TimeSample>& samples, const CalibrationO
       for (int i = 0; i < kFamilyFactorCount; ++i) {
         lo[i] = prior_center[i] - std::log(1e3);
         hi[i] = prior_center[i] + std::log(1e3);
+      }
+      for (const auto& [factor, value] : options.pinned) {
+        const auto& names = family_factor_names();
+        const auto it = std::find(names.begin(), names.end(), factor);
+        if (it == names.end() || !(value > 0))
+          throw InputError(fmt::format("calibration: cannot pin '{}' to {}; pinnable factors: {}", factor, value,
+                                       fmt::join(names, ", ")));
+        const int i = static_cast<int>(it - names.begin());
+        lo[i] = hi[i] = std::log(value);
+        factor_at(fam[name], i) = value;
       }
       ResidualFn fn = [&](const std::vector<double>& x, std::vector<double>& r) {
         r.clear();

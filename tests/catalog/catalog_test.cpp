@@ -153,6 +153,8 @@ TEST(FindGpu, AcceptsWhatTorchCudaGetDeviceNamePrints) {
   EXPECT_EQ(find_gpu("NVIDIA A100-SXM4-40GB").id, "A100-SXM4-40GB");
   EXPECT_EQ(find_gpu("NVIDIA A100-SXM4-80GB").id, "A100-SXM4-80GB");
   EXPECT_EQ(find_gpu("NVIDIA A100 80GB PCIe").id, "A100-PCIE-80GB");
+  EXPECT_EQ(find_gpu("NVIDIA A100-PCIE-40GB").id, "A100-PCIE-40GB");
+  EXPECT_EQ(find_gpu("NVIDIA GH200 480GB").id, "GH200-96GB");
   EXPECT_EQ(find_gpu("NVIDIA L4").id, "L4");
   EXPECT_EQ(find_gpu("NVIDIA H100 80GB HBM3").id, "H100-SXM5-80GB");
   EXPECT_EQ(find_gpu("NVIDIA H100 PCIe").id, "H100-PCIE-80GB");

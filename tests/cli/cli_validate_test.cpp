@@ -200,3 +200,69 @@ TEST(CliBench, CrossvalIsRegistered) {
 }
 
 }  // namespace
+
+namespace {
+
+const char* kStepTimeHeader =
+    "gpu,model,precision,batch_size,seq_len,task,optimizer,matmul_precision,conv_precision,amp,memory_format,"
+    "attention,fused_ops,mlm_positions,includes_h2d,includes_loss_and_optimizer,micro_steps,confidence,"
+    "published_iteration_ms,published_figure,source,notes\n";
+
+TEST(CliValidate, StepTimesListRowsItCannotExpressAndComparesTheRest) {
+  TinyDir d;
+  d.write("st.csv", std::string(kStepTimeHeader) +
+                        "V100-SXM2-16GB,resnet50,fp32,128,,classification,sgd,fp32,fp32,none,nchw,n/a,none,n/a,no,"
+                        "yes,1,inferred,346.88,369 img/s,lambdal/deeplearning-benchmark@a:b,n\n"
+                        "V100-SXM2-32GB,bert_large,amp,16,384,squad,adamw,fp16,n/a,pure_half,n/a,eager,some,n/a,"
+                        "yes,yes,1,stated,307.69,52 seq/s,NVIDIA/DeepLearningExamples@a:b,n\n");
+  const Output r = gpemu("validate --step-times " + (d.root / "st.csv").string() + " --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["overall"]["n"], 1);
+  ASSERT_EQ(j["rows"].size(), 1u);
+  EXPECT_EQ(j["rows"][0]["gpu"], "V100-SXM2-16GB");
+  ASSERT_EQ(j["not_compared"].size(), 1u);
+  EXPECT_EQ(j["not_compared"][0]["line"], 3);
+  EXPECT_NE(j["not_compared"][0]["why"].dump().find("pure-half"), std::string::npos);
+  for (const char* k : {"per_gpu", "per_family", "per_precision", "per_family_precision", "per_source"})
+    EXPECT_TRUE(j.contains(k)) << k;
+
+  const Output text = gpemu("validate --step-times " + (d.root / "st.csv").string() + " --nearest");
+  ASSERT_EQ(text.status, 0) << text.err;
+  EXPECT_NE(text.out.find("per family x precision"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("nearest program"), std::string::npos) << text.out;
+}
+
+TEST(CliValidate, StepTimesAndProfilesAreOneOrTheOther) {
+  TinyDir d;
+  const Output none = gpemu("validate");
+  EXPECT_NE(none.status, 0);
+  EXPECT_NE(none.err.find("--step-times"), std::string::npos) << none.err;
+  d.write("bad.csv", std::string(kStepTimeHeader) +
+                         "V100-SXM2-16GB,resnet50,fp32,128,,classification,sgd,fp32,fp32,none,nchw,n/a,none,n/a,no,"
+                         "yes,1,guessed,346.88,x,y,n\n");
+  const Output bad = gpemu("validate --step-times " + (d.root / "bad.csv").string());
+  EXPECT_NE(bad.status, 0);
+  EXPECT_NE(bad.err.find("bad.csv:2"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("confidence"), std::string::npos) << bad.err;
+}
+
+TEST(CliPredict, VariantFlagsChangeTheProgram) {
+  const Output highest = gpemu("predict --gpu A100-SXM4-80GB --model bert_base --task squad -b 32 --seq-len 384 --json");
+  const Output high = gpemu(
+      "predict --gpu A100-SXM4-80GB --model bert_base --task squad -b 32 --seq-len 384 --matmul-precision high --json");
+  ASSERT_EQ(highest.status, 0) << highest.err;
+  ASSERT_EQ(high.status, 0) << high.err;
+  const auto a = nlohmann::json::parse(highest.out), b = nlohmann::json::parse(high.out);
+  EXPECT_EQ(a["model"], "bert_base_squad");
+  EXPECT_LT(b["iteration_ms"].get<double>(), a["iteration_ms"].get<double>());  // TF32 GEMMs
+  EXPECT_NE(b["program_variant"].get<std::string>().find("matmul precision high"), std::string::npos);
+  const Output refused = gpemu("predict --gpu A100-SXM4-80GB --model bert_base -b 8 --precision amp --amp pure_half");
+  EXPECT_NE(refused.status, 0);
+  EXPECT_NE(refused.err.find("pure-half"), std::string::npos) << refused.err;
+  const Output badflag = gpemu("predict --gpu A100-SXM4-80GB --model bert_base -b 8 --matmul-precision medium");
+  EXPECT_NE(badflag.status, 0);
+  EXPECT_NE(badflag.err.find("--matmul-precision"), std::string::npos) << badflag.err;
+}
+
+}  // namespace

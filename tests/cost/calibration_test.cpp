@@ -60,6 +60,7 @@ TEST(Calibration, RecoversSyntheticFactors) {
   o.factor_prior = 1e-4;
   o.all_rows = true;
   o.max_iterations = 200;
+  o.pinned.clear();  // all nine fitted: the fitter itself is under test
   const Calibration c = calibrate(s, o);
   ASSERT_TRUE(c.is_calibrated("Volta"));
   const FamilyFactors& got = c.families.at("Volta");
@@ -84,6 +85,7 @@ TEST(Calibration, RobustLossKeepsAFewFarOffRowsFromPullingTheFactors) {
   o.factor_prior = 1e-4;
   o.all_rows = true;
   o.max_iterations = 200;
+  o.pinned.clear();
   auto median_ape_of_the_others = [&](double robust_scale) {
     o.robust_scale = robust_scale;
     const Calibration c = calibrate(s, o);
@@ -96,6 +98,23 @@ TEST(Calibration, RobustLossKeepsAFewFarOffRowsFromPullingTheFactors) {
   // (1.6% and 3.3% when written.)
   EXPECT_LT(robust, 2.5);
   EXPECT_LT(robust, squares * 0.7) << "robust " << robust << "%, least squares " << squares << "%";
+}
+
+TEST(Calibration, PinnedFactorsKeepTheirValueAndTheOthersAreFitted) {
+  const FamilyFactors truth = volta_truth();
+  const std::vector<TimeSample> s = synthetic("V100-PCIE-32GB", truth, {"resnet50", "squeezenet1_1", "mobilenet_v2"});
+  CalibrationOptions o;
+  o.model_corrections = false;
+  o.factor_prior = 1e-4;
+  o.max_iterations = 100;
+  o.pinned = {{"matmul_efficiency", 0.37}};
+  const Calibration c = calibrate(s, o);
+  EXPECT_DOUBLE_EQ(c.families.at("Volta").matmul_efficiency, 0.37);
+  EXPECT_NEAR(c.families.at("Volta").conv_bytes_efficiency / truth.conv_bytes_efficiency, 1.0, 0.1);
+  // The default pins matmuls at the documented first-principles fraction.
+  EXPECT_DOUBLE_EQ(CalibrationOptions{}.pinned.at("matmul_efficiency"), kMatmulEfficiency);
+  o.pinned = {{"matmul_speed", 0.5}};
+  EXPECT_THROW(calibrate(s, o), InputError);
 }
 
 TEST(Calibration, LearnsAModelCorrectionSharedAcrossGpus) {

@@ -60,7 +60,8 @@ def trace_once(spec, B, S=None, precision="fp32", optimizers=OPTIMIZERS):
         if b.is_meta:
             rec.register(b, BUFFER)
     args, target = spec.inputs(B, S)
-    for x in list(args) + [target]:
+    targets = list(target) if isinstance(target, (tuple, list)) else [target]
+    for x in list(args) + targets:
         if isinstance(x, torch.Tensor):
             rec.register(x, INPUT)
     for b in getattr(spec, "extra_persistent", lambda m: [])(model):

@@ -53,9 +53,16 @@ class BertLayer(nn.Module):
 
 
 class BertMLM(nn.Module):
+    """head: "mlm_all" (decoder logits at every position, HF BertForMaskedLM),
+    "pretraining" (DeepLearningExamples' BertForPreTraining: the MLM decoder
+    runs only on the masked positions, gathered with index_select, plus the
+    pooler and the next-sentence head) or "squad" (BertForQuestionAnswering:
+    one Linear(h, 2) for start/end logits, no pooler, no MLM head)."""
+
     def __init__(self, vocab=30522, hidden=768, layers=12, heads=12, inter=3072,
-                 max_pos=512, type_vocab=2, drop=0.1, eps=1e-12):
+                 max_pos=512, type_vocab=2, drop=0.1, eps=1e-12, head="mlm_all"):
         super().__init__()
+        self.head = head
         self.word = nn.Embedding(vocab, hidden, device=META)
         self.pos = nn.Embedding(max_pos, hidden, device=META)
         self.tok_type = nn.Embedding(type_vocab, hidden, device=META)
@@ -65,20 +72,35 @@ class BertMLM(nn.Module):
                              torch.empty(1, max_pos, dtype=torch.long, device=META))
         self.layers = nn.ModuleList(BertLayer(hidden, heads, inter, drop, eps)
                                     for _ in range(layers))
+        self.vocab = vocab
+        if head == "squad":
+            self.qa = nn.Linear(hidden, 2, device=META)
+            return
         # MLM head: transform + decoder tied to the word embeddings
         self.head_dense = nn.Linear(hidden, hidden, device=META)
         self.head_ln = nn.LayerNorm(hidden, eps=eps, device=META)
         self.decoder_bias = nn.Parameter(torch.empty(vocab, device=META))
-        self.vocab = vocab
+        if head == "pretraining":
+            self.pooler = nn.Linear(hidden, hidden, device=META)
+            self.nsp = nn.Linear(hidden, 2, device=META)
 
-    def forward(self, ids, types):
+    def forward(self, ids, types, masked=None):
         s = ids.shape[1]
         x = self.word(ids) + self.tok_type(types) + self.pos(self.position_ids[:, :s])
         x = self.emb_drop(self.emb_ln(x))
         for layer in self.layers:
             x = layer(x)
+        if self.head == "squad":
+            start, end = self.qa(x).split(1, dim=-1)
+            return start.squeeze(-1), end.squeeze(-1)
+        if self.head == "pretraining":
+            pooled = torch.tanh(self.pooler(x[:, 0]))
+            x = torch.index_select(x.reshape(-1, x.shape[-1]), 0, masked)
         x = self.head_ln(F.gelu(self.head_dense(x)))
-        return F.linear(x, self.word.weight, self.decoder_bias)
+        logits = F.linear(x, self.word.weight, self.decoder_bias)
+        if self.head == "pretraining":
+            return logits, self.nsp(pooled)
+        return logits
 
 
 def _lm_loss(logits, labels):
@@ -90,6 +112,41 @@ def _bert_inputs(B, S):
     types = torch.empty(B, S, dtype=torch.long, device=META)
     labels = torch.empty(B, S, dtype=torch.long, device=META)
     return (ids, types), labels
+
+
+def masked_positions(S):
+    """Masked tokens per sequence in DeepLearningExamples' BERT pre-training:
+    max_predictions_per_seq 20 at seq 128 and 80 at seq 512 (5/32 of S, the
+    15 % masking rate rounded up); the LDDL loader pads every sequence to it."""
+    return 5 * S // 32
+
+
+def _bert_pretraining_inputs(B, S):
+    ids = torch.empty(B, S, dtype=torch.long, device=META)
+    types = torch.empty(B, S, dtype=torch.long, device=META)
+    masked = torch.empty(B * masked_positions(S), dtype=torch.long, device=META)
+    mlm_labels = torch.empty(B * masked_positions(S), dtype=torch.long, device=META)
+    nsp_labels = torch.empty(B, dtype=torch.long, device=META)
+    return (ids, types, masked), (mlm_labels, nsp_labels)
+
+
+def _pretraining_loss(out, target):
+    logits, nsp = out
+    mlm_labels, nsp_labels = target
+    return F.cross_entropy(logits, mlm_labels) + F.cross_entropy(nsp, nsp_labels)
+
+
+def _squad_inputs(B, S):
+    ids = torch.empty(B, S, dtype=torch.long, device=META)
+    types = torch.empty(B, S, dtype=torch.long, device=META)
+    start = torch.empty(B, dtype=torch.long, device=META)
+    end = torch.empty(B, dtype=torch.long, device=META)
+    return (ids, types), (start, end)
+
+
+def _squad_loss(out, target):
+    (start_logits, end_logits), (start, end) = out, target
+    return (F.cross_entropy(start_logits, start) + F.cross_entropy(end_logits, end)) / 2
 
 
 # ----------------------------------------------------------------------------- GPT-2
@@ -267,6 +324,27 @@ def transformer_specs():
             default_batch=32, seq=128, config=dict(cfg, dropout=0.1, head="mlm (tied decoder)"),
             notes="masked-LM loss over all S positions (logits for every token, as the "
                   "HF BertForMaskedLM head computes them); no NSP head, no padding mask"))
+        specs.append(ModelSpec(
+            name=name + "_pretraining", family="transformer",
+            build=(lambda c=cfg: BertMLM(**c, head="pretraining")),
+            inputs=_bert_pretraining_inputs, loss=_pretraining_loss,
+            input_desc="token ids + segment ids, S tokens (int64); 5S/32 masked positions "
+                       "per sequence and their labels; next-sentence label",
+            default_batch=32, seq=128, fit_seqs=(32, 64, 96, 160),
+            config=dict(cfg, dropout=0.1, head="pretraining (masked-only MLM + NSP)",
+                        masked_per_seq="5S/32"),
+            notes="DeepLearningExamples BertForPreTraining: MLM decoder (tied) on the "
+                  "masked positions only (index_select; 20 at S=128, 80 at S=512), pooler "
+                  "+ next-sentence head; no padding mask"))
+        specs.append(ModelSpec(
+            name=name + "_squad", family="transformer",
+            build=(lambda c=cfg: BertMLM(**c, head="squad")),
+            inputs=_squad_inputs, loss=_squad_loss,
+            input_desc="token ids + segment ids, S tokens (int64); answer start and end",
+            default_batch=32, seq=384,
+            config=dict(cfg, dropout=0.1, head="squad (Linear(h, 2) start/end)"),
+            notes="BertForQuestionAnswering: start/end logits from one Linear(h, 2), "
+                  "mean of the two cross-entropies; no pooler, no MLM head, no padding mask"))
     for name, cfg in (("gpt2_small", GPT2_SMALL), ("gpt2_medium", GPT2_MEDIUM)):
         specs.append(ModelSpec(
             name=name, family="transformer", build=(lambda c=cfg: GPT2LM(**c)),

@@ -209,6 +209,32 @@ class PolynomialFit(unittest.TestCase):
         direct = trace_once(spec, 5, 24, precision="fp32")
         self._compare(doc, "fp32", direct, 5, 24)
 
+    def test_bert_heads(self):
+        """The pre-training MLM decoder runs on B x 5S/32 masked rows, SQuAD has
+        no vocabulary-sized matmul, and both fit as polynomials in B and S."""
+        from tools.tracer.models import transformers as tf
+        cfg = dict(vocab=97, hidden=32, layers=1, heads=2, inter=64, max_pos=256)
+        vocab, h = cfg["vocab"], cfg["hidden"]
+
+        def decoder_flops(raw):
+            return [o[3] for o in raw["main"]["ops"]
+                    if o[1] == "matmul" and o[3] % (2 * h * vocab) == 0 and o[3] > 0]
+        pre = spec_of(lambda: tf.BertMLM(**cfg, head="pretraining"), tf._bert_pretraining_inputs,
+                      tf._pretraining_loss, seq=64, fit_seqs=(32, 64, 96, 160))
+        raw = trace_once(pre, 2, 64, precision="fp32", optimizers=())
+        masked_rows = 2 * tf.masked_positions(64)
+        self.assertEqual(masked_rows, 20)
+        self.assertIn(2 * masked_rows * h * vocab, decoder_flops(raw))
+        self.assertNotIn(2 * 2 * 64 * h * vocab, decoder_flops(raw))  # not every position
+        self.assertTrue(ops_named(raw, "index_select"))
+        doc = zoofile.build_doc(pre, precisions=("fp32",))
+        self._compare(doc, "fp32", trace_once(pre, 5, 128, precision="fp32"), 5, 128)
+        squad = spec_of(lambda: tf.BertMLM(**cfg, head="squad"), tf._squad_inputs, tf._squad_loss,
+                        seq=64)
+        raw = trace_once(squad, 2, 64, precision="fp32", optimizers=())
+        self.assertEqual(decoder_flops(raw), [])
+        self.assertIn(2 * 2 * 64 * h * 2, [o[3] for o in raw["main"]["ops"] if o[1] == "matmul"])
+
     def _compare(self, doc, prec, raw, B, S):
         var = doc["variants"][prec]
         ev = lambda i: zoofile.eval_poly(doc, i, B, S)  # noqa: E731
@@ -253,6 +279,8 @@ class ModelZoo(unittest.TestCase):
         from tools.tracer.models.vision import TORCHVISION_MODELS
         self.assertEqual(len(TORCHVISION_MODELS), 37)
         for n in TORCHVISION_MODELS + ["bert_base", "bert_large", "gpt2_small", "gpt2_medium",
+                                       "bert_base_pretraining", "bert_large_pretraining",
+                                       "bert_base_squad", "bert_large_squad",
                                        "vit_b_16", "llama2_7b", "dlrm_mlperf", "unet3d"]:
             self.assertIn(n, models.REGISTRY)
 

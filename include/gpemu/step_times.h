@@ -1,0 +1,125 @@
+// Published training step times of real GPUs as evidence for the analytical
+// model: the CSV format of ../shared/reference/published/gpu_training_step_times.csv
+// (its columns are documented beside it, gpu_training_step_times.md), read
+// into rows that state the measured program, each mapped onto the program
+// gpemu can run (a zoo model, a ProgramVariant, an optimizer), and compared
+// with the analytical model's prediction (`gpemu validate --step-times CSV`).
+//
+// A row is one of:
+//   Exact        gpemu runs the program the row states;
+//   Approximated gpemu runs a program that differs in ways the row lists
+//                (e.g. LAMB run as Adam's kernels, fused kernels as eager
+//                ones); such rows are compared and counted;
+//   Unsupported  the program is not one gpemu can express (a model or task
+//                the zoo lacks, sparse embedding gradients, an unknown GPU):
+//                listed with the reason, never compared unless
+//                StepTimeOptions::nearest asks for the nearest program.
+//
+// Thread safety: free functions on immutable inputs.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "gpemu/analytical_model.h"
+#include "gpemu/calibration.h"
+#include "gpemu/program_variant.h"
+#include "gpemu/validation.h"
+
+namespace gpemu {
+
+// One row of the CSV, as written (enumerated columns lower-cased).
+struct StepTimeRow {
+  int line = 0;  // 1-based line of the file
+  std::string gpu, model, precision;
+  int batch_size = 0;
+  std::int64_t seq_len = 0;  // 0: empty (no sequence)
+  std::string task, optimizer, matmul_precision, conv_precision, amp, memory_format, attention, fused_ops,
+      mlm_positions, includes_h2d, includes_loss_and_optimizer;
+  int micro_steps = 1;  // 0: "unknown"
+  std::string confidence;
+  double published_iteration_ms = 0;
+  std::string published_figure, source, notes;
+  // "owner/repo" of `source` (the text before '@'), e.g. "NVIDIA/DeepLearningExamples".
+  std::string source_repo() const;
+};
+
+// Reads the CSV (RFC 4180 quoting; the header names the columns, in any
+// order, extra columns ignored). Throws InputError naming the file, line and
+// column for a missing column, a malformed number or an enumerated value the
+// format does not define (the message lists the accepted values).
+std::vector<StepTimeRow> read_step_times(const std::filesystem::path& file);
+
+enum class RowFit { Exact, Approximated, Unsupported };
+std::string_view to_string(RowFit f);  // "exact", "approximated", "unsupported"
+
+// How gpemu runs a row's program.
+struct RowProgram {
+  RowFit fit = RowFit::Unsupported;
+  std::string gpu_id;     // catalog id ("" when the GPU is unknown)
+  std::string zoo_model;  // the zoo model that runs the row's task
+  AnalyticalOptions options;
+  std::vector<std::string> approximations;  // what differs (Approximated)
+  std::vector<std::string> unsupported;     // why not (Unsupported)
+  // The nearest program gpemu has for an Unsupported row (StepTimeOptions::nearest);
+  // false when not even that exists (unknown GPU or model).
+  bool nearest_available = false;
+};
+// Maps a row onto gpemu's programs (see the top of this file).
+RowProgram row_program(const StepTimeRow& row);
+
+struct StepTimeOptions {
+  // Also compare Unsupported rows, with the nearest program gpemu has (as a
+  // user would get from `gpemu predict` with the row's model, batch and
+  // precision): how far off gpemu is on them today.
+  bool nearest = false;
+  int worst_cases = 8;
+};
+
+// One compared row.
+struct StepTimePoint {
+  StepTimeRow row;
+  RowProgram program;
+  std::string family;      // zoo model family ("cnn", "transformer", "recommender", "unet")
+  double measured_ms = 0, predicted_ms = 0;
+  std::optional<ExpectedError> expected;  // the prediction's stated error
+  double signed_pct() const { return (predicted_ms / measured_ms - 1) * 100; }
+  double ape_pct() const;
+  // Whether the actual error is within the stated iteration error.
+  bool covered() const;
+};
+
+struct StepTimeReport {
+  std::string calibration_source;
+  std::vector<StepTimePoint> points;                 // compared rows, file order
+  std::vector<std::pair<StepTimeRow, RowProgram>> not_compared;  // Unsupported rows (without nearest)
+  ErrorStats overall;
+  // by GPU, by model family, by CSV precision, by (family x precision), by
+  // source repository, by how the row is expressed (exact / approximated / unsupported)
+  std::map<std::string, ErrorStats> per_gpu, per_family, per_precision, per_group, per_source, per_fit;
+  int covered = 0, with_expected = 0;  // rows within their stated error / with one
+  int beyond_2x = 0;                   // rows predicted > 2x or < 0.5x the measurement
+};
+
+// Predicts every row gpemu can express (and with options.nearest the others)
+// with `calibration` and compares.
+StepTimeReport validate_step_times(const std::vector<StepTimeRow>& rows,
+                                   std::shared_ptr<const Calibration> calibration,
+                                   const StepTimeOptions& options = {});
+
+// Predicted iteration (forward + backward) milliseconds of one row's program.
+double predict_row_ms(const RowProgram& program, int batch_size, const Calibration& calibration);
+
+nlohmann::json step_time_json(const StepTimeReport& report);
+// Tables for people: overall, per GPU, per model family, per precision, per
+// (family x precision), per source, worst rows, rows not compared and why.
+void print_step_times(const StepTimeReport& report, std::ostream& out);
+
+}  // namespace gpemu

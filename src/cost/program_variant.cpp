@@ -1,0 +1,195 @@
+// Program variants (include/gpemu/program_variant.h): names, parsers, and how
+// a variant maps onto the analytical model's options.
+#include "gpemu/program_variant.h"
+
+#include <algorithm>
+#include <array>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "cost/text_fields.h"
+#include "gpemu/analytical_model.h"
+#include "gpemu/error.h"
+
+namespace gpemu {
+namespace {
+
+std::string key(std::string_view text) {
+  std::string k = cost_detail::to_lower(cost_detail::trim(text));
+  std::replace(k.begin(), k.end(), '-', '_');
+  return k;
+}
+
+template <typename E, std::size_t N>
+E parse_named(std::string_view text, std::string_view what, const std::array<std::pair<std::string_view, E>, N>& names,
+              std::string_view meaning) {
+  const std::string k = key(text);
+  for (const auto& [name, value] : names)
+    if (k == name) return value;
+  std::string accepted;
+  for (const auto& [name, value] : names) accepted += (accepted.empty() ? "" : ", ") + std::string(name);
+  throw InputError(fmt::format("{}: unknown {} '{}'; accepted: {}", what, meaning, text, accepted));
+}
+
+}  // namespace
+
+std::string_view to_string(MatmulPrecision v) { return v == MatmulPrecision::High ? "high" : "highest"; }
+std::string_view to_string(AmpFlavour v) {
+  switch (v) {
+    case AmpFlavour::None: return "none";
+    case AmpFlavour::Autocast: return "autocast";
+    case AmpFlavour::PureHalf: return "pure_half";
+  }
+  return "none";
+}
+std::string_view to_string(HalfType v) { return v == HalfType::BF16 ? "bf16" : "fp16"; }
+std::string_view to_string(MemoryFormat v) { return v == MemoryFormat::ChannelsLast ? "channels_last" : "nchw"; }
+std::string_view to_string(AttentionKernel v) { return v == AttentionKernel::Fused ? "fused" : "eager"; }
+
+MatmulPrecision parse_matmul_precision(std::string_view text, std::string_view what) {
+  // "tf32"/"fp32" are the names benchmark tables use for the same switch.
+  static constexpr std::array<std::pair<std::string_view, MatmulPrecision>, 4> names = {{
+      {"highest", MatmulPrecision::Highest},
+      {"high", MatmulPrecision::High},
+      {"fp32", MatmulPrecision::Highest},
+      {"tf32", MatmulPrecision::High},
+  }};
+  return parse_named(text, what, names, "matmul precision");
+}
+
+AmpFlavour parse_amp_flavour(std::string_view text, std::string_view what) {
+  static constexpr std::array<std::pair<std::string_view, AmpFlavour>, 4> names = {{
+      {"none", AmpFlavour::None},
+      {"autocast", AmpFlavour::Autocast},
+      {"pure_half", AmpFlavour::PureHalf},
+      {"o2", AmpFlavour::PureHalf},
+  }};
+  return parse_named(text, what, names, "AMP flavour");
+}
+
+HalfType parse_half_type(std::string_view text, std::string_view what) {
+  static constexpr std::array<std::pair<std::string_view, HalfType>, 2> names = {{
+      {"fp16", HalfType::FP16},
+      {"bf16", HalfType::BF16},
+  }};
+  return parse_named(text, what, names, "half-precision type");
+}
+
+MemoryFormat parse_memory_format(std::string_view text, std::string_view what) {
+  static constexpr std::array<std::pair<std::string_view, MemoryFormat>, 4> names = {{
+      {"nchw", MemoryFormat::NCHW},
+      {"channels_last", MemoryFormat::ChannelsLast},
+      {"nhwc", MemoryFormat::ChannelsLast},
+      {"contiguous", MemoryFormat::NCHW},
+  }};
+  return parse_named(text, what, names, "memory format");
+}
+
+AttentionKernel parse_attention(std::string_view text, std::string_view what) {
+  static constexpr std::array<std::pair<std::string_view, AttentionKernel>, 3> names = {{
+      {"eager", AttentionKernel::Eager},
+      {"fused", AttentionKernel::Fused},
+      {"sdpa", AttentionKernel::Fused},
+  }};
+  return parse_named(text, what, names, "attention kernel");
+}
+
+void parse_fused_ops(std::string_view text, ProgramVariant& into, std::string_view what) {
+  bool ln = false, gelu = false, opt = false;
+  const std::string all = key(text);
+  std::string_view rest = all;
+  if (rest.empty()) throw InputError(fmt::format("{}: empty; accepted: none, all, or layer_norm,gelu,optimizer", what));
+  while (!rest.empty()) {
+    const std::size_t comma = rest.find(',');
+    const std::string_view item = cost_detail::trim(rest.substr(0, comma));
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    if (item == "none") continue;
+    if (item == "all") ln = gelu = opt = true;
+    else if (item == "layer_norm" || item == "layernorm") ln = true;
+    else if (item == "gelu") gelu = true;
+    else if (item == "optimizer") opt = true;
+    else
+      throw InputError(fmt::format("{}: unknown fused op '{}' in '{}'; accepted: none, all, or a comma-separated set "
+                                   "of layer_norm, gelu, optimizer",
+                                   what, item, text));
+  }
+  into.fused_layer_norm = ln;
+  into.fused_gelu = gelu;
+  into.fused_optimizer = opt;
+}
+
+std::string fused_ops_string(const ProgramVariant& v) {
+  std::string s;
+  auto add = [&](bool on, std::string_view name) {
+    if (on) s += (s.empty() ? "" : ",") + std::string(name);
+  };
+  add(v.fused_layer_norm, "layer_norm");
+  add(v.fused_gelu, "gelu");
+  add(v.fused_optimizer, "optimizer");
+  return s.empty() ? "none" : s;
+}
+
+zoo::Precision zoo_precision(const ProgramVariant& v) {
+  if (v.amp == AmpFlavour::None) return zoo::Precision::FP32;
+  return v.half == HalfType::BF16 ? zoo::Precision::AMP_BF16 : zoo::Precision::AMP_FP16;
+}
+
+ProgramVariant variant_from_precision(zoo::Precision p) {
+  ProgramVariant v;
+  if (p != zoo::Precision::FP32) v.amp = AmpFlavour::Autocast;
+  if (p == zoo::Precision::AMP_BF16) v.half = HalfType::BF16;
+  return v;
+}
+
+AnalyticalOptions to_analytical_options(const ProgramVariant& v, AnalyticalOptions base) {
+  base.variant = v;
+  base.precision = zoo_precision(v);
+  base.tf32_conv = v.tf32_conv;
+  base.tf32_matmul = v.matmul_precision == MatmulPrecision::High;
+  return base;
+}
+
+std::optional<std::string> unsupported_part(const ProgramVariant& v) {
+  std::vector<std::string> missing;
+  if (v.amp == AmpFlavour::PureHalf) missing.push_back("pure-half AMP (apex O2)");
+  if (v.attention == AttentionKernel::Fused) missing.push_back("fused scaled-dot-product attention");
+  if (v.fused_layer_norm) missing.push_back("fused LayerNorm");
+  if (v.fused_gelu) missing.push_back("fused bias-GELU");
+  if (v.micro_steps < 1) missing.push_back(fmt::format("{} micro-steps (at least 1)", v.micro_steps));
+  if (missing.empty()) return std::nullopt;
+  return fmt::format("{} {} not modelled: the model zoo has no graph for {} yet", cost_detail::join(missing),
+                     missing.size() == 1 ? "is" : "are", missing.size() == 1 ? "it" : "them");
+}
+
+std::string describe(const ProgramVariant& v) {
+  std::string amp = v.amp == AmpFlavour::None ? std::string("fp32")
+                                              : fmt::format("amp {} {}", to_string(v.amp), to_string(v.half));
+  return fmt::format("{}, matmul precision {}, cudnn tf32 {}, {}, {} attention, fused {}, {} micro-step{}", amp,
+                     to_string(v.matmul_precision), v.tf32_conv ? "on" : "off", to_string(v.memory_format),
+                     to_string(v.attention), fused_ops_string(v), v.micro_steps, v.micro_steps == 1 ? "" : "s");
+}
+
+std::string task_model(std::string_view model, std::string_view task) {
+  const std::string m = zoo::canonical_name(model);
+  const std::string t = key(task);
+  if (t.empty()) return m;
+  const bool bert = m == "bert_base" || m == "bert_large";
+  if (bert) {
+    if (t == "pretraining" || t == "squad") return m + "_" + t;
+    if (t == "mlm_all") return m;
+    throw InputError(fmt::format("--task '{}' for {}: accepted: pretraining (masked-only MLM head + next-sentence "
+                                 "head), squad (question-answering head), mlm_all (MLM logits at every position)",
+                                 task, m));
+  }
+  // Other models have one task: their own (classification for the CNNs,
+  // recommendation for DLRM, segmentation for the 3D U-Net, language modelling for GPT/Llama).
+  static constexpr std::array<std::string_view, 5> own = {"classification", "recommendation", "segmentation",
+                                                          "language_modeling", "default"};
+  if (std::find(own.begin(), own.end(), t) != own.end()) return m;
+  throw InputError(fmt::format("--task '{}' for {}: only BERT models have task variants (pretraining, squad); "
+                               "other models accept their own task ({})",
+                               task, m, cost_detail::join(own)));
+}
+
+}  // namespace gpemu

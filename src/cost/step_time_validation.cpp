@@ -1,0 +1,220 @@
+// Comparing the analytical model with published step times
+// (include/gpemu/step_times.h): predictions per row, error tables.
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "cost/text_fields.h"
+#include "gpemu/catalog.h"
+#include "gpemu/error.h"
+#include "gpemu/step_times.h"
+#include "gpemu/zoo.h"
+
+namespace gpemu {
+namespace {
+
+// The closest program the model can run: the parts unsupported_part() names
+// replaced by what the zoo has (pure half by autocast, fused kernels by eager ones).
+AnalyticalOptions nearest_options(AnalyticalOptions o) {
+  ProgramVariant v = o.variant;
+  if (v.amp == AmpFlavour::PureHalf) v.amp = AmpFlavour::Autocast;
+  v.attention = AttentionKernel::Eager;
+  v.fused_layer_norm = v.fused_gelu = false;
+  v.micro_steps = std::max(v.micro_steps, 1);
+  return to_analytical_options(v, o);
+}
+
+ErrorStats stats_of(const std::vector<const StepTimePoint*>& pts) {
+  std::vector<double> ape, sgn;
+  for (const StepTimePoint* p : pts) {
+    ape.push_back(p->ape_pct());
+    sgn.push_back(p->signed_pct());
+  }
+  return error_stats(ape, sgn);
+}
+
+}  // namespace
+
+double StepTimePoint::ape_pct() const { return std::abs(predicted_ms - measured_ms) / measured_ms * 100; }
+
+bool StepTimePoint::covered() const { return expected && ape_pct() <= expected->pct.iteration; }
+
+double predict_row_ms(const RowProgram& program, int batch_size, const Calibration& calibration) {
+  const GpuSpec& gpu = find_gpu(program.gpu_id);
+  const AnalyticalOptions o =
+      program.fit == RowFit::Unsupported ? nearest_options(program.options) : program.options;
+  const OpProgram prog = OpProgram::compile(zoo::load_model(program.zoo_model), o);
+  const PhaseSeconds s = predict_seconds(prog, batch_size, gpu_peaks(gpu, o), calibration.factors(gpu),
+                                         calibration.correction(program.zoo_model));
+  return (s.forward + s.backward) * 1e3;
+}
+
+StepTimeReport validate_step_times(const std::vector<StepTimeRow>& rows,
+                                   std::shared_ptr<const Calibration> calibration, const StepTimeOptions& options) {
+  if (!calibration) throw Error("validate_step_times needs a calibration");
+  StepTimeReport r;
+  r.calibration_source = calibration->source.empty() ? "built-in default factors" : calibration->source;
+  for (const StepTimeRow& row : rows) {
+    RowProgram prog = row_program(row);
+    const bool compare =
+        prog.fit != RowFit::Unsupported || (options.nearest && prog.nearest_available);
+    if (!compare) {
+      r.not_compared.emplace_back(row, std::move(prog));
+      continue;
+    }
+    StepTimePoint p;
+    p.row = row;
+    p.measured_ms = row.published_iteration_ms;
+    p.predicted_ms = predict_row_ms(prog, row.batch_size, *calibration);
+    const zoo::ModelGraph& g = zoo::load_model(prog.zoo_model);
+    p.family = g.family();
+    p.expected = calibration->expected_error(find_gpu(prog.gpu_id), prog.zoo_model, g.family());
+    p.program = std::move(prog);
+    r.points.push_back(std::move(p));
+  }
+  std::vector<const StepTimePoint*> all;
+  std::map<std::string, std::vector<const StepTimePoint*>> gpu, fam, prec, group, src, fit;
+  for (const StepTimePoint& p : r.points) {
+    all.push_back(&p);
+    gpu[p.row.gpu].push_back(&p);
+    fam[p.family].push_back(&p);
+    prec[p.row.precision].push_back(&p);
+    group[p.family + " x " + p.row.precision].push_back(&p);
+    src[p.row.source_repo()].push_back(&p);
+    fit[std::string(to_string(p.program.fit))].push_back(&p);
+    if (p.expected) {
+      ++r.with_expected;
+      if (p.covered()) ++r.covered;
+    }
+    const double ratio = p.predicted_ms / p.measured_ms;
+    if (ratio > 2 || ratio < 0.5) ++r.beyond_2x;
+  }
+  r.overall = stats_of(all);
+  auto fill = [](const auto& from, std::map<std::string, ErrorStats>& to) {
+    for (const auto& [k, v] : from) to[k] = stats_of(v);
+  };
+  fill(gpu, r.per_gpu);
+  fill(fam, r.per_family);
+  fill(prec, r.per_precision);
+  fill(group, r.per_group);
+  fill(src, r.per_source);
+  fill(fit, r.per_fit);
+  return r;
+}
+
+namespace {
+
+nlohmann::json stats_json(const ErrorStats& s) {
+  return {{"n", s.n},
+          {"median_ape_pct", s.median_ape_pct},
+          {"mean_ape_pct", s.mean_ape_pct},
+          {"p90_ape_pct", s.p90_ape_pct},
+          {"max_ape_pct", s.max_ape_pct},
+          {"median_bias_pct", s.median_bias_pct}};
+}
+
+nlohmann::json map_json(const std::map<std::string, ErrorStats>& m) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [k, v] : m) j[k] = stats_json(v);
+  return j;
+}
+
+}  // namespace
+
+nlohmann::json step_time_json(const StepTimeReport& r) {
+  nlohmann::json j;
+  j["calibration"] = r.calibration_source;
+  j["overall"] = stats_json(r.overall);
+  j["per_gpu"] = map_json(r.per_gpu);
+  j["per_family"] = map_json(r.per_family);
+  j["per_precision"] = map_json(r.per_precision);
+  j["per_family_precision"] = map_json(r.per_group);
+  j["per_source"] = map_json(r.per_source);
+  j["per_fit"] = map_json(r.per_fit);
+  j["beyond_2x"] = r.beyond_2x;
+  j["within_expected_error"] = {{"rows", r.covered}, {"of", r.with_expected}};
+  nlohmann::json rows = nlohmann::json::array();
+  for (const StepTimePoint& p : r.points) {
+    nlohmann::json x = {{"line", p.row.line},
+                        {"gpu", p.row.gpu},
+                        {"model", p.row.model},
+                        {"zoo_model", p.program.zoo_model},
+                        {"precision", p.row.precision},
+                        {"batch_size", p.row.batch_size},
+                        {"fit", std::string(to_string(p.program.fit))},
+                        {"variant", describe(p.program.options.variant)},
+                        {"measured_ms", p.measured_ms},
+                        {"predicted_ms", p.predicted_ms},
+                        {"error_pct", p.signed_pct()},
+                        {"approximations", p.program.approximations},
+                        {"unsupported", p.program.unsupported}};
+    if (p.row.seq_len) x["seq_len"] = p.row.seq_len;
+    if (p.expected) x["expected_error_pct"] = {{"iteration", p.expected->pct.iteration}, {"basis", p.expected->basis}};
+    rows.push_back(std::move(x));
+  }
+  j["rows"] = std::move(rows);
+  nlohmann::json nc = nlohmann::json::array();
+  for (const auto& [row, prog] : r.not_compared)
+    nc.push_back({{"line", row.line},
+                  {"gpu", row.gpu},
+                  {"model", row.model},
+                  {"precision", row.precision},
+                  {"batch_size", row.batch_size},
+                  {"why", prog.unsupported}});
+  j["not_compared"] = std::move(nc);
+  return j;
+}
+
+void print_step_times(const StepTimeReport& r, std::ostream& out) {
+  auto pct = [](double v) { return fmt::format("{:.1f}", v); };
+  auto table = [&](const std::string& title, const std::map<std::string, ErrorStats>& m) {
+    std::size_t w = title.size();
+    for (const auto& [k, v] : m) w = std::max(w, k.size());
+    out << fmt::format("{:<{}}  {:>4}  {:>10}  {:>8}  {:>8}  {:>10}\n", title, w, "n", "median APE", "p90 APE",
+                       "max APE", "median bias");
+    for (const auto& [k, s] : m)
+      out << fmt::format("{:<{}}  {:>4}  {:>10}  {:>8}  {:>8}  {:>+10.1f}\n", k, w, s.n, pct(s.median_ape_pct),
+                         pct(s.p90_ape_pct), pct(s.max_ape_pct), s.median_bias_pct);
+    out << '\n';
+  };
+  out << "calibration: " << r.calibration_source << "\n\n";
+  table("all rows compared", {{"all", r.overall}});
+  table("per GPU", r.per_gpu);
+  table("per model family", r.per_family);
+  table("per precision", r.per_precision);
+  table("per family x precision", r.per_group);
+  table("per source", r.per_source);
+  table("per program fit", r.per_fit);
+  out << fmt::format("rows beyond 2x: {} of {}; within their stated expected error: {} of {}\n\n", r.beyond_2x,
+                     r.points.size(), r.covered, r.with_expected);
+  std::vector<const StepTimePoint*> worst;
+  for (const StepTimePoint& p : r.points) worst.push_back(&p);
+  std::sort(worst.begin(), worst.end(),
+            [](const StepTimePoint* a, const StepTimePoint* b) { return a->ape_pct() > b->ape_pct(); });
+  out << "rows, worst first (line gpu model task precision batch[/seq]: measured -> predicted ms, error; expected)\n";
+  for (const StepTimePoint* p : worst)
+    out << fmt::format("  {:>3} {:<15} {:<11} {:<14} {:<4} {:>5}{:<5} {:>8.1f} -> {:>8.1f} ({:+6.0f}%) [{}]{}\n",
+                       p->row.line, p->row.gpu, p->row.model, p->row.task, p->row.precision, p->row.batch_size,
+                       p->row.seq_len ? fmt::format("/{}", p->row.seq_len) : std::string(), p->measured_ms,
+                       p->predicted_ms, p->signed_pct(), to_string(p->program.fit),
+                       p->expected ? fmt::format(" expected {:.0f}%", p->expected->pct.iteration) : std::string());
+  if (!r.not_compared.empty()) {
+    out << fmt::format("\nrows not compared: gpemu cannot express their program ({} of {})\n", r.not_compared.size(),
+                       r.not_compared.size() + r.points.size());
+    for (const auto& [row, prog] : r.not_compared)
+      out << fmt::format("  {:>3} {:<15} {:<11} {:<14} {:<4} b{}: {}\n", row.line, row.gpu, row.model, row.task,
+                         row.precision, row.batch_size, cost_detail::join(prog.unsupported, "; "));
+  }
+  bool any_unsupported = false;
+  for (const StepTimePoint& p : r.points) any_unsupported |= p.program.fit == RowFit::Unsupported;
+  if (any_unsupported) {
+    out << "\nrows compared with the nearest program (--nearest): what differs\n";
+    for (const StepTimePoint& p : r.points)
+      if (p.program.fit == RowFit::Unsupported)
+        out << fmt::format("  {:>3} {:<15} {:<11} {}: {}\n", p.row.line, p.row.gpu, p.row.model, p.program.zoo_model,
+                           cost_detail::join(p.program.unsupported, "; "));
+  }
+}
+
+}  // namespace gpemu

@@ -1,0 +1,324 @@
+// Tests of the step-time CSV (step_times.h) and program variants
+// (program_variant.h): reading and rejecting files, how rows map onto
+// gpemu's programs, what each variant changes in the compiled program, and
+// the comparison on the shared published step times.
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "cost_test_util.h"
+#include "gpemu/analytical_model.h"
+#include "gpemu/calibration.h"
+#include "gpemu/catalog.h"
+#include "gpemu/error.h"
+#include "gpemu/program_variant.h"
+#include "gpemu/step_times.h"
+#include "gpemu/zoo.h"
+
+namespace gpemu {
+namespace {
+
+using gpemu::testing::TempDir;
+
+const std::string kHeader =
+    "gpu,model,precision,batch_size,seq_len,task,optimizer,matmul_precision,conv_precision,amp,memory_format,"
+    "attention,fused_ops,mlm_positions,includes_h2d,includes_loss_and_optimizer,micro_steps,confidence,"
+    "published_iteration_ms,published_figure,source,notes\r\n";
+
+// A ResNet-50 FP32 SGD row that gpemu runs as stated.
+const std::string kExactRow =
+    "V100-SXM2-16GB,resnet50,fp32,128,,classification,sgd,fp32,fp32,none,nchw,n/a,none,n/a,no,yes,1,inferred,"
+    "346.88,\"369 img/s (V100, 1 GPU)\",\"lambdal/deeplearning-benchmark@aa5:pytorch/x.csv\",\"a note, with "
+    "\"\"quotes\"\" and a comma\"\r\n";
+
+std::string expect_input_error(const std::filesystem::path& file) {
+  try {
+    read_step_times(file);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "no InputError for " << file;
+  return "";
+}
+
+TEST(StepTimes, ReadsQuotedFieldsAndCrlf) {
+  TempDir d;
+  const auto f = d.write("t.csv", kHeader + kExactRow);
+  const auto rows = read_step_times(f);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].line, 2);
+  EXPECT_EQ(rows[0].gpu, "V100-SXM2-16GB");
+  EXPECT_EQ(rows[0].batch_size, 128);
+  EXPECT_EQ(rows[0].seq_len, 0);
+  EXPECT_DOUBLE_EQ(rows[0].published_iteration_ms, 346.88);
+  EXPECT_EQ(rows[0].published_figure, "369 img/s (V100, 1 GPU)");
+  EXPECT_EQ(rows[0].notes, "a note, with \"quotes\" and a comma");
+  EXPECT_EQ(rows[0].source_repo(), "lambdal/deeplearning-benchmark");
+}
+
+TEST(StepTimes, RejectsAMissingColumnNamingIt) {
+  TempDir d;
+  std::string header = kHeader;
+  header.replace(header.find("attention,"), 10, "");
+  const std::string msg = expect_input_error(d.write("t.csv", header));
+  EXPECT_NE(msg.find("t.csv:1"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("'attention'"), std::string::npos) << msg;
+}
+
+TEST(StepTimes, RejectsAnUndefinedValueNamingLineColumnAndAccepted) {
+  TempDir d;
+  std::string row = kExactRow;
+  row.replace(row.find(",nchw,"), 6, ",nhwc8,");
+  const std::string msg = expect_input_error(d.write("t.csv", kHeader + kExactRow + row));
+  EXPECT_NE(msg.find("t.csv:3"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("memory_format"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("channels_last"), std::string::npos) << msg;
+}
+
+TEST(StepTimes, RejectsANonPositiveTime) {
+  TempDir d;
+  std::string row = kExactRow;
+  row.replace(row.find("346.88"), 6, "-3");
+  const std::string msg = expect_input_error(d.write("t.csv", kHeader + row));
+  EXPECT_NE(msg.find("published_iteration_ms"), std::string::npos) << msg;
+}
+
+TEST(StepTimes, RejectsAnUnclosedQuote) {
+  TempDir d;
+  const std::string msg = expect_input_error(d.write("t.csv", kHeader + "V100,\"resnet50,fp32\r\n"));
+  EXPECT_NE(msg.find("quoted field"), std::string::npos) << msg;
+}
+
+StepTimeRow row_from(const std::string& line) {
+  TempDir d;
+  return read_step_times(d.write("t.csv", kHeader + line)).at(0);
+}
+
+TEST(StepTimes, MapsRowsOntoExactApproximatedAndUnsupportedPrograms) {
+  const RowProgram exact = row_program(row_from(kExactRow));
+  EXPECT_EQ(exact.fit, RowFit::Exact);
+  EXPECT_EQ(exact.zoo_model, "resnet50");
+  EXPECT_EQ(exact.options.precision, zoo::Precision::FP32);
+  EXPECT_FALSE(exact.options.tf32_conv);  // conv_precision fp32
+  EXPECT_FALSE(exact.options.tf32_matmul);
+
+  // TF32 SQuAD with AdamW: the squad head, TF32 matmuls, AdamW as Adam.
+  const RowProgram squad = row_program(row_from(
+      "A100-SXM4-80GB,bert_large,tf32,64,384,squad,adamw,tf32,n/a,none,n/a,eager,none,n/a,yes,yes,1,inferred,"
+      "853.33,x,lambdal/deeplearning-benchmark@a:b,n\r\n"));
+  EXPECT_EQ(squad.fit, RowFit::Approximated);
+  EXPECT_EQ(squad.options.optimizer, zoo::Optimizer::Adam);
+  EXPECT_TRUE(squad.options.tf32_matmul);
+  EXPECT_EQ(squad.options.seq_len, 384);
+  EXPECT_EQ(squad.zoo_model, zoo::has_model("bert_large_squad") ? "bert_large_squad" : "");
+
+  // DeepLearningExamples' DLRM trains sparse embeddings: not the zoo's program.
+  const RowProgram dlrm = row_program(row_from(
+      "V100-SXM2-32GB,dlrm_mlperf,amp,65536,,recommendation,sgd,fp16,n/a,autocast,n/a,n/a,most,n/a,yes,yes,1,"
+      "stated,31.36,x,NVIDIA/DeepLearningExamples@a:b,n\r\n"));
+  EXPECT_EQ(dlrm.fit, RowFit::Unsupported);
+  ASSERT_FALSE(dlrm.unsupported.empty());
+  EXPECT_NE(dlrm.unsupported[0].find("sparse"), std::string::npos);
+  EXPECT_TRUE(dlrm.nearest_available);
+
+  // An unknown GPU: no nearest program at all.
+  const RowProgram gpu = row_program(row_from(
+      "X9000,resnet50,fp32,128,,classification,sgd,fp32,fp32,none,nchw,n/a,none,n/a,no,yes,1,inferred,1,x,y,n\r\n"));
+  EXPECT_EQ(gpu.fit, RowFit::Unsupported);
+  EXPECT_FALSE(gpu.nearest_available);
+}
+
+TEST(StepTimes, LambOverMicroStepsIsAdamAmortised) {
+  const RowProgram p = row_program(row_from(
+      "V100-SXM2-32GB,bert_large,fp32,32,128,pretraining,lamb,fp32,n/a,none,n/a,eager,none,all,yes,yes,128,"
+      "inferred,640,x,NVIDIA/DeepLearningExamples@a:b,n\r\n"));
+  EXPECT_EQ(p.fit, RowFit::Approximated);
+  EXPECT_EQ(p.zoo_model, "bert_large");  // MLM at every position: the plain zoo model
+  EXPECT_EQ(p.options.optimizer, zoo::Optimizer::Adam);
+  EXPECT_EQ(p.options.variant.micro_steps, 128);
+}
+
+TEST(StepTimes, UnsupportedRowsAreListedUnlessTheNearestProgramIsAsked) {
+  TempDir d;
+  const std::string dlrm =
+      "V100-SXM2-32GB,dlrm_mlperf,amp,65536,,recommendation,sgd,fp16,n/a,autocast,n/a,n/a,most,n/a,yes,yes,1,"
+      "stated,31.36,x,NVIDIA/DeepLearningExamples@a:b,n\r\n";
+  const auto rows = read_step_times(d.write("t.csv", kHeader + kExactRow + dlrm));
+  const auto cal = std::make_shared<const Calibration>(default_calibration());
+  const StepTimeReport listed = validate_step_times(rows, cal);
+  ASSERT_EQ(listed.points.size(), 1u);
+  ASSERT_EQ(listed.not_compared.size(), 1u);
+  EXPECT_EQ(listed.not_compared[0].first.line, 3);
+  EXPECT_EQ(listed.overall.n, 1);
+  EXPECT_NEAR(listed.overall.median_ape_pct, listed.points[0].ape_pct(), 1e-9);
+  StepTimeOptions o;
+  o.nearest = true;
+  const StepTimeReport nearest = validate_step_times(rows, cal, o);
+  EXPECT_EQ(nearest.points.size(), 2u);
+  EXPECT_TRUE(nearest.not_compared.empty());
+  EXPECT_EQ(nearest.per_fit.at("unsupported").n, 1);
+  EXPECT_EQ(nearest.per_family.at("recommender").n, 1);
+}
+
+TEST(StepTimes, PredictionIsForwardPlusBackwardOfTheRowsProgram) {
+  const RowProgram p = row_program(row_from(kExactRow));
+  const Calibration cal = default_calibration();
+  const GpuSpec& gpu = find_gpu("V100-SXM2-16GB");
+  const OpProgram prog = OpProgram::compile(zoo::load_model("resnet50"), p.options);
+  const PhaseSeconds s = predict_seconds(prog, 128, gpu_peaks(gpu, p.options), cal.factors(gpu));
+  EXPECT_NEAR(predict_row_ms(p, 128, cal), (s.forward + s.backward) * 1e3, 1e-9);
+}
+
+// ---- program variants -------------------------------------------------------
+
+TEST(ProgramVariant, ParsesPyTorchNamesAndRejectsOthersNamingTheFlag) {
+  EXPECT_EQ(parse_matmul_precision("high"), MatmulPrecision::High);
+  EXPECT_EQ(parse_matmul_precision("Highest"), MatmulPrecision::Highest);
+  EXPECT_EQ(parse_amp_flavour("pure-half"), AmpFlavour::PureHalf);
+  EXPECT_EQ(parse_memory_format("channels_last"), MemoryFormat::ChannelsLast);
+  EXPECT_EQ(parse_attention("sdpa"), AttentionKernel::Fused);
+  ProgramVariant v;
+  parse_fused_ops("layer_norm,optimizer", v);
+  EXPECT_TRUE(v.fused_layer_norm);
+  EXPECT_FALSE(v.fused_gelu);
+  EXPECT_TRUE(v.fused_optimizer);
+  EXPECT_EQ(fused_ops_string(v), "layer_norm,optimizer");
+  try {
+    parse_matmul_precision("medium");
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("--matmul-precision"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("highest"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(parse_fused_ops("softmax", v), InputError);
+}
+
+TEST(ProgramVariant, MapsOntoTheAnalyticalOptions) {
+  ProgramVariant v;
+  v.matmul_precision = MatmulPrecision::High;
+  v.amp = AmpFlavour::Autocast;
+  v.half = HalfType::BF16;
+  v.tf32_conv = false;
+  AnalyticalOptions base;
+  base.optimizer = zoo::Optimizer::Adam;
+  const AnalyticalOptions o = to_analytical_options(v, base);
+  EXPECT_TRUE(o.tf32_matmul);
+  EXPECT_FALSE(o.tf32_conv);
+  EXPECT_EQ(o.precision, zoo::Precision::AMP_BF16);
+  EXPECT_EQ(o.optimizer, zoo::Optimizer::Adam);
+  EXPECT_EQ(o.variant, v);
+  EXPECT_FALSE(measured_profiles_apply(o));
+  EXPECT_TRUE(measured_profiles_apply(AnalyticalOptions{}));
+}
+
+TEST(ProgramVariant, TasksSelectTheBertHeads) {
+  EXPECT_EQ(task_model("bert_large", "squad"), "bert_large_squad");
+  EXPECT_EQ(task_model("BERT-base", "pretraining"), "bert_base_pretraining");
+  EXPECT_EQ(task_model("resnet50", "classification"), "resnet50");
+  EXPECT_EQ(task_model("resnet50", ""), "resnet50");
+  EXPECT_THROW(task_model("resnet50", "squad"), InputError);
+  EXPECT_THROW(task_model("bert_base", "ner"), InputError);
+}
+
+double phase_sum(const OpProgram& p, const GpuSpec& gpu, const AnalyticalOptions& o, double batch) {
+  const PhaseSeconds s = predict_seconds(p, batch, gpu_peaks(gpu, o), default_calibration().factors(gpu));
+  return s.forward + s.backward;
+}
+
+TEST(ProgramVariant, MicroStepsSpreadTheUpdateAndFusedOptimizerIsOneKernel) {
+  const zoo::ModelGraph& g = zoo::load_model("resnet18");
+  AnalyticalOptions o;
+  o.legacy_zero_grad = false;
+  const OpProgram plain = OpProgram::compile(g, o);
+  auto count = [](const OpProgram& p, OpProgram::Section s) {
+    return std::count_if(p.backward().begin(), p.backward().end(), [&](const OpProgram::Op& op) {
+      return op.section == s && op.kind != OpProgram::Kind::View;
+    });
+  };
+  ASSERT_GT(count(plain, OpProgram::Section::Optimizer), 10);
+
+  ProgramVariant fused;
+  fused.fused_optimizer = true;
+  const OpProgram f = OpProgram::compile(g, to_analytical_options(fused, o));
+  EXPECT_EQ(count(f, OpProgram::Section::Optimizer), 1);
+  double plain_bytes = 0, fused_bytes = 0;
+  for (const auto& op : plain.backward())
+    if (op.section == OpProgram::Section::Optimizer) plain_bytes += op.bytes0 + op.bytes1;
+  for (const auto& op : f.backward())
+    if (op.section == OpProgram::Section::Optimizer) fused_bytes += op.bytes0 + op.bytes1;
+  EXPECT_NEAR(fused_bytes, plain_bytes, 1e-6 * plain_bytes);
+
+  // With accumulation the step costs less, and never less than without the update.
+  ProgramVariant acc;
+  acc.micro_steps = 8;
+  const AnalyticalOptions ao = to_analytical_options(acc, o);
+  const OpProgram a = OpProgram::compile(g, ao);
+  const GpuSpec& gpu = find_gpu("V100-SXM2-16GB");
+  const double t1 = phase_sum(plain, gpu, o, 64), t8 = phase_sum(a, gpu, ao, 64);
+  EXPECT_LT(t8, t1);
+  for (const auto& op : a.backward())
+    if (op.section == OpProgram::Section::Optimizer) EXPECT_DOUBLE_EQ(op.weight, 1.0 / 8);
+}
+
+TEST(ProgramVariant, HalfConvolutionsOnNchwPayTransposesChannelsLastDoesNot) {
+  const zoo::ModelGraph& g = zoo::load_model("resnet18");
+  ProgramVariant v = variant_from_precision(zoo::Precision::AMP_FP16);
+  const AnalyticalOptions nchw = to_analytical_options(v, {});
+  v.memory_format = MemoryFormat::ChannelsLast;
+  const AnalyticalOptions cl = to_analytical_options(v, {});
+  const OpProgram a = OpProgram::compile(g, nchw), b = OpProgram::compile(g, cl);
+  int convs = 0;
+  for (const auto& op : b.forward()) convs += op.kind == OpProgram::Kind::Conv;
+  ASSERT_GT(convs, 0);
+  EXPECT_EQ(a.forward().size(), b.forward().size() + convs);
+  const GpuSpec& gpu = find_gpu("A100-SXM4-80GB");
+  EXPECT_GT(phase_sum(a, gpu, nchw, 256), phase_sum(b, gpu, cl, 256));
+  // FP32 programs have no transposes whatever the format.
+  ProgramVariant f;
+  f.memory_format = MemoryFormat::ChannelsLast;
+  EXPECT_EQ(OpProgram::compile(g, to_analytical_options(f, {})).forward().size(),
+            OpProgram::compile(g, AnalyticalOptions{}).forward().size());
+}
+
+TEST(ProgramVariant, VariantsWithoutAGraphAreRefusedNotIgnored) {
+  ProgramVariant v = variant_from_precision(zoo::Precision::AMP_FP16);
+  v.amp = AmpFlavour::PureHalf;
+  try {
+    OpProgram::compile(zoo::load_model("bert_base"), to_analytical_options(v, {}));
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("pure-half"), std::string::npos) << e.what();
+  }
+  ProgramVariant a;
+  a.attention = AttentionKernel::Fused;
+  EXPECT_THROW(OpProgram::compile(zoo::load_model("bert_base"), to_analytical_options(a, {})), InputError);
+}
+
+// ---- the shared published step times -------------------------------------------
+
+std::filesystem::path shared_step_times() {
+  return std::filesystem::path(GPEMU_SHARED_DIR) / "reference" / "published" / "gpu_training_step_times.csv";
+}
+
+TEST(StepTimes, SharedCsvEveryRowIsComparedOrListed) {
+  const auto file = shared_step_times();
+  if (!std::filesystem::exists(file)) GTEST_SKIP() << file << " absent";
+  const auto rows = read_step_times(file);
+  ASSERT_EQ(rows.size(), 58u);
+  const StepTimeReport r = validate_step_times(rows, load_default_calibration());
+  EXPECT_EQ(r.points.size() + r.not_compared.size(), rows.size());
+  for (const auto& [row, prog] : r.not_compared) EXPECT_FALSE(prog.unsupported.empty()) << row.line;
+  StepTimeOptions o;
+  o.nearest = true;
+  const StepTimeReport n = validate_step_times(rows, load_default_calibration(), o);
+  EXPECT_EQ(n.points.size(), rows.size());  // every GPU and base model is known
+  for (const StepTimePoint& p : n.points) {
+    EXPECT_GT(p.predicted_ms, 0) << p.row.line;
+    EXPECT_TRUE(std::isfinite(p.predicted_ms)) << p.row.line;
+  }
+}
+
+}  // namespace
+}  // namespace gpemu
