@@ -112,10 +112,17 @@ struct OpSpec {
   bool trace = true;         // false for markers (event records, stream waits)
 };
 
+// Work counters. They count work, not time, so tests can pin how the
+// resolution scales with the number of operations and transfers.
 struct TimelineStats {
   std::uint64_t ops_issued = 0;
   std::uint64_t ops_pending_path = 0;  // took the pending (simulated-flow) path
-  std::uint64_t resolutions = 0;       // flow simulations run
+  std::uint64_t resolutions = 0;       // calls that needed the flow simulation
+  std::uint64_t restarts = 0;          // resolutions that rebuilt it from the committed horizon
+  std::uint64_t ops_loaded = 0;        // pending operations (re)loaded by restarts
+  std::uint64_t events = 0;            // distinct event times simulated
+  std::uint64_t water_fills = 0;       // per-link max-min rate computations
+  std::uint64_t flow_rate_updates = 0; // flows whose rate those computations set
 };
 
 class Timeline {
@@ -158,12 +165,15 @@ class Timeline {
   TimelineStats stats() const;
 
  private:
-  struct LinkState;
+  struct Sim;
   // Simulates pending flows, commits everything up to now() and, when asked,
   // runs on provisionally until target (or everything) is resolved. Returns
   // the provisional end of target, or of everything with to_end.
   Time resolve_locked(detail::PendingOp* target, bool to_end);
   void finalize_locked(detail::PendingOp& op);
+  void restart_locked(Time now);
+  void append_locked(detail::PendingOp& op);
+  const std::string* intern_locked(std::string_view s);
   void record_locked(const TraceTag& tag, Time start, Time end);
 
   Clock& clock_;
@@ -178,6 +188,11 @@ class Timeline {
   std::vector<HostSpan> spans_;
   TimelineStats stats_;
   std::uint64_t next_seq_ = 0;
+  // The flow simulation's state between resolutions: a resolution at the
+  // same now with only later-starting operations issued since continues it
+  // instead of rebuilding it from the committed horizon.
+  // It also holds the interned trace names of pending operations.
+  std::unique_ptr<Sim> sim_;
 };
 
 }  // namespace gpemu
