@@ -106,6 +106,12 @@ struct OpSpec {
   Time lower_bound = 0;      // cannot start before this (issue time)
   Duration duration = 0;     // fixed cost, or latency before the bytes of a transfer flow
   const Link* link = nullptr;  // set for a transfer
+  // A second link the transfer crosses at the same time (a network switch
+  // behind a NIC). Its rate is then the smaller of its fair shares on the
+  // two links, each link water-filled with the flow's rate on the other as
+  // its cap: exact when the flows sharing the links are alike, an
+  // approximation of global max-min otherwise (docs/interconnect.md).
+  const Link* link2 = nullptr;
   double bytes = 0;          // bytes to move over link
   double rate_cap = 0;       // bytes/s this transfer can reach alone (e.g. the device's own lanes)
   TraceTag tag;

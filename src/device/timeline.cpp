@@ -17,6 +17,7 @@ struct PendingOp {
   Time lower_bound = 0;
   Duration duration = 0;
   int link = -1;          // index into the timeline's links; -1 for fixed-cost ops
+  int link2 = -1;         // a second link crossed at the same time, or -1
   double bytes = 0;
   double cap = 0;         // bytes per ns
   std::vector<std::shared_ptr<PendingOp>> deps;  // those still pending at issue
@@ -40,6 +41,8 @@ struct PendingOp {
   bool s_start_known = false, s_end_known = false, s_joined = false;
   Time s_start = 0, s_end = 0, s_join_at = 0, s_finish_at = 0;
   double s_remaining = 0, s_rate = 0;
+  Time s_rem_t = 0;   // the time s_remaining refers to
+  double s_share[2] = {0, 0};  // rate granted by the last water-fill of link, link2
   int s_unknown = 0;  // deps whose end the simulation does not know yet
 };
 
@@ -60,7 +63,6 @@ struct Timeline::Sim {
   Time t = 0;          // simulated up to here
   std::size_t unknown = 0;  // pending operations whose end is not known yet
   std::vector<std::vector<PendingOp*>> active;  // per link: joined, unfinished flows
-  std::vector<Time> link_t;                     // when the link's flows' s_remaining was last brought forward
   std::vector<std::uint64_t> version;           // per link: bumped by every water-fill
   std::vector<char> dirty;
   std::vector<int> dirty_list;
@@ -129,7 +131,7 @@ Completion Timeline::issue(const OpSpec& spec, std::span<const Completion> deps)
   const bool is_flow = spec.link != nullptr;
   const double link_cap = is_flow ? per_ns(spec.link->capacity_bytes_per_s()) : 0;
   const double cap = spec.rate_cap > 0 ? per_ns(spec.rate_cap) : std::numeric_limits<double>::infinity();
-  if (!has_pending && (!is_flow || !link_shared_[spec.link->index_])) {
+  if (!has_pending && (!is_flow || (!link_shared_[spec.link->index_] && !spec.link2))) {
     // Fast path: nothing this operation depends on can still move.
     Time end = lb + spec.duration;
     if (is_flow) end += transfer_ns(spec.bytes, std::min(cap, link_cap));
@@ -143,6 +145,7 @@ Completion Timeline::issue(const OpSpec& spec, std::span<const Completion> deps)
   op->lower_bound = lb;
   op->duration = spec.duration;
   op->link = is_flow ? spec.link->index_ : -1;
+  op->link2 = is_flow && spec.link2 && spec.link2 != spec.link ? spec.link2->index_ : -1;
   op->bytes = spec.bytes;
   op->cap = is_flow ? std::min(cap, link_cap) : 0;
   for (const Completion& d : deps)
@@ -229,7 +232,6 @@ void Timeline::restart_locked(Time now) {
   sim.t = horizon_;
   sim.unknown = pending_.size();
   sim.active.assign(nlinks, {});
-  sim.link_t.assign(nlinks, horizon_);
   sim.version.assign(nlinks, 0);
   sim.dirty.assign(nlinks, 0);
   sim.dirty_list.clear();
@@ -247,10 +249,15 @@ void Timeline::restart_locked(Time now) {
       op.s_start_known = op.s_joined = true;
       op.s_start = op.c_start;
       op.s_remaining = op.c_remaining;
-      sim.active[op.link].push_back(&op);
-      if (!sim.dirty[op.link]) {
-        sim.dirty[op.link] = 1;
-        sim.dirty_list.push_back(op.link);
+      op.s_rem_t = horizon_;
+      op.s_share[0] = op.s_share[1] = std::numeric_limits<double>::infinity();
+      for (int l : {op.link, op.link2}) {
+        if (l < 0) continue;
+        sim.active[l].push_back(&op);
+        if (!sim.dirty[l]) {
+          sim.dirty[l] = 1;
+          sim.dirty_list.push_back(l);
+        }
       }
     } else if (op.s_unknown == 0) {
       sim.work.push_back(&op);
@@ -300,10 +307,11 @@ Time Timeline::resolve_locked(PendingOp* target, bool to_end) {
     }
   };
   auto advance = [&](int l, Time at) {
-    const Time dt = at - sim.link_t[l];
-    if (dt != 0)
-      for (PendingOp* f : sim.active[l]) f->s_remaining -= f->s_rate * static_cast<double>(dt);
-    sim.link_t[l] = at;
+    for (PendingOp* f : sim.active[l]) {
+      const Time dt = at - f->s_rem_t;
+      if (dt != 0) f->s_remaining -= f->s_rate * static_cast<double>(dt);
+      f->s_rem_t = at;
+    }
   };
   auto mark_dirty = [&](int l) {
     if (!sim.dirty[l]) {
@@ -316,15 +324,21 @@ Time Timeline::resolve_locked(PendingOp* target, bool to_end) {
   auto water_fill = [&](int l, Time at) {
     advance(l, at);
     auto& flows = sim.active[l];
-    std::sort(flows.begin(), flows.end(), [](const PendingOp* a, const PendingOp* b) {
-      return a->cap != b->cap ? a->cap < b->cap : a->seq < b->seq;
+    // A flow that also crosses another link is capped here at what it got there.
+    auto cap_here = [l](const PendingOp* f) {
+      return f->link2 < 0 ? f->cap : std::min(f->cap, f->s_share[f->link == l ? 1 : 0]);
+    };
+    std::sort(flows.begin(), flows.end(), [&](const PendingOp* a, const PendingOp* b) {
+      const double ca = cap_here(a), cb = cap_here(b);
+      return ca != cb ? ca < cb : a->seq < b->seq;
     });
     double left = per_ns(links_[l]->capacity_bytes_per_s());
     std::size_t n = flows.size();
     Time first = kTimeInfinity;
     for (PendingOp* f : flows) {
       double share = left / static_cast<double>(n--);
-      f->s_rate = std::min(f->cap, share);
+      f->s_rate = std::min(cap_here(f), share);
+      f->s_share[f->link == l ? 0 : 1] = f->s_rate;
       left -= f->s_rate;
       f->s_finish_at = at + transfer_ns(f->s_remaining, f->s_rate);
       first = std::min(first, f->s_finish_at);
@@ -394,11 +408,16 @@ Time Timeline::resolve_locked(PendingOp* target, bool to_end) {
       // Issue order, as flows joining at one instant always joined.
       std::sort(joining.begin(), joining.end(), [](const PendingOp* a, const PendingOp* b) { return a->seq < b->seq; });
       for (PendingOp* op : joining) {
-        advance(op->link, t);
         op->s_joined = true;
         op->s_remaining = op->bytes;
-        sim.active[op->link].push_back(op);
-        mark_dirty(op->link);
+        op->s_rem_t = t;
+        op->s_rate = 0;
+        op->s_share[0] = op->s_share[1] = std::numeric_limits<double>::infinity();
+        for (int l : {op->link, op->link2}) {
+          if (l < 0) continue;
+          sim.active[l].push_back(op);
+          mark_dirty(l);
+        }
       }
     }
     refill_dirty(t);
@@ -415,6 +434,12 @@ Time Timeline::resolve_locked(PendingOp* target, bool to_end) {
       for (PendingOp* f : flows) {
         if (f->s_finish_at <= t) {
           end_known(*f, t);
+          if (f->link2 >= 0) {
+            const int other = f->link == l ? f->link2 : f->link;
+            advance(other, t);
+            std::erase(sim.active[other], f);
+            mark_dirty(other);
+          }
         } else {
           flows[kept++] = f;
         }

@@ -149,7 +149,7 @@ std::vector<Duration> split_backward(const BackwardPlan& plan, Duration backward
 
 // ---- DdpReducer -----------------------------------------------------------------
 
-DdpReducer::DdpReducer(Communicator& comm, HostSync& sync, std::vector<Stream*> comm_streams,
+DdpReducer::DdpReducer(AllReduceGroup& comm, HostSync& sync, std::vector<Stream*> comm_streams,
                        std::vector<std::uint64_t> gradient_bytes, BucketOptions options)
     : comm_(comm),
       sync_(sync),
@@ -161,7 +161,7 @@ DdpReducer::DdpReducer(Communicator& comm, HostSync& sync, std::vector<Stream*> 
     throw InputError(fmt::format("DDP over {} GPUs given {} communication streams and {} host threads", n,
                                  comm_streams_.size(), sync.ranks()));
   for (int r = 0; r < n; ++r)
-    if (!comm_streams_[r] || &comm_streams_[r]->device() != &comm.node().device(comm.gpus()[r]))
+    if (!comm_streams_[r] || &comm_streams_[r]->device() != &comm.device(r))
       throw InputError(fmt::format("DDP: communication stream of rank {} is not on its GPU", r));
   if (gradient_bytes_.empty()) throw InputError("DDP needs at least one gradient");
   buckets_ = assign_buckets(gradient_bytes_, options_.first_bucket_cap_bytes, options_.bucket_cap_bytes);

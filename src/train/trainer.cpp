@@ -86,15 +86,14 @@ Trainer::Trainer(Clock& clock, const GpuSpec& spec, const CostModel& costs, Trai
     throw InputError(fmt::format("iterations {} is impossible: it must be 0 or more", options_.max_iterations));
   cost_ = costs_.step_cost(spec_, options_.model, options_.batch_size);
   timeline_ = std::make_unique<Timeline>(clock_);
+  const ClusterOptions cluster = plan_cluster(options_.gpus, options_.nodes, options_.node, options_.network);
   if (options_.gpus == 1) {
     DeviceOptions d = options_.node.device;
     d.index = options_.node.first_device_index;
     single_ = std::make_unique<Device>(*timeline_, spec_, d);
   } else {
-    NodeOptions n = options_.node;
-    n.gpus = options_.gpus;
-    node_ = std::make_unique<Node>(*timeline_, spec_, n);
-    comm_ = std::make_unique<Communicator>(*node_);
+    cluster_ = std::make_unique<Cluster>(*timeline_, spec_, cluster);
+    comm_ = std::make_unique<ClusterCommunicator>(*cluster_);
     backward_ = plan_backward(spec_, options_.model, cost_, options_.batch_size, options_.backward_even_chunks,
                               options_.backward_max_chunks);
   }
@@ -104,7 +103,7 @@ Trainer::Trainer(Clock& clock, const GpuSpec& spec, const CostModel& costs, Trai
     auto r = std::make_unique<Rank>(fwd, bwd, g);
     r->device = &device(g);
     r->stream = &r->device->default_stream();
-    if (node_) r->comm = &r->device->create_stream(/*non_blocking=*/true);
+    if (cluster_) r->comm = &r->device->create_stream(/*non_blocking=*/true);
     ranks_.push_back(std::move(r));
   }
 }
@@ -114,7 +113,7 @@ Trainer::~Trainer() { ranks_.clear(); }
 Device& Trainer::device(int gpu) {
   if (gpu < 0 || gpu >= options_.gpus)
     throw InputError(fmt::format("GPU {}: this run has GPUs 0 to {}", gpu, options_.gpus - 1));
-  return node_ ? node_->device(gpu) : *single_;
+  return cluster_ ? cluster_->device(gpu) : *single_;
 }
 
 std::vector<TraceDeviceName> Trainer::trace_devices() const {
@@ -134,12 +133,13 @@ namespace {
 
 // A host copy over a node GPU's switch uplink, as Device::copy issues it, but
 // without blocking: the caller waits through its HostSync.
-Completion node_copy(Node& node, int gpu, Stream& s, Engine engine, std::uint64_t bytes, HostMemoryKind host,
+Completion node_copy(Cluster& cluster, int rank, Stream& s, Engine engine, std::uint64_t bytes, HostMemoryKind host,
                      std::string_view name) {
   const PcieModel& p = s.device().pcie();
   OpSpec spec;
   spec.duration = p.latency(host);
-  const int sw = node.switch_of(gpu);
+  const Node& node = cluster.node(cluster.node_of(rank));
+  const int sw = node.switch_of(cluster.local_of(rank));
   spec.link = engine == Engine::CopyH2D ? &node.switch_uplink_h2d(sw) : &node.switch_uplink_d2h(sw);
   spec.bytes = static_cast<double>(bytes);
   spec.rate_cap = p.gbs(host) * 1e9;
@@ -224,10 +224,10 @@ void Trainer::run_rank(Rank& r, BatchSource& source, std::int64_t total,
           spec.tag.category = "h2d";
           p.h2d = s.enqueue(spec, Engine::CopyH2D);
           if (!pinned) host_wait(p.h2d);
-        } else if (!node_) {
+        } else if (!cluster_) {
           p.h2d = s.copy_h2d(b->bytes, b->memory, "H2D batch");  // pageable: blocks, as cudaMemcpy
         } else {
-          p.h2d = node_copy(*node_, r.index, s, Engine::CopyH2D, b->bytes, b->memory, "H2D batch");
+          p.h2d = node_copy(*cluster_, r.index, s, Engine::CopyH2D, b->bytes, b->memory, "H2D batch");
           if (!pinned) host_wait(p.h2d);
         }
         for (std::uint64_t t : plan.activation_tensors) live.push_back(alloc.allocate(t));
@@ -237,7 +237,7 @@ void Trainer::run_rank(Rank& r, BatchSource& source, std::int64_t total,
         const Duration bwd = r.backward_noise.sample(cost.backward, it);
         r.forward_total += fwd;
         r.backward_total += bwd;
-        if (!node_) {
+        if (!cluster_) {
           p.backward = s.launch_kernel(bwd, "backward+step");
           r.kernels.emplace_back(p.backward, bwd);
         } else {
@@ -267,10 +267,10 @@ void Trainer::run_rank(Rank& r, BatchSource& source, std::int64_t total,
         throw;
       }
       if (options_.sync == SyncMode::EveryIteration) {
-        if (!node_) {
+        if (!cluster_) {
           s.copy_d2h(4, HostMemoryKind::Pageable, "loss.item()");
         } else {
-          host_wait(node_copy(*node_, r.index, s, Engine::CopyD2H, 4, HostMemoryKind::Pageable, "loss.item()"));
+          host_wait(node_copy(*cluster_, r.index, s, Engine::CopyD2H, 4, HostMemoryKind::Pageable, "loss.item()"));
         }
       }
       p.step = s.tail();
@@ -307,7 +307,7 @@ TrainResult Trainer::run(std::vector<std::unique_ptr<BatchSource>> sources,
     for (std::uint64_t t : full.persistent_tensors) r->persistent.push_back(r->device->allocator().allocate(t));
 
   sync_ = std::make_unique<HostSync>(clock_, options_.gpus);
-  if (node_) {
+  if (cluster_) {
     std::vector<Stream*> comm;
     for (auto& r : ranks_) comm.push_back(r->comm);
     reducer_ = std::make_unique<DdpReducer>(*comm_, *sync_, comm, backward_.gradient_bytes, options_.buckets);
@@ -355,7 +355,7 @@ TrainResult Trainer::run(std::vector<std::unique_ptr<BatchSource>> sources,
   res.start = start;
   res.cost = cost_;
   res.source = sources.front()->describe();
-  if (node_) {
+  if (cluster_) {
     res.buckets = static_cast<int>(reducer_->buckets().size());
     for (const auto& b : reducer_->buckets()) res.all_reduce_bytes += b.bytes;
     res.all_reduces = reducer_->all_reduces();

@@ -75,7 +75,7 @@ class DdpReducer {
  public:
   // comm_streams[r]: rank r's communication stream (non-blocking, as
   // PyTorch's NCCL streams). Ranks are the communicator's.
-  DdpReducer(Communicator& comm, HostSync& sync, std::vector<Stream*> comm_streams,
+  DdpReducer(AllReduceGroup& comm, HostSync& sync, std::vector<Stream*> comm_streams,
              std::vector<std::uint64_t> gradient_bytes, BucketOptions options = {});
   DdpReducer(const DdpReducer&) = delete;
   DdpReducer& operator=(const DdpReducer&) = delete;
@@ -103,7 +103,7 @@ class DdpReducer {
   Iteration& state(std::int64_t iteration);
   void launch_ready(Iteration& it);
 
-  Communicator& comm_;
+  AllReduceGroup& comm_;
   HostSync& sync_;
   std::vector<Stream*> comm_streams_;
   std::vector<std::uint64_t> gradient_bytes_;

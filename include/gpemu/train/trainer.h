@@ -45,6 +45,7 @@
 #include "gpemu/clock.h"
 #include "gpemu/cost_model.h"
 #include "gpemu/device.h"
+#include "gpemu/interconnect/cluster.h"
 #include "gpemu/interconnect/gradient_buckets.h"
 #include "gpemu/interconnect/topology.h"
 #include "gpemu/report.h"
@@ -67,6 +68,10 @@ struct TrainOptions {
   VariationOptions variation;  // cv replaced by the profile's measured cv, as TrainingJob
   // Several GPUs: the node (gpus is set from the field above) and DDP buckets.
   NodeOptions node;
+  // Nodes the GPUs are spread over (gpus must divide evenly, at most
+  // kMaxGpusPerNode each) and the network joining them (interconnect/cluster.h).
+  int nodes = 1;
+  NetworkSpec network = network_preset("100gbe");
   BucketOptions buckets;
   int backward_even_chunks = 16;  // without a zoo graph (train/ddp.h)
   int backward_max_chunks = 64;
@@ -162,7 +167,8 @@ class Trainer {
   const TrainOptions& options() const { return options_; }
   int gpus() const { return options_.gpus; }
   Device& device(int gpu);
-  Node* node() { return node_.get(); }
+  Node* node() { return cluster_ ? &cluster_->node(0) : nullptr; }  // the first node
+  Cluster* cluster() { return cluster_.get(); }
   const StepCost& cost() const { return cost_; }
   // Names for write_chrome_trace.
   std::vector<TraceDeviceName> trace_devices() const;
@@ -189,8 +195,8 @@ class Trainer {
   StepCost cost_;
   std::unique_ptr<Timeline> timeline_;
   std::unique_ptr<Device> single_;
-  std::unique_ptr<Node> node_;
-  std::unique_ptr<Communicator> comm_;
+  std::unique_ptr<Cluster> cluster_;
+  std::unique_ptr<ClusterCommunicator> comm_;
   std::unique_ptr<HostSync> sync_;
   std::unique_ptr<DdpReducer> reducer_;
   BackwardPlan backward_;
