@@ -30,6 +30,19 @@ void HostSync::sleep_until(int rank, Time deadline) {
 
 Time HostSync::wait(int rank, Timeline& timeline, const Completion& c) {
   if (!clock_.is_virtual()) return timeline.wait(c);
+  // Let the other ranks due at this instant issue their work first: then one
+  // flow simulation answers all of their waits here, instead of each rank's
+  // new transfers invalidating the simulation the previous rank's wait ran.
+  if (!c.resolved()) {
+    {
+      std::lock_guard lock(mutex_);
+      state_.at(rank).state = State::Sleeping;
+      state_.at(rank).deadline = clock_.now();
+    }
+    clock_.yield_to_peers();
+    std::lock_guard lock(mutex_);
+    state_.at(rank).state = State::Running;
+  }
   // As Timeline::wait, but every sleep is announced: sleep to the provisional
   // end and look again (a transfer joining a shared link can only delay it).
   for (;;) {

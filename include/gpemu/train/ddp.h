@@ -95,13 +95,15 @@ class DdpReducer {
  private:
   struct Iteration {
     std::vector<std::vector<int>> count;       // [bucket][rank]: gradients reported
+    std::vector<int> complete;                  // [bucket]: ranks that reported all of its gradients
     std::vector<std::vector<Completion>> last;  // [bucket][rank]: latest reported point
     std::vector<std::vector<bool>> reported;    // [gradient][rank]
     int launched = 0;
     int finished = 0;
   };
   Iteration& state(std::int64_t iteration);
-  void launch_ready(Iteration& it);
+  // Launches what became ready; returns whether it launched anything.
+  bool launch_ready(Iteration& it);
 
   AllReduceGroup& comm_;
   HostSync& sync_;
