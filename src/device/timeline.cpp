@@ -452,7 +452,8 @@ Time Timeline::resolve_locked(PendingOp* target, bool to_end) {
   Time result = 0;
   if (target) {
     result = target->s_end_known ? target->s_end : kTimeInfinity;
-  } else {
+  } else if (to_end) {
+    // Only wait_all needs the latest end; a query must not cost a scan.
     result = latest_end_;
     for (auto& sp : pending_)
       if (sp->s_end_known) result = std::max(result, sp->s_end);
