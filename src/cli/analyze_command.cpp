@@ -16,6 +16,7 @@
 #include "gpemu/catalog.h"
 #include "gpemu/cost_model.h"
 #include "gpemu/error.h"
+#include "gpemu/interconnect/cluster.h"
 #include "gpemu/pipeline/dataset.h"
 #include "gpemu/pipeline/io.h"
 #include "gpemu/train/analyze.h"
@@ -31,6 +32,8 @@ struct AnalyzeArgs {
   std::string model = std::string(kDefaultModel);
   int batch_size = 64;
   int gpus = 1;
+  int nodes = 1;
+  std::string network = "100gbe";
   std::string data;
   int workers = -1;
   int prefetch_factor = 2;
@@ -69,6 +72,8 @@ void analyze(const AnalyzeArgs& a) {
   o.train.model = a.model;
   o.train.batch_size = a.batch_size;
   o.train.gpus = a.gpus;
+  o.train.nodes = a.nodes;
+  o.train.network = parse_network(a.network);
   o.train.sync = parse_sync_mode(a.sync);
   o.train.variation.seed = a.seed;
   o.train.variation.warmup_factor = a.warmup;
@@ -145,7 +150,10 @@ void add_analyze_command(CLI::App& app) {
       "DataStall differential analysis of a training configuration: gpu-bound, cached and cold epochs, "
       "prep and fetch stall shares (docs/analyze.md)");
   cmd->add_option("--gpu", a->gpu, "GPU to emulate (see 'gpemu devices')")->capture_default_str();
-  cmd->add_option("--gpus", a->gpus, "GPUs of that type in one node (data-parallel)")->capture_default_str();
+  cmd->add_option("--gpus", a->gpus, "GPUs of that type in all (data-parallel), at most 8 per node")->capture_default_str();
+  cmd->add_option("--nodes", a->nodes, "Nodes the GPUs are spread over evenly, joined by --network")->capture_default_str();
+  cmd->add_option("--network", a->network, "NIC and switch between nodes: 25gbe, 100gbe, 400gbe or a JSON file")
+      ->capture_default_str();
   cmd->add_option("--model", a->model, "Model name")->capture_default_str();
   cmd->add_option("--batch-size,-b", a->batch_size, "Batch size per GPU")->capture_default_str();
   cmd->add_option("--data", a->data, "ImageFolder dataset (default: the cached synthetic dataset of 'gpemu train')");

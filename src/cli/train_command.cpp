@@ -20,6 +20,7 @@
 #include "gpemu/clock.h"
 #include "gpemu/cost_model.h"
 #include "gpemu/error.h"
+#include "gpemu/interconnect/cluster.h"
 #include "gpemu/host_memory.h"
 #include "gpemu/pipeline/dataset.h"
 #include "gpemu/pipeline/io.h"
@@ -50,6 +51,8 @@ struct TrainArgs {
   std::string trace;
   // Data pipeline and GPUs.
   int gpus = 1;
+  int nodes = 1;
+  std::string network = "100gbe";
   std::string data;
   bool synthetic = false;
   int epochs = 1;
@@ -169,6 +172,8 @@ void train(const TrainArgs& a) {
   o.model = a.model;
   o.batch_size = a.batch_size;
   o.gpus = a.gpus;
+  o.nodes = a.nodes;
+  o.network = parse_network(a.network);
   o.epochs = a.epochs;
   o.sync = sync;
   o.variation.seed = a.seed;
@@ -264,6 +269,8 @@ void train(const TrainArgs& a) {
 
   nlohmann::json config = {{"gpu", spec.id},
                            {"gpus", a.gpus},
+                           {"nodes", a.nodes},
+                           {"network", a.nodes > 1 ? nlohmann::json(o.network.name) : nlohmann::json()},
                            {"model", r.model},
                            {"batch_size", a.batch_size},
                            {"clock", a.clock},
@@ -352,7 +359,11 @@ void add_train_command(CLI::App& app) {
       "Train on emulated GPUs fed by a real data pipeline (with no arguments: one epoch of a synthetic "
       "ImageNet-like dataset, generated once in the cache folder, on one emulated V100)");
   auto* gpu_opt = cmd->add_option("--gpu", a->gpu, "GPU to emulate (see 'gpemu devices')")->capture_default_str();
-  cmd->add_option("--gpus", a->gpus, "GPUs of that type in one node (data-parallel, DDP all-reduce)")->capture_default_str();
+  cmd->add_option("--gpus", a->gpus, "GPUs of that type in all (data-parallel, DDP all-reduce), at most 8 per node")
+      ->capture_default_str();
+  cmd->add_option("--nodes", a->nodes, "Nodes the GPUs are spread over evenly, joined by --network")->capture_default_str();
+  cmd->add_option("--network", a->network, "NIC and switch between nodes: 25gbe, 100gbe, 400gbe or a JSON file")
+      ->capture_default_str();
   cmd->add_option("--model", a->model, "Model name")->capture_default_str();
   cmd->add_option("--batch-size,-b", a->batch_size, "Batch size per GPU")->capture_default_str();
   cmd->add_option("--data", a->data, "ImageFolder dataset to train on (default: the cached synthetic dataset)");
