@@ -302,6 +302,8 @@ void train(const TrainArgs& a) {
   if (a.json) {
     nlohmann::json j = train::summary_json(r);
     j["wall_s"] = wall_s;
+    j["nodes"] = a.nodes;
+    if (a.nodes > 1) j["network"] = o.network.name;
     j["loader"] = loader_kind;
     j["workers"] = workers;
     j["prefetch_factor"] = a.prefetch_factor;
