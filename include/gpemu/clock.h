@@ -35,6 +35,13 @@ class Clock {
   // Runs each body on its own host thread and returns when all have finished.
   // Exceptions thrown by a body are rethrown here (the first one).
   virtual void run_concurrently(std::vector<std::function<void()>> bodies) = 0;
+  // Lets every other host thread that can run at now() run first; the
+  // caller continues at the same now(). Under a virtual clock the caller goes
+  // behind all threads due at now() that did not yield (ties among yielders:
+  // thread index), so work they issue at this instant is seen by what the
+  // caller does next. A no-op for a lone thread and for the real clock, whose
+  // threads run in parallel anyway.
+  virtual void yield_to_peers() {}
   virtual bool is_virtual() const = 0;
   virtual std::string_view name() const = 0;
 

@@ -54,6 +54,11 @@ class HostSync {
   std::function<void(Time)> sleeper(int rank) {
     return [this, rank](Time t) { sleep_until(rank, t); };
   }
+  // Before rank's host thread waits for the timeline at this instant: under
+  // the virtual clock, lets the other ranks due now issue their work first, so
+  // one flow simulation answers all of their waits instead of each rank's new
+  // transfers invalidating the simulation the previous rank's wait ran.
+  void yield_before_wait(int rank);
   // Blocks rank's host thread until ready() holds. ready is evaluated with
   // mutex() held. Throws PeerFailed after abort(), and std::logic_error when
   // every other rank is waiting or finished (nobody could make ready() true).

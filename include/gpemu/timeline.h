@@ -106,16 +106,29 @@ struct OpSpec {
   Time lower_bound = 0;      // cannot start before this (issue time)
   Duration duration = 0;     // fixed cost, or latency before the bytes of a transfer flow
   const Link* link = nullptr;  // set for a transfer
+  // A second link the transfer crosses at the same time (a network switch
+  // behind a NIC). Its rate is then the smaller of its fair shares on the
+  // two links, each link water-filled with the flow's rate on the other as
+  // its cap: exact when the flows sharing the links are alike, an
+  // approximation of global max-min otherwise (docs/interconnect.md).
+  const Link* link2 = nullptr;
   double bytes = 0;          // bytes to move over link
   double rate_cap = 0;       // bytes/s this transfer can reach alone (e.g. the device's own lanes)
   TraceTag tag;
   bool trace = true;         // false for markers (event records, stream waits)
 };
 
+// Work counters. They count work, not time, so tests can pin how the
+// resolution scales with the number of operations and transfers.
 struct TimelineStats {
   std::uint64_t ops_issued = 0;
   std::uint64_t ops_pending_path = 0;  // took the pending (simulated-flow) path
-  std::uint64_t resolutions = 0;       // flow simulations run
+  std::uint64_t resolutions = 0;       // calls that needed the flow simulation
+  std::uint64_t restarts = 0;          // resolutions that rebuilt it from the committed horizon
+  std::uint64_t ops_loaded = 0;        // pending operations (re)loaded by restarts
+  std::uint64_t events = 0;            // distinct event times simulated
+  std::uint64_t water_fills = 0;       // per-link max-min rate computations
+  std::uint64_t flow_rate_updates = 0; // flows whose rate those computations set
 };
 
 class Timeline {
@@ -162,12 +175,15 @@ class Timeline {
   TimelineStats stats() const;
 
  private:
-  struct LinkState;
+  struct Sim;
   // Simulates pending flows, commits everything up to now() and, when asked,
   // runs on provisionally until target (or everything) is resolved. Returns
   // the provisional end of target, or of everything with to_end.
   Time resolve_locked(detail::PendingOp* target, bool to_end);
   void finalize_locked(detail::PendingOp& op);
+  void restart_locked(Time now);
+  void append_locked(detail::PendingOp& op);
+  const std::string* intern_locked(std::string_view s);
   void record_locked(const TraceTag& tag, Time start, Time end);
 
   Clock& clock_;
@@ -182,6 +198,11 @@ class Timeline {
   std::vector<HostSpan> spans_;
   TimelineStats stats_;
   std::uint64_t next_seq_ = 0;
+  // The flow simulation's state between resolutions: a resolution at the
+  // same now with only later-starting operations issued since continues it
+  // instead of rebuilding it from the committed horizon.
+  // It also holds the interned trace names of pending operations.
+  std::unique_ptr<Sim> sim_;
 };
 
 }  // namespace gpemu

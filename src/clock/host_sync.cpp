@@ -28,6 +28,18 @@ void HostSync::sleep_until(int rank, Time deadline) {
   }
 }
 
+void HostSync::yield_before_wait(int rank) {
+  if (!clock_.is_virtual()) return;
+  {
+    std::lock_guard lock(mutex_);
+    state_.at(rank).state = State::Sleeping;
+    state_.at(rank).deadline = clock_.now();
+  }
+  clock_.yield_to_peers();
+  std::lock_guard lock(mutex_);
+  state_.at(rank).state = State::Running;
+}
+
 void HostSync::wait_until(int rank, const std::function<bool()>& ready) {
   if (!clock_.is_virtual()) {
     std::unique_lock lock(mutex_);

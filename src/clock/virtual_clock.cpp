@@ -1,10 +1,13 @@
 #include <atomic>
 #include <condition_variable>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <stdexcept>
 #include <thread>
+#include <tuple>
+#include <vector>
 #include <utility>
 
 #include "gpemu/clock.h"
@@ -29,9 +32,17 @@ class VirtualClock final : public Clock {
       return;
     }
     std::unique_lock<std::mutex> lock(m_);
-    sleepers_.emplace(std::max(deadline, now()), tl_index);
+    sleepers_.emplace(std::max(deadline, now()), 0, tl_index);
     hand_off_locked();
-    cv_.wait(lock, [&] { return running_ == tl_index; });
+    wait_turn_locked(lock, tl_index);
+  }
+
+  void yield_to_peers() override {
+    if (tl_clock != this) return;
+    std::unique_lock<std::mutex> lock(m_);
+    sleepers_.emplace(now(), 1, tl_index);
+    hand_off_locked();
+    wait_turn_locked(lock, tl_index);
   }
 
   void run_concurrently(std::vector<std::function<void()>> bodies) override {
@@ -39,7 +50,9 @@ class VirtualClock final : public Clock {
       std::lock_guard<std::mutex> lock(m_);
       if (cooperative_) throw std::logic_error("VirtualClock::run_concurrently cannot be nested");
       cooperative_ = true;
-      for (int i = 0; i < static_cast<int>(bodies.size()); ++i) sleepers_.emplace(now(), i);
+      for (int i = 0; i < static_cast<int>(bodies.size()); ++i) sleepers_.emplace(now(), 0, i);
+      turn_.clear();
+      for (std::size_t i = 0; i < bodies.size(); ++i) turn_.push_back(std::make_unique<std::condition_variable>());
     }
     std::exception_ptr first;
     std::vector<std::thread> threads;
@@ -50,7 +63,7 @@ class VirtualClock final : public Clock {
         tl_index = i;
         {
           std::unique_lock<std::mutex> lock(m_);
-          cv_.wait(lock, [&] { return running_ == i; });
+          wait_turn_locked(lock, i);
         }
         try {
           bodies[i]();
@@ -86,25 +99,31 @@ class VirtualClock final : public Clock {
     }
   }
 
-  // Gives the run token to the earliest sleeper (ties: lowest index).
+  // Gives the run token to the earliest sleeper (ties: those that did not
+  // yield, then lowest index). Only the chosen thread is woken: waking all of
+  // them on every hand-off made each one O(threads).
   void hand_off_locked() {
     if (sleepers_.empty()) {
       running_ = -1;
       return;
     }
-    auto [t, index] = *sleepers_.begin();
+    auto [t, yielded, index] = *sleepers_.begin();
     sleepers_.erase(sleepers_.begin());
     advance_to(t);
     running_ = index;
-    cv_.notify_all();
+    turn_[index]->notify_one();
+  }
+
+  void wait_turn_locked(std::unique_lock<std::mutex>& lock, int index) {
+    turn_[index]->wait(lock, [&] { return running_ == index; });
   }
 
   std::atomic<Time> now_{0};
   std::mutex m_;
-  std::condition_variable cv_;
+  std::vector<std::unique_ptr<std::condition_variable>> turn_;  // one per cooperative thread
   bool cooperative_ = false;
   int running_ = -1;
-  std::set<std::pair<Time, int>> sleepers_;
+  std::set<std::tuple<Time, int, int>> sleepers_;  // deadline, yielded, thread index
 };
 
 }  // namespace

@@ -3,19 +3,29 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <functional>
 #include <limits>
+#include <queue>
+#include <set>
+#include <tuple>
 
 namespace gpemu {
 namespace detail {
 
 struct PendingOp {
+  std::uint64_t seq = 0;  // issue order
   Time lower_bound = 0;
   Duration duration = 0;
   int link = -1;          // index into the timeline's links; -1 for fixed-cost ops
+  int link2 = -1;         // a second link crossed at the same time, or -1
   double bytes = 0;
   double cap = 0;         // bytes per ns
   std::vector<std::shared_ptr<PendingOp>> deps;  // those still pending at issue
-  std::string name, category;
+  // Pending operations that list this one in deps: told when its end becomes
+  // known, so the simulation never scans for what became determinable.
+  std::vector<PendingOp*> dependents;
+  const std::string* name = nullptr;
+  const std::string* category = nullptr;
   int device = -1, stream = -1, engine = -1;
   bool trace = true;
 
@@ -31,11 +41,38 @@ struct PendingOp {
   bool s_start_known = false, s_end_known = false, s_joined = false;
   Time s_start = 0, s_end = 0, s_join_at = 0, s_finish_at = 0;
   double s_remaining = 0, s_rate = 0;
+  Time s_rem_t = 0;   // the time s_remaining refers to
+  double s_share[2] = {0, 0};  // rate granted by the last water-fill of link, link2
+  int s_unknown = 0;  // deps whose end the simulation does not know yet
 };
 
 }  // namespace detail
 
 using detail::PendingOp;
+
+// The discrete-event simulation of the pending operations, kept between
+// resolutions. Events are join times (a transfer's start + latency) and
+// finish times; a link's flows only change rate when a flow joins or leaves
+// it, so only that link is water-filled again, and a flow's remaining bytes
+// are brought forward only when its link is touched. Each event costs
+// O(log events + flows on the touched links), so a resolution is near-linear
+// in the operations and concurrent transfers it covers.
+struct Timeline::Sim {
+  bool valid = false;  // the state below continues the last resolution
+  Time now = -1;       // the now that resolution committed at
+  Time t = 0;          // simulated up to here
+  std::size_t unknown = 0;  // pending operations whose end is not known yet
+  std::vector<std::vector<PendingOp*>> active;  // per link: joined, unfinished flows
+  std::vector<std::uint64_t> version;           // per link: bumped by every water-fill
+  std::vector<char> dirty;
+  std::vector<int> dirty_list;
+  std::vector<PendingOp*> work;  // start now determinable
+  using JoinEntry = std::tuple<Time, std::uint64_t, PendingOp*>;
+  std::priority_queue<JoinEntry, std::vector<JoinEntry>, std::greater<>> joins;
+  using FinishEntry = std::tuple<Time, int, std::uint64_t>;  // earliest finish on a link, link, version
+  std::priority_queue<FinishEntry, std::vector<FinishEntry>, std::greater<>> finishes;
+  std::set<std::string, std::less<>> names;
+};
 
 bool Completion::resolved() const { return !op_ || op_->final.load(std::memory_order_acquire); }
 Time Completion::known_end() const {
@@ -43,13 +80,14 @@ Time Completion::known_end() const {
   return end_;
 }
 
-Timeline::Timeline(Clock& clock) : clock_(clock) {}
+Timeline::Timeline(Clock& clock) : clock_(clock), sim_(std::make_unique<Sim>()) {}
 Timeline::~Timeline() = default;
 
 const Link& Timeline::add_link(std::string name, double capacity, bool shared) {
   std::lock_guard<std::mutex> lock(mutex_);
   links_.emplace_back(new Link(std::move(name), capacity, static_cast<int>(links_.size())));
   link_shared_.push_back(shared);
+  sim_->valid = false;
   return *links_.back();
 }
 
@@ -72,6 +110,12 @@ void Timeline::record_locked(const TraceTag& tag, Time start, Time end) {
                                  tag.engine, start, end});
 }
 
+const std::string* Timeline::intern_locked(std::string_view s) {
+  auto it = sim_->names.find(s);
+  if (it == sim_->names.end()) it = sim_->names.emplace(s).first;
+  return &*it;
+}
+
 Completion Timeline::issue(const OpSpec& spec, std::span<const Completion> deps) {
   std::lock_guard<std::mutex> lock(mutex_);
   ++stats_.ops_issued;
@@ -87,7 +131,7 @@ Completion Timeline::issue(const OpSpec& spec, std::span<const Completion> deps)
   const bool is_flow = spec.link != nullptr;
   const double link_cap = is_flow ? per_ns(spec.link->capacity_bytes_per_s()) : 0;
   const double cap = spec.rate_cap > 0 ? per_ns(spec.rate_cap) : std::numeric_limits<double>::infinity();
-  if (!has_pending && (!is_flow || !link_shared_[spec.link->index_])) {
+  if (!has_pending && (!is_flow || (!link_shared_[spec.link->index_] && !spec.link2))) {
     // Fast path: nothing this operation depends on can still move.
     Time end = lb + spec.duration;
     if (is_flow) end += transfer_ns(spec.bytes, std::min(cap, link_cap));
@@ -97,20 +141,26 @@ Completion Timeline::issue(const OpSpec& spec, std::span<const Completion> deps)
   }
   ++stats_.ops_pending_path;
   auto op = std::make_shared<PendingOp>();
+  op->seq = next_seq_++;
   op->lower_bound = lb;
   op->duration = spec.duration;
   op->link = is_flow ? spec.link->index_ : -1;
+  op->link2 = is_flow && spec.link2 && spec.link2 != spec.link ? spec.link2->index_ : -1;
   op->bytes = spec.bytes;
   op->cap = is_flow ? std::min(cap, link_cap) : 0;
   for (const Completion& d : deps)
-    if (d.op_ && !d.op_->final.load(std::memory_order_relaxed)) op->deps.push_back(d.op_);
-  op->name = spec.tag.name;
-  op->category = spec.tag.category;
+    if (d.op_ && !d.op_->final.load(std::memory_order_relaxed)) {
+      op->deps.push_back(d.op_);
+      d.op_->dependents.push_back(op.get());
+    }
+  op->name = intern_locked(spec.tag.name);
+  op->category = intern_locked(spec.tag.category);
   op->device = spec.tag.device;
   op->stream = spec.tag.stream;
   op->engine = spec.tag.engine;
   op->trace = spec.trace;
   pending_.push_back(op);
+  if (sim_->valid) append_locked(*op);
   Completion c;
   c.end_ = lb;
   c.op_ = std::move(op);
@@ -122,9 +172,96 @@ void Timeline::finalize_locked(PendingOp& op) {
   op.end = op.s_end;
   op.final.store(true, std::memory_order_release);
   op.deps.clear();  // break chains so memory is released
+  op.dependents.clear();
   latest_end_ = std::max(latest_end_, op.end);
   if (tracing_ && op.trace) {
-    records_.push_back(TraceRecord{op.name, op.category, op.device, op.stream, op.engine, op.start, op.end});
+    records_.push_back(TraceRecord{*op.name, *op.category, op.device, op.stream, op.engine, op.start, op.end});
+  }
+}
+
+// Adds an operation issued after the last resolution to its simulation when
+// that gives what a rebuild would: the operation cannot act before the
+// simulated time (it waits for something not yet simulated, or joins its link
+// later). Otherwise the next resolution rebuilds.
+void Timeline::append_locked(PendingOp& op) {
+  Sim& sim = *sim_;
+  op.s_start_known = op.s_end_known = op.s_joined = false;
+  op.s_remaining = op.bytes;
+  op.s_unknown = 0;
+  Time start = op.lower_bound;
+  for (auto& d : op.deps) {
+    if (d->final.load(std::memory_order_relaxed)) {
+      start = std::max(start, d->end);
+    } else if (d->s_end_known) {
+      start = std::max(start, d->s_end);
+    } else {
+      ++op.s_unknown;
+    }
+  }
+  ++sim.unknown;
+  if (op.s_unknown > 0) return;  // its start comes from an event not yet simulated
+  if (op.link < 0) {
+    if (start + op.duration <= sim.now) {
+      sim.valid = false;  // would be committed now: leave that to a rebuild
+      return;
+    }
+    op.s_start_known = op.s_end_known = true;
+    op.s_start = start;
+    op.s_end = start + op.duration;
+    --sim.unknown;
+    return;
+  }
+  if (start + op.duration <= sim.t) {
+    sim.valid = false;  // it would have joined its link in the simulated past
+    return;
+  }
+  op.s_start_known = true;
+  op.s_start = start;
+  op.s_join_at = start + op.duration;
+  sim.joins.emplace(op.s_join_at, op.seq, &op);
+}
+
+// Rebuilds the simulation from the state committed at the horizon.
+void Timeline::restart_locked(Time now) {
+  Sim& sim = *sim_;
+  ++stats_.restarts;
+  stats_.ops_loaded += pending_.size();
+  const std::size_t nlinks = links_.size();
+  sim.valid = true;
+  sim.now = now;
+  sim.t = horizon_;
+  sim.unknown = pending_.size();
+  sim.active.assign(nlinks, {});
+  sim.version.assign(nlinks, 0);
+  sim.dirty.assign(nlinks, 0);
+  sim.dirty_list.clear();
+  sim.work.clear();
+  sim.joins = {};
+  sim.finishes = {};
+  for (auto& sp : pending_) {
+    PendingOp& op = *sp;
+    op.s_start_known = op.s_end_known = op.s_joined = false;
+    op.s_remaining = op.bytes;
+    op.s_unknown = 0;
+    for (auto& d : op.deps)
+      if (!d->final.load(std::memory_order_relaxed)) ++op.s_unknown;
+    if (op.c_joined) {
+      op.s_start_known = op.s_joined = true;
+      op.s_start = op.c_start;
+      op.s_remaining = op.c_remaining;
+      op.s_rem_t = horizon_;
+      op.s_share[0] = op.s_share[1] = std::numeric_limits<double>::infinity();
+      for (int l : {op.link, op.link2}) {
+        if (l < 0) continue;
+        sim.active[l].push_back(&op);
+        if (!sim.dirty[l]) {
+          sim.dirty[l] = 1;
+          sim.dirty_list.push_back(l);
+        }
+      }
+    } else if (op.s_unknown == 0) {
+      sim.work.push_back(&op);
+    }
   }
 }
 
@@ -134,41 +271,97 @@ void Timeline::finalize_locked(PendingOp& op) {
 // max-min fair share until their bytes are moved.
 Time Timeline::resolve_locked(PendingOp* target, bool to_end) {
   ++stats_.resolutions;
+  Sim& sim = *sim_;
   const Time now = std::max(clock_.now(), horizon_);
-  const std::size_t nlinks = links_.size();
-  std::vector<std::vector<PendingOp*>> active(nlinks);
-  std::vector<bool> dirty(nlinks, false);
+  // Continuing is exact: the last resolution committed at this same now and
+  // everything issued since acts after the simulated time (append_locked).
+  bool committed = sim.valid && sim.now == now;
+  if (!committed) restart_locked(now);
+  Time& t = sim.t;
+  std::vector<PendingOp*> finished_by_now;
 
-  for (auto& sp : pending_) {
-    PendingOp& op = *sp;
-    op.s_start_known = op.s_end_known = op.s_joined = false;
-    op.s_remaining = op.bytes;
-    if (op.c_joined) {
-      op.s_start_known = op.s_joined = true;
-      op.s_start = op.c_start;
-      op.s_remaining = op.c_remaining;
-      active[op.link].push_back(&op);
-      dirty[op.link] = true;
+  auto end_known = [&](PendingOp& op, Time end) {
+    op.s_end_known = true;
+    op.s_end = end;
+    --sim.unknown;
+    for (PendingOp* d : op.dependents)
+      if (--d->s_unknown == 0) sim.work.push_back(d);
+  };
+  // Resolves whatever has become determinable: an operation starts once all
+  // it depends on has ended; a fixed-cost one then ends, which may make more
+  // determinable.
+  auto drain = [&] {
+    while (!sim.work.empty()) {
+      PendingOp& op = *sim.work.back();
+      sim.work.pop_back();
+      Time start = op.lower_bound;
+      for (auto& d : op.deps) start = std::max(start, d->final.load(std::memory_order_relaxed) ? d->end : d->s_end);
+      op.s_start_known = true;
+      op.s_start = start;
+      if (op.link < 0) {
+        end_known(op, start + op.duration);
+      } else {
+        op.s_join_at = start + op.duration;
+        sim.joins.emplace(op.s_join_at, op.seq, &op);
+      }
     }
-  }
-
-  auto recompute_rates = [&](std::size_t l, Time t) {
-    auto& flows = active[l];
-    std::sort(flows.begin(), flows.end(), [](const PendingOp* a, const PendingOp* b) { return a->cap < b->cap; });
+  };
+  auto advance = [&](int l, Time at) {
+    for (PendingOp* f : sim.active[l]) {
+      const Time dt = at - f->s_rem_t;
+      if (dt != 0) f->s_remaining -= f->s_rate * static_cast<double>(dt);
+      f->s_rem_t = at;
+    }
+  };
+  auto mark_dirty = [&](int l) {
+    if (!sim.dirty[l]) {
+      sim.dirty[l] = 1;
+      sim.dirty_list.push_back(l);
+    }
+  };
+  // Max-min fair shares (water-filling over the per-flow caps), in a total
+  // order so the result does not depend on the order flows joined in.
+  auto water_fill = [&](int l, Time at) {
+    advance(l, at);
+    auto& flows = sim.active[l];
+    // A flow that also crosses another link is capped here at what it got there.
+    auto cap_here = [l](const PendingOp* f) {
+      return f->link2 < 0 ? f->cap : std::min(f->cap, f->s_share[f->link == l ? 1 : 0]);
+    };
+    std::sort(flows.begin(), flows.end(), [&](const PendingOp* a, const PendingOp* b) {
+      const double ca = cap_here(a), cb = cap_here(b);
+      return ca != cb ? ca < cb : a->seq < b->seq;
+    });
     double left = per_ns(links_[l]->capacity_bytes_per_s());
     std::size_t n = flows.size();
+    Time first = kTimeInfinity;
     for (PendingOp* f : flows) {
       double share = left / static_cast<double>(n--);
-      f->s_rate = std::min(f->cap, share);
+      f->s_rate = std::min(cap_here(f), share);
+      f->s_share[f->link == l ? 0 : 1] = f->s_rate;
       left -= f->s_rate;
-      f->s_finish_at = t + transfer_ns(f->s_remaining, f->s_rate);
+      f->s_finish_at = at + transfer_ns(f->s_remaining, f->s_rate);
+      first = std::min(first, f->s_finish_at);
     }
-    dirty[l] = false;
+    ++stats_.water_fills;
+    stats_.flow_rate_updates += flows.size();
+    ++sim.version[l];
+    if (!flows.empty()) sim.finishes.emplace(first, l, sim.version[l]);
+    sim.dirty[l] = 0;
   };
-
-  Time t = horizon_;
-  bool committed = false;
-  std::vector<PendingOp*> finished_by_now;
+  auto refill_dirty = [&](Time at) {
+    for (int l : sim.dirty_list)
+      if (sim.dirty[l]) water_fill(l, at);
+    sim.dirty_list.clear();
+  };
+  auto next_finish = [&] {
+    while (!sim.finishes.empty()) {
+      const auto& [when, l, v] = sim.finishes.top();
+      if (v == sim.version[l]) return when;
+      sim.finishes.pop();
+    }
+    return kTimeInfinity;
+  };
 
   auto commit = [&](Time at) {
     // Record the state at `at` as the new committed horizon.
@@ -187,95 +380,80 @@ Time Timeline::resolve_locked(PendingOp* target, bool to_end) {
   };
 
   for (;;) {
-    // Resolve whatever has become determinable; dependencies precede their
-    // dependents in issue order, so one forward pass suffices.
-    for (auto& sp : pending_) {
-      PendingOp& op = *sp;
-      if (op.s_start_known) continue;
-      Time start = op.lower_bound;
-      bool known = true;
-      for (auto& d : op.deps) {
-        if (d->final.load(std::memory_order_relaxed)) {
-          start = std::max(start, d->end);
-        } else if (d->s_end_known) {
-          start = std::max(start, d->s_end);
-        } else {
-          known = false;
-          break;
-        }
-      }
-      if (!known) continue;
-      op.s_start_known = true;
-      op.s_start = start;
-      if (op.link < 0) {
-        op.s_end_known = true;
-        op.s_end = start + op.duration;
-      } else {
-        op.s_join_at = start + op.duration;
-      }
-    }
-    for (std::size_t l = 0; l < nlinks; ++l)
-      if (dirty[l]) recompute_rates(l, t);
-
-    Time next = kTimeInfinity;
-    bool remaining_work = false;
-    for (auto& sp : pending_) {
-      PendingOp& op = *sp;
-      if (!op.s_end_known) remaining_work = true;
-      if (op.link < 0 || op.s_end_known) continue;
-      if (op.s_joined) next = std::min(next, op.s_finish_at);
-      else if (op.s_start_known) next = std::min(next, op.s_join_at);
-    }
+    drain();
+    refill_dirty(t);
+    const Time next = std::min(next_finish(), sim.joins.empty() ? kTimeInfinity : std::get<0>(sim.joins.top()));
 
     if (!committed && next > now) {
-      for (std::size_t l = 0; l < nlinks; ++l)
-        for (PendingOp* f : active[l]) f->s_remaining -= f->s_rate * static_cast<double>(now - t);
       t = now;
+      for (std::size_t l = 0; l < links_.size(); ++l) advance(static_cast<int>(l), now);
       commit(now);
-      for (std::size_t l = 0; l < nlinks; ++l)
-        if (!active[l].empty()) recompute_rates(l, t);
+      for (std::size_t l = 0; l < links_.size(); ++l)
+        if (!sim.active[l].empty()) water_fill(static_cast<int>(l), now);
     }
     if (committed) {
       if (target ? target->s_end_known : !to_end) break;
-      if (!remaining_work) break;
+      if (sim.unknown == 0) break;
     }
     if (next == kTimeInfinity) break;  // nothing can progress (cannot happen: deps precede dependents)
 
-    for (std::size_t l = 0; l < nlinks; ++l)
-      for (PendingOp* f : active[l]) f->s_remaining -= f->s_rate * static_cast<double>(next - t);
+    ++stats_.events;
     t = next;
-    for (auto& sp : pending_) {
-      PendingOp& op = *sp;
-      if (op.link < 0 || op.s_end_known) continue;
-      if (!op.s_joined && op.s_start_known && op.s_join_at <= t) {
-        op.s_joined = true;
-        op.s_remaining = op.bytes;
-        active[op.link].push_back(&op);
-        dirty[op.link] = true;
+    if (!sim.joins.empty() && std::get<0>(sim.joins.top()) <= t) {
+      std::vector<PendingOp*> joining;
+      while (!sim.joins.empty() && std::get<0>(sim.joins.top()) <= t) {
+        joining.push_back(std::get<2>(sim.joins.top()));
+        sim.joins.pop();
       }
-    }
-    for (std::size_t l = 0; l < nlinks; ++l)
-      if (dirty[l]) recompute_rates(l, t);
-    for (std::size_t l = 0; l < nlinks; ++l) {
-      auto& flows = active[l];
-      for (auto it = flows.begin(); it != flows.end();) {
-        PendingOp* f = *it;
-        if (f->s_finish_at <= t) {
-          f->s_end_known = true;
-          f->s_end = t;
-          it = flows.erase(it);
-          dirty[l] = true;
-        } else {
-          ++it;
+      // Issue order, as flows joining at one instant always joined.
+      std::sort(joining.begin(), joining.end(), [](const PendingOp* a, const PendingOp* b) { return a->seq < b->seq; });
+      for (PendingOp* op : joining) {
+        op->s_joined = true;
+        op->s_remaining = op->bytes;
+        op->s_rem_t = t;
+        op->s_rate = 0;
+        op->s_share[0] = op->s_share[1] = std::numeric_limits<double>::infinity();
+        for (int l : {op->link, op->link2}) {
+          if (l < 0) continue;
+          sim.active[l].push_back(op);
+          mark_dirty(l);
         }
       }
+    }
+    refill_dirty(t);
+    std::vector<int> finishing;
+    while (!sim.finishes.empty() && std::get<0>(sim.finishes.top()) <= t) {
+      const auto [when, l, v] = sim.finishes.top();
+      sim.finishes.pop();
+      if (v == sim.version[l]) finishing.push_back(l);
+    }
+    for (int l : finishing) {
+      advance(l, t);
+      auto& flows = sim.active[l];
+      std::size_t kept = 0;
+      for (PendingOp* f : flows) {
+        if (f->s_finish_at <= t) {
+          end_known(*f, t);
+          if (f->link2 >= 0) {
+            const int other = f->link == l ? f->link2 : f->link;
+            advance(other, t);
+            std::erase(sim.active[other], f);
+            mark_dirty(other);
+          }
+        } else {
+          flows[kept++] = f;
+        }
+      }
+      flows.resize(kept);
+      mark_dirty(l);
     }
   }
 
   Time result = 0;
   if (target) {
     result = target->s_end_known ? target->s_end : kTimeInfinity;
-  } else {
+  } else if (to_end) {
+    // Only wait_all needs the latest end; a query must not cost a scan.
     result = latest_end_;
     for (auto& sp : pending_)
       if (sp->s_end_known) result = std::max(result, sp->s_end);

@@ -40,6 +40,9 @@ constexpr double kReduceTrafficPerByte = 3.0;
 
 }  // namespace
 
+AllReduceGroup::~AllReduceGroup() = default;
+Communicator::~Communicator() = default;
+
 Communicator::Communicator(Node& node) : Communicator(node, all_positions(node)) {}
 
 Communicator::Communicator(Node& node, std::vector<int> gpus)

@@ -12,7 +12,7 @@ namespace gpemu {
 
 // ---- DdpReducer -----------------------------------------------------------------
 
-DdpReducer::DdpReducer(Communicator& comm, HostSync& sync, std::vector<Stream*> comm_streams,
+DdpReducer::DdpReducer(AllReduceGroup& comm, HostSync& sync, std::vector<Stream*> comm_streams,
                        std::vector<std::uint64_t> gradient_bytes, BucketOptions options)
     : comm_(comm),
       sync_(sync),
@@ -24,7 +24,7 @@ DdpReducer::DdpReducer(Communicator& comm, HostSync& sync, std::vector<Stream*> 
     throw InputError(fmt::format("DDP over {} GPUs given {} communication streams and {} host threads", n,
                                  comm_streams_.size(), sync.ranks()));
   for (int r = 0; r < n; ++r)
-    if (!comm_streams_[r] || &comm_streams_[r]->device() != &comm.node().device(comm.gpus()[r]))
+    if (!comm_streams_[r] || &comm_streams_[r]->device() != &comm.device(r))
       throw InputError(fmt::format("DDP: communication stream of rank {} is not on its GPU", r));
   if (gradient_bytes_.empty()) throw InputError("DDP needs at least one gradient");
   buckets_ = assign_buckets(gradient_bytes_, options_.first_bucket_cap_bytes, options_.bucket_cap_bytes);
@@ -40,6 +40,7 @@ DdpReducer::Iteration& DdpReducer::state(std::int64_t iteration) {
   if (fresh) {
     const int n = comm_.size();
     it->second.count.assign(buckets_.size(), std::vector<int>(n, 0));
+    it->second.complete.assign(buckets_.size(), 0);
     it->second.last.assign(buckets_.size(), std::vector<Completion>(n));
     it->second.reported.assign(gradient_bytes_.size(), std::vector<bool>(n, false));
   }
@@ -57,20 +58,23 @@ void DdpReducer::gradient_ready(int rank, std::int64_t iteration, int gradient, 
           fmt::format("GPU {} reported gradient {} of iteration {} twice", rank, gradient, iteration));
     it.reported[gradient][rank] = true;
     const int b = bucket_of_[gradient];
-    ++it.count[b][rank];
+    if (++it.count[b][rank] == static_cast<int>(buckets_[b].gradients.size())) ++it.complete[b];
     it.last[b][rank] = ready;  // stream order: the latest report covers the bucket's earlier gradients
-    launch_ready(it);
+    // Peers wait (finish) only for launches: wake them only then, not on
+    // every report (waking every rank on each of every rank's reports was
+    // quadratic in GPUs).
+    if (!launch_ready(it)) return;
   }
   sync_.notify_all();
 }
 
-void DdpReducer::launch_ready(Iteration& it) {
+bool DdpReducer::launch_ready(Iteration& it) {
   const int n = comm_.size();
+  bool any = false;
   while (it.launched < static_cast<int>(buckets_.size())) {
     const int b = it.launched;
-    const int need = static_cast<int>(buckets_[b].gradients.size());
-    for (int r = 0; r < n; ++r)
-      if (it.count[b][r] != need) return;
+    if (it.complete[b] != n) return any;
+    any = true;
     // Each rank's communication stream waits for the point where the rank's
     // backward produced the bucket's gradients, then the ring all-reduce.
     for (int r = 0; r < n; ++r) {
@@ -86,6 +90,7 @@ void DdpReducer::launch_ready(Iteration& it) {
     ++it.launched;
     ++launched_total_;
   }
+  return any;
 }
 
 Completion DdpReducer::finish(int rank, std::int64_t iteration) {

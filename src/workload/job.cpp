@@ -334,7 +334,10 @@ void Job::run_phase(Rank& r, RunPhase phase, int epoch, pipeline::BatchSource& s
   const ScheduleSpec& sched = spec_.schedule;
   const bool train = phase == RunPhase::Train;
   const std::vector<StepOp>& program = train ? plan_->train : plan_->eval;
-  auto host_wait = [&](const Completion& c) { tl.wait(c, r.sleep); };
+  auto host_wait = [&](const Completion& c) {
+    if (!c.resolved()) sync_->yield_before_wait(r.index);
+    tl.wait(c, r.sleep);
+  };
   const std::uint64_t fixed_steps = train ? sched.steps_per_epoch : sched.eval.steps;
   const std::uint64_t epoch_arg = sched.reshuffle_each_epoch ? static_cast<std::uint64_t>(epoch - 1) : 0;
 

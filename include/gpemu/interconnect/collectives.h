@@ -58,17 +58,31 @@ struct CollectiveOptions {
   std::string_view name;
 };
 
+// What data-parallel training needs of a group of GPUs: its ranks' devices
+// and an all-reduce over them (one node's ring, or a cluster's hierarchy).
+class AllReduceGroup {
+ public:
+  virtual ~AllReduceGroup();
+  virtual int size() const = 0;
+  virtual Device& device(int rank) const = 0;
+  // Sum of `bytes` on every rank, result on every rank; one Completion per rank.
+  virtual std::vector<Completion> all_reduce(std::span<Stream* const> streams, std::uint64_t bytes,
+                                             const CollectiveOptions& options = {}) = 0;
+};
+
 // The GPUs a collective runs among, in rank order, and the ring it uses (like
 // an ncclComm). Streams are passed per call, one per rank.
-class Communicator {
+class Communicator : public AllReduceGroup {
  public:
   // All GPUs of the node, rank = position.
   explicit Communicator(Node& node);
   // These node positions as ranks 0..n-1 (InputError for unknown or repeated GPUs).
   Communicator(Node& node, std::vector<int> gpus);
+  ~Communicator() override;
 
   Node& node() const { return *node_; }
-  int size() const { return static_cast<int>(gpus_.size()); }
+  int size() const override { return static_cast<int>(gpus_.size()); }
+  Device& device(int rank) const override { return node_->device(gpus_.at(rank)); }
   const std::vector<int>& gpus() const { return gpus_; }
   const RingPlan& ring() const { return ring_; }
 
@@ -77,7 +91,7 @@ class Communicator {
   //
   // Sum of `bytes` on every rank, result on every rank.
   std::vector<Completion> all_reduce(std::span<Stream* const> streams, std::uint64_t bytes,
-                                     const CollectiveOptions& options = {});
+                                     const CollectiveOptions& options = {}) override;
   // Each rank ends with the reduction of its 1/N share of `bytes` (the input size).
   std::vector<Completion> reduce_scatter(std::span<Stream* const> streams, std::uint64_t bytes,
                                          const CollectiveOptions& options = {});

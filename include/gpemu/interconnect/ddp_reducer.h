@@ -30,7 +30,7 @@ class DdpReducer {
  public:
   // comm_streams[r]: rank r's communication stream (non-blocking, as
   // PyTorch's NCCL streams). Ranks are the communicator's.
-  DdpReducer(Communicator& comm, HostSync& sync, std::vector<Stream*> comm_streams,
+  DdpReducer(AllReduceGroup& comm, HostSync& sync, std::vector<Stream*> comm_streams,
              std::vector<std::uint64_t> gradient_bytes, BucketOptions options = {});
   DdpReducer(const DdpReducer&) = delete;
   DdpReducer& operator=(const DdpReducer&) = delete;
@@ -50,15 +50,17 @@ class DdpReducer {
  private:
   struct Iteration {
     std::vector<std::vector<int>> count;       // [bucket][rank]: gradients reported
+    std::vector<int> complete;                  // [bucket]: ranks that reported all of its gradients
     std::vector<std::vector<Completion>> last;  // [bucket][rank]: latest reported point
     std::vector<std::vector<bool>> reported;    // [gradient][rank]
     int launched = 0;
     int finished = 0;
   };
   Iteration& state(std::int64_t iteration);
-  void launch_ready(Iteration& it);
+  // Launches what became ready; returns whether it launched anything.
+  bool launch_ready(Iteration& it);
 
-  Communicator& comm_;
+  AllReduceGroup& comm_;
   HostSync& sync_;
   std::vector<Stream*> comm_streams_;
   std::vector<std::uint64_t> gradient_bytes_;

@@ -1,0 +1,167 @@
+#include "gpemu/interconnect/cluster.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "gpemu/error.h"
+
+namespace gpemu {
+
+ClusterOptions plan_cluster(int gpus, int nodes, NodeOptions node, NetworkSpec network) {
+  if (gpus < 1) throw InputError(fmt::format("--gpus {} is impossible: it must be at least 1", gpus));
+  if (nodes < 1) throw InputError(fmt::format("--nodes {} is impossible: it must be at least 1", nodes));
+  if (gpus % nodes != 0)
+    throw InputError(fmt::format("--gpus {} over --nodes {}: every node holds the same number of GPUs; give a multiple of {}",
+                                 gpus, nodes, nodes));
+  const int per_node = gpus / nodes;
+  if (per_node > kMaxGpusPerNode) {
+    const int need = (gpus + kMaxGpusPerNode - 1) / kMaxGpusPerNode;
+    throw InputError(fmt::format(
+        "--gpus {} on {} node{}: a node holds at most {} GPUs; give --nodes {} or more (and --network 25gbe|100gbe|400gbe|FILE) "
+        "so that each node holds at most {}",
+        gpus, nodes, nodes == 1 ? "" : "s", kMaxGpusPerNode, need, kMaxGpusPerNode));
+  }
+  ClusterOptions o;
+  o.nodes = nodes;
+  o.node = std::move(node);
+  o.node.gpus = per_node;
+  o.network = std::move(network);
+  return o;
+}
+
+Cluster::Cluster(Timeline& timeline, const GpuSpec& spec, ClusterOptions options)
+    : timeline_(&timeline), spec_(&spec), options_(std::move(options)) {
+  const int m = options_.nodes;
+  if (m < 1) throw InputError(fmt::format("cluster of {} nodes: need at least 1", m));
+  if (m > 1) {
+    const NetworkSpec& net = options_.network;
+    if (!(net.line_rate_gbps > 0) || !(net.achievable_fraction > 0 && net.achievable_fraction <= 1))
+      throw InputError(fmt::format("network '{}': line rate {} Gb/s and achievable fraction {}: need a rate above 0 and a "
+                                   "fraction in (0, 1]; give --network 25gbe|100gbe|400gbe|FILE",
+                                   net.name, net.line_rate_gbps, net.achievable_fraction));
+    if (net.nics_per_node < 1 || net.switch_oversubscription < 1 || net.latency < 0)
+      throw InputError(fmt::format("network '{}': nics_per_node {} (at least 1), switch_oversubscription {} (at least 1), "
+                                   "latency {} ns (at least 0)",
+                                   net.name, net.nics_per_node, net.switch_oversubscription, net.latency));
+  }
+  for (int n = 0; n < m; ++n) {
+    NodeOptions o = options_.node;
+    o.first_device_index = options_.node.first_device_index + n * options_.node.gpus;
+    nodes_.push_back(std::make_unique<Node>(timeline, spec, o));
+  }
+  if (m > 1) {
+    const NetworkSpec& net = options_.network;
+    const double nic_bps = net.nic_bytes_per_s();
+    nics_.resize(m);
+    for (int n = 0; n < m; ++n)
+      for (int i = 0; i < net.nics_per_node; ++i)
+        nics_[n].push_back(&timeline.add_link(fmt::format("node{} NIC{}", n, i), nic_bps));
+    switch_ = &timeline.add_link("network switch", nic_bps * m * net.nics_per_node / net.switch_oversubscription);
+  }
+}
+
+Node& Cluster::node(int n) const {
+  if (n < 0 || n >= nodes()) throw InputError(fmt::format("node {}: the cluster has nodes 0 to {}", n, nodes() - 1));
+  return *nodes_[n];
+}
+
+int Cluster::node_of(int rank) const {
+  if (rank < 0 || rank >= size()) throw InputError(fmt::format("GPU {}: the cluster has GPUs 0 to {}", rank, size() - 1));
+  return rank / gpus_per_node();
+}
+
+int Cluster::local_of(int rank) const { return rank - node_of(rank) * gpus_per_node(); }
+
+Device& Cluster::device(int rank) const { return nodes_[node_of(rank)]->device(local_of(rank)); }
+
+const Link& Cluster::nic(int n, int index) const {
+  if (!switch_) throw InputError("a single-node cluster has no network");
+  node(n);
+  return *nics_[n].at(index);
+}
+
+const Link& Cluster::network_switch() const {
+  if (!switch_) throw InputError("a single-node cluster has no network");
+  return *switch_;
+}
+
+ClusterCommunicator::ClusterCommunicator(Cluster& cluster) : cluster_(&cluster) {
+  for (int n = 0; n < cluster.nodes(); ++n) local_.push_back(std::make_unique<Communicator>(cluster.node(n)));
+}
+
+ClusterCommunicator::~ClusterCommunicator() = default;
+
+std::vector<Completion> ClusterCommunicator::all_reduce(std::span<Stream* const> streams, std::uint64_t bytes,
+                                                        const CollectiveOptions& o) {
+  const int m = cluster_->nodes();
+  const int l = cluster_->gpus_per_node();
+  if (static_cast<int>(streams.size()) != size())
+    throw InputError(fmt::format("all_reduce over {} GPUs given {} streams: give one stream per GPU, in rank order", size(),
+                                 streams.size()));
+  if (m == 1) return local_[0]->all_reduce(streams, bytes, o);  // the node's ring, exactly
+  for (int r = 0; r < size(); ++r)
+    if (!streams[r] || &streams[r]->device() != &cluster_->device(r))
+      throw InputError(fmt::format("all_reduce: stream for rank {} is not a stream of GPU {}", r, r));
+
+  const std::string name(o.name.empty() ? std::string_view("all_reduce") : o.name);
+  auto node_streams = [&](int n) { return streams.subspan(static_cast<std::size_t>(n) * l, l); };
+
+  // 1. Inside each node: ring reduce-scatter; GPU g then holds 1/L of the sum.
+  std::vector<std::vector<Completion>> scattered(m);
+  CollectiveOptions local = o;
+  const std::string rs_name = name + " (node reduce-scatter)";
+  local.name = rs_name;
+  for (int n = 0; n < m; ++n) scattered[n] = local_[n]->reduce_scatter(node_streams(n), bytes, local);
+
+  // 2. Across nodes, per rail: all-reduce of the 1/L share over the network.
+  const NetworkSpec& net = cluster_->options().network;
+  const double share = static_cast<double>(bytes) / l;
+  const std::string net_name = name + " (network)";
+  std::vector<Completion> rail_done(l);
+  for (int g = 0; g < l; ++g) {
+    std::vector<Completion> arrived(m);
+    for (int n = 0; n < m; ++n) arrived[n] = scattered[n][g];
+    OpSpec barrier;
+    barrier.trace = false;
+    barrier.tag.name = "network ring entry";
+    const Completion entry = cluster_->timeline().issue(barrier, arrived);
+    std::vector<Completion> sent(m);
+    for (int n = 0; n < m; ++n) {
+      Stream& s = *streams[static_cast<std::size_t>(n) * l + g];
+      OpSpec flow;
+      flow.duration = 2 * (m - 1) * net.latency;
+      flow.link = &cluster_->nic(n, g % net.nics_per_node);
+      flow.link2 = &cluster_->network_switch();
+      flow.bytes = 2.0 * (m - 1) / m * share;
+      // GPUDirect RDMA reads and writes the GPU's memory over its own PCIe lanes.
+      flow.rate_cap = s.device().pcie().pinned_gbs * 1e9;
+      flow.tag.name = net_name;
+      flow.tag.category = "collective";
+      sent[n] = s.enqueue(flow, o.engine, std::span<const Completion>(&entry, 1));
+    }
+    OpSpec all_sent;
+    all_sent.trace = false;
+    all_sent.tag.name = "network ring exit";
+    rail_done[g] = cluster_->timeline().issue(all_sent, sent);
+  }
+
+  // 3. Inside each node: ring all-gather, once the node's rails are done.
+  std::vector<Completion> done(size());
+  const std::string ag_name = name + " (node all-gather)";
+  local.name = ag_name;
+  for (int n = 0; n < m; ++n) {
+    auto ns = node_streams(n);
+    for (int g = 0; g < l; ++g) {
+      OpSpec wait;
+      wait.trace = false;
+      wait.tag.name = "wait for network";
+      ns[g]->enqueue(wait, std::nullopt, std::span<const Completion>(&rail_done[g], 1));
+    }
+    const std::vector<Completion> gathered = local_[n]->all_gather(ns, bytes, local);
+    std::copy(gathered.begin(), gathered.end(), done.begin() + static_cast<std::ptrdiff_t>(n) * l);
+  }
+  return done;
+}
+
+}  // namespace gpemu

@@ -1,0 +1,124 @@
+// Network presets and the JSON file form of a NetworkSpec. Figures and their
+// sources: docs/interconnect.md, "Network".
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "gpemu/error.h"
+#include "gpemu/interconnect/cluster.h"
+
+namespace gpemu {
+namespace {
+
+// Payload share of the line rate once framing is paid.
+// TCP over Ethernet, 1500-byte MTU: 1448 payload bytes (1500 - IPv4 20 - TCP
+// 20 - timestamps 12) per 1538 bytes on the wire (+ Ethernet 14, FCS 4,
+// preamble 8, inter-frame gap 12).
+constexpr double kTcp1500Payload = 1448.0 / 1538.0;
+// RoCEv2, 4096-byte MTU: 4096 payload bytes per 4096 + BTH 12 + UDP 8 + IPv4
+// 20 + ICRC 4 + Ethernet 14 + FCS 4 + preamble 8 + gap 12 = 4178 on the wire.
+constexpr double kRoce4096Payload = 4096.0 / 4178.0;
+// NCCL's tuning model charges 9.6 us per network step of a Ring/Simple
+// collective (hwLat[NET][Ring][Simple], src/graph/tuning.cc).
+constexpr Duration kNetStepLatency = 10 * kMicrosecond;
+
+NetworkSpec preset(std::string name, double gbps, double fraction, std::string source) {
+  NetworkSpec n;
+  n.name = std::move(name);
+  n.line_rate_gbps = gbps;
+  n.achievable_fraction = fraction;
+  n.latency = kNetStepLatency;
+  n.source = std::move(source);
+  return n;
+}
+
+const std::vector<NetworkSpec>& presets() {
+  static const std::vector<NetworkSpec> all = {
+      preset("25gbe", 25, kTcp1500Payload,
+             "IEEE 802.3by 25 Gb/s; NCCL socket transport (TCP, 1500-byte MTU framing); NCCL hwLat NET step latency"),
+      preset("100gbe", 100, kRoce4096Payload,
+             "IEEE 802.3 100 Gb/s; RoCEv2 with 4096-byte MTU framing; NCCL hwLat NET step latency"),
+      preset("400gbe", 400, kRoce4096Payload,
+             "IEEE 802.3bs 400 Gb/s; RoCEv2 with 4096-byte MTU framing; NCCL hwLat NET step latency"),
+  };
+  return all;
+}
+
+}  // namespace
+
+std::vector<std::string_view> network_presets() {
+  std::vector<std::string_view> names;
+  for (const NetworkSpec& n : presets()) names.push_back(n.name);
+  return names;
+}
+
+NetworkSpec network_preset(std::string_view name) {
+  for (const NetworkSpec& n : presets())
+    if (n.name == name) return n;
+  throw InputError(fmt::format("network '{}': accepted presets are 25gbe, 100gbe, 400gbe, or a JSON file", name));
+}
+
+NetworkSpec load_network_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw InputError(fmt::format("network file {}: cannot be read; give a preset (25gbe, 100gbe, 400gbe) or a readable JSON file", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text.str());
+  } catch (const nlohmann::json::parse_error& e) {
+    throw InputError(fmt::format("network file {}: not valid JSON ({})", path, e.what()));
+  }
+  if (!j.is_object())
+    throw InputError(fmt::format("network file {}: expected a JSON object with line_rate_gbps, achievable_fraction, latency_us", path));
+  static const char* const kKeys[] = {"name", "line_rate_gbps", "achievable_fraction", "latency_us",
+                                      "nics_per_node", "switch_oversubscription", "source"};
+  for (const auto& [key, value] : j.items()) {
+    bool known = false;
+    for (const char* k : kKeys) known = known || key == k;
+    if (!known)
+      throw InputError(fmt::format("network file {}: unknown key '{}'; accepted: name, line_rate_gbps, achievable_fraction, "
+                                   "latency_us, nics_per_node, switch_oversubscription, source",
+                                   path, key));
+  }
+  auto number = [&](const char* key, bool required, double fallback, double lo, double hi, bool lo_open) {
+    if (!j.contains(key)) {
+      if (required) throw InputError(fmt::format("network file {}: missing key '{}'", path, key));
+      return fallback;
+    }
+    const auto& v = j[key];
+    if (!v.is_number()) throw InputError(fmt::format("network file {}: '{}' must be a number", path, key));
+    const double x = v.get<double>();
+    if (!std::isfinite(x) || (lo_open ? x <= lo : x < lo) || x > hi)
+      throw InputError(fmt::format("network file {}: '{}' is {}; accepted {}{}, {}]", path, key, x, lo_open ? "(" : "[", lo, hi));
+    return x;
+  };
+  auto text_of = [&](const char* key, std::string fallback) {
+    if (!j.contains(key)) return fallback;
+    if (!j[key].is_string()) throw InputError(fmt::format("network file {}: '{}' must be a string", path, key));
+    return j[key].get<std::string>();
+  };
+  NetworkSpec n;
+  n.name = text_of("name", path);
+  n.line_rate_gbps = number("line_rate_gbps", true, 0, 0, 1e5, true);
+  n.achievable_fraction = number("achievable_fraction", true, 0, 0, 1, true);
+  n.latency = static_cast<Duration>(std::llround(number("latency_us", true, 0, 0, 1e6, false) * kMicrosecond));
+  const double nics = number("nics_per_node", false, 1, 1, 64, false);
+  if (nics != std::floor(nics)) throw InputError(fmt::format("network file {}: 'nics_per_node' must be a whole number", path));
+  n.nics_per_node = static_cast<int>(nics);
+  n.switch_oversubscription = number("switch_oversubscription", false, 1, 1, 1000, false);
+  n.source = text_of("source", fmt::format("user file {}", path));
+  return n;
+}
+
+NetworkSpec parse_network(std::string_view preset_or_file) {
+  for (const NetworkSpec& n : presets())
+    if (n.name == preset_or_file) return n;
+  if (preset_or_file.empty()) throw InputError("--network is empty: give 25gbe, 100gbe, 400gbe or a JSON file");
+  return load_network_file(std::string(preset_or_file));
+}
+
+}  // namespace gpemu

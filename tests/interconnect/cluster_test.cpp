@@ -1,0 +1,189 @@
+// Nodes joined by a network: the hierarchical all-reduce's exact times under
+// the virtual clock, NIC and switch sharing, network presets and files, and
+// how the work of resolving it grows with the number of GPUs.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "gpemu/error.h"
+#include "gpemu/interconnect/cluster.h"
+#include "round_numbers.h"
+#include "temp_dir.h"
+
+namespace gpemu {
+namespace {
+
+using gpemu::testing::round_gpu;
+using gpemu::testing::round_node;
+::testing::AssertionResult contains(const std::string& text, const std::string& part) {
+  if (text.find(part) != std::string::npos) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "'" << text << "' does not contain '" << part << "'";
+}
+
+// 4 Gb/s at full efficiency: 0.5 byte/ns per NIC; 2 us per network step.
+NetworkSpec round_network(double oversubscription = 1) {
+  NetworkSpec n;
+  n.name = "round";
+  n.line_rate_gbps = 4;
+  n.achievable_fraction = 1;
+  n.latency = 2000;
+  n.switch_oversubscription = oversubscription;
+  return n;
+}
+
+ClusterOptions round_cluster(int nodes, int per_node, double oversubscription = 1) {
+  ClusterOptions o;
+  o.nodes = nodes;
+  o.node = round_node(per_node);
+  o.network = round_network(oversubscription);
+  return o;
+}
+
+std::vector<Stream*> default_streams(Cluster& c) {
+  std::vector<Stream*> s;
+  for (int r = 0; r < c.size(); ++r) s.push_back(&c.device(r).default_stream());
+  return s;
+}
+
+struct ClusterTest : ::testing::Test {
+  std::unique_ptr<Clock> clock = make_virtual_clock();
+  Timeline timeline{*clock};
+};
+
+TEST_F(ClusterTest, TwoNodeHierarchicalAllReduceTakesTheHandComputedTime) {
+  Cluster cluster(timeline, round_gpu(), round_cluster(2, 2));
+  ClusterCommunicator comm(cluster);
+  const auto done = comm.all_reduce(default_streams(cluster), 1'000'000);
+  ASSERT_EQ(done.size(), 4u);
+  // Node reduce-scatter (2 GPUs): launch 10 us + 1 step of (1 us + 500,000 B at 1 B/ns) = 511,000.
+  // Network, per rail: 2(M-1) = 2 steps of 2 us latency, then 2(M-1)/M * B/L = 500,000 B.
+  //   NIC 0.5 B/ns shared by the node's 2 rails: 0.25 B/ns each; the switch (2 NICs' worth,
+  //   1 B/ns) shared by 4 flows: 0.25 each. 515,000 + 2,000,000 = 2,515,000.
+  // Node all-gather: launch 10 us + 1 us + 500,000 = 3,026,000.
+  for (const Completion& c : done) EXPECT_EQ(timeline.end_time(c), 3'026'000);
+}
+
+TEST_F(ClusterTest, AnOversubscribedSwitchIsTheBottleneck) {
+  Cluster cluster(timeline, round_gpu(), round_cluster(2, 2, /*oversubscription=*/2));
+  ClusterCommunicator comm(cluster);
+  const auto done = comm.all_reduce(default_streams(cluster), 1'000'000);
+  // Switch 0.5 B/ns over 4 flows: 0.125 each, below the NICs' 0.25: 500,000 B take 4 ms.
+  for (const Completion& c : done) EXPECT_EQ(timeline.end_time(c), 5'026'000);
+}
+
+TEST_F(ClusterTest, OneNodeIsTheNodeRingExactly) {
+  Cluster cluster(timeline, round_gpu(), round_cluster(1, 4));
+  ClusterCommunicator comm(cluster);
+  const auto done = comm.all_reduce(default_streams(cluster), 4'000'000);
+  // launch 10 us + 2(N-1) = 6 steps of (1 us + 1,000,000 B at 1 B/ns).
+  for (const Completion& c : done) EXPECT_EQ(timeline.end_time(c), 10'000 + 6 * 1'001'000);
+  EXPECT_THROW(cluster.network_switch(), InputError);
+}
+
+TEST_F(ClusterTest, GpusAreNumberedAcrossNodes) {
+  Cluster cluster(timeline, round_gpu(), round_cluster(3, 2));
+  EXPECT_EQ(cluster.size(), 6);
+  EXPECT_EQ(cluster.device(5).index(), 5);
+  EXPECT_EQ(cluster.node_of(5), 2);
+  EXPECT_EQ(cluster.local_of(5), 1);
+  EXPECT_DOUBLE_EQ(cluster.nic(2, 0).capacity_bytes_per_s(), 0.5e9);
+  EXPECT_DOUBLE_EQ(cluster.network_switch().capacity_bytes_per_s(), 1.5e9);
+  EXPECT_THROW(cluster.device(6), InputError);
+}
+
+TEST(PlanCluster, MoreGpusThanANodeHoldsIsRefusedWithWhatToGive) {
+  try {
+    plan_cluster(64, 1, NodeOptions{}, network_preset("100gbe"));
+    FAIL() << "accepted 64 GPUs on one node";
+  } catch (const InputError& e) {
+    EXPECT_TRUE(contains(e.what(), "--gpus 64"));
+    EXPECT_TRUE(contains(e.what(), "--nodes 8"));
+  }
+  EXPECT_THROW(plan_cluster(12, 5, NodeOptions{}, network_preset("100gbe")), InputError);
+  EXPECT_THROW(plan_cluster(8, 0, NodeOptions{}, network_preset("100gbe")), InputError);
+  const ClusterOptions o = plan_cluster(1024, 128, NodeOptions{}, network_preset("400gbe"));
+  EXPECT_EQ(o.node.gpus, 8);
+  EXPECT_EQ(o.nodes, 128);
+}
+
+TEST(Network, PresetsCarryLineRateFramingAndSource) {
+  const NetworkSpec n = network_preset("100gbe");
+  EXPECT_DOUBLE_EQ(n.line_rate_gbps, 100);
+  EXPECT_NEAR(n.nic_bytes_per_s(), 12.5e9 * 4096 / 4178, 1);
+  EXPECT_EQ(n.latency, 10 * kMicrosecond);
+  EXPECT_FALSE(n.source.empty());
+  EXPECT_NEAR(network_preset("25gbe").nic_bytes_per_s(), 3.125e9 * 1448 / 1538, 1);
+  EXPECT_DOUBLE_EQ(network_preset("400gbe").line_rate_gbps, 400);
+  try {
+    network_preset("10gbe");
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_TRUE(contains(e.what(), "25gbe, 100gbe, 400gbe"));
+  }
+}
+
+struct NetworkFile : ::testing::Test {
+  gpemu::testing::TempDir dir;
+  std::string write(const std::string& text) {
+    const std::string p = (dir.path() / "net.json").string();
+    std::ofstream(p) << text;
+    return p;
+  }
+};
+
+TEST_F(NetworkFile, ReadsEveryKey) {
+  const NetworkSpec n = parse_network(write(
+      R"({"name": "ib", "line_rate_gbps": 200, "achievable_fraction": 0.9, "latency_us": 5.5, "nics_per_node": 8,
+          "switch_oversubscription": 2, "source": "our cluster"})"));
+  EXPECT_EQ(n.name, "ib");
+  EXPECT_DOUBLE_EQ(n.nic_bytes_per_s(), 25e9 * 0.9);
+  EXPECT_EQ(n.latency, 5500);
+  EXPECT_EQ(n.nics_per_node, 8);
+  EXPECT_DOUBLE_EQ(n.switch_oversubscription, 2);
+  EXPECT_EQ(n.source, "our cluster");
+}
+
+TEST_F(NetworkFile, BadInputNamesTheFileAndKey) {
+  auto error_of = [&](const std::string& text) {
+    try {
+      parse_network(write(text));
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_TRUE(contains(error_of(R"({"line_rate_gbps": 100, "achievable_fraction": 0.9})"), "missing key 'latency_us'"));
+  EXPECT_TRUE(contains(error_of(R"({"line_rate_gbps": 100, "achievable_fraction": 0.9, "latency_us": 1, "mtu": 9000})"), "unknown key 'mtu'"));
+  EXPECT_TRUE(contains(error_of(R"({"line_rate_gbps": 100, "achievable_fraction": 1.5, "latency_us": 1})"), "'achievable_fraction' is 1.5"));
+  EXPECT_TRUE(contains(error_of(R"({"line_rate_gbps": -1, "achievable_fraction": 1, "latency_us": 1})"), "'line_rate_gbps' is -1"));
+  EXPECT_TRUE(contains(error_of(R"({"line_rate_gbps": "fast", "achievable_fraction": 1, "latency_us": 1})"), "'line_rate_gbps' must be a number"));
+  EXPECT_TRUE(contains(error_of(R"({"line_rate_gbps": 100, "achievable_fraction": 1, "latency_us": 1, "nics_per_node": 1.5})"), "whole number"));
+  EXPECT_TRUE(contains(error_of(R"({ not json)"), "not valid JSON"));
+  EXPECT_TRUE(contains(error_of("[1, 2]"), "expected a JSON object"));
+  EXPECT_THROW(parse_network((dir.path() / "missing.json").string()), InputError);
+}
+
+// Work (not time) to resolve one all-reduce bucket per GPU, over clusters of
+// growing size: each GPU's host thread would wait for its result.
+std::uint64_t all_reduce_work(int nodes) {
+  auto clock = make_virtual_clock();
+  Timeline timeline(*clock);
+  Cluster cluster(timeline, round_gpu(), round_cluster(nodes, 8));
+  ClusterCommunicator comm(cluster);
+  const auto streams = default_streams(cluster);
+  for (int bucket = 0; bucket < 4; ++bucket) comm.all_reduce(streams, 8'000'000 + bucket * 1000);
+  for (Stream* s : streams) timeline.wait(s->tail());
+  const TimelineStats st = timeline.stats();
+  return st.ops_loaded + st.events + st.flow_rate_updates;
+}
+
+TEST(ClusterScaling, ResolutionWorkGrowsAboutLinearlyWithGpus) {
+  const double w32 = static_cast<double>(all_reduce_work(4));
+  const double w256 = static_cast<double>(all_reduce_work(32));
+  // 8x the GPUs: a quadratic resolver does ~64x the work; allow a log factor over 8x.
+  EXPECT_LT(w256 / w32, 8 * 1.5) << "work " << w32 << " -> " << w256;
+  EXPECT_GT(w256 / w32, 4) << "the counters no longer see the work";
+}
+
+}  // namespace
+}  // namespace gpemu
