@@ -652,6 +652,21 @@ RunRecord Job::run(JobObserver* observer) {
     }
   }
 
+  // The records grow by one step each: reserve them up front, so a growing
+  // vector is never copied (and its new pages faulted in) between two steps
+  // on the host's critical path.
+  {
+    const std::int64_t evals =
+        spec_.schedule.eval.first_epoch > 0 ? static_cast<std::int64_t>(spec_.schedule.eval.steps) * spec_.schedule.epochs
+                                            : 0;
+    // At most 64 Ki steps ahead: a run of millions of steps grows as usual.
+    const auto steps = static_cast<std::size_t>(std::clamp<std::int64_t>(planned_ + evals, 0, std::int64_t{1} << 16));
+    for (auto& r : ranks_) {
+      r->pending.reserve(steps);
+      r->kernels.reserve(steps * (node_ ? 4 : 2));
+    }
+  }
+
   // Persistent state (weights, gradients, optimizer state) on every GPU.
   if (spec_.compute.step_time == StepTime::CostModel && spec_.compute.use_allocator && spec_.schedule.train) {
     for (auto& r : ranks_) {
