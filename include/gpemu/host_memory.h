@@ -57,7 +57,9 @@ std::uint64_t pinned_host_bytes();
 bool can_lock_pinned(std::uint64_t bytes);
 
 // A byte size as people write it: 0, 123456, 512K, 256M, 4G (powers of 1024;
-// an optional trailing B or iB). InputError naming `what` otherwise.
+// an optional trailing B or iB), 0 or from 1 byte to kMaxByteSize. InputError
+// naming `what` otherwise.
+inline constexpr std::uint64_t kMaxByteSize = std::uint64_t{1} << 50;
 std::uint64_t parse_byte_size(std::string_view text, std::string_view what);
 
 }  // namespace gpemu

@@ -1,5 +1,8 @@
 #include "cli/option_checks.h"
 
+#include "gpemu/error.h"
+#include "gpemu/host_memory.h"
+
 #include <algorithm>
 #include <cctype>
 #include <charconv>
@@ -58,32 +61,16 @@ CLI::Validator finite_number_in(double min, double max) {
       accepted);
 }
 
-std::optional<std::uint64_t> parse_byte_size(const std::string& text) {
-  std::string s = text;
-  s.erase(std::remove_if(s.begin(), s.end(), [](unsigned char c) { return std::isspace(c); }), s.end());
-  double v = 0;
-  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || !std::isfinite(v) || v < 0) return std::nullopt;
-  std::string unit(p, static_cast<std::size_t>(s.data() + s.size() - p));
-  for (auto& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  if (unit.ends_with("IB")) unit.resize(unit.size() - 2);
-  else if (unit.ends_with("B")) unit.pop_back();
-  double mult = 1;
-  if (unit == "K") mult = 1024.0;
-  else if (unit == "M") mult = 1024.0 * 1024;
-  else if (unit == "G") mult = 1024.0 * 1024 * 1024;
-  else if (!unit.empty()) return std::nullopt;
-  const double bytes = v * mult;
-  if (bytes > static_cast<double>(kMaxOptionBytes) || (bytes > 0 && bytes < 1)) return std::nullopt;
-  return static_cast<std::uint64_t>(bytes);
-}
-
 CLI::Validator byte_size() {
   const std::string accepted =
-      fmt::format("a size from 1 byte to {} bytes (1 PiB), or 0: bytes, or a number with K, M or G", kMaxOptionBytes);
+      fmt::format("a size from 1 byte to {} bytes (1 PiB), or 0: bytes, or a number with K, M or G", kMaxByteSize);
   return CLI::Validator(
       [accepted](std::string& text) -> std::string {
-        if (parse_byte_size(text)) return {};
+        try {
+          gpemu::parse_byte_size(text, "size");
+          return {};
+        } catch (const InputError&) {
+        }
         return fmt::format("'{}' is not accepted; expected {}", shown(text), accepted);
       },
       accepted);

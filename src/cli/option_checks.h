@@ -22,12 +22,7 @@ CLI::Validator unsigned_number_up_to(std::uint64_t max);
 // A finite number from min to max.
 CLI::Validator finite_number_in(double min, double max);
 
-// The largest byte size an option may give (2^50, 1 PiB).
-inline constexpr std::uint64_t kMaxOptionBytes = std::uint64_t{1} << 50;
-// "0", "123456", "512K", "256M", "4G" (powers of 1024, an optional B or iB),
-// up to kMaxOptionBytes; nullopt for anything else, including a non-zero size
-// under one byte ("0.5").
-std::optional<std::uint64_t> parse_byte_size(const std::string& text);
+// A byte size as gpemu::parse_byte_size reads it (host_memory.h).
 CLI::Validator byte_size();
 
 }  // namespace gpemu::cli

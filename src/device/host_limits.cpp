@@ -49,12 +49,12 @@ std::uint64_t parse_byte_size(std::string_view text, std::string_view what) {
   if (unit == "K") mult = 1024.0;
   else if (unit == "M") mult = 1024.0 * 1024;
   else if (unit == "G") mult = 1024.0 * 1024 * 1024;
-  else if (unit == "T") mult = 1024.0 * 1024 * 1024 * 1024;
   else if (!unit.empty()) throw bad();
   if (!(v >= 0) || !std::isfinite(v)) throw bad();
   const double bytes = v * mult;
-  if (bytes >= 18446744073709551615.0)
-    throw InputError(fmt::format("{} '{}' is too large: at most 16 EiB", what, text));
+  if (bytes > static_cast<double>(kMaxByteSize))
+    throw InputError(fmt::format("{} '{}' is too large: at most {} bytes (1 PiB)", what, text, kMaxByteSize));
+  if (bytes > 0 && bytes < 1) throw InputError(fmt::format("{} '{}' is less than one byte: give 0 or at least 1", what, text));
   return static_cast<std::uint64_t>(bytes);
 }
 

@@ -12,6 +12,7 @@
 #include <optional>
 #include <random>
 #include <set>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -283,6 +284,9 @@ pipeline::LoaderOptions loader_options(const DlioWorkload& w, bool lock_pinned, 
 // The run's record as DLIO's per-rank phases: blocks of steps between the
 // checkpoints written inside an epoch.
 std::vector<RankResult> rank_results(const RunRecord& rec, const std::vector<int>& ranks) {
+  // The steps of each (GPU, phase, epoch), read once.
+  std::map<std::tuple<int, bool, std::uint64_t>, std::vector<const gpemu::StepRecord*>> by_phase;
+  for (const gpemu::StepRecord& s : rec.steps) by_phase[{s.gpu, s.phase == RunPhase::Train, s.epoch}].push_back(&s);
   std::vector<RankResult> out;
   for (std::size_t i = 0; i < ranks.size(); ++i) {
     RankResult rr;
@@ -301,8 +305,8 @@ std::vector<RankResult> rank_results(const RunRecord& rec, const std::vector<int
             c.epoch == rp.epoch)
           inside.push_back(&c);
       std::size_t next_ckpt = 0;
-      for (const gpemu::StepRecord& s : rec.steps) {
-        if (s.gpu != gpu || s.phase != m.phase || s.epoch != m.epoch) continue;
+      for (const gpemu::StepRecord* sp : by_phase[{gpu, m.phase == RunPhase::Train, m.epoch}]) {
+        const gpemu::StepRecord& s = *sp;
         DlioStep d;
         d.index = s.index;
         d.load = s.delivered - s.next_called;

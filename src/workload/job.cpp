@@ -857,15 +857,6 @@ RunSummary summarize(const RunRecord& rec) {
     g.compute_intervals = rr.compute_intervals;
     g.peak_allocated_bytes = rr.peak_allocated_bytes;
     g.peak_reserved_bytes = rr.peak_reserved_bytes;
-    for (const StepRecord& b : rec.steps) {
-      if (b.gpu != rr.gpu || b.phase != RunPhase::Train) continue;
-      g.samples += b.samples;
-      g.data_stall += b.data_stall;
-      g.fetch_stall += b.fetch_stall;
-      g.prep_stall += b.prep_stall;
-      g.h2d += b.h2d;
-      g.all_reduce_wait += b.all_reduce_wait;
-    }
     for (const EpochMark& m : rec.epochs) {
       if (m.gpu != rr.gpu) continue;
       g.end = std::max(g.end, m.end);
@@ -885,11 +876,23 @@ RunSummary summarize(const RunRecord& rec) {
     res.peak_allocated_bytes = std::max(res.peak_allocated_bytes, rr.peak_allocated_bytes);
     res.peak_reserved_bytes = std::max(res.peak_reserved_bytes, rr.peak_reserved_bytes);
     res.iterations = std::max(res.iterations, rr.iterations);
-    res.samples += g.samples;
     res.forward_total += rr.forward_total;
     res.backward_total += rr.backward_total;
     end = std::max(end, g.end);
     res.per_gpu.push_back(std::move(g));
+  }
+  // One pass over the steps (not one per GPU: a run of a thousand GPUs would
+  // read every step a thousand times). Ranks are GPU ids 0..n-1 in order.
+  for (const StepRecord& b : rec.steps) {
+    if (b.phase != RunPhase::Train || b.gpu < 0 || static_cast<std::size_t>(b.gpu) >= res.per_gpu.size()) continue;
+    GpuSummary& g = res.per_gpu[static_cast<std::size_t>(b.gpu)];
+    g.samples += b.samples;
+    g.data_stall += b.data_stall;
+    g.fetch_stall += b.fetch_stall;
+    g.prep_stall += b.prep_stall;
+    g.h2d += b.h2d;
+    g.all_reduce_wait += b.all_reduce_wait;
+    res.samples += b.samples;
   }
   for (auto& [e, er] : epochs) res.epochs.push_back(er);
   res.elapsed = end - rec.start;
