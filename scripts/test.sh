@@ -9,4 +9,4 @@ ctest --output-on-failure -j"$(nproc)" --timeout 600
 cd ..
 # Each parser's libFuzzer harness for a short while under ASan + UBSan
 # (scripts/fuzz.sh; run it with more seconds by hand for a deeper search).
-bash scripts/fuzz.sh "${GPEMU_FUZZ_SECONDS:-15}"
+GPEMU_FUZZ_SEED=${GPEMU_FUZZ_SEED:-1} bash scripts/fuzz.sh "${GPEMU_FUZZ_SECONDS:-15}"

@@ -8,6 +8,7 @@
 
 #include "gpemu/checked.h"
 #include "gpemu/error.h"
+#include "gpemu/message_text.h"
 #include "gpemu/pipeline/npy.h"
 
 namespace gpemu::pipeline {
@@ -275,13 +276,15 @@ Dataset open_dlio_dataset(const fs::path& dir, const DlioOptions& options) {
         if (x == nullptr) {
           // Taking another array (a label array "y") as the samples would
           // read the wrong bytes without a word.
+          // Member names are the file's bytes: quoted printable, the list capped.
           std::string names;
-          for (const auto& e : entries) names += (names.empty() ? "" : ", ") + e.name;
+          for (const auto& e : entries) names += (names.empty() ? "" : ", ") + printable_excerpt(e.name, 64);
+          names = printable_excerpt(names, 512);
           throw InputError(fwhat + ": no array '" + options.npz_key + "' (the file holds " + names +
                            "); expected the samples in '" + options.npz_key + ".npy', as DLIO writes them");
         }
         if (x->method != 0) {
-          throw InputError(fwhat + ": array '" + x->name +
+          throw InputError(fwhat + ": array '" + printable_excerpt(x->name, 64) +
                            "' is compressed (np.savez_compressed); only stored arrays (np.savez) can be read as records");
         }
         const auto h = parse_npy_header(read_range(file, x->data_offset, std::min<std::uint64_t>(4096, x->size)), fwhat);

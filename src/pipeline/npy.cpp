@@ -267,7 +267,7 @@ std::vector<ZipEntry> read_zip_entries(const std::filesystem::path& file) {
       x += 4 + len;
     }
     const auto lh = read_at(local, 30);
-    if (read_le(lh.data(), 4) != 0x04034b50) throw InputError(what + ": malformed zip local header for " + z.name);
+    if (read_le(lh.data(), 4) != 0x04034b50) throw InputError(what + ": malformed zip local header for " + printable_excerpt(z.name, 64));
     z.data_offset = local + 30 + read_le(lh.data() + 26, 2) + read_le(lh.data() + 28, 2);
     entries.push_back(std::move(z));
     p += 46 + name_len + extra_len + comment_len;

@@ -125,6 +125,25 @@ TEST(HostileHeaders, AnNpzWithoutTheSampleArrayIsRefused) {
   }
 }
 
+TEST(HostileHeaders, NpzMemberNamesInAMessageStayOneLine) {
+  // A member named with a newline and a terminal escape was listed raw in the
+  // "no array" message (found by fuzz/npz_fuzz.cpp in CI).
+  TempDir dir;
+  auto y = make_npy_header("<i8", {4});
+  write_stored_zip(dir.path() / "img_0_of_1.npz", {{"y\n\x1b[31m.npy", y}});
+  DlioOptions o;
+  o.format = DlioFormat::Npz;
+  try {
+    open_dlio_dataset(dir.path(), o);
+    FAIL() << "an npz without x.npy was read";
+  } catch (const InputError& e) {
+    const std::string err = e.what();
+    EXPECT_NE(err.find("(the file holds y\\n\\x1b[31m.npy)"), std::string::npos) << err;
+    EXPECT_EQ(err.find('\n'), std::string::npos) << err;
+    EXPECT_EQ(err.find('\x1b'), std::string::npos) << err;
+  }
+}
+
 TEST(HostileHeaders, ZipOffsetsThatWrapAreATruncatedFile) {
   // An end-of-central-directory record whose offset + size wraps 64 bits
   // passed the bounds check and asked for a vector past max_size().
