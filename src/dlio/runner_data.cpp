@@ -7,10 +7,10 @@
 #include <cctype>
 #include <cmath>
 #include <fstream>
-#include <numbers>
 
 #include <fmt/format.h>
 
+#include "gpemu/common/random.h"
 #include "gpemu/dlio/runner.h"
 #include "gpemu/error.h"
 #include "gpemu/pipeline/dataset.h"
@@ -25,17 +25,7 @@ namespace {
 constexpr const char* kManifestName = ".gpemu-dlio-dataset.json";
 constexpr const char* kStagingName = ".gpemu-dlio-generating";
 
-std::uint64_t splitmix(std::uint64_t& state) {
-  std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-std::uint64_t mix(std::uint64_t a, std::uint64_t b) {
-  std::uint64_t s = a ^ (b * 0xD1B54A32D192ED03ull);
-  return splitmix(s);
-}
+std::uint64_t mix(std::uint64_t a, std::uint64_t b) { return common::splitmix64(a ^ (b * 0xD1B54A32D192ED03ull)); }
 
 struct FormatInfo {
   pipeline::DlioFormat format;
@@ -403,12 +393,12 @@ bool TimeSampler::constant() const { return spec_.distribution == Distribution::
 
 double TimeSampler::uniform01() {
   // 53 random bits in (0, 1): never 0, so logarithms are finite.
-  return (static_cast<double>(splitmix(state_) >> 11) + 0.5) * 0x1.0p-53;
+  return common::unit_open(common::next_splitmix64(state_));
 }
 
 double TimeSampler::normal01() {
   const double u1 = uniform01(), u2 = uniform01();
-  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
+  return common::box_muller(u1, u2);
 }
 
 double TimeSampler::next_seconds() {

@@ -8,7 +8,7 @@
 
 #include <gtest/gtest.h>
 
-#include "cost_test_util.h"
+#include "support/cost_test_util.h"
 #include "gpemu/cost_model.h"
 #include "gpemu/error.h"
 

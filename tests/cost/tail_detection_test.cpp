@@ -7,7 +7,7 @@
 
 #include <gtest/gtest.h>
 
-#include "cost_test_util.h"
+#include "support/cost_test_util.h"
 #include "gpemu/profile.h"
 
 namespace gpemu {

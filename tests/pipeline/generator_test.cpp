@@ -5,7 +5,7 @@
 #include <set>
 
 #include "gpemu/pipeline/jpeg.h"
-#include "pipeline/test_util.h"
+#include "support/pipeline_test_util.h"
 
 namespace gpemu::pipeline {
 namespace {

@@ -11,7 +11,7 @@
 #include "gpemu/pipeline/io.h"
 #include "gpemu/pipeline/loader.h"
 #include "gpemu/pipeline/npy.h"
-#include "pipeline/test_util.h"
+#include "support/pipeline_test_util.h"
 
 namespace gpemu::pipeline {
 namespace {

@@ -2,7 +2,7 @@
 // datasets for the modelled loader, a temporary folder.
 #pragma once
 
-#include "temp_dir.h"
+#include "support/temp_dir.h"
 
 #include <unistd.h>
 
