@@ -1,8 +1,22 @@
 #!/usr/bin/env bash
-# Set-up and test: installs dependencies, builds, and runs every test.
+# Set-up and test: installs dependencies, builds, and runs every test; then
+# builds again with AddressSanitizer + UndefinedBehaviorSanitizer (build-asan)
+# and runs the suite there too, except the tests labelled "pacing" (real-clock
+# benchmark-like runs whose figures mean nothing under the sanitizers' slowdown;
+# CMakeLists.txt lists them), "python" (the tracer's tests, no C++ in them) and
+# "install" (the example consumer, a copy of what the first pass checked).
+# GPEMU_SKIP_ASAN=1 skips the second pass.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 bash scripts/build.sh
-cd build
-ctest --output-on-failure -j"$(nproc)" --timeout 600
+(cd build && ctest --output-on-failure -j"$(nproc)" --timeout 600)
+
+if [[ "${GPEMU_SKIP_ASAN:-0}" != 1 ]]; then
+  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPython_EXECUTABLE=/usr/bin/python3 \
+    -DGPEMU_SANITIZE=address >/dev/null
+  cmake --build build-asan -j"$(nproc)"
+  cd build-asan
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ctest --output-on-failure -j"$(nproc)" --timeout 900 -LE "pacing|python|install"
+fi

@@ -10,8 +10,9 @@ namespace gpemu::common {
 namespace {
 
 bool numeric(const std::string& s) {
-  return !s.empty() && (std::isdigit(static_cast<unsigned char>(s[0])) ||
-                        (s.size() > 1 && (s[0] == '-' || s[0] == '+') && std::isdigit(static_cast<unsigned char>(s[1]))));
+  return !s.empty() &&
+         (std::isdigit(static_cast<unsigned char>(s[0])) ||
+          (s.size() > 1 && (s[0] == '-' || s[0] == '+') && std::isdigit(static_cast<unsigned char>(s[1]))));
 }
 
 }  // namespace
@@ -38,7 +39,8 @@ void TextTable::print(std::ostream& out) const {
     for (std::size_t c = 0; c < ncols; ++c) {
       const std::string cell = c < r.size() ? r[c] : std::string();
       if (c > 0) s += "  ";
-      s += right_aligned(c, cell, header) ? fmt::format("{:>{}}", cell, width[c]) : fmt::format("{:<{}}", cell, width[c]);
+      s += right_aligned(c, cell, header) ? fmt::format("{:>{}}", cell, width[c])
+                                          : fmt::format("{:<{}}", cell, width[c]);
     }
     while (!s.empty() && s.back() == ' ') s.pop_back();
     out << s << '\n';

@@ -392,8 +392,8 @@ TimeSampler::TimeSampler(const TimeSpec& spec, std::uint64_t seed) : spec_(spec)
 bool TimeSampler::constant() const { return spec_.distribution == Distribution::Normal && spec_.stdev == 0; }
 
 double TimeSampler::uniform01() {
-  // 53 random bits in (0, 1): never 0, so logarithms are finite.
-  return common::unit_open(common::next_splitmix64(state_));
+  // 53 random bits in (0, 1] (common::unit_midpoint): never 0, so logarithms are finite.
+  return common::unit_midpoint(common::next_splitmix64(state_));
 }
 
 double TimeSampler::normal01() {

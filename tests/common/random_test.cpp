@@ -75,8 +75,9 @@ TEST(UnitConversions, CoverTheirIntervalsEdgesIncludedOrNot) {
   const std::uint64_t zero = 0, ones = ~std::uint64_t{0};
   EXPECT_EQ(unit_closed_open(zero), 0.0);
   EXPECT_LT(unit_closed_open(ones), 1.0);
-  EXPECT_GT(unit_open(zero), 0.0);
-  EXPECT_LT(unit_open(ones), 1.0);
+  EXPECT_GT(unit_midpoint(zero), 0.0);
+  EXPECT_EQ(unit_midpoint(ones), 1.0);  // 1 - 2^-54 rounds up
+  EXPECT_LT(unit_midpoint(ones - (std::uint64_t{1} << 11)), 1.0);
   EXPECT_GT(unit_open_closed(zero), 0.0);
   EXPECT_EQ(unit_open_closed(ones), 1.0);
 }

@@ -41,12 +41,11 @@ constexpr std::uint64_t next_splitmix64(std::uint64_t& state) {
 // with, so seeded figures stay bit for bit what they were.
 // [0, 1)
 constexpr double unit_closed_open(std::uint64_t bits) { return static_cast<double>(bits >> 11) * 0x1.0p-53; }
-// (0, 1): the midpoints of the 2^53 cells, never 0 or 1.
-constexpr double unit_open(std::uint64_t bits) { return (static_cast<double>(bits >> 11) + 0.5) * 0x1.0p-53; }
+// The midpoints of the 2^53 cells: never 0, but the top cell's midpoint
+// (1 - 2^-54) rounds to 1.0 in a double, so the interval is (0, 1].
+constexpr double unit_midpoint(std::uint64_t bits) { return (static_cast<double>(bits >> 11) + 0.5) * 0x1.0p-53; }
 // (0, 1]: never 0, so a logarithm of it is finite.
-constexpr double unit_open_closed(std::uint64_t bits) {
-  return static_cast<double>((bits >> 11) + 1) * 0x1.0p-53;
-}
+constexpr double unit_open_closed(std::uint64_t bits) { return static_cast<double>((bits >> 11) + 1) * 0x1.0p-53; }
 
 // A standard normal value from two uniforms by Box-Muller's cosine branch
 // (one value per pair). u1 must be in (0, 1] (its logarithm is taken), u2 in
