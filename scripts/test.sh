@@ -14,8 +14,10 @@ bash scripts/build.sh
 (cd build && ctest --output-on-failure -j"$(nproc)" --timeout 600)
 
 if [[ "${GPEMU_SKIP_ASAN:-0}" != 1 ]]; then
+  # -O1 -g1 (line tables, enough for the sanitizers' stack traces): an ASan
+  # object then compiles in about half the time of -O2 -g.
   cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPython_EXECUTABLE=/usr/bin/python3 \
-    -DGPEMU_SANITIZE=address >/dev/null
+    -DGPEMU_SANITIZE=address -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" >/dev/null
   cmake --build build-asan -j"$(nproc)"
   cd build-asan
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
