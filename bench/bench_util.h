@@ -8,6 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "gpemu/common/stats.h"
+#include "gpemu/common/text_table.h"
+
 namespace gpemu::bench {
 
 // Nanoseconds of CLOCK_MONOTONIC (the same clock RealClock reads).
@@ -15,27 +18,21 @@ std::int64_t monotonic_ns();
 // CPU time consumed so far by the calling thread, in nanoseconds.
 std::int64_t thread_cpu_ns();
 
-// The p-th percentile (0..100) of samples, nearest-rank on a sorted copy;
-// 0 for an empty vector.
-double percentile(std::vector<double> samples, double p);
+// The p-th percentile (0..100) of samples, nearest rank; 0 for an empty vector.
+using common::percentile;
 
 struct Summary {
   double p50 = 0, p99 = 0, max = 0, mean = 0;
 };
 Summary summarize(const std::vector<double>& samples);
 
-// An aligned plain-text table: the first `left_columns` columns (text)
-// left-aligned, the others (numbers) right-aligned, columns separated by two
-// spaces, a rule under the header.
-class Table {
+// The benchmarks' tables: the first `left_columns` columns (text) left-aligned,
+// the others (numbers) right-aligned, an unbroken rule under the header
+// (common::TextTable).
+class Table : public common::TextTable {
  public:
-  explicit Table(std::vector<std::string> header, std::size_t left_columns = 1);
-  void add_row(std::vector<std::string> cells);
-  void print(std::ostream& os) const;
-
- private:
-  std::vector<std::vector<std::string>> rows_;  // rows_[0] is the header
-  std::size_t left_columns_;
+  explicit Table(std::vector<std::string> header, std::size_t left_columns = 1)
+      : TextTable(std::move(header), Align::ByColumn, left_columns) {}
 };
 
 // Formats a number with `decimals` decimals, "-" for a missing (NaN) value.

@@ -193,8 +193,10 @@ class ModelGraph {
 // ---- the zoo on disk -------------------------------------------------------
 
 // Where gpemu's data lives: $GPEMU_DATA_DIR when set and non-empty, else the
-// compile-time GPEMU_DEFAULT_DATA_DIR (the source tree). The zoo is data_dir()/"zoo".
-// InputError when GPEMU_DATA_DIR is set to something that is not a folder.
+// share/gpemu folder of an installed copy (beside the running program, then
+// the configured install prefix), else the source tree the library was built
+// from. The zoo is data_dir()/"zoo". InputError when GPEMU_DATA_DIR is set to
+// something that is not a folder.
 std::filesystem::path data_dir();
 std::filesystem::path zoo_dir();
 

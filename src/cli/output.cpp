@@ -8,41 +8,11 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cstdio>
 
 #include <fmt/format.h>
 
 namespace gpemu::cli {
-namespace {
-bool numeric(const std::string& s) {
-  return !s.empty() && (std::isdigit(static_cast<unsigned char>(s[0])) ||
-                        (s.size() > 1 && (s[0] == '-' || s[0] == '+') && std::isdigit(static_cast<unsigned char>(s[1]))));
-}
-}  // namespace
-
-void Table::print(std::ostream& out) const {
-  std::vector<std::size_t> width(header_.size(), 0);
-  for (std::size_t c = 0; c < header_.size(); ++c) width[c] = header_[c].size();
-  for (const auto& r : rows_)
-    for (std::size_t c = 0; c < r.size() && c < width.size(); ++c) width[c] = std::max(width[c], r[c].size());
-  auto line = [&](const std::vector<std::string>& r, bool head) {
-    std::string s;
-    for (std::size_t c = 0; c < width.size(); ++c) {
-      const std::string& v = c < r.size() ? r[c] : std::string();
-      const bool right = !head && numeric(v);
-      s += right ? fmt::format("{:>{}}", v, width[c]) : fmt::format("{:<{}}", v, width[c]);
-      if (c + 1 < width.size()) s += "  ";
-    }
-    while (!s.empty() && s.back() == ' ') s.pop_back();
-    out << s << '\n';
-  };
-  line(header_, true);
-  std::string rule;
-  for (std::size_t c = 0; c < width.size(); ++c) rule += std::string(width[c], '-') + (c + 1 < width.size() ? "  " : "");
-  out << rule << '\n';
-  for (const auto& r : rows_) line(r, false);
-}
 
 void print_summary(std::ostream& out, const std::vector<std::pair<std::string, std::string>>& rows) {
   std::size_t w = 0;

@@ -7,19 +7,15 @@
 #include <string>
 #include <vector>
 
+#include "gpemu/common/text_table.h"
 
 namespace gpemu::cli {
 
-// A table with a header row; columns are aligned, numbers right-aligned.
-class Table {
+// The CLI's tables: numbers right-aligned, text left (common::TextTable).
+class Table : public common::TextTable {
  public:
-  explicit Table(std::vector<std::string> header) : header_(std::move(header)) {}
-  void add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
-  void print(std::ostream& out) const;
-
- private:
-  std::vector<std::string> header_;
-  std::vector<std::vector<std::string>> rows_;
+  explicit Table(std::vector<std::string> header) : TextTable(std::move(header), Align::ByContent) {}
+  void add(std::vector<std::string> row) { add_row(std::move(row)); }
 };
 
 // Two-column "key  value" listing.

@@ -12,6 +12,7 @@
 #include <fmt/ranges.h>
 
 #include "gpemu/calibration.h"
+#include "gpemu/common/stats.h"
 #include "gpemu/error.h"
 #include "gpemu/zoo.h"
 
@@ -342,8 +343,7 @@ FitQuality fit_quality(const Calibration& calibration, const std::vector<TimeSam
   FitQuality q;
   q.n = static_cast<int>(ape.size());
   if (q.n == 0) return q;
-  std::sort(ape.begin(), ape.end());
-  q.median_ape_pct = q.n % 2 ? ape[q.n / 2] : (ape[q.n / 2 - 1] + ape[q.n / 2]) / 2;
+  q.median_ape_pct = common::median(ape);
   q.rms_log_error = std::sqrt(sq / q.n);
   return q;
 }

@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "gpemu/caching_allocator.h"
+#include "gpemu/common/stats.h"
 #include "gpemu/device.h"
 #include "gpemu/error.h"
 #include "gpemu/pcie.h"
@@ -37,13 +38,6 @@ std::string_view to_string(ValidationPhase p) {
 double ValidationPoint::ape_pct() const { return std::abs(predicted - measured) / measured * 100.0; }
 
 namespace {
-
-double median_of(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 constexpr ValidationPhase kPhases[] = {ValidationPhase::Forward, ValidationPhase::Backward,
                                        ValidationPhase::Iteration, ValidationPhase::Transfer,
@@ -210,15 +204,13 @@ ErrorStats error_stats(const std::vector<double>& ape, const std::vector<double>
   s.n = static_cast<int>(ape.size());
   if (ape.empty()) return s;
   std::vector<double> v = ape;
+  // Sorted first so the mean sums in the order it always has (bit for bit).
   std::sort(v.begin(), v.end());
-  double sum = 0;
-  for (double x : v) sum += x;
-  s.mean_ape_pct = sum / static_cast<double>(v.size());
-  s.median_ape_pct = median_of(v);
-  const std::size_t rank = static_cast<std::size_t>(std::ceil(0.9 * static_cast<double>(v.size())));
-  s.p90_ape_pct = v[std::max<std::size_t>(rank, 1) - 1];
+  s.mean_ape_pct = common::mean(v);
+  s.median_ape_pct = common::median(v);
+  s.p90_ape_pct = common::percentile(v, 90);
   s.max_ape_pct = v.back();
-  if (!signed_pct.empty()) s.median_bias_pct = median_of(signed_pct);
+  if (!signed_pct.empty()) s.median_bias_pct = common::median(signed_pct);
   return s;
 }
 
@@ -373,7 +365,7 @@ ValidationReport validate(const ProfileDatabase& profiles, std::shared_ptr<const
   const double pairs = static_cast<double>(rep.oom.size());
   rep.oom_within_2_batches_pct = rep.oom.empty() ? 0 : 100.0 * static_cast<double>(within2) / pairs;
   rep.oom_within_2pct_pct = rep.oom.empty() ? 0 : 100.0 * static_cast<double>(within2pct) / pairs;
-  rep.oom_median_error_pct = median_of(errors);
+  rep.oom_median_error_pct = common::median(errors);
   if (options.oom_fit) rep.oom_fit = fit_oom_margin(rep.oom, options.oom_margin);
   if (options.keep_points) rep.points = std::move(points);
   return rep;

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "gpemu/common/stats.h"
 #include "gpemu/error.h"
 #include "gpemu/validation.h"
 #include "gpemu/zoo.h"
@@ -16,13 +17,6 @@ namespace gpemu {
 
 namespace {
 
-double median_of(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 struct ApeLists {
   std::vector<double> forward, backward, iteration;
   void append(const ApeLists& o) {
@@ -30,7 +24,7 @@ struct ApeLists {
     backward.insert(backward.end(), o.backward.begin(), o.backward.end());
     iteration.insert(iteration.end(), o.iteration.begin(), o.iteration.end());
   }
-  PhaseErrors medians() const { return {median_of(forward), median_of(backward), median_of(iteration)}; }
+  PhaseErrors medians() const { return {common::median(forward), common::median(backward), common::median(iteration)}; }
 };
 
 ApeLists time_apes(const Calibration& cal, const std::vector<TimeSample>& samples, const AnalyticalOptions& options) {

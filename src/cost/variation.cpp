@@ -4,29 +4,14 @@
 // libraries; so a seed gives the same nanoseconds everywhere.
 #include <algorithm>
 #include <cmath>
-#include <numbers>
 
 #include <fmt/format.h>
 
+#include "gpemu/common/random.h"
 #include "gpemu/cost_model.h"
 #include "gpemu/error.h"
 
 namespace gpemu {
-
-namespace {
-
-// splitmix64's output function (Steele, Lea, Flood 2014): a bijective mixer,
-// so distinct inputs never collide.
-std::uint64_t mix(std::uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
-constexpr double kTwoToMinus53 = 1.0 / 9007199254740992.0;
-
-}  // namespace
 
 Variation::Variation(VariationOptions options, std::uint64_t stream)
     : options_(options), stream_(stream) {
@@ -42,12 +27,11 @@ Variation::Variation(VariationOptions options, std::uint64_t stream)
 }
 
 double Variation::standard_normal(std::int64_t iteration) const {
-  std::uint64_t key = mix(mix(mix(options_.seed) ^ stream_) ^ static_cast<std::uint64_t>(iteration));
-  std::uint64_t a = mix(key);
-  std::uint64_t b = mix(a);
-  double u1 = static_cast<double>((a >> 11) + 1) * kTwoToMinus53;  // (0, 1]: log stays finite
-  double u2 = static_cast<double>(b >> 11) * kTwoToMinus53;        // [0, 1)
-  double z = std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
+  using common::splitmix64;
+  std::uint64_t key = splitmix64(splitmix64(splitmix64(options_.seed) ^ stream_) ^ static_cast<std::uint64_t>(iteration));
+  std::uint64_t a = splitmix64(key);
+  std::uint64_t b = splitmix64(a);
+  double z = common::box_muller(common::unit_open_closed(a), common::unit_closed_open(b));
   return std::clamp(z, -options_.clip_sigma, options_.clip_sigma);
 }
 

@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "gpemu/common/random.h"
 #include "gpemu/dlio/figures.h"
 #include "gpemu/common/atomic_file.h"
 #include "gpemu/common/interrupt.h"
@@ -125,13 +126,6 @@ namespace {
 constexpr std::size_t kPage = 4096;
 constexpr std::size_t kPattern = 1u << 20;  // repeating random base, a multiple of kPage
 
-std::uint64_t splitmix(std::uint64_t& state) {
-  std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 std::uint64_t fnv1a(std::string_view s) {
   std::uint64_t h = 0xcbf29ce484222325ull;
   for (char c : s) {
@@ -152,7 +146,7 @@ class Content {
     base_.resize(kPattern);
     std::uint64_t state = seed;
     for (std::size_t i = 0; i < kPattern; i += 8) {
-      const std::uint64_t v = splitmix(state);
+      const std::uint64_t v = common::next_splitmix64(state);
       std::memcpy(base_.data() + i, &v, 8);
     }
   }

@@ -9,10 +9,10 @@
 #include <cctype>
 #include <cmath>
 #include <fstream>
-#include <numbers>
 
 #include <fmt/format.h>
 
+#include "gpemu/common/random.h"
 #include "gpemu/dlio/runner.h"
 #include "gpemu/common/atomic_file.h"
 #include "gpemu/common/folder_lock.h"
@@ -31,17 +31,7 @@ namespace {
 constexpr const char* kManifestName = ".gpemu-dlio-dataset.json";
 constexpr const char* kStagingName = ".gpemu-dlio-generating";
 
-std::uint64_t splitmix(std::uint64_t& state) {
-  std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-std::uint64_t mix(std::uint64_t a, std::uint64_t b) {
-  std::uint64_t s = a ^ (b * 0xD1B54A32D192ED03ull);
-  return splitmix(s);
-}
+std::uint64_t mix(std::uint64_t a, std::uint64_t b) { return common::splitmix64(a ^ (b * 0xD1B54A32D192ED03ull)); }
 
 struct FormatInfo {
   pipeline::DlioFormat format;

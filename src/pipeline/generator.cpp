@@ -11,7 +11,7 @@
 #include "gpemu/error.h"
 #include "gpemu/pipeline/jpeg.h"
 #include "gpemu/pipeline/npy.h"
-#include "pipeline/random.h"
+#include "gpemu/common/random.h"
 
 namespace gpemu::pipeline {
 namespace fs = std::filesystem;
@@ -56,7 +56,7 @@ class ImageMaker {
     return jpeg;
   }
 
-  detail::Rng& rng() { return rng_; }
+  common::Rng& rng() { return rng_; }
 
  private:
   // Rough bytes per pixel for this content; the running correction absorbs its error.
@@ -119,7 +119,7 @@ class ImageMaker {
     }
   }
 
-  detail::Rng rng_;
+  common::Rng rng_;
   std::vector<std::uint8_t> rgb_;
   double log_correction_ = 0.0;
 };
@@ -203,7 +203,7 @@ ImageDatasetSummary synthesize_image_folder(const fs::path& dir, int num_classes
 
 std::vector<std::byte> dlio_record_bytes(std::uint64_t seed, std::size_t file, std::size_t sample,
                                          std::uint64_t record_length) {
-  detail::Rng rng(detail::mix_seed(detail::mix_seed(seed, file), sample));
+  common::Rng rng(common::mix_seed(common::mix_seed(seed, file), sample));
   std::vector<std::byte> out(record_length);
   for (std::size_t i = 0; i < out.size(); i += 8) {
     const std::uint64_t v = rng.next();

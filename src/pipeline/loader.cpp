@@ -16,7 +16,7 @@
 #include "gpemu/pipeline/io.h"
 #include "gpemu/pipeline/io_uring_reader.h"
 #include "gpemu/pipeline/jpeg.h"
-#include "pipeline/random.h"
+#include "gpemu/common/random.h"
 
 namespace gpemu::pipeline {
 
@@ -238,7 +238,7 @@ struct DataLoader::Impl {
       std::size_t used = 0;
       b.byte_offsets.clear();
       if (!images) b.byte_offsets.push_back(0);
-      const std::uint64_t epoch_seed = detail::mix_seed(opt.seed, task.epoch);
+      const std::uint64_t epoch_seed = common::mix_seed(opt.seed, task.epoch);
       if (ctx.uring) {
         if (cancelled(task)) {
           r.cancelled = true;
@@ -269,7 +269,7 @@ struct DataLoader::Impl {
           b.timing.read_ns += t1 - t0;
           if (images) {
             Augmentation aug;
-            const std::uint64_t seed = detail::mix_seed(epoch_seed, idx);
+            const std::uint64_t seed = common::mix_seed(epoch_seed, idx);
             const auto crop = ctx.decoder.decode_crop(
                 bytes,
                 [&](int w, int h) {

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "gpemu/error.h"
-#include "pipeline/random.h"
+#include "gpemu/common/random.h"
 
 namespace gpemu::pipeline {
 
@@ -24,7 +24,7 @@ std::vector<std::size_t> Sampler::indices(std::uint64_t epoch) const {
   std::vector<std::size_t> order(dataset_size_);
   std::iota(order.begin(), order.end(), std::size_t{0});
   if (options_.shuffle && order.size() > 1) {
-    detail::Rng rng(detail::mix_seed(options_.seed, epoch));
+    common::Rng rng(common::mix_seed(options_.seed, epoch));
     for (std::size_t i = order.size() - 1; i > 0; --i) {
       std::swap(order[i], order[rng.below(i + 1)]);
     }

@@ -8,13 +8,13 @@
 #include <immintrin.h>
 #endif
 
-#include "pipeline/random.h"
+#include "gpemu/common/random.h"
 
 namespace gpemu::pipeline {
 
 Augmentation draw_augmentation(int image_width, int image_height, const ImageTransformOptions& o,
                                std::uint64_t sample_seed) {
-  detail::Rng rng(sample_seed);
+  common::Rng rng(sample_seed);
   Augmentation a;
   const double W = image_width, H = image_height, area = W * H;
   const double log_r0 = std::log(o.ratio_min), log_r1 = std::log(o.ratio_max);

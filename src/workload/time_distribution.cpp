@@ -1,25 +1,13 @@
 #include "gpemu/time_distribution.h"
 
 #include <cmath>
-#include <numbers>
+
+#include "gpemu/common/random.h"
 
 namespace gpemu {
-namespace {
-
-std::uint64_t splitmix(std::uint64_t& state) {
-  std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-}  // namespace
 
 std::uint64_t derive_seed(std::uint64_t seed, std::uint64_t a, std::uint64_t b) {
-  std::uint64_t z = seed ^ (a * 0x9E3779B97F4A7C15ull) ^ (b * 0xC2B2AE3D27D4EB4Full);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
+  return common::mix64(seed ^ (a * common::kGoldenGamma) ^ (b * 0xC2B2AE3D27D4EB4Full));
 }
 
 double TimeSpec::expected() const {
@@ -46,13 +34,13 @@ TimeSampler::TimeSampler(const TimeSpec& spec, std::uint64_t seed) : spec_(spec)
 bool TimeSampler::constant() const { return spec_.distribution == TimeDistribution::Normal && spec_.stdev == 0; }
 
 double TimeSampler::uniform01() {
-  // 53 random bits in (0, 1): never 0, so logarithms are finite.
-  return (static_cast<double>(splitmix(state_) >> 11) + 0.5) * 0x1.0p-53;
+  // 53 random bits in (0, 1] (common::unit_midpoint): never 0, so logarithms are finite.
+  return common::unit_midpoint(common::next_splitmix64(state_));
 }
 
 double TimeSampler::normal01() {
   const double u1 = uniform01(), u2 = uniform01();
-  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
+  return common::box_muller(u1, u2);
 }
 
 double TimeSampler::next_seconds() {

@@ -12,8 +12,18 @@
 #include "gpemu/error.h"
 #include "gpemu/zoo.h"
 
+#include "zoo/data_dir.h"
+
+// Set by CMakeLists.txt on this file only (other objects then do not depend on
+// where the tree is checked out, so ccache shares them between checkouts).
 #ifndef GPEMU_DEFAULT_DATA_DIR
 #define GPEMU_DEFAULT_DATA_DIR "."
+#endif
+#ifndef GPEMU_INSTALL_DATA_DIR
+#define GPEMU_INSTALL_DATA_DIR ""
+#endif
+#ifndef GPEMU_DATA_DIR_FROM_BIN
+#define GPEMU_DATA_DIR_FROM_BIN "../share/gpemu"
 #endif
 
 namespace gpemu::zoo {
@@ -109,7 +119,33 @@ std::optional<OpClass> parse_op_class(std::string_view text) {
   return std::nullopt;
 }
 
+std::filesystem::path resolve_data_dir(const DataDirCandidates& c) {
+  namespace fs = std::filesystem;
+  if (!c.env.empty()) return fs::path(c.env);
+  auto holds_data = [](const fs::path& dir) {
+    std::error_code ec;
+    return !dir.empty() && fs::is_directory(dir / "zoo", ec);
+  };
+  if (!c.executable.empty()) {
+    const fs::path beside = (c.executable.parent_path() / c.from_executable).lexically_normal();
+    if (holds_data(beside)) return beside;
+  }
+  if (holds_data(c.installed)) return c.installed;
+  return c.source;
+}
+
 std::filesystem::path data_dir() {
+  // Without the variable the answer cannot change while the process runs.
+  static const std::filesystem::path found = [] {
+    DataDirCandidates c;
+    std::error_code ec;
+    c.executable = std::filesystem::read_symlink("/proc/self/exe", ec);
+    if (ec) c.executable.clear();
+    c.from_executable = GPEMU_DATA_DIR_FROM_BIN;
+    c.installed = GPEMU_INSTALL_DATA_DIR;
+    c.source = GPEMU_DEFAULT_DATA_DIR;
+    return resolve_data_dir(c);
+  }();
   if (const char* env = std::getenv("GPEMU_DATA_DIR"); env && *env) {
     // A mistyped or moved data folder would otherwise turn every prediction
     // into an uncalibrated roofline estimate without a word.
@@ -117,10 +153,10 @@ std::filesystem::path data_dir() {
     if (!std::filesystem::is_directory(env, ec))
       throw InputError(fmt::format("GPEMU_DATA_DIR '{}' is not a folder: it must name gpemu's data folder (holding "
                                    "zoo/ and data/calibration.json); unset it to use {}",
-                                   env, GPEMU_DEFAULT_DATA_DIR));
+                                   env, found.string()));
     return std::filesystem::path(env);
   }
-  return std::filesystem::path(GPEMU_DEFAULT_DATA_DIR);
+  return found;
 }
 
 std::filesystem::path zoo_dir() { return data_dir() / "zoo"; }

@@ -1,7 +1,7 @@
 // `gpemu train --dlio-config`: a DLIO workload from the command line.
 #include <gtest/gtest.h>
 
-#include "cli/run_gpemu.h"
+#include "support/run_gpemu.h"
 
 #include <sys/wait.h>
 #include <unistd.h>

@@ -2,7 +2,7 @@
 // --seq-len, --precision, --optimizer, memory from the zoo replay).
 #include <gtest/gtest.h>
 
-#include "cli/run_gpemu.h"
+#include "support/run_gpemu.h"
 
 #include <sys/wait.h>
 #include <unistd.h>

@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "run_gpemu.h"
+#include "support/run_gpemu.h"
 
 namespace gpemu {
 namespace {

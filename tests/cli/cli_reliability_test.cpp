@@ -2,8 +2,8 @@
 // IDs are those of the reliability findings, /work/shared/qa).
 #include <gtest/gtest.h>
 
-#include "cli/gpemu_child.h"
-#include "cli/run_gpemu.h"
+#include "support/gpemu_child.h"
+#include "support/run_gpemu.h"
 
 #include <unistd.h>
 
@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "temp_dir.h"
+#include "support/temp_dir.h"
 
 namespace {
 

@@ -1,7 +1,7 @@
 // The `gpemu` command as a user runs it: exit codes, one-line errors, JSON keys.
 #include <gtest/gtest.h>
 
-#include "cli/run_gpemu.h"
+#include "support/run_gpemu.h"
 
 #include <sys/wait.h>
 

@@ -1,7 +1,7 @@
 // `gpemu train` fed by a data pipeline and `gpemu dataset synth`, as a user runs them.
 #include <gtest/gtest.h>
 
-#include "cli/run_gpemu.h"
+#include "support/run_gpemu.h"
 
 #include <sys/wait.h>
 #include <unistd.h>

@@ -2,7 +2,7 @@
 // runs them, on a tiny GPEmu-layout profile folder.
 #include <gtest/gtest.h>
 
-#include "cli/run_gpemu.h"
+#include "support/run_gpemu.h"
 
 #include <sys/wait.h>
 #include <unistd.h>

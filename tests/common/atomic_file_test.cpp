@@ -11,7 +11,7 @@
 #include <string>
 
 #include "gpemu/error.h"
-#include "temp_dir.h"
+#include "support/temp_dir.h"
 
 namespace gpemu {
 namespace {

@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "gpemu/common/interrupt.h"
-#include "temp_dir.h"
+#include "support/temp_dir.h"
 
 namespace gpemu {
 namespace {

@@ -4,7 +4,7 @@
 
 #include "gpemu/common/interrupt.h"
 #include "gpemu/error.h"
-#include "temp_dir.h"
+#include "support/temp_dir.h"
 
 namespace gpemu {
 namespace {

@@ -8,7 +8,7 @@
 
 #include <gtest/gtest.h>
 
-#include "cost_test_util.h"
+#include "support/cost_test_util.h"
 #include "gpemu/analytical_model.h"
 #include "gpemu/calibration.h"
 #include "gpemu/catalog.h"

@@ -2,7 +2,7 @@
 // figure flagged with where it came from.
 #include <gtest/gtest.h>
 
-#include "cost_test_util.h"
+#include "support/cost_test_util.h"
 #include "gpemu/cost_model.h"
 #include "gpemu/error.h"
 

@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "cost_test_util.h"
+#include "support/cost_test_util.h"
 #include "gpemu/error.h"
 #include "gpemu/profile.h"
 

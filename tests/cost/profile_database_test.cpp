@@ -2,7 +2,7 @@
 // both, and finding a (GPU, model) pair.
 #include <gtest/gtest.h>
 
-#include "cost_test_util.h"
+#include "support/cost_test_util.h"
 #include "gpemu/error.h"
 #include "gpemu/profile.h"
 

@@ -8,7 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "cost/json_source_lines.h"
-#include "cost_test_util.h"
+#include "support/cost_test_util.h"
 #include "gpemu/error.h"
 #include "gpemu/profile.h"
 

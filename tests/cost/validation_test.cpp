@@ -10,7 +10,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include "cost_test_util.h"
+#include "support/cost_test_util.h"
 #include "gpemu/analytical_model.h"
 #include "gpemu/caching_allocator.h"
 #include "gpemu/calibration.h"

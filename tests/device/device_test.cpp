@@ -5,7 +5,7 @@
 
 #include "gpemu/device.h"
 #include "gpemu/error.h"
-#include "test_gpu.h"
+#include "support/test_gpu.h"
 
 namespace gpemu {
 namespace {

@@ -5,7 +5,7 @@
 #include <cmath>
 
 #include "gpemu/device.h"
-#include "test_gpu.h"
+#include "support/test_gpu.h"
 
 namespace gpemu {
 namespace {

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "gpemu/device.h"
-#include "test_gpu.h"
+#include "support/test_gpu.h"
 
 namespace gpemu {
 namespace {

@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "dlio/test_util.h"
+#include "support/dlio_test_util.h"
 #include "gpemu/dlio/checkpoint.h"
 #include "gpemu/dlio/figures.h"
 #include "gpemu/error.h"

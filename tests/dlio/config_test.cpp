@@ -8,7 +8,7 @@
 
 #include <gtest/gtest.h>
 
-#include "dlio/test_util.h"
+#include "support/dlio_test_util.h"
 #include "gpemu/dlio/config.h"
 #include "gpemu/error.h"
 

@@ -14,7 +14,7 @@
 
 #include <gtest/gtest.h>
 
-#include "dlio/test_util.h"
+#include "support/dlio_test_util.h"
 #include "gpemu/common/folder_lock.h"
 #include "gpemu/common/interrupt.h"
 #include "gpemu/dlio/checkpoint.h"

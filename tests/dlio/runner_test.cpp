@@ -11,7 +11,7 @@
 
 #include <gtest/gtest.h>
 
-#include "dlio/test_util.h"
+#include "support/dlio_test_util.h"
 #include "gpemu/catalog.h"
 #include "gpemu/cost_model.h"
 #include "gpemu/dlio/runner.h"

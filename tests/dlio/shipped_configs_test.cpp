@@ -11,7 +11,7 @@
 
 #include <gtest/gtest.h>
 
-#include "dlio/test_util.h"
+#include "support/dlio_test_util.h"
 #include "gpemu/dlio/config.h"
 #include "gpemu/dlio/figures.h"
 

@@ -7,8 +7,8 @@
 
 #include "gpemu/error.h"
 #include "gpemu/interconnect/cluster.h"
-#include "round_numbers.h"
-#include "temp_dir.h"
+#include "support/round_numbers.h"
+#include "support/temp_dir.h"
 
 namespace gpemu {
 namespace {

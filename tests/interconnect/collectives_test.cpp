@@ -4,7 +4,7 @@
 
 #include "gpemu/error.h"
 #include "gpemu/interconnect/collectives.h"
-#include "round_numbers.h"
+#include "support/round_numbers.h"
 
 namespace gpemu {
 namespace {

@@ -6,7 +6,7 @@
 
 #include "gpemu/error.h"
 #include "gpemu/interconnect/gradient_buckets.h"
-#include "round_numbers.h"
+#include "support/round_numbers.h"
 
 namespace gpemu {
 namespace {

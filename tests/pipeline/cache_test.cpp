@@ -7,7 +7,7 @@
 #include "gpemu/pipeline/dataset.h"
 #include "gpemu/pipeline/generator.h"
 #include "gpemu/pipeline/loader.h"
-#include "pipeline/test_util.h"
+#include "support/pipeline_test_util.h"
 
 namespace gpemu::pipeline {
 namespace {

@@ -6,7 +6,7 @@
 
 #include "gpemu/error.h"
 #include "gpemu/pipeline/generator.h"
-#include "pipeline/test_util.h"
+#include "support/pipeline_test_util.h"
 
 namespace gpemu::pipeline {
 namespace {

@@ -13,7 +13,7 @@
 #include "gpemu/error.h"
 #include "gpemu/pipeline/dataset.h"
 #include "gpemu/pipeline/npy.h"
-#include "pipeline/test_util.h"
+#include "support/pipeline_test_util.h"
 
 namespace gpemu::pipeline {
 namespace {

@@ -11,7 +11,7 @@
 #include "gpemu/pipeline/io.h"
 #include "gpemu/pipeline/loader.h"
 #include "gpemu/pipeline/npy.h"
-#include "pipeline/test_util.h"
+#include "support/pipeline_test_util.h"
 
 namespace gpemu::pipeline {
 namespace {
@@ -195,9 +195,9 @@ TEST(PageCache, EvictionAdvisesEveryFileAndReportsMissingOnes) {
   ASSERT_EQ(r.errors.size(), 1u);
   EXPECT_NE(r.errors[0].find("missing.bin"), std::string::npos);
   const auto after = page_cache_resident_bytes(files);
-  // Advice, not a guarantee (tmpfs keeps everything): report, do not assert.
-  std::cout << "page cache: " << before << " bytes resident before eviction, " << after << " after\n";
-  EXPECT_LE(after, 3u << 16);
+  // Advice, not a guarantee (tmpfs keeps everything), so only "never more".
+  EXPECT_LE(before, 3u << 16);
+  EXPECT_LE(after, before);
 }
 
 }  // namespace

@@ -11,7 +11,7 @@
 
 #include "gpemu/error.h"
 #include "gpemu/report.h"
-#include "report/html_check.h"
+#include "support/html_check.h"
 
 namespace gpemu {
 namespace {

@@ -5,7 +5,7 @@
 #include "gpemu/catalog.h"
 #include "gpemu/error.h"
 #include "gpemu/train/analyze.h"
-#include "train/train_test_util.h"
+#include "support/train_test_util.h"
 
 namespace gpemu::train {
 namespace {

@@ -12,7 +12,7 @@
 #include "gpemu/error.h"
 #include "gpemu/pipeline/generator.h"
 #include "gpemu/train.h"
-#include "train/train_test_util.h"
+#include "support/train_test_util.h"
 
 namespace gpemu::train {
 namespace {

@@ -11,7 +11,7 @@
 #include "gpemu/common/interrupt.h"
 #include "gpemu/pipeline/dataset.h"
 #include "gpemu/train/datasets.h"
-#include "temp_dir.h"
+#include "support/temp_dir.h"
 
 namespace gpemu::train {
 namespace {

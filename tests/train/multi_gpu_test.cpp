@@ -8,7 +8,7 @@
 #include "gpemu/catalog.h"
 #include "gpemu/clock.h"
 #include "gpemu/train.h"
-#include "train/train_test_util.h"
+#include "support/train_test_util.h"
 
 namespace gpemu::train {
 namespace {

@@ -13,7 +13,7 @@
 #include "gpemu/clock.h"
 #include "gpemu/trace.h"
 #include "gpemu/train.h"
-#include "train/train_test_util.h"
+#include "support/train_test_util.h"
 
 namespace gpemu::train {
 namespace {

@@ -2,7 +2,7 @@
 // small generated datasets.
 #pragma once
 
-#include "temp_dir.h"
+#include "support/temp_dir.h"
 
 #include <unistd.h>
 

@@ -3,7 +3,7 @@
 // test rig that runs the job (job.h) on sources the test builds itself.
 #pragma once
 
-#include "temp_dir.h"
+#include "support/temp_dir.h"
 
 #include <unistd.h>
 

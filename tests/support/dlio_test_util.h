@@ -2,7 +2,7 @@
 // substring assertion with a readable failure message.
 #pragma once
 
-#include "temp_dir.h"
+#include "support/temp_dir.h"
 
 #include <stdlib.h>
 

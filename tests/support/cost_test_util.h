@@ -2,7 +2,7 @@
 // reference data.
 #pragma once
 
-#include "temp_dir.h"
+#include "support/temp_dir.h"
 
 #include <atomic>
 #include <chrono>
