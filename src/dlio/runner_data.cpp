@@ -19,6 +19,7 @@
 #include "dlio/free_space.h"
 #include "gpemu/checked.h"
 #include "gpemu/error.h"
+#include "gpemu/fs_errors.h"
 #include "gpemu/message_text.h"
 #include "gpemu/pipeline/dataset.h"
 #include "gpemu/pipeline/generator.h"
@@ -442,7 +443,7 @@ DlioData open_dlio_data(const DlioWorkload& w, DlioSplit split, const fs::path& 
   const std::string hint = fmt::format(
       "generate it with workflow.generate_data: true (++workload.workflow.generate_data=True)");
   std::error_code ec;
-  if (!fs::is_directory(data.folder, ec)) {
+  if (!is_folder(data.folder, "DLIO data")) {
     throw InputError(fmt::format("DLIO data: the {} folder '{}' does not exist; {}", s.name, data.folder.string(), hint));
   }
   ManifestRead read = read_manifest(data.folder);
@@ -460,7 +461,7 @@ DlioData open_dlio_data(const DlioWorkload& w, DlioSplit split, const fs::path& 
     }
     files.resize(s.files);
     for (const auto& f : files) {
-      if (!fs::is_regular_file(f.path, ec)) {
+      if (!is_file(f.path, "DLIO data")) {
         throw InputError(fmt::format("DLIO data: '{}' is listed in the folder's manifest but missing; {}",
                                      f.path.string(), hint));
       }
@@ -479,8 +480,9 @@ DlioData open_dlio_data(const DlioWorkload& w, DlioSplit split, const fs::path& 
   // subfolders, files with the format's extension, sorted by path.
   std::vector<fs::path> dirs = {data.folder};
   for (const auto& e : fs::directory_iterator(data.folder, ec)) {
-    if (e.is_directory() && e.path().filename().string().front() != '.') dirs.push_back(e.path());
+    if (e.path().filename().string().front() != '.' && is_folder(e, "DLIO data")) dirs.push_back(e.path());
   }
+  if (ec) throw_fs_error("DLIO data", "list", data.folder, ec);
   std::sort(dirs.begin(), dirs.end());
   pipeline::DlioOptions o;
   o.format = fi.format;
@@ -493,10 +495,12 @@ DlioData open_dlio_data(const DlioWorkload& w, DlioSplit split, const fs::path& 
     for (const auto& e : fs::directory_iterator(dir, e2)) {
       std::string ext = e.path().extension().string();
       std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
-      if (e.is_regular_file() && (ext == fi.extension || (fi.format == pipeline::DlioFormat::Jpeg && ext == ".jpeg"))) {
+      if ((ext == fi.extension || (fi.format == pipeline::DlioFormat::Jpeg && ext == ".jpeg")) &&
+          is_file(e, "DLIO data")) {
         return true;
       }
     }
+    if (e2) throw_fs_error("DLIO data", "list", dir, e2);
     return false;
   };
   for (const auto& dir : dirs) {
@@ -506,7 +510,8 @@ DlioData open_dlio_data(const DlioWorkload& w, DlioSplit split, const fs::path& 
       if (files.empty() || files.back().path != fs::path(sample.path)) {
         DlioDataFile f;
         f.path = sample.path;
-        f.bytes = fs::file_size(f.path);
+        f.bytes = fs::file_size(f.path, ec);
+        if (ec) throw_fs_error("DLIO data", "stat", f.path, ec);
         f.record_length = sample.length;
         f.first_offset = sample.offset;
         files.push_back(std::move(f));

@@ -162,6 +162,25 @@ TEST(DlioFiles, AManifestOfZeroByteRecordsIsRefusedOrRegenerated) {
   for (const auto& f : read.files) EXPECT_EQ(f.record_length, 1000u);
 }
 
+// U1: a link loop in a data folder without a manifest gave std::filesystem's
+// text as the whole message.
+TEST(DlioFiles, ASymlinkLoopInTheDataFolderIsAnInputErrorNamingIt) {
+  TempDir tmp;
+  DlioWorkload w = tiny(tmp.path());
+  generate_dlio_data(w, DlioSplit::Train);
+  const fs::path train = tmp.path() / "data" / "train";
+  fs::remove(train / ".gpemu-dlio-dataset.json");
+  fs::create_symlink(train / "sub", train / "sub");
+  try {
+    open_dlio_data(w, DlioSplit::Train);
+    FAIL() << "expected an InputError";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()), "DLIO data: cannot read '" + (train / "sub").string() +
+                                         "': it is a symbolic link loop (Too many levels of symbolic links); remove "
+                                         "the link or point it at a file or folder that exists");
+  }
+}
+
 // D9: a listed file truncated after generation was found only mid-epoch.
 TEST(DlioFiles, ATruncatedListedFileIsFoundWhenTheDataIsOpened) {
   TempDir tmp;
