@@ -1,6 +1,7 @@
 // `gpemu calibrate`: fits the analytical model's factors on measured
 // profiles, cross-validates them for the expected errors, and writes
 // --out FILE (or, when asked with --replace-shipped, data/calibration.json).
+#include <array>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -51,7 +52,17 @@ std::filesystem::path calibration_target(const CalibrateArgs& a) {
 // get the fallback rule's factors, which is said, not left silent.
 void check_coverage(const std::vector<TimeSample>& samples, const CalibrateArgs& a) {
   std::map<std::string, std::set<std::string>> models;  // family -> models measured
-  for (const TimeSample& s : samples) models[find_gpu(s.gpu).architecture].insert(s.model);
+  std::map<std::string, std::array<std::set<std::string>, 2>> by_phase;  // family -> [forward, backward] models
+  for (const TimeSample& s : samples) {
+    const std::string& family = find_gpu(s.gpu).architecture;
+    models[family].insert(s.model);
+    by_phase[family][s.backward ? 1 : 0].insert(s.model);
+  }
+  auto names = [](const std::set<std::string>& m) {
+    std::string out;
+    for (const std::string& n : m) out += (out.empty() ? "" : ", ") + n;
+    return m.empty() ? std::string("none") : out;
+  };
   for (const auto& [family, m] : models) {
     if (m.size() < kMinModelsPerFamily)
       throw InputError(fmt::format("{}: the {} family has rows of {} model{} ({}) only; calibrating a family needs "
@@ -59,6 +70,23 @@ void check_coverage(const std::vector<TimeSample>& samples, const CalibrateArgs&
                                    "told apart",
                                    a.profiles, family, m.size(), m.size() == 1 ? "" : "s", *m.begin(),
                                    kMinModelsPerFamily));
+  }
+  // The backward factor and the backward and optimizer launch times are fitted
+  // on backward rows only, the rest on both: a family with forward rows alone
+  // kept the defaults of the backward ones and was still called calibrated.
+  for (const auto& [family, phases] : by_phase) {
+    for (int phase = 0; phase < 2; ++phase) {
+      const std::set<std::string>& m = phases[static_cast<std::size_t>(phase)];
+      if (m.size() >= kMinModelsPerFamily) continue;
+      const char* name = phase == 1 ? "backward" : "forward";
+      throw InputError(fmt::format(
+          "{}: the {} family has {} rows of {} model{} ({}) and {} rows of {}; calibrating a family needs forward "
+          "and backward rows of at least {} models each, or some of its factors are not fitted but kept at their "
+          "defaults; add time/compute/{}/<GPU>/<model>/time_by_batch_size.csv tables for its GPUs, or leave the "
+          "family out",
+          a.profiles, family, name, m.size(), m.size() == 1 ? "" : "s", names(m), phase == 1 ? "forward" : "backward",
+          names(phases[static_cast<std::size_t>(1 - phase)]), kMinModelsPerFamily, name));
+    }
   }
   std::string missing;
   for (const std::string& fam : catalog_families())

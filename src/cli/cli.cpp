@@ -1,10 +1,12 @@
 #include "cli/cli.h"
 
+#include <filesystem>
 #include <iostream>
 
 #include "cli/commands.h"
 #include "gpemu/common/interrupt.h"
 #include "gpemu/error.h"
+#include "gpemu/fs_errors.h"
 #include "gpemu/message_text.h"
 
 namespace gpemu::cli {
@@ -45,6 +47,14 @@ int run(int argc, char** argv) {
   } catch (const OutOfMemoryError& e) {
     std::cerr << "gpemu: error: " << e.what() << '\n';
     return 3;
+  } catch (const std::filesystem::filesystem_error& e) {
+    // A filesystem call no reader wraps: still the path and the OS reason,
+    // not the library's "filesystem error: status: ... [path]".
+    std::string paths = "'" + shown_path(e.path1()) + "'";
+    if (!e.path2().empty()) paths += " and '" + shown_path(e.path2()) + "'";
+    std::cerr << "gpemu: error: " << paths << ": " << fs_reason(e.code()) << '\n';
+    if (const int sig = interrupt_signal()) return Interrupted(sig).exit_status();
+    return 1;
   } catch (const std::exception& e) {
     std::cerr << "gpemu: error: " << e.what() << '\n';
     // An error met while unwinding from a signal still exits as interrupted.

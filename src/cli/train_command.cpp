@@ -108,6 +108,10 @@ void train(const TrainArgs& a, CLI::App* cmd) {
     throw InputError("--data and --synthetic exclude each other: train on a folder, or on in-memory batches");
   const ClockKind clock_kind = parse_clock_kind(j.clock);
   JobSpec spec = job_spec(j);
+  // A loader error (a data file gone mid-epoch) or SIGINT/SIGTERM, on one GPU
+  // or several: the job returns what finished, which is printed before the
+  // error, and the command still fails.
+  spec.schedule.keep_partial = true;
   const std::uint64_t cache_bytes = gpemu::parse_byte_size(a.cache_bytes, "--cache-bytes");
 
   // What feeds the GPUs: a folder, in-memory batches, or the default dataset.
@@ -171,7 +175,14 @@ void train(const TrainArgs& a, CLI::App* cmd) {
   ProgressObserver progress(bar);
   const RunRecord rec = job.run(&progress);
   bar.finish();
-  if (const int sig = interrupt_signal()) notes.push_back(interrupted_note(sig));
+  // An error before any step (out of memory at the first batch) has nothing to report.
+  if (rec.stopped && rec.steps.empty() && !interrupt_signal()) std::rethrow_exception(rec.stopped);
+  if (const int sig = interrupt_signal()) {
+    notes.push_back(interrupted_note(sig));
+  } else if (rec.stopped) {
+    notes.push_back("stopped by the error below: the figures cover the iterations finished before it (the last "
+                    "epoch is cut short)");
+  }
   const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
   const RunSummary r = summarize(rec);
   const int workers = spec.data.loader.num_workers;
@@ -229,6 +240,7 @@ void train(const TrainArgs& a, CLI::App* cmd) {
     if (!a.report.empty()) out["report"] = a.report;
     if (!notes.empty()) out["notes"] = notes;
     std::cout << out.dump(2) << '\n';
+    if (rec.stopped) std::rethrow_exception(rec.stopped);
     return;
   }
 
@@ -262,6 +274,8 @@ void train(const TrainArgs& a, CLI::App* cmd) {
   for (const std::string& n : notes) std::cout << "note: " << n << '\n';
   if (!a.trace.empty()) std::cout << "trace: " << a.trace << " (open in https://ui.perfetto.dev)\n";
   if (!a.report.empty()) std::cout << "report: " << a.report << '\n';
+  std::cout.flush();
+  if (rec.stopped) std::rethrow_exception(rec.stopped);
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 
 #include "cost/text_fields.h"
 #include "cost/units.h"
+#include "gpemu/fs_errors.h"
 #include "gpemu/error.h"
 #include "gpemu/profile.h"
 
@@ -140,9 +141,9 @@ std::vector<fs::path> subfolders(const fs::path& dir) {
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     if (entry.path().filename().string().starts_with('.')) continue;
-    if (entry.is_directory()) out.push_back(entry.path());
+    if (is_folder(entry, "profiles")) out.push_back(entry.path());
   }
-  if (ec) throw InputError(fmt::format("{}: cannot list folder: {}", dir.string(), ec.message()));
+  if (ec) throw_fs_error("profiles", "list", dir, ec);
   std::sort(out.begin(), out.end());
   return out;
 }
@@ -161,7 +162,7 @@ class Collector {
   // Calls fn(profile, model_folder) for every <GPU>/<model> folder under root.
   template <typename Fn>
   void each_model(const fs::path& root, Fn&& fn) {
-    if (!fs::is_directory(root)) return;
+    if (!is_folder(root, "profiles")) return;
     // Two folders naming one GPU ("Tesla_M40" and "M40") would silently
     // overwrite each other's tables.
     std::map<std::pair<std::string, std::string>, fs::path> seen;
@@ -198,8 +199,7 @@ class Collector {
 
 fs::path required_file(const fs::path& folder, std::string_view name) {
   fs::path file = folder / name;
-  std::error_code ec;
-  const fs::file_status st = fs::status(file, ec);
+  const fs::file_status st = status_or_throw(file, "profiles");
   if (fs::exists(st) && !fs::is_regular_file(st))
     throw InputError(fmt::format("{}: is {}, not a regular file; expected the {} table as a file", file.string(),
                                  fs::is_directory(st) ? "a folder" : "a device, pipe or socket", name));
@@ -226,7 +226,7 @@ void drop_from(Series& series, int batch_size) {
 }  // namespace
 
 std::vector<Profile> read_gpemu_artifact(const fs::path& dir) {
-  if (!fs::is_directory(dir))
+  if (!is_folder(dir, "profiles"))
     throw InputError(fmt::format("{}: not a folder; expected GPEmu's profiled_data folder", dir.string()));
   Collector collector;
 
@@ -241,14 +241,15 @@ std::vector<Profile> read_gpemu_artifact(const fs::path& dir) {
   collector.each_model(dir / "time" / "transfer", [](Profile& p, const fs::path& folder) {
     fs::path data = folder / "data_transfer_time_by_batch_size.csv";
     fs::path model = folder / "model_transfer_time.txt";
-    if (!fs::exists(data) && !fs::exists(model))
+    const bool has_data = exists_or_throw(data, "profiles"), has_model = exists_or_throw(model, "profiles");
+    if (!has_data && !has_model)
       throw InputError(fmt::format("{}: transfer folder holds neither data_transfer_time_by_batch_size.csv "
                                    "nor model_transfer_time.txt",
                                    folder.string()));
     // GPEmu timed copies from pageable memory; transfers never ran out of
     // memory, so these tables carry no extrapolated tail.
-    if (fs::exists(data)) p.transfer_s = read_time_series(data);
-    if (fs::exists(model)) p.model_transfer_s = read_single_number(model);
+    if (has_data) p.transfer_s = read_time_series(data);
+    if (has_model) p.model_transfer_s = read_single_number(model);
     p.transfer_host_memory = HostMemoryKind::Pageable;
   });
   collector.each_model(dir / "memory", [](Profile& p, const fs::path& folder) {

@@ -10,6 +10,7 @@
 #include "cost/json_source_lines.h"
 #include "cost/native_profile_format.h"
 #include "cost/text_fields.h"
+#include "gpemu/fs_errors.h"
 #include "gpemu/error.h"
 #include "gpemu/profile.h"
 
@@ -226,14 +227,14 @@ Profile parse_native_profile(std::string_view text, const std::string& path) {
 }
 
 std::vector<Profile> read_native_profiles(const fs::path& dir) {
-  if (!fs::is_directory(dir))
+  if (!is_folder(dir, "profiles"))
     throw InputError(fmt::format("{}: not a folder; expected <gpu-id>/<model>.json profiles", dir.string()));
   std::vector<fs::path> files;
-  for (const auto& gpu_entry : fs::directory_iterator(dir)) {
-    if (!gpu_entry.is_directory() || gpu_entry.path().filename().string().starts_with('.')) continue;
-    for (const auto& entry : fs::directory_iterator(gpu_entry.path())) {
-      if (entry.is_regular_file() && entry.path().extension() == ".json" &&
-          !entry.path().filename().string().starts_with('.'))
+  for (const auto& gpu_entry : list_folder(dir, "profiles")) {
+    if (gpu_entry.path().filename().string().starts_with('.') || !is_folder(gpu_entry, "profiles")) continue;
+    for (const auto& entry : list_folder(gpu_entry.path(), "profiles")) {
+      if (entry.path().extension() == ".json" && !entry.path().filename().string().starts_with('.') &&
+          is_file(entry, "profiles"))
         files.push_back(entry.path());
     }
   }

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "cost/text_fields.h"
+#include "gpemu/fs_errors.h"
 #include "gpemu/error.h"
 #include "gpemu/profile.h"
 
@@ -30,11 +31,11 @@ std::string_view to_string(ProfileLayout layout) {
 namespace {
 
 bool has_native_files(const fs::path& dir) {
-  for (const auto& sub : fs::directory_iterator(dir)) {
-    if (!sub.is_directory() || sub.path().filename().string().starts_with('.')) continue;
-    for (const auto& entry : fs::directory_iterator(sub.path()))
-      if (entry.is_regular_file() && entry.path().extension() == ".json" &&
-          !entry.path().filename().string().starts_with('.'))
+  for (const auto& sub : list_folder(dir, "profiles")) {
+    if (sub.path().filename().string().starts_with('.') || !is_folder(sub, "profiles")) continue;
+    for (const auto& entry : list_folder(sub.path(), "profiles"))
+      if (entry.path().extension() == ".json" && !entry.path().filename().string().starts_with('.') &&
+          is_file(entry, "profiles"))
         return true;
   }
   return false;
@@ -43,10 +44,10 @@ bool has_native_files(const fs::path& dir) {
 }  // namespace
 
 std::vector<ProfileLayout> ProfileDatabase::detect_layouts(const fs::path& dir) {
-  if (!fs::is_directory(dir))
+  if (!is_folder(dir, "profiles"))
     throw InputError(fmt::format("{}: profile folder does not exist or is not a folder", dir.string()));
   std::vector<ProfileLayout> layouts;
-  if (fs::is_directory(dir / "time") || fs::is_directory(dir / "memory"))
+  if (is_folder(dir / "time", "profiles") || is_folder(dir / "memory", "profiles"))
     layouts.push_back(ProfileLayout::GPEmuArtifact);
   if (has_native_files(dir)) layouts.push_back(ProfileLayout::Native);
   return layouts;

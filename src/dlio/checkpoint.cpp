@@ -21,6 +21,7 @@
 #include "gpemu/common/interrupt.h"
 #include "dlio/free_space.h"
 #include "gpemu/checked.h"
+#include "gpemu/fs_errors.h"
 #include "gpemu/error.h"
 
 namespace gpemu::dlio {
@@ -287,12 +288,12 @@ CheckpointResult write_checkpoint(const DlioWorkload& w, const CheckpointIoOptio
   if (p.files.empty()) return r;
 
   std::error_code ec;
-  const bool created = !fs::exists(p.directory, ec);
+  const bool created = !exists_or_throw(p.directory, "checkpoint.checkpoint_folder");
   fs::create_directories(p.directory, ec);
-  if (ec || !fs::is_directory(p.directory)) {
+  if (ec || !is_folder(p.directory, "checkpoint.checkpoint_folder")) {
     throw InputError(fmt::format("checkpoint.checkpoint_folder: cannot create the directory '{}': {}; "
                                  "accepted: a folder gpemu can create and write",
-                                 p.directory.string(), ec ? ec.message() : "a file of that name exists"));
+                                 p.directory.string(), ec ? fs_reason(ec) : "a file of that name exists"));
   }
   std::uint64_t planned = 0;
   for (const CheckpointFile& f : p.files) planned = checked_add(planned, f.bytes, "checkpoint: the bytes to write");

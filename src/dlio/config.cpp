@@ -257,6 +257,31 @@ std::string trim(std::string_view s) {
   return std::string(s.substr(b, e - b + 1));
 }
 
+// `~workload.train` would reset every key of a section at once (hydra allows
+// it): the workload silently loses its computation time, epochs and so on,
+// which is rarely what was meant (QA finding S13). Only keys are reset.
+void refuse_section_delete(const std::vector<std::string>& parts, const Node* target, const std::string& origin,
+                           const std::string& key) {
+  const detail::SectionSpec* spec = &detail::schema();
+  for (const std::string& p : parts) {
+    spec = spec->section(p);
+    if (spec == nullptr) return;
+  }
+  if (spec->opaque) return;
+  std::string keys;
+  if (target != nullptr && target->is_map()) {
+    for (const auto& [name, value] : target->entries) keys += (keys.empty() ? "" : ", ") + name;
+  }
+  const std::string example = target != nullptr && target->is_map() && !target->entries.empty()
+                                  ? target->entries.front().first
+                                  : (spec->fields.empty() ? std::string("<key>") : spec->fields.front().name);
+  throw InputError(fmt::format(
+      "{}: {} is a whole section{}; removing a section would reset all of them to DLIO's defaults at once "
+      "(e.g. no computation time), so it is not supported; accepted: ~{}.<key> for each key to reset, "
+      "e.g. ~{}.{}",
+      origin, key, keys.empty() ? "" : fmt::format(" (it sets {})", keys), key, key, example));
+}
+
 // Applies one hydra-style override to the workload tree.
 void apply_override(Node& tree, const std::string& raw, DlioWorkload& w) {
   const std::string text = trim(raw);
@@ -338,6 +363,7 @@ void apply_override(Node& tree, const std::string& raw, DlioWorkload& w) {
   const std::string& last = parts.back();
   switch (op) {
     case Op::Delete:
+      refuse_section_delete(parts, cur->find(last), origin, key);
       if (!cur->erase(last)) {
         throw InputError(fmt::format("{}: nothing to delete; {} is not set in the configuration", origin, key));
       }

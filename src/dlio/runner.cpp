@@ -635,9 +635,11 @@ nlohmann::json run_dlio_workload(const DlioWorkload& w, const DlioRunOptions& o)
   } else if (w.workflow.generate_data && leader) {
     train_data = generate_dlio_data(w, DlioSplit::Train, base, o.progress);
     generation["train"] = data_json(train_data);
+    if (!train_data.manifest_problem.empty()) warnings.push_back(train_data.manifest_problem);
     if (w.dataset.num_files_eval > 0) {
       eval_data = generate_dlio_data(w, DlioSplit::Eval, base, o.progress);
       generation["eval"] = data_json(eval_data);
+      if (!eval_data.manifest_problem.empty()) warnings.push_back(eval_data.manifest_problem);
     }
   }
   result["generation"] = generation;

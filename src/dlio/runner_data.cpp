@@ -19,6 +19,8 @@
 #include "dlio/free_space.h"
 #include "gpemu/checked.h"
 #include "gpemu/error.h"
+#include "gpemu/fs_errors.h"
+#include "gpemu/message_text.h"
 #include "gpemu/pipeline/dataset.h"
 #include "gpemu/pipeline/generator.h"
 
@@ -128,31 +130,57 @@ struct Manifest {
   std::vector<DlioDataFile> files;
 };
 
-// The folder's manifest when it is well formed in every field and every path
-// is confined to the folder; otherwise none (the folder is then treated as
-// one without a manifest: relisted, or regenerated when asked).
-std::optional<Manifest> read_manifest(const fs::path& folder) {
+// What reading a folder's manifest found: none (no file), a usable one, or one
+// that is there but not usable (`problem` says why).
+struct ManifestRead {
+  std::optional<Manifest> manifest;
+  std::string problem;
+};
+
+// The folder's manifest when it is well formed in every field, every path is
+// confined to the folder and every file's records fit in it (at least one
+// record of at least one byte: a "record_length": 0 read 0 bytes per step and
+// reported an AU of 93 %, QA S5).
+ManifestRead read_manifest(const fs::path& folder) {
   std::ifstream in(folder / kManifestName);
-  if (!in) return std::nullopt;
+  if (!in) return {};
+  ManifestRead r;
   try {
     const nlohmann::json j = nlohmann::json::parse(in);
     Manifest m;
     m.params = j.at("params");
+    std::size_t index = 0;
     for (const auto& f : j.at("files")) {
       const auto rel = f.at("path").get<std::string>();
-      if (!confined(rel)) return std::nullopt;
+      if (!confined(rel)) {
+        r.problem = fmt::format("file {} has the path {}, not a file inside the folder", index, "'" + printable_excerpt(rel, 200) + "'");
+        return r;
+      }
       DlioDataFile d;
       d.path = folder / rel;
       d.bytes = f.at("bytes").get<std::uint64_t>();
       d.samples = f.at("samples").get<std::uint64_t>();
       d.record_length = f.at("record_length").get<std::uint64_t>();
       d.first_offset = f.at("first_offset").get<std::uint64_t>();
+      std::uint64_t records_end = 0;
+      const bool fits = !__builtin_mul_overflow(d.samples, d.record_length, &records_end) &&
+                        !__builtin_add_overflow(records_end, d.first_offset, &records_end) && records_end <= d.bytes;
+      if (d.samples == 0 || d.record_length == 0 || !fits) {
+        r.problem = fmt::format(
+            "file {} ({}) says {} records of {} bytes from byte {} in a file of {} bytes; accepted: at least one "
+            "record of at least 1 byte, all inside the file",
+            index, "'" + printable_excerpt(rel, 200) + "'", d.samples, d.record_length, d.first_offset, d.bytes);
+        return r;
+      }
       m.files.push_back(std::move(d));
+      ++index;
     }
-    return m;
+    r.manifest = std::move(m);
   } catch (const std::exception&) {  // not JSON, a missing key, a wrong type
-    return std::nullopt;
+    r.problem = "it is not JSON with gpemu's keys (params; files with path, bytes, samples, record_length and "
+                "first_offset, numbers >= 0)";
   }
+  return r;
 }
 
 bool files_present(const std::vector<DlioDataFile>& files) {
@@ -282,7 +310,12 @@ DlioData generate_dlio_data(const DlioWorkload& w, DlioSplit split, const fs::pa
   // Concurrent runs on one data folder take turns; the second then finds the
   // dataset complete and skips generation.
   const FolderLock lock(data.folder);
-  const auto old = read_manifest(data.folder);
+  const ManifestRead read = read_manifest(data.folder);
+  const auto& old = read.manifest;
+  if (!read.problem.empty()) {
+    data.manifest_problem = fmt::format("the manifest '{}' was not valid ({}); the folder was generated again",
+                                        (data.folder / kManifestName).string(), read.problem);
+  }
   if (old && old->params == params && old->files.size() == s.files && files_present(old->files)) {
     data.files = old->files;
     data.skipped = true;
@@ -400,10 +433,15 @@ DlioData open_dlio_data(const DlioWorkload& w, DlioSplit split, const fs::path& 
   const std::string hint = fmt::format(
       "generate it with workflow.generate_data: true (++workload.workflow.generate_data=True)");
   std::error_code ec;
-  if (!fs::is_directory(data.folder, ec)) {
+  if (!is_folder(data.folder, "DLIO data")) {
     throw InputError(fmt::format("DLIO data: the {} folder '{}' does not exist; {}", s.name, data.folder.string(), hint));
   }
-  if (auto m = read_manifest(data.folder)) {
+  ManifestRead read = read_manifest(data.folder);
+  if (!read.problem.empty()) {
+    throw InputError(fmt::format("DLIO data: the manifest '{}' is not valid: {}; {}",
+                                 (data.folder / kManifestName).string(), read.problem, hint));
+  }
+  if (auto& m = read.manifest) {
     auto files = std::move(m->files);
     if (files.size() < s.files) {
       throw InputError(fmt::format("DLIO data: '{}' holds {} generated files, the workload needs {} "
@@ -413,7 +451,7 @@ DlioData open_dlio_data(const DlioWorkload& w, DlioSplit split, const fs::path& 
     }
     files.resize(s.files);
     for (const auto& f : files) {
-      if (!fs::is_regular_file(f.path, ec)) {
+      if (!is_file(f.path, "DLIO data")) {
         throw InputError(fmt::format("DLIO data: '{}' is listed in the folder's manifest but missing; {}",
                                      f.path.string(), hint));
       }
@@ -432,8 +470,9 @@ DlioData open_dlio_data(const DlioWorkload& w, DlioSplit split, const fs::path& 
   // subfolders, files with the format's extension, sorted by path.
   std::vector<fs::path> dirs = {data.folder};
   for (const auto& e : fs::directory_iterator(data.folder, ec)) {
-    if (e.is_directory() && e.path().filename().string().front() != '.') dirs.push_back(e.path());
+    if (e.path().filename().string().front() != '.' && is_folder(e, "DLIO data")) dirs.push_back(e.path());
   }
+  if (ec) throw_fs_error("DLIO data", "list", data.folder, ec);
   std::sort(dirs.begin(), dirs.end());
   pipeline::DlioOptions o;
   o.format = fi.format;
@@ -446,10 +485,12 @@ DlioData open_dlio_data(const DlioWorkload& w, DlioSplit split, const fs::path& 
     for (const auto& e : fs::directory_iterator(dir, e2)) {
       std::string ext = e.path().extension().string();
       std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
-      if (e.is_regular_file() && (ext == fi.extension || (fi.format == pipeline::DlioFormat::Jpeg && ext == ".jpeg"))) {
+      if ((ext == fi.extension || (fi.format == pipeline::DlioFormat::Jpeg && ext == ".jpeg")) &&
+          is_file(e, "DLIO data")) {
         return true;
       }
     }
+    if (e2) throw_fs_error("DLIO data", "list", dir, e2);
     return false;
   };
   for (const auto& dir : dirs) {
@@ -459,7 +500,8 @@ DlioData open_dlio_data(const DlioWorkload& w, DlioSplit split, const fs::path& 
       if (files.empty() || files.back().path != fs::path(sample.path)) {
         DlioDataFile f;
         f.path = sample.path;
-        f.bytes = fs::file_size(f.path);
+        f.bytes = fs::file_size(f.path, ec);
+        if (ec) throw_fs_error("DLIO data", "stat", f.path, ec);
         f.record_length = sample.length;
         f.first_offset = sample.offset;
         files.push_back(std::move(f));

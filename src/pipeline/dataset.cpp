@@ -1,5 +1,9 @@
 #include "gpemu/pipeline/dataset.h"
 
+#include <sys/stat.h>
+
+#include <cerrno>
+
 #include <algorithm>
 #include <cctype>
 #include <fstream>
@@ -8,6 +12,7 @@
 
 #include "gpemu/checked.h"
 #include "gpemu/error.h"
+#include "gpemu/fs_errors.h"
 #include "gpemu/message_text.h"
 #include "gpemu/pipeline/npy.h"
 
@@ -27,11 +32,11 @@ bool is_jpeg_name(const fs::path& p) {
 }
 
 void require_folder(const fs::path& dir, const std::string& what, const std::string& expected) {
-  std::error_code ec;
-  if (!fs::exists(dir, ec)) {
+  const fs::file_status st = status_or_throw(dir, what);
+  if (!fs::exists(st)) {
     throw InputError(what + ": folder '" + dir.string() + "' does not exist; expected " + expected);
   }
-  if (!fs::is_directory(dir, ec)) {
+  if (!fs::is_directory(st)) {
     throw InputError(what + ": '" + dir.string() + "' is not a folder; expected " + expected);
   }
 }
@@ -39,11 +44,11 @@ void require_folder(const fs::path& dir, const std::string& what, const std::str
 std::uint64_t file_size_or_throw(const fs::path& p, const std::string& what) {
   std::error_code ec;
   // A FIFO or device named .jpg has no size ("Operation not supported"); say what it is.
-  if (const auto st = fs::status(p, ec); !ec && fs::exists(st) && !fs::is_regular_file(st))
+  if (const auto st = status_or_throw(p, what); fs::exists(st) && !fs::is_regular_file(st))
     throw InputError(what + ": '" + p.string() + "' is " + (fs::is_directory(st) ? "a folder" : "a pipe, socket or device") +
                      ", not a regular file; expected image or record files");
   const auto size = fs::file_size(p, ec);
-  if (ec) throw InputError(what + ": cannot stat '" + p.string() + "': " + ec.message());
+  if (ec) throw_fs_error(what, "stat", p, ec);
   return size;
 }
 
@@ -76,6 +81,14 @@ struct RecordLayout {
   std::uint64_t count;
   std::uint64_t length;
 };
+
+// A folder's identity (device, inode), links followed.
+using FolderId = std::pair<dev_t, ino_t>;
+FolderId folder_id(const fs::path& p, const std::string& what) {
+  struct stat st{};
+  if (::stat(p.c_str(), &st) != 0) throw_fs_error(what, "read", p, std::error_code(errno, std::generic_category()));
+  return {st.st_dev, st.st_ino};
+}
 
 RecordLayout npy_records(const NpyHeader& h, const std::string& what) {
   if (h.shape.empty()) throw InputError(what + ": a 0-d array holds no samples; expected shape (samples, ...)");
@@ -124,20 +137,33 @@ Dataset open_image_folder(const fs::path& root) {
   ds.root = root.string();
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(root, ec)) {
-    if (entry.is_directory()) ds.classes.push_back(entry.path().filename().string());
+    if (is_folder(entry, what)) ds.classes.push_back(entry.path().filename().string());
   }
-  if (ec) throw InputError(what + ": cannot list '" + root.string() + "': " + ec.message());
+  if (ec) throw_fs_error(what, "list", root, ec);
   std::sort(ds.classes.begin(), ds.classes.end());
   if (ds.classes.empty()) throw InputError(what + ": '" + root.string() + "' has no class subfolders; expected " + expected);
 
   for (std::size_t label = 0; label < ds.classes.size(); ++label) {
     const fs::path dir = root / ds.classes[label];
     std::vector<std::pair<std::string, std::string>> files;  // (folder, name): os.walk order
+    // Links to folders are followed, as torchvision's ImageFolder (os.walk
+    // with followlinks) does; one that leads back to a folder it sits in
+    // would walk forever, so the folders entered are kept per level.
+    std::vector<FolderId> chain{folder_id(dir, what)};
     auto it = fs::recursive_directory_iterator(dir, fs::directory_options::follow_directory_symlink, ec);
-    if (ec) throw InputError(what + ": cannot list '" + dir.string() + "': " + ec.message());
+    if (ec) throw_fs_error(what, "list", dir, ec);
     for (auto end = fs::recursive_directory_iterator(); it != end; it.increment(ec)) {
-      if (ec) throw InputError(what + ": cannot list under '" + dir.string() + "': " + ec.message());
-      if (it->is_directory()) continue;
+      if (ec) throw_fs_error(what, "list a folder under", dir, ec);
+      if (is_folder(*it, what)) {
+        chain.resize(static_cast<std::size_t>(it.depth()) + 1);
+        const FolderId id = folder_id(it->path(), what);
+        if (std::find(chain.begin(), chain.end(), id) != chain.end()) {
+          throw InputError(what + ": '" + shown_path(it->path()) + "' leads back to a folder it is in (a symbolic " +
+                           "link loop); remove the link or point it at a folder outside '" + shown_path(dir) + "'");
+        }
+        chain.push_back(id);
+        continue;
+      }
       if (!is_jpeg_name(it->path())) {
         ++ds.ignored_files;
         continue;
@@ -202,7 +228,7 @@ Dataset open_dlio_dataset(const fs::path& dir, const DlioOptions& options) {
   std::vector<fs::path> files;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    if (!entry.is_regular_file()) continue;
+    if (!is_file(entry, what)) continue;
     const auto ext = lower(entry.path().extension().string());
     if (std::find(exts.begin(), exts.end(), ext) != exts.end()) {
       files.push_back(entry.path());
@@ -210,7 +236,7 @@ Dataset open_dlio_dataset(const fs::path& dir, const DlioOptions& options) {
       ++ds.ignored_files;
     }
   }
-  if (ec) throw InputError(what + ": cannot list '" + dir.string() + "': " + ec.message());
+  if (ec) throw_fs_error(what, "list", dir, ec);
   std::sort(files.begin(), files.end());
   if (files.empty()) throw InputError(what + ": no " + exts.front() + " files in '" + dir.string() + "'");
 
@@ -345,8 +371,7 @@ Dataset open_file_list(const fs::path& list_file) {
     }
     fs::path p(path_text);
     if (p.is_relative()) p = base / p;
-    std::error_code ec;
-    if (!fs::is_regular_file(p, ec)) {
+    if (!is_file(p, what + " line " + std::to_string(line_no))) {
       throw InputError(what + " line " + std::to_string(line_no) + ": '" + p.string() + "' is not a readable file");
     }
     Sample s;

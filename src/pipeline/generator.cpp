@@ -8,6 +8,7 @@
 
 #include "gpemu/common/atomic_file.h"
 #include "gpemu/common/interrupt.h"
+#include "gpemu/fs_errors.h"
 #include "gpemu/error.h"
 #include "gpemu/pipeline/jpeg.h"
 #include "gpemu/pipeline/npy.h"
@@ -176,9 +177,9 @@ ImageDatasetSummary generate_image_dataset(const fs::path& dir, int num_classes,
 ImageDatasetSummary synthesize_image_folder(const fs::path& dir, int num_classes, std::size_t num_images,
                                             std::uint64_t seed, double median_kb) {
   std::error_code ec;
-  const bool existed = fs::exists(dir, ec);
+  const bool existed = exists_or_throw(dir, "dataset synth --out");
   if (existed) {
-    if (!fs::is_directory(dir, ec)) throw InputError("'" + dir.string() + "' exists and is not a folder");
+    if (!is_folder(dir, "dataset synth --out")) throw InputError("'" + dir.string() + "' exists and is not a folder");
     if (!fs::is_empty(dir, ec))
       throw InputError("'" + dir.string() + "' is not empty; give a new or empty folder (a dataset written into it "
                        "would mix with the files there)");

@@ -76,7 +76,8 @@ std::vector<SummaryRow> summary_rows(const RunRecord& rec) {
   const RunSummary r = summarize(rec);
   std::vector<SummaryRow> rows;
   const double epoch_s = r.mean_epoch_s();
-  rows.push_back({r.epochs.size() > 1 ? "epoch time (mean)" : "epoch time", fmt::format("{:.3f} s", epoch_s)});
+  rows.push_back({r.epochs.size() > 1 ? "epoch time (mean)" : "epoch time",
+                  r.epochs.empty() ? std::string("none finished") : fmt::format("{:.3f} s", epoch_s)});
   rows.push_back({"samples/s", fmt::format("{:.1f}", r.samples_per_s)});
   rows.push_back({"GPU utilization", percent(r.gpu_util_pct)});
   rows.push_back({"data stall share", fmt::format("{} (fetch {}, prep {})", percent(r.data_stall_pct),

@@ -886,6 +886,10 @@ RunSummary summarize(const RunRecord& rec) {
   for (const StepRecord& b : rec.steps) {
     if (b.phase != RunPhase::Train || b.gpu < 0 || static_cast<std::size_t>(b.gpu) >= res.per_gpu.size()) continue;
     GpuSummary& g = res.per_gpu[static_cast<std::size_t>(b.gpu)];
+    // A run stopped early (keep_partial) has no mark for the phase it was
+    // in; its steps still count, so the time they took counts too.
+    g.end = std::max(g.end, std::max(b.step_end, b.all_reduce_end));
+    end = std::max(end, g.end);
     g.samples += b.samples;
     g.data_stall += b.data_stall;
     g.fetch_stall += b.fetch_stall;

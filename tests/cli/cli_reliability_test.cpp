@@ -217,6 +217,55 @@ TEST(CliSignals, InterruptedTrainingPrintsWhatItFinished) {
   EXPECT_NE(r.out.find("note: interrupted by SIGINT"), std::string::npos) << r.out;
 }
 
+// SIGINT during `gpemu train --gpus 2`: it printed only "interrupted by
+// SIGINT". The marker is the progress bar at iteration 8 of 8000, the end of
+// the first of 1000 epochs, so at least one epoch has finished.
+TEST(CliSignals, InterruptedMultiGpuTrainingPrintsTheFinishedEpochs) {
+  ChildOptions o;
+  o.signal = SIGINT;
+  o.marker_text = "(8/8000)";
+  const auto r = run_gpemu_child(
+      {"train", "--synthetic", "--gpus", "2", "-n", "8", "--epochs", "1000", "--clock", "real"}, o);
+  ASSERT_TRUE(r.signalled) << r.out;
+  EXPECT_EQ(r.status, 130) << r.out;
+  EXPECT_NE(r.out.find("trained resnet18 on 2 emulated V100-PCIE-32GB (real clock), batch size 64, "),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find(", 0 epochs"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("epoch time"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("GPU  iterations"), std::string::npos) << r.out;  // the per-GPU table
+  EXPECT_NE(r.out.find("note: interrupted by SIGINT"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("gpemu: interrupted by SIGINT"), std::string::npos) << r.out;
+}
+
+// A data file that disappears mid-run in plain `gpemu train`: the message
+// named the file, but nothing of the finished epochs was printed. The class
+// folder is deleted once the progress bar shows the first epoch's last step.
+TEST(CliFaults, ADataFileGoneMidRunReportsTheFileAndTheFinishedEpochs) {
+  TempDir tmp;
+  const fs::path d = tmp.path();
+  ASSERT_EQ(run_gpemu("dataset synth --out " + (d / "img").string() +
+                                      " --images 64 --classes 2 --median-kb 4")
+                .status,
+            0);
+  ChildOptions o;
+  o.marker_text = "(8/8000)";
+  o.on_marker = [&] { fs::remove_all(d / "img" / "class_0001"); };
+  const auto r = run_gpemu_child({"train", "--data", (d / "img").string(), "-b", "8", "--epochs", "1000", "--clock",
+                                  "real"},
+                                 o);
+  ASSERT_TRUE(r.signalled) << r.out;
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_NE(r.out.find("trained resnet18 on an emulated V100-PCIE-32GB (real clock), batch size 8, "),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find(", 0 epochs"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("note: stopped by the error below"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("gpemu: error: data loader: sample "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find((d / "img" / "class_0001").string() + "/img_"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("No such file or directory"), std::string::npos) << r.out;
+}
+
 // SIGINT during a DLIO run: the epochs every rank finished are reported.
 TEST(CliSignals, InterruptedDlioRunReportsNoPartialEpoch) {
   TinyDlio t;

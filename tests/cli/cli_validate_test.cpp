@@ -126,6 +126,26 @@ TEST(CliCalibrate, AFamilyWithOneModelIsRefused) {
   EXPECT_FALSE(fs::exists(out));
 }
 
+// S7: a family with forward rows of two models and backward rows of one was
+// "calibrated on" its GPU with the backward factor and launch times left at
+// their defaults.
+TEST(CliCalibrate, AFamilyWithoutBackwardRowsOfTwoModelsIsRefused) {
+  TinyDir d;
+  d.write("time/compute/forward/Tesla_V100-PCIE-32GB/resnet50/time_by_batch_size.csv",
+          "Batch_Size,Time_In_SECONDS\n1,0.0112\n2,0.0121\n4,0.0150\n");
+  const fs::path out = d.root / "cal.json";
+  const Output r = gpemu("calibrate --profiles " + d.root.string() + " --out " + out.string() + " --no-crossval");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("the Volta family has backward rows of 1 model (resnet18) and forward rows of resnet18, "
+                       "resnet50; calibrating a family needs forward and backward rows of at least 2 models each"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("add time/compute/backward/<GPU>/<model>/time_by_batch_size.csv tables"), std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.out, "") << "nothing is fitted or printed";
+  EXPECT_FALSE(fs::exists(out));
+}
+
 TEST(CliCalibrate, FamiliesWithoutRowsAreNamedAsNotFitted) {
   TinyDir d;
   d.add_resnet50();

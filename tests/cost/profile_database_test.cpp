@@ -81,6 +81,43 @@ TEST(ProfileDatabase, AFolderWithoutProfilesIsAnError) {
   EXPECT_THROW(ProfileDatabase::load(dir.path() / "missing"), InputError);
 }
 
+// U1: a link loop in a profile folder gave std::filesystem's text as the
+// whole message ("filesystem error: status: Too many levels of symbolic links").
+TEST(ProfileDatabase, ASymlinkLoopIsAnInputErrorNamingThePath) {
+  namespace fs = std::filesystem;
+  auto load_error = [](const fs::path& dir) -> std::string {
+    try {
+      ProfileDatabase::load(dir);
+    } catch (const InputError& e) {
+      return e.what();
+    } catch (const std::exception& e) {
+      return std::string("not an InputError: ") + e.what();
+    }
+    return "no error";
+  };
+  const std::string loop = "': it is a symbolic link loop (Too many levels of symbolic links); remove the link or "
+                           "point it at a file or folder that exists";
+  {
+    TempDir dir;  // native layout: a GPU folder that links to itself
+    write_native(dir, "V100-PCIE-32GB", "resnet50");
+    fs::create_symlink(dir / "A100-SXM4-40GB", dir / "A100-SXM4-40GB");
+    EXPECT_EQ(load_error(dir.path()), "profiles: cannot read '" + (dir / "A100-SXM4-40GB").string() + loop);
+  }
+  {
+    TempDir dir;  // GPEmu's layout: a model's table that links to itself
+    write_gpemu(dir, "Tesla_M40", "alexnet");
+    const fs::path table = dir / "time/compute/forward/Tesla_M40/vgg11/time_by_batch_size.csv";
+    fs::create_directories(table.parent_path());
+    fs::create_symlink(table, table);
+    EXPECT_EQ(load_error(dir.path()), "profiles: cannot read '" + table.string() + loop);
+  }
+  {
+    TempDir dir;  // the profile folder itself
+    fs::create_symlink(dir / "p", dir / "p");
+    EXPECT_EQ(load_error(dir / "p"), "profiles: cannot read '" + (dir / "p").string() + loop);
+  }
+}
+
 TEST(ProfileDatabase, LoadsTheSharedGPEmuCopy) {
   GPEMU_REQUIRE_SHARED_PROFILES(shared);
   ProfileDatabase db = ProfileDatabase::load(shared);

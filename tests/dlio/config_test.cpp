@@ -383,11 +383,26 @@ TEST(DlioOverrides, PlainAndAddFormsFollowHydra) {
 }
 
 TEST(DlioOverrides, TildeResetsAKeyToItsDefault) {
-  const DlioWorkload w = parse(kUnet3d, {"~workload.train.computation_time", "~workload.metric"});
+  const DlioWorkload w = parse(kUnet3d, {"~workload.train.computation_time", "~workload.metric.au"});
   EXPECT_EQ(w.train.computation_time.expected(), 0);
   EXPECT_FALSE(w.is_set("train.computation_time"));
   EXPECT_DOUBLE_EQ(w.metric.au, 0.90);
   EXPECT_CONTAINS(error_of(kUnet3d, {"~workload.train.seed"}), "nothing to delete");
+}
+
+// QA finding S13: `~workload.train` reset epochs and computation_time at once
+// and the run reported AU 3.5 % with exit 0.
+TEST(DlioOverrides, TildeOnAWholeSectionIsRefused) {
+  const std::string e = error_of(kUnet3d, {"~workload.train"});
+  EXPECT_CONTAINS(e, "override '~workload.train': workload.train is a whole section (it sets epochs, computation_time)");
+  EXPECT_CONTAINS(e, "accepted: ~workload.train.<key> for each key to reset, e.g. ~workload.train.epochs");
+  EXPECT_CONTAINS(error_of(kUnet3d, {"~workload.metric"}), "workload.metric is a whole section (it sets au)");
+  EXPECT_CONTAINS(error_of(kUnet3d, {"~workload.model"}), "workload.model is a whole section");
+  EXPECT_CONTAINS(error_of(kUnet3d, {"~workload.output.metric"}), "nothing to delete");
+  // A key that is a map (a distribution) is still a key.
+  const DlioWorkload w =
+      parse(kUnet3d, {"++workload.train.computation_time={mean: 1, stdev: 0}", "~workload.train.computation_time"});
+  EXPECT_EQ(w.train.computation_time.expected(), 0);
 }
 
 TEST(DlioOverrides, CreateSectionsAndExtendAPlainModelName) {

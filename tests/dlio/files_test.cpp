@@ -123,6 +123,64 @@ TEST(DlioFiles, AManifestWithABadFieldIsRegenerated) {
   EXPECT_NO_THROW(open_dlio_data(w, DlioSplit::Train));
 }
 
+// S5: a manifest saying "record_length": 0 was used as it stood: 0 bytes read
+// per step, AU 93 %, exit 0.
+TEST(DlioFiles, AManifestOfZeroByteRecordsIsRefusedOrRegenerated) {
+  TempDir tmp;
+  DlioWorkload w = tiny(tmp.path());
+  generate_dlio_data(w, DlioSplit::Train);
+  const fs::path manifest = tmp.path() / "data" / "train" / ".gpemu-dlio-dataset.json";
+  const nlohmann::json good = nlohmann::json::parse(slurp(manifest));
+  auto expect_refused = [&](const std::string& field, std::uint64_t value, const std::string& says) {
+    nlohmann::json m = good;
+    m["files"][1][field] = value;
+    std::ofstream(manifest) << m.dump();
+    try {
+      open_dlio_data(w, DlioSplit::Train);
+      ADD_FAILURE() << field << " = " << value << " was used";
+    } catch (const InputError& e) {
+      EXPECT_CONTAINS(e.what(), "DLIO data: the manifest '" + manifest.string() + "' is not valid: file 1");
+      EXPECT_CONTAINS(e.what(), says);
+      EXPECT_CONTAINS(e.what(), "accepted: at least one record of at least 1 byte, all inside the file");
+      EXPECT_CONTAINS(e.what(), "workflow.generate_data: true");
+    }
+  };
+  expect_refused("record_length", 0, "says 2 records of 0 bytes");
+  expect_refused("samples", 0, "says 0 records of 1000 bytes");
+  expect_refused("first_offset", 1u << 20, "from byte 1048576");
+  expect_refused("record_length", std::uint64_t{1} << 63, "says 2 records of 9223372036854775808 bytes");
+
+  nlohmann::json m = good;
+  m["files"][1]["record_length"] = 0;
+  std::ofstream(manifest) << m.dump();
+  const DlioData d = generate_dlio_data(w, DlioSplit::Train);
+  EXPECT_TRUE(d.generated);
+  EXPECT_CONTAINS(d.manifest_problem, "the manifest '" + manifest.string() + "' was not valid (file 1");
+  EXPECT_CONTAINS(d.manifest_problem, "the folder was generated again");
+  const DlioData read = open_dlio_data(w, DlioSplit::Train);
+  ASSERT_EQ(read.files.size(), 6u);
+  for (const auto& f : read.files) EXPECT_EQ(f.record_length, 1000u);
+}
+
+// U1: a link loop in a data folder without a manifest gave std::filesystem's
+// text as the whole message.
+TEST(DlioFiles, ASymlinkLoopInTheDataFolderIsAnInputErrorNamingIt) {
+  TempDir tmp;
+  DlioWorkload w = tiny(tmp.path());
+  generate_dlio_data(w, DlioSplit::Train);
+  const fs::path train = tmp.path() / "data" / "train";
+  fs::remove(train / ".gpemu-dlio-dataset.json");
+  fs::create_symlink(train / "sub", train / "sub");
+  try {
+    open_dlio_data(w, DlioSplit::Train);
+    FAIL() << "expected an InputError";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()), "DLIO data: cannot read '" + (train / "sub").string() +
+                                         "': it is a symbolic link loop (Too many levels of symbolic links); remove "
+                                         "the link or point it at a file or folder that exists");
+  }
+}
+
 // D9: a listed file truncated after generation was found only mid-epoch.
 TEST(DlioFiles, ATruncatedListedFileIsFoundWhenTheDataIsOpened) {
   TempDir tmp;

@@ -199,8 +199,8 @@ TEST(DlioMagnitudes, DliosOwnNpzLayoutIsRefusedNotMisread) {
 
 TEST(DlioMagnitudes, AMalformedManifestIsNotReadAndNoLibraryTextReachesTheUser) {
   // It used to be the JSON library's "[json.exception.type_error.302] type must be number".
-  // A manifest with a bad field is treated as absent (D8): the folder is listed
-  // as it is, and here it holds no data file.
+  // A manifest with a bad field is refused when the data is read (and
+  // regenerated when generate_data is on, D8), naming the manifest.
   TempDir dir;
   dir.write("train/.gpemu-dlio-dataset.json",
             R"({"gpemu_dlio_dataset": 1, "params": {}, "files": [{"path": "a.npz", "bytes": "5634", "samples": 2,

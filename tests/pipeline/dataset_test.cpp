@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <functional>
 
 #include "gpemu/error.h"
 #include "gpemu/pipeline/generator.h"
@@ -79,6 +80,66 @@ TEST(FileList, MissingFileIsAnInputErrorWithLineAndPath) {
     EXPECT_NE(what.find("gone.jpg"), std::string::npos) << what;
     EXPECT_NE(what.find("line 1"), std::string::npos) << what;
   }
+}
+
+// U1: a symbolic link loop in a data folder gave only std::filesystem's text,
+// "filesystem error: status: Too many levels of symbolic links [a/up/a/up/...]".
+std::string open_error(const std::function<void()>& open) {
+  try {
+    open();
+  } catch (const InputError& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    return std::string("not an InputError: ") + e.what();
+  }
+  return "no error";
+}
+
+TEST(ImageFolder, ASymlinkLoopIsAnInputErrorNamingThePath) {
+  namespace fs = std::filesystem;
+  {
+    TempDir dir;  // a class "folder" that is a link to itself
+    generate_image_dataset(dir.path(), 2, 4, 1, 4.0);
+    fs::create_symlink(dir / "class_loop", dir / "class_loop");
+    const std::string e = open_error([&] { open_image_folder(dir.path()); });
+    EXPECT_EQ(e, "ImageFolder dataset: cannot read '" + (dir / "class_loop").string() +
+                     "': it is a symbolic link loop (Too many levels of symbolic links); remove the link or point it "
+                     "at a file or folder that exists");
+  }
+  {
+    TempDir dir;  // a link inside a class folder to the folder above it
+    generate_image_dataset(dir.path(), 2, 4, 1, 4.0);
+    fs::create_directory_symlink("..", dir / "class_0001" / "up");
+    const std::string e = open_error([&] { open_image_folder(dir.path()); });
+    EXPECT_EQ(e, "ImageFolder dataset: '" + (dir / "class_0001" / "up" / "class_0001").string() +
+                     "' leads back to a folder it is in (a symbolic link loop); remove the link or point it at a "
+                     "folder outside '" + (dir / "class_0001").string() + "'");
+  }
+  {
+    TempDir dir;  // a link to a folder elsewhere is still followed, as torchvision does
+    TempDir other;
+    generate_image_dataset(dir.path(), 1, 2, 1, 4.0);
+    generate_image_dataset(other.path(), 1, 3, 2, 4.0);
+    fs::create_directory_symlink(other / "class_0000", dir / "class_0000" / "more");
+    EXPECT_EQ(open_image_folder(dir.path()).size(), 5u);
+  }
+}
+
+TEST(Dlio, ASymlinkLoopIsAnInputErrorNamingThePath) {
+  TempDir dir;
+  std::filesystem::create_symlink(dir / "img_0.npy", dir / "img_0.npy");
+  DlioOptions o;
+  o.format = DlioFormat::Npy;
+  const std::string e = open_error([&] { open_dlio_dataset(dir.path(), o); });
+  EXPECT_EQ(e, "DLIO npy dataset: cannot read '" + (dir / "img_0.npy").string() +
+                   "': it is a symbolic link loop (Too many levels of symbolic links); remove the link or point it "
+                   "at a file or folder that exists");
+  std::filesystem::remove(dir / "img_0.npy");
+  std::filesystem::create_symlink("loop", dir.path() / "loop");
+  const std::string missing = open_error([&] { open_dlio_dataset(dir / "loop", o); });
+  EXPECT_EQ(missing.find("not an InputError"), std::string::npos) << missing;
+  EXPECT_NE(missing.find("'" + (dir / "loop").string() + "': it is a symbolic link loop"), std::string::npos)
+      << missing;
 }
 
 TEST(Dlio, ParsesFormatNames) {

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -26,6 +27,7 @@ struct ChildOptions {
   std::map<std::string, std::string> env;
   long long file_size_limit = -1;    // RLIMIT_FSIZE in bytes (SIGXFSZ ignored: writes fail with EFBIG)
   int signal = 0;                    // sent once the marker shows
+  std::function<void()> on_marker;   // called once the marker shows (a fault to inject), before the signal
   std::string marker_text;           // ... in the output
   std::filesystem::path marker_file; // ... or as a file
   int guard_seconds = 300;           // killed (and reported as status -2) past this
@@ -61,11 +63,12 @@ inline ChildRun run_gpemu_child(const std::vector<std::string>& args, const Chil
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(o.guard_seconds);
   bool guard = false;
   for (;;) {
-    if (o.signal && !r.signalled) {
+    if ((o.signal || o.on_marker) && !r.signalled) {
       const bool seen = (!o.marker_text.empty() && r.out.find(o.marker_text) != std::string::npos) ||
                         (!o.marker_file.empty() && std::filesystem::exists(o.marker_file));
       if (seen) {
-        ::kill(pid, o.signal);
+        if (o.on_marker) o.on_marker();
+        if (o.signal) ::kill(pid, o.signal);
         r.signalled = true;
       }
     }

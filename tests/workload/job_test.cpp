@@ -12,6 +12,8 @@
 #include "gpemu/job.h"
 #include "gpemu/zoo.h"
 #include "gpemu/zoo_memory.h"
+#include "gpemu/common/interrupt.h"
+#include <csignal>
 
 namespace gpemu {
 namespace {
@@ -164,6 +166,61 @@ TEST(Job, CheckpointsSplitAnEpochAndAreRecorded) {
   EXPECT_EQ(rec.checkpoints[1].start, 9 * kMillisecond);
   ASSERT_EQ(rec.steps.size(), 4u);
   EXPECT_EQ(rec.steps[2].next_called, 7 * kMillisecond);  // after the checkpoint
+}
+
+}  // namespace
+}  // namespace gpemu
+
+namespace gpemu {
+namespace {
+
+// Raises SIGINT's flag from GPU `gpu`'s step callback: a deterministic point,
+// as a signal arriving there would.
+struct InterruptAt : JobObserver {
+  int gpu, epoch;
+  std::uint64_t step;
+  InterruptAt(int g, int e, std::uint64_t s) : gpu(g), epoch(e), step(s) {}
+  void on_step(const StepEvent& ev) override {
+    if (ev.gpu == gpu && ev.epoch == epoch && ev.step == step) request_interrupt(SIGINT);
+  }
+};
+
+// Faults in running jobs (issue 10): SIGINT during a 2-GPU run with DDP
+// all-reduce returns the finished epochs, and the summary's time covers the
+// steps of the epoch that was cut short (it covered only finished epochs, so
+// samples/s counted the cut epoch's samples over the finished epochs' time).
+TEST(Job, TwoGpusInterruptedMidEpochKeepTheFinishedEpochs) {
+  const GpuSpec& v100 = find_gpu("v100");
+  JobSpec s = synthetic_spec(v100, "resnet18", 8, 4);
+  s.cluster.gpus = 2;
+  s.schedule.epochs = 3;
+  s.schedule.keep_partial = true;
+  auto clock = make_virtual_clock();
+  const auto costs = make_cost_model(std::nullopt);
+  Job job(*clock, *costs, s);
+  InterruptAt at(1, 2, 2);
+  const RunRecord rec = job.run(&at);
+  clear_interrupt();
+  ASSERT_TRUE(rec.stopped);
+  try {
+    std::rethrow_exception(rec.stopped);
+  } catch (const Interrupted& e) {
+    EXPECT_EQ(e.exit_status(), 130);
+  } catch (...) {
+    ADD_FAILURE() << "stopped by something other than the interrupt";
+  }
+  const RunSummary r = summarize(rec);
+  ASSERT_EQ(r.epochs.size(), 1u);
+  EXPECT_EQ(r.epochs[0].samples, 2 * 4 * 8);
+  ASSERT_EQ(r.per_gpu.size(), 2u);
+  EXPECT_EQ(r.per_gpu[0].iterations, r.per_gpu[1].iterations) << "the GPUs stop at the same step";
+  EXPECT_GT(r.iterations, 4);
+  EXPECT_LT(r.iterations, 12);
+  Time last = rec.start;
+  for (const StepRecord& st : rec.steps) last = std::max(last, st.step_end);
+  EXPECT_GE(r.elapsed, last - rec.start);
+  EXPECT_GT(r.elapsed, r.epochs[0].end - r.epochs[0].start);
+  EXPECT_EQ(r.samples, 2 * r.iterations * 8);
 }
 
 }  // namespace

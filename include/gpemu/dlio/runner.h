@@ -176,6 +176,7 @@ struct DlioData {
   bool generated = false;          // written by this call
   bool skipped = false;            // generation asked for, but the manifest matched
   double seconds = 0;              // generation wall time
+  std::string manifest_problem;    // generation: why the folder's manifest was not used; empty when it was fine
   std::uint64_t bytes() const;
   std::uint64_t samples() const;
 };
