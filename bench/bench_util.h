@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "gpemu/common/stats.h"
-#include "gpemu/common/text_table.h"
+#include "common/stats.h"
+#include "common/text_table.h"
 
 namespace gpemu::bench {
 

@@ -6,7 +6,7 @@
 
 #include "fuzz_util.h"
 #include "gpemu/pipeline/dataset.h"
-#include "gpemu/pipeline/npy.h"
+#include "pipeline/npy.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   namespace p = gpemu::pipeline;

@@ -15,7 +15,7 @@
 #include "cli/output.h"
 #include "gpemu/calibration.h"
 #include "gpemu/catalog.h"
-#include "gpemu/common/output_path.h"
+#include "common/output_path.h"
 #include "gpemu/error.h"
 #include "gpemu/profile.h"
 #include "gpemu/validation.h"

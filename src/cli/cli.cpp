@@ -4,10 +4,10 @@
 #include <iostream>
 
 #include "cli/commands.h"
-#include "gpemu/common/interrupt.h"
+#include "common/interrupt.h"
 #include "gpemu/error.h"
-#include "gpemu/fs_errors.h"
-#include "gpemu/message_text.h"
+#include "common/fs_errors.h"
+#include "common/message_text.h"
 
 namespace gpemu::cli {
 

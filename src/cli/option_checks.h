@@ -11,7 +11,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "gpemu/checked.h"
+#include "common/checked.h"
 
 namespace gpemu::cli {
 

@@ -6,8 +6,8 @@
 
 #include <fmt/format.h>
 
-#include "gpemu/common/interrupt.h"
-#include "gpemu/common/output_path.h"
+#include "common/interrupt.h"
+#include "common/output_path.h"
 #include "gpemu/error.h"
 #include "gpemu/train/datasets.h"
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "gpemu/common/text_table.h"
+#include "common/text_table.h"
 
 namespace gpemu::cli {
 

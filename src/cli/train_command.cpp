@@ -17,7 +17,7 @@
 #include "cli/output.h"
 #include "gpemu/catalog.h"
 #include "gpemu/clock.h"
-#include "gpemu/common/interrupt.h"
+#include "common/interrupt.h"
 #include "gpemu/error.h"
 #include "gpemu/host_memory.h"
 #include "gpemu/job.h"

@@ -9,11 +9,11 @@
 
 #include "cli/commands.h"
 #include "gpemu/calibration.h"
-#include "gpemu/common/atomic_file.h"
-#include "gpemu/common/output_path.h"
+#include "common/atomic_file.h"
+#include "common/output_path.h"
 #include "gpemu/error.h"
 #include "gpemu/profile.h"
-#include "gpemu/step_times.h"
+#include "cost/step_times.h"
 #include "gpemu/validation.h"
 
 namespace gpemu::cli {

@@ -1,4 +1,4 @@
-#include "gpemu/host_sync.h"
+#include "clock/host_sync.h"
 
 #include <algorithm>
 

@@ -6,7 +6,7 @@
 #include <mutex>
 #include <thread>
 
-#include "gpemu/checked.h"
+#include "common/checked.h"
 #include "gpemu/clock.h"
 
 #if defined(__x86_64__) || defined(__i386__)

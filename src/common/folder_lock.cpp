@@ -1,4 +1,4 @@
-#include "gpemu/common/folder_lock.h"
+#include "common/folder_lock.h"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -11,7 +11,7 @@
 
 #include <fmt/format.h>
 
-#include "gpemu/common/interrupt.h"
+#include "common/interrupt.h"
 #include "gpemu/error.h"
 
 namespace gpemu {

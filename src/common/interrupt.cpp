@@ -1,4 +1,4 @@
-#include "gpemu/common/interrupt.h"
+#include "common/interrupt.h"
 
 #include <signal.h>
 

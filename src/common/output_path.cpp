@@ -1,4 +1,4 @@
-#include "gpemu/common/output_path.h"
+#include "common/output_path.h"
 
 #include <sys/stat.h>
 #include <unistd.h>

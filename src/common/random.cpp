@@ -1,4 +1,4 @@
-#include "gpemu/common/random.h"
+#include "common/random.h"
 
 #include <cmath>
 #include <numbers>

@@ -10,7 +10,7 @@
 
 #include <fmt/format.h>
 
-#include "gpemu/common/atomic_file.h"
+#include "common/atomic_file.h"
 #include "gpemu/error.h"
 #include "gpemu/zoo.h"
 

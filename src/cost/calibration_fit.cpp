@@ -12,7 +12,7 @@
 #include <fmt/ranges.h>
 
 #include "gpemu/calibration.h"
-#include "gpemu/common/stats.h"
+#include "common/stats.h"
 #include "gpemu/error.h"
 #include "gpemu/zoo.h"
 

@@ -13,7 +13,7 @@
 
 #include "cost/text_fields.h"
 #include "cost/units.h"
-#include "gpemu/fs_errors.h"
+#include "common/fs_errors.h"
 #include "gpemu/error.h"
 #include "gpemu/profile.h"
 

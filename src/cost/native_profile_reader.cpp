@@ -10,7 +10,7 @@
 #include "cost/json_source_lines.h"
 #include "cost/native_profile_format.h"
 #include "cost/text_fields.h"
-#include "gpemu/fs_errors.h"
+#include "common/fs_errors.h"
 #include "gpemu/error.h"
 #include "gpemu/profile.h"
 

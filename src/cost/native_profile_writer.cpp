@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cost/native_profile_format.h"
-#include "gpemu/common/atomic_file.h"
+#include "common/atomic_file.h"
 #include "gpemu/error.h"
 #include "gpemu/profile.h"
 

@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 
 #include "cost/text_fields.h"
-#include "gpemu/fs_errors.h"
+#include "common/fs_errors.h"
 #include "gpemu/error.h"
 #include "gpemu/profile.h"
 

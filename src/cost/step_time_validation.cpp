@@ -8,7 +8,7 @@
 #include "cost/text_fields.h"
 #include "gpemu/catalog.h"
 #include "gpemu/error.h"
-#include "gpemu/step_times.h"
+#include "cost/step_times.h"
 #include "gpemu/zoo.h"
 
 namespace gpemu {

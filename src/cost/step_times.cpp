@@ -1,6 +1,6 @@
 // The step-time CSV (include/gpemu/step_times.h): reading it, and mapping each
 // row's stated program onto the programs gpemu can run.
-#include "gpemu/step_times.h"
+#include "cost/step_times.h"
 
 #include <algorithm>
 #include <array>

@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "gpemu/checked.h"
+#include "common/checked.h"
 #include "gpemu/error.h"
 
 namespace gpemu::cost_detail {

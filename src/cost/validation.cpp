@@ -15,7 +15,7 @@
 #include <fmt/format.h>
 
 #include "gpemu/caching_allocator.h"
-#include "gpemu/common/stats.h"
+#include "common/stats.h"
 #include "gpemu/device.h"
 #include "gpemu/error.h"
 #include "gpemu/pcie.h"

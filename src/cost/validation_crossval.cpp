@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "gpemu/common/stats.h"
+#include "common/stats.h"
 #include "gpemu/error.h"
 #include "gpemu/validation.h"
 #include "gpemu/zoo.h"

@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "gpemu/common/random.h"
+#include "common/random.h"
 #include "gpemu/cost_model.h"
 #include "gpemu/error.h"
 

@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "gpemu/common/atomic_file.h"
+#include "common/atomic_file.h"
 #include "gpemu/device.h"
 
 namespace gpemu {

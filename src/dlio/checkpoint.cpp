@@ -15,13 +15,13 @@
 
 #include <fmt/format.h>
 
-#include "gpemu/common/random.h"
+#include "common/random.h"
 #include "gpemu/dlio/figures.h"
-#include "gpemu/common/atomic_file.h"
-#include "gpemu/common/interrupt.h"
+#include "common/atomic_file.h"
+#include "common/interrupt.h"
 #include "dlio/free_space.h"
-#include "gpemu/checked.h"
-#include "gpemu/fs_errors.h"
+#include "common/checked.h"
+#include "common/fs_errors.h"
 #include "gpemu/error.h"
 
 namespace gpemu::dlio {

@@ -14,9 +14,9 @@
 #include "dlio/enums.h"
 #include "dlio/schema.h"
 #include "dlio/tree.h"
-#include "gpemu/checked.h"
+#include "common/checked.h"
 #include "gpemu/error.h"
-#include "gpemu/message_text.h"
+#include "common/message_text.h"
 
 namespace gpemu::dlio {
 

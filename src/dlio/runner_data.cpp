@@ -12,15 +12,15 @@
 
 #include <fmt/format.h>
 
-#include "gpemu/common/random.h"
+#include "common/random.h"
 #include "gpemu/dlio/runner.h"
-#include "gpemu/common/atomic_file.h"
-#include "gpemu/common/folder_lock.h"
+#include "common/atomic_file.h"
+#include "common/folder_lock.h"
 #include "dlio/free_space.h"
-#include "gpemu/checked.h"
+#include "common/checked.h"
 #include "gpemu/error.h"
-#include "gpemu/fs_errors.h"
-#include "gpemu/message_text.h"
+#include "common/fs_errors.h"
+#include "common/message_text.h"
 #include "gpemu/pipeline/dataset.h"
 #include "gpemu/pipeline/generator.h"
 

@@ -13,7 +13,7 @@
 #include <fmt/format.h>
 
 #include "dlio/enums.h"
-#include "gpemu/checked.h"
+#include "common/checked.h"
 #include "gpemu/error.h"
 
 namespace gpemu::dlio::detail {

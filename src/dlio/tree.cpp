@@ -10,7 +10,7 @@
 #include <fmt/format.h>
 
 #include "gpemu/error.h"
-#include "gpemu/message_text.h"
+#include "common/message_text.h"
 
 namespace gpemu::dlio::detail {
 

@@ -1,4 +1,4 @@
-#include "gpemu/interconnect/ddp_reducer.h"
+#include "interconnect/ddp_reducer.h"
 
 #include <algorithm>
 #include <stdexcept>

@@ -10,11 +10,11 @@
 #include <sstream>
 #include <unordered_set>
 
-#include "gpemu/checked.h"
+#include "common/checked.h"
 #include "gpemu/error.h"
-#include "gpemu/fs_errors.h"
-#include "gpemu/message_text.h"
-#include "gpemu/pipeline/npy.h"
+#include "common/fs_errors.h"
+#include "common/message_text.h"
+#include "pipeline/npy.h"
 
 namespace gpemu::pipeline {
 namespace fs = std::filesystem;

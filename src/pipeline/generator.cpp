@@ -6,13 +6,13 @@
 #include <cstdio>
 #include <fstream>
 
-#include "gpemu/common/atomic_file.h"
-#include "gpemu/common/interrupt.h"
-#include "gpemu/fs_errors.h"
+#include "common/atomic_file.h"
+#include "common/interrupt.h"
+#include "common/fs_errors.h"
 #include "gpemu/error.h"
 #include "gpemu/pipeline/jpeg.h"
-#include "gpemu/pipeline/npy.h"
-#include "gpemu/common/random.h"
+#include "pipeline/npy.h"
+#include "common/random.h"
 
 namespace gpemu::pipeline {
 namespace fs = std::filesystem;

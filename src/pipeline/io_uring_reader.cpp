@@ -1,4 +1,4 @@
-#include "gpemu/pipeline/io_uring_reader.h"
+#include "pipeline/io_uring_reader.h"
 
 #include <algorithm>
 #include <cerrno>

@@ -14,9 +14,9 @@
 
 #include "gpemu/error.h"
 #include "gpemu/pipeline/io.h"
-#include "gpemu/pipeline/io_uring_reader.h"
+#include "pipeline/io_uring_reader.h"
 #include "gpemu/pipeline/jpeg.h"
-#include "gpemu/common/random.h"
+#include "common/random.h"
 
 namespace gpemu::pipeline {
 

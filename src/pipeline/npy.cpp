@@ -1,4 +1,4 @@
-#include "gpemu/pipeline/npy.h"
+#include "pipeline/npy.h"
 
 #include <algorithm>
 #include <array>
@@ -7,10 +7,10 @@
 #include <cstring>
 #include <fstream>
 
-#include "gpemu/common/atomic_file.h"
-#include "gpemu/checked.h"
+#include "common/atomic_file.h"
+#include "common/checked.h"
 #include "gpemu/error.h"
-#include "gpemu/message_text.h"
+#include "common/message_text.h"
 
 namespace gpemu::pipeline {
 namespace {

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "gpemu/error.h"
-#include "gpemu/common/random.h"
+#include "common/random.h"
 
 namespace gpemu::pipeline {
 

@@ -8,7 +8,7 @@
 #include <immintrin.h>
 #endif
 
-#include "gpemu/common/random.h"
+#include "common/random.h"
 
 namespace gpemu::pipeline {
 

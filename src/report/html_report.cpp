@@ -17,7 +17,7 @@
 
 #include <fmt/format.h>
 
-#include "gpemu/common/atomic_file.h"
+#include "common/atomic_file.h"
 #include "gpemu/error.h"
 #include "gpemu/report.h"
 

@@ -10,8 +10,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "gpemu/common/atomic_file.h"
-#include "gpemu/common/folder_lock.h"
+#include "common/atomic_file.h"
+#include "common/folder_lock.h"
 #include "gpemu/error.h"
 
 namespace gpemu::train {

@@ -1,4 +1,4 @@
-#include "gpemu/backward_plan.h"
+#include "workload/backward_plan.h"
 
 #include <algorithm>
 #include <cmath>

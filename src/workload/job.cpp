@@ -8,12 +8,12 @@
 
 #include <fmt/format.h>
 
-#include "gpemu/backward_plan.h"
-#include "gpemu/common/interrupt.h"
+#include "workload/backward_plan.h"
+#include "common/interrupt.h"
 #include "gpemu/error.h"
-#include "gpemu/host_sync.h"
+#include "clock/host_sync.h"
 #include "gpemu/interconnect/collectives.h"
-#include "gpemu/interconnect/ddp_reducer.h"
+#include "interconnect/ddp_reducer.h"
 #include "gpemu/profile.h"
 #include "gpemu/zoo_memory.h"
 

@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "gpemu/common/random.h"
+#include "common/random.h"
 
 namespace gpemu {
 

@@ -7,7 +7,7 @@
 
 #include <gtest/gtest.h>
 
-#include "gpemu/checked.h"
+#include "common/checked.h"
 #include "gpemu/error.h"
 #include "gpemu/time.h"
 

@@ -1,4 +1,4 @@
-#include "gpemu/common/folder_lock.h"
+#include "common/folder_lock.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -6,7 +6,7 @@
 #include <future>
 #include <thread>
 
-#include "gpemu/common/interrupt.h"
+#include "common/interrupt.h"
 #include "support/temp_dir.h"
 
 namespace gpemu {

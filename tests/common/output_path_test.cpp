@@ -1,8 +1,8 @@
-#include "gpemu/common/output_path.h"
+#include "common/output_path.h"
 
 #include <gtest/gtest.h>
 
-#include "gpemu/common/interrupt.h"
+#include "common/interrupt.h"
 #include "gpemu/error.h"
 #include "support/temp_dir.h"
 

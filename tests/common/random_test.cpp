@@ -1,6 +1,6 @@
 // The deterministic generators against published reference values, and the
 // conversions' intervals at their edges.
-#include "gpemu/common/random.h"
+#include "common/random.h"
 
 #include <gtest/gtest.h>
 

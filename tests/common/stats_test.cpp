@@ -1,4 +1,4 @@
-#include "gpemu/common/stats.h"
+#include "common/stats.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "gpemu/common/text_table.h"
+#include "common/text_table.h"
 
 #include <gtest/gtest.h>
 

@@ -14,7 +14,7 @@
 #include "gpemu/catalog.h"
 #include "gpemu/error.h"
 #include "gpemu/program_variant.h"
-#include "gpemu/step_times.h"
+#include "cost/step_times.h"
 #include "gpemu/zoo.h"
 
 namespace gpemu {

@@ -15,8 +15,8 @@
 #include <gtest/gtest.h>
 
 #include "support/dlio_test_util.h"
-#include "gpemu/common/folder_lock.h"
-#include "gpemu/common/interrupt.h"
+#include "common/folder_lock.h"
+#include "common/interrupt.h"
 #include "gpemu/dlio/checkpoint.h"
 #include "gpemu/dlio/runner.h"
 #include "gpemu/error.h"

@@ -14,7 +14,7 @@
 #include "gpemu/dlio/config.h"
 #include "gpemu/dlio/runner.h"
 #include "gpemu/error.h"
-#include "gpemu/pipeline/npy.h"
+#include "pipeline/npy.h"
 
 namespace gpemu::dlio {
 namespace {

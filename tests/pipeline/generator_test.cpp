@@ -49,7 +49,7 @@ TEST(Generator, IsDeterministicForASeed) {
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "gpemu/common/interrupt.h"
+#include "common/interrupt.h"
 #include "gpemu/pipeline/dataset.h"
 
 namespace gpemu::pipeline {

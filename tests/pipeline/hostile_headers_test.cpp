@@ -12,7 +12,7 @@
 
 #include "gpemu/error.h"
 #include "gpemu/pipeline/dataset.h"
-#include "gpemu/pipeline/npy.h"
+#include "pipeline/npy.h"
 #include "support/pipeline_test_util.h"
 
 namespace gpemu::pipeline {

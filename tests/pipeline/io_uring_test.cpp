@@ -2,7 +2,7 @@
 // their path, a loader epoch identical to one with pread, and a clear error
 // (never a hang) where the kernel or a sandbox refuses io_uring. Tests that
 // need io_uring skip, saying why, where it is unavailable (checked once).
-#include "gpemu/pipeline/io_uring_reader.h"
+#include "pipeline/io_uring_reader.h"
 
 #include <gtest/gtest.h>
 

@@ -10,7 +10,7 @@
 #include "gpemu/pipeline/generator.h"
 #include "gpemu/pipeline/io.h"
 #include "gpemu/pipeline/loader.h"
-#include "gpemu/pipeline/npy.h"
+#include "pipeline/npy.h"
 #include "support/pipeline_test_util.h"
 
 namespace gpemu::pipeline {

@@ -18,8 +18,8 @@
 #include "gpemu/pipeline/dataset.h"
 #include "gpemu/pipeline/loader.h"
 #include "gpemu/train.h"
-#include "gpemu/backward_plan.h"
-#include "gpemu/host_sync.h"
+#include "workload/backward_plan.h"
+#include "clock/host_sync.h"
 #include "gpemu/pipeline/batch_source.h"
 #include "gpemu/pipeline/loader_model.h"
 

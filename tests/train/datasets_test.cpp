@@ -7,8 +7,8 @@
 
 #include <gtest/gtest.h>
 
-#include "gpemu/common/folder_lock.h"
-#include "gpemu/common/interrupt.h"
+#include "common/folder_lock.h"
+#include "common/interrupt.h"
 #include "gpemu/pipeline/dataset.h"
 #include "gpemu/train/datasets.h"
 #include "support/temp_dir.h"

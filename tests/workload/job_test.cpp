@@ -12,7 +12,7 @@
 #include "gpemu/job.h"
 #include "gpemu/zoo.h"
 #include "gpemu/zoo_memory.h"
-#include "gpemu/common/interrupt.h"
+#include "common/interrupt.h"
 #include <csignal>
 
 namespace gpemu {

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "gpemu/host_sync.h"
+#include "clock/host_sync.h"
 #include "gpemu/interconnect/collectives.h"
 #include "gpemu/interconnect/gradient_buckets.h"
 #include "gpemu/interconnect/topology.h"

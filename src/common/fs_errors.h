@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "gpemu/error.h"
-#include "gpemu/message_text.h"
+#include "common/message_text.h"
 
 namespace gpemu {
 
