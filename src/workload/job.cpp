@@ -74,6 +74,15 @@ void validate(const JobSpec& s) {
     throw InputError("job: compute.model.name is empty; give a model (see 'gpemu models')");
   if (s.compute.model.seq_len < 0)
     throw InputError(fmt::format("sequence length {} is impossible: it must be at least 1", s.compute.model.seq_len));
+  if (s.cluster.nodes < 1)
+    throw InputError(fmt::format("--nodes {} is impossible: it must be at least 1", s.cluster.nodes));
+  if (uses_links(s) && (s.cluster.gpus > 1 || s.cluster.nodes > 1)) {
+    // Even split, at most kMaxGpusPerNode a node: refused with what to give.
+    plan_cluster(s.cluster.gpus, s.cluster.nodes, s.cluster.node, s.cluster.network);
+    if (s.cluster.nodes > 1 && !(s.cluster.network.line_rate_gbps > 0))
+      throw InputError(fmt::format("job: cluster.network is not set for {} nodes; give --network 25gbe|100gbe|400gbe|FILE",
+                                   s.cluster.nodes));
+  }
   if (s.cluster.buckets.bucket_cap_bytes == 0)
     throw InputError("--bucket-cap-mb must be positive");
   if (!s.schedule.checkpoints.empty() && !s.schedule.checkpoint)
@@ -81,6 +90,10 @@ void validate(const JobSpec& s) {
   if (s.schedule.eval.first_epoch > 0 && s.schedule.eval.every < 1)
     throw InputError(fmt::format("job: schedule.eval.every {} is impossible: it must be at least 1",
                                  s.schedule.eval.every));
+}
+
+bool uses_links(const JobSpec& spec) {
+  return spec.compute.copy_batch || (spec.compute.all_reduce && spec.compute.step_time == StepTime::CostModel);
 }
 
 std::vector<StepOp> step_program(const JobSpec& spec, RunPhase phase) {
@@ -143,6 +156,8 @@ struct PhaseMark {
 struct Job::Rank {
   int index = 0;
   Device* device = nullptr;
+  Node* node = nullptr;  // the rank's node when ranks share links
+  int local = 0;         // its index in that node
   Stream* stream = nullptr;  // the loop's stream (the legacy default stream, as a PyTorch loop)
   Stream* comm = nullptr;    // DDP's communication stream (gpus > 1)
   std::function<void(Time)> sleep;
@@ -191,7 +206,7 @@ Job::Job(Clock& clock, const CostModel& costs, JobSpec spec)
   // Ranks share a node (PCIe switches, NVLink, the ring) only when the step
   // program moves bytes: a DLIO step (compute and synchronize) touches no
   // link, and its ranks get independent devices, any number of them.
-  const bool links = spec_.compute.copy_batch || (spec_.compute.all_reduce && model_time);
+  const bool links = uses_links(spec_);
   if (gpus == 1 || !links) {
     for (int g = 0; g < gpus; ++g) {
       DeviceOptions d = spec_.cluster.device;
@@ -199,10 +214,17 @@ Job::Job(Clock& clock, const CostModel& costs, JobSpec spec)
       devices_.push_back(std::make_unique<Device>(*timeline_, gpu, d));
     }
   } else {
-    NodeOptions n = spec_.cluster.node;
-    n.gpus = gpus;
-    node_ = std::make_unique<Node>(*timeline_, gpu, n);
-    comm_ = std::make_unique<Communicator>(*node_);
+    if (spec_.cluster.nodes == 1) {
+      NodeOptions n = spec_.cluster.node;
+      n.gpus = gpus;
+      node_ = std::make_unique<Node>(*timeline_, gpu, n);
+      comm_ = std::make_unique<Communicator>(*node_);
+    } else {
+      // Several nodes joined by the network, hierarchical all-reduce.
+      cluster_ = std::make_unique<Cluster>(
+          *timeline_, gpu, plan_cluster(gpus, spec_.cluster.nodes, spec_.cluster.node, spec_.cluster.network));
+      comm_ = std::make_unique<ClusterCommunicator>(*cluster_);
+    }
     if (model_time && spec_.compute.all_reduce)
       plan_->backward = plan_backward(gpu, spec_.compute.model.name, cost_, spec_.batch_size,
                                       spec_.cluster.backward_even_chunks, spec_.cluster.backward_max_chunks);
@@ -224,7 +246,14 @@ Job::Job(Clock& clock, const CostModel& costs, JobSpec spec)
     auto r = std::make_unique<Rank>(fwd, bwd, g);
     r->device = &device(g);
     r->stream = &r->device->default_stream();
-    if (node_) r->comm = &r->device->create_stream(/*non_blocking=*/true);
+    if (node_) {
+      r->node = node_.get();
+      r->local = g;
+    } else if (cluster_) {
+      r->node = &cluster_->node(cluster_->node_of(g));
+      r->local = cluster_->local_of(g);
+    }
+    if (r->node) r->comm = &r->device->create_stream(/*non_blocking=*/true);
     if (spec_.compute.step_time == StepTime::Fixed) {
       r->train_draw.emplace(spec_.compute.fixed_train, derive_seed(spec_.compute.fixed_seed, g, 1));
       r->eval_draw.emplace(spec_.compute.fixed_eval, derive_seed(spec_.compute.fixed_seed, g, 2));
@@ -254,7 +283,9 @@ Job::~Job() { ranks_.clear(); }
 Device& Job::device(int gpu) {
   if (gpu < 0 || gpu >= spec_.cluster.gpus)
     throw InputError(fmt::format("GPU {}: this run has GPUs 0 to {}", gpu, spec_.cluster.gpus - 1));
-  return node_ ? node_->device(gpu) : *devices_[static_cast<std::size_t>(gpu)];
+  if (node_) return node_->device(gpu);
+  if (cluster_) return cluster_->device(gpu);
+  return *devices_[static_cast<std::size_t>(gpu)];
 }
 
 std::vector<TraceDeviceName> Job::trace_devices() const {
@@ -449,10 +480,10 @@ void Job::run_phase(Rank& r, RunPhase phase, int epoch, pipeline::BatchSource& s
               o.tag.category = "h2d";
               p.h2d = s.enqueue(o, Engine::CopyH2D);
               if (!pinned) host_wait(p.h2d);
-            } else if (!node_) {
+            } else if (!r.node) {
               p.h2d = s.copy_h2d(b->bytes, b->memory, "H2D batch");  // pageable: blocks, as cudaMemcpy
             } else {
-              p.h2d = node_copy(*node_, r.index, s, Engine::CopyH2D, b->bytes, b->memory, "H2D batch");
+              p.h2d = node_copy(*r.node, r.local, s, Engine::CopyH2D, b->bytes, b->memory, "H2D batch");
               if (!pinned) host_wait(p.h2d);
             }
             p.has_h2d = true;
@@ -476,7 +507,7 @@ void Job::run_phase(Rank& r, RunPhase phase, int epoch, pipeline::BatchSource& s
             const Duration bwd = r.backward_noise.sample(costs->first.backward, it);
             r.backward_total += bwd;
             p.rec.compute += bwd;
-            if (!node_ || !spec_.compute.all_reduce) {
+            if (!r.node || !spec_.compute.all_reduce) {
               p.backward = s.launch_kernel(bwd, "backward+step");
               r.kernels.emplace_back(p.backward, bwd);
             } else {
@@ -512,10 +543,10 @@ void Job::run_phase(Rank& r, RunPhase phase, int epoch, pipeline::BatchSource& s
             break;
           }
           case StepOp::LossItem:
-            if (!node_) {
+            if (!r.node) {
               s.copy_d2h(4, HostMemoryKind::Pageable, "loss.item()");
             } else {
-              host_wait(node_copy(*node_, r.index, s, Engine::CopyD2H, 4, HostMemoryKind::Pageable, "loss.item()"));
+              host_wait(node_copy(*r.node, r.local, s, Engine::CopyD2H, 4, HostMemoryKind::Pageable, "loss.item()"));
             }
             break;
           case StepOp::Compute: {
@@ -663,7 +694,7 @@ RunRecord Job::run(JobObserver* observer) {
     const auto steps = static_cast<std::size_t>(std::clamp<std::int64_t>(planned_ + evals, 0, std::int64_t{1} << 16));
     for (auto& r : ranks_) {
       r->pending.reserve(steps);
-      r->kernels.reserve(steps * (node_ ? 4 : 2));
+      r->kernels.reserve(steps * (comm_ ? 4 : 2));
     }
   }
 
@@ -682,7 +713,7 @@ RunRecord Job::run(JobObserver* observer) {
       }
     }
   }
-  if (node_ && spec_.compute.step_time == StepTime::CostModel && spec_.compute.all_reduce) {
+  if (comm_ && spec_.compute.step_time == StepTime::CostModel && spec_.compute.all_reduce) {
     std::vector<Stream*> comm;
     for (auto& r : ranks_) comm.push_back(r->comm);
     reducer_ = std::make_unique<DdpReducer>(*comm_, *sync_, comm, plan_->backward.gradient_bytes, spec_.cluster.buckets);
@@ -725,6 +756,8 @@ RunRecord Job::run(JobObserver* observer) {
   rec.model = spec_.compute.step_time == StepTime::CostModel ? canonical_model_name(spec_.compute.model.name) : "";
   rec.gpu = spec_.cluster.gpu->id;
   rec.gpus = gpus;
+  rec.nodes = cluster_ ? cluster_->nodes() : 1;
+  if (cluster_) rec.network = spec_.cluster.network.name;
   rec.batch_size = spec_.batch_size;
   rec.clock = std::string(clock_.name());
   rec.step_time = spec_.compute.step_time;
