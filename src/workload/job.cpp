@@ -135,6 +135,26 @@ struct Job::Plan {
   std::vector<StepOp> train, eval;
   const zoo::ModelGraph* graph = nullptr;
   zoo::ReplayOptions replay;
+  // A batch size's cost and memory plan, made once for all ranks (a pure
+  // function of the size: a thousand ranks need not replay the zoo a
+  // thousand times). Entries are never erased, so pointers stay valid.
+  std::mutex per_batch_mu;
+  std::map<std::int64_t, std::pair<StepCost, StepMemory>> per_batch;
+
+  const std::pair<StepCost, StepMemory>& batch(int n, const CostModel& costs, const JobSpec& spec, const StepCost& full) {
+    std::lock_guard lock(per_batch_mu);
+    auto found = per_batch.find(n);
+    if (found != per_batch.end()) return found->second;
+    StepCost c = n == spec.batch_size ? full : costs.step_cost(*spec.cluster.gpu, spec.compute.model.name, n);
+    StepMemory m;
+    if (graph) {
+      m.zoo = true;
+      m.plan = zoo::zoo_memory_plan(*graph, zoo::Shape{n, spec.compute.model.seq_len}, replay);
+    } else {
+      m.even = make_memory_plan(c, n);
+    }
+    return per_batch.emplace(n, std::make_pair(std::move(c), std::move(m))).first->second;
+  }
 };
 
 namespace {
@@ -166,7 +186,7 @@ struct Job::Rank {
   std::vector<CachingAllocator::Ptr> persistent;
   std::vector<CachingAllocator::Ptr> slots;  // zoo plan: live storages by slot
   std::vector<CachingAllocator::Ptr> live;   // even plan: input and activations
-  std::map<std::int64_t, std::pair<StepCost, StepMemory>> per_batch;
+  std::map<std::int64_t, const std::pair<StepCost, StepMemory>*> per_batch;  // the plan's entries
   bool steady = false;                        // zoo plan: the first iteration has run
   std::unique_ptr<pipeline::BatchSource> train_source, eval_source;
   std::shared_ptr<void> current;  // the batch the loop holds (x), until the next one
@@ -361,7 +381,6 @@ void Job::run_phase(Rank& r, RunPhase phase, int epoch, pipeline::BatchSource& s
   Timeline& tl = *timeline_;
   Stream& s = *r.stream;
   CachingAllocator& alloc = r.device->allocator();
-  const GpuSpec& gpu = *spec_.cluster.gpu;
   const ScheduleSpec& sched = spec_.schedule;
   const bool train = phase == RunPhase::Train;
   const std::vector<StepOp>& program = train ? plan_->train : plan_->eval;
@@ -404,21 +423,11 @@ void Job::run_phase(Rank& r, RunPhase phase, int epoch, pipeline::BatchSource& s
     const Time delivered = clock_.now();
 
     const int n = static_cast<int>(b->samples);
-    std::pair<StepCost, StepMemory>* costs = nullptr;
+    const std::pair<StepCost, StepMemory>* costs = nullptr;
     if (spec_.compute.step_time == StepTime::CostModel) {
       auto found = r.per_batch.find(b->samples);
-      if (found == r.per_batch.end()) {
-        StepCost c = n == spec_.batch_size ? cost_ : costs_.step_cost(gpu, spec_.compute.model.name, n);
-        StepMemory m;
-        if (plan_->graph) {
-          m.zoo = true;
-          m.plan = zoo::zoo_memory_plan(*plan_->graph, zoo::Shape{n, spec_.compute.model.seq_len}, plan_->replay);
-        } else {
-          m.even = make_memory_plan(c, n);
-        }
-        found = r.per_batch.emplace(b->samples, std::make_pair(std::move(c), std::move(m))).first;
-      }
-      costs = &found->second;
+      if (found == r.per_batch.end()) found = r.per_batch.emplace(b->samples, &plan_->batch(n, costs_, spec_, cost_)).first;
+      costs = found->second;
     }
     // Evaluation steps (forward only) allocate less than training steps; they
     // are not replayed through the allocator.
@@ -703,8 +712,7 @@ RunRecord Job::run(JobObserver* observer) {
     for (auto& r : ranks_) {
       CachingAllocator& a = r->device->allocator();
       if (plan_->graph) {
-        const zoo::ZooMemoryPlan plan =
-            zoo::zoo_memory_plan(*plan_->graph, zoo::Shape{spec_.batch_size, spec_.compute.model.seq_len}, plan_->replay);
+        const zoo::ZooMemoryPlan& plan = plan_->batch(spec_.batch_size, costs_, spec_, cost_).second.plan;
         r->slots.resize(plan.slot_bytes.size());
         for (int s : plan.persistent) r->slots[static_cast<std::size_t>(s)] = a.allocate(plan.slot_bytes[static_cast<std::size_t>(s)]);
       } else {
