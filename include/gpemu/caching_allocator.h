@@ -39,6 +39,7 @@
 #include <string>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 namespace gpemu {
 
@@ -117,6 +118,32 @@ struct AllocatorStats {
   std::uint64_t num_ooms = 0;          // OutOfMemoryError thrown
   std::uint64_t num_device_alloc = 0;  // segments reserved ("cudaMalloc" calls)
   std::uint64_t num_device_free = 0;   // segments released ("cudaFree" calls)
+
+  bool operator==(const AllocatorStats&) const = default;
+};
+
+// Everything that decides what an allocator does next: its blocks in address
+// order, its counters and where its next segment would start. Two allocators
+// (or one allocator at two times) with equal snapshots answer the same calls
+// with the same addresses and counters. A workload that finds its iteration
+// left the snapshot unchanged knows the next identical iteration will too.
+struct AllocatorSnapshot {
+  struct BlockState {
+    std::uint64_t address = 0;
+    std::uint64_t size = 0;
+    std::uint64_t requested = 0;  // live blocks: the caller's size
+    int stream = 0;
+    bool small = false;
+    bool live = false;
+    bool segment_start = false;  // the first block of its segment
+
+    bool operator==(const BlockState&) const = default;
+  };
+  std::vector<BlockState> blocks;
+  AllocatorStats stats;
+  std::uint64_t next_address = 0;
+
+  bool operator==(const AllocatorSnapshot&) const = default;
 };
 
 class CachingAllocator {
@@ -168,6 +195,8 @@ class CachingAllocator {
   void empty_cache();
 
   AllocatorStats stats() const;
+  // The whole state (O(blocks log blocks)); see AllocatorSnapshot.
+  AllocatorSnapshot snapshot() const;
   // Sets every peak_ counter to its current value.
   void reset_peak_stats();
 

@@ -226,6 +226,25 @@ AllocatorStats CachingAllocator::stats() const {
   return stats_;
 }
 
+AllocatorSnapshot CachingAllocator::snapshot() const {
+  std::lock_guard lock(mu_);
+  AllocatorSnapshot snap;
+  snap.stats = stats_;
+  snap.next_address = next_address_;
+  snap.blocks.reserve(small_pool_.size() + large_pool_.size() + live_.size());
+  auto add = [&](const Block* b) {
+    snap.blocks.push_back({b->address, b->size, b->requested, b->stream, b->small, b->live,
+                           b->prev == nullptr});
+  };
+  for (const Block* b : small_pool_) add(b);
+  for (const Block* b : large_pool_) add(b);
+  for (const auto& entry : live_) add(entry.second);
+  // Blocks partition their segments, so addresses are unique.
+  std::sort(snap.blocks.begin(), snap.blocks.end(),
+            [](const auto& a, const auto& b) { return a.address < b.address; });
+  return snap;
+}
+
 void CachingAllocator::reset_peak_stats() {
   std::lock_guard lock(mu_);
   stats_.peak_allocated_bytes = stats_.allocated_bytes;

@@ -5,6 +5,7 @@
 #include <exception>
 #include <map>
 #include <mutex>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -188,6 +189,11 @@ struct Job::Rank {
   std::vector<CachingAllocator::Ptr> live;   // even plan: input and activations
   std::map<std::int64_t, const std::pair<StepCost, StepMemory>*> per_batch;  // the plan's entries
   bool steady = false;                        // zoo plan: the first iteration has run
+  // Zoo plan: the plan entry whose last steady iteration left this rank's
+  // allocator and slots exactly as it found them (AllocatorSnapshot), so
+  // its next steady iteration would too, with the same addresses and
+  // counters; the Job skips replaying it. nullptr: not known.
+  const std::pair<StepCost, StepMemory>* memory_fixed_point = nullptr;
   std::unique_ptr<pipeline::BatchSource> train_source, eval_source;
   std::shared_ptr<void> current;  // the batch the loop holds (x), until the next one
   std::int64_t iterations = 0;
@@ -453,8 +459,19 @@ void Job::run_phase(Rank& r, RunPhase phase, int epoch, pipeline::BatchSource& s
 
     const StepMemory* mem = memory ? &costs->second : nullptr;
     const bool steady = r.steady;
+    // A steady iteration that returned the allocator to the state it found
+    // is a fixed point: the same events from the same state repeat it
+    // exactly, so it is not replayed again (the allocator's figures, addresses
+    // and peaks are what the replay would leave). Otherwise the iteration is
+    // replayed and checked.
+    const bool skip_memory = mem && mem->zoo && steady && r.memory_fixed_point == costs;
+    std::optional<std::pair<AllocatorSnapshot, std::vector<CachingAllocator::Ptr>>> memory_before;
+    if (mem && !skip_memory) {
+      r.memory_fixed_point = nullptr;
+      if (mem->zoo && steady) memory_before.emplace(alloc.snapshot(), r.slots);
+    }
     auto zoo_phase = [&](std::function<bool(const zoo::MemoryEvent&)> take) {
-      if (!mem || !mem->zoo) return;
+      if (!mem || !mem->zoo || skip_memory) return;
       if (r.slots.size() < mem->plan.slot_bytes.size()) r.slots.resize(mem->plan.slot_bytes.size());
       apply_events(alloc, mem->plan, steady ? mem->plan.steady_iteration : mem->plan.first_iteration, r.slots, take);
     };
@@ -574,6 +591,8 @@ void Job::run_phase(Rank& r, RunPhase phase, int epoch, pipeline::BatchSource& s
       // set_to_none grads).
       if (mem && mem->zoo) {
         zoo_phase([&](const zoo::MemoryEvent& e) { return e.op >= mem->plan.op_count; });
+        if (memory_before && memory_before->second == r.slots && memory_before->first == alloc.snapshot())
+          r.memory_fixed_point = costs;
         r.steady = true;
       } else if (mem) {
         free_even();
