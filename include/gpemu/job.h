@@ -437,6 +437,7 @@ class Job {
   void run_phase(Rank& r, RunPhase phase, int epoch, pipeline::BatchSource& source, JobObserver* observer,
                  bool& stop);
   void checkpoint(Rank& r, int epoch, std::uint64_t step, JobObserver* observer);
+  static void settle_records(Rank& r);
 
   Clock& clock_;
   const CostModel& costs_;

@@ -172,6 +172,21 @@ struct PhaseMark {
   std::vector<Completion> tails;
 };
 
+// A resolved completion keeps only its time, so it stops holding its
+// operation's record (the Timeline frees it); the end time read later is the
+// same. Returns whether `c` is resolved.
+bool settle(Completion& c) {
+  if (!c.resolved()) return false;
+  c = Completion::at(c.known_end());
+  return true;
+}
+
+bool settle(Pending& p) {
+  bool all = true;
+  for (Completion* c : {&p.prev_tail, &p.h2d, &p.forward, &p.backward, &p.all_reduce, &p.step}) all &= settle(*c);
+  return all;
+}
+
 }  // namespace
 
 struct Job::Rank {
@@ -199,6 +214,9 @@ struct Job::Rank {
   std::int64_t iterations = 0;
   std::vector<Pending> pending;
   std::vector<std::pair<Completion, Duration>> kernels;
+  // pending and kernels before these are settled (hold times only): the
+  // records of every step would otherwise keep every operation of the run.
+  std::size_t settled_pending = 0, settled_kernels = 0;
   std::vector<PhaseMark> phases;
   std::vector<CheckpointRecord> checkpoints;
   Duration forward_total = 0, backward_total = 0;
@@ -380,6 +398,14 @@ void Job::checkpoint(Rank& r, int epoch, std::uint64_t step, JobObserver* observ
     timeline_->add_host_span(HostSpan{"checkpoint", "checkpoint", "host", r.index, rec.start, rec.end});
   r.checkpoints.push_back(rec);
   if (observer) observer->on_checkpoint(rec);
+}
+
+// Settles the records of earlier steps whose operations have resolved, in
+// order, up to the first that has not (stream order: the later ones mostly
+// have not either), so each step costs O(1) amortized.
+void Job::settle_records(Rank& r) {
+  while (r.settled_pending < r.pending.size() && settle(r.pending[r.settled_pending])) ++r.settled_pending;
+  while (r.settled_kernels < r.kernels.size() && settle(r.kernels[r.settled_kernels].first)) ++r.settled_kernels;
 }
 
 void Job::run_phase(Rank& r, RunPhase phase, int epoch, pipeline::BatchSource& source, JobObserver* observer,
@@ -608,6 +634,7 @@ void Job::run_phase(Rank& r, RunPhase phase, int epoch, pipeline::BatchSource& s
     pm.mark.samples += p.rec.samples;
     if (train) ++r.iterations;
     r.pending.push_back(std::move(p));
+    settle_records(r);
     if (observer) {
       StepEvent ev;
       ev.gpu = r.index;
