@@ -195,7 +195,7 @@ class CachingAllocator {
   void empty_cache();
 
   AllocatorStats stats() const;
-  // The whole state (O(blocks log blocks)); see AllocatorSnapshot.
+  // The whole state (O(blocks + segments log segments)); see AllocatorSnapshot.
   AllocatorSnapshot snapshot() const;
   // Sets every peak_ counter to its current value.
   void reset_peak_stats();

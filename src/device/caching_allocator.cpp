@@ -236,12 +236,20 @@ AllocatorSnapshot CachingAllocator::snapshot() const {
     snap.blocks.push_back({b->address, b->size, b->requested, b->stream, b->small, b->live,
                            b->prev == nullptr});
   };
-  for (const Block* b : small_pool_) add(b);
-  for (const Block* b : large_pool_) add(b);
-  for (const auto& entry : live_) add(entry.second);
-  // Blocks partition their segments, so addresses are unique.
-  std::sort(snap.blocks.begin(), snap.blocks.end(),
-            [](const auto& a, const auto& b) { return a.address < b.address; });
+  // Address order without sorting every block: segments in address order,
+  // each walked along its block list (blocks partition their segment).
+  std::vector<const Block*> segments;
+  segments.reserve(stats_.segments);
+  for (const Block* b : small_pool_)
+    if (b->prev == nullptr) segments.push_back(b);
+  for (const Block* b : large_pool_)
+    if (b->prev == nullptr) segments.push_back(b);
+  for (const auto& entry : live_)
+    if (entry.second->prev == nullptr) segments.push_back(entry.second);
+  std::sort(segments.begin(), segments.end(),
+            [](const Block* a, const Block* b) { return a->address < b->address; });
+  for (const Block* s : segments)
+    for (const Block* b = s; b != nullptr; b = b->next) add(b);
   return snap;
 }
 
