@@ -747,9 +747,12 @@ RunRecord Job::run(JobObserver* observer) {
                                             : 0;
     // At most 64 Ki steps ahead: a run of millions of steps grows as usual.
     const auto steps = static_cast<std::size_t>(std::clamp<std::int64_t>(planned_ + evals, 0, std::int64_t{1} << 16));
+    // Kernels per step: forward and backward+step, or with DDP forward, one
+    // per backward chunk and the optimizer step; at most 256 Ki reserved.
+    const std::size_t kernels_per_step = std::max<std::size_t>(2, 1 + plan_->backward.chunks.size());
     for (auto& r : ranks_) {
       r->pending.reserve(steps);
-      r->kernels.reserve(steps * (comm_ ? 4 : 2));
+      r->kernels.reserve(std::min(steps * kernels_per_step, std::size_t{1} << 18));
     }
   }
 
