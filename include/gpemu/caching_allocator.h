@@ -25,17 +25,76 @@
 // Thread safety: every public member takes an internal mutex, so an
 // allocator may be shared by the host threads of one emulated device.
 // Allocator objects are cheap (a few hundred bytes, no tables allocated up
-// front); allocate() and free() are O(log n) in the number of blocks.
+// front); allocate() and free() are O(log n) in the number of blocks. Blocks
+// and the nodes of its ordered pools and address map come from free lists
+// of the allocator's own (kept until it is destroyed), so a steady workload's
+// allocate() and free() do not go to the heap.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <mutex>
 #include <set>
 #include <string>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 namespace gpemu {
+
+namespace detail {
+
+// Fixed-size nodes carved from chunks and recycled through per-size free
+// lists; what a std::set or std::unordered_map node, or an allocator block,
+// needs. Larger requests (a hash table's bucket array) go to operator new.
+// Memory returns to the heap only when the arena is destroyed.
+class NodeArena {
+ public:
+  NodeArena() = default;
+  ~NodeArena();
+  NodeArena(const NodeArena&) = delete;
+  NodeArena& operator=(const NodeArena&) = delete;
+
+  void* allocate(std::size_t bytes);
+  void deallocate(void* p, std::size_t bytes) noexcept;
+
+ private:
+  static constexpr std::size_t kGrain = 16;  // node sizes are rounded up to this
+  static constexpr std::size_t kClasses = 8;  // nodes of up to 128 bytes
+  static constexpr std::size_t kChunkBytes = 8192;
+  struct FreeNode {
+    FreeNode* next;
+  };
+  struct Chunk {
+    Chunk* next;
+  };
+  FreeNode* free_[kClasses] = {};
+  Chunk* chunks_ = nullptr;
+  char* cursor_ = nullptr;  // unused tail of the newest chunk
+  std::size_t left_ = 0;
+};
+
+// A standard allocator drawing from a NodeArena.
+template <class T>
+struct ArenaAllocator {
+  using value_type = T;
+  NodeArena* arena;
+  explicit ArenaAllocator(NodeArena* a) noexcept : arena(a) {}
+  template <class U>
+  ArenaAllocator(const ArenaAllocator<U>& o) noexcept : arena(o.arena) {}  // NOLINT: rebinding
+  T* allocate(std::size_t n) {
+    static_assert(alignof(T) <= 16, "arena nodes are 16-byte aligned");
+    return static_cast<T*>(arena->allocate(n * sizeof(T)));
+  }
+  void deallocate(T* p, std::size_t n) noexcept { arena->deallocate(p, n * sizeof(T)); }
+  template <class U>
+  bool operator==(const ArenaAllocator<U>& o) const noexcept {
+    return arena == o.arena;
+  }
+};
+
+}  // namespace detail
 
 // Counters of one allocator, named as in torch.cuda.memory_stats(). Byte
 // counts are current values unless prefixed peak_.
@@ -59,6 +118,32 @@ struct AllocatorStats {
   std::uint64_t num_ooms = 0;          // OutOfMemoryError thrown
   std::uint64_t num_device_alloc = 0;  // segments reserved ("cudaMalloc" calls)
   std::uint64_t num_device_free = 0;   // segments released ("cudaFree" calls)
+
+  bool operator==(const AllocatorStats&) const = default;
+};
+
+// Everything that decides what an allocator does next: its blocks in address
+// order, its counters and where its next segment would start. Two allocators
+// (or one allocator at two times) with equal snapshots answer the same calls
+// with the same addresses and counters. A workload that finds its iteration
+// left the snapshot unchanged knows the next identical iteration will too.
+struct AllocatorSnapshot {
+  struct BlockState {
+    std::uint64_t address = 0;
+    std::uint64_t size = 0;
+    std::uint64_t requested = 0;  // live blocks: the caller's size
+    int stream = 0;
+    bool small = false;
+    bool live = false;
+    bool segment_start = false;  // the first block of its segment
+
+    bool operator==(const BlockState&) const = default;
+  };
+  std::vector<BlockState> blocks;
+  AllocatorStats stats;
+  std::uint64_t next_address = 0;
+
+  bool operator==(const AllocatorSnapshot&) const = default;
 };
 
 class CachingAllocator {
@@ -110,6 +195,8 @@ class CachingAllocator {
   void empty_cache();
 
   AllocatorStats stats() const;
+  // The whole state (O(blocks + segments log segments)); see AllocatorSnapshot.
+  AllocatorSnapshot snapshot() const;
   // Sets every peak_ counter to its current value.
   void reset_peak_stats();
 
@@ -132,7 +219,9 @@ class CachingAllocator {
   struct BlockOrder {
     bool operator()(const Block* a, const Block* b) const;
   };
-  using Pool = std::set<Block*, BlockOrder>;
+  using Pool = std::set<Block*, BlockOrder, detail::ArenaAllocator<Block*>>;
+  using LiveMap = std::unordered_map<Ptr, Block*, std::hash<Ptr>, std::equal_to<Ptr>,
+                                     detail::ArenaAllocator<std::pair<const Ptr, Block*>>>;
 
   Block* find_cached(Pool& pool, int stream, std::uint64_t size);
   Block* reserve_segment(bool small, int stream, std::uint64_t size);
@@ -143,12 +232,15 @@ class CachingAllocator {
   std::string oom_message(std::uint64_t segment_bytes) const;
   Block* live_block(Ptr p, const char* caller) const;
   void update_peaks();
+  Block* new_block();
+  void delete_block(Block* b) noexcept;
 
   Options options_;
   mutable std::mutex mu_;
+  detail::NodeArena arena_;  // before the containers that draw from it
   Pool small_pool_;
   Pool large_pool_;
-  std::unordered_map<Ptr, Block*> live_;
+  LiveMap live_;
   Ptr next_address_;
   AllocatorStats stats_;
 };

@@ -49,6 +49,7 @@
 #include "gpemu/clock.h"
 #include "gpemu/cost_model.h"
 #include "gpemu/device.h"
+#include "gpemu/interconnect/cluster.h"
 #include "gpemu/interconnect/gradient_buckets.h"
 #include "gpemu/interconnect/topology.h"
 #include "gpemu/pipeline/batch_source.h"
@@ -124,8 +125,15 @@ struct DataSpec {
 
 struct ClusterSpec {
   const GpuSpec* gpu = nullptr;  // required
-  int gpus = 1;                  // data-parallel ranks, one node
-  NodeOptions node;              // gpus > 1 (gpus is set from the field above)
+  int gpus = 1;                  // data-parallel ranks, over all nodes
+  // Nodes the GPUs are spread over evenly (interconnect/cluster.h). A job
+  // whose step program moves bytes (H2D copies, the all-reduce) puts at most
+  // kMaxGpusPerNode GPUs in a node; with nodes > 1 the nodes are joined by
+  // `network` and DDP's all-reduce is hierarchical. Ranks that move no bytes
+  // (a DLIO step) get independent devices and ignore the nodes.
+  int nodes = 1;
+  NetworkSpec network;           // nodes > 1 (network_preset / parse_network)
+  NodeOptions node;              // gpus > 1: each node (node.gpus is set from gpus / nodes)
   DeviceOptions device;          // gpus == 1
   BucketOptions buckets;
   int backward_even_chunks = 16;  // DDP without a zoo graph (backward_plan.h)
@@ -195,6 +203,9 @@ struct JobSpec {
 
 // Throws InputError naming the first bad field, its value and what is accepted.
 void validate(const JobSpec& spec);
+// Whether the job's ranks share links (PCIe uplinks, NVLink, the network):
+// their step program copies batches or all-reduces gradients.
+bool uses_links(const JobSpec& spec);
 
 // ---- the step program -------------------------------------------------------
 
@@ -283,6 +294,8 @@ struct RunRecord {
   std::string model;    // canonical name ("" for fixed step times without a model)
   std::string gpu;      // catalog id
   int gpus = 1;
+  int nodes = 1;        // the GPUs' nodes (1 when the ranks share no links)
+  std::string network;  // nodes > 1: the network's name ("" otherwise)
   int batch_size = 0;
   std::string clock;
   StepTime step_time = StepTime::CostModel;
@@ -394,8 +407,9 @@ class JobObserver {
 
 class Job {
  public:
-  // Builds the devices (one Device for one GPU, a Node for several) on a
-  // timeline of `clock`. InputError for an invalid spec or unknown model.
+  // Builds the devices (one Device for one GPU, a Node for several, a
+  // Cluster of Nodes joined by the network for several nodes) on a timeline
+  // of `clock`. InputError for an invalid spec or unknown model.
   Job(Clock& clock, const CostModel& costs, JobSpec spec);
   ~Job();
   Job(const Job&) = delete;
@@ -406,7 +420,8 @@ class Job {
   const JobSpec& spec() const { return spec_; }
   int gpus() const { return spec_.cluster.gpus; }
   Device& device(int gpu);
-  Node* node() { return node_.get(); }
+  Node* node() { return node_.get(); }          // one node of several GPUs
+  Cluster* cluster() { return cluster_.get(); }  // several nodes
   const StepCost& cost() const { return cost_; }
   std::vector<TraceDeviceName> trace_devices() const;
   // Train steps each rank will run (0 when the source cannot tell before running).
@@ -422,6 +437,7 @@ class Job {
   void run_phase(Rank& r, RunPhase phase, int epoch, pipeline::BatchSource& source, JobObserver* observer,
                  bool& stop);
   void checkpoint(Rank& r, int epoch, std::uint64_t step, JobObserver* observer);
+  static void settle_records(Rank& r);
 
   Clock& clock_;
   const CostModel& costs_;
@@ -430,7 +446,8 @@ class Job {
   std::unique_ptr<Timeline> timeline_;
   std::vector<std::unique_ptr<Device>> devices_;  // without a node
   std::unique_ptr<Node> node_;
-  std::unique_ptr<Communicator> comm_;
+  std::unique_ptr<Cluster> cluster_;
+  std::unique_ptr<AllReduceGroup> comm_;
   std::unique_ptr<class HostSync> sync_;
   std::unique_ptr<class DdpReducer> reducer_;
   struct Plan;

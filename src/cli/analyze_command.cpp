@@ -63,6 +63,8 @@ void analyze(const AnalyzeArgs& args) {
     nlohmann::json j = {{"model", r.model},
                         {"gpu", r.gpu},
                         {"gpus", r.gpus},
+                        {"nodes", o.job.cluster.nodes},
+                        {"network", o.job.cluster.nodes > 1 ? nlohmann::json(o.job.cluster.network.name) : nlohmann::json()},
                         {"batch_size", r.batch_size},
                         {"clock", r.clock},
                         {"loader", modelled ? "modelled" : "real"},

@@ -6,6 +6,7 @@
 #include "density_bench.h"
 #include "loader_bench.h"
 #include "overhead_bench.h"
+#include "scale_bench.h"
 #include "timing_bench.h"
 #include "virtual_bench.h"
 
@@ -90,6 +91,19 @@ void add_bench_command(CLI::App& app) {
         c.add_option("--robust-scale", o.robust_scale,
                      "Pseudo-Huber scale of the calibration's log errors (0: least squares)")
             ->capture_default_str();
+      });
+  add_bench<ScaleBenchOptions>(
+      *cmd, "scale",
+      "Wall time per emulated DDP training step of 8 to 1,024 GPUs under the virtual clock, and memory per GPU",
+      [](const ScaleBenchOptions& o) { return run_scale_bench(o); }, print_scale_bench,
+      [](CLI::App& c, ScaleBenchOptions& o) {
+        c.add_option("--gpus", o.gpus, "Job sizes, GPUs (8 per node)")->capture_default_str();
+        c.add_option("--steps", o.steps, "Iterations per GPU in each job")->capture_default_str();
+        c.add_option("--gpu", o.gpu, "GPU to emulate")->capture_default_str();
+        c.add_option("--model", o.model, "Model")->capture_default_str();
+        c.add_option("--batch-size,-b", o.batch_size, "Batch size per GPU")->capture_default_str();
+        c.add_option("--network", o.network, "25gbe, 100gbe, 400gbe or a JSON file")->capture_default_str();
+        c.add_option("--sync", o.sync, "Host waits every 'iteration' (loss.item()) or at the 'end'")->capture_default_str();
       });
   add_bench<DatastallBenchOptions>(
       *cmd, "datastall", "DataStall-style fetch/prep stall shares of five models on 8 emulated V100s vs the paper",

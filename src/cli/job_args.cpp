@@ -71,9 +71,15 @@ std::unique_ptr<CostModel> job_cost_model(const ModelArgs& a, std::vector<std::s
 
 void add_job_options(CLI::App* cmd, JobArgs& a) {
   add_model_options(cmd, a.model);
-  cmd->add_option("--gpus", a.gpus, "GPUs of that type in one node (data-parallel, DDP all-reduce)")
+  cmd->add_option("--gpus", a.gpus,
+                  "GPUs of that type in all (data-parallel, DDP all-reduce), at most 8 per node (see --nodes)")
       ->capture_default_str()
       ->check(whole_number_in(1, 1 << 20));
+  cmd->add_option("--nodes", a.nodes, "Nodes the GPUs are spread over evenly, joined by --network")
+      ->capture_default_str()
+      ->check(whole_number_in(1, 1 << 20));
+  cmd->add_option("--network", a.network, "NIC and switch between nodes: 25gbe, 100gbe, 400gbe or a JSON file")
+      ->capture_default_str();
   cmd->add_option("--batch-size,-b", a.batch_size, "Batch size per GPU")
       ->capture_default_str()
       ->check(whole_number_in(1, std::numeric_limits<int>::max()));
@@ -128,6 +134,9 @@ JobSpec job_spec(const JobArgs& a) {
   s.cluster.gpu = &find_gpu(a.model.gpu);
   s.cluster.gpus = a.gpus;
   if (a.gpus < 1) throw InputError(fmt::format("--gpus {} is impossible: it must be at least 1", a.gpus));
+  if (a.nodes < 1) throw InputError(fmt::format("--nodes {} is impossible: it must be at least 1", a.nodes));
+  s.cluster.nodes = a.nodes;
+  s.cluster.network = parse_network(a.network);
   if (!(a.bucket_cap_mb > 0))
     throw InputError(fmt::format("--bucket-cap-mb {} is impossible: it must be positive", a.bucket_cap_mb));
   s.cluster.buckets.bucket_cap_bytes = static_cast<std::uint64_t>(a.bucket_cap_mb * 1024 * 1024);

@@ -43,6 +43,8 @@ struct JobArgs {
   ModelArgs model;
   int batch_size = 64;
   int gpus = 1;
+  int nodes = 1;
+  std::string network = "100gbe";  // preset or JSON file (interconnect/cluster.h)
   std::string clock = "real";
   std::string sync = "iteration";
   std::uint64_t seed = 0;

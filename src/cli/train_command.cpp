@@ -64,7 +64,8 @@ void reject_for_dlio(CLI::App* cmd) {
       "--model",        "--batch-size",  "--data",       "--synthetic",  "--iterations", "--epochs",
       "--workers",      "--prefetch-factor", "--pin-memory", "--no-pin-memory", "--host-memory", "--pin-mode",
       "--cache-bytes",  "--cold",        "--read-method", "--cores",     "--bucket-cap-mb", "--sync",
-      "--cv",           "--warmup",      "--precision",  "--optimizer",  "--zero-grad",  "--seq-len"};
+      "--cv",           "--warmup",      "--precision",  "--optimizer",  "--zero-grad",  "--seq-len",
+      "--nodes",        "--network"};
   std::vector<std::string> given;
   for (const char* name : kMeaningless) {
     const CLI::Option* o = cmd->get_option_no_throw(name);
@@ -189,6 +190,8 @@ void train(const TrainArgs& a, CLI::App* cmd) {
 
   nlohmann::json config = {{"gpu", rec.gpu},
                            {"gpus", j.gpus},
+                           {"nodes", rec.nodes},
+                           {"network", rec.nodes > 1 ? nlohmann::json(rec.network) : nlohmann::json()},
                            {"model", rec.model},
                            {"batch_size", j.batch_size},
                            {"precision", j.model.precision},
@@ -244,9 +247,10 @@ void train(const TrainArgs& a, CLI::App* cmd) {
     return;
   }
 
-  std::cout << fmt::format("trained {} on {} emulated {} ({} clock), batch size {}, {} epoch{}\n", r.model,
-                           j.gpus == 1 ? std::string("an") : std::to_string(j.gpus), r.gpu, j.clock, j.batch_size,
-                           r.epochs.size(), r.epochs.size() == 1 ? "" : "s");
+  std::cout << fmt::format("trained {} on {} emulated {}{} ({} clock), batch size {}, {} epoch{}\n", r.model,
+                           j.gpus == 1 ? std::string("an") : std::to_string(j.gpus), r.gpu,
+                           rec.nodes > 1 ? fmt::format(" in {} nodes joined by {}", rec.nodes, rec.network) : "",
+                           j.clock, j.batch_size, r.epochs.size(), r.epochs.size() == 1 ? "" : "s");
   if (!data_dir.empty())
     std::cout << fmt::format("data: {} ({} images, {:.1f} MB)\n", data_dir.string(), dataset_images,
                              static_cast<double>(dataset_bytes) / 1e6);

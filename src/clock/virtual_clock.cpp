@@ -1,10 +1,14 @@
 #include <atomic>
 #include <condition_variable>
+#include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <stdexcept>
+#include <string>
+#include <cstdint>
 #include <thread>
 #include <tuple>
 #include <vector>
@@ -12,8 +16,85 @@
 
 #include "gpemu/clock.h"
 
+// Cooperative threads as fibers: under the virtual clock exactly one host
+// thread runs at a time and the next is chosen by the clock, so the threads
+// need not be OS threads. On x86-64 they are fibers on the caller's thread,
+// switched by a dozen instructions instead of a futex wake-up and two kernel
+// context switches (1,024 ranks hand off tens of thousands of times per
+// step). The order in which they run is the same sleepers_ order either way.
+// Sanitizer builds keep OS threads (ASan and TSan do not follow unannotated
+// stack switches).
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
+#define GPEMU_NO_FIBERS 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define GPEMU_NO_FIBERS 1
+#endif
+#if defined(__x86_64__) && defined(__linux__) && !defined(GPEMU_NO_FIBERS)
+#define GPEMU_FIBERS 1
+#endif
+
+#if GPEMU_FIBERS
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cxxabi.h>
+
+// Saves the callee-saved registers, MXCSR and the x87 control word on the
+// current stack, stores the stack pointer in *from, and resumes the context
+// whose stack pointer is `to` (System V AMD64 ABI).
+extern "C" void gpemu_fiber_switch(void** from, void* to);
+asm(R"(
+  .text
+  .globl gpemu_fiber_switch
+  .type gpemu_fiber_switch,@function
+  .p2align 4
+gpemu_fiber_switch:
+  pushq %rbp
+  pushq %rbx
+  pushq %r12
+  pushq %r13
+  pushq %r14
+  pushq %r15
+  subq $8, %rsp
+  stmxcsr (%rsp)
+  fnstcw 4(%rsp)
+  movq %rsp, (%rdi)
+  movq %rsi, %rsp
+  ldmxcsr (%rsp)
+  fldcw 4(%rsp)
+  addq $8, %rsp
+  popq %r15
+  popq %r14
+  popq %r13
+  popq %r12
+  popq %rbx
+  popq %rbp
+  ret
+  .size gpemu_fiber_switch,.-gpemu_fiber_switch
+  .section .note.GNU-stack,"",@progbits
+  .text
+)");
+#endif
+
 namespace gpemu {
 namespace {
+
+#if GPEMU_FIBERS
+// The C++ runtime's per-thread exception state (__cxa_eh_globals, the same
+// layout in libstdc++ and libc++abi): each fiber keeps its own, so a fiber
+// that switches inside a catch block or while unwinding does not see, or
+// corrupt, another fiber's caught exceptions.
+struct EhGlobals {
+  void* caught = nullptr;
+  unsigned int uncaught = 0;
+};
+EhGlobals& eh_globals() { return *reinterpret_cast<EhGlobals*>(abi::__cxa_get_globals()); }
+
+constexpr std::size_t kFiberStack = std::size_t{1} << 22;  // 4 MiB reserved, touched pages only
+#endif
 
 class VirtualClock;
 // Which cooperative thread of which clock the calling thread is.
@@ -25,6 +106,14 @@ class VirtualClock final : public Clock {
   Time now() const override { return now_.load(std::memory_order_acquire); }
 
   void sleep_until(Time deadline) override {
+#if GPEMU_FIBERS
+    if (tl_clock != this) {
+      advance_to(deadline);
+      return;
+    }
+    suspend(deadline, 0);
+    return;
+#endif
     if (tl_clock != this) {
       // Not one of this clock's cooperative threads: a lone host thread, so
       // time simply jumps forward.
@@ -39,6 +128,10 @@ class VirtualClock final : public Clock {
 
   void yield_to_peers() override {
     if (tl_clock != this) return;
+#if GPEMU_FIBERS
+    suspend(now(), 1);
+    return;
+#endif
     std::unique_lock<std::mutex> lock(m_);
     sleepers_.emplace(now(), 1, tl_index);
     hand_off_locked();
@@ -46,6 +139,10 @@ class VirtualClock final : public Clock {
   }
 
   void run_concurrently(std::vector<std::function<void()>> bodies) override {
+#if GPEMU_FIBERS
+    run_fibers(bodies);
+    return;
+#endif
     {
       std::lock_guard<std::mutex> lock(m_);
       if (cooperative_) throw std::logic_error("VirtualClock::run_concurrently cannot be nested");
@@ -93,6 +190,145 @@ class VirtualClock final : public Clock {
   std::string_view name() const override { return "virtual"; }
 
  private:
+#if GPEMU_FIBERS
+  struct Fiber {
+    void* sp = nullptr;
+    EhGlobals eh;
+  };
+
+  void run_fibers(std::vector<std::function<void()>>& bodies) {
+    const std::size_t n = bodies.size();
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      if (cooperative_) throw std::logic_error("VirtualClock::run_concurrently cannot be nested");
+      cooperative_ = true;
+      for (int i = 0; i < static_cast<int>(n); ++i) sleepers_.emplace(now(), 0, i);
+    }
+    // One mapping for all stacks, a guard page below each.
+    const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+    const std::size_t slot = kFiberStack + page;
+    void* region = nullptr;
+    if (n > 0) {
+      region = mmap(nullptr, slot * n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK,
+                    -1, 0);
+      if (region == MAP_FAILED) {
+        std::lock_guard<std::mutex> lock(m_);
+        cooperative_ = false;
+        sleepers_.clear();
+        throw std::runtime_error("virtual clock: cannot map stacks for " + std::to_string(n) + " host threads");
+      }
+    }
+    fibers_.assign(n, Fiber{});
+    bodies_ = &bodies;
+    first_ = nullptr;
+    for (std::size_t i = 0; i < n; ++i) {
+      char* low = static_cast<char*>(region) + i * slot;
+      mprotect(low, page, PROT_NONE);
+      // The initial frame gpemu_fiber_switch pops: MXCSR/x87 word, six
+      // registers, then "returns" into fiber_entry with the stack aligned as
+      // after a call.
+      auto* top = reinterpret_cast<std::uint64_t*>(low + slot);
+      std::uint64_t* sp = top;
+      *--sp = 0;                                              // fiber_entry's return address (never used)
+      *--sp = reinterpret_cast<std::uint64_t>(&fiber_entry);  // popped by ret
+      for (int r = 0; r < 6; ++r) *--sp = 0;                  // rbp rbx r12 r13 r14 r15
+      std::uint32_t csr[2] = {0, 0};
+      asm volatile("stmxcsr %0" : "=m"(csr[0]));
+      asm volatile("fnstcw %0" : "=m"(csr[1]));
+      --sp;
+      std::memcpy(sp, csr, sizeof(csr));
+      fibers_[i].sp = sp;
+    }
+    const VirtualClock* outer = tl_clock;
+    tl_clock = this;
+    int next;
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      next = pop_next_locked();
+    }
+    switch_fiber(-1, next);  // back here when every fiber has finished
+    tl_clock = outer;
+    if (region) munmap(region, slot * n);
+    fibers_.clear();
+    bodies_ = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      cooperative_ = false;
+      running_ = -1;
+    }
+    if (first_) {
+      std::exception_ptr e = std::move(first_);
+      first_ = nullptr;
+      std::rethrow_exception(e);
+    }
+  }
+
+  static void fiber_entry() {
+    const_cast<VirtualClock*>(tl_clock)->fiber_main();
+    std::abort();  // fiber_main never returns
+  }
+
+  void fiber_main() {
+    const int i = running_;
+    try {
+      (*bodies_)[static_cast<std::size_t>(i)]();
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(m_);
+      if (!first_) first_ = std::current_exception();
+    }
+    int next;
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      next = pop_next_locked();
+    }
+    switch_fiber(i, next);  // never resumed
+  }
+
+  // The running fiber sleeps until `deadline` and the earliest sleeper runs.
+  void suspend(Time deadline, int yielded) {
+    const int me = running_;
+    int next;
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      sleepers_.emplace(std::max(deadline, now()), yielded, me);
+      next = pop_next_locked();
+    }
+    switch_fiber(me, next);
+  }
+
+  // hand_off_locked's choice, returned: -1 when nobody is left (the caller of
+  // run_concurrently resumes).
+  int pop_next_locked() {
+    if (sleepers_.empty()) {
+      running_ = -1;
+      return -1;
+    }
+    auto [t, yielded, index] = *sleepers_.begin();
+    sleepers_.erase(sleepers_.begin());
+    advance_to(t);
+    running_ = index;
+    return index;
+  }
+
+  void switch_fiber(int from, int to) {
+    if (from == to) return;
+    void** from_sp = from < 0 ? &main_sp_ : &fibers_[static_cast<std::size_t>(from)].sp;
+    EhGlobals& from_eh = from < 0 ? main_eh_ : fibers_[static_cast<std::size_t>(from)].eh;
+    void* to_sp = to < 0 ? main_sp_ : fibers_[static_cast<std::size_t>(to)].sp;
+    const EhGlobals to_eh = to < 0 ? main_eh_ : fibers_[static_cast<std::size_t>(to)].eh;
+    EhGlobals& g = eh_globals();
+    from_eh = g;
+    g = to_eh;
+    gpemu_fiber_switch(from_sp, to_sp);
+  }
+
+  std::vector<Fiber> fibers_;
+  std::vector<std::function<void()>>* bodies_ = nullptr;
+  std::exception_ptr first_;
+  void* main_sp_ = nullptr;
+  EhGlobals main_eh_;
+#endif
+
   void advance_to(Time t) {
     Time cur = now_.load(std::memory_order_relaxed);
     while (t > cur && !now_.compare_exchange_weak(cur, t, std::memory_order_acq_rel)) {

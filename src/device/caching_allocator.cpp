@@ -3,8 +3,9 @@
 #include "gpemu/caching_allocator.h"
 
 #include <algorithm>
+#include <new>
 #include <stdexcept>
-#include <tuple>
+#include <type_traits>
 
 #include <fmt/format.h>
 
@@ -43,12 +44,73 @@ std::uint64_t round_up(std::uint64_t n, std::uint64_t unit) {
 
 }  // namespace
 
+namespace detail {
+
+NodeArena::~NodeArena() {
+  while (chunks_ != nullptr) {
+    Chunk* c = chunks_;
+    chunks_ = c->next;
+    ::operator delete(c);
+  }
+}
+
+void* NodeArena::allocate(std::size_t bytes) {
+  const std::size_t cls = (bytes + kGrain - 1) / kGrain;
+  if (cls == 0 || cls > kClasses) return ::operator new(bytes);
+  if (FreeNode* n = free_[cls - 1]; n != nullptr) {
+    free_[cls - 1] = n->next;
+    return n;
+  }
+  const std::size_t size = cls * kGrain;
+  if (left_ < size) {
+    // The chunk's header takes one grain, so its nodes stay 16-byte aligned.
+    static_assert(sizeof(Chunk) <= kGrain);
+    auto* c = static_cast<Chunk*>(::operator new(kChunkBytes));
+    c->next = chunks_;
+    chunks_ = c;
+    cursor_ = reinterpret_cast<char*>(c) + kGrain;
+    left_ = kChunkBytes - kGrain;  // a smaller tail of the old chunk is dropped
+  }
+  void* p = cursor_;
+  cursor_ += size;
+  left_ -= size;
+  return p;
+}
+
+void NodeArena::deallocate(void* p, std::size_t bytes) noexcept {
+  const std::size_t cls = (bytes + kGrain - 1) / kGrain;
+  if (cls == 0 || cls > kClasses) {
+    ::operator delete(p);
+    return;
+  }
+  auto* n = static_cast<FreeNode*>(p);
+  n->next = free_[cls - 1];
+  free_[cls - 1] = n;
+}
+
+}  // namespace detail
+
 bool CachingAllocator::BlockOrder::operator()(const Block* a, const Block* b) const {
-  return std::tie(a->stream, a->size, a->address) < std::tie(b->stream, b->size, b->address);
+  if (a->stream != b->stream) return a->stream < b->stream;
+  if (a->size != b->size) return a->size < b->size;
+  return a->address < b->address;
+}
+
+CachingAllocator::Block* CachingAllocator::new_block() {
+  return new (arena_.allocate(sizeof(Block))) Block{};
+}
+
+void CachingAllocator::delete_block(Block* b) noexcept {
+  static_assert(std::is_trivially_destructible_v<Block>);
+  arena_.deallocate(b, sizeof(Block));
 }
 
 CachingAllocator::CachingAllocator(Options options)
-    : options_(std::move(options)), next_address_(kFirstAddress) {
+    : options_(std::move(options)),
+      small_pool_(BlockOrder{}, detail::ArenaAllocator<Block*>(&arena_)),
+      large_pool_(BlockOrder{}, detail::ArenaAllocator<Block*>(&arena_)),
+      live_(0, std::hash<Ptr>{}, std::equal_to<Ptr>{}, LiveMap::allocator_type(&arena_)),
+      next_address_(kFirstAddress) {
   if (options_.max_split_size_bytes <= kLargeBuffer) {
     throw InputError(fmt::format(
         "caching allocator: max_split_size_bytes {} is too small; it must be above {} (20 MiB), "
@@ -57,11 +119,8 @@ CachingAllocator::CachingAllocator(Options options)
   }
 }
 
-CachingAllocator::~CachingAllocator() {
-  for (auto& [address, block] : live_) delete block;
-  for (Block* b : small_pool_) delete b;
-  for (Block* b : large_pool_) delete b;
-}
+// Blocks live in arena_, which frees them with the containers' nodes.
+CachingAllocator::~CachingAllocator() = default;
 
 std::uint64_t CachingAllocator::round_size(std::uint64_t bytes) {
   return bytes < kMinBlockSize ? kMinBlockSize : round_up(bytes, kMinBlockSize);
@@ -107,8 +166,9 @@ CachingAllocator::Ptr CachingAllocator::allocate(std::uint64_t bytes, int stream
 
   if (should_split(*block, size)) {
     // The request takes the low end; the rest stays cached.
-    auto* rest = new Block{block->address + size, block->size - size, 0, stream, small,
-                           false, block, block->next};
+    Block* rest = new_block();
+    *rest = Block{block->address + size, block->size - size, 0, stream, small, false, block,
+                  block->next};
     if (block->next != nullptr) block->next->prev = rest;
     block->next = rest;
     block->size = size;
@@ -144,14 +204,14 @@ void CachingAllocator::free(Ptr p) {
     block->size += prev->size;
     block->prev = prev->prev;
     if (block->prev != nullptr) block->prev->next = block;
-    delete prev;
+    delete_block(prev);
   }
   if (Block* next = block->next; next != nullptr && !next->live) {
     pool.erase(next);
     block->size += next->size;
     block->next = next->next;
     if (block->next != nullptr) block->next->prev = block;
-    delete next;
+    delete_block(next);
   }
   pool.insert(block);
 }
@@ -164,6 +224,33 @@ void CachingAllocator::empty_cache() {
 AllocatorStats CachingAllocator::stats() const {
   std::lock_guard lock(mu_);
   return stats_;
+}
+
+AllocatorSnapshot CachingAllocator::snapshot() const {
+  std::lock_guard lock(mu_);
+  AllocatorSnapshot snap;
+  snap.stats = stats_;
+  snap.next_address = next_address_;
+  snap.blocks.reserve(small_pool_.size() + large_pool_.size() + live_.size());
+  auto add = [&](const Block* b) {
+    snap.blocks.push_back({b->address, b->size, b->requested, b->stream, b->small, b->live,
+                           b->prev == nullptr});
+  };
+  // Address order without sorting every block: segments in address order,
+  // each walked along its block list (blocks partition their segment).
+  std::vector<const Block*> segments;
+  segments.reserve(stats_.segments);
+  for (const Block* b : small_pool_)
+    if (b->prev == nullptr) segments.push_back(b);
+  for (const Block* b : large_pool_)
+    if (b->prev == nullptr) segments.push_back(b);
+  for (const auto& entry : live_)
+    if (entry.second->prev == nullptr) segments.push_back(entry.second);
+  std::sort(segments.begin(), segments.end(),
+            [](const Block* a, const Block* b) { return a->address < b->address; });
+  for (const Block* s : segments)
+    for (const Block* b = s; b != nullptr; b = b->next) add(b);
+  return snap;
 }
 
 void CachingAllocator::reset_peak_stats() {
@@ -202,7 +289,8 @@ CachingAllocator::Block* CachingAllocator::reserve_segment(bool small, int strea
   const std::uint64_t bytes = segment_size(size);
   if (bytes > options_.capacity_bytes - stats_.reserved_bytes) return nullptr;
   if (bytes > kMax - next_address_) return nullptr;  // emulated address space exhausted
-  auto* block = new Block{next_address_, bytes, 0, stream, small, false, nullptr, nullptr};
+  Block* block = new_block();
+  *block = Block{next_address_, bytes, 0, stream, small, false, nullptr, nullptr};
   next_address_ += bytes;
   stats_.reserved_bytes += bytes;
   ++stats_.segments;
@@ -256,7 +344,7 @@ void CachingAllocator::release_segment(Pool& pool, Pool::iterator it) {
   stats_.reserved_bytes -= block->size;
   --stats_.segments;
   ++stats_.num_device_free;
-  delete block;
+  delete_block(block);
 }
 
 bool CachingAllocator::should_split(const Block& block, std::uint64_t size) const {

@@ -28,6 +28,8 @@ nlohmann::json summary_json(const RunRecord& rec) {
   for (const EpochSummary& e : r.epochs) epoch_times.push_back(to_seconds(e.end - e.start));
   nlohmann::json j = {{"gpu", r.gpu},
                       {"gpus", r.gpus},
+                      {"nodes", rec.nodes},
+                      {"network", rec.nodes > 1 ? nlohmann::json(rec.network) : nlohmann::json()},
                       {"model", r.model},
                       {"batch_size", r.batch_size},
                       {"clock", r.clock},

@@ -5,6 +5,7 @@
 #include <exception>
 #include <map>
 #include <mutex>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -74,6 +75,15 @@ void validate(const JobSpec& s) {
     throw InputError("job: compute.model.name is empty; give a model (see 'gpemu models')");
   if (s.compute.model.seq_len < 0)
     throw InputError(fmt::format("sequence length {} is impossible: it must be at least 1", s.compute.model.seq_len));
+  if (s.cluster.nodes < 1)
+    throw InputError(fmt::format("--nodes {} is impossible: it must be at least 1", s.cluster.nodes));
+  if (uses_links(s) && (s.cluster.gpus > 1 || s.cluster.nodes > 1)) {
+    // Even split, at most kMaxGpusPerNode a node: refused with what to give.
+    plan_cluster(s.cluster.gpus, s.cluster.nodes, s.cluster.node, s.cluster.network);
+    if (s.cluster.nodes > 1 && !(s.cluster.network.line_rate_gbps > 0))
+      throw InputError(fmt::format("job: cluster.network is not set for {} nodes; give --network 25gbe|100gbe|400gbe|FILE",
+                                   s.cluster.nodes));
+  }
   if (s.cluster.buckets.bucket_cap_bytes == 0)
     throw InputError("--bucket-cap-mb must be positive");
   if (!s.schedule.checkpoints.empty() && !s.schedule.checkpoint)
@@ -81,6 +91,10 @@ void validate(const JobSpec& s) {
   if (s.schedule.eval.first_epoch > 0 && s.schedule.eval.every < 1)
     throw InputError(fmt::format("job: schedule.eval.every {} is impossible: it must be at least 1",
                                  s.schedule.eval.every));
+}
+
+bool uses_links(const JobSpec& spec) {
+  return spec.compute.copy_batch || (spec.compute.all_reduce && spec.compute.step_time == StepTime::CostModel);
 }
 
 std::vector<StepOp> step_program(const JobSpec& spec, RunPhase phase) {
@@ -122,6 +136,26 @@ struct Job::Plan {
   std::vector<StepOp> train, eval;
   const zoo::ModelGraph* graph = nullptr;
   zoo::ReplayOptions replay;
+  // A batch size's cost and memory plan, made once for all ranks (a pure
+  // function of the size: a thousand ranks need not replay the zoo a
+  // thousand times). Entries are never erased, so pointers stay valid.
+  std::mutex per_batch_mu;
+  std::map<std::int64_t, std::pair<StepCost, StepMemory>> per_batch;
+
+  const std::pair<StepCost, StepMemory>& batch(int n, const CostModel& costs, const JobSpec& spec, const StepCost& full) {
+    std::lock_guard lock(per_batch_mu);
+    auto found = per_batch.find(n);
+    if (found != per_batch.end()) return found->second;
+    StepCost c = n == spec.batch_size ? full : costs.step_cost(*spec.cluster.gpu, spec.compute.model.name, n);
+    StepMemory m;
+    if (graph) {
+      m.zoo = true;
+      m.plan = zoo::zoo_memory_plan(*graph, zoo::Shape{n, spec.compute.model.seq_len}, replay);
+    } else {
+      m.even = make_memory_plan(c, n);
+    }
+    return per_batch.emplace(n, std::make_pair(std::move(c), std::move(m))).first->second;
+  }
 };
 
 namespace {
@@ -138,11 +172,28 @@ struct PhaseMark {
   std::vector<Completion> tails;
 };
 
+// A resolved completion keeps only its time, so it stops holding its
+// operation's record (the Timeline frees it); the end time read later is the
+// same. Returns whether `c` is resolved.
+bool settle(Completion& c) {
+  if (!c.resolved()) return false;
+  c = Completion::at(c.known_end());
+  return true;
+}
+
+bool settle(Pending& p) {
+  bool all = true;
+  for (Completion* c : {&p.prev_tail, &p.h2d, &p.forward, &p.backward, &p.all_reduce, &p.step}) all &= settle(*c);
+  return all;
+}
+
 }  // namespace
 
 struct Job::Rank {
   int index = 0;
   Device* device = nullptr;
+  Node* node = nullptr;  // the rank's node when ranks share links
+  int local = 0;         // its index in that node
   Stream* stream = nullptr;  // the loop's stream (the legacy default stream, as a PyTorch loop)
   Stream* comm = nullptr;    // DDP's communication stream (gpus > 1)
   std::function<void(Time)> sleep;
@@ -151,13 +202,21 @@ struct Job::Rank {
   std::vector<CachingAllocator::Ptr> persistent;
   std::vector<CachingAllocator::Ptr> slots;  // zoo plan: live storages by slot
   std::vector<CachingAllocator::Ptr> live;   // even plan: input and activations
-  std::map<std::int64_t, std::pair<StepCost, StepMemory>> per_batch;
+  std::map<std::int64_t, const std::pair<StepCost, StepMemory>*> per_batch;  // the plan's entries
   bool steady = false;                        // zoo plan: the first iteration has run
+  // Zoo plan: the plan entry whose last steady iteration left this rank's
+  // allocator and slots exactly as it found them (AllocatorSnapshot), so
+  // its next steady iteration would too, with the same addresses and
+  // counters; the Job skips replaying it. nullptr: not known.
+  const std::pair<StepCost, StepMemory>* memory_fixed_point = nullptr;
   std::unique_ptr<pipeline::BatchSource> train_source, eval_source;
   std::shared_ptr<void> current;  // the batch the loop holds (x), until the next one
   std::int64_t iterations = 0;
   std::vector<Pending> pending;
   std::vector<std::pair<Completion, Duration>> kernels;
+  // pending and kernels before these are settled (hold times only): the
+  // records of every step would otherwise keep every operation of the run.
+  std::size_t settled_pending = 0, settled_kernels = 0;
   std::vector<PhaseMark> phases;
   std::vector<CheckpointRecord> checkpoints;
   Duration forward_total = 0, backward_total = 0;
@@ -191,7 +250,7 @@ Job::Job(Clock& clock, const CostModel& costs, JobSpec spec)
   // Ranks share a node (PCIe switches, NVLink, the ring) only when the step
   // program moves bytes: a DLIO step (compute and synchronize) touches no
   // link, and its ranks get independent devices, any number of them.
-  const bool links = spec_.compute.copy_batch || (spec_.compute.all_reduce && model_time);
+  const bool links = uses_links(spec_);
   if (gpus == 1 || !links) {
     for (int g = 0; g < gpus; ++g) {
       DeviceOptions d = spec_.cluster.device;
@@ -199,10 +258,17 @@ Job::Job(Clock& clock, const CostModel& costs, JobSpec spec)
       devices_.push_back(std::make_unique<Device>(*timeline_, gpu, d));
     }
   } else {
-    NodeOptions n = spec_.cluster.node;
-    n.gpus = gpus;
-    node_ = std::make_unique<Node>(*timeline_, gpu, n);
-    comm_ = std::make_unique<Communicator>(*node_);
+    if (spec_.cluster.nodes == 1) {
+      NodeOptions n = spec_.cluster.node;
+      n.gpus = gpus;
+      node_ = std::make_unique<Node>(*timeline_, gpu, n);
+      comm_ = std::make_unique<Communicator>(*node_);
+    } else {
+      // Several nodes joined by the network, hierarchical all-reduce.
+      cluster_ = std::make_unique<Cluster>(
+          *timeline_, gpu, plan_cluster(gpus, spec_.cluster.nodes, spec_.cluster.node, spec_.cluster.network));
+      comm_ = std::make_unique<ClusterCommunicator>(*cluster_);
+    }
     if (model_time && spec_.compute.all_reduce)
       plan_->backward = plan_backward(gpu, spec_.compute.model.name, cost_, spec_.batch_size,
                                       spec_.cluster.backward_even_chunks, spec_.cluster.backward_max_chunks);
@@ -224,7 +290,14 @@ Job::Job(Clock& clock, const CostModel& costs, JobSpec spec)
     auto r = std::make_unique<Rank>(fwd, bwd, g);
     r->device = &device(g);
     r->stream = &r->device->default_stream();
-    if (node_) r->comm = &r->device->create_stream(/*non_blocking=*/true);
+    if (node_) {
+      r->node = node_.get();
+      r->local = g;
+    } else if (cluster_) {
+      r->node = &cluster_->node(cluster_->node_of(g));
+      r->local = cluster_->local_of(g);
+    }
+    if (r->node) r->comm = &r->device->create_stream(/*non_blocking=*/true);
     if (spec_.compute.step_time == StepTime::Fixed) {
       r->train_draw.emplace(spec_.compute.fixed_train, derive_seed(spec_.compute.fixed_seed, g, 1));
       r->eval_draw.emplace(spec_.compute.fixed_eval, derive_seed(spec_.compute.fixed_seed, g, 2));
@@ -254,7 +327,9 @@ Job::~Job() { ranks_.clear(); }
 Device& Job::device(int gpu) {
   if (gpu < 0 || gpu >= spec_.cluster.gpus)
     throw InputError(fmt::format("GPU {}: this run has GPUs 0 to {}", gpu, spec_.cluster.gpus - 1));
-  return node_ ? node_->device(gpu) : *devices_[static_cast<std::size_t>(gpu)];
+  if (node_) return node_->device(gpu);
+  if (cluster_) return cluster_->device(gpu);
+  return *devices_[static_cast<std::size_t>(gpu)];
 }
 
 std::vector<TraceDeviceName> Job::trace_devices() const {
@@ -325,12 +400,19 @@ void Job::checkpoint(Rank& r, int epoch, std::uint64_t step, JobObserver* observ
   if (observer) observer->on_checkpoint(rec);
 }
 
+// Settles the records of earlier steps whose operations have resolved, in
+// order, up to the first that has not (stream order: the later ones mostly
+// have not either), so each step costs O(1) amortized.
+void Job::settle_records(Rank& r) {
+  while (r.settled_pending < r.pending.size() && settle(r.pending[r.settled_pending])) ++r.settled_pending;
+  while (r.settled_kernels < r.kernels.size() && settle(r.kernels[r.settled_kernels].first)) ++r.settled_kernels;
+}
+
 void Job::run_phase(Rank& r, RunPhase phase, int epoch, pipeline::BatchSource& source, JobObserver* observer,
                     bool& stop) {
   Timeline& tl = *timeline_;
   Stream& s = *r.stream;
   CachingAllocator& alloc = r.device->allocator();
-  const GpuSpec& gpu = *spec_.cluster.gpu;
   const ScheduleSpec& sched = spec_.schedule;
   const bool train = phase == RunPhase::Train;
   const std::vector<StepOp>& program = train ? plan_->train : plan_->eval;
@@ -373,21 +455,11 @@ void Job::run_phase(Rank& r, RunPhase phase, int epoch, pipeline::BatchSource& s
     const Time delivered = clock_.now();
 
     const int n = static_cast<int>(b->samples);
-    std::pair<StepCost, StepMemory>* costs = nullptr;
+    const std::pair<StepCost, StepMemory>* costs = nullptr;
     if (spec_.compute.step_time == StepTime::CostModel) {
       auto found = r.per_batch.find(b->samples);
-      if (found == r.per_batch.end()) {
-        StepCost c = n == spec_.batch_size ? cost_ : costs_.step_cost(gpu, spec_.compute.model.name, n);
-        StepMemory m;
-        if (plan_->graph) {
-          m.zoo = true;
-          m.plan = zoo::zoo_memory_plan(*plan_->graph, zoo::Shape{n, spec_.compute.model.seq_len}, plan_->replay);
-        } else {
-          m.even = make_memory_plan(c, n);
-        }
-        found = r.per_batch.emplace(b->samples, std::make_pair(std::move(c), std::move(m))).first;
-      }
-      costs = &found->second;
+      if (found == r.per_batch.end()) found = r.per_batch.emplace(b->samples, &plan_->batch(n, costs_, spec_, cost_)).first;
+      costs = found->second;
     }
     // Evaluation steps (forward only) allocate less than training steps; they
     // are not replayed through the allocator.
@@ -413,8 +485,19 @@ void Job::run_phase(Rank& r, RunPhase phase, int epoch, pipeline::BatchSource& s
 
     const StepMemory* mem = memory ? &costs->second : nullptr;
     const bool steady = r.steady;
+    // A steady iteration that returned the allocator to the state it found
+    // is a fixed point: the same events from the same state repeat it
+    // exactly, so it is not replayed again (the allocator's figures, addresses
+    // and peaks are what the replay would leave). Otherwise the iteration is
+    // replayed and checked.
+    const bool skip_memory = mem && mem->zoo && steady && r.memory_fixed_point == costs;
+    std::optional<std::pair<AllocatorSnapshot, std::vector<CachingAllocator::Ptr>>> memory_before;
+    if (mem && !skip_memory) {
+      r.memory_fixed_point = nullptr;
+      if (mem->zoo && steady) memory_before.emplace(alloc.snapshot(), r.slots);
+    }
     auto zoo_phase = [&](std::function<bool(const zoo::MemoryEvent&)> take) {
-      if (!mem || !mem->zoo) return;
+      if (!mem || !mem->zoo || skip_memory) return;
       if (r.slots.size() < mem->plan.slot_bytes.size()) r.slots.resize(mem->plan.slot_bytes.size());
       apply_events(alloc, mem->plan, steady ? mem->plan.steady_iteration : mem->plan.first_iteration, r.slots, take);
     };
@@ -449,10 +532,10 @@ void Job::run_phase(Rank& r, RunPhase phase, int epoch, pipeline::BatchSource& s
               o.tag.category = "h2d";
               p.h2d = s.enqueue(o, Engine::CopyH2D);
               if (!pinned) host_wait(p.h2d);
-            } else if (!node_) {
+            } else if (!r.node) {
               p.h2d = s.copy_h2d(b->bytes, b->memory, "H2D batch");  // pageable: blocks, as cudaMemcpy
             } else {
-              p.h2d = node_copy(*node_, r.index, s, Engine::CopyH2D, b->bytes, b->memory, "H2D batch");
+              p.h2d = node_copy(*r.node, r.local, s, Engine::CopyH2D, b->bytes, b->memory, "H2D batch");
               if (!pinned) host_wait(p.h2d);
             }
             p.has_h2d = true;
@@ -476,7 +559,7 @@ void Job::run_phase(Rank& r, RunPhase phase, int epoch, pipeline::BatchSource& s
             const Duration bwd = r.backward_noise.sample(costs->first.backward, it);
             r.backward_total += bwd;
             p.rec.compute += bwd;
-            if (!node_ || !spec_.compute.all_reduce) {
+            if (!r.node || !spec_.compute.all_reduce) {
               p.backward = s.launch_kernel(bwd, "backward+step");
               r.kernels.emplace_back(p.backward, bwd);
             } else {
@@ -512,10 +595,10 @@ void Job::run_phase(Rank& r, RunPhase phase, int epoch, pipeline::BatchSource& s
             break;
           }
           case StepOp::LossItem:
-            if (!node_) {
+            if (!r.node) {
               s.copy_d2h(4, HostMemoryKind::Pageable, "loss.item()");
             } else {
-              host_wait(node_copy(*node_, r.index, s, Engine::CopyD2H, 4, HostMemoryKind::Pageable, "loss.item()"));
+              host_wait(node_copy(*r.node, r.local, s, Engine::CopyD2H, 4, HostMemoryKind::Pageable, "loss.item()"));
             }
             break;
           case StepOp::Compute: {
@@ -534,6 +617,8 @@ void Job::run_phase(Rank& r, RunPhase phase, int epoch, pipeline::BatchSource& s
       // set_to_none grads).
       if (mem && mem->zoo) {
         zoo_phase([&](const zoo::MemoryEvent& e) { return e.op >= mem->plan.op_count; });
+        if (memory_before && memory_before->second == r.slots && memory_before->first == alloc.snapshot())
+          r.memory_fixed_point = costs;
         r.steady = true;
       } else if (mem) {
         free_even();
@@ -549,6 +634,7 @@ void Job::run_phase(Rank& r, RunPhase phase, int epoch, pipeline::BatchSource& s
     pm.mark.samples += p.rec.samples;
     if (train) ++r.iterations;
     r.pending.push_back(std::move(p));
+    settle_records(r);
     if (observer) {
       StepEvent ev;
       ev.gpu = r.index;
@@ -661,9 +747,12 @@ RunRecord Job::run(JobObserver* observer) {
                                             : 0;
     // At most 64 Ki steps ahead: a run of millions of steps grows as usual.
     const auto steps = static_cast<std::size_t>(std::clamp<std::int64_t>(planned_ + evals, 0, std::int64_t{1} << 16));
+    // Kernels per step: forward and backward+step, or with DDP forward, one
+    // per backward chunk and the optimizer step; at most 256 Ki reserved.
+    const std::size_t kernels_per_step = std::max<std::size_t>(2, 1 + plan_->backward.chunks.size());
     for (auto& r : ranks_) {
       r->pending.reserve(steps);
-      r->kernels.reserve(steps * (node_ ? 4 : 2));
+      r->kernels.reserve(std::min(steps * kernels_per_step, std::size_t{1} << 18));
     }
   }
 
@@ -672,8 +761,7 @@ RunRecord Job::run(JobObserver* observer) {
     for (auto& r : ranks_) {
       CachingAllocator& a = r->device->allocator();
       if (plan_->graph) {
-        const zoo::ZooMemoryPlan plan =
-            zoo::zoo_memory_plan(*plan_->graph, zoo::Shape{spec_.batch_size, spec_.compute.model.seq_len}, plan_->replay);
+        const zoo::ZooMemoryPlan& plan = plan_->batch(spec_.batch_size, costs_, spec_, cost_).second.plan;
         r->slots.resize(plan.slot_bytes.size());
         for (int s : plan.persistent) r->slots[static_cast<std::size_t>(s)] = a.allocate(plan.slot_bytes[static_cast<std::size_t>(s)]);
       } else {
@@ -682,7 +770,7 @@ RunRecord Job::run(JobObserver* observer) {
       }
     }
   }
-  if (node_ && spec_.compute.step_time == StepTime::CostModel && spec_.compute.all_reduce) {
+  if (comm_ && spec_.compute.step_time == StepTime::CostModel && spec_.compute.all_reduce) {
     std::vector<Stream*> comm;
     for (auto& r : ranks_) comm.push_back(r->comm);
     reducer_ = std::make_unique<DdpReducer>(*comm_, *sync_, comm, plan_->backward.gradient_bytes, spec_.cluster.buckets);
@@ -725,6 +813,8 @@ RunRecord Job::run(JobObserver* observer) {
   rec.model = spec_.compute.step_time == StepTime::CostModel ? canonical_model_name(spec_.compute.model.name) : "";
   rec.gpu = spec_.cluster.gpu->id;
   rec.gpus = gpus;
+  rec.nodes = cluster_ ? cluster_->nodes() : 1;
+  if (cluster_) rec.network = spec_.cluster.network.name;
   rec.batch_size = spec_.batch_size;
   rec.clock = std::string(clock_.name());
   rec.step_time = spec_.compute.step_time;

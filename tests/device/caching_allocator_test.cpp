@@ -499,5 +499,48 @@ TEST(CachingAllocatorThreads, ConcurrentAllocateAndFreeKeepTheBooks) {
   EXPECT_EQ(a.stats().segments, 0u);
 }
 
+// ---- snapshots -------------------------------------------------------------
+
+// One "iteration": activations allocated in order, freed in reverse.
+void iteration(CachingAllocator& a) {
+  std::vector<CachingAllocator::Ptr> act;
+  for (std::uint64_t b : {3 * MiB, 700 * KiB, 12 * MiB, std::uint64_t{100}, 5 * MiB}) act.push_back(a.allocate(b));
+  for (auto q = act.rbegin(); q != act.rend(); ++q) a.free(*q);
+}
+
+TEST(CachingAllocatorSnapshot, AnIterationThatReturnsToItsStateIsAFixedPoint) {
+  auto a = make();
+  const auto weights = a.allocate(30 * MiB);
+  iteration(a);
+  const AllocatorSnapshot after_first = a.snapshot();
+  iteration(a);
+  EXPECT_EQ(a.snapshot(), after_first);
+  EXPECT_EQ(a.snapshot().stats, a.stats());
+  // Blocks in address order, the live one with its request.
+  const auto& blocks = after_first.blocks;
+  ASSERT_FALSE(blocks.empty());
+  for (std::size_t i = 1; i < blocks.size(); ++i) EXPECT_LT(blocks[i - 1].address, blocks[i].address);
+  EXPECT_EQ(blocks.front().address, weights);
+  EXPECT_TRUE(blocks.front().live);
+  EXPECT_TRUE(blocks.front().segment_start);
+  EXPECT_EQ(blocks.front().requested, 30 * MiB);
+}
+
+TEST(CachingAllocatorSnapshot, AnyChangeOfStateShows) {
+  auto a = make();
+  iteration(a);
+  const AllocatorSnapshot s0 = a.snapshot();
+  const auto p = a.allocate(512);  // a new live block (and split)
+  EXPECT_NE(a.snapshot(), s0);
+  a.free(p);
+  EXPECT_EQ(a.snapshot(), s0);  // merged back: same blocks, same counters
+  a.reset_peak_stats();         // peaks fall to the current values
+  EXPECT_NE(a.snapshot(), s0);
+  const AllocatorSnapshot s1 = a.snapshot();
+  a.empty_cache();  // segments released
+  EXPECT_NE(a.snapshot(), s1);
+  EXPECT_TRUE(a.snapshot().blocks.empty());
+}
+
 }  // namespace
 }  // namespace gpemu

@@ -58,6 +58,57 @@ TEST(JobSpec, ValidationNamesTheBadField) {
   EXPECT_NE(validation_message(s).find("schedule.checkpoint"), std::string::npos);
 }
 
+TEST(JobSpec, MoreGpusThanANodeHoldsAreRefusedSayingWhichNodesToGive) {
+  const GpuSpec& a100 = find_gpu("a100");
+  JobSpec s = synthetic_spec(a100, "resnet18", 8, 2);
+  s.cluster.gpus = 16;
+  const std::string one_node = validation_message(s);
+  EXPECT_NE(one_node.find("--gpus 16"), std::string::npos) << one_node;
+  EXPECT_NE(one_node.find("--nodes 2"), std::string::npos) << one_node;
+  s.cluster.nodes = 2;  // no network given
+  EXPECT_NE(validation_message(s).find("cluster.network"), std::string::npos);
+  s.cluster.network = network_preset("100gbe");
+  EXPECT_EQ(validation_message(s), "");
+  s.cluster.nodes = 3;
+  EXPECT_NE(validation_message(s).find("--nodes 3"), std::string::npos);
+  s.cluster.nodes = 0;
+  EXPECT_NE(validation_message(s).find("--nodes 0"), std::string::npos);
+  // Ranks that move no bytes (a DLIO step) are independent devices, any number.
+  JobSpec d = synthetic_spec(a100, "resnet18", 8, 2);
+  d.compute.step_time = StepTime::Fixed;
+  d.compute.copy_batch = false;
+  d.compute.all_reduce = false;
+  d.cluster.gpus = 64;
+  EXPECT_EQ(validation_message(d), "");
+}
+
+// Two nodes of two GPUs: the job builds a Cluster, DDP's all-reduce crosses
+// the network (a slower network, a longer step), and the record says so.
+TEST(Job, SeveralNodesAllReduceOverTheNetwork) {
+  const GpuSpec& a100 = find_gpu("a100");
+  const auto costs = make_cost_model(std::nullopt);
+  auto run = [&](const char* network) {
+    JobSpec s = synthetic_spec(a100, "resnet18", 8, 2);
+    s.cluster.gpus = 4;
+    s.cluster.nodes = 2;
+    s.cluster.network = network_preset(network);
+    s.compute.variation.cv = 0;
+    auto clock = make_virtual_clock();
+    Job job(*clock, *costs, s);
+    EXPECT_NE(job.cluster(), nullptr);
+    EXPECT_EQ(job.node(), nullptr);
+    EXPECT_EQ(&job.device(3), &job.cluster()->device(3));
+    return job.run();
+  };
+  const RunRecord slow = run("25gbe"), fast = run("400gbe");
+  EXPECT_EQ(slow.nodes, 2);
+  EXPECT_EQ(slow.network, "25gbe");
+  EXPECT_GT(slow.all_reduces, 0u);
+  ASSERT_EQ(slow.steps.size(), 8u);
+  for (const StepRecord& st : slow.steps) EXPECT_GE(st.all_reduce_end, st.backward_end);
+  EXPECT_GT(summarize(slow).elapsed, summarize(fast).elapsed);
+}
+
 TEST(StepProgram, ATrainingStepAndADlioStepDifferOnlyInTheirPrograms) {
   const GpuSpec& v100 = find_gpu("v100");
   JobSpec s = synthetic_spec(v100, "resnet18", 8, 2);

@@ -1,0 +1,177 @@
+#include "scale_bench.h"
+
+#include <sys/resource.h>
+
+#include <cmath>
+#include <fstream>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "bench_util.h"
+#include "gpemu/catalog.h"
+#include "gpemu/clock.h"
+#include "gpemu/cost_model.h"
+#include "gpemu/error.h"
+#include "gpemu/interconnect/cluster.h"
+#include "gpemu/job.h"
+
+namespace gpemu {
+namespace {
+
+// A line of /proc/self/status ("VmHWM", "VmRSS"), in bytes; 0 where unreadable.
+std::uint64_t proc_status_bytes(const std::string& key) {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind(key + ":", 0) == 0) return std::stoull(line.substr(key.size() + 1)) * 1024;
+  return 0;
+}
+
+// The kernel's peak-RSS counter only grows; resetting it (writing 5 to
+// clear_refs) lets each job report its own peak.
+bool reset_peak_rss() {
+  std::ofstream out("/proc/self/clear_refs");
+  out << "5";
+  return static_cast<bool>(out);
+}
+
+// The 1-minute load average (the machine's other work shows in wall times).
+double load_average() {
+  std::ifstream in("/proc/loadavg");
+  double l = 0;
+  in >> l;
+  return in ? l : 0.0;
+}
+
+// Fewest nodes of at most kMaxGpusPerNode GPUs that split `gpus` evenly.
+int nodes_for(int gpus) {
+  for (int n = (gpus + kMaxGpusPerNode - 1) / kMaxGpusPerNode;; ++n)
+    if (gpus % n == 0) return n;
+}
+
+double process_cpu_s() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + 1e-6 * (u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
+}  // namespace
+
+nlohmann::json run_scale_bench(const ScaleBenchOptions& o) {
+  if (o.steps < 1) throw InputError(fmt::format("scale bench: --steps {}: need at least 1", o.steps));
+  if (o.gpus.empty()) throw InputError("scale bench: give at least one job size (--gpus)");
+  for (int g : o.gpus)
+    if (g < 1) throw InputError(fmt::format("scale bench: a job of {} GPUs: need at least 1", g));
+  const GpuSpec& spec = find_gpu(o.gpu);
+  const NetworkSpec network = parse_network(o.network);
+  const SyncMode sync = parse_sync_mode(o.sync);
+  auto costs = make_cost_model(std::nullopt);
+  if (o.model.empty()) throw InputError("scale bench: --model is empty; give a model (see 'gpemu models')");
+
+  nlohmann::json out;
+  out["benchmark"] = "scale";
+  out["clock"] = "virtual";
+  out["gpu"] = spec.id;
+  out["model"] = o.model;
+  out["batch_size"] = o.batch_size;
+  out["network"] = network.name;
+  out["sync"] = o.sync;
+  out["steps"] = o.steps;
+  out["target_steps_per_s"] = o.target_steps_per_s;
+  out["load_average_1m"] = load_average();
+  nlohmann::json jobs = nlohmann::json::array();
+  std::vector<double> xs, ys;
+  for (int gpus : o.gpus) {
+    const int nodes = nodes_for(gpus);
+    const bool peak_reset = reset_peak_rss();
+    const std::uint64_t rss0 = proc_status_bytes("VmRSS");
+    const std::int64_t t0 = bench::monotonic_ns();
+    const double cpu0 = process_cpu_s();
+    TimelineStats st;
+    Time emulated = 0;
+    {
+      auto clock = make_virtual_clock();
+      // `gpemu train --clock virtual --synthetic -n steps --gpus N --nodes M
+      // --cv 0`: the same JobSpec the train command builds.
+      JobSpec job;
+      job.cluster.gpu = &spec;
+      job.cluster.gpus = gpus;
+      job.cluster.nodes = nodes;
+      job.cluster.network = network;
+      job.batch_size = o.batch_size;
+      job.compute.model.name = o.model;
+      job.compute.sync = sync;
+      job.compute.variation.cv = 0;
+      job.data.source = DataSource::Synthetic;
+      job.data.synthetic_batches = o.steps;
+      Job j(*clock, *costs, job);
+      const RunSummary r = summarize(j.run());
+      st = j.timeline().stats();
+      emulated = r.elapsed;
+    }
+    const double wall = static_cast<double>(bench::monotonic_ns() - t0) * 1e-9;
+    const double cpu = process_cpu_s() - cpu0;
+    const std::uint64_t peak = proc_status_bytes("VmHWM");
+    nlohmann::json j;
+    j["gpus"] = gpus;
+    j["nodes"] = nodes;
+    j["wall_s"] = wall;
+    j["cpu_s"] = cpu;
+    j["wall_s_per_step"] = wall / o.steps;
+    j["steps_per_s"] = wall > 0 ? o.steps / wall : 0.0;
+    j["emulated_s_per_step"] = to_seconds(emulated) / o.steps;
+    j["memory_bytes_per_gpu"] = peak_reset && peak > rss0 ? static_cast<double>(peak - rss0) / gpus : 0.0;
+    j["timeline"] = {{"ops_issued", st.ops_issued},       {"ops_pending_path", st.ops_pending_path},
+                     {"resolutions", st.resolutions},     {"restarts", st.restarts},
+                     {"ops_loaded", st.ops_loaded},       {"events", st.events},
+                     {"water_fills", st.water_fills},     {"flow_rate_updates", st.flow_rate_updates}};
+    jobs.push_back(std::move(j));
+    xs.push_back(std::log(static_cast<double>(gpus)));
+    ys.push_back(std::log(wall / o.steps));
+  }
+  // Least-squares slope of log(wall per step) on log(GPUs).
+  double exponent = 0;
+  if (xs.size() >= 2) {
+    double mx = 0, my = 0;
+    for (std::size_t i = 0; i < xs.size(); ++i) mx += xs[i], my += ys[i];
+    mx /= static_cast<double>(xs.size());
+    my /= static_cast<double>(ys.size());
+    double sxy = 0, sxx = 0;
+    for (std::size_t i = 0; i < xs.size(); ++i) sxy += (xs[i] - mx) * (ys[i] - my), sxx += (xs[i] - mx) * (xs[i] - mx);
+    exponent = sxx > 0 ? sxy / sxx : 0;
+  }
+  out["exponent"] = exponent;
+  out["largest_steps_per_s"] = jobs.back()["steps_per_s"];
+  out["jobs"] = std::move(jobs);
+  return out;
+}
+
+void print_scale_bench(const nlohmann::json& r, std::ostream& os) {
+  os << fmt::format("scale: {} x{} per GPU, {} steps per GPU, virtual clock, {} between nodes, sync every {}\n",
+                    r.at("model").get<std::string>(), r.at("batch_size").get<int>(), r.at("steps").get<int>(),
+                    r.at("network").get<std::string>(), r.at("sync").get<std::string>());
+  bench::Table t({"GPUs", "nodes", "wall s", "CPU s", "wall ms/step", "steps/s", "emulated ms/step", "KiB/GPU",
+                  "timeline ops", "restarts", "events"});
+  for (const nlohmann::json& j : r.at("jobs")) {
+    const nlohmann::json& tl = j.at("timeline");
+    t.add_row({std::to_string(j.at("gpus").get<int>()), std::to_string(j.at("nodes").get<int>()),
+               bench::fixed(j.at("wall_s").get<double>(), 2), bench::fixed(j.at("cpu_s").get<double>(), 2),
+               bench::fixed(1e3 * j.at("wall_s_per_step").get<double>(), 1),
+               bench::significant(j.at("steps_per_s").get<double>(), 3),
+               bench::fixed(1e3 * j.at("emulated_s_per_step").get<double>(), 1),
+               bench::grouped(j.at("memory_bytes_per_gpu").get<double>() / 1024),
+               bench::grouped(tl.at("ops_issued").get<double>()), bench::grouped(tl.at("restarts").get<double>()),
+               bench::grouped(tl.at("events").get<double>())});
+  }
+  t.print(os);
+  os << fmt::format("wall time per step grows as GPUs^{:.2f} (least-squares fit; 1 = linear)\n",
+                    r.at("exponent").get<double>());
+  os << fmt::format("1-minute load average at the start: {:.2f} (wall time includes waiting for a CPU)\n",
+                    r.value("load_average_1m", 0.0));
+  os << fmt::format("largest job: {} steps per wall second; target {}\n",
+                    bench::significant(r.at("largest_steps_per_s").get<double>(), 3),
+                    bench::significant(r.at("target_steps_per_s").get<double>(), 3));
+}
+
+}  // namespace gpemu

@@ -1,0 +1,56 @@
+// Scale benchmark (`gpemu bench scale`): wall time the emulator needs per
+// emulated training step of data-parallel jobs of growing size under the
+// virtual clock, and its memory per emulated GPU.
+//
+// Each job is a gpemu::Job (the engine of `gpemu train`) running DDP with
+// in-memory batches (always ready): 8 GPUs per node, nodes joined by
+// `network`, the gradient all-reduce per DDP bucket hierarchical across nodes
+// (interconnect/cluster.h). Host threads run one at a time under the
+// virtual clock, so the process uses about one core.
+//
+// Per job: wall and CPU seconds for `steps` iterations per GPU, steps per
+// wall second, the timeline's work counters, and the peak resident memory
+// the job added divided by its GPUs. Then a least-squares fit of
+// log(wall s per step) against log(GPUs): the exponent (1 = linear).
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace gpemu {
+
+struct ScaleBenchOptions {
+  std::vector<int> gpus = {8, 64, 256, 1024};
+  int steps = 10;                      // iterations per GPU
+  std::string gpu = "A100-SXM4-40GB";
+  std::string model = "resnet50";
+  int batch_size = 64;
+  std::string network = "100gbe";      // preset or JSON file
+  std::string sync = "iteration";      // "iteration" (loss.item() every step) or "end"
+  double target_steps_per_s = 10;      // at the largest job (issue 10)
+
+  // The `--quick` settings: 8, 64 and 256 GPUs, 3 steps.
+  static ScaleBenchOptions quick() {
+    ScaleBenchOptions o;
+    o.gpus = {8, 64, 256};
+    o.steps = 3;
+    return o;
+  }
+};
+
+// Returns {"benchmark": "scale", "clock": "virtual", "gpu", "model", "batch_size",
+//   "network", "sync", "steps", "load_average_1m", "jobs": [{"gpus", "nodes", "wall_s", "cpu_s",
+//   "wall_s_per_step", "steps_per_s", "emulated_s_per_step", "memory_bytes_per_gpu",
+//   "timeline": {...TimelineStats}}...], "exponent", "target_steps_per_s",
+//   "largest_steps_per_s"}.
+// InputError for fewer than 1 step, a job of fewer than 1 GPU, or what the
+// job refuses.
+nlohmann::json run_scale_bench(const ScaleBenchOptions& options = {});
+
+void print_scale_bench(const nlohmann::json& result, std::ostream& os);
+
+}  // namespace gpemu
