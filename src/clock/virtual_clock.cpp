@@ -1,5 +1,6 @@
 #include <atomic>
 #include <condition_variable>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -8,11 +9,10 @@
 #include <set>
 #include <stdexcept>
 #include <string>
-#include <cstdint>
 #include <thread>
 #include <tuple>
-#include <vector>
 #include <utility>
+#include <vector>
 
 #include "gpemu/clock.h"
 
