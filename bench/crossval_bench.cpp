@@ -32,9 +32,10 @@ nlohmann::json run_crossval_bench(const CrossvalBenchOptions& options) {
                                   ? zoo::data_dir() / ".." / "shared" / "reference" / "gpemu-profiles"
                                   : std::filesystem::path(options.profiles);
   if (!std::filesystem::is_directory(dir))
-    throw InputError(fmt::format("profiles folder {} not found; pass --profiles DIR (GPEmu's profiled_data layout, "
-                                 "e.g. ../shared/reference/gpemu-profiles)",
-                                 dir.string()));
+    throw InputError(
+        fmt::format("profiles folder {} not found; pass --profiles DIR (GPEmu's profiled_data layout, "
+                    "e.g. ../shared/reference/gpemu-profiles)",
+                    dir.string()));
   dir = std::filesystem::weakly_canonical(dir);
   const ProfileDatabase db = ProfileDatabase::load(dir);
   const std::vector<TimeSample> samples = measured_time_samples(db);
@@ -123,8 +124,8 @@ void print_crossval_bench(const nlohmann::json& r, std::ostream& os) {
     const std::string rule(to_string(fr));
     if (!r["gpu_left_out"].contains(rule)) continue;
     const bool used = r["gpu_left_out"]["rule_used"] == rule;
-    bench::Table t({fmt::format("GPU left out, factors: {}{}", rule, used ? " (used)" : ""), "forward", "backward",
-                    "iteration"});
+    bench::Table t(
+        {fmt::format("GPU left out, factors: {}{}", rule, used ? " (used)" : ""), "forward", "backward", "iteration"});
     for (const auto& [g, e] : r["gpu_left_out"][rule]["per_gpu"].items()) t.add_row(row(g, e));
     t.add_row(row("all (pooled rows)", r["gpu_left_out"][rule]["overall"]));
     t.print(os);
@@ -134,9 +135,9 @@ void print_crossval_bench(const nlohmann::json& r, std::ostream& os) {
     bench::Table t({"models left out (fold: first model)", "forward", "backward", "iteration"});
     int k = 0;
     for (const auto& f : r["models_left_out"]["folds"])
-      t.add_row(row(fmt::format("fold {} ({} models from {})", ++k, f["models"].size(),
-                                f["models"][0].get<std::string>()),
-                    f["errors"]));
+      t.add_row(
+          row(fmt::format("fold {} ({} models from {})", ++k, f["models"].size(), f["models"][0].get<std::string>()),
+              f["errors"]));
     t.add_row(row("all (pooled rows)", r["models_left_out"]["overall"]));
     t.print(os);
     os << '\n';
@@ -147,7 +148,8 @@ void print_crossval_bench(const nlohmann::json& r, std::ostream& os) {
                       m["peak_memory"]["median_ape_pct"].get<double>(), m["peak_memory"]["p90_ape_pct"].get<double>(),
                       m["peak_memory"]["n"].get<int>());
     os << fmt::format(
-        "OOM decisions agreeing: {:.1f}% of batch sizes; exact boundary for {:.1f}% of pairs, within 2% for {:.1f}%\n\n",
+        "OOM decisions agreeing: {:.1f}% of batch sizes; exact boundary for {:.1f}% of pairs, within 2% for "
+        "{:.1f}%\n\n",
         m["oom_agreement_pct"].get<double>(), m["oom_exact_pct"].get<double>(), m["oom_within_2pct_pct"].get<double>());
   }
   os << "targets: iteration <= 10% on GPUs left out, <= 5% on calibrated GPUs, memory within 10%, OOM >= 95%\n";

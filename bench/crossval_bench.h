@@ -30,9 +30,10 @@ struct CrossvalBenchOptions {
   // GPEmu or gpemu profiles; empty: <data dir>/../shared/reference/gpemu-profiles.
   std::string profiles;
   int model_folds = 5;
-  int rounds = 3;          // calibration rounds (family factors <-> model corrections)
-  double robust_scale = 0.05;  // pseudo-Huber scale of the calibration (CalibrationOptions::robust_scale; 0: least squares)
-  bool memory = true;      // also validate peak memory and OOM decisions
+  int rounds = 3;  // calibration rounds (family factors <-> model corrections)
+  double robust_scale =
+      0.05;            // pseudo-Huber scale of the calibration (CalibrationOptions::robust_scale; 0: least squares)
+  bool memory = true;  // also validate peak memory and OOM decisions
   // `--quick`: one calibration round, no memory validation.
   static CrossvalBenchOptions quick() {
     CrossvalBenchOptions o;

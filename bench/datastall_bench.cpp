@@ -19,8 +19,9 @@ namespace {
 // The paper's fetch stall, in percent of epoch time (Mohan et al., VLDB 2021;
 // shared/reference/published/reproductions.md). Only the published figures.
 const std::vector<std::pair<std::string, double>>& paper_fetch_stall() {
-  static const std::vector<std::pair<std::string, double>> figures = {
-      {"alexnet", 41}, {"resnet18", 35}, {"shufflenet_v2", 20}, {"mobilenet_v2", 8}, {"resnet50", 6}, {"vgg11", 2}};
+  static const std::vector<std::pair<std::string, double>> figures = {{"alexnet", 41},       {"resnet18", 35},
+                                                                      {"shufflenet_v2", 20}, {"mobilenet_v2", 8},
+                                                                      {"resnet50", 6},       {"vgg11", 2}};
   return figures;
 }
 
@@ -118,15 +119,16 @@ nlohmann::json run_datastall_bench(const DatastallBenchOptions& o) {
 void print_datastall_bench(const nlohmann::json& r, std::ostream& out) {
   out << "DataStall differential analysis: " << r["gpus"].get<int>() << "x " << r["gpu"].get<std::string>()
       << ", virtual clock, modelled loader, " << r["cores"].get<int>() << " cores, " << r["workers"].get<int>()
-      << (r["workers"].get<int>() == 1 ? " worker" : " workers") << " per GPU, batch " << r["batch_size"].get<int>() << " per GPU, " << r["images"].get<std::size_t>()
-      << " images of ~110 KB\n";
+      << (r["workers"].get<int>() == 1 ? " worker" : " workers") << " per GPU, batch " << r["batch_size"].get<int>()
+      << " per GPU, " << r["images"].get<std::size_t>() << " images of ~110 KB\n";
   out << "cold reads: " << bench::fixed(r["storage"]["latency_us"].get<double>(), 0) << " us per file, "
       << bench::fixed(r["storage"]["mb_per_s"].get<double>(), 0) << " MB/s storage\n\n";
   bench::Table t({"model", "T_gpu s", "T_prep s", "T_cold s", "prep stall %", "fetch stall %", "paper fetch stall %"});
   for (const auto& row : r["rows"])
     t.add_row({row["model"].get<std::string>(), bench::fixed(row["gpu_bound_s"].get<double>(), 3),
                bench::fixed(row["prep_bound_s"].get<double>(), 3), bench::fixed(row["cold_s"].get<double>(), 3),
-               bench::fixed(row["prep_stall_pct"].get<double>(), 1), bench::fixed(row["fetch_stall_pct"].get<double>(), 1),
+               bench::fixed(row["prep_stall_pct"].get<double>(), 1),
+               bench::fixed(row["fetch_stall_pct"].get<double>(), 1),
                bench::fixed(row["paper_fetch_stall_pct"].get<double>(), 0)});
   t.print(out);
   for (const auto& p : r["paper_only"])

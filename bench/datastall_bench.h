@@ -22,11 +22,11 @@
 namespace gpemu {
 
 struct DatastallBenchOptions {
-  int cores = 0;                // CPU cores the loaders share; 0: this machine's
+  int cores = 0;  // CPU cores the loaders share; 0: this machine's
   int gpus = 8;
   std::string gpu = "v100";
-  int batch_size = 128;         // per GPU
-  std::size_t batches = 32;     // per GPU per epoch
+  int batch_size = 128;      // per GPU
+  std::size_t batches = 32;  // per GPU per epoch
   double storage_latency_us = 100;
   double storage_mb_per_s = 530;
 };

@@ -90,11 +90,13 @@ void print_density_bench(const nlohmann::json& r, std::ostream& os) {
   bench::Table t({"measure", "value"});
   t.add_row({"heap bytes per device (created)", bench::grouped(r.at("bytes_per_device").get<double>())});
   if (r.contains("bytes_per_device_after_op"))
-    t.add_row({"heap bytes per device (after one op)", bench::grouped(r.at("bytes_per_device_after_op").get<double>())});
+    t.add_row(
+        {"heap bytes per device (after one op)", bench::grouped(r.at("bytes_per_device_after_op").get<double>())});
   t.add_row({"sizeof(Device)", bench::grouped(r.at("sizeof_device").get<double>())});
   t.add_row({"time to create all (ms)", bench::fixed(r.at("create_s").get<double>() * 1e3, 1)});
   if (r.contains("ops_ok")) {
-    t.add_row({"devices whose op completed", fmt::format("{} / {}", r.at("ops_ok").get<int>(), r.at("devices").get<int>())});
+    t.add_row(
+        {"devices whose op completed", fmt::format("{} / {}", r.at("ops_ok").get<int>(), r.at("devices").get<int>())});
     t.add_row({"emulated end of all ops (us)", bench::fixed(r.at("emulated_end_us").get<double>(), 1)});
   }
   t.print(os);

@@ -30,7 +30,11 @@ constexpr int kGeneratorVersion = 1;  // bump when generate_image_dataset change
 // parameters (recorded in a marker file beside the class folders, where
 // ImageFolder does not look).
 nlohmann::json ensure_dataset(const fs::path& dir, const LoaderBenchOptions& o) {
-  const nlohmann::json params = {{"images", o.images}, {"classes", o.classes}, {"seed", o.seed}, {"median_kb", o.median_kb}, {"generator", kGeneratorVersion}};
+  const nlohmann::json params = {{"images", o.images},
+                                 {"classes", o.classes},
+                                 {"seed", o.seed},
+                                 {"median_kb", o.median_kb},
+                                 {"generator", kGeneratorVersion}};
   std::error_code ec;
   if (fs::exists(dir / kMarker, ec)) {
     try {
@@ -76,9 +80,8 @@ struct TorchRun {
 
 TorchRun run_torch(const fs::path& dir, const LoaderBenchOptions& o) {
   TorchRun run;
-  const std::string script = o.torch_script.empty()
-                                 ? (fs::path(__FILE__).parent_path() / "torch_loader.py").string()
-                                 : o.torch_script;
+  const std::string script =
+      o.torch_script.empty() ? (fs::path(__FILE__).parent_path() / "torch_loader.py").string() : o.torch_script;
   if (!fs::exists(script)) {
     run.error = "torch reference script not found: " + script;
     return run;
@@ -89,10 +92,10 @@ TorchRun run_torch(const fs::path& dir, const LoaderBenchOptions& o) {
   }
   const auto log = fs::temp_directory_path() / ("gpemu-torch-loader-" + std::to_string(::getpid()) + ".log");
   std::ostringstream cmd;
-  cmd << shell_quote(o.python) << " " << shell_quote(script) << " --root " << shell_quote(dir.string())
-      << " --images " << o.images << " --workers " << o.workers << " --batch-size " << o.batch_size
-      << " --prefetch-factor " << o.prefetch_factor << " --size " << o.image_size << " --epochs " << o.epochs
-      << " --seed " << o.seed << " 2>" << shell_quote(log.string());
+  cmd << shell_quote(o.python) << " " << shell_quote(script) << " --root " << shell_quote(dir.string()) << " --images "
+      << o.images << " --workers " << o.workers << " --batch-size " << o.batch_size << " --prefetch-factor "
+      << o.prefetch_factor << " --size " << o.image_size << " --epochs " << o.epochs << " --seed " << o.seed << " 2>"
+      << shell_quote(log.string());
   FILE* pipe = ::popen(cmd.str().c_str(), "r");
   if (pipe == nullptr) {
     run.error = "cannot start " + o.python;
@@ -240,8 +243,9 @@ void print_loader_bench(const nlohmann::json& r, std::ostream& out) {
   out << "Data loader: " << r.value("images", 0) << " JPEGs (median "
       << bench::fixed(r["dataset"].value("median_bytes", 0) / 1000.0, 1) << " KB), " << r.value("workers", 0)
       << " workers, batch " << r.value("batch_size", 0) << ", "
-      << (r.value("decode", true) ? "RandomResizedCrop(" + std::to_string(r.value("image_size", 224)) + ") + flip + normalize"
-                                  : std::string("bytes only (no decode)"))
+      << (r.value("decode", true)
+              ? "RandomResizedCrop(" + std::to_string(r.value("image_size", 224)) + ") + flip + normalize"
+              : std::string("bytes only (no decode)"))
       << ", " << r.value("read_method", std::string("pread")) << " reads, "
       << (r.value("cold", false) ? "cold" : "warm") << " page cache\n";
   bench::Table t({"loader", "images/s", "seconds"});

@@ -29,22 +29,22 @@
 namespace gpemu {
 
 struct LoaderBenchOptions {
-  std::string dataset_dir;      // empty: <temp>/gpemu-loader-bench-<images>-<seed>; reused when it matches
+  std::string dataset_dir;  // empty: <temp>/gpemu-loader-bench-<images>-<seed>; reused when it matches
   std::size_t images = 2000;
   int classes = 100;
-  double median_kb = 110.0;     // ImageNet-like file sizes
+  double median_kb = 110.0;  // ImageNet-like file sizes
   std::uint64_t seed = 1;
   int workers = 2;
   std::size_t batch_size = 64;
   int prefetch_factor = 2;
   int image_size = 224;
-  int epochs = 1;               // timed epochs per loader
+  int epochs = 1;  // timed epochs per loader
   pipeline::ReadMethod read_method = pipeline::ReadMethod::Pread;
-  bool cold = false;            // evict the dataset from the page cache before each epoch
-  bool decode = true;           // false: deliver the JPEG bytes (I/O only; torch is not run)
+  bool cold = false;   // evict the dataset from the page cache before each epoch
+  bool decode = true;  // false: deliver the JPEG bytes (I/O only; torch is not run)
   bool run_torch = true;
   std::string python = "/usr/bin/python3";
-  std::string torch_script;     // empty: torch_loader.py beside this file's source
+  std::string torch_script;  // empty: torch_loader.py beside this file's source
 };
 
 nlohmann::json run_loader_bench(const LoaderBenchOptions& options);

@@ -250,11 +250,11 @@ nlohmann::json run_overhead_bench(const OverheadBenchOptions& o) {
 }
 
 void print_overhead_bench(const nlohmann::json& r, std::ostream& os) {
-  os << fmt::format("DLIO runner overhead, real clock, {} steps of {:.0f} us, batch {} x {} B, {} loader workers, "
-                    "emulated {}\n",
-                    r.at("steps").get<int>(), r.at("step_us").get<double>(), r.at("batch_size").get<int>(),
-                    r.at("record_bytes").get<std::uint64_t>(), r.at("read_threads").get<int>(),
-                    r.at("gpu").get<std::string>());
+  os << fmt::format(
+      "DLIO runner overhead, real clock, {} steps of {:.0f} us, batch {} x {} B, {} loader workers, "
+      "emulated {}\n",
+      r.at("steps").get<int>(), r.at("step_us").get<double>(), r.at("batch_size").get<int>(),
+      r.at("record_bytes").get<std::uint64_t>(), r.at("read_threads").get<int>(), r.at("gpu").get<std::string>());
   bench::Table t({"epoch", "data from", "AU % (DLIO)", "AU % (emulated/wall)", "data wait us/step",
                   "sync overshoot us/step", "other us/step"},
                  2);
@@ -276,20 +276,23 @@ void print_overhead_bench(const nlohmann::json& r, std::ostream& os) {
     const auto& v = r.at(name);
     os << fmt::format("{}: median step AU (emulated/wall) {:.2f} %; ", name,
                       v.at("step_au_emulated_pct_p50").get<double>());
-    os << fmt::format("data wait p50/p99/max {:.2f}/{:.2f}/{:.2f} us; synchronize overshoot p50/p99/max "
-                      "{:.2f}/{:.2f}/{:.2f} us\n",
-                      v["load_wait_us"]["p50"].get<double>(), v["load_wait_us"]["p99"].get<double>(),
-                      v["load_wait_us"]["max"].get<double>(), v["compute_overshoot_us"]["p50"].get<double>(),
-                      v["compute_overshoot_us"]["p99"].get<double>(), v["compute_overshoot_us"]["max"].get<double>());
+    os << fmt::format(
+        "data wait p50/p99/max {:.2f}/{:.2f}/{:.2f} us; synchronize overshoot p50/p99/max "
+        "{:.2f}/{:.2f}/{:.2f} us\n",
+        v["load_wait_us"]["p50"].get<double>(), v["load_wait_us"]["p99"].get<double>(),
+        v["load_wait_us"]["max"].get<double>(), v["compute_overshoot_us"]["p50"].get<double>(),
+        v["compute_overshoot_us"]["p99"].get<double>(), v["compute_overshoot_us"]["max"].get<double>());
   }
-  os << fmt::format("bare kernel+synchronize loop: AU {:.2f} % ({:.2f} us per step); loader alone: {:.0f} batches/s "
-                    "({:.2f} us per batch)\n",
-                    r["bare_chain"]["au_pct"].get<double>(), r["bare_chain"]["us_per_step"].get<double>(),
-                    r["loader_only"]["batches_per_s"].get<double>(), r["loader_only"]["us_per_batch"].get<double>());
-  os << fmt::format("AU (synthetic, in-memory batches) {:.2f} %, target >= {:.0f} %: {} (DLIO reports {} % for steps "
-                    "under 500 us)\n",
-                    r.at("au_pct").get<double>(), r.at("target_au_pct").get<double>(),
-                    r.at("meets_target").get<bool>() ? "met" : "NOT met", r.at("dlio_reported_au_pct").get<std::string>());
+  os << fmt::format(
+      "bare kernel+synchronize loop: AU {:.2f} % ({:.2f} us per step); loader alone: {:.0f} batches/s "
+      "({:.2f} us per batch)\n",
+      r["bare_chain"]["au_pct"].get<double>(), r["bare_chain"]["us_per_step"].get<double>(),
+      r["loader_only"]["batches_per_s"].get<double>(), r["loader_only"]["us_per_batch"].get<double>());
+  os << fmt::format(
+      "AU (synthetic, in-memory batches) {:.2f} %, target >= {:.0f} %: {} (DLIO reports {} % for steps "
+      "under 500 us)\n",
+      r.at("au_pct").get<double>(), r.at("target_au_pct").get<double>(),
+      r.at("meets_target").get<bool>() ? "met" : "NOT met", r.at("dlio_reported_au_pct").get<std::string>());
   os << fmt::format("host: {} hardware threads, load average {:.2f} -> {:.2f}; wall {:.1f} s\n",
                     r.at("hardware_threads").get<int>(), r.at("load_avg_1m_start").get<double>(),
                     r.at("load_avg_1m_end").get<double>(), r.at("wall_s").get<double>());

@@ -41,8 +41,8 @@ struct OverheadBenchOptions {
   int batch_size = 4;
   std::uint64_t record_bytes = 4096;
   int samples_per_file = 100;
-  int read_threads = 2;     // loader workers (reader.read_threads)
-  int prefetch = 2;         // batches in flight per worker (reader.prefetch_size)
+  int read_threads = 2;  // loader workers (reader.read_threads)
+  int prefetch = 2;      // batches in flight per worker (reader.prefetch_size)
   // DLIO's read_type: memory: a second epoch reads from gpemu's loader cache.
   bool loader_cache = true;
   // The real clock's spin window.

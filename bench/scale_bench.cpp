@@ -122,10 +122,10 @@ nlohmann::json run_scale_bench(const ScaleBenchOptions& o) {
     j["steps_per_s"] = wall > 0 ? o.steps / wall : 0.0;
     j["emulated_s_per_step"] = to_seconds(emulated) / o.steps;
     j["memory_bytes_per_gpu"] = peak_reset && peak > rss0 ? static_cast<double>(peak - rss0) / gpus : 0.0;
-    j["timeline"] = {{"ops_issued", st.ops_issued},       {"ops_pending_path", st.ops_pending_path},
-                     {"resolutions", st.resolutions},     {"restarts", st.restarts},
-                     {"ops_loaded", st.ops_loaded},       {"events", st.events},
-                     {"water_fills", st.water_fills},     {"flow_rate_updates", st.flow_rate_updates}};
+    j["timeline"] = {{"ops_issued", st.ops_issued},   {"ops_pending_path", st.ops_pending_path},
+                     {"resolutions", st.resolutions}, {"restarts", st.restarts},
+                     {"ops_loaded", st.ops_loaded},   {"events", st.events},
+                     {"water_fills", st.water_fills}, {"flow_rate_updates", st.flow_rate_updates}};
     jobs.push_back(std::move(j));
     xs.push_back(std::log(static_cast<double>(gpus)));
     ys.push_back(std::log(wall / o.steps));

@@ -25,13 +25,13 @@ namespace gpemu {
 
 struct ScaleBenchOptions {
   std::vector<int> gpus = {8, 64, 256, 1024};
-  int steps = 10;                      // iterations per GPU
+  int steps = 10;  // iterations per GPU
   std::string gpu = "A100-SXM4-40GB";
   std::string model = "resnet50";
   int batch_size = 64;
-  std::string network = "100gbe";      // preset or JSON file
-  std::string sync = "iteration";      // "iteration" (loss.item() every step) or "end"
-  double target_steps_per_s = 10;      // at the largest job (issue 10)
+  std::string network = "100gbe";  // preset or JSON file
+  std::string sync = "iteration";  // "iteration" (loss.item() every step) or "end"
+  double target_steps_per_s = 10;  // at the largest job (issue 10)
 
   // The `--quick` settings: 8, 64 and 256 GPUs, 3 steps.
   static ScaleBenchOptions quick() {

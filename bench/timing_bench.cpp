@@ -4,8 +4,8 @@
 #include <time.h>
 
 #include <cerrno>
-#include <fstream>
 #include <chrono>
+#include <fstream>
 #include <thread>
 
 #include <fmt/format.h>
@@ -25,10 +25,10 @@ namespace {
 constexpr unsigned long kDefaultTimerSlackNs = 50'000;
 
 struct ChainResult {
-  double wall_ns = 0;      // elapsed wall time of the counted operations
-  double target_ns = 0;    // emulated end (gpemu) or ops x duration (sleep chains)
-  double nominal_ns = 0;   // ops x duration
-  double cpu_ns = 0;       // CPU time of the host thread over the chain
+  double wall_ns = 0;     // elapsed wall time of the counted operations
+  double target_ns = 0;   // emulated end (gpemu) or ops x duration (sleep chains)
+  double nominal_ns = 0;  // ops x duration
+  double cpu_ns = 0;      // CPU time of the host thread over the chain
   std::vector<double> lateness_us;
 };
 
@@ -177,8 +177,9 @@ nlohmann::json run_timing_bench(const TimingBenchOptions& o) {
     j["wall_vs_nominal_pct"] = (g.wall_ns - g.nominal_ns) / g.nominal_ns * 100.0;
     j["host_cpu_pct"] = g.wall_ns > 0 ? g.cpu_ns / g.wall_ns * 100.0 : 0.0;
     if (o.sleep_chain) {
-      const ChainResult r = on_own_thread(
-          [&] { return sleep_chain(o, d, [](Duration x) { std::this_thread::sleep_for(std::chrono::nanoseconds(x)); }); });
+      const ChainResult r = on_own_thread([&] {
+        return sleep_chain(o, d, [](Duration x) { std::this_thread::sleep_for(std::chrono::nanoseconds(x)); });
+      });
       add_sleep_figures(j, "sleep_chain", r);
     }
     if (o.nanosleep_chain) {

@@ -39,8 +39,8 @@ struct TimingBenchOptions {
   // Operations run before each chain and not counted (first-touch effects).
   int warmup_ops = 20;
   // Also run the relative-sleep chains (GPEmu's way).
-  bool sleep_chain = true;         // std::this_thread::sleep_for
-  bool nanosleep_chain = true;     // clock_nanosleep relative, as Python's time.sleep
+  bool sleep_chain = true;      // std::this_thread::sleep_for
+  bool nanosleep_chain = true;  // clock_nanosleep relative, as Python's time.sleep
   // The real clock's spin window (RealClockOptions::spin_window).
   Duration spin_window = 100 * kMicrosecond;
   // Emulated GPU (catalog name).

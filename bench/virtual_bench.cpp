@@ -129,8 +129,8 @@ void print_virtual_bench(const nlohmann::json& r, std::ostream& os) {
     if (!r.at("variants").contains(v.name)) continue;
     const nlohmann::json& j = r.at("variants").at(v.name);
     t.add_row({v.name, bench::grouped(j.at("ops").get<double>()), bench::fixed(j.at("seconds").get<double>(), 3),
-               bench::grouped(j.at("ops_per_s").get<double>()), bench::fixed(j.at("ns_per_op").get<double>(), 1), bench::grouped(j.at("ops_per_cpu_s").get<double>()),
-               bench::fixed(j.at("emulated_s").get<double>(), 3)});
+               bench::grouped(j.at("ops_per_s").get<double>()), bench::fixed(j.at("ns_per_op").get<double>(), 1),
+               bench::grouped(j.at("ops_per_cpu_s").get<double>()), bench::fixed(j.at("emulated_s").get<double>(), 3)});
   }
   t.print(os);
   os << fmt::format("headline (kernels on the default stream): {} ops/s (wall); target {} ops/s\n",

@@ -42,8 +42,8 @@ void expect_input_errors_only(Body&& body) {
 inline const std::filesystem::path& scratch_dir() {
   static const std::filesystem::path dir = [] {
     const char* tmp = std::getenv("TMPDIR");
-    std::filesystem::path d = std::filesystem::path(tmp && *tmp ? tmp : "/tmp") /
-                              ("gpemu-fuzz-" + std::to_string(::getpid()));
+    std::filesystem::path d =
+        std::filesystem::path(tmp && *tmp ? tmp : "/tmp") / ("gpemu-fuzz-" + std::to_string(::getpid()));
     std::filesystem::create_directories(d);
     std::atexit([] {
       std::error_code ec;

@@ -98,15 +98,15 @@ struct FamilyFactors {
   // Defaults: the geometric mean of the four calibrated families of
   // data/calibration.json, rounded (docs/analytical-model.md); used only when
   // that file is absent.
-  double conv_efficiency = 2.7;         // of peak FLOP/s at the conv's precision (FLOP term)
-  double conv_bytes_efficiency = 0.19;  // of peak bandwidth, for conv's added bytes term
+  double conv_efficiency = 2.7;                  // of peak FLOP/s at the conv's precision (FLOP term)
+  double conv_bytes_efficiency = 0.19;           // of peak bandwidth, for conv's added bytes term
   double matmul_efficiency = kMatmulEfficiency;  // of peak FLOP/s at the matmul's precision (pinned, not fitted)
-  double memory_efficiency = 0.6;       // of peak bandwidth, memory-bound ops
-  double backward_factor = 1.35;        // multiplies autograd backward kernels' GPU time
-  double launch_forward_us = 49;        // host time per forward (and loss) kernel
-  double launch_backward_us = 4;        // per autograd backward kernel
-  double launch_optimizer_us = 28;      // per optimizer.step / zero_grad kernel
-  double launch_view_us = 3;            // per view op (no kernel)
+  double memory_efficiency = 0.6;                // of peak bandwidth, memory-bound ops
+  double backward_factor = 1.35;                 // multiplies autograd backward kernels' GPU time
+  double launch_forward_us = 49;                 // host time per forward (and loss) kernel
+  double launch_backward_us = 4;                 // per autograd backward kernel
+  double launch_optimizer_us = 28;               // per optimizer.step / zero_grad kernel
+  double launch_view_us = 3;                     // per view op (no kernel)
   bool operator==(const FamilyFactors&) const = default;
 };
 

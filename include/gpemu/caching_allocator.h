@@ -60,7 +60,7 @@ class NodeArena {
   void deallocate(void* p, std::size_t bytes) noexcept;
 
  private:
-  static constexpr std::size_t kGrain = 16;  // node sizes are rounded up to this
+  static constexpr std::size_t kGrain = 16;   // node sizes are rounded up to this
   static constexpr std::size_t kClasses = 8;  // nodes of up to 128 bytes
   static constexpr std::size_t kChunkBytes = 8192;
   struct FreeNode {

@@ -23,12 +23,13 @@ std::string_view to_string(Precision p);
 Precision parse_precision(std::string_view s);
 
 struct GpuSpec {
-  std::string id;            // canonical id, e.g. "V100-PCIE-32GB"
-  std::string name;          // marketing name, e.g. "NVIDIA Tesla V100 PCIe 32 GB"
-  std::string vendor;        // "NVIDIA" or "AMD"
-  std::string architecture;  // "Kepler", "Maxwell", "Pascal", "Volta", "Turing", "Ampere", "Ada", "Hopper", "Blackwell", "CDNA3"
-  int year = 0;              // launch year
-  std::uint64_t memory_bytes = 0;     // device memory capacity: the marketed "GB" taken as GiB (docs/catalog.md)
+  std::string id;                  // canonical id, e.g. "V100-PCIE-32GB"
+  std::string name;                // marketing name, e.g. "NVIDIA Tesla V100 PCIe 32 GB"
+  std::string vendor;              // "NVIDIA" or "AMD"
+  std::string architecture;        // "Kepler", "Maxwell", "Pascal", "Volta", "Turing", "Ampere", "Ada", "Hopper",
+                                   // "Blackwell", "CDNA3"
+  int year = 0;                    // launch year
+  std::uint64_t memory_bytes = 0;  // device memory capacity: the marketed "GB" taken as GiB (docs/catalog.md)
   // What the driver reports as the card's total memory: cudaMemGetInfo()'s
   // total, torch.cuda.get_device_properties().total_memory, the "total
   // capacity" of PyTorch's out-of-memory message. It is memory_bytes less the
@@ -36,7 +37,7 @@ struct GpuSpec {
   // default), the 1/16 that ECC takes. The CUDA context comes out of it
   // (docs/zoo-memory.md, "Out-of-memory points"). 0 = not known: use memory_bytes.
   std::uint64_t reported_memory_bytes = 0;
-  double memory_bandwidth_gbs = 0;    // GB/s (1e9 bytes/s), peak
+  double memory_bandwidth_gbs = 0;  // GB/s (1e9 bytes/s), peak
   // Peak dense FLOP/s in TFLOP/s (1e12) per precision; 0 means the card has no
   // such mode (e.g. no TF32 before Ampere). Tensor-core figures, without sparsity.
   double fp32_tflops = 0;
@@ -44,12 +45,12 @@ struct GpuSpec {
   double fp16_tflops = 0;
   double bf16_tflops = 0;
   double fp8_tflops = 0;
-  int sm_count = 0;          // SMs (NVIDIA) or CUs (AMD)
-  int pcie_gen = 3;          // host interface generation
+  int sm_count = 0;  // SMs (NVIDIA) or CUs (AMD)
+  int pcie_gen = 3;  // host interface generation
   int pcie_lanes = 16;
-  double nvlink_gbs = 0;     // total NVLink / Infinity Fabric bandwidth per GPU, GB/s, both directions summed; 0 = none
+  double nvlink_gbs = 0;  // total NVLink / Infinity Fabric bandwidth per GPU, GB/s, both directions summed; 0 = none
   std::vector<std::string> aliases;  // extra names that resolve to this GPU (GPEmu directory names among them)
-  std::string source;        // where the figures come from (datasheet title and/or URL)
+  std::string source;                // where the figures come from (datasheet title and/or URL)
 
   // Peak TFLOP/s at a precision; nullopt when the card has no such mode.
   std::optional<double> peak_tflops(Precision p) const;

@@ -46,10 +46,10 @@ struct StepCost {
   // of host memory it was copied from (GPEmu measured pageable memory).
   std::optional<Duration> transfer_pageable;
   std::optional<Duration> transfer_pinned;
-  std::optional<Duration> model_transfer;      // copying the model to the GPU, once
-  std::uint64_t input_bytes_per_sample = 0;    // e.g. 3*224*224*4 for FP32 images
-  std::uint64_t persistent_bytes = 0;          // live across iterations: weights, grads, optimizer state
-  std::uint64_t peak_bytes = 0;                // peak allocated during an iteration, all included
+  std::optional<Duration> model_transfer;            // copying the model to the GPU, once
+  std::uint64_t input_bytes_per_sample = 0;          // e.g. 3*224*224*4 for FP32 images
+  std::uint64_t persistent_bytes = 0;                // live across iterations: weights, grads, optimizer state
+  std::uint64_t peak_bytes = 0;                      // peak allocated during an iteration, all included
   std::optional<std::uint64_t> peak_reserved_bytes;  // when a profile measured it
   // Measured per-iteration coefficient of variation, when a profile has it;
   // a Variation should use it instead of its default.

@@ -89,11 +89,11 @@ struct ComputeSpec {
   std::uint64_t fixed_seed = 0;
   // What the step does besides computing (a PyTorch loop: all of them; DLIO's
   // default: none, as dlio_benchmark only sleeps).
-  bool copy_batch = true;      // x.to(device): the batch's bytes over PCIe
-  bool use_allocator = true;   // weights, batch and activations through the caching allocator
-  bool all_reduce = true;      // DDP gradient all-reduce when the job has several GPUs
+  bool copy_batch = true;                    // x.to(device): the batch's bytes over PCIe
+  bool use_allocator = true;                 // weights, batch and activations through the caching allocator
+  bool all_reduce = true;                    // DDP gradient all-reduce when the job has several GPUs
   SyncMode sync = SyncMode::EveryIteration;  // loss.item() each step, or only at the epoch's end
-  VariationOptions variation;  // cv replaced by a measured profile's cv
+  VariationOptions variation;                // cv replaced by a measured profile's cv
 };
 
 // Where a rank's batches come from.
@@ -115,7 +115,7 @@ struct DataSpec {
   bool pin_memory = true;  // Synthetic: the batches' host memory
   // Loader / Modelled (and Synthetic over a dataset).
   pipeline::Dataset dataset;
-  pipeline::LoaderOptions loader;  // rank and world_size are set per rank
+  pipeline::LoaderOptions loader;      // rank and world_size are set per rank
   pipeline::LoaderModelOptions model;  // Modelled
   bool cold = false;                   // Loader: evict the epoch's files first
   bool untimed_reads = false;          // Loader: reads take no emulated time (DLIO, virtual clock)
@@ -132,9 +132,9 @@ struct ClusterSpec {
   // `network` and DDP's all-reduce is hierarchical. Ranks that move no bytes
   // (a DLIO step) get independent devices and ignore the nodes.
   int nodes = 1;
-  NetworkSpec network;           // nodes > 1 (network_preset / parse_network)
-  NodeOptions node;              // gpus > 1: each node (node.gpus is set from gpus / nodes)
-  DeviceOptions device;          // gpus == 1
+  NetworkSpec network;   // nodes > 1 (network_preset / parse_network)
+  NodeOptions node;      // gpus > 1: each node (node.gpus is set from gpus / nodes)
+  DeviceOptions device;  // gpus == 1
   BucketOptions buckets;
   int backward_even_chunks = 16;  // DDP without a zoo graph (backward_plan.h)
   int backward_max_chunks = 64;
@@ -164,9 +164,9 @@ struct CheckpointIo {
 };
 
 struct EvalSpec {
-  int first_epoch = 0;       // 1-based; 0: no evaluation
-  int every = 1;             // epochs between evaluations
-  std::uint64_t steps = 0;   // per evaluation
+  int first_epoch = 0;      // 1-based; 0: no evaluation
+  int every = 1;            // epochs between evaluations
+  std::uint64_t steps = 0;  // per evaluation
   DataSpec data;
 };
 
@@ -210,15 +210,15 @@ bool uses_links(const JobSpec& spec);
 // ---- the step program -------------------------------------------------------
 
 enum class StepOp {
-  CopyBatch,       // allocate the input on the GPU, copy it (pinned: async; pageable: the host waits)
-  Forward,         // allocate activations (forward events of the memory plan), forward kernel
-  Backward,        // backward (chunks with gradient-ready points under DDP), backward memory events
-  AllReduceWait,   // the stream waits for the iteration's all-reduces (DDP)
-  OptimizerStep,   // optimizer kernel and its memory events; frees the activations and the input
-  LossItem,        // a 4-byte D2H copy the host waits for (loss.item())
-  Compute,         // a kernel of the drawn fixed step time
-  Synchronize,     // the host waits for the stream (torch.cuda.synchronize, DLIO's sleep)
-  ReleaseBatch,    // the host drops the batch (its staging buffer) now, not at the next one
+  CopyBatch,      // allocate the input on the GPU, copy it (pinned: async; pageable: the host waits)
+  Forward,        // allocate activations (forward events of the memory plan), forward kernel
+  Backward,       // backward (chunks with gradient-ready points under DDP), backward memory events
+  AllReduceWait,  // the stream waits for the iteration's all-reduces (DDP)
+  OptimizerStep,  // optimizer kernel and its memory events; frees the activations and the input
+  LossItem,       // a 4-byte D2H copy the host waits for (loss.item())
+  Compute,        // a kernel of the drawn fixed step time
+  Synchronize,    // the host waits for the stream (torch.cuda.synchronize, DLIO's sleep)
+  ReleaseBatch,   // the host drops the batch (its staging buffer) now, not at the next one
 };
 std::string_view to_string(StepOp op);
 
@@ -239,22 +239,22 @@ struct KernelSpan {
 struct StepRecord {
   int gpu = 0;
   RunPhase phase = RunPhase::Train;
-  std::uint64_t epoch = 0;      // 0-based
-  std::size_t index = 0;        // position in the epoch
-  std::int64_t iteration = 0;   // per rank, over the run (train steps)
+  std::uint64_t epoch = 0;     // 0-based
+  std::size_t index = 0;       // position in the epoch
+  std::int64_t iteration = 0;  // per rank, over the run (train steps)
   std::int64_t samples = 0;
   std::uint64_t bytes = 0;
   std::vector<std::size_t> sample_indices;
-  Time next_called = 0;         // host asked the source
-  Time delivered = 0;           // next() returned
-  Time ready = 0;               // the source had finished the batch
-  Time gpu_idle_since = 0;      // end of the GPU's previous work on the training stream
+  Time next_called = 0;     // host asked the source
+  Time delivered = 0;       // next() returned
+  Time ready = 0;           // the source had finished the batch
+  Time gpu_idle_since = 0;  // end of the GPU's previous work on the training stream
   Time h2d_start = 0, h2d_end = 0;
   Time forward_end = 0, backward_end = 0;
-  Time all_reduce_end = 0;      // gpus > 1: the iteration's all-reduces ended on this GPU
-  Time step_end = 0;            // end of the step's last op on the training stream
-  Time host_done = 0;           // the host finished the step's program
-  Duration compute = 0;         // kernel time issued (emulated)
+  Time all_reduce_end = 0;        // gpus > 1: the iteration's all-reduces ended on this GPU
+  Time step_end = 0;              // end of the step's last op on the training stream
+  Time host_done = 0;             // the host finished the step's program
+  Duration compute = 0;           // kernel time issued (emulated)
   Duration read = 0, decode = 0;  // the source's work on the batch
   // Derived at the end of the run (data_stall(): see the top of the file).
   Duration data_stall = 0, fetch_stall = 0, prep_stall = 0;
@@ -291,8 +291,8 @@ struct RankRecord {
 };
 
 struct RunRecord {
-  std::string model;    // canonical name ("" for fixed step times without a model)
-  std::string gpu;      // catalog id
+  std::string model;  // canonical name ("" for fixed step times without a model)
+  std::string gpu;    // catalog id
   int gpus = 1;
   int nodes = 1;        // the GPUs' nodes (1 when the ranks share no links)
   std::string network;  // nodes > 1: the network's name ("" otherwise)
@@ -300,14 +300,14 @@ struct RunRecord {
   std::string clock;
   StepTime step_time = StepTime::CostModel;
   Time start = 0;
-  Time host_end = 0;    // the last host thread finished
+  Time host_end = 0;              // the last host thread finished
   std::vector<StepRecord> steps;  // ordered by (gpu, phase order as run)
   std::vector<EpochMark> epochs;  // per rank and phase, in order
   std::vector<CheckpointRecord> checkpoints;
   std::vector<RankRecord> ranks;
-  StepCost cost;                  // at the full batch size (cost-model step time)
-  std::string memory_plan;        // "model zoo" (traced lifetimes) or "even split (model not in the zoo)"
-  std::string backward_split;     // gpus > 1
+  StepCost cost;               // at the full batch size (cost-model step time)
+  std::string memory_plan;     // "model zoo" (traced lifetimes) or "even split (model not in the zoo)"
+  std::string backward_split;  // gpus > 1
   int buckets = 0;
   std::uint64_t all_reduce_bytes = 0;  // per iteration
   std::uint64_t all_reduces = 0;
@@ -392,9 +392,9 @@ StepPrediction predict_step(const CostModel& costs, JobSpec spec, HostMemoryKind
 struct StepEvent {
   int gpu = 0;
   RunPhase phase = RunPhase::Train;
-  int epoch = 0;                 // 1-based
-  std::uint64_t step = 0;        // 1-based within the epoch
-  std::uint64_t steps = 0;       // the epoch's steps (0: unknown)
+  int epoch = 0;                     // 1-based
+  std::uint64_t step = 0;            // 1-based within the epoch
+  std::uint64_t steps = 0;           // the epoch's steps (0: unknown)
   std::int64_t done = 0, total = 0;  // train steps of this rank so far / planned
   const StepRecord* record = nullptr;
 };
@@ -420,7 +420,7 @@ class Job {
   const JobSpec& spec() const { return spec_; }
   int gpus() const { return spec_.cluster.gpus; }
   Device& device(int gpu);
-  Node* node() { return node_.get(); }          // one node of several GPUs
+  Node* node() { return node_.get(); }           // one node of several GPUs
   Cluster* cluster() { return cluster_.get(); }  // several nodes
   const StepCost& cost() const { return cost_; }
   std::vector<TraceDeviceName> trace_devices() const;
@@ -434,8 +434,7 @@ class Job {
  private:
   struct Rank;
   void run_rank(Rank& r, JobObserver* observer);
-  void run_phase(Rank& r, RunPhase phase, int epoch, pipeline::BatchSource& source, JobObserver* observer,
-                 bool& stop);
+  void run_phase(Rank& r, RunPhase phase, int epoch, pipeline::BatchSource& source, JobObserver* observer, bool& stop);
   void checkpoint(Rank& r, int epoch, std::uint64_t step, JobObserver* observer);
   static void settle_records(Rank& r);
 

@@ -11,9 +11,9 @@ namespace gpemu {
 struct PcieModel {
   int generation = 3;
   int lanes = 16;
-  double raw_gbs = 0;        // per direction, after line encoding, GB/s
-  double pinned_gbs = 0;     // achievable cudaMemcpyAsync from pinned memory
-  double pageable_gbs = 0;   // achievable from pageable memory (staged through a driver bounce buffer)
+  double raw_gbs = 0;       // per direction, after line encoding, GB/s
+  double pinned_gbs = 0;    // achievable cudaMemcpyAsync from pinned memory
+  double pageable_gbs = 0;  // achievable from pageable memory (staged through a driver bounce buffer)
   Duration pinned_latency = 0;
   Duration pageable_latency = 0;
 

@@ -86,8 +86,7 @@ inline constexpr double kTailTolerance = 1e-9;
 // taken as measured (a tail needs a real measurement before it). The row
 // before the tail is the last measured one; the first tail row's batch size is
 // the smallest that did not fit on the card.
-std::size_t extrapolated_tail_start(std::span<const ProfilePoint> rows,
-                                    double rel_tolerance = kTailTolerance);
+std::size_t extrapolated_tail_start(std::span<const ProfilePoint> rows, double rel_tolerance = kTailTolerance);
 
 // Lower-case, '-' read as '_': "ResNet-50" and "resnet_50" name one model.
 std::string canonical_model_name(std::string_view name);
@@ -114,7 +113,7 @@ struct Profile {
   Series forward_cv;          // coefficient of variation of per-iteration forward time
   Series backward_cv;
 
-  std::optional<int> oom_batch_size;      // smallest batch size measured not to fit
+  std::optional<int> oom_batch_size;       // smallest batch size measured not to fit
   std::optional<double> model_transfer_s;  // copying the model to the GPU, once
   std::string source;                      // where it was read from, for messages
 };
@@ -152,8 +151,7 @@ std::vector<Profile> read_native_profiles(const std::filesystem::path& dir);
 // line, numbers written so that they read back bit for bit.
 std::string native_profile_json(const Profile& profile);
 // Writes dir/<gpu>/<model>.json (creating folders) and returns its path.
-std::filesystem::path write_native_profile(const Profile& profile,
-                                           const std::filesystem::path& dir);
+std::filesystem::path write_native_profile(const Profile& profile, const std::filesystem::path& dir);
 
 // The measured profiles available to a run, keyed by (GPU id, model).
 class ProfileDatabase {

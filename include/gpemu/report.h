@@ -85,9 +85,8 @@ struct BusyInterval {
 // reversed intervals are ignored. `end` defaults to the latest interval end
 // (begin when there is none: an empty series). end_s is set to `end`.
 // Throws InputError when bucket <= 0 or end < begin.
-UtilizationSeries utilization_from_intervals(std::string gpu, std::span<const BusyInterval> busy,
-                                             Duration bucket, Time begin = 0,
-                                             std::optional<Time> end = std::nullopt);
+UtilizationSeries utilization_from_intervals(std::string gpu, std::span<const BusyInterval> busy, Duration bucket,
+                                             Time begin = 0, std::optional<Time> end = std::nullopt);
 
 // A per-batch series, e.g. the data stall of every batch in milliseconds.
 // Drawn as a bar chart, batch index on the x axis (from first_batch).

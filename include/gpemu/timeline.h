@@ -76,9 +76,9 @@ class Completion {
 // Where an operation is drawn in a trace, and what it is.
 struct TraceTag {
   std::string_view name;
-  int device = -1;      // process row in the trace
-  int stream = -1;      // stream track (-1: none)
-  int engine = -1;      // engine track (-1: none)
+  int device = -1;  // process row in the trace
+  int stream = -1;  // stream track (-1: none)
+  int engine = -1;  // engine track (-1: none)
   std::string_view category = "op";
 };
 
@@ -103,8 +103,8 @@ struct HostSpan {
 };
 
 struct OpSpec {
-  Time lower_bound = 0;      // cannot start before this (issue time)
-  Duration duration = 0;     // fixed cost, or latency before the bytes of a transfer flow
+  Time lower_bound = 0;        // cannot start before this (issue time)
+  Duration duration = 0;       // fixed cost, or latency before the bytes of a transfer flow
   const Link* link = nullptr;  // set for a transfer
   // A second link the transfer crosses at the same time (a network switch
   // behind a NIC). Its rate is then the smaller of its fair shares on the
@@ -112,23 +112,23 @@ struct OpSpec {
   // its cap: exact when the flows sharing the links are alike, an
   // approximation of global max-min otherwise (docs/interconnect.md).
   const Link* link2 = nullptr;
-  double bytes = 0;          // bytes to move over link
-  double rate_cap = 0;       // bytes/s this transfer can reach alone (e.g. the device's own lanes)
+  double bytes = 0;     // bytes to move over link
+  double rate_cap = 0;  // bytes/s this transfer can reach alone (e.g. the device's own lanes)
   TraceTag tag;
-  bool trace = true;         // false for markers (event records, stream waits)
+  bool trace = true;  // false for markers (event records, stream waits)
 };
 
 // Work counters. They count work, not time, so tests can pin how the
 // resolution scales with the number of operations and transfers.
 struct TimelineStats {
   std::uint64_t ops_issued = 0;
-  std::uint64_t ops_pending_path = 0;  // took the pending (simulated-flow) path
-  std::uint64_t resolutions = 0;       // calls that needed the flow simulation
-  std::uint64_t restarts = 0;          // resolutions that rebuilt it from the committed horizon
-  std::uint64_t ops_loaded = 0;        // pending operations (re)loaded by restarts
-  std::uint64_t events = 0;            // distinct event times simulated
-  std::uint64_t water_fills = 0;       // per-link max-min rate computations
-  std::uint64_t flow_rate_updates = 0; // flows whose rate those computations set
+  std::uint64_t ops_pending_path = 0;   // took the pending (simulated-flow) path
+  std::uint64_t resolutions = 0;        // calls that needed the flow simulation
+  std::uint64_t restarts = 0;           // resolutions that rebuilt it from the committed horizon
+  std::uint64_t ops_loaded = 0;         // pending operations (re)loaded by restarts
+  std::uint64_t events = 0;             // distinct event times simulated
+  std::uint64_t water_fills = 0;        // per-link max-min rate computations
+  std::uint64_t flow_rate_updates = 0;  // flows whose rate those computations set
 };
 
 class Timeline {
@@ -191,8 +191,8 @@ class Timeline {
   std::vector<std::unique_ptr<Link>> links_;
   std::vector<bool> link_shared_;
   std::vector<std::shared_ptr<detail::PendingOp>> pending_;  // issue order
-  Time horizon_ = 0;  // everything before this is committed
-  Time latest_end_ = 0;  // latest end of any resolved operation
+  Time horizon_ = 0;                                         // everything before this is committed
+  Time latest_end_ = 0;                                      // latest end of any resolved operation
   bool tracing_ = false;
   std::vector<TraceRecord> records_;
   std::vector<HostSpan> spans_;

@@ -85,14 +85,14 @@ struct OomCheck {
 struct OomMarginFit {
   bool computed = false;
   int pairs = 0;
-  double best_margin = 0;             // middle of the widest best range
-  double best_lo = 0, best_hi = 0;    // that range
-  int exact_at_best = 0;              // pairs exact at best_margin (in-sample)
-  double used_margin = 0;             // ValidationOptions::oom_margin
-  int exact_at_used = 0;              // pairs exact at used_margin
+  double best_margin = 0;           // middle of the widest best range
+  double best_lo = 0, best_hi = 0;  // that range
+  int exact_at_best = 0;            // pairs exact at best_margin (in-sample)
+  double used_margin = 0;           // ValidationOptions::oom_margin
+  int exact_at_used = 0;            // pairs exact at used_margin
   struct Fold {
-    std::string gpu;       // held out
-    double margin = 0;     // fitted on the other GPUs
+    std::string gpu;    // held out
+    double margin = 0;  // fitted on the other GPUs
     int pairs = 0, exact = 0;
   };
   std::vector<Fold> held_out;  // one per GPU
@@ -132,8 +132,8 @@ struct ValidationReport {
   std::map<ValidationPhase, ErrorStats> overall;
   std::map<ValidationPhase, std::vector<ValidationPoint>> worst;  // largest APE first
   std::vector<OomCheck> oom;
-  double oom_agreement_pct = 0;   // agreeing batch decisions / checked, all pairs
-  double oom_exact_pct = 0;       // pairs whose predicted boundary is exact
+  double oom_agreement_pct = 0;         // agreeing batch decisions / checked, all pairs
+  double oom_exact_pct = 0;             // pairs whose predicted boundary is exact
   double oom_within_2_batches_pct = 0;  // pairs within 2 batches (OomCheck)
   double oom_within_2pct_pct = 0;       // pairs within 2%
   // Median of (predicted / measured - 1) x 100 of the largest batch, over
@@ -177,8 +177,8 @@ struct CrossValidationOptions {
 };
 
 struct ModelFold {
-  std::vector<std::string> models;              // held out
-  PhaseErrors errors;                           // on the held-out models, all GPUs
+  std::vector<std::string> models;  // held out
+  PhaseErrors errors;               // on the held-out models, all GPUs
   std::map<std::string, PhaseErrors> per_gpu;
 };
 

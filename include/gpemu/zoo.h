@@ -39,7 +39,18 @@ enum class Phase { Forward, Backward, Optimizer };
 
 // Operator classes of docs/model-zoo.md ("Operator classes").
 enum class OpClass {
-  Conv, Matmul, Norm, Pooling, Softmax, Reduction, Embedding, Elementwise, Copy, View, Optimizer, Other
+  Conv,
+  Matmul,
+  Norm,
+  Pooling,
+  Softmax,
+  Reduction,
+  Embedding,
+  Elementwise,
+  Copy,
+  View,
+  Optimizer,
+  Other
 };
 
 // Tensor roles of docs/model-zoo.md.
@@ -81,10 +92,10 @@ inline constexpr std::int64_t kMaxSeqLen = std::int64_t{1} << 24;
 
 // One operator at one shape.
 struct OpCost {
-  std::string_view kind;   // aten op name, e.g. "convolution", "addmm"
+  std::string_view kind;  // aten op name, e.g. "convolution", "addmm"
   OpClass op_class = OpClass::Other;
   Phase phase = Phase::Forward;
-  std::string_view dtype;  // compute dtype: "f32", "f16", "bf16", "i64", ...
+  std::string_view dtype;    // compute dtype: "f32", "f16", "bf16", "i64", ...
   double flops = 0;          // multiply-add = 2
   double bytes_read = 0;     // compulsory bytes of inputs
   double bytes_written = 0;  // outputs and mutated arguments
@@ -107,18 +118,18 @@ struct TensorLife {
 
 // A trainable parameter and its gradient, in model.parameters() order.
 struct ParamGrad {
-  int param_tensor = -1;       // index into tensors()
-  int grad_tensor = -1;        // index into tensors()
+  int param_tensor = -1;  // index into tensors()
+  int grad_tensor = -1;   // index into tensors()
   std::uint64_t param_bytes = 0;
   std::uint64_t grad_bytes = 0;
-  int grad_ready_op = -1;      // op (index into ops()) that creates the grad storage
+  int grad_ready_op = -1;  // op (index into ops()) that creates the grad storage
 };
 
 // Sums over the ops of one phase.
 struct PhaseTotals {
   double flops = 0, bytes_read = 0, bytes_written = 0;
-  int ops = 0;          // all ops, views included
-  int kernel_ops = 0;   // ops whose class is not View
+  int ops = 0;         // all ops, views included
+  int kernel_ops = 0;  // ops whose class is not View
 };
 
 // ---- a loaded model -------------------------------------------------------
@@ -136,13 +147,13 @@ class ModelGraph {
 
   // ---- header (model.*) ----
   const std::string& name() const;
-  const std::string& family() const;        // "cnn", "transformer", "recommender", "unet"
+  const std::string& family() const;             // "cnn", "transformer", "recommender", "unet"
   const std::string& input_description() const;  // model.input
   const std::filesystem::path& file() const;
-  std::uint64_t params() const;             // trainable parameter count
-  std::int64_t default_batch() const;       // model.ref.B
-  bool has_seq_len() const;                 // vars include "S"
-  std::int64_t default_seq_len() const;     // model.ref.S; 0 without S
+  std::uint64_t params() const;          // trainable parameter count
+  std::int64_t default_batch() const;    // model.ref.B
+  bool has_seq_len() const;              // vars include "S"
+  std::int64_t default_seq_len() const;  // model.ref.S; 0 without S
   // model.fwd_flops_per_sample: forward FLOPs (loss included) of the fp32
   // trace at the reference shape divided by B.
   double forward_flops_per_sample() const;

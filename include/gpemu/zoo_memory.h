@@ -97,8 +97,8 @@ struct ZooMemoryPlan {
   std::vector<int> persistent;            // slots allocated before iteration 0, in order
   std::vector<MemoryEvent> first_iteration;
   std::vector<MemoryEvent> steady_iteration;
-  int op_count = 0;                       // ModelGraph::ops().size()
-  std::uint64_t input_bytes = 0;          // the batch's bytes (role "input")
+  int op_count = 0;               // ModelGraph::ops().size()
+  std::uint64_t input_bytes = 0;  // the batch's bytes (role "input")
 };
 ZooMemoryPlan zoo_memory_plan(const ModelGraph& model, Shape shape, const ReplayOptions& options = {});
 
@@ -106,16 +106,16 @@ ZooMemoryPlan zoo_memory_plan(const ModelGraph& model, Shape shape, const Replay
 struct MemoryReplay {
   bool fits = true;
   std::uint64_t capacity_bytes = 0;
-  Shape shape;                          // resolved (defaults filled in)
+  Shape shape;  // resolved (defaults filled in)
   // Allocated bytes live across iterations at the end of the replay (weights,
   // buffers, optimizer state, kept grads; not the input), allocator block sizes.
   std::uint64_t persistent_bytes = 0;
-  std::uint64_t input_bytes = 0;        // the batch, exact bytes
+  std::uint64_t input_bytes = 0;  // the batch, exact bytes
   std::uint64_t peak_allocated_bytes = 0;
   std::uint64_t peak_reserved_bytes = 0;
-  int iterations_replayed = 0;          // with until_steady, how many it took
-  int peak_iteration = -1;              // where allocated memory peaked
-  int peak_op = -1;                     // op index (see MemoryEvent::op)
+  int iterations_replayed = 0;  // with until_steady, how many it took
+  int peak_iteration = -1;      // where allocated memory peaked
+  int peak_op = -1;             // op index (see MemoryEvent::op)
   Phase peak_phase = Phase::Forward;
   // Out of memory: PyTorch's message and where it happened.
   std::string oom_message;

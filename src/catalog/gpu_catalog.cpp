@@ -462,8 +462,7 @@ std::vector<GpuSpec> build_catalog() {
   };
   // Oldest first is the contract; sorting here keeps it true whatever order
   // entries are added in, and a stable sort keeps the written order within a year.
-  std::stable_sort(gpus.begin(), gpus.end(),
-                   [](const GpuSpec& a, const GpuSpec& b) { return a.year < b.year; });
+  std::stable_sort(gpus.begin(), gpus.end(), [](const GpuSpec& a, const GpuSpec& b) { return a.year < b.year; });
   return gpus;
 }
 

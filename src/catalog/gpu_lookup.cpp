@@ -195,9 +195,9 @@ const GpuSpec& find_gpu(std::string_view name) {
   Resolution r = resolve(name);
   if (r.gpu) return *r.gpu;
   if (!r.ambiguous.empty()) {
-    throw InputError(fmt::format(
-        "ambiguous GPU '{}': it could be {}; name one of them (run 'gpemu devices' for the full list)",
-        name, join_ids(r.ambiguous)));
+    throw InputError(
+        fmt::format("ambiguous GPU '{}': it could be {}; name one of them (run 'gpemu devices' for the full list)",
+                    name, join_ids(r.ambiguous)));
   }
   std::vector<const GpuSpec*> close = close_matches(name);
   if (close.empty()) {
@@ -205,9 +205,8 @@ const GpuSpec& find_gpu(std::string_view name) {
     for (const GpuSpec& gpu : gpu_catalog()) all.push_back(&gpu);
     throw InputError(fmt::format("unknown GPU '{}': known GPUs are {}", name, join_ids(all)));
   }
-  throw InputError(fmt::format(
-      "unknown GPU '{}': close matches: {} (run 'gpemu devices' for the full list)", name,
-      join_ids(close)));
+  throw InputError(fmt::format("unknown GPU '{}': close matches: {} (run 'gpemu devices' for the full list)", name,
+                               join_ids(close)));
 }
 
 std::string_view to_string(Precision p) {
@@ -230,10 +229,10 @@ Precision parse_precision(std::string_view s) {
   if (lower == "fp16" || lower == "half" || lower == "float16") return Precision::FP16;
   if (lower == "bf16" || lower == "bfloat16") return Precision::BF16;
   if (lower == "fp8") return Precision::FP8;
-  throw InputError(fmt::format(
-      "unknown precision '{}': expected one of fp32 (float32), tf32, fp16 (half, float16), "
-      "bf16 (bfloat16), fp8",
-      s));
+  throw InputError(
+      fmt::format("unknown precision '{}': expected one of fp32 (float32), tf32, fp16 (half, float16), "
+                  "bf16 (bfloat16), fp8",
+                  s));
 }
 
 }  // namespace gpemu

@@ -57,27 +57,30 @@ void analyze(const AnalyzeArgs& args) {
   const bool modelled = o.clock == ClockKind::Virtual;
   if (a.json) {
     auto pass = [](const train::DataStallPass& p) {
-      return nlohmann::json{{"epoch_s", to_seconds(p.epoch)}, {"samples", p.samples},
-                            {"samples_per_s", p.samples_per_s}, {"source", p.source}};
+      return nlohmann::json{{"epoch_s", to_seconds(p.epoch)},
+                            {"samples", p.samples},
+                            {"samples_per_s", p.samples_per_s},
+                            {"source", p.source}};
     };
-    nlohmann::json j = {{"model", r.model},
-                        {"gpu", r.gpu},
-                        {"gpus", r.gpus},
-                        {"nodes", o.job.cluster.nodes},
-                        {"network", o.job.cluster.nodes > 1 ? nlohmann::json(o.job.cluster.network.name) : nlohmann::json()},
-                        {"batch_size", r.batch_size},
-                        {"clock", r.clock},
-                        {"loader", modelled ? "modelled" : "real"},
-                        {"workers", r.workers},
-                        {"read_method", pipeline::to_string(read_method)},
-                        {"data", data_dir.string()},
-                        {"dataset_images", o.dataset.size()},
-                        {"gpu_bound_s", to_seconds(r.gpu_bound.epoch)},
-                        {"prep_bound_s", to_seconds(r.cached.epoch)},
-                        {"cold_s", to_seconds(r.cold.epoch)},
-                        {"prep_stall_pct", r.prep_stall_pct},
-                        {"fetch_stall_pct", r.fetch_stall_pct},
-                        {"passes", {{"gpu_bound", pass(r.gpu_bound)}, {"cached", pass(r.cached)}, {"cold", pass(r.cold)}}}};
+    nlohmann::json j = {
+        {"model", r.model},
+        {"gpu", r.gpu},
+        {"gpus", r.gpus},
+        {"nodes", o.job.cluster.nodes},
+        {"network", o.job.cluster.nodes > 1 ? nlohmann::json(o.job.cluster.network.name) : nlohmann::json()},
+        {"batch_size", r.batch_size},
+        {"clock", r.clock},
+        {"loader", modelled ? "modelled" : "real"},
+        {"workers", r.workers},
+        {"read_method", pipeline::to_string(read_method)},
+        {"data", data_dir.string()},
+        {"dataset_images", o.dataset.size()},
+        {"gpu_bound_s", to_seconds(r.gpu_bound.epoch)},
+        {"prep_bound_s", to_seconds(r.cached.epoch)},
+        {"cold_s", to_seconds(r.cold.epoch)},
+        {"prep_stall_pct", r.prep_stall_pct},
+        {"fetch_stall_pct", r.fetch_stall_pct},
+        {"passes", {{"gpu_bound", pass(r.gpu_bound)}, {"cached", pass(r.cached)}, {"cold", pass(r.cold)}}}};
     if (modelled) {
       j["cores"] = r.cores;
       j["storage"] = {{"latency_us", args.storage_latency_us}, {"mb_per_s", args.storage_mb_per_s}};
@@ -85,22 +88,26 @@ void analyze(const AnalyzeArgs& args) {
     std::cout << j.dump(2) << '\n';
     return;
   }
-  std::cout << fmt::format("DataStall analysis: {} on {} emulated {} ({} clock, {} loader), batch size {}, {} worker{} per GPU\n",
-                           r.model, r.gpus, r.gpu, r.clock, modelled ? "modelled" : "real", r.batch_size, r.workers,
-                           r.workers == 1 ? "" : "s");
+  std::cout << fmt::format(
+      "DataStall analysis: {} on {} emulated {} ({} clock, {} loader), batch size {}, {} worker{} per GPU\n", r.model,
+      r.gpus, r.gpu, r.clock, modelled ? "modelled" : "real", r.batch_size, r.workers, r.workers == 1 ? "" : "s");
   std::cout << fmt::format("data: {} ({} images); measured: the second of two epochs per pass\n\n", data_dir.string(),
                            o.dataset.size());
   Table t({"pass", "what it measures", "epoch s", "samples/s"});
-  t.add({"gpu-bound", "in-memory batches (T_gpu)", fixed(to_seconds(r.gpu_bound.epoch), 3), fixed(r.gpu_bound.samples_per_s, 1)});
-  t.add({"cached", "no storage fetch (T_prep)", fixed(to_seconds(r.cached.epoch), 3), fixed(r.cached.samples_per_s, 1)});
+  t.add({"gpu-bound", "in-memory batches (T_gpu)", fixed(to_seconds(r.gpu_bound.epoch), 3),
+         fixed(r.gpu_bound.samples_per_s, 1)});
+  t.add(
+      {"cached", "no storage fetch (T_prep)", fixed(to_seconds(r.cached.epoch), 3), fixed(r.cached.samples_per_s, 1)});
   t.add({"cold", "fetch + prep (T_cold)", fixed(to_seconds(r.cold.epoch), 3), fixed(r.cold.samples_per_s, 1)});
   t.print(std::cout);
   std::cout << '\n';
-  print_summary(std::cout, {{"prep stall", fmt::format("{} % of the cold epoch ((T_prep - T_gpu) / T_cold)", fixed(r.prep_stall_pct, 1))},
-                            {"fetch stall", fmt::format("{} % of the cold epoch ((T_cold - T_prep) / T_cold)", fixed(r.fetch_stall_pct, 1))}});
+  print_summary(std::cout, {{"prep stall", fmt::format("{} % of the cold epoch ((T_prep - T_gpu) / T_cold)",
+                                                       fixed(r.prep_stall_pct, 1))},
+                            {"fetch stall", fmt::format("{} % of the cold epoch ((T_cold - T_prep) / T_cold)",
+                                                        fixed(r.fetch_stall_pct, 1))}});
   if (modelled)
-    std::cout << fmt::format("model: {} cores shared by the loaders; cold reads {} us per file + {} MB/s storage\n", r.cores,
-                             args.storage_latency_us, args.storage_mb_per_s);
+    std::cout << fmt::format("model: {} cores shared by the loaders; cold reads {} us per file + {} MB/s storage\n",
+                             r.cores, args.storage_latency_us, args.storage_mb_per_s);
 }
 
 }  // namespace

@@ -50,17 +50,21 @@ void add_bench_command(CLI::App& app) {
       [](CLI::App& c, TimingBenchOptions& o) {
         c.add_option("--ops", o.ops, "Kernels per chain")->capture_default_str();
         c.add_option_function<double>(
-             "--spin-window-us", [&o](double us) { o.spin_window = from_us(us); },
-             "Real clock: spin this long before each deadline instead of sleeping (default 100)");
+            "--spin-window-us", [&o](double us) { o.spin_window = from_us(us); },
+            "Real clock: spin this long before each deadline instead of sleeping (default 100)");
       });
   add_bench<VirtualBenchOptions>(
       *cmd, "virtual", "Virtual-clock throughput: emulated operations per second on one core",
       [](const VirtualBenchOptions& o) { return run_virtual_bench(o); }, print_virtual_bench,
-      [](CLI::App& c, VirtualBenchOptions& o) { c.add_option("--ops", o.ops, "Operations per variant")->capture_default_str(); });
+      [](CLI::App& c, VirtualBenchOptions& o) {
+        c.add_option("--ops", o.ops, "Operations per variant")->capture_default_str();
+      });
   add_bench<DensityBenchOptions>(
       *cmd, "density", "Memory per emulated device with 1,000 emulated GPUs in one process",
       [](const DensityBenchOptions& o) { return run_density_bench(o); }, print_density_bench,
-      [](CLI::App& c, DensityBenchOptions& o) { c.add_option("--devices", o.devices, "Emulated GPUs")->capture_default_str(); });
+      [](CLI::App& c, DensityBenchOptions& o) {
+        c.add_option("--devices", o.devices, "Emulated GPUs")->capture_default_str();
+      });
   add_bench<LoaderBenchOptions>(
       *cmd, "loader", "Data loader throughput: gpemu's loader vs torchvision ImageFolder + DataLoader",
       [](const LoaderBenchOptions& o) { return run_loader_bench(o); }, print_loader_bench,
@@ -71,7 +75,8 @@ void add_bench_command(CLI::App& app) {
         c.add_flag_function(
             "--io-uring", [&o](std::int64_t) { o.read_method = pipeline::ReadMethod::IoUring; },
             "gpemu's workers read each batch with io_uring (all of its reads at once) instead of pread");
-        c.add_flag("--cold", o.cold, "Evict the dataset from the page cache before each epoch (and before torch's run)");
+        c.add_flag("--cold", o.cold,
+                   "Evict the dataset from the page cache before each epoch (and before torch's run)");
         c.add_flag_function(
             "--bytes-only", [&o](std::int64_t) { o.decode = false; },
             "Deliver the JPEG bytes without decoding (an I/O-only loader; torch is not run)");
@@ -81,7 +86,9 @@ void add_bench_command(CLI::App& app) {
   add_bench<OverheadBenchOptions>(
       *cmd, "overhead", "Emulation overhead: accelerator utilization of 100 us emulated steps fed from memory",
       [](const OverheadBenchOptions& o) { return run_overhead_bench(o); }, print_overhead_bench,
-      [](CLI::App& c, OverheadBenchOptions& o) { c.add_option("--steps", o.steps, "Measured steps")->capture_default_str(); });
+      [](CLI::App& c, OverheadBenchOptions& o) {
+        c.add_option("--steps", o.steps, "Measured steps")->capture_default_str();
+      });
   add_bench<CrossvalBenchOptions>(
       *cmd, "crossval", "Analytical cost model: leave-one-GPU-out and leave-models-out errors on measured profiles",
       [](const CrossvalBenchOptions& o) { return run_crossval_bench(o); }, print_crossval_bench,
@@ -103,13 +110,15 @@ void add_bench_command(CLI::App& app) {
         c.add_option("--model", o.model, "Model")->capture_default_str();
         c.add_option("--batch-size,-b", o.batch_size, "Batch size per GPU")->capture_default_str();
         c.add_option("--network", o.network, "25gbe, 100gbe, 400gbe or a JSON file")->capture_default_str();
-        c.add_option("--sync", o.sync, "Host waits every 'iteration' (loss.item()) or at the 'end'")->capture_default_str();
+        c.add_option("--sync", o.sync, "Host waits every 'iteration' (loss.item()) or at the 'end'")
+            ->capture_default_str();
       });
   add_bench<DatastallBenchOptions>(
       *cmd, "datastall", "DataStall-style fetch/prep stall shares of five models on 8 emulated V100s vs the paper",
       [](const DatastallBenchOptions& o) { return run_datastall_bench(o); }, print_datastall_bench,
       [](CLI::App& c, DatastallBenchOptions& o) {
-        c.add_option("--cores", o.cores, "CPU cores the loaders share (default: this machine's; the paper's server: 24)");
+        c.add_option("--cores", o.cores,
+                     "CPU cores the loaders share (default: this machine's; the paper's server: 24)");
         c.add_option("--batches", o.batches, "Batches per GPU per epoch")->capture_default_str();
       });
 }

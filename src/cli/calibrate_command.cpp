@@ -4,8 +4,8 @@
 #include <array>
 #include <filesystem>
 #include <iostream>
-#include <memory>
 #include <map>
+#include <memory>
 #include <set>
 
 #include <fmt/format.h>
@@ -13,9 +13,9 @@
 #include "cli/commands.h"
 #include "cli/option_checks.h"
 #include "cli/output.h"
+#include "common/output_path.h"
 #include "gpemu/calibration.h"
 #include "gpemu/catalog.h"
-#include "common/output_path.h"
 #include "gpemu/error.h"
 #include "gpemu/profile.h"
 #include "gpemu/validation.h"
@@ -42,16 +42,17 @@ std::filesystem::path calibration_target(const CalibrateArgs& a) {
     throw InputError("--out and --replace-shipped exclude each other: write a new file, or replace the shipped one");
   if (a.replace_shipped) return default_calibration_path();
   if (a.out.empty())
-    throw InputError(fmt::format("give --out FILE for the new calibration, or --replace-shipped to overwrite {} "
-                                 "(used by every prediction)",
-                                 default_calibration_path().string()));
+    throw InputError(
+        fmt::format("give --out FILE for the new calibration, or --replace-shipped to overwrite {} "
+                    "(used by every prediction)",
+                    default_calibration_path().string()));
   return a.out;
 }
 
 // Families with rows but too few models are refused; families without rows
 // get the fallback rule's factors, which is said, not left silent.
 void check_coverage(const std::vector<TimeSample>& samples, const CalibrateArgs& a) {
-  std::map<std::string, std::set<std::string>> models;  // family -> models measured
+  std::map<std::string, std::set<std::string>> models;                   // family -> models measured
   std::map<std::string, std::array<std::set<std::string>, 2>> by_phase;  // family -> [forward, backward] models
   for (const TimeSample& s : samples) {
     const std::string& family = find_gpu(s.gpu).architecture;
@@ -65,11 +66,11 @@ void check_coverage(const std::vector<TimeSample>& samples, const CalibrateArgs&
   };
   for (const auto& [family, m] : models) {
     if (m.size() < kMinModelsPerFamily)
-      throw InputError(fmt::format("{}: the {} family has rows of {} model{} ({}) only; calibrating a family needs "
-                                   "rows of at least {} models, or its factors and the model corrections cannot be "
-                                   "told apart",
-                                   a.profiles, family, m.size(), m.size() == 1 ? "" : "s", *m.begin(),
-                                   kMinModelsPerFamily));
+      throw InputError(
+          fmt::format("{}: the {} family has rows of {} model{} ({}) only; calibrating a family needs "
+                      "rows of at least {} models, or its factors and the model corrections cannot be "
+                      "told apart",
+                      a.profiles, family, m.size(), m.size() == 1 ? "" : "s", *m.begin(), kMinModelsPerFamily));
   }
   // The backward factor and the backward and optimizer launch times are fitted
   // on backward rows only, the rest on both: a family with forward rows alone
@@ -92,9 +93,10 @@ void check_coverage(const std::vector<TimeSample>& samples, const CalibrateArgs&
   for (const std::string& fam : catalog_families())
     if (!models.contains(fam)) missing += (missing.empty() ? "" : ", ") + fam;
   if (!missing.empty())
-    std::cerr << fmt::format("note: no measured rows for {}: their factors are not fitted but derived from the "
-                             "calibrated families by the '{}' fallback rule\n",
-                             missing, a.fallback);
+    std::cerr << fmt::format(
+        "note: no measured rows for {}: their factors are not fitted but derived from the "
+        "calibrated families by the '{}' fallback rule\n",
+        missing, a.fallback);
 }
 
 std::string errs(const PhaseErrors& e) {
@@ -120,8 +122,7 @@ void run_calibrate(const CalibrateArgs& a) {
   std::set<std::string> gpus;
   for (const TimeSample& s : samples) gpus.insert(s.gpu);
   o.calibration.source = fmt::format("gpemu calibrate --profiles {}: {} measured forward/backward rows on {}",
-                                     std::filesystem::path(a.profiles).filename().string(), samples.size(),
-                                     [&] {
+                                     std::filesystem::path(a.profiles).filename().string(), samples.size(), [&] {
                                        std::string s;
                                        for (const std::string& g : gpus) s += (s.empty() ? "" : ", ") + g;
                                        return s;
@@ -169,8 +170,9 @@ void run_calibrate(const CalibrateArgs& a) {
 
 void add_calibrate_command(CLI::App& app) {
   auto a = std::make_shared<CalibrateArgs>();
-  auto* cmd = app.add_subcommand("calibrate",
-                                 "Fit the analytical model's factors on measured profiles and write the calibration file");
+  auto* cmd =
+      app.add_subcommand("calibrate",
+                         "Fit the analytical model's factors on measured profiles and write the calibration file");
   cmd->add_option("--profiles", a->profiles, "Directory of measured profiles (GPEmu or gpemu layout)")->required();
   cmd->add_option("--out", a->out, "Where to write the new calibration");
   cmd->add_flag("--replace-shipped", a->replace_shipped,
@@ -180,7 +182,9 @@ void add_calibrate_command(CLI::App& app) {
   cmd->add_option("--rounds", a->rounds, "Alternations of family factors and model corrections")
       ->capture_default_str()
       ->check(whole_number_in(1, 100));
-  cmd->add_option("--fallback", a->fallback, "Factors of GPUs whose family has no measurements: trend, geometric_mean or nearest (docs/analytical-model.md)")
+  cmd->add_option("--fallback", a->fallback,
+                  "Factors of GPUs whose family has no measurements: trend, geometric_mean or nearest "
+                  "(docs/analytical-model.md)")
       ->capture_default_str();
   cmd->callback([a] { run_calibrate(*a); });
 }

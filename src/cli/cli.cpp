@@ -4,17 +4,18 @@
 #include <iostream>
 
 #include "cli/commands.h"
-#include "common/interrupt.h"
-#include "gpemu/error.h"
 #include "common/fs_errors.h"
+#include "common/interrupt.h"
 #include "common/message_text.h"
+#include "gpemu/error.h"
 
 namespace gpemu::cli {
 
 int run(int argc, char** argv) {
-  CLI::App app{"gpemu: emulated GPUs for deep-learning systems research.\n"
-               "GPU time and memory are emulated; storage, CPU work, network and processes stay real.",
-               "gpemu"};
+  CLI::App app{
+      "gpemu: emulated GPUs for deep-learning systems research.\n"
+      "GPU time and memory are emulated; storage, CPU work, network and processes stay real.",
+      "gpemu"};
   app.set_version_flag("--version", "gpemu 0.1.0");
   app.require_subcommand(1);
   // Option errors (a value out of range, a missing option) print as one line,

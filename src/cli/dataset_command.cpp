@@ -24,21 +24,28 @@ struct SynthArgs {
 void synth(const SynthArgs& a) {
   if (a.images < 1) throw InputError(fmt::format("--images {} is impossible: it must be at least 1", a.images));
   if (a.classes < 1) throw InputError(fmt::format("--classes {} is impossible: it must be at least 1", a.classes));
-  if (!(a.median_kb > 0)) throw InputError(fmt::format("--median-kb {} is impossible: it must be positive", a.median_kb));
+  if (!(a.median_kb > 0))
+    throw InputError(fmt::format("--median-kb {} is impossible: it must be positive", a.median_kb));
   const std::filesystem::path out(a.out);
   std::error_code ec;
   if (std::filesystem::exists(out, ec) && !std::filesystem::is_directory(out, ec))
     throw InputError(fmt::format("--out '{}' exists and is not a folder", a.out));
   if (std::filesystem::is_directory(out, ec) && !std::filesystem::is_empty(out, ec))
-    throw InputError(fmt::format("--out '{}' is not empty: give a new or empty folder (the images would mix with "
-                                 "the files there)",
-                                 a.out));
+    throw InputError(
+        fmt::format("--out '{}' is not empty: give a new or empty folder (the images would mix with "
+                    "the files there)",
+                    a.out));
   const pipeline::ImageDatasetSummary s =
       pipeline::synthesize_image_folder(out, a.classes, static_cast<std::size_t>(a.images), a.seed, a.median_kb);
   if (a.json) {
-    nlohmann::json j = {{"out", a.out},         {"images", s.images},         {"classes", a.classes},
-                        {"seed", a.seed},       {"total_bytes", s.total_bytes}, {"median_bytes", s.median_bytes},
-                        {"p90_bytes", s.p90_bytes}, {"max_bytes", s.max_bytes}};
+    nlohmann::json j = {{"out", a.out},
+                        {"images", s.images},
+                        {"classes", a.classes},
+                        {"seed", a.seed},
+                        {"total_bytes", s.total_bytes},
+                        {"median_bytes", s.median_bytes},
+                        {"p90_bytes", s.p90_bytes},
+                        {"max_bytes", s.max_bytes}};
     std::cout << j.dump(2) << '\n';
     return;
   }

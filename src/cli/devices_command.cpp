@@ -49,8 +49,8 @@ void add_devices_command(CLI::App& app) {
       std::cout << out.dump(2) << '\n';
       return;
     }
-    Table t({"id", "architecture", "memory GiB", "mem GB/s", "FP32 TF", "TF32 TF", "FP16 TF", "BF16 TF", "SMs",
-             "PCIe", "NVLink GB/s"});
+    Table t({"id", "architecture", "memory GiB", "mem GB/s", "FP32 TF", "TF32 TF", "FP16 TF", "BF16 TF", "SMs", "PCIe",
+             "NVLink GB/s"});
     for (const GpuSpec& g : gpus) {
       t.add({g.id, g.architecture, fixed(static_cast<double>(g.memory_bytes) / (1ull << 30), 1),
              fixed(g.memory_bandwidth_gbs, 0), tflops(g.fp32_tflops), tflops(g.tf32_tflops), tflops(g.fp16_tflops),

@@ -24,7 +24,8 @@ void run_dlio_train(const DlioTrainArgs& a) {
   o.clock = a.clock;
   if (a.gpu) o.default_gpu = find_gpu(*a.gpu).id;
   if (a.world_size) {
-    if (*a.world_size < 1) throw InputError(fmt::format("--gpus {} is impossible: it must be at least 1", *a.world_size));
+    if (*a.world_size < 1)
+      throw InputError(fmt::format("--gpus {} is impossible: it must be at least 1", *a.world_size));
     o.world_size = *a.world_size;
   }
   if (!a.profiles.empty()) o.profiles_dir = a.profiles;
@@ -51,8 +52,8 @@ void run_dlio_train(const DlioTrainArgs& a) {
     rep.generator = "gpemu train --dlio-config";
     rep.title = fmt::format("DLIO workload {} on {}x {}", result.value("workload", a.config), record.gpus, record.gpu);
     if (result.contains("au_pct"))
-      rep.summary.insert(rep.summary.begin(),
-                         SummaryRow{"accelerator utilization (AU)", fmt::format("{:.2f}%", result["au_pct"].get<double>())});
+      rep.summary.insert(rep.summary.begin(), SummaryRow{"accelerator utilization (AU)",
+                                                         fmt::format("{:.2f}%", result["au_pct"].get<double>())});
     write_html_report_file(rep, a.report);
   }
   print(result);

@@ -16,7 +16,8 @@ void add_model_options(CLI::App* cmd, ModelArgs& a) {
   cmd->add_option("--model", a.model, "Model name (see 'gpemu models')")->capture_default_str();
   cmd->add_option("--seq-len", a.seq_len, "Sequence length for sequence models (default: the model's)")
       ->check(whole_number_in(1, zoo::kMaxSeqLen));
-  cmd->add_option("--precision", a.precision, "fp32, amp (autocast FP16) or bf16 (autocast BF16)")->capture_default_str();
+  cmd->add_option("--precision", a.precision, "fp32, amp (autocast FP16) or bf16 (autocast BF16)")
+      ->capture_default_str();
   cmd->add_option("--optimizer", a.optimizer, "sgd (with momentum) or adam")->capture_default_str();
   cmd->add_option("--zero-grad", a.zero_grad,
                   "zero: zero_grad() keeps the grads (PyTorch < 2.0 default); none: set_to_none=True")
@@ -29,14 +30,18 @@ ModelSpec model_spec(const ModelArgs& a) {
   m.name = a.model;
   m.precision = zoo::parse_precision(a.precision);
   m.optimizer = zoo::parse_optimizer(a.optimizer);
-  if (a.zero_grad == "zero") m.keep_grads = true;
-  else if (a.zero_grad == "none") m.keep_grads = false;
+  if (a.zero_grad == "zero")
+    m.keep_grads = true;
+  else if (a.zero_grad == "none")
+    m.keep_grads = false;
   else
-    throw InputError(fmt::format("unknown --zero-grad '{}': expected zero (grads kept, PyTorch < 2.0 default) or none "
-                                 "(set_to_none=True, PyTorch >= 2.0 default)",
-                                 a.zero_grad));
+    throw InputError(
+        fmt::format("unknown --zero-grad '{}': expected zero (grads kept, PyTorch < 2.0 default) or none "
+                    "(set_to_none=True, PyTorch >= 2.0 default)",
+                    a.zero_grad));
   if (a.seq_len < 0)
-    throw InputError(fmt::format("--seq-len {} is impossible: it must be at least 1 (0: the model's default)", a.seq_len));
+    throw InputError(
+        fmt::format("--seq-len {} is impossible: it must be at least 1 (0: the model's default)", a.seq_len));
   m.seq_len = a.seq_len;
   return m;
 }
@@ -63,9 +68,10 @@ std::unique_ptr<CostModel> job_cost_model(const ModelArgs& a, std::vector<std::s
   const AnalyticalOptions ao = analytical_options(m);
   if (a.profiles.empty()) return make_layered_cost_model(std::nullopt, ao);
   if (!measured_profiles_apply(ao) && notes)
-    notes->push_back(fmt::format("--profiles {} not used: measured profiles are FP32 runs with SGD and zero_grad(); "
-                                 "times for {}, {}, zero_grad '{}' come from the analytical model",
-                                 a.profiles, zoo::to_string(m.precision), zoo::to_string(m.optimizer), a.zero_grad));
+    notes->push_back(
+        fmt::format("--profiles {} not used: measured profiles are FP32 runs with SGD and zero_grad(); "
+                    "times for {}, {}, zero_grad '{}' come from the analytical model",
+                    a.profiles, zoo::to_string(m.precision), zoo::to_string(m.optimizer), a.zero_grad));
   return make_layered_cost_model(std::filesystem::path(a.profiles), ao);
 }
 
@@ -91,21 +97,24 @@ void add_job_options(CLI::App* cmd, JobArgs& a) {
       cmd->add_flag("--pin-memory", a.pin_on, "Collate batches into pinned (page-locked) staging buffers (default)");
   cmd->add_flag("--no-pin-memory", a.pin_off, "Collate batches into pageable memory")->excludes(pin_on);
   cmd->add_option("--host-memory", a.host_memory, "Same as --pin-memory (pinned) / --no-pin-memory (pageable)");
-  cmd->add_option("--pin-mode", a.pin_mode,
-                  "Pinned buffers: 'lock' (mlock), 'account' (count, do not lock), 'auto' (lock when RLIMIT_MEMLOCK allows)")
+  cmd->add_option(
+         "--pin-mode", a.pin_mode,
+         "Pinned buffers: 'lock' (mlock), 'account' (count, do not lock), 'auto' (lock when RLIMIT_MEMLOCK allows)")
       ->capture_default_str();
   cmd->add_option("--read-method", a.read_method,
                   "How loader workers read samples: 'pread' (one at a time) or 'io_uring' (all of a batch's reads "
                   "at once; needs liburing and a kernel that allows io_uring)")
       ->capture_default_str();
-  cmd->add_option("--cores", a.cores, "Modelled loader (virtual clock): CPU cores the loaders share (default: this machine's)");
+  cmd->add_option("--cores", a.cores,
+                  "Modelled loader (virtual clock): CPU cores the loaders share (default: this machine's)");
   cmd->add_option("--bucket-cap-mb", a.bucket_cap_mb, "DDP gradient bucket size, MiB")
       ->capture_default_str()
       ->check(finite_number_in(1.0 / 1024, 1024.0 * 1024));
   cmd->add_option("--clock", a.clock,
                   "real (wall time, real loader) or virtual (simulated, modelled loader, as fast as possible)")
       ->capture_default_str();
-  cmd->add_option("--sync", a.sync, "Host waits for the GPU every 'iteration' (loss.item()) or at the 'end' of each epoch")
+  cmd->add_option("--sync", a.sync,
+                  "Host waits for the GPU every 'iteration' (loss.item()) or at the 'end' of each epoch")
       ->capture_default_str();
   cmd->add_option("--seed", a.seed, "Seed of the shuffle, augmentations and per-iteration variation")
       ->capture_default_str()
@@ -121,7 +130,8 @@ bool pin_memory(const JobArgs& a) {
   if (!a.host_memory.empty()) pin = parse_host_memory(a.host_memory) == HostMemoryKind::Pinned;
   if (a.pin_on || a.pin_off) {
     if (!a.host_memory.empty() && a.pin_on != pin)
-      throw InputError(fmt::format("--host-memory {} contradicts --{}pin-memory", a.host_memory, a.pin_on ? "" : "no-"));
+      throw InputError(
+          fmt::format("--host-memory {} contradicts --{}pin-memory", a.host_memory, a.pin_on ? "" : "no-"));
     pin = a.pin_on;
   }
   return pin;
@@ -149,7 +159,8 @@ JobSpec job_spec(const JobArgs& a) {
   if (a.prefetch_factor < 1)
     throw InputError(fmt::format("--prefetch-factor {} is impossible: it must be at least 1", a.prefetch_factor));
   if (a.workers < -1) throw InputError(fmt::format("--workers {} is impossible: use 0 or more", a.workers));
-  if (a.cores < 0) throw InputError(fmt::format("--cores {} is impossible: it must be 0 (this machine) or more", a.cores));
+  if (a.cores < 0)
+    throw InputError(fmt::format("--cores {} is impossible: it must be 0 (this machine) or more", a.cores));
   if (a.pin_mode != "auto" && a.pin_mode != "lock" && a.pin_mode != "account")
     throw InputError(fmt::format("unknown --pin-mode '{}': accepted 'auto', 'lock' or 'account'", a.pin_mode));
   const bool pin = pin_memory(a);

@@ -49,9 +49,10 @@ void check_run_outputs(const std::string& trace, const std::string& report) {
 }
 
 std::string interrupted_note(int signal) {
-  return fmt::format("interrupted by {}: the figures cover the iterations finished before it (the last epoch is "
-                     "cut short)",
-                     signal_name(signal));
+  return fmt::format(
+      "interrupted by {}: the figures cover the iterations finished before it (the last epoch is "
+      "cut short)",
+      signal_name(signal));
 }
 
 }  // namespace gpemu::cli

@@ -1,9 +1,9 @@
 #include "cli/output.h"
-#include "gpemu/error.h"
-#include <fstream>
-#include <filesystem>
-#include <cstring>
 #include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include "gpemu/error.h"
 
 #include <unistd.h>
 

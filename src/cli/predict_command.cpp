@@ -82,9 +82,10 @@ std::unique_ptr<CostModel> cost_model_for(const PredictArgs& a, const zoo::Repla
   const AnalyticalOptions ao = analytical_options(a, o);
   if (a.profiles.empty()) return make_layered_cost_model(std::nullopt, ao);
   if (!measured_profiles_apply(ao))
-    std::cerr << fmt::format("note: --profiles {} not used: measured profiles are FP32 runs with SGD and "
-                             "zero_grad(); times for {}, {}, zero_grad '{}' come from the analytical model\n",
-                             a.profiles, zoo::to_string(o.precision), zoo::to_string(o.optimizer), a.zero_grad);
+    std::cerr << fmt::format(
+        "note: --profiles {} not used: measured profiles are FP32 runs with SGD and "
+        "zero_grad(); times for {}, {}, zero_grad '{}' come from the analytical model\n",
+        a.profiles, zoo::to_string(o.precision), zoo::to_string(o.optimizer), a.zero_grad);
   return make_layered_cost_model(std::filesystem::path(a.profiles), ao);
 }
 
@@ -108,9 +109,9 @@ MemoryFigures memory_figures(const PredictArgs& a, const StepCost& c, int batch,
     m.source = "model zoo replay";
     if (m.fits && c.oom_evidence_batch && batch >= *c.oom_evidence_batch) {
       m.fits = false;
-      m.reason = fmt::format(
-          "measured profile: batch size {} ran out of memory on the real card (first failing batch {})", batch,
-          *c.oom_evidence_batch);
+      m.reason =
+          fmt::format("measured profile: batch size {} ran out of memory on the real card (first failing batch {})",
+                      batch, *c.oom_evidence_batch);
     }
     return m;
   }
@@ -128,11 +129,11 @@ const zoo::ModelGraph& zoo_graph_for_max_batch(const PredictArgs& a) {
   const auto known = zoo::zoo_models();
   std::string list;
   for (const auto& n : known) list += (list.empty() ? "" : ", ") + n;
-  throw InputError(fmt::format("--max-batch needs the model's tensor graph from the model zoo, and '{}' is not in it; "
-                               "zoo models: {}",
-                               a.model, list));
+  throw InputError(
+      fmt::format("--max-batch needs the model's tensor graph from the model zoo, and '{}' is not in it; "
+                  "zoo models: {}",
+                  a.model, list));
 }
-
 
 // The zoo's largest batch, capped below a measured profile's first failing
 // batch (OOM evidence on the real card wins, as for `fits`).
@@ -179,10 +180,13 @@ void print_max_batch_only(const PredictArgs& a, const GpuSpec& gpu, std::uint64_
                            g.has_seq_len() ? fmt::format(", seq_len {}", shape.seq_len) : "");
   std::vector<std::pair<std::string, std::string>> rows = {
       {"largest batch that fits", std::to_string(best)},
-      {"capacity", fmt::format("{} MiB (reported memory minus CUDA context and cuDNN workspace margin)", fixed(mib(capacity), 1))}};
+      {"capacity",
+       fmt::format("{} MiB (reported memory minus CUDA context and cuDNN workspace margin)", fixed(mib(capacity), 1))}};
   if (best > 0) {
-    rows.push_back({fmt::format("peak allocated at {}", best), fmt::format("{} MiB", fixed(mib(r.peak_allocated_bytes), 1))});
-    rows.push_back({fmt::format("peak reserved at {}", best), fmt::format("{} MiB", fixed(mib(r.peak_reserved_bytes), 1))});
+    rows.push_back(
+        {fmt::format("peak allocated at {}", best), fmt::format("{} MiB", fixed(mib(r.peak_allocated_bytes), 1))});
+    rows.push_back(
+        {fmt::format("peak reserved at {}", best), fmt::format("{} MiB", fixed(mib(r.peak_reserved_bytes), 1))});
   }
   print_summary(std::cout, rows);
   if (best == 0) std::cout << "why not: " << r.oom_message << '\n';
@@ -198,15 +202,17 @@ void predict(const PredictArgs& a) {
   if (opts.precision == zoo::Precision::AMP_BF16 && !gpu.peak_tflops(Precision::BF16))
     // PyTorch's autocast checks torch.cuda.is_bf16_supported() and, on such a
     // card, disables itself with a warning: the run would be FP32.
-    throw InputError(fmt::format("--precision bf16: {} has no BF16 support ('gpemu devices' lists its BF16 as -), "
-                                 "and PyTorch disables bf16 autocast there; accepted on it: fp32 or amp",
-                                 gpu.id));
+    throw InputError(
+        fmt::format("--precision bf16: {} has no BF16 support ('gpemu devices' lists its BF16 as -), "
+                    "and PyTorch disables bf16 autocast there; accepted on it: fp32 or amp",
+                    gpu.id));
   if (a.seq_len > 0) {
     const zoo::ModelGraph* sg = zoo::find_model(a.model);
     if (sg && !sg->has_seq_len())
-      throw InputError(fmt::format("--seq-len {}: {} has no sequence dimension; give --seq-len only for sequence "
-                                   "models (gpemu models lists their default_seq_len)",
-                                   a.seq_len, sg->name()));
+      throw InputError(
+          fmt::format("--seq-len {}: {} has no sequence dimension; give --seq-len only for sequence "
+                      "models (gpemu models lists their default_seq_len)",
+                      a.seq_len, sg->name()));
   }
   const std::uint64_t capacity = zoo::oom_capacity(gpu);
   if (!a.batch_size) {
@@ -237,31 +243,30 @@ void predict(const PredictArgs& a) {
   const zoo::ModelGraph* g = zoo::find_model(a.model);
 
   if (a.json) {
-    nlohmann::json j = {
-        {"gpu", gpu.id},
-        {"model", canonical_model_name(a.model)},
-        {"batch_size", batch},
-        {"host_memory", std::string(to_string(kind))},
-        {"precision", std::string(zoo::to_string(opts.precision))},
-        {"optimizer", std::string(zoo::to_string(opts.optimizer))},
-        {"zero_grad", a.zero_grad},
-        {"program_variant", describe(to_variant(a.variant, opts.precision))},
-        {"forward_ms", to_ms(c.forward)},
-        {"backward_ms", to_ms(c.backward)},
-        {"transfer_ms", to_ms(transfer)},
-        {"iteration_ms", to_ms(iteration)},
-        {"samples_per_s", batch / to_seconds(iteration)},
-        {"peak_allocated_mib", mib(mem.peak_allocated)},
-        {"peak_reserved_mib", mib(mem.peak_reserved)},
-        {"capacity_mib", mib(capacity)},
-        {"fits", mem.fits},
-        {"memory_source", mem.source},
-        {"provenance",
-         {{"forward", std::string(to_string(c.forward_provenance))},
-          {"backward", std::string(to_string(c.backward_provenance))},
-          {"memory", std::string(to_string(c.memory_provenance))}}},
-        {"note", c.note},
-        {"cost_model", costs->describe()}};
+    nlohmann::json j = {{"gpu", gpu.id},
+                        {"model", canonical_model_name(a.model)},
+                        {"batch_size", batch},
+                        {"host_memory", std::string(to_string(kind))},
+                        {"precision", std::string(zoo::to_string(opts.precision))},
+                        {"optimizer", std::string(zoo::to_string(opts.optimizer))},
+                        {"zero_grad", a.zero_grad},
+                        {"program_variant", describe(to_variant(a.variant, opts.precision))},
+                        {"forward_ms", to_ms(c.forward)},
+                        {"backward_ms", to_ms(c.backward)},
+                        {"transfer_ms", to_ms(transfer)},
+                        {"iteration_ms", to_ms(iteration)},
+                        {"samples_per_s", batch / to_seconds(iteration)},
+                        {"peak_allocated_mib", mib(mem.peak_allocated)},
+                        {"peak_reserved_mib", mib(mem.peak_reserved)},
+                        {"capacity_mib", mib(capacity)},
+                        {"fits", mem.fits},
+                        {"memory_source", mem.source},
+                        {"provenance",
+                         {{"forward", std::string(to_string(c.forward_provenance))},
+                          {"backward", std::string(to_string(c.backward_provenance))},
+                          {"memory", std::string(to_string(c.memory_provenance))}}},
+                        {"note", c.note},
+                        {"cost_model", costs->describe()}};
     if (g && g->has_seq_len()) j["seq_len"] = g->resolve(zoo::Shape{1, a.seq_len}).seq_len;
     if (!mem.fits) j["oom_reason"] = mem.reason;
     if (c.oom_evidence_batch) j["oom_evidence_batch"] = *c.oom_evidence_batch;
@@ -269,7 +274,8 @@ void predict(const PredictArgs& a) {
     // How far to trust the times: the validation error of this GPU family
     // and model family (docs/validation.md); a replayed measurement has none.
     if (c.forward_provenance == Provenance::Measured && c.backward_provenance == Provenance::Measured) {
-      j["expected_error_pct"] = {{"forward", 0.0}, {"backward", 0.0}, {"iteration", 0.0}, {"basis", "measured profile replayed"}};
+      j["expected_error_pct"] = {
+          {"forward", 0.0}, {"backward", 0.0}, {"iteration", 0.0}, {"basis", "measured profile replayed"}};
     } else if (auto e = expected_error(gpu, a.model)) {
       j["expected_error_pct"] = {{"forward", e->pct.forward},
                                  {"backward", e->pct.backward},
@@ -294,7 +300,8 @@ void predict(const PredictArgs& a) {
       {"samples/s", fixed(batch / to_seconds(iteration), 1)},
       {"peak allocated", fmt::format("{} MiB", fixed(mib(mem.peak_allocated), 1))},
       {"peak reserved", fmt::format("{} MiB", fixed(mib(mem.peak_reserved), 1))},
-      {"capacity", fmt::format("{} MiB (reported memory minus CUDA context and cuDNN workspace margin)", fixed(mib(capacity), 1))},
+      {"capacity",
+       fmt::format("{} MiB (reported memory minus CUDA context and cuDNN workspace margin)", fixed(mib(capacity), 1))},
       {"fits", mem.fits ? "yes" : "no"},
       {"memory from", mem.source},
   };
@@ -313,7 +320,8 @@ void add_predict_command(CLI::App& app) {
   cmd->add_option("--model", a->model, "Model name")->required();
   cmd->add_option("--batch-size,-b", a->batch_size, "Batch size (optional with --max-batch)")
       ->check(whole_number_in(1, std::numeric_limits<int>::max()));
-  cmd->add_flag("--max-batch", a->max_batch, "Also find the largest batch size that fits on the GPU (model zoo models)");
+  cmd->add_flag("--max-batch", a->max_batch,
+                "Also find the largest batch size that fits on the GPU (model zoo models)");
   cmd->add_option("--seq-len", a->seq_len, "Sequence length of sequence models (default: the model's)")
       ->check(whole_number_in(1, zoo::kMaxSeqLen));
   cmd->add_option("--precision", a->precision, "fp32, amp (FP16 autocast) or bf16")->capture_default_str();
@@ -322,10 +330,12 @@ void add_predict_command(CLI::App& app) {
                   "zero: zero_grad() keeps .grad (PyTorch < 2.0 default); none: set_to_none=True (PyTorch >= 2.0)")
       ->capture_default_str();
   cmd->add_option("--profiles", a->profiles, "Directory of measured profiles (GPEmu or gpemu layout)");
-  cmd->add_option("--host-memory", a->host_memory, "Host memory the batch is copied from: pinned or pageable")->capture_default_str();
+  cmd->add_option("--host-memory", a->host_memory, "Host memory the batch is copied from: pinned or pageable")
+      ->capture_default_str();
   cmd->add_flag("--json", a->json, "Machine-readable output");
-  cmd->add_option("--task", a->task,
-                  "BERT: pretraining (masked-only MLM + NSP heads) or squad (QA head); default: the zoo model as named");
+  cmd->add_option(
+      "--task", a->task,
+      "BERT: pretraining (masked-only MLM + NSP heads) or squad (QA head); default: the zoo model as named");
   add_variant_flags(cmd, a->variant);
   cmd->callback([a] {
     PredictArgs b = *a;

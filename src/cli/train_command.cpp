@@ -15,9 +15,9 @@
 #include "cli/option_checks.h"
 #include "cli/options.h"
 #include "cli/output.h"
+#include "common/interrupt.h"
 #include "gpemu/catalog.h"
 #include "gpemu/clock.h"
-#include "common/interrupt.h"
 #include "gpemu/error.h"
 #include "gpemu/host_memory.h"
 #include "gpemu/job.h"
@@ -60,12 +60,13 @@ class ProgressObserver : public JobObserver {
 
 // Flags that mean nothing for a DLIO workload (its YAML says it): refused by name.
 void reject_for_dlio(CLI::App* cmd) {
-  static const char* const kMeaningless[] = {
-      "--model",        "--batch-size",  "--data",       "--synthetic",  "--iterations", "--epochs",
-      "--workers",      "--prefetch-factor", "--pin-memory", "--no-pin-memory", "--host-memory", "--pin-mode",
-      "--cache-bytes",  "--cold",        "--read-method", "--cores",     "--bucket-cap-mb", "--sync",
-      "--cv",           "--warmup",      "--precision",  "--optimizer",  "--zero-grad",  "--seq-len",
-      "--nodes",        "--network"};
+  static const char* const kMeaningless[] = {"--model",         "--batch-size",    "--data",        "--synthetic",
+                                             "--iterations",    "--epochs",        "--workers",     "--prefetch-factor",
+                                             "--pin-memory",    "--no-pin-memory", "--host-memory", "--pin-mode",
+                                             "--cache-bytes",   "--cold",          "--read-method", "--cores",
+                                             "--bucket-cap-mb", "--sync",          "--cv",          "--warmup",
+                                             "--precision",     "--optimizer",     "--zero-grad",   "--seq-len",
+                                             "--nodes",         "--network"};
   std::vector<std::string> given;
   for (const char* name : kMeaningless) {
     const CLI::Option* o = cmd->get_option_no_throw(name);
@@ -101,10 +102,12 @@ void train(const TrainArgs& a, CLI::App* cmd) {
     return;
   }
   if (!a.dlio_overrides.empty())
-    throw InputError(fmt::format("'{}' is an override of a DLIO workload: give the workload with --dlio-config FILE.yaml",
-                                 a.dlio_overrides.front()));
+    throw InputError(
+        fmt::format("'{}' is an override of a DLIO workload: give the workload with --dlio-config FILE.yaml",
+                    a.dlio_overrides.front()));
   if (a.epochs < 1) throw InputError(fmt::format("--epochs {} is impossible: it must be at least 1", a.epochs));
-  if (a.iterations < -1) throw InputError(fmt::format("--iterations {} is impossible: it must be 0 or more", a.iterations));
+  if (a.iterations < -1)
+    throw InputError(fmt::format("--iterations {} is impossible: it must be 0 or more", a.iterations));
   if (!j.data.empty() && a.synthetic)
     throw InputError("--data and --synthetic exclude each other: train on a folder, or on in-memory batches");
   const ClockKind clock_kind = parse_clock_kind(j.clock);
@@ -139,7 +142,8 @@ void train(const TrainArgs& a, CLI::App* cmd) {
     spec.data.dataset = pipeline::open_image_folder(data_dir);
     dataset_images = spec.data.dataset.size();
     dataset_bytes = spec.data.dataset.total_bytes();
-    if (cache_bytes > 0) spec.data.loader.cache = std::make_shared<pipeline::LoaderCache>(cache_bytes);  // one per machine
+    if (cache_bytes > 0)
+      spec.data.loader.cache = std::make_shared<pipeline::LoaderCache>(cache_bytes);  // one per machine
     if (clock_kind == ClockKind::Virtual) {
       loader_kind = "modelled";
       spec.data.source = DataSource::Modelled;
@@ -171,7 +175,8 @@ void train(const TrainArgs& a, CLI::App* cmd) {
   auto clock = make_clock(clock_kind);
   Job job(*clock, *costs, spec);
   const auto wall_start = std::chrono::steady_clock::now();
-  ProgressBar bar(fmt::format("training {} on {}x {}", canonical_model_name(j.model.model), j.gpus, spec.cluster.gpu->id),
+  ProgressBar bar(fmt::format("training {} on {}x {}", canonical_model_name(j.model.model), j.gpus,
+                              spec.cluster.gpu->id),
                   job.planned_iterations());
   ProgressObserver progress(bar);
   const RunRecord rec = job.run(&progress);
@@ -181,8 +186,9 @@ void train(const TrainArgs& a, CLI::App* cmd) {
   if (const int sig = interrupt_signal()) {
     notes.push_back(interrupted_note(sig));
   } else if (rec.stopped) {
-    notes.push_back("stopped by the error below: the figures cover the iterations finished before it (the last "
-                    "epoch is cut short)");
+    notes.push_back(
+        "stopped by the error below: the figures cover the iterations finished before it (the last "
+        "epoch is cut short)");
   }
   const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
   const RunSummary r = summarize(rec);
@@ -257,7 +263,8 @@ void train(const TrainArgs& a, CLI::App* cmd) {
   std::cout << "batches: " << r.source << "\n\n";
   std::vector<std::pair<std::string, std::string>> rows;
   for (const SummaryRow& row : train::summary_rows(rec)) rows.emplace_back(row.key, row.value);
-  rows.emplace_back("emulated time", fmt::format("{} s (wall {} s)", fixed(to_seconds(r.elapsed), 3), fixed(wall_s, 3)));
+  rows.emplace_back("emulated time",
+                    fmt::format("{} s (wall {} s)", fixed(to_seconds(r.elapsed), 3), fixed(wall_s, 3)));
   const std::int64_t its = std::max<std::int64_t>(1, r.iterations * r.gpus);
   rows.emplace_back("forward mean", fmt::format("{} ms", fixed(r.iterations ? to_ms(r.forward_total) / its : 0, 3)));
   rows.emplace_back("backward mean", fmt::format("{} ms", fixed(r.iterations ? to_ms(r.backward_total) / its : 0, 3)));
@@ -266,7 +273,9 @@ void train(const TrainArgs& a, CLI::App* cmd) {
     std::cout << '\n';
     Table t({"GPU", "iterations", "samples", "util %", "stall %", "H2D %", "all-reduce %", "peak MiB"});
     for (const GpuSummary& g : r.per_gpu) {
-      auto share = [&](Duration d) { return fixed(r.elapsed > 0 ? 100.0 * to_seconds(d) / to_seconds(r.elapsed) : 0, 1); };
+      auto share = [&](Duration d) {
+        return fixed(r.elapsed > 0 ? 100.0 * to_seconds(d) / to_seconds(r.elapsed) : 0, 1);
+      };
       t.add({std::to_string(g.gpu), std::to_string(g.iterations), std::to_string(g.samples), share(g.compute_busy),
              share(g.data_stall), share(g.h2d), share(g.all_reduce_wait), fixed(mib(g.peak_allocated_bytes), 1)});
     }
@@ -297,11 +306,13 @@ void add_train_command(CLI::App& app) {
                   "of in-memory batches (as --synthetic; default 300)")
       ->check(whole_number_in(1, std::numeric_limits<int>::max()));
   cmd->add_option("--epochs", a->epochs, "Epochs")->capture_default_str()->check(whole_number_in(1, 1000000));
-  cmd->add_option("--cache-bytes", a->cache_bytes, "Loader cache (MinIO policy) shared by the GPUs' loaders, e.g. 512M; 0: none")
+  cmd->add_option("--cache-bytes", a->cache_bytes,
+                  "Loader cache (MinIO policy) shared by the GPUs' loaders, e.g. 512M; 0: none")
       ->capture_default_str()
       ->check(byte_size());
   cmd->add_flag("--cold", a->cold, "Evict the dataset's files from the page cache before each epoch");
-  cmd->add_option("--trace", a->trace, "Write a Chrome/Perfetto trace (GPU tracks, loader workers, stalls) to this file");
+  cmd->add_option("--trace", a->trace,
+                  "Write a Chrome/Perfetto trace (GPU tracks, loader workers, stalls) to this file");
   cmd->add_option("--report", a->report, "Write an HTML report with charts to this file");
   cmd->add_option("--dlio-config", a->dlio_config,
                   "Run a DLIO / MLPerf Storage workload (YAML) on emulated accelerators (docs/dlio.md)");

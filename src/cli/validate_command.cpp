@@ -8,12 +8,12 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
-#include "gpemu/calibration.h"
 #include "common/atomic_file.h"
 #include "common/output_path.h"
+#include "cost/step_times.h"
+#include "gpemu/calibration.h"
 #include "gpemu/error.h"
 #include "gpemu/profile.h"
-#include "cost/step_times.h"
 #include "gpemu/validation.h"
 
 namespace gpemu::cli {
@@ -52,10 +52,11 @@ void run_step_times(const ValidateArgs& a) {
     std::cout << j.dump(2) << '\n';
     return;
   }
-  std::cout << fmt::format("gpemu validate: predictions of the analytical model (calibration: {}) against the "
-                           "published step times of {}{}\n",
-                           a.calibration.empty() ? default_calibration_path().string() : a.calibration, a.step_times,
-                           a.nearest ? " (rows gpemu cannot express: with the nearest program it has)" : "");
+  std::cout << fmt::format(
+      "gpemu validate: predictions of the analytical model (calibration: {}) against the "
+      "published step times of {}{}\n",
+      a.calibration.empty() ? default_calibration_path().string() : a.calibration, a.step_times,
+      a.nearest ? " (rows gpemu cannot express: with the nearest program it has)" : "");
   std::cout << "(APE = |predicted - measured| / measured of one step, forward + backward + amortised optimizer "
                "update)\n\n";
   print_step_times(r, std::cout);
@@ -97,9 +98,10 @@ void run_validate(const ValidateArgs& a) {
     std::cout << j.dump(2) << '\n';
     return;
   }
-  std::cout << fmt::format("gpemu validate: predictions of the analytical model (calibration: {}) against the "
-                           "measured rows of {}\n",
-                           a.calibration.empty() ? default_calibration_path().string() : a.calibration, a.profiles);
+  std::cout << fmt::format(
+      "gpemu validate: predictions of the analytical model (calibration: {}) against the "
+      "measured rows of {}\n",
+      a.calibration.empty() ? default_calibration_path().string() : a.calibration, a.profiles);
   std::cout << "(APE = |predicted - measured| / measured; transfer = PCIe model for the host memory measured; "
                "peak_memory = model-zoo allocator replay)\n\n";
   print_validation(r, std::cout);
@@ -112,7 +114,8 @@ void run_validate(const ValidateArgs& a) {
 void add_validate_command(CLI::App& app) {
   auto a = std::make_shared<ValidateArgs>();
   auto* cmd = app.add_subcommand(
-      "validate", "Compare gpemu's predictions (calibrated analytical model, PCIe and memory models) with measured profiles");
+      "validate",
+      "Compare gpemu's predictions (calibrated analytical model, PCIe and memory models) with measured profiles");
   cmd->add_option("--profiles", a->profiles, "Directory of measured profiles (GPEmu or gpemu layout)");
   cmd->add_option("--step-times", a->step_times,
                   "CSV of published step times (the format of gpu_training_step_times.csv; docs/validation.md)");

@@ -11,19 +11,22 @@ void add_variant_flags(CLI::App* cmd, VariantFlags& f) {
                   "FP32 matmuls: highest (FP32, PyTorch's default) or high (TF32 on Ampere and later), as "
                   "torch.set_float32_matmul_precision")
       ->capture_default_str();
-  cmd->add_option("--cudnn-tf32", f.cudnn_tf32,
-                  "on: FP32 convolutions run as TF32 on Ampere and later (torch.backends.cudnn.allow_tf32, default); off")
+  cmd->add_option(
+         "--cudnn-tf32", f.cudnn_tf32,
+         "on: FP32 convolutions run as TF32 on Ampere and later (torch.backends.cudnn.allow_tf32, default); off")
       ->capture_default_str();
-  cmd->add_option("--amp", f.amp,
-                  "AMP flavour with --precision amp/bf16: autocast (torch.autocast + GradScaler) or pure_half (model in "
-                  "half precision, FP32 master weights, as apex O2)")
+  cmd->add_option(
+         "--amp", f.amp,
+         "AMP flavour with --precision amp/bf16: autocast (torch.autocast + GradScaler) or pure_half (model in "
+         "half precision, FP32 master weights, as apex O2)")
       ->capture_default_str();
   cmd->add_option("--memory-format", f.memory_format, "Activation layout of CNNs: nchw or channels_last")
       ->capture_default_str();
   cmd->add_option("--attention", f.attention,
                   "Self-attention: eager (batched matmuls + softmax) or fused (scaled-dot-product kernel)")
       ->capture_default_str();
-  cmd->add_option("--fused", f.fused, "Fused kernels: none, all, or a comma-separated set of layer_norm, gelu, optimizer")
+  cmd->add_option("--fused", f.fused,
+                  "Fused kernels: none, all, or a comma-separated set of layer_norm, gelu, optimizer")
       ->capture_default_str();
   cmd->add_option("--micro-steps", f.micro_steps,
                   "Gradient-accumulation steps per optimizer update (the update's cost is spread over them)")
@@ -33,9 +36,12 @@ void add_variant_flags(CLI::App* cmd, VariantFlags& f) {
 ProgramVariant to_variant(const VariantFlags& f, zoo::Precision precision) {
   ProgramVariant v = variant_from_precision(precision);
   v.matmul_precision = parse_matmul_precision(f.matmul_precision, "--matmul-precision");
-  if (f.cudnn_tf32 == "on") v.tf32_conv = true;
-  else if (f.cudnn_tf32 == "off") v.tf32_conv = false;
-  else throw InputError(fmt::format("--cudnn-tf32: unknown value '{}'; accepted: on, off", f.cudnn_tf32));
+  if (f.cudnn_tf32 == "on")
+    v.tf32_conv = true;
+  else if (f.cudnn_tf32 == "off")
+    v.tf32_conv = false;
+  else
+    throw InputError(fmt::format("--cudnn-tf32: unknown value '{}'; accepted: on, off", f.cudnn_tf32));
   const AmpFlavour amp = parse_amp_flavour(f.amp, "--amp");
   if (v.amp != AmpFlavour::None) {
     if (amp == AmpFlavour::None)

@@ -67,8 +67,7 @@ void HostSync::wait_until(int rank, const std::function<bool()>& ready) {
         const Rank& p = state_[s];
         // A waiting peer that was notified since it last looked may find its
         // condition true when it wakes: it may still act.
-        if (p.state == State::Sleeping || (p.state == State::Waiting && p.notified))
-          wake = std::min(wake, p.deadline);
+        if (p.state == State::Sleeping || (p.state == State::Waiting && p.notified)) wake = std::min(wake, p.deadline);
         // Under the virtual clock only this thread runs; a peer marked
         // Running is inside a call that sleeps without announcing it: look
         // again as soon as time moves.

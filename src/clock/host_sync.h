@@ -22,9 +22,9 @@
 // Thread safety: all members may be called from the ranks' host threads.
 #pragma once
 
+#include <condition_variable>
 #include <functional>
 #include <mutex>
-#include <condition_variable>
 #include <stdexcept>
 #include <vector>
 

@@ -1,5 +1,7 @@
 #include <atomic>
+#include <cerrno>
 #include <condition_variable>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -8,11 +10,10 @@
 #include <set>
 #include <stdexcept>
 #include <string>
-#include <cstdint>
 #include <thread>
 #include <tuple>
-#include <vector>
 #include <utility>
+#include <vector>
 
 #include "gpemu/clock.h"
 
@@ -218,12 +219,27 @@ class VirtualClock final : public Clock {
         throw std::runtime_error("virtual clock: cannot map stacks for " + std::to_string(n) + " host threads");
       }
     }
+    // A guard page below each stack; without it a fiber that overflows its
+    // stack would write into its neighbour's without a word. Each guard splits
+    // the mapping, so the kernel's vm.max_map_count bounds how many there can be.
+    for (std::size_t i = 0; i < n; ++i) {
+      if (mprotect(static_cast<char*>(region) + i * slot, page, PROT_NONE) != 0) {
+        const int err = errno;
+        munmap(region, slot * n);
+        std::lock_guard<std::mutex> lock(m_);
+        cooperative_ = false;
+        sleepers_.clear();
+        throw std::runtime_error("virtual clock: cannot guard the stacks of " + std::to_string(n) + " host threads (" +
+                                 std::strerror(err) +
+                                 "; each takes two of the kernel's vm.max_map_count mappings): run fewer GPUs "
+                                 "per process or raise vm.max_map_count");
+      }
+    }
     fibers_.assign(n, Fiber{});
     bodies_ = &bodies;
     first_ = nullptr;
     for (std::size_t i = 0; i < n; ++i) {
       char* low = static_cast<char*>(region) + i * slot;
-      mprotect(low, page, PROT_NONE);
       // The initial frame gpemu_fiber_switch pops: MXCSR/x87 word, six
       // registers, then "returns" into fiber_entry with the stack aligned as
       // after a call.

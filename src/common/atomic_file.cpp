@@ -38,8 +38,8 @@ AtomicFile::AtomicFile(fs::path target, std::string what) : target_(std::move(ta
   fd_ = ::open(temporary_.c_str(), flags, 0644);
   if (fd_ < 0) {
     const int err = errno;
-    throw InputError(fmt::format("cannot write the {} '{}': {}", what_, in_place_ ? target_.string() : temporary_.string(),
-                            reason(err)));
+    throw InputError(fmt::format("cannot write the {} '{}': {}", what_,
+                                 in_place_ ? target_.string() : temporary_.string(), reason(err)));
   }
 }
 
@@ -68,7 +68,7 @@ void AtomicFile::write(const void* data, std::size_t size) {
     if (n <= 0) {
       const int err = n < 0 ? errno : EIO;
       throw InputError(fmt::format("cannot write the {} '{}' at byte {}: {}", what_, target_.string(), written_ + done,
-                              reason(err)));
+                                   reason(err)));
     }
     done += static_cast<std::size_t>(n);
   }

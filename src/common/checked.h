@@ -61,7 +61,8 @@ inline std::uint64_t checked_add(std::uint64_t a, std::uint64_t b, std::string_v
 // deadlines derived from kTimeInfinity or other far-off times.
 inline constexpr Time saturating_add(Time t, Duration d) {
   Time out = 0;
-  if (__builtin_add_overflow(t, d, &out)) return d > 0 ? std::numeric_limits<Time>::max() : std::numeric_limits<Time>::min();
+  if (__builtin_add_overflow(t, d, &out))
+    return d > 0 ? std::numeric_limits<Time>::max() : std::numeric_limits<Time>::min();
   return out;
 }
 

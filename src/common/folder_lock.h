@@ -19,8 +19,7 @@ class FolderLock {
   // lock, `waiting` hears one line and the call waits; an interruption
   // (interrupt.h) ends the wait with gpemu::Interrupted. Throws InputError
   // naming the folder and the OS reason when it cannot be created or locked.
-  explicit FolderLock(const std::filesystem::path& folder,
-                      const std::function<void(const std::string&)>& waiting = {});
+  explicit FolderLock(const std::filesystem::path& folder, const std::function<void(const std::string&)>& waiting = {});
   ~FolderLock();
   FolderLock(FolderLock&& other) noexcept;
   FolderLock& operator=(FolderLock&&) = delete;

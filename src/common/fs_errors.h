@@ -12,8 +12,8 @@
 #include <system_error>
 #include <vector>
 
-#include "gpemu/error.h"
 #include "common/message_text.h"
+#include "gpemu/error.h"
 
 namespace gpemu {
 
@@ -28,15 +28,16 @@ inline std::string fs_reason(const std::error_code& ec) {
            "); remove the link or point it at a file or folder that exists";
   }
   if (ec == std::errc::filename_too_long) {
-    return "the path is too long (" + ec.message() + "), as a symbolic link to a folder above it makes it; remove "
+    return "the path is too long (" + ec.message() +
+           "), as a symbolic link to a folder above it makes it; remove "
            "such a link";
   }
   return ec.message();
 }
 
 // Throws "<what>: cannot <action> '<path>': <reason>".
-[[noreturn]] inline void throw_fs_error(std::string_view what, std::string_view action,
-                                        const std::filesystem::path& p, const std::error_code& ec) {
+[[noreturn]] inline void throw_fs_error(std::string_view what, std::string_view action, const std::filesystem::path& p,
+                                        const std::error_code& ec) {
   throw InputError(std::string(what) + ": cannot " + std::string(action) + " '" + shown_path(p) +
                    "': " + fs_reason(ec));
 }
@@ -51,8 +52,7 @@ inline std::filesystem::file_status status_or_throw(const std::filesystem::path&
 }
 
 // The same for a directory entry (uses the entry's cached type when it has one).
-inline std::filesystem::file_status status_or_throw(const std::filesystem::directory_entry& e,
-                                                    std::string_view what) {
+inline std::filesystem::file_status status_or_throw(const std::filesystem::directory_entry& e, std::string_view what) {
   std::error_code ec;
   const std::filesystem::file_status st = e.status(ec);
   if (ec && st.type() != std::filesystem::file_type::not_found) throw_fs_error(what, "read", e.path(), ec);

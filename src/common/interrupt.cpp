@@ -24,8 +24,7 @@ extern "C" void on_signal(int sig) {
 
 }  // namespace
 
-Interrupted::Interrupted(int signal)
-    : Error(fmt::format("interrupted by {}", signal_name(signal))), signal_(signal) {}
+Interrupted::Interrupted(int signal) : Error(fmt::format("interrupted by {}", signal_name(signal))), signal_(signal) {}
 
 void install_interrupt_handlers() {
   struct sigaction sa {};

@@ -18,9 +18,12 @@ inline std::string printable_excerpt(std::string_view text, std::size_t max_byte
   std::size_t i = 0;
   for (; i < text.size() && out.size() < max_bytes; ++i) {
     const auto c = static_cast<unsigned char>(text[i]);
-    if (c == '\n') out += "\\n";
-    else if (c == '\r') out += "\\r";
-    else if (c == '\t') out += "\\t";
+    if (c == '\n')
+      out += "\\n";
+    else if (c == '\r')
+      out += "\\r";
+    else if (c == '\t')
+      out += "\\t";
     else if (c < 0x20 || c == 0x7f) {
       out += "\\x";
       out += kHex[c >> 4];

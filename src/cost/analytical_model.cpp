@@ -20,8 +20,8 @@ namespace gpemu {
 namespace {
 
 bool is_loss_kind(std::string_view k) {
-  return k == "_log_softmax" || k.starts_with("nll_loss") || k.starts_with("binary_cross_entropy") ||
-         k == "mse_loss" || k == "l1_loss" || k == "smooth_l1_loss" || k == "cross_entropy_loss";
+  return k == "_log_softmax" || k.starts_with("nll_loss") || k.starts_with("binary_cross_entropy") || k == "mse_loss" ||
+         k == "l1_loss" || k == "smooth_l1_loss" || k == "cross_entropy_loss";
 }
 
 OpProgram::Kind kind_of(zoo::OpClass c) {
@@ -46,9 +46,9 @@ bool close(double a, double b) { return std::abs(a - b) <= 1e-9 * std::max({1.0,
 // ---- factors ------------------------------------------------------------------
 
 const std::vector<std::string>& family_factor_names() {
-  static const std::vector<std::string> names = {
-      "conv_efficiency",   "conv_bytes_efficiency", "matmul_efficiency",   "memory_efficiency", "backward_factor",
-      "launch_forward_us", "launch_backward_us",    "launch_optimizer_us", "launch_view_us"};
+  static const std::vector<std::string> names = {"conv_efficiency",    "conv_bytes_efficiency", "matmul_efficiency",
+                                                 "memory_efficiency",  "backward_factor",       "launch_forward_us",
+                                                 "launch_backward_us", "launch_optimizer_us",   "launch_view_us"};
   return names;
 }
 
@@ -127,9 +127,10 @@ OpProgram OpProgram::compile(const zoo::ModelGraph& model, const AnalyticalOptio
     op.bytes1 = by2 - by1;
     op.bytes0 = by1 - op.bytes1;
     if (!close(op.flops0 + 4 * op.flops1, d.flops) || !close(op.bytes0 + 4 * op.bytes1, by4))
-      throw InputError(fmt::format("{}: op {} ({}) is not affine in the batch size; the analytical model expects "
-                                   "the zoo's polynomials to be of degree <= 1 in B",
-                                   model.file().string(), i, a.kind));
+      throw InputError(
+          fmt::format("{}: op {} ({}) is not affine in the batch size; the analytical model expects "
+                      "the zoo's polynomials to be of degree <= 1 in B",
+                      model.file().string(), i, a.kind));
     op.flops0 = std::max(0.0, op.flops0);
     op.bytes0 = std::max(0.0, op.bytes0);
     // Half-precision convolutions on tensor cores need NHWC: on NCHW
@@ -205,9 +206,10 @@ OpProgram OpProgram::compile(const zoo::ModelGraph& model, const AnalyticalOptio
 
 GpuPeaks gpu_peaks(const GpuSpec& gpu, const AnalyticalOptions& options) {
   if (gpu.fp32_tflops <= 0 || gpu.memory_bandwidth_gbs <= 0)
-    throw InputError(fmt::format("GPU {} has no FP32 peak or memory bandwidth in the catalog; the analytical model "
-                                 "needs both",
-                                 gpu.id));
+    throw InputError(
+        fmt::format("GPU {} has no FP32 peak or memory bandwidth in the catalog; the analytical model "
+                    "needs both",
+                    gpu.id));
   GpuPeaks p;
   const double fp32 = gpu.fp32_tflops * 1e12;
   // PyTorch on ROCm does not use XF32/TF32 by default: MI300X's FP32 matrix
@@ -325,8 +327,7 @@ void predict_phase_seconds(const OpProgram& program, bool backward, std::span<co
 double predict_phase_seconds(const OpProgram& program, bool backward, double batch, const GpuPeaks& peaks,
                              const FamilyFactors& f, const ModelCorrection& c) {
   double out = 0;
-  predict_phase_seconds(program, backward, std::span<const double>(&batch, 1), peaks, f, c,
-                        std::span<double>(&out, 1));
+  predict_phase_seconds(program, backward, std::span<const double>(&batch, 1), peaks, f, c, std::span<double>(&out, 1));
   return out;
 }
 
@@ -364,8 +365,7 @@ const OpProgram& AnalyticalCostModel::program(std::string_view model) const {
 }
 
 StepCost AnalyticalCostModel::step_cost(const GpuSpec& gpu, std::string_view model, int batch_size) const {
-  if (batch_size < 1)
-    throw InputError(fmt::format("batch size {} is impossible: it must be at least 1", batch_size));
+  if (batch_size < 1) throw InputError(fmt::format("batch size {} is impossible: it must be at least 1", batch_size));
   const OpProgram& prog = program(model);  // InputError listing the zoo for an unknown model
   const FamilyFactors& f = calibration_->factors(gpu);
   const bool corrected = calibration_->has_correction(model);
@@ -380,11 +380,10 @@ StepCost AnalyticalCostModel::step_cost(const GpuSpec& gpu, std::string_view mod
   ro.optimizer = options_.optimizer;
   ro.keep_grads = options_.legacy_zero_grad;
   c.note = fmt::format("analytical model ({} per-operator graph; {} factors {}{})", prog.model(), gpu.architecture,
-                       calibration_->origin_of(gpu),
-                       corrected ? "; model correction learned on measured GPUs" : "");
+                       calibration_->origin_of(gpu), corrected ? "; model correction learned on measured GPUs" : "");
   if (auto e = calibration_->expected_error(gpu, model, zoo::load_model(model).family()))
-    c.note += fmt::format("; expected error ~{:.0f}% forward, ~{:.0f}% backward ({})", e->pct.forward,
-                          e->pct.backward, e->basis);
+    c.note += fmt::format("; expected error ~{:.0f}% forward, ~{:.0f}% backward ({})", e->pct.forward, e->pct.backward,
+                          e->basis);
   zoo::apply_zoo_memory(c, model, batch_size, ro, options_.seq_len);
   return c;
 }

@@ -111,9 +111,7 @@ ModelCorrection Calibration::correction(std::string_view model) const {
   return it == models.end() ? ModelCorrection{} : it->second;
 }
 
-bool Calibration::has_correction(std::string_view model) const {
-  return models.count(canonical_model_name(model)) > 0;
-}
+bool Calibration::has_correction(std::string_view model) const { return models.count(canonical_model_name(model)) > 0; }
 
 bool Calibration::is_calibrated(std::string_view family) const {
   return std::find(calibrated_families.begin(), calibrated_families.end(), family) != calibrated_families.end();
@@ -211,10 +209,10 @@ void Calibration::fill_trend_factors() {
       factor_at(f, i) = std::exp(v0 + t * (v1 - v0)) / scale(g, i);
     }
     gpu_factors[g.id] = f;
-    gpu_origin[g.id] = lo == hi ? fmt::format("trend: {}'s rates (same FP32 peak; no {} measurements)", lo->gpu->id,
-                                              g.architecture)
-                                : fmt::format("trend: interpolated in FP32 peak between {} and {} (no {} measurements)",
-                                              lo->gpu->id, hi->gpu->id, g.architecture);
+    gpu_origin[g.id] =
+        lo == hi ? fmt::format("trend: {}'s rates (same FP32 peak; no {} measurements)", lo->gpu->id, g.architecture)
+                 : fmt::format("trend: interpolated in FP32 peak between {} and {} (no {} measurements)", lo->gpu->id,
+                               hi->gpu->id, g.architecture);
   }
 }
 
@@ -243,8 +241,7 @@ std::optional<ExpectedError> Calibration::expected_error(const GpuSpec& gpu, std
       e = e ? worse(*e, it->second) : it->second;
       basis.push_back(used == model_family
                           ? fmt::format("models left out ({} family)", used)
-                          : fmt::format("models left out ({} family; no {} model was measured)", used,
-                                        model_family));
+                          : fmt::format("models left out ({} family; no {} model was measured)", used, model_family));
     }
   }
   if (!calibrated) {
@@ -319,7 +316,8 @@ Calibration Calibration::from_json(const nlohmann::json& j, const std::string& w
     for (const auto& f : *it) c.calibrated_families.push_back(f.get<std::string>());
   }
   if (auto it = j.find("calibrated_gpus"); it != j.end()) {
-    if (!it->is_object()) throw InputError(fmt::format("{}: 'calibrated_gpus' must be an object of GPU id lists", where));
+    if (!it->is_object())
+      throw InputError(fmt::format("{}: 'calibrated_gpus' must be an object of GPU id lists", where));
     for (auto g = it->begin(); g != it->end(); ++g) {
       if (!g.value().is_array())
         throw InputError(fmt::format("{}: calibrated_gpus.{} must be an array of GPU ids", where, g.key()));
@@ -338,11 +336,13 @@ Calibration Calibration::from_json(const nlohmann::json& j, const std::string& w
     FamilyFactors f;
     for (int i = 0; i < kFamilyFactorCount; ++i) {
       const double v = number(it.value(), family_factor_names()[i], w);
-      if (!(v > 0)) throw InputError(fmt::format("{}: '{}' is {}; expected a number > 0", w, family_factor_names()[i], v));
+      if (!(v > 0))
+        throw InputError(fmt::format("{}: '{}' is {}; expected a number > 0", w, family_factor_names()[i], v));
       factor_at(f, i) = v;
     }
     c.families[it.key()] = f;
-    if (auto o = it.value().find("origin"); o != it.value().end() && o->is_string()) c.origin[it.key()] = o->get<std::string>();
+    if (auto o = it.value().find("origin"); o != it.value().end() && o->is_string())
+      c.origin[it.key()] = o->get<std::string>();
   }
   if (auto ms = j.find("model_corrections"); ms != j.end()) {
     if (!ms->is_object()) throw InputError(fmt::format("{}: 'model_corrections' must be an object", where));
@@ -375,8 +375,8 @@ Calibration Calibration::load(const std::filesystem::path& file) {
   try {
     j = nlohmann::json::parse(in);
   } catch (const nlohmann::json::parse_error& e) {
-    throw InputError(fmt::format("{}: not valid JSON ({}); expected a {} file", file.string(), e.what(),
-                                 kCalibrationFormat));
+    throw InputError(
+        fmt::format("{}: not valid JSON ({}); expected a {} file", file.string(), e.what(), kCalibrationFormat));
   }
   return from_json(j, file.string());
 }
@@ -385,7 +385,8 @@ void Calibration::save(const std::filesystem::path& file) const {
   if (file.has_parent_path()) {
     std::error_code ec;
     std::filesystem::create_directories(file.parent_path(), ec);
-    if (ec) throw InputError(fmt::format("{}: cannot create the folder: {}", file.parent_path().string(), ec.message()));
+    if (ec)
+      throw InputError(fmt::format("{}: cannot create the folder: {}", file.parent_path().string(), ec.message()));
   }
   write_file_atomically(file, to_json().dump(2) + "\n", "calibration file", true);
 }

@@ -11,8 +11,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "gpemu/calibration.h"
 #include "common/stats.h"
+#include "gpemu/calibration.h"
 #include "gpemu/error.h"
 #include "gpemu/zoo.h"
 
@@ -152,7 +152,8 @@ double robust_residual(double e, double c) {
 }
 
 // Residuals of log(predicted / measured) of some groups.
-void group_residuals(const std::vector<const Group*>& groups, const std::function<const FamilyFactors&(const Group&)>& f,
+void group_residuals(const std::vector<const Group*>& groups,
+                     const std::function<const FamilyFactors&(const Group&)>& f,
                      const std::function<ModelCorrection(const Group&)>& corr, double robust_scale,
                      std::vector<double>& r) {
   std::vector<double> pred;
@@ -262,7 +263,8 @@ Calibration calibrate(const std::vector<TimeSample>& samples, const CalibrationO
       ResidualFn fn = [&](const std::vector<double>& x, std::vector<double>& r) {
         r.clear();
         const FamilyFactors f = from_log(x);
-        group_residuals(groups, [&](const Group&) -> const FamilyFactors& { return f; }, corr_of, robust, r);
+        group_residuals(
+            groups, [&](const Group&) -> const FamilyFactors& { return f; }, corr_of, robust, r);
         for (int i = 0; i < kFamilyFactorCount; ++i) r.push_back(options.factor_prior * (x[i] - prior_center[i]));
       };
       fam[name] = from_log(levenberg_marquardt(fn, to_log(fam[name]), lo, hi, options.max_iterations));
@@ -286,7 +288,8 @@ Calibration calibrate(const std::vector<TimeSample>& samples, const CalibrationO
       ResidualFn fn = [&](const std::vector<double>& x, std::vector<double>& r) {
         r.clear();
         const ModelCorrection c = to_corr(x);
-        group_residuals(groups, factors_of, [&](const Group&) { return c; }, robust, r);
+        group_residuals(
+            groups, factors_of, [&](const Group&) { return c; }, robust, r);
         for (double v : x) r.push_back(options.correction_prior * v);
       };
       corr[m] = to_corr(levenberg_marquardt(fn, x0, lo, hi, options.max_iterations));
@@ -319,8 +322,9 @@ Calibration calibrate(const std::vector<TimeSample>& samples, const CalibrationO
 Calibration calibrate(const ProfileDatabase& profiles, const CalibrationOptions& options) {
   std::vector<TimeSample> s = measured_time_samples(profiles);
   if (s.empty())
-    throw InputError("no measured forward/backward rows of zoo models in the profiles; expected GPEmu or gpemu "
-                     "profiles of models in zoo/");
+    throw InputError(
+        "no measured forward/backward rows of zoo models in the profiles; expected GPEmu or gpemu "
+        "profiles of models in zoo/");
   return calibrate(s, options);
 }
 

@@ -50,9 +50,10 @@ StepCost ProfileCostModel::step_cost(const GpuSpec& gpu, std::string_view model,
       for (const Profile& q : profiles_.profiles())
         if (q.model == canonical_model_name(model)) elsewhere.push_back(q.gpu);
       if (!elsewhere.empty())
-        throw InputError(fmt::format("no profile for model '{}' on {} and no built-in figures for it; "
-                                     "profiles for it exist on {}; built-in models: {}",
-                                     model, gpu.id, join(elsewhere), join(estimates_.models())));
+        throw InputError(
+            fmt::format("no profile for model '{}' on {} and no built-in figures for it; "
+                        "profiles for it exist on {}; built-in models: {}",
+                        model, gpu.id, join(elsewhere), join(estimates_.models())));
       throw InputError(fmt::format("unknown model '{}': expected one of {}", model, join(models())));
     }
     return estimates_.step_cost(gpu, model, batch_size);
@@ -62,9 +63,10 @@ StepCost ProfileCostModel::step_cost(const GpuSpec& gpu, std::string_view model,
   if (facts) estimate = estimate_step_cost(gpu, model, batch_size, options_);
   auto need_estimate = [&](std::string_view what) -> const StepCost& {
     if (!estimate)
-      throw InputError(fmt::format("{}: the profile for {}/{} has no {} rows and '{}' has no built-in "
-                                   "figures to fill in; expected {} rows in the profile",
-                                   p->source, p->gpu, p->model, what, p->model, what));
+      throw InputError(
+          fmt::format("{}: the profile for {}/{} has no {} rows and '{}' has no built-in "
+                      "figures to fill in; expected {} rows in the profile",
+                      p->source, p->gpu, p->model, what, p->model, what));
     return *estimate;
   };
 
@@ -100,8 +102,8 @@ StepCost ProfileCostModel::step_cost(const GpuSpec& gpu, std::string_view model,
   if (p->model_transfer_s) cost.model_transfer = from_seconds(*p->model_transfer_s);
 
   cost.input_bytes_per_sample = p->input_bytes_per_sample > 0 ? p->input_bytes_per_sample
-                                : estimate                     ? estimate->input_bytes_per_sample
-                                                               : 0;
+                                : estimate                    ? estimate->input_bytes_per_sample
+                                                              : 0;
   if (!p->peak_allocated_mib.empty()) {
     SeriesValue v = lookup(p->peak_allocated_mib, batch_size);
     cost.peak_bytes = mib_to_bytes(v.value);
@@ -127,8 +129,7 @@ StepCost ProfileCostModel::step_cost(const GpuSpec& gpu, std::string_view model,
 
   cost.oom_evidence_batch = p->oom_batch_size;
   cost.note = fmt::format("profile {}: {}", p->source, join(parts));
-  if (p->oom_batch_size)
-    cost.note += fmt::format("; batch {} did not fit on the measured card", *p->oom_batch_size);
+  if (p->oom_batch_size) cost.note += fmt::format("; batch {} did not fit on the measured card", *p->oom_batch_size);
   return cost;
 }
 

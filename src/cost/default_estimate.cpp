@@ -29,27 +29,27 @@ StepCost estimate_step_cost(const GpuSpec& gpu, std::string_view model, int batc
   cost_detail::require_batch_size(batch_size);
   const ModelFacts* facts = find_builtin_model(model);
   if (!facts)
-    throw InputError(fmt::format("unknown model '{}': no measured profile and no built-in figures; "
-                                 "expected one of {}",
-                                 model, cost_detail::join(EstimateCostModel().models())));
+    throw InputError(
+        fmt::format("unknown model '{}': no measured profile and no built-in figures; "
+                    "expected one of {}",
+                    model, cost_detail::join(EstimateCostModel().models())));
   if (!(gpu.fp32_tflops > 0))
-    throw InputError(fmt::format("GPU {} has no FP32 peak in the catalog, which the built-in estimate "
-                                 "needs",
-                                 gpu.id));
+    throw InputError(
+        fmt::format("GPU {} has no FP32 peak in the catalog, which the built-in estimate "
+                    "needs",
+                    gpu.id));
   if (!(options.efficiency > 0))
-    throw InputError(fmt::format("estimate efficiency {} is invalid: expected a number > 0",
-                                 options.efficiency));
+    throw InputError(fmt::format("estimate efficiency {} is invalid: expected a number > 0", options.efficiency));
 
   const double forward_flops = 2.0 * facts->forward_gmacs * 1e9 * batch_size;
   const double flops_per_second = gpu.fp32_tflops * 1e12 * options.efficiency;
 
   StepCost cost;
-  cost.forward = phase_time(forward_flops, flops_per_second, options.forward_launch_floor,
-                            options.forward_overhead);
+  cost.forward = phase_time(forward_flops, flops_per_second, options.forward_launch_floor, options.forward_overhead);
   // Backward computes gradients for both activations and weights: about twice
   // the forward FLOPs.
-  cost.backward = phase_time(2.0 * forward_flops, flops_per_second, options.backward_launch_floor,
-                             options.backward_overhead);
+  cost.backward =
+      phase_time(2.0 * forward_flops, flops_per_second, options.backward_launch_floor, options.backward_overhead);
   cost.input_bytes_per_sample = kImageNetInputBytes;
   cost.persistent_bytes = kPersistentBytesPerParameter * facts->parameters;
   const double activation_mib = facts->transient_mib + facts->activation_mib_per_sample * batch_size;

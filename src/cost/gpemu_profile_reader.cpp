@@ -11,9 +11,9 @@
 
 #include <fmt/format.h>
 
+#include "common/fs_errors.h"
 #include "cost/text_fields.h"
 #include "cost/units.h"
-#include "common/fs_errors.h"
 #include "gpemu/error.h"
 #include "gpemu/profile.h"
 
@@ -35,8 +35,8 @@ struct Table {
 // Reads a CSV with a header naming `batch_column` and `value_columns` (any
 // order, any case, extra columns ignored); values must be finite and >= 0.
 // `value_unit` describes the values for messages ("seconds", "MiB").
-Table read_table(const fs::path& file, std::string_view batch_column,
-                 std::span<const std::string_view> value_columns, std::string_view value_unit, double max_value) {
+Table read_table(const fs::path& file, std::string_view batch_column, std::span<const std::string_view> value_columns,
+                 std::string_view value_unit, double max_value) {
   const std::string path = file.string();
   std::vector<std::string_view> expected{batch_column};
   expected.insert(expected.end(), value_columns.begin(), value_columns.end());
@@ -47,19 +47,18 @@ Table read_table(const fs::path& file, std::string_view batch_column,
   std::size_t first = 0;
   while (first < lines.size() && trim(lines[first]).empty()) ++first;
   if (first == lines.size())
-    throw InputError(fmt::format("{}:1: empty file; expected the header '{}' and one row per batch size",
-                                 path, expected_header));
+    throw InputError(
+        fmt::format("{}:1: empty file; expected the header '{}' and one row per batch size", path, expected_header));
 
   const int header_line = static_cast<int>(first) + 1;
   std::vector<std::string_view> header = split_csv(lines[first]);
   std::vector<std::size_t> index(expected.size());
   for (std::size_t c = 0; c < expected.size(); ++c) {
     std::string want = to_lower(expected[c]);
-    auto it = std::find_if(header.begin(), header.end(),
-                           [&](std::string_view h) { return to_lower(h) == want; });
+    auto it = std::find_if(header.begin(), header.end(), [&](std::string_view h) { return to_lower(h) == want; });
     if (it == header.end())
-      throw InputError(fmt::format("{}:{}: header '{}' has no column '{}'; expected the header '{}'",
-                                   path, header_line, quoted_excerpt(lines[first]), expected[c], expected_header));
+      throw InputError(fmt::format("{}:{}: header '{}' has no column '{}'; expected the header '{}'", path, header_line,
+                                   quoted_excerpt(lines[first]), expected[c], expected_header));
     index[c] = static_cast<std::size_t>(it - header.begin());
   }
 
@@ -71,32 +70,34 @@ Table read_table(const fs::path& file, std::string_view batch_column,
     const int line = static_cast<int>(i) + 1;
     std::vector<std::string_view> fields = split_csv(lines[i]);
     if (fields.size() != header.size())
-      throw InputError(fmt::format("{}:{}: {} fields, but the header has {}; expected rows like '{}'",
-                                   path, line, fields.size(), header.size(), expected_header));
+      throw InputError(fmt::format("{}:{}: {} fields, but the header has {}; expected rows like '{}'", path, line,
+                                   fields.size(), header.size(), expected_header));
     std::string_view batch_text = fields[index[0]];
     auto batch = parse_batch_size(batch_text);
     if (!batch)
-      throw InputError(fmt::format("{}:{}: {} '{}' is not a batch size; expected a whole number >= 1 "
-                                   "(\"64\" or \"64.0\")",
-                                   path, line, batch_column, quoted_excerpt(batch_text)));
+      throw InputError(
+          fmt::format("{}:{}: {} '{}' is not a batch size; expected a whole number >= 1 "
+                      "(\"64\" or \"64.0\")",
+                      path, line, batch_column, quoted_excerpt(batch_text)));
     if (auto [it, fresh] = seen.emplace(*batch, line); !fresh)
-      throw InputError(fmt::format("{}:{}: batch size {} appears twice (first on line {}); expected "
-                                   "one row per batch size",
-                                   path, line, *batch, it->second));
+      throw InputError(
+          fmt::format("{}:{}: batch size {} appears twice (first on line {}); expected "
+                      "one row per batch size",
+                      path, line, *batch, it->second));
     for (std::size_t c = 0; c < value_columns.size(); ++c) {
       std::string_view value_text = fields[index[c + 1]];
       auto value = parse_number(value_text);
       if (!value || *value < 0 || *value > max_value)
-        throw InputError(fmt::format("{}:{}: {} '{}' is invalid; expected a number from 0 to {:g} ({})", path,
-                                     line, value_columns[c], quoted_excerpt(value_text), max_value, value_unit));
+        throw InputError(fmt::format("{}:{}: {} '{}' is invalid; expected a number from 0 to {:g} ({})", path, line,
+                                     value_columns[c], quoted_excerpt(value_text), max_value, value_unit));
       table.columns[c].push_back(*value);
     }
     table.batch_sizes.push_back(*batch);
     table.lines.push_back(line);
   }
   if (table.batch_sizes.empty())
-    throw InputError(fmt::format("{}:{}: no rows after the header; expected one row per batch size",
-                                 path, header_line + 1));
+    throw InputError(
+        fmt::format("{}:{}: no rows after the header; expected one row per batch size", path, header_line + 1));
   return table;
 }
 
@@ -124,13 +125,14 @@ double read_single_number(const fs::path& file) {
     if (trim(lines[i]).empty()) continue;
     const int line = static_cast<int>(i) + 1;
     if (value)
-      throw InputError(fmt::format("{}:{}: a second value; expected the file to hold one number "
-                                   "(seconds)",
-                                   path, line));
+      throw InputError(
+          fmt::format("{}:{}: a second value; expected the file to hold one number "
+                      "(seconds)",
+                      path, line));
     value = parse_number(lines[i]);
     if (!value || *value < 0 || *value > kMaxProfileSeconds)
-      throw InputError(fmt::format("{}:{}: '{}' is invalid; expected one number from 0 to {:g} (seconds)", path,
-                                   line, quoted_excerpt(lines[i]), kMaxProfileSeconds));
+      throw InputError(fmt::format("{}:{}: '{}' is invalid; expected one number from 0 to {:g} (seconds)", path, line,
+                                   quoted_excerpt(lines[i]), kMaxProfileSeconds));
   }
   if (!value) throw InputError(fmt::format("{}:1: empty file; expected one number >= 0 (seconds)", path));
   return *value;
@@ -204,9 +206,10 @@ fs::path required_file(const fs::path& folder, std::string_view name) {
     throw InputError(fmt::format("{}: is {}, not a regular file; expected the {} table as a file", file.string(),
                                  fs::is_directory(st) ? "a folder" : "a device, pipe or socket", name));
   if (!fs::is_regular_file(st))
-    throw InputError(fmt::format("{}: missing file; expected {} in every model folder of GPEmu's "
-                                 "profiled_data layout",
-                                 file.string(), name));
+    throw InputError(
+        fmt::format("{}: missing file; expected {} in every model folder of GPEmu's "
+                    "profiled_data layout",
+                    file.string(), name));
   return file;
 }
 
@@ -243,9 +246,10 @@ std::vector<Profile> read_gpemu_artifact(const fs::path& dir) {
     fs::path model = folder / "model_transfer_time.txt";
     const bool has_data = exists_or_throw(data, "profiles"), has_model = exists_or_throw(model, "profiles");
     if (!has_data && !has_model)
-      throw InputError(fmt::format("{}: transfer folder holds neither data_transfer_time_by_batch_size.csv "
-                                   "nor model_transfer_time.txt",
-                                   folder.string()));
+      throw InputError(
+          fmt::format("{}: transfer folder holds neither data_transfer_time_by_batch_size.csv "
+                      "nor model_transfer_time.txt",
+                      folder.string()));
     // GPEmu timed copies from pageable memory; transfers never ran out of
     // memory, so these tables carry no extrapolated tail.
     if (has_data) p.transfer_s = read_time_series(data);

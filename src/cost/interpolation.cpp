@@ -35,16 +35,14 @@ double anchored_slope(std::span<const ProfilePoint> window, const ProfilePoint& 
   return sxx > 0 ? sxy / sxx : 0;
 }
 
-SeriesValue extrapolate(std::span<const ProfilePoint> window, const ProfilePoint& anchor,
-                        int batch_size) {
+SeriesValue extrapolate(std::span<const ProfilePoint> window, const ProfilePoint& anchor, int batch_size) {
   double value;
   if (window.size() == 1) {
     // One point gives no slope; time and memory both grow with the batch, and
     // proportional scaling is the assumption that needs no second point.
     value = anchor.value * static_cast<double>(batch_size) / anchor.batch_size;
   } else {
-    value = anchor.value +
-            anchored_slope(window, anchor) * (static_cast<double>(batch_size) - anchor.batch_size);
+    value = anchor.value + anchored_slope(window, anchor) * (static_cast<double>(batch_size) - anchor.batch_size);
   }
   return {std::max(0.0, value), Provenance::Extrapolated};
 }

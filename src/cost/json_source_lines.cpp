@@ -150,11 +150,14 @@ int line_past_nesting(std::string_view text, int limit) {
     const char c = text[i];
     if (c == '\n') ++line;
     if (in_string) {
-      if (c == '\\') ++i;
-      else if (c == '"') in_string = false;
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        in_string = false;
       continue;
     }
-    if (c == '"') in_string = true;
+    if (c == '"')
+      in_string = true;
     else if (c == '{' || c == '[') {
       if (++depth > limit) return line;
     } else if (c == '}' || c == ']') {
@@ -172,12 +175,16 @@ int line_of_token(std::string_view text, std::string_view token) {
     const char c = text[i];
     if (c == '\n') ++line;
     if (in_string) {
-      if (c == '\\') ++i;
-      else if (c == '"') in_string = false;
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        in_string = false;
       continue;
     }
-    if (c == '"') in_string = true;
-    else if (text.substr(i, token.size()) == token) return line;
+    if (c == '"')
+      in_string = true;
+    else if (text.substr(i, token.size()) == token)
+      return line;
   }
   return 1;
 }

@@ -32,7 +32,7 @@ inline constexpr RowField kRowFields[] = {
 };
 
 inline constexpr std::string_view kTopFields[] = {
-    "format", "gpu", "model", "precision", "host_memory", "input_bytes_per_sample",
-    "oom_batch_size", "model_transfer_s", "comment", "rows"};
+    "format",           "gpu",     "model", "precision", "host_memory", "input_bytes_per_sample", "oom_batch_size",
+    "model_transfer_s", "comment", "rows"};
 
 }  // namespace gpemu::cost_detail

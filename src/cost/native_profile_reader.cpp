@@ -7,10 +7,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/fs_errors.h"
 #include "cost/json_source_lines.h"
 #include "cost/native_profile_format.h"
 #include "cost/text_fields.h"
-#include "common/fs_errors.h"
 #include "gpemu/error.h"
 #include "gpemu/profile.h"
 
@@ -83,21 +83,20 @@ class NativeReader {
     if (doc_.contains("input_bytes_per_sample") && !doc_["input_bytes_per_sample"].is_null()) {
       const json& v = doc_["input_bytes_per_sample"];
       if (!v.is_number_unsigned())
-        fail(lines_.of_top("input_bytes_per_sample"),
-             fmt::format("input_bytes_per_sample is {}", v.dump()), "a whole number of bytes >= 0");
+        fail(lines_.of_top("input_bytes_per_sample"), fmt::format("input_bytes_per_sample is {}", v.dump()),
+             "a whole number of bytes >= 0");
       p.input_bytes_per_sample = v.get<std::uint64_t>();
     }
     if (doc_.contains("oom_batch_size") && !doc_["oom_batch_size"].is_null()) {
       const json& v = doc_["oom_batch_size"];
       std::optional<int> b = v.is_number() ? batch_size_from_double(v.get<double>()) : std::nullopt;
       if (!b)
-        fail(lines_.of_top("oom_batch_size"), fmt::format("oom_batch_size is {}", v.dump()),
-             "a whole number >= 1");
+        fail(lines_.of_top("oom_batch_size"), fmt::format("oom_batch_size is {}", v.dump()), "a whole number >= 1");
       p.oom_batch_size = *b;
     }
     if (doc_.contains("model_transfer_s") && !doc_["model_transfer_s"].is_null())
-      p.model_transfer_s = non_negative(doc_["model_transfer_s"], lines_.of_top("model_transfer_s"),
-                                        "model_transfer_s", "seconds", kMaxProfileSeconds);
+      p.model_transfer_s = non_negative(doc_["model_transfer_s"], lines_.of_top("model_transfer_s"), "model_transfer_s",
+                                        "seconds", kMaxProfileSeconds);
     if (doc_.contains("comment") && !doc_["comment"].is_string())
       fail(lines_.of_top("comment"), "comment is not a string", "a string");
 
@@ -114,15 +113,13 @@ class NativeReader {
   std::string required_string(const std::string& key) {
     if (!doc_.contains(key))
       fail(1, fmt::format("missing field \"{}\"", key), fmt::format("a string field \"{}\"", key));
-    if (!doc_[key].is_string())
-      fail(lines_.of_top(key), fmt::format("{} is {}", key, doc_[key].dump()), "a string");
+    if (!doc_[key].is_string()) fail(lines_.of_top(key), fmt::format("{} is {}", key, doc_[key].dump()), "a string");
     return doc_[key].get<std::string>();
   }
 
   std::optional<std::string> optional_string(const std::string& key) {
     if (!doc_.contains(key) || doc_[key].is_null()) return std::nullopt;
-    if (!doc_[key].is_string())
-      fail(lines_.of_top(key), fmt::format("{} is {}", key, doc_[key].dump()), "a string");
+    if (!doc_[key].is_string()) fail(lines_.of_top(key), fmt::format("{} is {}", key, doc_[key].dump()), "a string");
     return doc_[key].get<std::string>();
   }
 
@@ -133,11 +130,9 @@ class NativeReader {
   }
 
   void read_rows(Profile& p) {
-    if (!doc_.contains("rows"))
-      fail(1, "missing field \"rows\"", "an array of rows, one per batch size");
+    if (!doc_.contains("rows")) fail(1, "missing field \"rows\"", "an array of rows, one per batch size");
     const json& rows = doc_["rows"];
-    if (!rows.is_array())
-      fail(lines_.of_top("rows"), "rows is not an array", "an array of rows, one per batch size");
+    if (!rows.is_array()) fail(lines_.of_top("rows"), "rows is not an array", "an array of rows, one per batch size");
 
     std::map<int, int> seen;  // batch size -> line
     for (std::size_t i = 0; i < rows.size(); ++i) {
@@ -149,15 +144,13 @@ class NativeReader {
       for (const auto& [key, value] : row.items()) {
         // A named copy: clang 14 (the fuzz build) cannot capture a structured binding.
         const std::string& name = key;
-        bool known = name == "batch_size" ||
-                     std::any_of(std::begin(kRowFields), std::end(kRowFields),
-                                 [&](const RowField& f) { return f.name == name; });
+        bool known = name == "batch_size" || std::any_of(std::begin(kRowFields), std::end(kRowFields),
+                                                         [&](const RowField& f) { return f.name == name; });
         if (!known)
           fail(lines_.of_row_key(i, key), fmt::format("rows[{}] has an unknown field \"{}\"", i, key),
                fmt::format("the fields {}", row_field_names()));
       }
-      if (!row.contains("batch_size"))
-        fail(line, fmt::format("rows[{}] has no batch_size", i), "a whole number >= 1");
+      if (!row.contains("batch_size")) fail(line, fmt::format("rows[{}] has no batch_size", i), "a whole number >= 1");
       const json& b = row["batch_size"];
       std::optional<int> batch = b.is_number() ? batch_size_from_double(b.get<double>()) : std::nullopt;
       if (!batch)
@@ -175,8 +168,8 @@ class NativeReader {
                            "fit",
                            i, f.name, *batch, *p.oom_batch_size),
                "only transfer_s at or past oom_batch_size");
-        double v = non_negative(*it, lines_.of_row_key(i, std::string(f.name)),
-                                fmt::format("rows[{}].{}", i, f.name), f.unit, f.max);
+        double v = non_negative(*it, lines_.of_row_key(i, std::string(f.name)), fmt::format("rows[{}].{}", i, f.name),
+                                f.unit, f.max);
         (p.*f.series).push_back({*batch, v});
       }
     }
@@ -199,29 +192,32 @@ Profile read_native_profile(const fs::path& file) {
 
 Profile parse_native_profile(std::string_view text, const std::string& path) {
   if (trim(text).empty())
-    throw InputError(fmt::format("{}:1: empty file; expected a {} JSON document (docs/profiles.md)", path,
-                                 kNativeProfileFormat));
+    throw InputError(
+        fmt::format("{}:1: empty file; expected a {} JSON document (docs/profiles.md)", path, kNativeProfileFormat));
   if (int line = line_past_nesting(text, kMaxJsonNesting))
-    throw InputError(fmt::format("{}:{}: arrays and objects nested deeper than {} levels; expected a {} JSON "
-                                 "document, which nests 3 deep (docs/profiles.md)",
-                                 path, line, kMaxJsonNesting, kNativeProfileFormat));
+    throw InputError(
+        fmt::format("{}:{}: arrays and objects nested deeper than {} levels; expected a {} JSON "
+                    "document, which nests 3 deep (docs/profiles.md)",
+                    path, line, kMaxJsonNesting, kNativeProfileFormat));
   json doc;
   try {
     doc = json::parse(text);
   } catch (const json::parse_error& e) {
     std::size_t end = std::min<std::size_t>(e.byte, text.size());
     int line = 1 + static_cast<int>(std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(end), '\n'));
-    throw InputError(fmt::format("{}:{}: not valid JSON ({}); expected a {} JSON document "
-                                 "(docs/profiles.md)",
-                                 path, line, e.what(), kNativeProfileFormat));
+    throw InputError(
+        fmt::format("{}:{}: not valid JSON ({}); expected a {} JSON document "
+                    "(docs/profiles.md)",
+                    path, line, e.what(), kNativeProfileFormat));
   } catch (const json::out_of_range& e) {
     // nlohmann names the number ("number overflow parsing '1e309'") but not where it is.
     const std::string what = e.what();
     const auto open = what.find('\''), close = what.rfind('\'');
     const std::string number = open != std::string::npos && close > open ? what.substr(open + 1, close - open - 1) : "";
-    throw InputError(fmt::format("{}:{}: the number {} is too large to represent; expected numbers within "
-                                 "the range of a double (about 1.8e308)",
-                                 path, line_of_token(text, number), number.size() > 40 ? number.substr(0, 40) + "..." : number));
+    throw InputError(
+        fmt::format("{}:{}: the number {} is too large to represent; expected numbers within "
+                    "the range of a double (about 1.8e308)",
+                    path, line_of_token(text, number), number.size() > 40 ? number.substr(0, 40) + "..." : number));
   }
   return NativeReader(path, doc, scan_source_lines(text)).read();
 }
@@ -246,13 +242,15 @@ std::vector<Profile> read_native_profiles(const fs::path& dir) {
     const std::string folder = file.parent_path().filename().string();
     const GpuSpec* folder_gpu = try_find_gpu(folder);
     if (!folder_gpu || folder_gpu->id != p.gpu)
-      throw InputError(fmt::format("{}: the file says gpu \"{}\" but lies in folder \"{}\"; expected it "
-                                   "under {}/",
-                                   file.string(), p.gpu, folder, p.gpu));
+      throw InputError(
+          fmt::format("{}: the file says gpu \"{}\" but lies in folder \"{}\"; expected it "
+                      "under {}/",
+                      file.string(), p.gpu, folder, p.gpu));
     if (canonical_model_name(file.stem().string()) != p.model)
-      throw InputError(fmt::format("{}: the file says model \"{}\" but is named \"{}\"; expected "
-                                   "{}.json",
-                                   file.string(), p.model, file.filename().string(), p.model));
+      throw InputError(
+          fmt::format("{}: the file says model \"{}\" but is named \"{}\"; expected "
+                      "{}.json",
+                      file.string(), p.model, file.filename().string(), p.model));
     out.push_back(std::move(p));
   }
   return out;

@@ -7,8 +7,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "cost/native_profile_format.h"
 #include "common/atomic_file.h"
+#include "cost/native_profile_format.h"
 #include "gpemu/error.h"
 #include "gpemu/profile.h"
 
@@ -47,8 +47,7 @@ std::string native_profile_json(const Profile& p) {
     std::string row = fmt::format("{{\"batch_size\": {}", b);
     for (const RowField& f : kRowFields) {
       const Series& s = p.*f.series;
-      auto it = std::lower_bound(s.begin(), s.end(), b,
-                                 [](const ProfilePoint& q, int x) { return q.batch_size < x; });
+      auto it = std::lower_bound(s.begin(), s.end(), b, [](const ProfilePoint& q, int x) { return q.batch_size < x; });
       if (it != s.end() && it->batch_size == b) row += fmt::format(", \"{}\": {}", f.name, number(it->value));
     }
     row += "}";
@@ -61,8 +60,7 @@ std::string native_profile_json(const Profile& p) {
 }
 
 fs::path write_native_profile(const Profile& p, const fs::path& dir) {
-  if (p.gpu.empty() || p.model.empty())
-    throw InputError("cannot write a profile without a gpu and a model name");
+  if (p.gpu.empty() || p.model.empty()) throw InputError("cannot write a profile without a gpu and a model name");
   const fs::path folder = dir / p.gpu;
   const fs::path file = folder / (p.model + ".json");
   std::error_code ec;

@@ -5,8 +5,8 @@
 
 #include <fmt/format.h>
 
-#include "cost/text_fields.h"
 #include "common/fs_errors.h"
+#include "cost/text_fields.h"
 #include "gpemu/error.h"
 #include "gpemu/profile.h"
 
@@ -57,14 +57,14 @@ ProfileDatabase ProfileDatabase::load(const fs::path& dir) {
   ProfileDatabase db;
   db.layouts_ = detect_layouts(dir);
   if (db.layouts_.empty())
-    throw InputError(fmt::format(
-        "{}: holds no profiles; expected GPEmu's layout (time/compute/forward/<GPU>/<model>/"
-        "time_by_batch_size.csv, memory/<GPU>/<model>/memory.csv, ...) or gpemu's own "
-        "(<gpu-id>/<model>.json, see docs/profiles.md)",
-        dir.string()));
+    throw InputError(
+        fmt::format("{}: holds no profiles; expected GPEmu's layout (time/compute/forward/<GPU>/<model>/"
+                    "time_by_batch_size.csv, memory/<GPU>/<model>/memory.csv, ...) or gpemu's own "
+                    "(<gpu-id>/<model>.json, see docs/profiles.md)",
+                    dir.string()));
   for (ProfileLayout layout : db.layouts_) {
-    std::vector<Profile> found = layout == ProfileLayout::GPEmuArtifact ? read_gpemu_artifact(dir)
-                                                                        : read_native_profiles(dir);
+    std::vector<Profile> found =
+        layout == ProfileLayout::GPEmuArtifact ? read_gpemu_artifact(dir) : read_native_profiles(dir);
     for (Profile& p : found) db.add(std::move(p));
   }
   return db;
@@ -73,8 +73,8 @@ ProfileDatabase ProfileDatabase::load(const fs::path& dir) {
 void ProfileDatabase::add(Profile profile) {
   profile.model = canonical_model_name(profile.model);
   if (const Profile* existing = find(profile.gpu, profile.model))
-    throw InputError(fmt::format("two profiles for {}/{}: {} and {}; expected one per GPU and model",
-                                 profile.gpu, profile.model, existing->source, profile.source));
+    throw InputError(fmt::format("two profiles for {}/{}: {} and {}; expected one per GPU and model", profile.gpu,
+                                 profile.model, existing->source, profile.source));
   index_.emplace(std::make_pair(profile.gpu, profile.model), profiles_.size());
   profiles_.push_back(std::move(profile));
 }

@@ -105,14 +105,19 @@ void parse_fused_ops(std::string_view text, ProgramVariant& into, std::string_vi
     const std::string_view item = cost_detail::trim(rest.substr(0, comma));
     rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
     if (item == "none") continue;
-    if (item == "all") ln = gelu = opt = true;
-    else if (item == "layer_norm" || item == "layernorm") ln = true;
-    else if (item == "gelu") gelu = true;
-    else if (item == "optimizer") opt = true;
+    if (item == "all")
+      ln = gelu = opt = true;
+    else if (item == "layer_norm" || item == "layernorm")
+      ln = true;
+    else if (item == "gelu")
+      gelu = true;
+    else if (item == "optimizer")
+      opt = true;
     else
-      throw InputError(fmt::format("{}: unknown fused op '{}' in '{}'; accepted: none, all, or a comma-separated set "
-                                   "of layer_norm, gelu, optimizer",
-                                   what, item, text));
+      throw InputError(
+          fmt::format("{}: unknown fused op '{}' in '{}'; accepted: none, all, or a comma-separated set "
+                      "of layer_norm, gelu, optimizer",
+                      what, item, text));
   }
   into.fused_layer_norm = ln;
   into.fused_gelu = gelu;
@@ -163,8 +168,8 @@ std::optional<std::string> unsupported_part(const ProgramVariant& v) {
 }
 
 std::string describe(const ProgramVariant& v) {
-  std::string amp = v.amp == AmpFlavour::None ? std::string("fp32")
-                                              : fmt::format("amp {} {}", to_string(v.amp), to_string(v.half));
+  std::string amp =
+      v.amp == AmpFlavour::None ? std::string("fp32") : fmt::format("amp {} {}", to_string(v.amp), to_string(v.half));
   return fmt::format("{}, matmul precision {}, cudnn tf32 {}, {}, {} attention, fused {}, {} micro-step{}", amp,
                      to_string(v.matmul_precision), v.tf32_conv ? "on" : "off", to_string(v.memory_format),
                      to_string(v.attention), fused_ops_string(v), v.micro_steps, v.micro_steps == 1 ? "" : "s");
@@ -178,18 +183,20 @@ std::string task_model(std::string_view model, std::string_view task) {
   if (bert) {
     if (t == "pretraining" || t == "squad") return m + "_" + t;
     if (t == "mlm_all") return m;
-    throw InputError(fmt::format("--task '{}' for {}: accepted: pretraining (masked-only MLM head + next-sentence "
-                                 "head), squad (question-answering head), mlm_all (MLM logits at every position)",
-                                 task, m));
+    throw InputError(
+        fmt::format("--task '{}' for {}: accepted: pretraining (masked-only MLM head + next-sentence "
+                    "head), squad (question-answering head), mlm_all (MLM logits at every position)",
+                    task, m));
   }
   // Other models have one task: their own (classification for the CNNs,
   // recommendation for DLRM, segmentation for the 3D U-Net, language modelling for GPT/Llama).
   static constexpr std::array<std::string_view, 5> own = {"classification", "recommendation", "segmentation",
                                                           "language_modeling", "default"};
   if (std::find(own.begin(), own.end(), t) != own.end()) return m;
-  throw InputError(fmt::format("--task '{}' for {}: only BERT models have task variants (pretraining, squad); "
-                               "other models accept their own task ({})",
-                               task, m, cost_detail::join(own)));
+  throw InputError(
+      fmt::format("--task '{}' for {}: only BERT models have task variants (pretraining, squad); "
+                  "other models accept their own task ({})",
+                  task, m, cost_detail::join(own)));
 }
 
 }  // namespace gpemu

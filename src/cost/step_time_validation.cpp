@@ -5,10 +5,10 @@
 
 #include <fmt/format.h>
 
+#include "cost/step_times.h"
 #include "cost/text_fields.h"
 #include "gpemu/catalog.h"
 #include "gpemu/error.h"
-#include "cost/step_times.h"
 #include "gpemu/zoo.h"
 
 namespace gpemu {
@@ -42,23 +42,21 @@ bool StepTimePoint::covered() const { return expected && ape_pct() <= expected->
 
 double predict_row_ms(const RowProgram& program, int batch_size, const Calibration& calibration) {
   const GpuSpec& gpu = find_gpu(program.gpu_id);
-  const AnalyticalOptions o =
-      program.fit == RowFit::Unsupported ? nearest_options(program.options) : program.options;
+  const AnalyticalOptions o = program.fit == RowFit::Unsupported ? nearest_options(program.options) : program.options;
   const OpProgram prog = OpProgram::compile(zoo::load_model(program.zoo_model), o);
   const PhaseSeconds s = predict_seconds(prog, batch_size, gpu_peaks(gpu, o), calibration.factors(gpu),
                                          calibration.correction(program.zoo_model));
   return (s.forward + s.backward) * 1e3;
 }
 
-StepTimeReport validate_step_times(const std::vector<StepTimeRow>& rows,
-                                   std::shared_ptr<const Calibration> calibration, const StepTimeOptions& options) {
+StepTimeReport validate_step_times(const std::vector<StepTimeRow>& rows, std::shared_ptr<const Calibration> calibration,
+                                   const StepTimeOptions& options) {
   if (!calibration) throw Error("validate_step_times needs a calibration");
   StepTimeReport r;
   r.calibration_source = calibration->source.empty() ? "built-in default factors" : calibration->source;
   for (const StepTimeRow& row : rows) {
     RowProgram prog = row_program(row);
-    const bool compare =
-        prog.fit != RowFit::Unsupported || (options.nearest && prog.nearest_available);
+    const bool compare = prog.fit != RowFit::Unsupported || (options.nearest && prog.nearest_available);
     if (!compare) {
       r.not_compared.emplace_back(row, std::move(prog));
       continue;

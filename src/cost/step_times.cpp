@@ -80,16 +80,34 @@ std::vector<Record> csv_records(const std::string& text, const std::string& file
       field_started = true;
     }
   }
-  if (quoted) throw InputError(fmt::format("{}:{}: a quoted field is not closed before the end of the file", file, cur.line));
+  if (quoted)
+    throw InputError(fmt::format("{}:{}: a quoted field is not closed before the end of the file", file, cur.line));
   if (field_started || !cur.fields.empty()) end_record();
   return out;
 }
 
-constexpr std::array<std::string_view, 22> kColumns = {
-    "gpu",        "model",        "precision",  "batch_size",    "seq_len",      "task",
-    "optimizer",  "matmul_precision", "conv_precision", "amp",   "memory_format", "attention",
-    "fused_ops",  "mlm_positions", "includes_h2d", "includes_loss_and_optimizer", "micro_steps",
-    "confidence", "published_iteration_ms", "published_figure", "source", "notes"};
+constexpr std::array<std::string_view, 22> kColumns = {"gpu",
+                                                       "model",
+                                                       "precision",
+                                                       "batch_size",
+                                                       "seq_len",
+                                                       "task",
+                                                       "optimizer",
+                                                       "matmul_precision",
+                                                       "conv_precision",
+                                                       "amp",
+                                                       "memory_format",
+                                                       "attention",
+                                                       "fused_ops",
+                                                       "mlm_positions",
+                                                       "includes_h2d",
+                                                       "includes_loss_and_optimizer",
+                                                       "micro_steps",
+                                                       "confidence",
+                                                       "published_iteration_ms",
+                                                       "published_figure",
+                                                       "source",
+                                                       "notes"};
 
 struct Enumerated {
   std::string_view column;
@@ -142,8 +160,8 @@ std::vector<StepTimeRow> read_step_times(const std::filesystem::path& path) {
     auto get = [&](std::string_view c) -> std::string {
       const std::size_t i = col.at(std::string(c));
       if (i >= rec.fields.size())
-        throw InputError(fmt::format("{}:{}: the row has {} fields, too few for column '{}' (field {})", file,
-                                     rec.line, rec.fields.size(), c, i + 1));
+        throw InputError(fmt::format("{}:{}: the row has {} fields, too few for column '{}' (field {})", file, rec.line,
+                                     rec.fields.size(), c, i + 1));
       return std::string(trim(rec.fields[i]));
     };
     auto bad = [&](std::string_view c, const std::string& v, std::string_view accepted) {
@@ -170,19 +188,32 @@ std::vector<StepTimeRow> read_step_times(const std::filesystem::path& path) {
       if (std::find(e.values.begin(), e.values.end(), v) == e.values.end())
         throw bad(e.column, v, "one of " + join(e.values));
       std::string* target = nullptr;
-      if (e.column == "precision") target = &row.precision;
-      else if (e.column == "task") target = &row.task;
-      else if (e.column == "optimizer") target = &row.optimizer;
-      else if (e.column == "matmul_precision") target = &row.matmul_precision;
-      else if (e.column == "conv_precision") target = &row.conv_precision;
-      else if (e.column == "amp") target = &row.amp;
-      else if (e.column == "memory_format") target = &row.memory_format;
-      else if (e.column == "attention") target = &row.attention;
-      else if (e.column == "fused_ops") target = &row.fused_ops;
-      else if (e.column == "mlm_positions") target = &row.mlm_positions;
-      else if (e.column == "includes_h2d") target = &row.includes_h2d;
-      else if (e.column == "includes_loss_and_optimizer") target = &row.includes_loss_and_optimizer;
-      else if (e.column == "confidence") target = &row.confidence;
+      if (e.column == "precision")
+        target = &row.precision;
+      else if (e.column == "task")
+        target = &row.task;
+      else if (e.column == "optimizer")
+        target = &row.optimizer;
+      else if (e.column == "matmul_precision")
+        target = &row.matmul_precision;
+      else if (e.column == "conv_precision")
+        target = &row.conv_precision;
+      else if (e.column == "amp")
+        target = &row.amp;
+      else if (e.column == "memory_format")
+        target = &row.memory_format;
+      else if (e.column == "attention")
+        target = &row.attention;
+      else if (e.column == "fused_ops")
+        target = &row.fused_ops;
+      else if (e.column == "mlm_positions")
+        target = &row.mlm_positions;
+      else if (e.column == "includes_h2d")
+        target = &row.includes_h2d;
+      else if (e.column == "includes_loss_and_optimizer")
+        target = &row.includes_loss_and_optimizer;
+      else if (e.column == "confidence")
+        target = &row.confidence;
       *target = v;
     }
     const std::string m = to_lower(get("micro_steps"));
@@ -231,8 +262,9 @@ RowProgram row_program(const StepTimeRow& row) {
   if (base == "dlrm_mlperf") {
     // The CSV's DLRM is DeepLearningExamples' (gpu_training_step_times.md:
     // ~15 GB of tables, sparse embedding gradients and updates).
-    unsup.push_back("DeepLearningExamples' DLRM (sparse embedding gradients and updates, ~15 GB of tables) is not in "
-                    "the zoo; zoo dlrm_mlperf has MLPerf's ~24 B-parameter tables with dense gradients");
+    unsup.push_back(
+        "DeepLearningExamples' DLRM (sparse embedding gradients and updates, ~15 GB of tables) is not in "
+        "the zoo; zoo dlrm_mlperf has MLPerf's ~24 B-parameter tables with dense gradients");
   } else if (row.task == "pretraining") {
     if (row.mlm_positions == "masked") {
       p.zoo_model = base + "_pretraining";
@@ -270,8 +302,8 @@ RowProgram row_program(const StepTimeRow& row) {
     unsup.push_back(fmt::format("optimizer '{}'", row.optimizer));
   }
   if (row.includes_loss_and_optimizer != "yes")
-    unsup.push_back(fmt::format("includes_loss_and_optimizer '{}': gpemu's step has both",
-                                row.includes_loss_and_optimizer));
+    unsup.push_back(
+        fmt::format("includes_loss_and_optimizer '{}': gpemu's step has both", row.includes_loss_and_optimizer));
   if (row.micro_steps == 0) unsup.push_back("micro_steps unknown");
 
   // The program variant.
@@ -280,21 +312,31 @@ RowProgram row_program(const StepTimeRow& row) {
   const bool half_mm = row.matmul_precision == "fp16" || row.matmul_precision == "bf16";
   if (row.amp == "none") {
     if (half_mm) unsup.push_back(fmt::format("matmul_precision {} without AMP", row.matmul_precision));
-    if (row.matmul_precision == "tf32") v.matmul_precision = MatmulPrecision::High;
-    else if (row.matmul_precision != "fp32") unsup.push_back(fmt::format("matmul_precision '{}'", row.matmul_precision));
+    if (row.matmul_precision == "tf32")
+      v.matmul_precision = MatmulPrecision::High;
+    else if (row.matmul_precision != "fp32")
+      unsup.push_back(fmt::format("matmul_precision '{}'", row.matmul_precision));
   } else if (row.amp == "autocast" || row.amp == "pure_half") {
     v.amp = row.amp == "autocast" ? AmpFlavour::Autocast : AmpFlavour::PureHalf;
-    if (row.matmul_precision == "bf16") v.half = HalfType::BF16;
-    else if (row.matmul_precision != "fp16") unsup.push_back(fmt::format("AMP with matmul_precision '{}'", row.matmul_precision));
+    if (row.matmul_precision == "bf16")
+      v.half = HalfType::BF16;
+    else if (row.matmul_precision != "fp16")
+      unsup.push_back(fmt::format("AMP with matmul_precision '{}'", row.matmul_precision));
   } else {
     unsup.push_back("the AMP flavour is unknown");
   }
-  if (row.conv_precision == "fp32") v.tf32_conv = false;
-  else if (row.conv_precision == "unknown") unsup.push_back("conv_precision unknown");
-  if (row.memory_format == "channels_last") v.memory_format = MemoryFormat::ChannelsLast;
-  else if (row.memory_format == "unknown") unsup.push_back("memory_format unknown");
-  if (row.attention == "fused") v.attention = AttentionKernel::Fused;
-  else if (row.attention == "unknown") unsup.push_back("attention kernel unknown");
+  if (row.conv_precision == "fp32")
+    v.tf32_conv = false;
+  else if (row.conv_precision == "unknown")
+    unsup.push_back("conv_precision unknown");
+  if (row.memory_format == "channels_last")
+    v.memory_format = MemoryFormat::ChannelsLast;
+  else if (row.memory_format == "unknown")
+    unsup.push_back("memory_format unknown");
+  if (row.attention == "fused")
+    v.attention = AttentionKernel::Fused;
+  else if (row.attention == "unknown")
+    unsup.push_back("attention kernel unknown");
   if (row.fused_ops == "some")
     approx.push_back("fused_ops 'some' (which kernels is not stated) as unfused kernels");
   else if (row.fused_ops == "most")

@@ -87,7 +87,7 @@ struct StepTimeOptions {
 struct StepTimePoint {
   StepTimeRow row;
   RowProgram program;
-  std::string family;      // zoo model family ("cnn", "transformer", "recommender", "unet")
+  std::string family;  // zoo model family ("cnn", "transformer", "recommender", "unet")
   double measured_ms = 0, predicted_ms = 0;
   std::optional<ExpectedError> expected;  // the prediction's stated error
   double signed_pct() const { return (predicted_ms / measured_ms - 1) * 100; }
@@ -98,7 +98,7 @@ struct StepTimePoint {
 
 struct StepTimeReport {
   std::string calibration_source;
-  std::vector<StepTimePoint> points;                 // compared rows, file order
+  std::vector<StepTimePoint> points;                             // compared rows, file order
   std::vector<std::pair<StepTimeRow, RowProgram>> not_compared;  // Unsupported rows (without nearest)
   ErrorStats overall;
   // by GPU, by model family, by CSV precision, by (family x precision), by
@@ -110,8 +110,7 @@ struct StepTimeReport {
 
 // Predicts every row gpemu can express (and with options.nearest the others)
 // with `calibration` and compares.
-StepTimeReport validate_step_times(const std::vector<StepTimeRow>& rows,
-                                   std::shared_ptr<const Calibration> calibration,
+StepTimeReport validate_step_times(const std::vector<StepTimeRow>& rows, std::shared_ptr<const Calibration> calibration,
                                    const StepTimeOptions& options = {});
 
 // Predicted iteration (forward + backward) milliseconds of one row's program.

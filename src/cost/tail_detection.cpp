@@ -30,8 +30,7 @@ std::size_t extrapolated_tail_start(std::span<const ProfilePoint> rows, double r
   // through many almost-equal slopes cannot pass for a line.
   const double reference = slope(rows[n - 2], rows[n - 1]);
   std::size_t start = n - 2;  // rows[start..n-1] are collinear
-  while (start > 0 && same_slope(slope(rows[start - 1], rows[start]), reference, rel_tolerance))
-    --start;
+  while (start > 0 && same_slope(slope(rows[start - 1], rows[start]), reference, rel_tolerance)) --start;
   std::size_t length = n - start;
   if (length < 3 || start == 0) return n;
   return start;

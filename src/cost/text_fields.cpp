@@ -2,9 +2,9 @@
 
 #include <cctype>
 #include <cerrno>
-#include <cstring>
 #include <charconv>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -56,8 +56,7 @@ std::optional<double> parse_number(std::string_view s) {
 }
 
 std::optional<int> batch_size_from_double(double v) {
-  if (!std::isfinite(v) || v < 1 || v > std::numeric_limits<int>::max() || v != std::floor(v))
-    return std::nullopt;
+  if (!std::isfinite(v) || v < 1 || v > std::numeric_limits<int>::max() || v != std::floor(v)) return std::nullopt;
   return static_cast<int>(v);
 }
 
@@ -85,7 +84,8 @@ std::string read_text_file(const std::string& path) {
   errno = 0;
   std::ifstream in(path, std::ios::binary);
   // std::ifstream keeps the OS reason in errno (libstdc++ opens with fopen).
-  if (!in) throw InputError(fmt::format("{}: cannot open file for reading: {}", path, std::strerror(errno ? errno : EIO)));
+  if (!in)
+    throw InputError(fmt::format("{}: cannot open file for reading: {}", path, std::strerror(errno ? errno : EIO)));
   std::ostringstream text;
   text << in.rdbuf();
   if (in.bad()) throw InputError(fmt::format("{}: read error", path));

@@ -23,9 +23,7 @@ inline constexpr double kMaxProfileSeconds = kMaxInputSeconds;
 inline constexpr double kMaxProfileMiB = 1e9;
 inline constexpr double kMaxProfileCv = 1.0;
 
-inline std::uint64_t mib_to_bytes(double mib) {
-  return static_cast<std::uint64_t>(std::llround(mib * kBytesPerMiB));
-}
+inline std::uint64_t mib_to_bytes(double mib) { return static_cast<std::uint64_t>(std::llround(mib * kBytesPerMiB)); }
 
 inline void require_batch_size(int batch_size) {
   if (batch_size < 1)

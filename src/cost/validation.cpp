@@ -14,8 +14,8 @@
 
 #include <fmt/format.h>
 
-#include "gpemu/caching_allocator.h"
 #include "common/stats.h"
+#include "gpemu/caching_allocator.h"
 #include "gpemu/device.h"
 #include "gpemu/error.h"
 #include "gpemu/pcie.h"
@@ -39,9 +39,8 @@ double ValidationPoint::ape_pct() const { return std::abs(predicted - measured) 
 
 namespace {
 
-constexpr ValidationPhase kPhases[] = {ValidationPhase::Forward, ValidationPhase::Backward,
-                                       ValidationPhase::Iteration, ValidationPhase::Transfer,
-                                       ValidationPhase::PeakMemory};
+constexpr ValidationPhase kPhases[] = {ValidationPhase::Forward, ValidationPhase::Backward, ValidationPhase::Iteration,
+                                       ValidationPhase::Transfer, ValidationPhase::PeakMemory};
 
 // ---- OOM margin fit ----------------------------------------------------------
 
@@ -134,8 +133,7 @@ void check_oom(OomCheck& oc, const OomJob& job, const ValidationOptions& options
 // Calls f(0..n-1) on up to hardware_concurrency threads (at most 8); the
 // first exception is rethrown after all threads stop.
 void run_parallel(std::size_t n, const std::function<void(std::size_t)>& f) {
-  const std::size_t threads =
-      std::min<std::size_t>({n, std::max(1u, std::thread::hardware_concurrency()), 8});
+  const std::size_t threads = std::min<std::size_t>({n, std::max(1u, std::thread::hardware_concurrency()), 8});
   if (threads <= 1) {
     for (std::size_t i = 0; i < n; ++i) f(i);
     return;
@@ -261,21 +259,21 @@ ValidationReport validate(const ProfileDatabase& profiles, std::shared_ptr<const
     std::map<int, std::pair<double, double>> fwd_at, bwd_at;  // batch -> (measured, predicted)
     for (std::size_t i = 0; i < fwd.size(); ++i) {
       if (!(p.forward_s[i].value > 0)) continue;
-      points.push_back({p.gpu, p.model, ValidationPhase::Forward, p.forward_s[i].batch_size, p.forward_s[i].value,
-                        fwd[i]});
+      points.push_back(
+          {p.gpu, p.model, ValidationPhase::Forward, p.forward_s[i].batch_size, p.forward_s[i].value, fwd[i]});
       fwd_at[p.forward_s[i].batch_size] = {p.forward_s[i].value, fwd[i]};
     }
     for (std::size_t i = 0; i < bwd.size(); ++i) {
       if (!(p.backward_s[i].value > 0)) continue;
-      points.push_back({p.gpu, p.model, ValidationPhase::Backward, p.backward_s[i].batch_size,
-                        p.backward_s[i].value, bwd[i]});
+      points.push_back(
+          {p.gpu, p.model, ValidationPhase::Backward, p.backward_s[i].batch_size, p.backward_s[i].value, bwd[i]});
       bwd_at[p.backward_s[i].batch_size] = {p.backward_s[i].value, bwd[i]};
     }
     for (const auto& [b, fm] : fwd_at) {
       auto it = bwd_at.find(b);
       if (it == bwd_at.end()) continue;
-      points.push_back({p.gpu, p.model, ValidationPhase::Iteration, b, fm.first + it->second.first,
-                        fm.second + it->second.second});
+      points.push_back(
+          {p.gpu, p.model, ValidationPhase::Iteration, b, fm.first + it->second.first, fm.second + it->second.second});
     }
 
     // Transfer: the PCIe model for the host memory the rows were copied from.
@@ -286,7 +284,8 @@ ValidationReport validate(const ProfileDatabase& profiles, std::shared_ptr<const
       for (const ProfilePoint& pt : p.transfer_s) {
         if (!(pt.value > 0)) continue;
         const double bytes = static_cast<double>(per_sample) * pt.batch_size;
-        const double s = to_seconds(pcie.latency(p.transfer_host_memory)) + bytes / (pcie.gbs(p.transfer_host_memory) * 1e9);
+        const double s =
+            to_seconds(pcie.latency(p.transfer_host_memory)) + bytes / (pcie.gbs(p.transfer_host_memory) * 1e9);
         points.push_back({p.gpu, p.model, ValidationPhase::Transfer, pt.batch_size, pt.value, s});
       }
     }
@@ -318,9 +317,7 @@ ValidationReport validate(const ProfileDatabase& profiles, std::shared_ptr<const
   }
 
   // OOM decisions: independent replays per pair, run on several threads.
-  run_parallel(rep.oom.size(), [&](std::size_t i) {
-    check_oom(rep.oom[i], oom_jobs[i], options, oom_ro);
-  });
+  run_parallel(rep.oom.size(), [&](std::size_t i) { check_oom(rep.oom[i], oom_jobs[i], options, oom_ro); });
 
   // Statistics.
   std::map<std::pair<std::string, ValidationPhase>, std::pair<std::vector<double>, std::vector<double>>> by_gpu,
@@ -340,9 +337,8 @@ ValidationReport validate(const ProfileDatabase& profiles, std::shared_ptr<const
     std::vector<ValidationPoint> w;
     for (const ValidationPoint& pt : points)
       if (pt.phase == ph) w.push_back(pt);
-    std::sort(w.begin(), w.end(), [](const ValidationPoint& a, const ValidationPoint& b) {
-      return a.ape_pct() > b.ape_pct();
-    });
+    std::sort(w.begin(), w.end(),
+              [](const ValidationPoint& a, const ValidationPoint& b) { return a.ape_pct() > b.ape_pct(); });
     if (w.size() > static_cast<std::size_t>(options.worst_cases)) w.resize(options.worst_cases);
     if (!w.empty()) rep.worst[ph] = std::move(w);
   }
@@ -521,20 +517,22 @@ void print_validation(const ValidationReport& r, std::ostream& out) {
     for (const ValidationPoint& p : v)
       out << fmt::format("  {:<11} {:<16} {:<20} b{:<4} measured {:.4g} predicted {:.4g} ({:+.0f}%)\n", to_string(ph),
                          p.gpu, p.model, p.batch_size, p.measured, p.predicted, (p.predicted / p.measured - 1) * 100);
-  out << fmt::format("\nOOM decisions: {:.1f}% of batch sizes agree; predicted boundary exact for {:.1f}% of {} "
-                     "GPU/model pairs, within 2 batches for {:.1f}%, within 2% for {:.1f}%; median error of the "
-                     "largest batch {:+.1f}%\n",
-                     r.oom_agreement_pct, r.oom_exact_pct, r.oom.size(), r.oom_within_2_batches_pct,
-                     r.oom_within_2pct_pct, r.oom_median_error_pct);
+  out << fmt::format(
+      "\nOOM decisions: {:.1f}% of batch sizes agree; predicted boundary exact for {:.1f}% of {} "
+      "GPU/model pairs, within 2 batches for {:.1f}%, within 2% for {:.1f}%; median error of the "
+      "largest batch {:+.1f}%\n",
+      r.oom_agreement_pct, r.oom_exact_pct, r.oom.size(), r.oom_within_2_batches_pct, r.oom_within_2pct_pct,
+      r.oom_median_error_pct);
   for (const auto& [gpu, t] : oom_per_gpu(r.oom))
     out << fmt::format("  {:<22} {:>3} pairs: exact {:5.1f}%, within 2 batches {:5.1f}%, within 2% {:5.1f}%\n", gpu,
                        t.pairs, t.pct(t.exact), t.pct(t.within_2_batches), t.pct(t.within_2pct));
   if (r.oom_fit.computed) {
     const OomMarginFit& f = r.oom_fit;
-    out << fmt::format("  workspace/fragmentation margin {:.2f}%: boundary exact for {}/{} pairs; refitted here: "
-                       "best {:.2f}% (range {:.2f}-{:.2f}%), {}/{} in-sample",
-                       100 * f.used_margin, f.exact_at_used, f.pairs, 100 * f.best_margin, 100 * f.best_lo,
-                       100 * f.best_hi, f.exact_at_best, f.pairs);
+    out << fmt::format(
+        "  workspace/fragmentation margin {:.2f}%: boundary exact for {}/{} pairs; refitted here: "
+        "best {:.2f}% (range {:.2f}-{:.2f}%), {}/{} in-sample",
+        100 * f.used_margin, f.exact_at_used, f.pairs, 100 * f.best_margin, 100 * f.best_lo, 100 * f.best_hi,
+        f.exact_at_best, f.pairs);
     if (!f.held_out.empty()) {
       out << fmt::format("; one GPU left out: {}/{} held-out (", f.exact_held_out, f.pairs);
       for (std::size_t i = 0; i < f.held_out.size(); ++i)
@@ -586,9 +584,11 @@ std::string validation_svg(const ValidationReport& r) {
     auto Y = [&](double v) { return y0 - (std::log10(v) - l0) / span * size; };
     double med = 0;
     if (auto it = r.per_gpu.find(gpu); it != r.per_gpu.end())
-      if (auto jt = it->second.find(ValidationPhase::Iteration); jt != it->second.end()) med = jt->second.median_ape_pct;
-    s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-size=\"12\">{} (median APE {:.1f}%, n={})</text>\n",
-                     x0 + size / 2, oy + 14, gpu, med, pts.size());
+      if (auto jt = it->second.find(ValidationPhase::Iteration); jt != it->second.end())
+        med = jt->second.median_ape_pct;
+    s += fmt::format(
+        "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-size=\"12\">{} (median APE {:.1f}%, n={})</text>\n",
+        x0 + size / 2, oy + 14, gpu, med, pts.size());
     s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#888\"/>\n", x0,
                      y0 - size, size, size);
     for (double d = l0; d <= l0 + span + 1e-9; d += 1) {
@@ -599,14 +599,16 @@ std::string validation_svg(const ValidationReport& r) {
       s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", X(v), y0 + 14, label);
       s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n", x0 - 4, Y(v) + 4, label);
     }
-    s += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#c00\" stroke-width=\"1.5\"/>\n", X(std::pow(10.0, l0)),
-                     Y(std::pow(10.0, l0)), X(std::pow(10.0, l0 + span)), Y(std::pow(10.0, l0 + span)));
+    s += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#c00\" stroke-width=\"1.5\"/>\n",
+                     X(std::pow(10.0, l0)), Y(std::pow(10.0, l0)), X(std::pow(10.0, l0 + span)),
+                     Y(std::pow(10.0, l0 + span)));
     for (const ValidationPoint* p : pts)
       s += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"1.6\" fill=\"#1f77b4\" fill-opacity=\"0.5\"/>\n",
                        X(p->measured), Y(p->predicted));
     s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">measured</text>\n", x0 + size / 2, y0 + 32);
-    s += fmt::format("<text x=\"{0}\" y=\"{1}\" text-anchor=\"middle\" transform=\"rotate(-90 {0} {1})\">predicted</text>\n",
-                     x0 - 44, y0 - size / 2);
+    s += fmt::format(
+        "<text x=\"{0}\" y=\"{1}\" text-anchor=\"middle\" transform=\"rotate(-90 {0} {1})\">predicted</text>\n",
+        x0 - 44, y0 - size / 2);
   }
   s += "</svg>\n";
   return s;

@@ -106,9 +106,8 @@ CrossValidation cross_validate(const std::vector<TimeSample>& samples, const Cro
     std::map<FallbackRule, ApeLists> pooled;
     for (const std::string& held : gpus) {
       const std::string fam = find_gpu(held).architecture;
-      const std::vector<TimeSample> train = subset([&](const TimeSample& s) {
-        return s.gpu != held && find_gpu(s.gpu).architecture != fam;
-      });
+      const std::vector<TimeSample> train =
+          subset([&](const TimeSample& s) { return s.gpu != held && find_gpu(s.gpu).architecture != fam; });
       const std::vector<TimeSample> test = subset([&](const TimeSample& s) { return s.gpu == held; });
       if (train.empty()) continue;
       Calibration c = calibrate(train, options.calibration);
@@ -138,15 +137,17 @@ CrossValidation cross_validate(const std::vector<TimeSample>& samples, const Cro
       for (std::size_t i = 0; i < names.size(); ++i)
         if (static_cast<int>(i % options.model_folds) == k) held.insert(names[i]);
       fold.models.assign(held.begin(), held.end());
-      const Calibration c = calibrate(
-          subset([&](const TimeSample& s) { return !held.count(canonical_model_name(s.model)); }), options.calibration);
+      const Calibration c =
+          calibrate(subset([&](const TimeSample& s) { return !held.count(canonical_model_name(s.model)); }),
+                    options.calibration);
       const std::vector<TimeSample> test =
           subset([&](const TimeSample& s) { return held.count(canonical_model_name(s.model)) > 0; });
       ApeLists fa;
       for (const std::string& g : gpus) {
         const ApeLists a = time_apes(c, subset([&](const TimeSample& s) {
                                        return s.gpu == g && held.count(canonical_model_name(s.model)) > 0;
-                                     }), mo);
+                                     }),
+                                     mo);
         if (a.forward.empty() && a.backward.empty()) continue;
         fold.per_gpu[g] = a.medians();
         fa.append(a);

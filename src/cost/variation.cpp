@@ -13,22 +13,22 @@
 
 namespace gpemu {
 
-Variation::Variation(VariationOptions options, std::uint64_t stream)
-    : options_(options), stream_(stream) {
+Variation::Variation(VariationOptions options, std::uint64_t stream) : options_(options), stream_(stream) {
   if (!std::isfinite(options.cv) || options.cv < 0)
     throw InputError(fmt::format("variation cv {} is invalid: expected a number >= 0 (0.01 = 1%)", options.cv));
   if (!std::isfinite(options.clip_sigma) || options.clip_sigma <= 0)
-    throw InputError(fmt::format("variation clip_sigma {} is invalid: expected a number > 0",
-                                 options.clip_sigma));
+    throw InputError(fmt::format("variation clip_sigma {} is invalid: expected a number > 0", options.clip_sigma));
   if (!std::isfinite(options.warmup_factor) || options.warmup_factor <= 0)
-    throw InputError(fmt::format("variation warmup_factor {} is invalid: expected a number > 0 (1 = no "
-                                 "warm-up)",
-                                 options.warmup_factor));
+    throw InputError(
+        fmt::format("variation warmup_factor {} is invalid: expected a number > 0 (1 = no "
+                    "warm-up)",
+                    options.warmup_factor));
 }
 
 double Variation::standard_normal(std::int64_t iteration) const {
   using common::splitmix64;
-  std::uint64_t key = splitmix64(splitmix64(splitmix64(options_.seed) ^ stream_) ^ static_cast<std::uint64_t>(iteration));
+  std::uint64_t key =
+      splitmix64(splitmix64(splitmix64(options_.seed) ^ stream_) ^ static_cast<std::uint64_t>(iteration));
   std::uint64_t a = splitmix64(key);
   std::uint64_t b = splitmix64(a);
   double z = common::box_muller(common::unit_open_closed(a), common::unit_closed_open(b));

@@ -189,10 +189,12 @@ MemoryReplay replay_memory(const ModelGraph& model, Shape shape, std::uint64_t c
   return r;
 }
 
-std::int64_t max_batch(std::uint64_t capacity_bytes, const ModelGraph& model, Shape shape,
-                       const ReplayOptions& options, std::int64_t limit) {
+std::int64_t max_batch(std::uint64_t capacity_bytes, const ModelGraph& model, Shape shape, const ReplayOptions& options,
+                       std::int64_t limit) {
   if (limit < 1) return 0;
-  auto fits = [&](std::int64_t b) { return replay_memory(model, Shape{b, shape.seq_len}, capacity_bytes, options).fits; };
+  auto fits = [&](std::int64_t b) {
+    return replay_memory(model, Shape{b, shape.seq_len}, capacity_bytes, options).fits;
+  };
   if (!fits(1)) return 0;
   std::int64_t lo = 1, hi = 0;  // lo fits; hi (when > 0) does not
   for (std::int64_t b = 2;; b *= 2) {
@@ -233,17 +235,16 @@ bool apply_zoo_memory(StepCost& cost, std::string_view model, int batch_size, co
     return false;
   const ModelGraph* g = find_model(model);
   if (!g) return false;
-  if (batch_size < 1)
-    throw InputError(fmt::format("batch size {} is impossible: it must be at least 1", batch_size));
+  if (batch_size < 1) throw InputError(fmt::format("batch size {} is impossible: it must be at least 1", batch_size));
   const MemoryReplay r = replay_memory(*g, Shape{batch_size, seq_len}, CachingAllocator::kUnlimited, options);
   cost.persistent_bytes = r.persistent_bytes;
   cost.peak_bytes = r.peak_allocated_bytes;
   cost.peak_reserved_bytes = r.peak_reserved_bytes;
   cost.input_bytes_per_sample = g->input_bytes_per_sample(r.shape.seq_len);
   cost.memory_provenance = Provenance::Estimated;
-  std::string sentence = fmt::format("memory: model-zoo tensor replay ({}, {}{})", to_string(options.precision),
-                                     to_string(options.optimizer),
-                                     g->has_seq_len() ? fmt::format(", seq_len {}", r.shape.seq_len) : "");
+  std::string sentence =
+      fmt::format("memory: model-zoo tensor replay ({}, {}{})", to_string(options.precision),
+                  to_string(options.optimizer), g->has_seq_len() ? fmt::format(", seq_len {}", r.shape.seq_len) : "");
   // Applying again (other options) replaces the earlier sentence.
   constexpr std::string_view kLead = "memory: model-zoo tensor replay (";
   if (auto at = cost.note.find(kLead); at != std::string::npos) {

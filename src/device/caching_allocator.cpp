@@ -96,9 +96,7 @@ bool CachingAllocator::BlockOrder::operator()(const Block* a, const Block* b) co
   return a->address < b->address;
 }
 
-CachingAllocator::Block* CachingAllocator::new_block() {
-  return new (arena_.allocate(sizeof(Block))) Block{};
-}
+CachingAllocator::Block* CachingAllocator::new_block() { return new (arena_.allocate(sizeof(Block))) Block{}; }
 
 void CachingAllocator::delete_block(Block* b) noexcept {
   static_assert(std::is_trivially_destructible_v<Block>);
@@ -112,10 +110,10 @@ CachingAllocator::CachingAllocator(Options options)
       live_(0, std::hash<Ptr>{}, std::equal_to<Ptr>{}, LiveMap::allocator_type(&arena_)),
       next_address_(kFirstAddress) {
   if (options_.max_split_size_bytes <= kLargeBuffer) {
-    throw InputError(fmt::format(
-        "caching allocator: max_split_size_bytes {} is too small; it must be above {} (20 MiB), "
-        "or unlimited (the default)",
-        options_.max_split_size_bytes, kLargeBuffer));
+    throw InputError(
+        fmt::format("caching allocator: max_split_size_bytes {} is too small; it must be above {} (20 MiB), "
+                    "or unlimited (the default)",
+                    options_.max_split_size_bytes, kLargeBuffer));
   }
 }
 
@@ -167,8 +165,7 @@ CachingAllocator::Ptr CachingAllocator::allocate(std::uint64_t bytes, int stream
   if (should_split(*block, size)) {
     // The request takes the low end; the rest stays cached.
     Block* rest = new_block();
-    *rest = Block{block->address + size, block->size - size, 0, stream, small, false, block,
-                  block->next};
+    *rest = Block{block->address + size, block->size - size, 0, stream, small, false, block, block->next};
     if (block->next != nullptr) block->next->prev = rest;
     block->next = rest;
     block->size = size;
@@ -233,8 +230,7 @@ AllocatorSnapshot CachingAllocator::snapshot() const {
   snap.next_address = next_address_;
   snap.blocks.reserve(small_pool_.size() + large_pool_.size() + live_.size());
   auto add = [&](const Block* b) {
-    snap.blocks.push_back({b->address, b->size, b->requested, b->stream, b->small, b->live,
-                           b->prev == nullptr});
+    snap.blocks.push_back({b->address, b->size, b->requested, b->stream, b->small, b->live, b->prev == nullptr});
   };
   // Address order without sorting every block: segments in address order,
   // each walked along its block list (blocks partition their segment).
@@ -246,8 +242,7 @@ AllocatorSnapshot CachingAllocator::snapshot() const {
     if (b->prev == nullptr) segments.push_back(b);
   for (const auto& entry : live_)
     if (entry.second->prev == nullptr) segments.push_back(entry.second);
-  std::sort(segments.begin(), segments.end(),
-            [](const Block* a, const Block* b) { return a->address < b->address; });
+  std::sort(segments.begin(), segments.end(), [](const Block* a, const Block* b) { return a->address < b->address; });
   for (const Block* s : segments)
     for (const Block* b = s; b != nullptr; b = b->next) add(b);
   return snap;
@@ -265,8 +260,7 @@ std::uint64_t CachingAllocator::block_size(Ptr p) const {
   return live_block(p, "block_size")->size;
 }
 
-CachingAllocator::Block* CachingAllocator::find_cached(Pool& pool, int stream,
-                                                       std::uint64_t size) {
+CachingAllocator::Block* CachingAllocator::find_cached(Pool& pool, int stream, std::uint64_t size) {
   Block key;
   key.stream = stream;
   key.size = size;
@@ -284,8 +278,7 @@ CachingAllocator::Block* CachingAllocator::find_cached(Pool& pool, int stream,
   return block;
 }
 
-CachingAllocator::Block* CachingAllocator::reserve_segment(bool small, int stream,
-                                                           std::uint64_t size) {
+CachingAllocator::Block* CachingAllocator::reserve_segment(bool small, int stream, std::uint64_t size) {
   const std::uint64_t bytes = segment_size(size);
   if (bytes > options_.capacity_bytes - stats_.reserved_bytes) return nullptr;
   if (bytes > kMax - next_address_) return nullptr;  // emulated address space exhausted
@@ -361,19 +354,18 @@ std::string CachingAllocator::oom_message(std::uint64_t segment_bytes) const {
       "{} free; {} reserved in total by PyTorch) If reserved memory is >> allocated memory try "
       "setting max_split_size_mb to avoid fragmentation.",
       format_size(segment_bytes), options_.device_name, format_size(options_.capacity_bytes),
-      format_size(stats_.allocated_bytes),
-      format_size(options_.capacity_bytes - stats_.reserved_bytes),
+      format_size(stats_.allocated_bytes), format_size(options_.capacity_bytes - stats_.reserved_bytes),
       format_size(stats_.reserved_bytes));
 }
 
 CachingAllocator::Block* CachingAllocator::live_block(Ptr p, const char* caller) const {
   auto it = live_.find(p);
   if (it == live_.end()) {
-    throw std::invalid_argument(fmt::format(
-        "caching allocator ({}): {}(0x{:x}): not the address of a live allocation of this "
-        "allocator (freed twice, never allocated here, or not the start of a block); expected "
-        "an address returned by allocate() and not yet freed",
-        options_.device_name, caller, p));
+    throw std::invalid_argument(
+        fmt::format("caching allocator ({}): {}(0x{:x}): not the address of a live allocation of this "
+                    "allocator (freed twice, never allocated here, or not the start of a block); expected "
+                    "an address returned by allocate() and not yet freed",
+                    options_.device_name, caller, p));
   }
   return it->second;
 }

@@ -60,10 +60,8 @@ Device::Device(Timeline& timeline, const GpuSpec& spec, DeviceOptions options)
       allocator_(allocator_options(spec, context_reserve_, options)) {
   // A dedicated link carries only this device's copies, which its copy
   // engine serialises, so transfers over it resolve on issue.
-  if (!link_h2d_)
-    link_h2d_ = &timeline.add_link(fmt::format("GPU{} PCIe H2D", index_), pcie_.pinned_gbs * 1e9, false);
-  if (!link_d2h_)
-    link_d2h_ = &timeline.add_link(fmt::format("GPU{} PCIe D2H", index_), pcie_.pinned_gbs * 1e9, false);
+  if (!link_h2d_) link_h2d_ = &timeline.add_link(fmt::format("GPU{} PCIe H2D", index_), pcie_.pinned_gbs * 1e9, false);
+  if (!link_d2h_) link_d2h_ = &timeline.add_link(fmt::format("GPU{} PCIe D2H", index_), pcie_.pinned_gbs * 1e9, false);
   streams_.push_back(Stream(this, 0, false));
 }
 

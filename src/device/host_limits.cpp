@@ -43,18 +43,25 @@ std::uint64_t parse_byte_size(std::string_view text, std::string_view what) {
   }
   std::string unit = s.substr(pos);
   for (auto& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  if (unit.ends_with("IB")) unit.resize(unit.size() - 2);
-  else if (unit.ends_with("B")) unit.pop_back();
+  if (unit.ends_with("IB"))
+    unit.resize(unit.size() - 2);
+  else if (unit.ends_with("B"))
+    unit.pop_back();
   double mult = 1;
-  if (unit == "K") mult = 1024.0;
-  else if (unit == "M") mult = 1024.0 * 1024;
-  else if (unit == "G") mult = 1024.0 * 1024 * 1024;
-  else if (!unit.empty()) throw bad();
+  if (unit == "K")
+    mult = 1024.0;
+  else if (unit == "M")
+    mult = 1024.0 * 1024;
+  else if (unit == "G")
+    mult = 1024.0 * 1024 * 1024;
+  else if (!unit.empty())
+    throw bad();
   if (!(v >= 0) || !std::isfinite(v)) throw bad();
   const double bytes = v * mult;
   if (bytes > static_cast<double>(kMaxByteSize))
     throw InputError(fmt::format("{} '{}' is too large: at most {} bytes (1 PiB)", what, text, kMaxByteSize));
-  if (bytes > 0 && bytes < 1) throw InputError(fmt::format("{} '{}' is less than one byte: give 0 or at least 1", what, text));
+  if (bytes > 0 && bytes < 1)
+    throw InputError(fmt::format("{} '{}' is less than one byte: give 0 or at least 1", what, text));
   return static_cast<std::uint64_t>(bytes);
 }
 

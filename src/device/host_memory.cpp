@@ -29,9 +29,7 @@ std::string memlock_limit_text() {
 
 }  // namespace
 
-std::string_view to_string(HostMemoryKind k) {
-  return k == HostMemoryKind::Pinned ? "pinned" : "pageable";
-}
+std::string_view to_string(HostMemoryKind k) { return k == HostMemoryKind::Pinned ? "pinned" : "pageable"; }
 
 HostBuffer::HostBuffer(std::size_t bytes, HostMemoryKind kind, PinMode mode) : size_(bytes), kind_(kind) {
   if (bytes == 0) return;
@@ -43,11 +41,11 @@ HostBuffer::HostBuffer(std::size_t bytes, HostMemoryKind kind, PinMode mode) : s
     if (mlock(p, bytes) != 0) {
       int err = errno;
       munmap(p, bytes);
-      throw ResourceError(fmt::format(
-          "cannot lock {} bytes of pinned host memory: {} (RLIMIT_MEMLOCK is {}, {} bytes already pinned "
-          "by gpemu); raise the limit (ulimit -l unlimited, or LimitMEMLOCK= in systemd) or use "
-          "--pin-mode account to count pinned memory without locking it",
-          bytes, std::strerror(err), memlock_limit_text(), g_pinned_bytes.load()));
+      throw ResourceError(
+          fmt::format("cannot lock {} bytes of pinned host memory: {} (RLIMIT_MEMLOCK is {}, {} bytes already pinned "
+                      "by gpemu); raise the limit (ulimit -l unlimited, or LimitMEMLOCK= in systemd) or use "
+                      "--pin-mode account to count pinned memory without locking it",
+                      bytes, std::strerror(err), memlock_limit_text(), g_pinned_bytes.load()));
     }
     data_ = static_cast<std::byte*>(p);
     mapped_ = true;

@@ -16,10 +16,10 @@ struct PendingOp {
   std::uint64_t seq = 0;  // issue order
   Time lower_bound = 0;
   Duration duration = 0;
-  int link = -1;          // index into the timeline's links; -1 for fixed-cost ops
-  int link2 = -1;         // a second link crossed at the same time, or -1
+  int link = -1;   // index into the timeline's links; -1 for fixed-cost ops
+  int link2 = -1;  // a second link crossed at the same time, or -1
   double bytes = 0;
-  double cap = 0;         // bytes per ns
+  double cap = 0;                                // bytes per ns
   std::vector<std::shared_ptr<PendingOp>> deps;  // those still pending at issue
   // Pending operations that list this one in deps: told when its end becomes
   // known, so the simulation never scans for what became determinable.
@@ -41,9 +41,9 @@ struct PendingOp {
   bool s_start_known = false, s_end_known = false, s_joined = false;
   Time s_start = 0, s_end = 0, s_join_at = 0, s_finish_at = 0;
   double s_remaining = 0, s_rate = 0;
-  Time s_rem_t = 0;   // the time s_remaining refers to
+  Time s_rem_t = 0;            // the time s_remaining refers to
   double s_share[2] = {0, 0};  // rate granted by the last water-fill of link, link2
-  int s_unknown = 0;  // deps whose end the simulation does not know yet
+  int s_unknown = 0;           // deps whose end the simulation does not know yet
 };
 
 }  // namespace detail
@@ -58,10 +58,10 @@ using detail::PendingOp;
 // O(log events + flows on the touched links), so a resolution is near-linear
 // in the operations and concurrent transfers it covers.
 struct Timeline::Sim {
-  bool valid = false;  // the state below continues the last resolution
-  Time now = -1;       // the now that resolution committed at
-  Time t = 0;          // simulated up to here
-  std::size_t unknown = 0;  // pending operations whose end is not known yet
+  bool valid = false;                           // the state below continues the last resolution
+  Time now = -1;                                // the now that resolution committed at
+  Time t = 0;                                   // simulated up to here
+  std::size_t unknown = 0;                      // pending operations whose end is not known yet
   std::vector<std::vector<PendingOp*>> active;  // per link: joined, unfinished flows
   std::vector<std::uint64_t> version;           // per link: bumped by every water-fill
   std::vector<char> dirty;
@@ -106,8 +106,8 @@ double per_ns(double bytes_per_s) { return bytes_per_s * 1e-9; }
 }  // namespace
 
 void Timeline::record_locked(const TraceTag& tag, Time start, Time end) {
-  records_.push_back(TraceRecord{std::string(tag.name), std::string(tag.category), tag.device, tag.stream,
-                                 tag.engine, start, end});
+  records_.push_back(
+      TraceRecord{std::string(tag.name), std::string(tag.category), tag.device, tag.stream, tag.engine, start, end});
 }
 
 const std::string* Timeline::intern_locked(std::string_view s) {
@@ -460,7 +460,8 @@ Time Timeline::resolve_locked(PendingOp* target, bool to_end) {
   }
   if (!finished_by_now.empty()) {
     for (PendingOp* op : finished_by_now) finalize_locked(*op);
-    std::erase_if(pending_, [](const std::shared_ptr<PendingOp>& p) { return p->final.load(std::memory_order_relaxed); });
+    std::erase_if(pending_,
+                  [](const std::shared_ptr<PendingOp>& p) { return p->final.load(std::memory_order_relaxed); });
   }
   return result;
 }

@@ -35,15 +35,21 @@ void write_chrome_trace(const std::vector<TraceRecord>& records, const std::vect
     pids.insert(pid);
     auto emit = [&](int tid) {
       tracks.emplace(pid, tid);
-      events.push_back({{"ph", "X"}, {"name", r.name}, {"cat", r.category}, {"pid", pid}, {"tid", tid},
-                        {"ts", us(r.start)}, {"dur", us(r.end - r.start)}});
+      events.push_back({{"ph", "X"},
+                        {"name", r.name},
+                        {"cat", r.category},
+                        {"pid", pid},
+                        {"tid", tid},
+                        {"ts", us(r.start)},
+                        {"dur", us(r.end - r.start)}});
     };
     if (r.engine >= 0) emit(r.engine);
     if (r.stream >= 0) emit(kStreamTrackBase + r.stream);
   }
   for (const TraceDeviceName& d : devices) {
     events.push_back(meta("process_name", d.device + 1, 0, d.name));
-    events.push_back({{"ph", "M"}, {"name", "process_sort_index"}, {"pid", d.device + 1}, {"args", {{"sort_index", d.device + 1}}}});
+    events.push_back(
+        {{"ph", "M"}, {"name", "process_sort_index"}, {"pid", d.device + 1}, {"args", {{"sort_index", d.device + 1}}}});
   }
   for (auto [pid, tid] : tracks) {
     std::string name = tid < kStreamTrackBase ? fmt::format("{} engine", to_string(static_cast<Engine>(tid)))
@@ -58,8 +64,13 @@ void write_chrome_trace(const std::vector<TraceRecord>& records, const std::vect
     if (fresh) events.push_back(meta("process_name", it->second, 0, s.process));
     if (host_tracks.emplace(it->second, s.thread).second)
       events.push_back(meta("thread_name", it->second, s.thread, fmt::format("{} {}", s.process, s.thread)));
-    events.push_back({{"ph", "X"}, {"name", s.name}, {"cat", s.category}, {"pid", it->second}, {"tid", s.thread},
-                      {"ts", us(s.start)}, {"dur", us(s.end - s.start)}});
+    events.push_back({{"ph", "X"},
+                      {"name", s.name},
+                      {"cat", s.category},
+                      {"pid", it->second},
+                      {"tid", s.thread},
+                      {"ts", us(s.start)},
+                      {"dur", us(s.end - s.start)}});
   }
   nlohmann::json doc = {{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}};
   out << doc.dump() << '\n';

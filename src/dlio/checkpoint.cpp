@@ -15,13 +15,13 @@
 
 #include <fmt/format.h>
 
-#include "common/random.h"
-#include "gpemu/dlio/figures.h"
 #include "common/atomic_file.h"
-#include "common/interrupt.h"
-#include "dlio/free_space.h"
 #include "common/checked.h"
 #include "common/fs_errors.h"
+#include "common/interrupt.h"
+#include "common/random.h"
+#include "dlio/free_space.h"
+#include "gpemu/dlio/figures.h"
 #include "gpemu/error.h"
 
 namespace gpemu::dlio {
@@ -88,8 +88,8 @@ std::vector<CheckpointFile> checkpoint_files(const DlioWorkload& w, int rank, in
     const int stage = (rank / tp) % pp;
     const int first = stage * layers / pp;
     const int last = (stage + 1) * layers / pp;
-    const std::uint64_t elements = (sum(m.layer_parameters) + static_cast<std::uint64_t>(tp) - 1) /
-                                   static_cast<std::uint64_t>(tp);
+    const std::uint64_t elements =
+        (sum(m.layer_parameters) + static_cast<std::uint64_t>(tp) - 1) / static_cast<std::uint64_t>(tp);
     const std::uint64_t bytes = elements * static_cast<std::uint64_t>(bytes_per_element(m.model_datatype));
     for (int l = first; l < last; ++l) {
       files.push_back(CheckpointFile{dir / fmt::format("rank{}-layer{}-model.bin", rank, l), bytes, "layer"});
@@ -216,9 +216,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-double gbs(std::uint64_t bytes, double seconds) {
-  return seconds > 0 ? static_cast<double>(bytes) / 1e9 / seconds : 0;
-}
+double gbs(std::uint64_t bytes, double seconds) { return seconds > 0 ? static_cast<double>(bytes) / 1e9 / seconds : 0; }
 
 void read_files(const DlioWorkload& w, const Prepared& p, bool verify, CheckpointResult& r) {
   const Content content(static_cast<std::uint64_t>(w.train.seed), w.checkpoint.randomize_tensor);
@@ -229,8 +227,8 @@ void read_files(const DlioWorkload& w, const Prepared& p, bool verify, Checkpoin
     Fd fd{::open(f.path.c_str(), O_RDONLY | O_CLOEXEC)};
     if (fd.fd < 0) {
       const int err = errno;
-      throw InputError(fmt::format("checkpoint file '{}' cannot be opened for reading: {}", f.path.string(),
-                                   os_error(err)));
+      throw InputError(
+          fmt::format("checkpoint file '{}' cannot be opened for reading: {}", f.path.string(), os_error(err)));
     }
     struct stat st {};
     if (::fstat(fd.fd, &st) == 0 && static_cast<std::uint64_t>(st.st_size) != f.bytes) {
@@ -263,8 +261,8 @@ void read_files(const DlioWorkload& w, const Prepared& p, bool verify, Checkpoin
         if (std::memcmp(expected.data(), buf.data(), want) != 0) {
           std::size_t i = 0;
           while (i < want && expected[i] == buf[i]) ++i;
-          throw InputError(fmt::format("checkpoint file '{}' differs from what was written at byte {}",
-                                       f.path.string(), offset + i));
+          throw InputError(fmt::format("checkpoint file '{}' differs from what was written at byte {}", f.path.string(),
+                                       offset + i));
         }
       }
       offset += want;
@@ -291,9 +289,10 @@ CheckpointResult write_checkpoint(const DlioWorkload& w, const CheckpointIoOptio
   const bool created = !exists_or_throw(p.directory, "checkpoint.checkpoint_folder");
   fs::create_directories(p.directory, ec);
   if (ec || !is_folder(p.directory, "checkpoint.checkpoint_folder")) {
-    throw InputError(fmt::format("checkpoint.checkpoint_folder: cannot create the directory '{}': {}; "
-                                 "accepted: a folder gpemu can create and write",
-                                 p.directory.string(), ec ? fs_reason(ec) : "a file of that name exists"));
+    throw InputError(
+        fmt::format("checkpoint.checkpoint_folder: cannot create the directory '{}': {}; "
+                    "accepted: a folder gpemu can create and write",
+                    p.directory.string(), ec ? fs_reason(ec) : "a file of that name exists"));
   }
   std::uint64_t planned = 0;
   for (const CheckpointFile& f : p.files) planned = checked_add(planned, f.bytes, "checkpoint: the bytes to write");

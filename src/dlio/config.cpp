@@ -11,18 +11,18 @@
 
 #include <fmt/format.h>
 
+#include "common/checked.h"
+#include "common/message_text.h"
 #include "dlio/enums.h"
 #include "dlio/schema.h"
 #include "dlio/tree.h"
-#include "common/checked.h"
 #include "gpemu/error.h"
-#include "common/message_text.h"
 
 namespace gpemu::dlio {
 
+using detail::FieldSpec;
 using detail::Node;
 using detail::SectionSpec;
-using detail::FieldSpec;
 
 // --- Enumerations and small helpers ------------------------------------------
 
@@ -52,10 +52,7 @@ int bytes_per_element(DataType t) {
   return 1;
 }
 
-
-std::string cost_model_name(const DlioWorkload& w) {
-  return w.gpemu.model.empty() ? w.model.name : w.gpemu.model;
-}
+std::string cost_model_name(const DlioWorkload& w) { return w.gpemu.model.empty() ? w.model.name : w.gpemu.model; }
 
 StepTimeSource effective_step_time_source(const DlioWorkload& w) {
   if (w.gpemu.step_time != StepTimeSource::Auto) return w.gpemu.step_time;
@@ -127,8 +124,7 @@ class Converter {
       detail::bad_value(node, shown.empty() ? "the configuration" : shown, "a section (a map of keys)");
     }
     if (spec.opaque) {
-      w_.not_emulated.push_back(
-          fmt::format("{} ({}): accepted, not emulated by gpemu", shown, node.origin));
+      w_.not_emulated.push_back(fmt::format("{} ({}): accepted, not emulated by gpemu", shown, node.origin));
       return;
     }
     // Fields in the table's order, so that e.g. computation_time_stdev applies
@@ -144,8 +140,8 @@ class Converter {
       for (const std::string& name : spellings) {
         if (const Node* v = node.find(name)) {
           if (found != nullptr) {
-            throw InputError(fmt::format("{}: '{}' and '{}' are the same section ({}); give one",
-                                         v->origin, join(shown, found_name), join(shown, name), sub.path));
+            throw InputError(fmt::format("{}: '{}' and '{}' are the same section ({}); give one", v->origin,
+                                         join(shown, found_name), join(shown, name), sub.path));
           }
           found = v;
           found_name = name;
@@ -168,9 +164,9 @@ class Converter {
     const std::string text = target->get ? inline_text(target->get(w_)) : inline_text(value);
     auto it = assigned_.find(canonical);
     if (it != assigned_.end() && it->second.first != text) {
-      throw InputError(fmt::format(
-          "{}: {} = {} conflicts with {} = {} ({}); both set {}; give it once", value.origin, shown,
-          inline_text(value), it->second.second.first, it->second.first, it->second.second.second, canonical));
+      throw InputError(fmt::format("{}: {} = {} conflicts with {} = {} ({}); both set {}; give it once", value.origin,
+                                   shown, inline_text(value), it->second.second.first, it->second.first,
+                                   it->second.second.second, canonical));
     }
     assigned_[canonical] = {text, {shown, value.origin}};
     w_.set_keys[canonical] = shown == canonical ? value.origin : value.origin + " (as " + shown + ")";
@@ -234,15 +230,16 @@ Node extract_workload(Node doc, DlioWorkload& w, bool strict) {
     if (key == "workload") continue;
     if (key == "gpemu") {
       if (wl.find("gpemu") != nullptr) {
-        throw InputError(fmt::format("{}: 'gpemu' is given both next to 'workload:' and inside it; give one",
-                                     value.origin));
+        throw InputError(
+            fmt::format("{}: 'gpemu' is given both next to 'workload:' and inside it; give one", value.origin));
       }
       wl.entries.emplace_back(key, value);
     } else if (key == "hydra") {
       w.not_emulated.push_back(fmt::format("hydra ({}): hydra's own settings; not used by gpemu", value.origin));
     } else {
-      const std::string msg = fmt::format(
-          "{}: unknown top-level key '{}' next to 'workload:' (accepted there: gpemu, hydra)", value.origin, key);
+      const std::string msg =
+          fmt::format("{}: unknown top-level key '{}' next to 'workload:' (accepted there: gpemu, hydra)", value.origin,
+                      key);
       if (strict) throw InputError(msg + "; parse with strict = false to turn this into a warning");
       w.warnings.push_back(msg);
     }
@@ -275,11 +272,11 @@ void refuse_section_delete(const std::vector<std::string>& parts, const Node* ta
   const std::string example = target != nullptr && target->is_map() && !target->entries.empty()
                                   ? target->entries.front().first
                                   : (spec->fields.empty() ? std::string("<key>") : spec->fields.front().name);
-  throw InputError(fmt::format(
-      "{}: {} is a whole section{}; removing a section would reset all of them to DLIO's defaults at once "
-      "(e.g. no computation time), so it is not supported; accepted: ~{}.<key> for each key to reset, "
-      "e.g. ~{}.{}",
-      origin, key, keys.empty() ? "" : fmt::format(" (it sets {})", keys), key, key, example));
+  throw InputError(
+      fmt::format("{}: {} is a whole section{}; removing a section would reset all of them to DLIO's defaults at once "
+                  "(e.g. no computation time), so it is not supported; accepted: ~{}.<key> for each key to reset, "
+                  "e.g. ~{}.{}",
+                  origin, key, keys.empty() ? "" : fmt::format(" (it sets {})", keys), key, key, example));
 }
 
 // Applies one hydra-style override to the workload tree.
@@ -305,8 +302,10 @@ void apply_override(Node& tree, const std::string& raw, DlioWorkload& w) {
       "accepted: ++workload.<section>.<key>=<value> (also +..., plain workload.<section>.<key>=<value>, "
       "and ~workload.<section>.<key> to reset a key to its default)";
   if (op == Op::Delete && eq != std::string_view::npos) {
-    throw InputError(fmt::format("{}: deleting only when the value matches (~key=value) is not supported; "
-                                 "write ~{}", origin, key));
+    throw InputError(
+        fmt::format("{}: deleting only when the value matches (~key=value) is not supported; "
+                    "write ~{}",
+                    origin, key));
   }
   if (op != Op::Delete && eq == std::string_view::npos) {
     throw InputError(fmt::format("{}: no '=' in the override; {}", origin, syntax));
@@ -317,9 +316,10 @@ void apply_override(Node& tree, const std::string& raw, DlioWorkload& w) {
     return;
   }
   if (key == "workload") {
-    throw InputError(fmt::format("{}: choosing a workload by name (hydra's config group) is not supported; "
-                                 "pass the workload's YAML file instead (gpemu ships configs/dlio/*.yaml)",
-                                 origin));
+    throw InputError(
+        fmt::format("{}: choosing a workload by name (hydra's config group) is not supported; "
+                    "pass the workload's YAML file instead (gpemu ships configs/dlio/*.yaml)",
+                    origin));
   }
   if (!key.starts_with("workload.")) {
     throw InputError(fmt::format("{}: override keys start with 'workload.', as in DLIO (e.g. '++workload.{}={}'); {}",
@@ -370,14 +370,14 @@ void apply_override(Node& tree, const std::string& raw, DlioWorkload& w) {
       return;
     case Op::Add:
       if (const Node* existing = cur->find(last)) {
-        throw InputError(fmt::format("{}: {} is already set ({}); '+' only adds a key that is not there "
-                                     "(hydra's rule); use '++{}={}' to override it",
-                                     origin, key, existing->origin, key, value));
+        throw InputError(
+            fmt::format("{}: {} is already set ({}); '+' only adds a key that is not there "
+                        "(hydra's rule); use '++{}={}' to override it",
+                        origin, key, existing->origin, key, value));
       }
       break;
     case Op::Set:
-    case Op::Force:
-      break;
+    case Op::Force: break;
   }
   Node v = detail::parse_override_value(value, origin);
   Node& slot = cur->at_or_add(last);
@@ -496,14 +496,17 @@ DlioWorkload parse_dlio_config(const std::filesystem::path& path, const std::vec
                                const DlioParseOptions& options) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) {
-    throw InputError(fmt::format("DLIO configuration '{}' is a directory; expected a YAML file such as "
-                                 "configs/dlio/unet3d_a100.yaml", path.string()));
+    throw InputError(
+        fmt::format("DLIO configuration '{}' is a directory; expected a YAML file such as "
+                    "configs/dlio/unet3d_a100.yaml",
+                    path.string()));
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    throw InputError(fmt::format("DLIO configuration '{}' cannot be read ({}); expected a YAML file such as "
-                                 "configs/dlio/unet3d_a100.yaml", path.string(),
-                                 std::filesystem::exists(path, ec) ? "permission denied" : "no such file"));
+    throw InputError(
+        fmt::format("DLIO configuration '{}' cannot be read ({}); expected a YAML file such as "
+                    "configs/dlio/unet3d_a100.yaml",
+                    path.string(), std::filesystem::exists(path, ec) ? "permission denied" : "no such file"));
   }
   std::stringstream buf;
   buf << in.rdbuf();
@@ -525,8 +528,8 @@ namespace {
 // million files; 4.7 million samples per file), far below what would wrap.
 constexpr std::int64_t kMaxFiles = std::int64_t{1} << 26;
 constexpr std::int64_t kMaxSamplesPerFile = std::int64_t{1} << 32;
-constexpr double kMaxRecordBytes = 4294967296.0;                     // 4 GiB: stored npz entries end there
-constexpr double kMaxModelBytes = 1125899906842624.0;                // 2^50 B = 1 PiB
+constexpr double kMaxRecordBytes = 4294967296.0;       // 4 GiB: stored npz entries end there
+constexpr double kMaxModelBytes = 1125899906842624.0;  // 2^50 B = 1 PiB
 constexpr int kMaxThreads = 1024;
 constexpr int kMaxEpochs = 1000000;
 constexpr std::int64_t kMaxTotalSteps = 10000000;
@@ -563,9 +566,9 @@ void validate_magnitudes(const DlioWorkload& w) {
 
   // Steps of the whole run (upper bound: every rank reads its share).
   const double world = std::max(1, w.gpemu.world_size);
-  const double steps_per_epoch = std::ceil(static_cast<double>(d.num_files_train) *
-                                           static_cast<double>(d.num_samples_per_file) /
-                                           (static_cast<double>(std::max<std::int64_t>(1, w.reader.batch_size)) * world));
+  const double steps_per_epoch =
+      std::ceil(static_cast<double>(d.num_files_train) * static_cast<double>(d.num_samples_per_file) /
+                (static_cast<double>(std::max<std::int64_t>(1, w.reader.batch_size)) * world));
   double steps = w.workflow.train ? steps_per_epoch * w.train.epochs : 0;
   if (w.train.total_training_steps > 0) steps = std::min(steps, static_cast<double>(w.train.total_training_steps));
   if (steps > static_cast<double>(kMaxTotalSteps))
@@ -578,8 +581,9 @@ void validate_magnitudes(const DlioWorkload& w) {
                           static_cast<double>(w.reader.batch_size) * w.reader.preprocess_time.expected();
   const double total_s = steps * per_step;
   if (total_s > kClockRangeSeconds / 4)
-    invalid(w, per_step > 0 && w.train.computation_time.expected() >= per_step / 2 ? "train.computation_time"
-                                                                                   : "reader.preprocess_time",
+    invalid(w,
+            per_step > 0 && w.train.computation_time.expected() >= per_step / 2 ? "train.computation_time"
+                                                                                : "reader.preprocess_time",
             fmt::format("{:g} s per step", per_step),
             fmt::format("a run that fits the emulated clock: {:.3g} steps x {:g} s = {:.3g} s, past the limit of "
                         "{:.3g} s (73 years)",
@@ -645,7 +649,8 @@ void validate(const DlioWorkload& w) {
     invalid(w, "gpemu.world_size", std::to_string(w.gpemu.world_size),
             fmt::format("a multiple of model.parallelism.tensor * pipeline = {}", par.tensor * par.pipeline));
   }
-  if (w.checkpoint.num_checkpoints_write > 0 && w.checkpoint.num_checkpoints_read > w.checkpoint.num_checkpoints_write) {
+  if (w.checkpoint.num_checkpoints_write > 0 &&
+      w.checkpoint.num_checkpoints_read > w.checkpoint.num_checkpoints_write) {
     invalid(w, "checkpoint.num_checkpoints_read", std::to_string(w.checkpoint.num_checkpoints_read),
             fmt::format("at most checkpoint.num_checkpoints_write = {}", w.checkpoint.num_checkpoints_write));
   }
@@ -661,8 +666,8 @@ std::string to_yaml(const DlioWorkload& w) {
       for (const FieldSpec& f : root.fields) doc.entries.emplace_back(f.name, f.get(w));
     }
   }
-  return "# Effective DLIO configuration (gpemu), from " + (w.source.empty() ? std::string("code") : w.source) +
-         "\n" + detail::emit_yaml(doc);
+  return "# Effective DLIO configuration (gpemu), from " + (w.source.empty() ? std::string("code") : w.source) + "\n" +
+         detail::emit_yaml(doc);
 }
 
 const std::vector<DlioKeyInfo>& dlio_keys() {

@@ -23,29 +23,25 @@ struct EnumTable;
 GPEMU_DLIO_ENUM_TABLE(Framework, {Framework::TensorFlow, "tensorflow"}, {Framework::PyTorch, "pytorch"})
 GPEMU_DLIO_ENUM_TABLE(DataFormat, {DataFormat::Tfrecord, "tfrecord"}, {DataFormat::Hdf5, "hdf5"},
                       {DataFormat::Csv, "csv"}, {DataFormat::Npz, "npz"}, {DataFormat::Npy, "npy"},
-                      {DataFormat::Hdf5Opt, "hdf5_opt"}, {DataFormat::Jpeg, "jpeg"},
-                      {DataFormat::Png, "png"}, {DataFormat::IndexedBinary, "indexed_binary"},
-                      {DataFormat::MmapIndexedBinary, "mmap_indexed_binary"},
-                      {DataFormat::Synthetic, "synthetic"}, {DataFormat::Parquet, "parquet"})
-GPEMU_DLIO_ENUM_TABLE(DataLoaderKind, {DataLoaderKind::TensorFlow, "tensorflow"},
-                      {DataLoaderKind::PyTorch, "pytorch"}, {DataLoaderKind::Dali, "dali"},
-                      {DataLoaderKind::NativeDali, "native_dali"},
+                      {DataFormat::Hdf5Opt, "hdf5_opt"}, {DataFormat::Jpeg, "jpeg"}, {DataFormat::Png, "png"},
+                      {DataFormat::IndexedBinary, "indexed_binary"},
+                      {DataFormat::MmapIndexedBinary, "mmap_indexed_binary"}, {DataFormat::Synthetic, "synthetic"},
+                      {DataFormat::Parquet, "parquet"})
+GPEMU_DLIO_ENUM_TABLE(DataLoaderKind, {DataLoaderKind::TensorFlow, "tensorflow"}, {DataLoaderKind::PyTorch, "pytorch"},
+                      {DataLoaderKind::Dali, "dali"}, {DataLoaderKind::NativeDali, "native_dali"},
                       {DataLoaderKind::Synthetic, "synthetic"}, {DataLoaderKind::Custom, "custom"})
 GPEMU_DLIO_ENUM_TABLE(Shuffle, {Shuffle::Off, "off"}, {Shuffle::Seed, "seed"}, {Shuffle::Random, "random"})
 GPEMU_DLIO_ENUM_TABLE(ReadType, {ReadType::OnDemand, "on_demand"}, {ReadType::Memory, "memory"})
 GPEMU_DLIO_ENUM_TABLE(FileAccess, {FileAccess::Multi, "multi"}, {FileAccess::Shared, "shared"},
-                      {FileAccess::Collective, "collective"}, {FileAccess::Mpio, "mpio"},
-                      {FileAccess::Posix, "posix"})
-GPEMU_DLIO_ENUM_TABLE(Compression, {Compression::None, "none"}, {Compression::Gzip, "gzip"},
-                      {Compression::Lzf, "lzf"}, {Compression::Bz2, "bz2"}, {Compression::Zip, "zip"},
-                      {Compression::Xz, "xz"})
-GPEMU_DLIO_ENUM_TABLE(CheckpointType, {CheckpointType::RankZero, "rank_zero"},
-                      {CheckpointType::AllRanks, "all_ranks"})
+                      {FileAccess::Collective, "collective"}, {FileAccess::Mpio, "mpio"}, {FileAccess::Posix, "posix"})
+GPEMU_DLIO_ENUM_TABLE(Compression, {Compression::None, "none"}, {Compression::Gzip, "gzip"}, {Compression::Lzf, "lzf"},
+                      {Compression::Bz2, "bz2"}, {Compression::Zip, "zip"}, {Compression::Xz, "xz"})
+GPEMU_DLIO_ENUM_TABLE(CheckpointType, {CheckpointType::RankZero, "rank_zero"}, {CheckpointType::AllRanks, "all_ranks"})
 GPEMU_DLIO_ENUM_TABLE(CheckpointMode, {CheckpointMode::Default, "default"}, {CheckpointMode::Subset, "subset"})
 GPEMU_DLIO_ENUM_TABLE(DataType, {DataType::Fp16, "fp16"}, {DataType::Bf16, "bf16"}, {DataType::Fp32, "fp32"},
                       {DataType::Int8, "int8"}, {DataType::Uint8, "uint8"})
-GPEMU_DLIO_ENUM_TABLE(Profiler, {Profiler::None, "none"}, {Profiler::Iostat, "iostat"},
-                      {Profiler::Darshan, "darshan"}, {Profiler::Tensorboard, "tensorboard"})
+GPEMU_DLIO_ENUM_TABLE(Profiler, {Profiler::None, "none"}, {Profiler::Iostat, "iostat"}, {Profiler::Darshan, "darshan"},
+                      {Profiler::Tensorboard, "tensorboard"})
 GPEMU_DLIO_ENUM_TABLE(StorageType, {StorageType::LocalFs, "local_fs"}, {StorageType::ParallelFs, "parallel_fs"})
 GPEMU_DLIO_ENUM_TABLE(StepTimeSource, {StepTimeSource::Auto, "auto"}, {StepTimeSource::Config, "config"},
                       {StepTimeSource::CostModel, "cost_model"})

@@ -22,10 +22,11 @@ void require_free_space(const fs::path& folder, std::uint64_t bytes, std::string
   const unsigned __int128 available = static_cast<unsigned __int128>(st.f_bavail) * st.f_frsize;
   if (bytes <= available) return;
   constexpr double kGB = 1e9;
-  throw InputError(fmt::format("{}: needs {} bytes ({:.3g} GB) under '{}', but its filesystem has {} bytes ({:.3g} GB) "
-                               "free; expected sizes that fit (or free some space)",
-                               what, bytes, static_cast<double>(bytes) / kGB, folder.string(),
-                               static_cast<std::uint64_t>(available), static_cast<double>(available) / kGB));
+  throw InputError(
+      fmt::format("{}: needs {} bytes ({:.3g} GB) under '{}', but its filesystem has {} bytes ({:.3g} GB) "
+                  "free; expected sizes that fit (or free some space)",
+                  what, bytes, static_cast<double>(bytes) / kGB, folder.string(), static_cast<std::uint64_t>(available),
+                  static_cast<double>(available) / kGB));
 }
 
 }  // namespace gpemu::dlio::detail

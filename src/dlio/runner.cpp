@@ -16,11 +16,11 @@
 
 #include <fmt/format.h>
 
+#include "common/interrupt.h"
 #include "gpemu/catalog.h"
 #include "gpemu/clock.h"
 #include "gpemu/cost_model.h"
 #include "gpemu/device.h"
-#include "common/interrupt.h"
 #include "gpemu/dlio/checkpoint.h"
 #include "gpemu/dlio/figures.h"
 #include "gpemu/error.h"
@@ -45,7 +45,6 @@ std::string_view to_string(DlioPhase p) {
 namespace {
 
 constexpr double kMiB = 1024.0 * 1024.0;  // DLIO's "MB"
-
 
 // --- Records ------------------------------------------------------------------
 
@@ -95,8 +94,8 @@ Figures block_figures(const Block& b, std::uint64_t epoch_steps, int exclude_sta
   std::uint64_t bytes = 0;
   for (std::size_t k = 0; k < b.steps.size(); ++k) {
     const DlioStep& s = b.steps[k];
-    const bool out = k < static_cast<std::size_t>(exclude_start) ||
-                     s.index + static_cast<std::uint64_t>(exclude_end) >= epoch_steps;
+    const bool out =
+        k < static_cast<std::size_t>(exclude_start) || s.index + static_cast<std::uint64_t>(exclude_end) >= epoch_steps;
     if (out) {
       excluded += s.proc;
       continue;
@@ -177,10 +176,19 @@ class ModelledLoading : public pipeline::BatchSource {
                   int prefetch, TimeSpec preprocess, std::uint64_t seed, const pipeline::Dataset& ds,
                   pipeline::SamplerOptions sampler, std::size_t batch, std::uint64_t steps, bool synthetic,
                   std::uint64_t record_bytes)
-      : inner_(std::move(inner)), tl_(tl), storage_(storage), workers_(workers),
-        depth_(static_cast<std::size_t>(workers) * static_cast<std::size_t>(prefetch)), preprocess_(preprocess, seed),
-        lanes_(static_cast<std::size_t>(std::max(1, workers))), ds_(ds), sampler_(ds.size(), sampler), batch_(batch),
-        steps_(steps), synthetic_(synthetic), record_bytes_(record_bytes) {}
+      : inner_(std::move(inner)),
+        tl_(tl),
+        storage_(storage),
+        workers_(workers),
+        depth_(static_cast<std::size_t>(workers) * static_cast<std::size_t>(prefetch)),
+        preprocess_(preprocess, seed),
+        lanes_(static_cast<std::size_t>(std::max(1, workers))),
+        ds_(ds),
+        sampler_(ds.size(), sampler),
+        batch_(batch),
+        steps_(steps),
+        synthetic_(synthetic),
+        record_bytes_(record_bytes) {}
 
   void begin_epoch(std::uint64_t epoch) override {
     inner_->begin_epoch(epoch);
@@ -385,8 +393,8 @@ pipeline::Dataset to_dataset(const DlioData& d, bool jpeg) {
 }
 
 nlohmann::json data_json(const DlioData& d) {
-  return {{"folder", d.folder.string()}, {"files", d.files.size()}, {"samples", d.samples()},
-          {"bytes", d.bytes()}, {"generated", d.generated}, {"skipped", d.skipped}, {"seconds", d.seconds}};
+  return {{"folder", d.folder.string()}, {"files", d.files.size()}, {"samples", d.samples()}, {"bytes", d.bytes()},
+          {"generated", d.generated},    {"skipped", d.skipped},    {"seconds", d.seconds}};
 }
 
 nlohmann::json loader_stats_json(const std::vector<RankResult>& results, bool eval) {
@@ -404,8 +412,9 @@ nlohmann::json loader_stats_json(const std::vector<RankResult>& results, bool ev
     direct = direct || s.direct_io_active;
     notes.insert(s.notes.begin(), s.notes.end());
   }
-  return {{"batches", batches},     {"samples", samples},      {"bytes_read", bytes},
-          {"cache_hits", hits},     {"cache_misses", misses},  {"out_of_order", ooo},
+  return {{"batches", batches},         {"samples", samples},
+          {"bytes_read", bytes},        {"cache_hits", hits},
+          {"cache_misses", misses},     {"out_of_order", ooo},
           {"direct_io_active", direct}, {"notes", std::vector<std::string>(notes.begin(), notes.end())}};
 }
 
@@ -417,8 +426,8 @@ nlohmann::json phase_json(const std::vector<RankResult>& results, bool eval, std
   std::map<int, std::vector<const RankPhase*>> phases;
   for (const RankResult& r : results) {
     for (const RankPhase& p : eval ? r.eval : r.train) {
-      by_epoch[p.epoch].emplace_back(
-          r.rank, rank_figures(p, epoch_steps, w.output.exclude_start_steps, w.output.exclude_end_steps));
+      by_epoch[p.epoch].emplace_back(r.rank, rank_figures(p, epoch_steps, w.output.exclude_start_steps,
+                                                          w.output.exclude_end_steps));
       phases[p.epoch].push_back(&p);
     }
   }
@@ -457,9 +466,14 @@ nlohmann::json phase_json(const std::vector<RankResult>& results, bool eval, std
       for (const RankPhase* p : phases[epoch]) {
         for (std::size_t b = 0; b < p->blocks.size(); ++b) {
           for (const DlioStep& s : p->blocks[b].steps) {
-            steps.push_back({{"rank", p->rank}, {"block", b}, {"step", s.index + 1}, {"load_s", to_seconds(s.load)},
-                             {"compute_s", to_seconds(s.compute)}, {"proc_s", to_seconds(s.proc)},
-                             {"emulated_s", to_seconds(s.emulated)}, {"bytes", s.bytes}});
+            steps.push_back({{"rank", p->rank},
+                             {"block", b},
+                             {"step", s.index + 1},
+                             {"load_s", to_seconds(s.load)},
+                             {"compute_s", to_seconds(s.compute)},
+                             {"proc_s", to_seconds(s.proc)},
+                             {"emulated_s", to_seconds(s.emulated)},
+                             {"bytes", s.bytes}});
           }
         }
       }
@@ -523,8 +537,9 @@ nlohmann::json checkpoints_json(const std::vector<DlioCheckpoint>& records, nloh
       ranks.push_back(r->rank);
     }
     std::sort(ranks.begin(), ranks.end());
-    nlohmann::json e = {{"epoch", key.first}, {"step", key.second}, {"ranks", ranks}, {"bytes", bytes},
-                        {"write_s", write_s}, {"write_gb_per_s", write_s > 0 ? bytes / write_s / 1e9 : 0.0},
+    nlohmann::json e = {{"epoch", key.first},      {"step", key.second},
+                        {"ranks", ranks},          {"bytes", bytes},
+                        {"write_s", write_s},      {"write_gb_per_s", write_s > 0 ? bytes / write_s / 1e9 : 0.0},
                         {"emulated_s", emulated_s}};
     if (read > 0) {
       e["bytes_read"] = read;
@@ -549,13 +564,14 @@ nlohmann::json checkpoints_json(const std::vector<DlioCheckpoint>& records, nloh
 // measurement and "fail" is not a verdict.
 std::optional<std::string> no_measured_step_warning(const DlioWorkload& w, const nlohmann::json& train) {
   if (train.value("epochs", 0) == 0 || train.value("measured_steps", 0) > 0) return std::nullopt;
-  return fmt::format("no step was measured (output.metric.exclude_start_steps = {} and exclude_end_steps = {} leave "
-                     "none of the {} steps of each block between checkpoints): AU and throughput are undefined, "
-                     "not 0",
-                     w.output.exclude_start_steps, w.output.exclude_end_steps,
-                     w.checkpoint.steps_between_checkpoints > 0 && w.workflow.checkpoint
-                         ? std::min<std::int64_t>(w.checkpoint.steps_between_checkpoints, train.value("steps", 0))
-                         : train.value("steps", 0));
+  return fmt::format(
+      "no step was measured (output.metric.exclude_start_steps = {} and exclude_end_steps = {} leave "
+      "none of the {} steps of each block between checkpoints): AU and throughput are undefined, "
+      "not 0",
+      w.output.exclude_start_steps, w.output.exclude_end_steps,
+      w.checkpoint.steps_between_checkpoints > 0 && w.workflow.checkpoint
+          ? std::min<std::int64_t>(w.checkpoint.steps_between_checkpoints, train.value("steps", 0))
+          : train.value("steps", 0));
 }
 
 // After an early stop every rank keeps only the epochs all ranks finished, so
@@ -588,8 +604,8 @@ nlohmann::json run_dlio_workload(const DlioWorkload& w, const DlioRunOptions& o)
   const auto wall0 = std::chrono::steady_clock::now();
   // World size and ranks.
   if (o.world_size < 0) {
-    throw InputError(fmt::format("DLIO runner: world size {} is not valid; accepted: an integer >= 1 (0: gpemu.world_size)",
-                                 o.world_size));
+    throw InputError(fmt::format(
+        "DLIO runner: world size {} is not valid; accepted: an integer >= 1 (0: gpemu.world_size)", o.world_size));
   }
   const int ws = o.world_size > 0 ? o.world_size : w.gpemu.world_size;
   std::vector<int> ranks = o.ranks;
@@ -599,9 +615,10 @@ nlohmann::json run_dlio_workload(const DlioWorkload& w, const DlioRunOptions& o)
   std::sort(ranks.begin(), ranks.end());
   for (std::size_t i = 0; i < ranks.size(); ++i) {
     if (ranks[i] < 0 || ranks[i] >= ws || (i > 0 && ranks[i] == ranks[i - 1])) {
-      throw InputError(fmt::format("DLIO runner: rank {} is not valid for world size {}; accepted: distinct ranks "
-                                   "from 0 to {}",
-                                   ranks[i], ws, ws - 1));
+      throw InputError(
+          fmt::format("DLIO runner: rank {} is not valid for world size {}; accepted: distinct ranks "
+                      "from 0 to {}",
+                      ranks[i], ws, ws - 1));
     }
   }
   if (o.storage_bytes_per_s && !(*o.storage_bytes_per_s > 0 && std::isfinite(*o.storage_bytes_per_s))) {
@@ -627,8 +644,7 @@ nlohmann::json run_dlio_workload(const DlioWorkload& w, const DlioRunOptions& o)
   const bool want_eval = train && w.workflow.evaluation && w.dataset.num_files_eval > 0;
   nlohmann::json generation = nlohmann::json::object();
   // DLIO's synthetic loader (or format) reads no files: batches come from memory.
-  const bool synthetic =
-      w.reader.data_loader == DataLoaderKind::Synthetic || w.dataset.format == DataFormat::Synthetic;
+  const bool synthetic = w.reader.data_loader == DataLoaderKind::Synthetic || w.dataset.format == DataFormat::Synthetic;
   result["synthetic_data"] = synthetic;
   if (w.workflow.generate_data && w.dataset.format == DataFormat::Synthetic) {
     warnings.push_back("dataset.format synthetic: there are no files to generate");
@@ -692,19 +708,21 @@ nlohmann::json run_dlio_workload(const DlioWorkload& w, const DlioRunOptions& o)
     }
     const std::uint64_t per_rank = (train_ds.size() + static_cast<std::uint64_t>(ws) - 1) / ws;
     if (per_rank / static_cast<std::uint64_t>(w.reader.batch_size) < shared.steps) {
-      throw InputError(fmt::format("DLIO runner: '{}' holds {} samples, {} per rank: fewer than {} steps of {} "
-                                   "need; regenerate the dataset",
-                                   train_data.folder.string(), train_ds.size(), per_rank, shared.steps,
-                                   w.reader.batch_size));
+      throw InputError(
+          fmt::format("DLIO runner: '{}' holds {} samples, {} per rank: fewer than {} steps of {} "
+                      "need; regenerate the dataset",
+                      train_data.folder.string(), train_ds.size(), per_rank, shared.steps, w.reader.batch_size));
     }
     shared.train_ds = &train_ds;
     if (w.reader.read_type == ReadType::Memory) {
       shared.train_cache = std::make_shared<pipeline::LoaderCache>(train_ds.total_bytes());
     }
-    if (w.train.total_training_steps > 0 && static_cast<std::uint64_t>(w.train.total_training_steps) > fig.steps_per_epoch) {
-      warnings.push_back(fmt::format("train.total_training_steps = {} exceeds the {} steps an epoch has; DLIO stops "
-                                     "with an error, gpemu runs {} steps per epoch",
-                                     w.train.total_training_steps, fig.steps_per_epoch, fig.steps_per_epoch));
+    if (w.train.total_training_steps > 0 &&
+        static_cast<std::uint64_t>(w.train.total_training_steps) > fig.steps_per_epoch) {
+      warnings.push_back(
+          fmt::format("train.total_training_steps = {} exceeds the {} steps an epoch has; DLIO stops "
+                      "with an error, gpemu runs {} steps per epoch",
+                      w.train.total_training_steps, fig.steps_per_epoch, fig.steps_per_epoch));
     }
     if (want_eval && fig.eval_steps_per_epoch > 0) {
       if (synthetic) {
@@ -719,14 +737,17 @@ nlohmann::json run_dlio_workload(const DlioWorkload& w, const DlioRunOptions& o)
         shared.eval_cache = std::make_shared<pipeline::LoaderCache>(eval_ds.total_bytes());
       }
     } else if (w.workflow.evaluation) {
-      warnings.push_back("workflow.evaluation is set but the evaluation set gives no step (dataset.num_files_eval, "
-                         "reader.batch_size_eval); no evaluation was run");
+      warnings.push_back(
+          "workflow.evaluation is set but the evaluation set gives no step (dataset.num_files_eval, "
+          "reader.batch_size_eval); no evaluation was run");
     }
-    const double host_bytes = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGESIZE));
+    const double host_bytes =
+        static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGESIZE));
     if (!synthetic && host_bytes > 0 && static_cast<double>(train_data.bytes()) <= host_bytes) {
-      warnings.push_back(fmt::format("the training set ({:.3f} GB) fits in host memory ({:.1f} GB): reads after the "
-                                     "first epoch may come from the page cache (DLIO warns the same)",
-                                     train_data.bytes() / 1e9, host_bytes / 1e9));
+      warnings.push_back(
+          fmt::format("the training set ({:.3f} GB) fits in host memory ({:.1f} GB): reads after the "
+                      "first epoch may come from the page cache (DLIO warns the same)",
+                      train_data.bytes() / 1e9, host_bytes / 1e9));
     }
     if (w.reader.file_shuffle != Shuffle::Off && w.reader.sample_shuffle == Shuffle::Off &&
         w.dataset.num_samples_per_file > 1) {
@@ -768,9 +789,10 @@ nlohmann::json run_dlio_workload(const DlioWorkload& w, const DlioRunOptions& o)
                             {"backward_s", to_seconds(cost.backward)},
                             {"note", cost.note}};
     if (w.gpemu.precision) {
-      warnings.push_back(fmt::format("gpemu.precision = {} is not used: the cost model's step time does not depend "
-                                     "on a precision yet",
-                                     to_string(*w.gpemu.precision)));
+      warnings.push_back(
+          fmt::format("gpemu.precision = {} is not used: the cost model's step time does not depend "
+                      "on a precision yet",
+                      to_string(*w.gpemu.precision)));
     }
   } else {
     cost_model = make_cost_model(std::nullopt);
@@ -782,8 +804,8 @@ nlohmann::json run_dlio_workload(const DlioWorkload& w, const DlioRunOptions& o)
   }
 
   // Modelled loading, shuffling seed.
-  const bool preprocess = !(TimeSampler(w.reader.preprocess_time, 0).constant() &&
-                            w.reader.preprocess_time.expected() == 0);
+  const bool preprocess =
+      !(TimeSampler(w.reader.preprocess_time, 0).constant() && w.reader.preprocess_time.expected() == 0);
   const bool modelled_loading = preprocess || o.storage_bytes_per_s.has_value();
   const bool random_shuffle = w.reader.file_shuffle == Shuffle::Random || w.reader.sample_shuffle == Shuffle::Random;
   const std::uint64_t shuffle_seed = random_shuffle ? std::random_device{}() : static_cast<std::uint64_t>(w.train.seed);
@@ -897,8 +919,10 @@ nlohmann::json run_dlio_workload(const DlioWorkload& w, const DlioRunOptions& o)
   // --- results ------------------------------------------------------------------
   nlohmann::json dataset;
   if (train) {
-    dataset = {{"folder", train_data.folder.string()}, {"format", std::string(to_string(w.dataset.format))},
-               {"files", train_data.files.size()},       {"samples", train_data.samples()},
+    dataset = {{"folder", train_data.folder.string()},
+               {"format", std::string(to_string(w.dataset.format))},
+               {"files", train_data.files.size()},
+               {"samples", train_data.samples()},
                {"bytes", train_data.bytes()}};
   }
   result["dataset"] = dataset;

@@ -4,23 +4,23 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
-#include <optional>
 #include <cctype>
+#include <chrono>
 #include <cmath>
 #include <fstream>
+#include <optional>
 
 #include <fmt/format.h>
 
-#include "common/random.h"
-#include "gpemu/dlio/runner.h"
 #include "common/atomic_file.h"
-#include "common/folder_lock.h"
-#include "dlio/free_space.h"
 #include "common/checked.h"
-#include "gpemu/error.h"
+#include "common/folder_lock.h"
 #include "common/fs_errors.h"
 #include "common/message_text.h"
+#include "common/random.h"
+#include "dlio/free_space.h"
+#include "gpemu/dlio/runner.h"
+#include "gpemu/error.h"
 #include "gpemu/pipeline/dataset.h"
 #include "gpemu/pipeline/generator.h"
 
@@ -77,18 +77,19 @@ constexpr std::uint64_t kMaxSamplesPerSplit = std::uint64_t{1} << 26;
 SplitInfo split_info(const DlioWorkload& w, DlioSplit split) {
   const auto seed = static_cast<std::uint64_t>(w.train.seed);
   const bool train = split == DlioSplit::Train;
-  SplitInfo s = train ? SplitInfo{"train", static_cast<std::uint64_t>(std::max<std::int64_t>(0, w.dataset.num_files_train)),
-                                  static_cast<std::uint64_t>(std::max<std::int64_t>(0, w.dataset.num_subfolders_train)), seed}
-                      : SplitInfo{"valid", static_cast<std::uint64_t>(std::max<std::int64_t>(0, w.dataset.num_files_eval)),
-                                  static_cast<std::uint64_t>(std::max<std::int64_t>(0, w.dataset.num_subfolders_eval)),
-                                  mix(seed, 0x5eed)};
+  SplitInfo s =
+      train ? SplitInfo{"train", static_cast<std::uint64_t>(std::max<std::int64_t>(0, w.dataset.num_files_train)),
+                        static_cast<std::uint64_t>(std::max<std::int64_t>(0, w.dataset.num_subfolders_train)), seed}
+            : SplitInfo{"valid", static_cast<std::uint64_t>(std::max<std::int64_t>(0, w.dataset.num_files_eval)),
+                        static_cast<std::uint64_t>(std::max<std::int64_t>(0, w.dataset.num_subfolders_eval)),
+                        mix(seed, 0x5eed)};
   const double samples = static_cast<double>(s.files) * static_cast<double>(w.dataset.num_samples_per_file);
   if (samples > static_cast<double>(kMaxSamplesPerSplit)) {
     const std::string key = train ? "dataset.num_files_train" : "dataset.num_files_eval";
-    throw InputError(fmt::format("{}: {} x dataset.num_samples_per_file = {} x {} = {:.4g} samples; gpemu generates and "
-                                 "reads at most {} samples per split",
-                                 where_set(w, key), key, s.files, w.dataset.num_samples_per_file, samples,
-                                 kMaxSamplesPerSplit));
+    throw InputError(
+        fmt::format("{}: {} x dataset.num_samples_per_file = {} x {} = {:.4g} samples; gpemu generates and "
+                    "reads at most {} samples per split",
+                    where_set(w, key), key, s.files, w.dataset.num_samples_per_file, samples, kMaxSamplesPerSplit));
   }
   return s;
 }
@@ -153,7 +154,8 @@ ManifestRead read_manifest(const fs::path& folder) {
     for (const auto& f : j.at("files")) {
       const auto rel = f.at("path").get<std::string>();
       if (!confined(rel)) {
-        r.problem = fmt::format("file {} has the path {}, not a file inside the folder", index, "'" + printable_excerpt(rel, 200) + "'");
+        r.problem = fmt::format("file {} has the path {}, not a file inside the folder", index,
+                                "'" + printable_excerpt(rel, 200) + "'");
         return r;
       }
       DlioDataFile d;
@@ -177,8 +179,9 @@ ManifestRead read_manifest(const fs::path& folder) {
     }
     r.manifest = std::move(m);
   } catch (const std::exception&) {  // not JSON, a missing key, a wrong type
-    r.problem = "it is not JSON with gpemu's keys (params; files with path, bytes, samples, record_length and "
-                "first_offset, numbers >= 0)";
+    r.problem =
+        "it is not JSON with gpemu's keys (params; files with path, bytes, samples, record_length and "
+        "first_offset, numbers >= 0)";
   }
   return r;
 }
@@ -198,9 +201,10 @@ void check_file_prefix(const DlioWorkload& w) {
   const std::string& p = w.dataset.file_prefix;
   if (p.empty() || p == "." || p == ".." || p.find('/') != std::string::npos || p.find('\\') != std::string::npos ||
       p.find('\0') != std::string::npos) {
-    throw InputError(fmt::format("{}: dataset.file_prefix = '{}' is not a file name; accepted: a non-empty name "
-                                 "without '/', '\\' or '..' (files are written inside dataset.data_folder)",
-                                 where_set(w, "dataset.file_prefix"), p));
+    throw InputError(
+        fmt::format("{}: dataset.file_prefix = '{}' is not a file name; accepted: a non-empty name "
+                    "without '/', '\\' or '..' (files are written inside dataset.data_folder)",
+                    where_set(w, "dataset.file_prefix"), p));
   }
 }
 
@@ -299,9 +303,10 @@ DlioData generate_dlio_data(const DlioWorkload& w, DlioSplit split, const fs::pa
   data.folder = resolve_data_folder(w, base_dir) / s.name;
   if (s.files == 0) return data;
   if (fi.format == pipeline::DlioFormat::Jpeg && w.dataset.num_samples_per_file != 1) {
-    throw InputError(fmt::format("{}: dataset.num_samples_per_file = {} with format jpeg; a JPEG file holds one "
-                                 "sample, accepted: 1",
-                                 where_set(w, "dataset.num_samples_per_file"), w.dataset.num_samples_per_file));
+    throw InputError(
+        fmt::format("{}: dataset.num_samples_per_file = {} with format jpeg; a JPEG file holds one "
+                    "sample, accepted: 1",
+                    where_set(w, "dataset.num_samples_per_file"), w.dataset.num_samples_per_file));
   }
   check_file_prefix(w);
   const nlohmann::json params = generation_params(w, s);
@@ -352,9 +357,11 @@ DlioData generate_dlio_data(const DlioWorkload& w, DlioSplit split, const fs::pa
     std::uint64_t planned = 0;
     for (std::uint64_t i = 0; i < s.files; ++i) {
       const std::uint64_t length = lengths.empty() ? 1 : lengths[std::min<std::size_t>(i, lengths.size() - 1)];
-      planned = checked_add(planned, checked_mul(length, per_file, "DLIO data: a file's bytes"), "DLIO data: the bytes to write");
+      planned = checked_add(planned, checked_mul(length, per_file, "DLIO data: a file's bytes"),
+                            "DLIO data: the bytes to write");
     }
-    detail::require_free_space(data.folder, planned, "DLIO data generation (dataset.num_files, num_samples_per_file, record_length_bytes)");
+    detail::require_free_space(data.folder, planned,
+                               "DLIO data generation (dataset.num_files, num_samples_per_file, record_length_bytes)");
   }
   const bool varying = w.dataset.record_length_bytes_stdev > 0;
   nlohmann::json listed = nlohmann::json::array();
@@ -365,15 +372,20 @@ DlioData generate_dlio_data(const DlioWorkload& w, DlioSplit split, const fs::pa
     const fs::path dest = data.folder / rel;
     make_dir(dest.parent_path());
     fs::rename(produced, dest, ec);
-    if (ec) throw InputError(fmt::format("DLIO data: cannot move '{}' to '{}': {}", produced.string(), dest.string(), ec.message()));
+    if (ec)
+      throw InputError(
+          fmt::format("DLIO data: cannot move '{}' to '{}': {}", produced.string(), dest.string(), ec.message()));
     DlioDataFile f;
     f.path = dest;
     f.bytes = fs::file_size(dest);
     f.samples = per_file;
     f.record_length = length;
     f.first_offset = first;
-    listed.push_back({{"path", rel.string()}, {"bytes", f.bytes}, {"samples", f.samples},
-                      {"record_length", f.record_length}, {"first_offset", f.first_offset}});
+    listed.push_back({{"path", rel.string()},
+                      {"bytes", f.bytes},
+                      {"samples", f.samples},
+                      {"record_length", f.record_length},
+                      {"first_offset", f.first_offset}});
     data.files.push_back(std::move(f));
     if (progress) {
       DlioProgress p;
@@ -430,11 +442,12 @@ DlioData open_dlio_data(const DlioWorkload& w, DlioSplit split, const fs::path& 
   const SplitInfo s = split_info(w, split);
   DlioData data;
   data.folder = resolve_data_folder(w, base_dir) / s.name;
-  const std::string hint = fmt::format(
-      "generate it with workflow.generate_data: true (++workload.workflow.generate_data=True)");
+  const std::string hint =
+      fmt::format("generate it with workflow.generate_data: true (++workload.workflow.generate_data=True)");
   std::error_code ec;
   if (!is_folder(data.folder, "DLIO data")) {
-    throw InputError(fmt::format("DLIO data: the {} folder '{}' does not exist; {}", s.name, data.folder.string(), hint));
+    throw InputError(
+        fmt::format("DLIO data: the {} folder '{}' does not exist; {}", s.name, data.folder.string(), hint));
   }
   ManifestRead read = read_manifest(data.folder);
   if (!read.problem.empty()) {
@@ -444,23 +457,24 @@ DlioData open_dlio_data(const DlioWorkload& w, DlioSplit split, const fs::path& 
   if (auto& m = read.manifest) {
     auto files = std::move(m->files);
     if (files.size() < s.files) {
-      throw InputError(fmt::format("DLIO data: '{}' holds {} generated files, the workload needs {} "
-                                   "(dataset.num_files_{}); {}",
-                                   data.folder.string(), files.size(), s.files,
-                                   split == DlioSplit::Train ? "train" : "eval", hint));
+      throw InputError(
+          fmt::format("DLIO data: '{}' holds {} generated files, the workload needs {} "
+                      "(dataset.num_files_{}); {}",
+                      data.folder.string(), files.size(), s.files, split == DlioSplit::Train ? "train" : "eval", hint));
     }
     files.resize(s.files);
     for (const auto& f : files) {
       if (!is_file(f.path, "DLIO data")) {
-        throw InputError(fmt::format("DLIO data: '{}' is listed in the folder's manifest but missing; {}",
-                                     f.path.string(), hint));
+        throw InputError(
+            fmt::format("DLIO data: '{}' is listed in the folder's manifest but missing; {}", f.path.string(), hint));
       }
       // A file cut short after generation is found now, not mid-epoch.
       const auto size = fs::file_size(f.path, ec);
       if (ec || size != f.bytes) {
-        throw InputError(fmt::format("DLIO data: '{}' holds {} bytes, its manifest says {} (changed after it was "
-                                     "generated); {}",
-                                     f.path.string(), ec ? 0 : size, f.bytes, hint));
+        throw InputError(
+            fmt::format("DLIO data: '{}' holds {} bytes, its manifest says {} (changed after it was "
+                        "generated); {}",
+                        f.path.string(), ec ? 0 : size, f.bytes, hint));
       }
     }
     data.files = std::move(files);

@@ -20,8 +20,8 @@ std::string text(const nlohmann::json& j, const char* key) {
 void data_line(std::ostream& out, const char* what, const nlohmann::json& d) {
   if (!d.is_object() || d.empty()) return;
   const bool generated = d.value("generated", false), skipped = d.value("skipped", false);
-  out << fmt::format("[METRIC] {} data: {} files, {} samples, {:.3f} GB in {} ({})\n", what,
-                     d.value("files", 0), d.value("samples", 0), num(d, "bytes") / 1e9, text(d, "folder"),
+  out << fmt::format("[METRIC] {} data: {} files, {} samples, {:.3f} GB in {} ({})\n", what, d.value("files", 0),
+                     d.value("samples", 0), num(d, "bytes") / 1e9, text(d, "folder"),
                      generated ? fmt::format("generated in {:.2f} s", num(d, "seconds"))
                                : (skipped ? "already generated, skipped" : "existing"));
 }
@@ -59,10 +59,13 @@ void print_dlio_result(const nlohmann::json& r, std::ostream& out) {
     out << fmt::format("[METRIC] Training I/O Throughput (MB/second): {:.4f}\n", num(r, "mb_per_s"));
     const bool measured = r.value("measured_steps", 0) > 0;
     out << fmt::format("[METRIC] train_au_meet_expectation: {} (threshold {:.1f}%)\n",
-                       !measured ? "undefined, no step measured" : r.value("au_pass", false) ? "success" : "fail",
+                       !measured                   ? "undefined, no step measured"
+                       : r.value("au_pass", false) ? "success"
+                                                   : "fail",
                        num(r, "au_threshold_pct"));
-    out << fmt::format("[METRIC] Measured: compute {:.4f} s of {:.4f} s (emulated compute {:.4f} s, data wait {:.4f} s)\n",
-                       num(r, "compute_s"), num(r, "total_s"), num(r, "emulated_compute_s"), num(r, "load_wait_s"));
+    out << fmt::format(
+        "[METRIC] Measured: compute {:.4f} s of {:.4f} s (emulated compute {:.4f} s, data wait {:.4f} s)\n",
+        num(r, "compute_s"), num(r, "total_s"), num(r, "emulated_compute_s"), num(r, "load_wait_s"));
     if (r.contains("per_epoch")) {
       for (const auto& e : r["per_epoch"]) {
         out << fmt::format("[METRIC] Epoch {}: AU {:.4f}%, {:.4f} samples/s, {:.4f} MB/s, {} steps ({} measured)\n",
@@ -80,8 +83,9 @@ void print_dlio_result(const nlohmann::json& r, std::ostream& out) {
   }
   if (r.contains("checkpoints")) {
     for (const auto& c : r["checkpoints"]) {
-      out << fmt::format("[METRIC] Checkpoint after epoch {} step {}: {:.3f} GB in {:.3f} s, {:.3f} GB/s", c.value("epoch", 0),
-                         c.value("step", 0), num(c, "bytes") / 1e9, num(c, "write_s"), num(c, "write_gb_per_s"));
+      out << fmt::format("[METRIC] Checkpoint after epoch {} step {}: {:.3f} GB in {:.3f} s, {:.3f} GB/s",
+                         c.value("epoch", 0), c.value("step", 0), num(c, "bytes") / 1e9, num(c, "write_s"),
+                         num(c, "write_gb_per_s"));
       if (c.contains("read_gb_per_s")) out << fmt::format(", read back {:.3f} GB/s", num(c, "read_gb_per_s"));
       out << "\n";
     }

@@ -12,8 +12,8 @@
 
 #include <fmt/format.h>
 
-#include "dlio/enums.h"
 #include "common/checked.h"
+#include "dlio/enums.h"
 #include "gpemu/error.h"
 
 namespace gpemu::dlio::detail {
@@ -34,8 +34,7 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
   return prev[b.size()];
 }
 
-void bad_value(const Node& value, const std::string& path, const std::string& accepted,
-               const std::string& detail) {
+void bad_value(const Node& value, const std::string& path, const std::string& accepted, const std::string& detail) {
   std::string shown = describe(value);
   if (value.is_scalar()) shown = "'" + shown + "'";
   throw InputError(fmt::format("{}: {} = {} is not valid{}; accepted: {}", value.origin, path, shown,
@@ -134,7 +133,8 @@ IntRule at_least(std::int64_t min) { return IntRule{min}; }
 IntRule minus_one_or_at_least(std::int64_t min) { return IntRule{min, std::numeric_limits<std::int64_t>::max(), true}; }
 
 // Accessors are generic lambdas `[](auto& w) -> auto& { return w.<field>; }`.
-#define GPEMU_FIELD(expr) [](auto& w) -> auto& { return w.expr; }
+#define GPEMU_FIELD(expr) \
+  [](auto& w) -> auto& { return w.expr; }
 
 // --- Field builders ------------------------------------------------------------
 
@@ -325,17 +325,25 @@ TimeSpec parse_time(const Node& n, const std::string& path) {
         continue;
       }
       double* slot = nullptr;
-      if (key == "mean") slot = &t.mean;
-      else if (key == "stdev") slot = &t.stdev;
-      else if (key == "min") slot = &t.min;
-      else if (key == "max") slot = &t.max;
-      else if (key == "shape") slot = &t.shape;
-      else if (key == "scale") slot = &t.scale;
-      else if (key == "lam") slot = &t.lam;
+      if (key == "mean")
+        slot = &t.mean;
+      else if (key == "stdev")
+        slot = &t.stdev;
+      else if (key == "min")
+        slot = &t.min;
+      else if (key == "max")
+        slot = &t.max;
+      else if (key == "shape")
+        slot = &t.shape;
+      else if (key == "scale")
+        slot = &t.scale;
+      else if (key == "lam")
+        slot = &t.lam;
       if (slot == nullptr) {
-        throw InputError(fmt::format("{}: unknown key '{}' in the time distribution {}; accepted keys: "
-                                     "type, mean, stdev, min, max, shape, scale, lam",
-                                     value.origin, key, path));
+        throw InputError(
+            fmt::format("{}: unknown key '{}' in the time distribution {}; accepted keys: "
+                        "type, mean, stdev, min, max, shape, scale, lam",
+                        value.origin, key, path));
       }
       const auto v = to_double(value);
       if (!v) bad_value(value, sub, "a number >= 0");
@@ -362,12 +370,8 @@ Node time_node(const TimeSpec& t) {
       n.entries.emplace_back("shape", scalar(fmt_double(t.shape)));
       n.entries.emplace_back("scale", scalar(fmt_double(t.scale)));
       break;
-    case Distribution::Exponential:
-      n.entries.emplace_back("scale", scalar(fmt_double(t.scale)));
-      break;
-    case Distribution::Poisson:
-      n.entries.emplace_back("lam", scalar(fmt_double(t.lam)));
-      break;
+    case Distribution::Exponential: n.entries.emplace_back("scale", scalar(fmt_double(t.scale))); break;
+    case Distribution::Poisson: n.entries.emplace_back("lam", scalar(fmt_double(t.lam))); break;
   }
   return n;
 }
@@ -428,9 +432,9 @@ SectionSpec build_schema() {
     s.scalar_key = "name";
     s.fields.push_back(string_field("name", GPEMU_FIELD(model.name)));
     s.fields.push_back(string_field("type", GPEMU_FIELD(model.type)));
-    s.fields.push_back(float_field("model_size_bytes", GPEMU_FIELD(model.model_size_bytes),
-                                   FloatRule{0, false, std::numeric_limits<double>::infinity(), false,
-                                             "a number of bytes"}));
+    s.fields.push_back(
+        float_field("model_size_bytes", GPEMU_FIELD(model.model_size_bytes),
+                    FloatRule{0, false, std::numeric_limits<double>::infinity(), false, "a number of bytes"}));
     s.fields.push_back(alias("model_size", "model.model_size_bytes"));
     s.fields.push_back(enum_field<DataType>("model_datatype", GPEMU_FIELD(model.model_datatype)));
     s.fields.push_back(enum_field<DataType>("optimizer_datatype", GPEMU_FIELD(model.optimizer_datatype)));
@@ -447,9 +451,11 @@ SectionSpec build_schema() {
     SectionSpec tr;
     tr.name = "transformer";
     tr.fields.push_back(int_field("hidden_size", GPEMU_FIELD(model.transformer.hidden_size), at_least(1), false));
-    tr.fields.push_back(int_field("ffn_hidden_size", GPEMU_FIELD(model.transformer.ffn_hidden_size), at_least(1), false));
+    tr.fields.push_back(
+        int_field("ffn_hidden_size", GPEMU_FIELD(model.transformer.ffn_hidden_size), at_least(1), false));
     tr.fields.push_back(int_field("vocab_size", GPEMU_FIELD(model.transformer.vocab_size), at_least(1), false));
-    tr.fields.push_back(int_field("num_attention_heads", GPEMU_FIELD(model.transformer.num_attention_heads), at_least(1), false));
+    tr.fields.push_back(
+        int_field("num_attention_heads", GPEMU_FIELD(model.transformer.num_attention_heads), at_least(1), false));
     tr.fields.push_back(int_field("num_kv_heads", GPEMU_FIELD(model.transformer.num_kv_heads), at_least(1), false));
     s.sections.push_back(std::move(tr));
     root.sections.push_back(std::move(s));
@@ -483,7 +489,8 @@ SectionSpec build_schema() {
     s.fields.push_back(alias("record_length", "dataset.record_length_bytes"));
     s.fields.push_back(float_field("record_length_bytes_stdev", GPEMU_FIELD(dataset.record_length_bytes_stdev), bytes));
     s.fields.push_back(alias("record_length_stdev", "dataset.record_length_bytes_stdev"));
-    s.fields.push_back(float_field("record_length_bytes_resize", GPEMU_FIELD(dataset.record_length_bytes_resize), bytes));
+    s.fields.push_back(
+        float_field("record_length_bytes_resize", GPEMU_FIELD(dataset.record_length_bytes_resize), bytes));
     s.fields.push_back(alias("record_length_resize", "dataset.record_length_bytes_resize"));
     s.fields.push_back(int_field("num_subfolders_train", GPEMU_FIELD(dataset.num_subfolders_train), at_least(0)));
     s.fields.push_back(int_field("num_subfolders_eval", GPEMU_FIELD(dataset.num_subfolders_eval), at_least(0)));
@@ -493,7 +500,8 @@ SectionSpec build_schema() {
     s.fields.push_back(bool_field("enable_chunking", GPEMU_FIELD(dataset.enable_chunking), false));
     s.fields.push_back(int_field("chunk_size", GPEMU_FIELD(dataset.chunk_size), at_least(0), false));
     s.fields.push_back(bool_field("keep_files", GPEMU_FIELD(dataset.keep_files), false));
-    s.fields.push_back(int_field("generation_buffer_size", GPEMU_FIELD(dataset.generation_buffer_size), at_least(1), false));
+    s.fields.push_back(
+        int_field("generation_buffer_size", GPEMU_FIELD(dataset.generation_buffer_size), at_least(1), false));
     s.fields.push_back(int_list_field("record_dims", GPEMU_FIELD(dataset.record_dims), 1, false));
     s.fields.push_back(string_field("record_element_type", GPEMU_FIELD(dataset.record_element_type), false));
     s.sections.push_back(opaque_section("hdf5"));
@@ -542,9 +550,10 @@ SectionSpec build_schema() {
     s.fields.push_back(bool_field("odirect", GPEMU_FIELD(reader.odirect)));
     s.fields.push_back(bool_field("dont_use_mmap", GPEMU_FIELD(reader.dont_use_mmap), false));
     s.fields.push_back(string_field("multiprocessing_context", GPEMU_FIELD(reader.multiprocessing_context), false));
-    s.fields.push_back(int_list_field("transformed_record_dims", GPEMU_FIELD(reader.transformed_record_dims), 1, false));
-    s.fields.push_back(string_field("transformed_record_element_type",
-                                    GPEMU_FIELD(reader.transformed_record_element_type), false));
+    s.fields.push_back(
+        int_list_field("transformed_record_dims", GPEMU_FIELD(reader.transformed_record_dims), 1, false));
+    s.fields.push_back(
+        string_field("transformed_record_element_type", GPEMU_FIELD(reader.transformed_record_element_type), false));
     // DLIO's plug-in hooks: Python class names gpemu cannot load.
     for (const char* name : {"data_loader_classname", "data_loader_sampler", "reader_classname"}) {
       FieldSpec f;
@@ -566,7 +575,8 @@ SectionSpec build_schema() {
     s.fields.push_back(int_field("epochs", GPEMU_FIELD(train.epochs), at_least(1)));
     s.fields.push_back(time_field("computation_time", GPEMU_FIELD(train.computation_time)));
     s.fields.push_back(stdev_field("computation_time_stdev", GPEMU_FIELD(train.computation_time)));
-    s.fields.push_back(int_field("total_training_steps", GPEMU_FIELD(train.total_training_steps), minus_one_or_at_least(1)));
+    s.fields.push_back(
+        int_field("total_training_steps", GPEMU_FIELD(train.total_training_steps), minus_one_or_at_least(1)));
     s.fields.push_back(bool_field("seed_change_epoch", GPEMU_FIELD(train.seed_change_epoch)));
     s.fields.push_back(int_field("seed", GPEMU_FIELD(train.seed), IntRule{}));
     root.sections.push_back(std::move(s));
@@ -588,8 +598,10 @@ SectionSpec build_schema() {
     SectionSpec s;
     s.name = "checkpoint";
     s.fields.push_back(string_field("checkpoint_folder", GPEMU_FIELD(checkpoint.checkpoint_folder), true, true));
-    s.fields.push_back(int_field("checkpoint_after_epoch", GPEMU_FIELD(checkpoint.checkpoint_after_epoch), at_least(1)));
-    s.fields.push_back(int_field("epochs_between_checkpoints", GPEMU_FIELD(checkpoint.epochs_between_checkpoints), at_least(1)));
+    s.fields.push_back(
+        int_field("checkpoint_after_epoch", GPEMU_FIELD(checkpoint.checkpoint_after_epoch), at_least(1)));
+    s.fields.push_back(
+        int_field("epochs_between_checkpoints", GPEMU_FIELD(checkpoint.epochs_between_checkpoints), at_least(1)));
     s.fields.push_back(int_field("steps_between_checkpoints", GPEMU_FIELD(checkpoint.steps_between_checkpoints),
                                  minus_one_or_at_least(1)));
     s.fields.push_back(alias("model_size", "model.model_size_bytes"));
@@ -597,9 +609,10 @@ SectionSpec build_schema() {
     s.fields.push_back(enum_field<CheckpointMode>("mode", GPEMU_FIELD(checkpoint.mode), false));
     s.fields.push_back(bool_field("fsync", GPEMU_FIELD(checkpoint.fsync)));
     s.fields.push_back(float_field("time_between_checkpoints", GPEMU_FIELD(checkpoint.time_between_checkpoints),
-                                   FloatRule{0, true, std::numeric_limits<double>::infinity(), true, "seconds"}, false));
-    s.fields.push_back(int_field("num_checkpoints_write", GPEMU_FIELD(checkpoint.num_checkpoints_write),
-                                 minus_one_or_at_least(1)));
+                                   FloatRule{0, true, std::numeric_limits<double>::infinity(), true, "seconds"},
+                                   false));
+    s.fields.push_back(
+        int_field("num_checkpoints_write", GPEMU_FIELD(checkpoint.num_checkpoints_write), minus_one_or_at_least(1)));
     s.fields.push_back(int_field("num_checkpoints_read", GPEMU_FIELD(checkpoint.num_checkpoints_read),
                                  minus_one_or_at_least(0), false));
     s.fields.push_back(bool_field("recovery_rank_shift", GPEMU_FIELD(checkpoint.recovery_rank_shift), false));

@@ -9,8 +9,8 @@
 
 #include <fmt/format.h>
 
-#include "gpemu/error.h"
 #include "common/message_text.h"
+#include "gpemu/error.h"
 
 namespace gpemu::dlio::detail {
 
@@ -86,20 +86,20 @@ struct Converter {
 
   Node convert(const YAML::Node& y, const std::string& origin, int depth) {
     if (++nodes > kMaxYamlNodes)
-      throw InputError(fmt::format("{}: the document expands to more than {} values (through anchors and aliases "
-                                   "such as &a / *a, or sheer size); expected a DLIO workload of at most that many",
-                                   where(source, y.Mark()), kMaxYamlNodes));
+      throw InputError(
+          fmt::format("{}: the document expands to more than {} values (through anchors and aliases "
+                      "such as &a / *a, or sheer size); expected a DLIO workload of at most that many",
+                      where(source, y.Mark()), kMaxYamlNodes));
     if (depth > kMaxYamlDepth)
-      throw InputError(fmt::format("{}: values nested more than {} levels deep; expected a DLIO workload, which "
-                                   "nests 4 deep",
-                                   where(source, y.Mark()), kMaxYamlDepth));
+      throw InputError(
+          fmt::format("{}: values nested more than {} levels deep; expected a DLIO workload, which "
+                      "nests 4 deep",
+                      where(source, y.Mark()), kMaxYamlDepth));
     Node n;
     n.origin = origin;
     switch (y.Type()) {
       case YAML::NodeType::Undefined:
-      case YAML::NodeType::Null:
-        n.kind = Node::Kind::Null;
-        break;
+      case YAML::NodeType::Null: n.kind = Node::Kind::Null; break;
       case YAML::NodeType::Scalar:
         n.kind = Node::Kind::Scalar;
         n.scalar = y.Scalar();
@@ -123,8 +123,7 @@ struct Converter {
           std::string key = it->first.Scalar();
           std::string key_origin = where(source, it->first.Mark());
           if (!seen.insert(key).second) {
-            throw InputError(fmt::format("{}: key '{}' is given twice in the same map; give it once",
-                                         key_origin, key));
+            throw InputError(fmt::format("{}: key '{}' is given twice in the same map; give it once", key_origin, key));
           }
           n.entries.emplace_back(key, convert(it->second, key_origin, depth + 1));
         }
@@ -154,8 +153,8 @@ Node parse_yaml(std::string_view text, const std::string& source) {
       const std::string_view l = text.substr(start, end - start);
       const bool marker = l.substr(0, 3) == "---" && (l.size() == 3 || l[3] == ' ' || l[3] == '\t' || l[3] == '\r');
       if (marker && content)
-        throw InputError(fmt::format("{}:{}: a second YAML document ('---'); expected one workload per file", source,
-                                     line));
+        throw InputError(
+            fmt::format("{}:{}: a second YAML document ('---'); expected one workload per file", source, line));
       const auto first = l.find_first_not_of(" \t\r");
       if (!marker && first != std::string_view::npos && l[first] != '#' && l[first] != '%') content = true;
       start = end + 1;
@@ -165,18 +164,20 @@ Node parse_yaml(std::string_view text, const std::string& source) {
   try {
     root = YAML::Load(std::string(text));
   } catch (const YAML::DeepRecursion& e) {
-    throw InputError(fmt::format("{}: values nested too deeply for the YAML reader; expected a DLIO workload, which "
-                                 "nests 4 deep",
-                                 where(source, e.mark)));
+    throw InputError(
+        fmt::format("{}: values nested too deeply for the YAML reader; expected a DLIO workload, which "
+                    "nests 4 deep",
+                    where(source, e.mark)));
   } catch (const YAML::Exception& e) {
     throw InputError(fmt::format("{}: not valid YAML: {}", where(source, e.mark), e.msg));
   }
   // yaml-cpp reads a text that opens with a stray ',' as an empty document;
   // the workload would silently be DLIO's defaults.
   if (root.IsNull() && content)
-    throw InputError(fmt::format("{}: no YAML value could be read from the text (a stray ',' at the start stops the "
-                                 "reader); expected a DLIO workload such as configs/dlio/unet3d_a100.yaml",
-                                 source));
+    throw InputError(
+        fmt::format("{}: no YAML value could be read from the text (a stray ',' at the start stops the "
+                    "reader); expected a DLIO workload such as configs/dlio/unet3d_a100.yaml",
+                    source));
   return Converter{source}.convert(root, source, 0);
 }
 
@@ -196,9 +197,10 @@ Node parse_override_value(std::string_view text, const std::string& origin) {
   try {
     y = YAML::Load(std::string(text));
   } catch (const YAML::Exception& e) {
-    throw InputError(fmt::format("{}: the value '{}' is not valid (hydra/YAML value syntax: 4, 1.5, true, "
-                                 "abc, 'quoted text', [1, 2], {{mean: 1, stdev: 0.1}}): {}",
-                                 origin, text, e.msg));
+    throw InputError(
+        fmt::format("{}: the value '{}' is not valid (hydra/YAML value syntax: 4, 1.5, true, "
+                    "abc, 'quoted text', [1, 2], {{mean: 1, stdev: 0.1}}): {}",
+                    origin, text, e.msg));
   }
   Node n = Converter{origin}.convert(y, origin, 0);
   set_origin(n, origin);
@@ -222,9 +224,7 @@ bool needs_quotes(const std::string& s) {
 
 void emit(YAML::Emitter& out, const Node& n, bool flow) {
   switch (n.kind) {
-    case Node::Kind::Null:
-      out << YAML::Null;
-      break;
+    case Node::Kind::Null: out << YAML::Null; break;
     case Node::Kind::Scalar:
       if (n.quoted || needs_quotes(n.scalar)) {
         out << YAML::DoubleQuoted << n.scalar;

@@ -13,11 +13,11 @@ namespace gpemu::dlio::detail {
 struct Node {
   enum class Kind { Null, Scalar, List, Map };
   Kind kind = Kind::Null;
-  std::string scalar;  // Scalar
-  bool quoted = false; // Scalar written in quotes
+  std::string scalar;                                 // Scalar
+  bool quoted = false;                                // Scalar written in quotes
   std::vector<Node> items;                            // List
   std::vector<std::pair<std::string, Node>> entries;  // Map, in file order
-  std::string origin;  // "file.yaml:12" or "override '...'"
+  std::string origin;                                 // "file.yaml:12" or "override '...'"
 
   // Defined in tree.cpp, where Node is complete: clang with libstdc++ (the
   // fuzz build) refuses to instantiate them for the recursive members here.

@@ -12,15 +12,17 @@ ClusterOptions plan_cluster(int gpus, int nodes, NodeOptions node, NetworkSpec n
   if (gpus < 1) throw InputError(fmt::format("--gpus {} is impossible: it must be at least 1", gpus));
   if (nodes < 1) throw InputError(fmt::format("--nodes {} is impossible: it must be at least 1", nodes));
   if (gpus % nodes != 0)
-    throw InputError(fmt::format("--gpus {} over --nodes {}: every node holds the same number of GPUs; give a multiple of {}",
-                                 gpus, nodes, nodes));
+    throw InputError(
+        fmt::format("--gpus {} over --nodes {}: every node holds the same number of GPUs; give a multiple of {}", gpus,
+                    nodes, nodes));
   const int per_node = gpus / nodes;
   if (per_node > kMaxGpusPerNode) {
     const int need = (gpus + kMaxGpusPerNode - 1) / kMaxGpusPerNode;
-    throw InputError(fmt::format(
-        "--gpus {} on {} node{}: a node holds at most {} GPUs; give --nodes {} or more (and --network 25gbe|100gbe|400gbe|FILE) "
-        "so that each node holds at most {}",
-        gpus, nodes, nodes == 1 ? "" : "s", kMaxGpusPerNode, need, kMaxGpusPerNode));
+    throw InputError(
+        fmt::format("--gpus {} on {} node{}: a node holds at most {} GPUs; give --nodes {} or more (and --network "
+                    "25gbe|100gbe|400gbe|FILE) "
+                    "so that each node holds at most {}",
+                    gpus, nodes, nodes == 1 ? "" : "s", kMaxGpusPerNode, need, kMaxGpusPerNode));
   }
   ClusterOptions o;
   o.nodes = nodes;
@@ -37,13 +39,15 @@ Cluster::Cluster(Timeline& timeline, const GpuSpec& spec, ClusterOptions options
   if (m > 1) {
     const NetworkSpec& net = options_.network;
     if (!(net.line_rate_gbps > 0) || !(net.achievable_fraction > 0 && net.achievable_fraction <= 1))
-      throw InputError(fmt::format("network '{}': line rate {} Gb/s and achievable fraction {}: need a rate above 0 and a "
-                                   "fraction in (0, 1]; give --network 25gbe|100gbe|400gbe|FILE",
-                                   net.name, net.line_rate_gbps, net.achievable_fraction));
+      throw InputError(
+          fmt::format("network '{}': line rate {} Gb/s and achievable fraction {}: need a rate above 0 and a "
+                      "fraction in (0, 1]; give --network 25gbe|100gbe|400gbe|FILE",
+                      net.name, net.line_rate_gbps, net.achievable_fraction));
     if (net.nics_per_node < 1 || net.switch_oversubscription < 1 || net.latency < 0)
-      throw InputError(fmt::format("network '{}': nics_per_node {} (at least 1), switch_oversubscription {} (at least 1), "
-                                   "latency {} ns (at least 0)",
-                                   net.name, net.nics_per_node, net.switch_oversubscription, net.latency));
+      throw InputError(
+          fmt::format("network '{}': nics_per_node {} (at least 1), switch_oversubscription {} (at least 1), "
+                      "latency {} ns (at least 0)",
+                      net.name, net.nics_per_node, net.switch_oversubscription, net.latency));
   }
   for (int n = 0; n < m; ++n) {
     NodeOptions o = options_.node;
@@ -67,7 +71,8 @@ Node& Cluster::node(int n) const {
 }
 
 int Cluster::node_of(int rank) const {
-  if (rank < 0 || rank >= size()) throw InputError(fmt::format("GPU {}: the cluster has GPUs 0 to {}", rank, size() - 1));
+  if (rank < 0 || rank >= size())
+    throw InputError(fmt::format("GPU {}: the cluster has GPUs 0 to {}", rank, size() - 1));
   return rank / gpus_per_node();
 }
 
@@ -97,8 +102,8 @@ std::vector<Completion> ClusterCommunicator::all_reduce(std::span<Stream* const>
   const int m = cluster_->nodes();
   const int l = cluster_->gpus_per_node();
   if (static_cast<int>(streams.size()) != size())
-    throw InputError(fmt::format("all_reduce over {} GPUs given {} streams: give one stream per GPU, in rank order", size(),
-                                 streams.size()));
+    throw InputError(fmt::format("all_reduce over {} GPUs given {} streams: give one stream per GPU, in rank order",
+                                 size(), streams.size()));
   if (m == 1) return local_[0]->all_reduce(streams, bytes, o);  // the node's ring, exactly
   for (int r = 0; r < size(); ++r)
     if (!streams[r] || &streams[r]->device() != &cluster_->device(r))

@@ -59,16 +59,16 @@ void Communicator::check_streams(std::span<Stream* const> streams, std::string_v
   for (int r = 0; r < size(); ++r) {
     const Device& expected = node_->device(gpus_[r]);
     if (!streams[r])
-      throw InputError(fmt::format("{}: stream for rank {} is null: give a stream of GPU {}", what, r, expected.index()));
+      throw InputError(
+          fmt::format("{}: stream for rank {} is null: give a stream of GPU {}", what, r, expected.index()));
     if (&streams[r]->device() != &expected)
       throw InputError(fmt::format("{}: stream for rank {} belongs to GPU {}, not to the rank's GPU {}", what, r,
                                    streams[r]->device().index(), expected.index()));
   }
 }
 
-std::vector<Completion> Communicator::run_ring(std::span<Stream* const> streams, double chunk_bytes,
-                                               int reduce_steps, int forward_steps, const CollectiveOptions& o,
-                                               std::string_view what) {
+std::vector<Completion> Communicator::run_ring(std::span<Stream* const> streams, double chunk_bytes, int reduce_steps,
+                                               int forward_steps, const CollectiveOptions& o, std::string_view what) {
   check_streams(streams, what);
   const int n = size();
   const std::string name(o.name.empty() ? what : o.name);
@@ -96,7 +96,8 @@ std::vector<Completion> Communicator::run_ring(std::span<Stream* const> streams,
       spec.link = hop.link;
       spec.bytes = chunk_bytes;
       spec.rate_cap = hop.rate_cap;
-      if (reducing && reduce_cap > 0) spec.rate_cap = spec.rate_cap > 0 ? std::min(spec.rate_cap, reduce_cap) : reduce_cap;
+      if (reducing && reduce_cap > 0)
+        spec.rate_cap = spec.rate_cap > 0 ? std::min(spec.rate_cap, reduce_cap) : reduce_cap;
       spec.tag.name = step_name;
       spec.tag.category = "collective";
       // First step: the successor must have reached the collective to
@@ -142,8 +143,7 @@ std::vector<Completion> Communicator::broadcast(std::span<Stream* const> streams
                                                 const CollectiveOptions& o) {
   check_streams(streams, "broadcast");
   const int n = size();
-  if (root < 0 || root >= n)
-    throw InputError(fmt::format("broadcast root {}: accepted ranks 0 to {}", root, n - 1));
+  if (root < 0 || root >= n) throw InputError(fmt::format("broadcast root {}: accepted ranks 0 to {}", root, n - 1));
   const std::string name(o.name.empty() ? std::string_view("broadcast") : o.name);
   auto stream_at = [&](int p) -> Stream& { return *streams[rank_at_[p]]; };
   const int root_pos = static_cast<int>(std::find(rank_at_.begin(), rank_at_.end(), root) - rank_at_.begin());

@@ -9,7 +9,6 @@
 
 namespace gpemu {
 
-
 // ---- DdpReducer -----------------------------------------------------------------
 
 DdpReducer::DdpReducer(AllReduceGroup& comm, HostSync& sync, std::vector<Stream*> comm_streams,
@@ -99,8 +98,8 @@ Completion DdpReducer::finish(int rank, std::int64_t iteration) {
     Iteration& it = state(iteration);
     for (std::size_t g = 0; g < it.reported.size(); ++g)
       if (!it.reported[g][rank])
-        throw std::logic_error(fmt::format("GPU {} ended backward of iteration {} without gradient {}", rank,
-                                           iteration, g));
+        throw std::logic_error(
+            fmt::format("GPU {} ended backward of iteration {} without gradient {}", rank, iteration, g));
   }
   const int buckets = static_cast<int>(buckets_.size());
   sync_.wait_until(rank, [&] { return iterations_.at(iteration).launched == buckets; });

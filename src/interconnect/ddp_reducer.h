@@ -49,7 +49,7 @@ class DdpReducer {
 
  private:
   struct Iteration {
-    std::vector<std::vector<int>> count;       // [bucket][rank]: gradients reported
+    std::vector<std::vector<int>> count;        // [bucket][rank]: gradients reported
     std::vector<int> complete;                  // [bucket]: ranks that reported all of its gradients
     std::vector<std::vector<Completion>> last;  // [bucket][rank]: latest reported point
     std::vector<std::vector<bool>> reported;    // [gradient][rank]

@@ -90,8 +90,8 @@ std::vector<Completion> GradientBuckets::finish() {
     std::vector<int> missing;
     for (std::size_t g = 0; g < ready_.size(); ++g)
       if (!ready_[g]) missing.push_back(static_cast<int>(g));
-    throw std::logic_error(fmt::format("GradientBuckets::finish(): gradients {} were never reported ready",
-                                       fmt::join(missing, ", ")));
+    throw std::logic_error(
+        fmt::format("GradientBuckets::finish(): gradients {} were never reported ready", fmt::join(missing, ", ")));
   }
   std::vector<Completion> done(compute_.size());
   for (std::size_t r = 0; r < compute_.size(); ++r) {

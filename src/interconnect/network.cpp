@@ -63,7 +63,9 @@ NetworkSpec network_preset(std::string_view name) {
 
 NetworkSpec load_network_file(const std::string& path) {
   std::ifstream in(path);
-  if (!in) throw InputError(fmt::format("network file {}: cannot be read; give a preset (25gbe, 100gbe, 400gbe) or a readable JSON file", path));
+  if (!in)
+    throw InputError(fmt::format(
+        "network file {}: cannot be read; give a preset (25gbe, 100gbe, 400gbe) or a readable JSON file", path));
   std::stringstream text;
   text << in.rdbuf();
   nlohmann::json j;
@@ -73,16 +75,19 @@ NetworkSpec load_network_file(const std::string& path) {
     throw InputError(fmt::format("network file {}: not valid JSON ({})", path, e.what()));
   }
   if (!j.is_object())
-    throw InputError(fmt::format("network file {}: expected a JSON object with line_rate_gbps, achievable_fraction, latency_us", path));
-  static const char* const kKeys[] = {"name", "line_rate_gbps", "achievable_fraction", "latency_us",
-                                      "nics_per_node", "switch_oversubscription", "source"};
+    throw InputError(fmt::format(
+        "network file {}: expected a JSON object with line_rate_gbps, achievable_fraction, latency_us", path));
+  static const char* const kKeys[] = {"name",       "line_rate_gbps", "achievable_fraction",
+                                      "latency_us", "nics_per_node",  "switch_oversubscription",
+                                      "source"};
   for (const auto& [key, value] : j.items()) {
     bool known = false;
     for (const char* k : kKeys) known = known || key == k;
     if (!known)
-      throw InputError(fmt::format("network file {}: unknown key '{}'; accepted: name, line_rate_gbps, achievable_fraction, "
-                                   "latency_us, nics_per_node, switch_oversubscription, source",
-                                   path, key));
+      throw InputError(
+          fmt::format("network file {}: unknown key '{}'; accepted: name, line_rate_gbps, achievable_fraction, "
+                      "latency_us, nics_per_node, switch_oversubscription, source",
+                      path, key));
   }
   auto number = [&](const char* key, bool required, double fallback, double lo, double hi, bool lo_open) {
     if (!j.contains(key)) {
@@ -93,7 +98,8 @@ NetworkSpec load_network_file(const std::string& path) {
     if (!v.is_number()) throw InputError(fmt::format("network file {}: '{}' must be a number", path, key));
     const double x = v.get<double>();
     if (!std::isfinite(x) || (lo_open ? x <= lo : x < lo) || x > hi)
-      throw InputError(fmt::format("network file {}: '{}' is {}; accepted {}{}, {}]", path, key, x, lo_open ? "(" : "[", lo, hi));
+      throw InputError(
+          fmt::format("network file {}: '{}' is {}; accepted {}{}, {}]", path, key, x, lo_open ? "(" : "[", lo, hi));
     return x;
   };
   auto text_of = [&](const char* key, std::string fallback) {
@@ -107,7 +113,8 @@ NetworkSpec load_network_file(const std::string& path) {
   n.achievable_fraction = number("achievable_fraction", true, 0, 0, 1, true);
   n.latency = static_cast<Duration>(std::llround(number("latency_us", true, 0, 0, 1e6, false) * kMicrosecond));
   const double nics = number("nics_per_node", false, 1, 1, 64, false);
-  if (nics != std::floor(nics)) throw InputError(fmt::format("network file {}: 'nics_per_node' must be a whole number", path));
+  if (nics != std::floor(nics))
+    throw InputError(fmt::format("network file {}: 'nics_per_node' must be a whole number", path));
   n.nics_per_node = static_cast<int>(nics);
   n.switch_oversubscription = number("switch_oversubscription", false, 1, 1, 1000, false);
   n.source = text_of("source", fmt::format("user file {}", path));

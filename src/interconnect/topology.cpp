@@ -79,9 +79,10 @@ Node::Node(Timeline& timeline, const GpuSpec& spec, NodeOptions options)
   fabric_ = options_.fabric == Fabric::Auto ? default_fabric(spec) : options_.fabric;
   const double nvlink_total_gbs = options_.nvlink_gbs.value_or(spec.nvlink_gbs);
   if (fabric_ != Fabric::Pcie && !(nvlink_total_gbs > 0))
-    throw InputError(fmt::format("{} fabric for {}: the GPU has no NVLink bandwidth (nvlink_gbs {}); use the PCIe fabric "
-                                 "or give NodeOptions::nvlink_gbs",
-                                 to_string(fabric_), spec.id, nvlink_total_gbs));
+    throw InputError(
+        fmt::format("{} fabric for {}: the GPU has no NVLink bandwidth (nvlink_gbs {}); use the PCIe fabric "
+                    "or give NodeOptions::nvlink_gbs",
+                    to_string(fabric_), spec.id, nvlink_total_gbs));
   if ((fabric_ == Fabric::HybridCubeMesh || fabric_ == Fabric::FullMesh) && n > 8)
     throw InputError(fmt::format("{} fabric of {} GPUs: it connects at most 8", to_string(fabric_), n));
 
@@ -155,8 +156,7 @@ Node::Node(Timeline& timeline, const GpuSpec& spec, NodeOptions options)
 }
 
 void Node::check_gpu(int gpu) const {
-  if (gpu < 0 || gpu >= size())
-    throw InputError(fmt::format("GPU {}: the node has GPUs 0 to {}", gpu, size() - 1));
+  if (gpu < 0 || gpu >= size()) throw InputError(fmt::format("GPU {}: the node has GPUs 0 to {}", gpu, size() - 1));
 }
 
 Device& Node::device(int gpu) const {
@@ -189,7 +189,8 @@ int Node::nvlinks_between(int a, int b) const {
 }
 
 int Node::link_count(LinkKind kind) const {
-  return static_cast<int>(std::count_if(links_.begin(), links_.end(), [&](const NodeLink& l) { return l.kind == kind; }));
+  return static_cast<int>(
+      std::count_if(links_.begin(), links_.end(), [&](const NodeLink& l) { return l.kind == kind; }));
 }
 
 Path Node::path(int from, int to) const {
@@ -220,8 +221,7 @@ Path Node::path(int from, int to) const {
 Completion Node::copy_peer(Stream& stream, int to, std::uint64_t bytes, std::string_view name) {
   const int from = position_of(stream.device());
   check_gpu(to);
-  if (from == to)
-    throw InputError(fmt::format("peer copy from GPU {} to itself: give another GPU of the node", from));
+  if (from == to) throw InputError(fmt::format("peer copy from GPU {} to itself: give another GPU of the node", from));
   const Path p = path(from, to);
   OpSpec spec;
   spec.duration = p.latency;

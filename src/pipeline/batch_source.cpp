@@ -21,7 +21,8 @@ std::uint64_t staging_bytes(const Dataset& dataset, const LoaderOptions& o, int 
     per_sample = std::max(per_sample, s.format == SampleFormat::Jpeg && o.decode_images ? image : s.length);
   const std::uint64_t batch = per_sample * o.batch_size;
   const std::uint64_t buffer = (batch + (1u << 20) - 1) / (1u << 20) * (1u << 20);
-  const auto per_loader = static_cast<std::uint64_t>(o.prefetch_factor) * static_cast<std::uint64_t>(std::max(1, o.num_workers)) + 2;
+  const auto per_loader =
+      static_cast<std::uint64_t>(o.prefetch_factor) * static_cast<std::uint64_t>(std::max(1, o.num_workers)) + 2;
   return static_cast<std::uint64_t>(std::max(1, ranks)) * per_loader * buffer;
 }
 
@@ -40,7 +41,11 @@ SyntheticSource::SyntheticSource(Clock& clock, std::int64_t batches, int batch_s
 
 SyntheticSource::SyntheticSource(Clock& clock, Sampler sampler, int batch_size, std::uint64_t bytes_per_sample,
                                  HostMemoryKind memory)
-    : clock_(clock), batches_(0), batch_size_(batch_size), bytes_per_sample_(bytes_per_sample), memory_(memory),
+    : clock_(clock),
+      batches_(0),
+      batch_size_(batch_size),
+      bytes_per_sample_(bytes_per_sample),
+      memory_(memory),
       sampler_(std::move(sampler)) {
   if (batch_size < 1) throw InputError(fmt::format("batch size {} is impossible: it must be at least 1", batch_size));
   batches_ = static_cast<std::int64_t>(sampler_->size() / static_cast<std::size_t>(batch_size));
@@ -76,8 +81,7 @@ std::string SyntheticSource::describe() const {
 
 // ---- PipelineSource -----------------------------------------------------------
 
-PipelineSource::PipelineSource(Clock& clock, Dataset dataset, LoaderOptions options,
-                               PipelineSourceOptions source)
+PipelineSource::PipelineSource(Clock& clock, Dataset dataset, LoaderOptions options, PipelineSourceOptions source)
     : clock_(clock), source_(source) {
   if (clock.is_virtual() && !source.untimed)
     throw InputError(
@@ -87,9 +91,9 @@ PipelineSource::PipelineSource(Clock& clock, Dataset dataset, LoaderOptions opti
   // Loader times are steady-clock ns from origin(); the real clock's are
   // monotonic ns from its own epoch. Both are CLOCK_MONOTONIC on Linux.
   const Time clock_now = clock_.now();
-  const auto since_origin = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                std::chrono::steady_clock::now() - loader_->origin())
-                                .count();
+  const auto since_origin =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - loader_->origin())
+          .count();
   offset_ = clock_now - since_origin;
 }
 

@@ -11,9 +11,9 @@
 #include <unordered_set>
 
 #include "common/checked.h"
-#include "gpemu/error.h"
 #include "common/fs_errors.h"
 #include "common/message_text.h"
+#include "gpemu/error.h"
 #include "pipeline/npy.h"
 
 namespace gpemu::pipeline {
@@ -45,7 +45,8 @@ std::uint64_t file_size_or_throw(const fs::path& p, const std::string& what) {
   std::error_code ec;
   // A FIFO or device named .jpg has no size ("Operation not supported"); say what it is.
   if (const auto st = status_or_throw(p, what); fs::exists(st) && !fs::is_regular_file(st))
-    throw InputError(what + ": '" + p.string() + "' is " + (fs::is_directory(st) ? "a folder" : "a pipe, socket or device") +
+    throw InputError(what + ": '" + p.string() + "' is " +
+                     (fs::is_directory(st) ? "a folder" : "a pipe, socket or device") +
                      ", not a regular file; expected image or record files");
   const auto size = fs::file_size(p, ec);
   if (ec) throw_fs_error(what, "stat", p, ec);
@@ -85,7 +86,7 @@ struct RecordLayout {
 // A folder's identity (device, inode), links followed.
 using FolderId = std::pair<dev_t, ino_t>;
 FolderId folder_id(const fs::path& p, const std::string& what) {
-  struct stat st{};
+  struct stat st {};
   if (::stat(p.c_str(), &st) != 0) throw_fs_error(what, "read", p, std::error_code(errno, std::generic_category()));
   return {st.st_dev, st.st_ino};
 }
@@ -97,7 +98,8 @@ RecordLayout npy_records(const NpyHeader& h, const std::string& what) {
   }
   std::uint64_t per = h.item_size;
   for (std::size_t i = 1; i < h.shape.size(); ++i) per = checked_mul(per, h.shape[i], what + ": the record length");
-  if (per == 0) throw InputError(what + ": records of 0 bytes (an axis of length 0); expected records of at least 1 byte");
+  if (per == 0)
+    throw InputError(what + ": records of 0 bytes (an axis of length 0); expected records of at least 1 byte");
   return {h.shape[0], per};
 }
 
@@ -141,7 +143,8 @@ Dataset open_image_folder(const fs::path& root) {
   }
   if (ec) throw_fs_error(what, "list", root, ec);
   std::sort(ds.classes.begin(), ds.classes.end());
-  if (ds.classes.empty()) throw InputError(what + ": '" + root.string() + "' has no class subfolders; expected " + expected);
+  if (ds.classes.empty())
+    throw InputError(what + ": '" + root.string() + "' has no class subfolders; expected " + expected);
 
   for (std::size_t label = 0; label < ds.classes.size(); ++label) {
     const fs::path dir = root / ds.classes[label];
@@ -310,15 +313,18 @@ Dataset open_dlio_dataset(const fs::path& dir, const DlioOptions& options) {
                            "); expected the samples in '" + options.npz_key + ".npy', as DLIO writes them");
         }
         if (x->method != 0) {
-          throw InputError(fwhat + ": array '" + printable_excerpt(x->name, 64) +
-                           "' is compressed (np.savez_compressed); only stored arrays (np.savez) can be read as records");
+          throw InputError(
+              fwhat + ": array '" + printable_excerpt(x->name, 64) +
+              "' is compressed (np.savez_compressed); only stored arrays (np.savez) can be read as records");
         }
-        const auto h = parse_npy_header(read_range(file, x->data_offset, std::min<std::uint64_t>(4096, x->size)), fwhat);
+        const auto h =
+            parse_npy_header(read_range(file, x->data_offset, std::min<std::uint64_t>(4096, x->size)), fwhat);
         const auto r = npy_records(h, fwhat);
         check_record_length(options.record_length, r.length, fwhat);
         std::vector<std::int64_t> labels;
         if (y != nullptr && y != x && y->method == 0) {
-          const auto yh = parse_npy_header(read_range(file, y->data_offset, std::min<std::uint64_t>(4096, y->size)), fwhat);
+          const auto yh =
+              parse_npy_header(read_range(file, y->data_offset, std::min<std::uint64_t>(4096, y->size)), fwhat);
           const bool int_type = yh.descr.size() >= 2 && (yh.descr[1] == 'i' || yh.descr[1] == 'u');
           if (int_type && yh.shape.size() == 1 && yh.shape[0] == r.count && yh.item_size <= 8 &&
               (yh.descr[0] == '<' || yh.descr[0] == '|') && r.count <= kMaxSamples &&
@@ -327,8 +333,10 @@ Dataset open_dlio_dataset(const fs::path& dir, const DlioOptions& options) {
             labels.resize(r.count);
             for (std::uint64_t i = 0; i < r.count; ++i) {
               std::uint64_t v = 0;
-              for (std::size_t b = yh.item_size; b-- > 0;) v = (v << 8) | std::to_integer<std::uint64_t>(raw[i * yh.item_size + b]);
-              if (yh.descr[1] == 'i' && yh.item_size < 8 && (v >> (8 * yh.item_size - 1)) & 1) v |= ~0ULL << (8 * yh.item_size);
+              for (std::size_t b = yh.item_size; b-- > 0;)
+                v = (v << 8) | std::to_integer<std::uint64_t>(raw[i * yh.item_size + b]);
+              if (yh.descr[1] == 'i' && yh.item_size < 8 && (v >> (8 * yh.item_size - 1)) & 1)
+                v |= ~0ULL << (8 * yh.item_size);
               labels[i] = static_cast<std::int64_t>(v);
             }
           }

@@ -7,12 +7,12 @@
 #include <fstream>
 
 #include "common/atomic_file.h"
-#include "common/interrupt.h"
 #include "common/fs_errors.h"
+#include "common/interrupt.h"
+#include "common/random.h"
 #include "gpemu/error.h"
 #include "gpemu/pipeline/jpeg.h"
 #include "pipeline/npy.h"
-#include "common/random.h"
 
 namespace gpemu::pipeline {
 namespace fs = std::filesystem;
@@ -44,7 +44,8 @@ class ImageMaker {
   std::vector<std::byte> make(double target_bytes) {
     const int quality = 70 + static_cast<int>(rng_.below(26));
     const double noise = rng_.uniform(30.0, 80.0);
-    static constexpr std::array<double, 8> kAspects = {4.0 / 3, 4.0 / 3, 4.0 / 3, 3.0 / 4, 3.0 / 2, 2.0 / 3, 1.0, 16.0 / 9};
+    static constexpr std::array<double, 8> kAspects = {4.0 / 3, 4.0 / 3, 4.0 / 3, 3.0 / 4,
+                                                       3.0 / 2, 2.0 / 3, 1.0,     16.0 / 9};
     const double aspect = kAspects[rng_.below(kAspects.size())];
     const double bpp = model_bpp(quality, noise) * std::exp(log_correction_);
     const double pixels = std::clamp(target_bytes / bpp, 24.0 * 24.0, 5000.0 * 5000.0);
@@ -181,7 +182,8 @@ ImageDatasetSummary synthesize_image_folder(const fs::path& dir, int num_classes
   if (existed) {
     if (!is_folder(dir, "dataset synth --out")) throw InputError("'" + dir.string() + "' exists and is not a folder");
     if (!fs::is_empty(dir, ec))
-      throw InputError("'" + dir.string() + "' is not empty; give a new or empty folder (a dataset written into it "
+      throw InputError("'" + dir.string() +
+                       "' is not empty; give a new or empty folder (a dataset written into it "
                        "would mix with the files there)");
   }
   make_dir(dir);

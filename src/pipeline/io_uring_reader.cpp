@@ -57,11 +57,11 @@ std::span<const ReadResult> IoUringReader::read_batch(std::span<const ReadReques
 
 namespace {
 
-constexpr std::size_t kDirectAlign = 4096;   // O_DIRECT offsets, lengths and buffers
-constexpr std::size_t kSlotAlign = 64;       // buffered reads: a cache line per sample slot
-constexpr unsigned kMaxDepth = 4096;         // ring entries; larger batches go in waves
+constexpr std::size_t kDirectAlign = 4096;     // O_DIRECT offsets, lengths and buffers
+constexpr std::size_t kSlotAlign = 64;         // buffered reads: a cache line per sample slot
+constexpr unsigned kMaxDepth = 4096;           // ring entries; larger batches go in waves
 constexpr std::uint64_t kMaxChunk = 1u << 30;  // one read's length is an unsigned int
-constexpr int kMaxRetries = 1000;            // EINTR/EAGAIN per read, ring submissions that make no progress
+constexpr int kMaxRetries = 1000;              // EINTR/EAGAIN per read, ring submissions that make no progress
 
 std::uint64_t align_down(std::uint64_t v, std::uint64_t a) { return v / a * a; }
 std::uint64_t align_up(std::uint64_t v, std::uint64_t a) { return (v + a - 1) / a * a; }
@@ -107,7 +107,8 @@ IoUringReader::IoUringReader(unsigned queue_depth, bool direct_io, NoteFn note)
 #endif
   if (rc == -EINVAL) rc = io_uring_queue_init(depth_, &ring->ring, 0);
   if (rc < 0)
-    throw InputError(unavailable("cannot set up a ring of " + std::to_string(depth_) + " entries: " + setup_reason(-rc)));
+    throw InputError(
+        unavailable("cannot set up a ring of " + std::to_string(depth_) + " entries: " + setup_reason(-rc)));
   ring_ = std::move(ring);
 }
 
@@ -219,7 +220,8 @@ std::span<const ReadResult> IoUringReader::read_batch(std::span<const ReadReques
   std::deque<std::size_t> todo;  // reads (or their remainders) to submit
   auto finish = [&](std::size_t i) {
     const Read& r = reads[i];
-    results_[i].bytes = {r.data(buffer_) + (requests[i].offset - r.start), static_cast<std::size_t>(requests[i].length)};
+    results_[i].bytes = {r.data(buffer_) + (requests[i].offset - r.start),
+                         static_cast<std::size_t>(requests[i].length)};
   };
   for (std::size_t i = 0; i < n; ++i) {
     if (!reads[i].active) continue;

@@ -74,8 +74,9 @@ struct ReadRequest {
 };
 
 struct ReadResult {
-  std::span<const std::byte> bytes;  // the sample, in destination or the reader's buffer (valid until the next read_batch)
-  std::string error;                 // empty on success, else "cannot open '<path>': <strerror>" or the like
+  std::span<const std::byte>
+      bytes;          // the sample, in destination or the reader's buffer (valid until the next read_batch)
+  std::string error;  // empty on success, else "cannot open '<path>': <strerror>" or the like
   bool ok() const { return error.empty(); }
 };
 

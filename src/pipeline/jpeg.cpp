@@ -13,8 +13,8 @@
 #include <cstring>
 #include <string>
 
-#include <jpeglib.h>
 #include <jerror.h>
+#include <jpeglib.h>
 
 namespace gpemu::pipeline {
 namespace {
@@ -41,10 +41,8 @@ bool is_damage(j_common_ptr c) {
     case JWRN_HUFF_BAD_CODE:
     case JWRN_MUST_RESYNC:
     case JWRN_NOT_SEQUENTIAL:
-    case JWRN_BOGUS_PROGRESSION:
-      return true;
-    default:
-      break;
+    case JWRN_BOGUS_PROGRESSION: return true;
+    default: break;
   }
   char text[JMSG_LENGTH_MAX];
   (*c->err->format_message)(c, text);
@@ -178,8 +176,8 @@ struct JpegDecoder::State {
     return true;
   }
 
-  bool crop_core(const std::byte* data, std::size_t size,
-                 const std::function<CropBox(int, int)>* choose, int min_w, int min_h, JpegValidation validation) {
+  bool crop_core(const std::byte* data, std::size_t size, const std::function<CropBox(int, int)>* choose, int min_w,
+                 int min_h, JpegValidation validation) {
     if (setjmp(err.jump)) {
       jpeg_abort_decompress(&cinfo);
       return false;
@@ -291,8 +289,8 @@ JpegInfo JpegDecoder::read_info(std::span<const std::byte> data) {
 }
 
 DecodedCrop JpegDecoder::decode_crop(std::span<const std::byte> data,
-                                     const std::function<CropBox(int, int)>& choose_box, int min_width,
-                                     int min_height, JpegValidation validation) {
+                                     const std::function<CropBox(int, int)>& choose_box, int min_width, int min_height,
+                                     JpegValidation validation) {
   if (!s_->crop_core(data.data(), data.size(), &choose_box, min_width, min_height, validation)) {
     throw JpegError(std::string("corrupt JPEG: ") + s_->err.message);
   }
@@ -346,8 +344,8 @@ struct Encoder {
 
 std::vector<std::byte> encode_jpeg(const std::uint8_t* rgb, int width, int height, int quality) {
   if (width <= 0 || height <= 0 || quality < 1 || quality > 100) {
-    throw InputError("JPEG encode: bad size " + std::to_string(width) + "x" + std::to_string(height) +
-                     " or quality " + std::to_string(quality) + " (1..100)");
+    throw InputError("JPEG encode: bad size " + std::to_string(width) + "x" + std::to_string(height) + " or quality " +
+                     std::to_string(quality) + " (1..100)");
   }
   Encoder e{};
   e.cinfo.err = jpeg_std_error(&e.err.pub);

@@ -12,11 +12,11 @@
 #include <optional>
 #include <thread>
 
+#include "common/random.h"
 #include "gpemu/error.h"
 #include "gpemu/pipeline/io.h"
-#include "pipeline/io_uring_reader.h"
 #include "gpemu/pipeline/jpeg.h"
-#include "common/random.h"
+#include "pipeline/io_uring_reader.h"
 
 namespace gpemu::pipeline {
 
@@ -59,10 +59,10 @@ struct WorkerContext {
   int id;
   FileReader reader;
   JpegDecoder decoder;
-  std::unique_ptr<IoUringReader> uring;  // read_method == IoUring
-  std::vector<ReadRequest> requests;     // the batch's cache misses
-  std::vector<std::size_t> request_slot; // their positions in the batch
-  std::vector<Fetched> fetched;          // per position in the batch
+  std::unique_ptr<IoUringReader> uring;   // read_method == IoUring
+  std::vector<ReadRequest> requests;      // the batch's cache misses
+  std::vector<std::size_t> request_slot;  // their positions in the batch
+  std::vector<Fetched> fetched;           // per position in the batch
 };
 
 void validate(const LoaderOptions& o, const Dataset& ds) {
@@ -87,7 +87,8 @@ void validate(const LoaderOptions& o, const Dataset& ds) {
     bool jpeg = false, bytes = false;
     for (const auto& s : ds.samples) (s.format == SampleFormat::Jpeg ? jpeg : bytes) = true;
     if (jpeg && bytes) {
-      bad("dataset '" + ds.root + "' mixes JPEG images and byte records; a batch holds one kind "
+      bad("dataset '" + ds.root +
+          "' mixes JPEG images and byte records; a batch holds one kind "
           "(set decode_images=false to read everything as bytes)");
     }
   }
@@ -99,7 +100,8 @@ struct DataLoader::Impl {
   Impl(Dataset ds, LoaderOptions o)
       : dataset(std::move(ds)),
         opt(std::move(o)),
-        sampler(dataset.size(), SamplerOptions{opt.shuffle, opt.seed, opt.rank, opt.world_size, opt.drop_uneven_shards}),
+        sampler(dataset.size(),
+                SamplerOptions{opt.shuffle, opt.seed, opt.rank, opt.world_size, opt.drop_uneven_shards}),
         origin(std::chrono::steady_clock::now()) {
     images = opt.decode_images && dataset.samples.front().format == SampleFormat::Jpeg;
     cache = opt.cache ? opt.cache : (opt.cache_bytes > 0 ? std::make_shared<LoaderCache>(opt.cache_bytes) : nullptr);
@@ -346,8 +348,10 @@ struct DataLoader::Impl {
       if (ctx) {
         r = build_batch(*ctx, task);
       } else {
-        r.error = start_error ? start_error
-                              : std::make_exception_ptr(Error("data loader: worker " + std::to_string(id) + " could not start"));
+        r.error =
+            start_error
+                ? start_error
+                : std::make_exception_ptr(Error("data loader: worker " + std::to_string(id) + " could not start"));
       }
       {
         std::lock_guard lock(mu);
@@ -425,7 +429,8 @@ struct DataLoader::Impl {
     for (std::size_t i = 0; i < order.size(); i += opt.batch_size) {
       const std::size_t end = std::min(order.size(), i + opt.batch_size);
       if (end - i < opt.batch_size && opt.drop_last) break;
-      plan.emplace_back(order.begin() + static_cast<std::ptrdiff_t>(i), order.begin() + static_cast<std::ptrdiff_t>(end));
+      plan.emplace_back(order.begin() + static_cast<std::ptrdiff_t>(i),
+                        order.begin() + static_cast<std::ptrdiff_t>(end));
     }
     next_dispatch = 0;
     next_deliver = 0;

@@ -19,7 +19,8 @@ void validate(const LoaderOptions& o, const LoaderModelOptions& m) {
   if (m.read_per_sample < 0 || m.decode_per_sample < 0 || m.collate_per_batch < 0 || !(m.read_bytes_per_s >= 0) ||
       !(m.decode_ns_per_byte >= 0) || !std::isfinite(m.read_bytes_per_s) || !std::isfinite(m.decode_ns_per_byte))
     throw InputError("loader model: costs must be finite and not negative");
-  if (m.cores < 0 || m.loader_threads < 0) throw InputError("loader model: cores and loader threads must not be negative");
+  if (m.cores < 0 || m.loader_threads < 0)
+    throw InputError("loader model: cores and loader threads must not be negative");
 }
 
 SamplerOptions sampler_options(const LoaderOptions& o) {
@@ -39,14 +40,17 @@ SampleCost model_sample_cost(const Sample& sample, bool decode_images, const Loa
   const double bytes = static_cast<double>(sample.length);
   // ns_from_double refuses a read time past the clock's range (a bandwidth near
   // 0) instead of wrapping it into a short or negative one.
-  c.read = m.read_per_sample + (m.read_bytes_per_s > 0 ? ns_from_double(bytes * 1e9 / m.read_bytes_per_s, bytes / m.read_bytes_per_s, "s") : 0);
+  c.read =
+      m.read_per_sample +
+      (m.read_bytes_per_s > 0 ? ns_from_double(bytes * 1e9 / m.read_bytes_per_s, bytes / m.read_bytes_per_s, "s") : 0);
   if (decode_images && sample.format == SampleFormat::Jpeg)
-    c.decode = m.decode_per_sample + ns_from_double(bytes * m.decode_ns_per_byte, bytes * m.decode_ns_per_byte * 1e-9, "s");
+    c.decode =
+        m.decode_per_sample + ns_from_double(bytes * m.decode_ns_per_byte, bytes * m.decode_ns_per_byte * 1e-9, "s");
   return c;
 }
 
-ModelledLoader::ModelledLoader(Clock& clock, Dataset dataset, LoaderOptions options,
-                               LoaderModelOptions model, Timeline* trace)
+ModelledLoader::ModelledLoader(Clock& clock, Dataset dataset, LoaderOptions options, LoaderModelOptions model,
+                               Timeline* trace)
     : clock_(clock),
       dataset_(std::move(dataset)),
       options_(std::move(options)),
@@ -172,9 +176,9 @@ std::string ModelledLoader::describe() const {
       options_.num_workers, options_.num_workers == 1 ? "" : "s", options_.prefetch_factor,
       options_.pin_memory ? "pinned" : "pageable", to_us(model_.read_per_sample),
       model_.read_bytes_per_s > 0 ? fmt::format("{:.3g}", 1e9 / model_.read_bytes_per_s) : std::string("0"),
-      options_.decode_images ? fmt::format(", decode {} us + {} ns/byte", to_us(model_.decode_per_sample),
-                                           model_.decode_ns_per_byte)
-                             : std::string(),
+      options_.decode_images
+          ? fmt::format(", decode {} us + {} ns/byte", to_us(model_.decode_per_sample), model_.decode_ns_per_byte)
+          : std::string(),
       fmt::format("{:.2f}", share_));
 }
 

@@ -9,8 +9,8 @@
 
 #include "common/atomic_file.h"
 #include "common/checked.h"
-#include "gpemu/error.h"
 #include "common/message_text.h"
+#include "gpemu/error.h"
 
 namespace gpemu::pipeline {
 namespace {
@@ -260,14 +260,24 @@ std::vector<ZipEntry> read_zip_entries(const std::filesystem::path& file) {
       const auto len = read_le(f + 2, 2);
       if (id == 0x0001) {
         std::size_t q = 4;
-        if (z.size == 0xffffffff && q + 8 <= len + 4) { z.size = read_le(f + q, 8); q += 8; }
-        if (z.compressed_size == 0xffffffff && q + 8 <= len + 4) { z.compressed_size = read_le(f + q, 8); q += 8; }
-        if (local == 0xffffffff && q + 8 <= len + 4) { local = read_le(f + q, 8); q += 8; }
+        if (z.size == 0xffffffff && q + 8 <= len + 4) {
+          z.size = read_le(f + q, 8);
+          q += 8;
+        }
+        if (z.compressed_size == 0xffffffff && q + 8 <= len + 4) {
+          z.compressed_size = read_le(f + q, 8);
+          q += 8;
+        }
+        if (local == 0xffffffff && q + 8 <= len + 4) {
+          local = read_le(f + q, 8);
+          q += 8;
+        }
       }
       x += 4 + len;
     }
     const auto lh = read_at(local, 30);
-    if (read_le(lh.data(), 4) != 0x04034b50) throw InputError(what + ": malformed zip local header for " + printable_excerpt(z.name, 64));
+    if (read_le(lh.data(), 4) != 0x04034b50)
+      throw InputError(what + ": malformed zip local header for " + printable_excerpt(z.name, 64));
     z.data_offset = local + 30 + read_le(lh.data() + 26, 2) + read_le(lh.data() + 28, 2);
     entries.push_back(std::move(z));
     p += 46 + name_len + extra_len + comment_len;

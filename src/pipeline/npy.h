@@ -16,11 +16,11 @@
 namespace gpemu::pipeline {
 
 struct NpyHeader {
-  std::string descr;                 // e.g. "|u1", "<f4", "<i8"
+  std::string descr;  // e.g. "|u1", "<f4", "<i8"
   bool fortran_order = false;
   std::vector<std::uint64_t> shape;
-  std::size_t item_size = 0;         // bytes per element, from descr
-  std::uint64_t header_bytes = 0;    // data starts this many bytes into the .npy
+  std::size_t item_size = 0;       // bytes per element, from descr
+  std::uint64_t header_bytes = 0;  // data starts this many bytes into the .npy
   std::uint64_t elements() const;
 };
 
@@ -33,8 +33,8 @@ std::vector<std::byte> make_npy_header(std::string_view descr, const std::vector
 
 struct ZipEntry {
   std::string name;
-  std::uint16_t method = 0;        // 0 = stored
-  std::uint64_t data_offset = 0;   // first byte of the entry's data in the file
+  std::uint16_t method = 0;       // 0 = stored
+  std::uint64_t data_offset = 0;  // first byte of the entry's data in the file
   std::uint64_t compressed_size = 0;
   std::uint64_t size = 0;
 };

@@ -3,8 +3,8 @@
 #include <numeric>
 #include <string>
 
-#include "gpemu/error.h"
 #include "common/random.h"
+#include "gpemu/error.h"
 
 namespace gpemu::pipeline {
 
@@ -13,8 +13,8 @@ Sampler::Sampler(std::size_t dataset_size, SamplerOptions options) : dataset_siz
     throw InputError("sampler: world_size " + std::to_string(options_.world_size) + " is not allowed; it must be >= 1");
   }
   if (options_.rank < 0 || options_.rank >= options_.world_size) {
-    throw InputError("sampler: rank " + std::to_string(options_.rank) + " is outside [0, world_size=" +
-                     std::to_string(options_.world_size) + ")");
+    throw InputError("sampler: rank " + std::to_string(options_.rank) +
+                     " is outside [0, world_size=" + std::to_string(options_.world_size) + ")");
   }
   const auto w = static_cast<std::size_t>(options_.world_size);
   per_rank_ = options_.drop_uneven ? dataset_size_ / w : (dataset_size_ + w - 1) / w;

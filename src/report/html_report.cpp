@@ -203,9 +203,9 @@ class Palette {
     std::string pick;
     if (const char* s = semantic_color(name); s && !taken(s)) pick = s;
     if (pick.empty()) {
-      static constexpr const char* kFallback[] = {kPurple, "#F0E442", "#882255", "#332288", "#DDCC77",
-                                                  "#44AA99", "#117733", "#AA4499", kBlue, kSky,
-                                                  kGreen, kOrange, kVermillion, kDarkGrey, kGrey};
+      static constexpr const char* kFallback[] = {kPurple,   "#F0E442", "#882255",   "#332288", "#DDCC77",
+                                                  "#44AA99", "#117733", "#AA4499",   kBlue,     kSky,
+                                                  kGreen,    kOrange,   kVermillion, kDarkGrey, kGrey};
       for (const char* f : kFallback)
         if (!taken(f)) {
           pick = f;
@@ -339,12 +339,14 @@ void breakdown_section(Buf& b, const RunReport& r) {
   const double grand = std::accumulate(gpu_total.begin(), gpu_total.end(), 0.0);
   const double max_total = *std::max_element(gpu_total.begin(), gpu_total.end());
 
-  put(b, "<p class=\"caption\">Where each GPU's time went, in seconds. Legend shares are of all GPUs' time together ({}).</p>\n",
+  put(b,
+      "<p class=\"caption\">Where each GPU's time went, in seconds. Legend shares are of all GPUs' time together "
+      "({}).</p>\n",
       esc(fmt_seconds(grand)));
   std::vector<std::pair<std::string, std::string>> items;
   for (std::size_t k = 0; k < names.size(); ++k) {
-    items.emplace_back(pal.color(names[k]),
-                       fmt::format("{} <b>{}</b>", esc(names[k]), grand > 0 ? fmt_pct(name_total[k] / grand) : "\u2013"));
+    items.emplace_back(pal.color(names[k]), fmt::format("{} <b>{}</b>", esc(names[k]),
+                                                        grand > 0 ? fmt_pct(name_total[k] / grand) : "\u2013"));
   }
   legend(b, items);
 
@@ -380,12 +382,16 @@ void breakdown_section(Buf& b, const RunReport& r) {
       const double w = s * scale;
       const double share = gpu_total[g] > 0 ? s / gpu_total[g] : 0;
       const std::string& col = pal.color(tc.name);
-      put(b, "<rect class=\"seg\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\"><title>{} \u00b7 {}: {} ({} of {})</title></rect>\n",
+      put(b,
+          "<rect class=\"seg\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\"><title>{} \u00b7 {}: {} ({} of "
+          "{})</title></rect>\n",
           c(x), c(y), c(w), c(bar_h), col, esc(gb.gpu), esc(tc.name), esc(fmt_seconds(s)), fmt_pct(share),
           esc(fmt_seconds(gpu_total[g])));
       std::string label = fmt_pct(share, 0);
       if (w >= text_width(label, 11) + 8) {
-        put(b, "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" style=\"font-size:11px;fill:{}\" pointer-events=\"none\">{}</text>\n",
+        put(b,
+            "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" style=\"font-size:11px;fill:{}\" "
+            "pointer-events=\"none\">{}</text>\n",
             c(x + w / 2), c(y + bar_h / 2 + 4), ink_on(col), label);
       }
       x += w;
@@ -474,7 +480,8 @@ void utilization_section(Buf& b, const RunReport& r) {
     t0 = 0;
     t1 = 1;
   }
-  b += "<p class=\"caption\">Fraction of each interval the GPU was busy (0\u2013100%); the mean is time-weighted.</p>\n";
+  b +=
+      "<p class=\"caption\">Fraction of each interval the GPU was busy (0\u2013100%); the mean is time-weighted.</p>\n";
 
   const double left = 120, right = 90, top = 10, ph = 52, gap = 22, axis_h = 40;
   const double pw = kW - left - right;
@@ -517,9 +524,10 @@ void utilization_section(Buf& b, const RunReport& r) {
     for (double t : ticks.values) {
       put(b, "<line class=\"grid\" x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\"/>\n", c(X(t)), c(y0), c(X(t)), c(base));
     }
-    put(b, "<line class=\"grid\" x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke-dasharray=\"3 3\"/>\n", c(left), c(Y(0.5)),
-        c(left + pw), c(Y(0.5)));
-    put(b, "<text x=\"10\" y=\"{}\" style=\"font-weight:600\">{}</text>\n", c(y0 + ph / 2 + 4), esc(truncate(s.gpu, 10)));
+    put(b, "<line class=\"grid\" x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke-dasharray=\"3 3\"/>\n", c(left),
+        c(Y(0.5)), c(left + pw), c(Y(0.5)));
+    put(b, "<text x=\"10\" y=\"{}\" style=\"font-weight:600\">{}</text>\n", c(y0 + ph / 2 + 4),
+        esc(truncate(s.gpu, 10)));
     for (double f : {0.0, 0.5, 1.0}) {
       put(b, "<text class=\"tick\" x=\"{}\" y=\"{}\" text-anchor=\"end\">{}%</text>\n", c(left - 6), c(Y(f) + 4),
           static_cast<int>(f * 100));
@@ -536,10 +544,13 @@ void utilization_section(Buf& b, const RunReport& r) {
       std::string area = fmt::format("M{},{} {} L{},{} Z", c(X(steps.front().t0)), c(base), "L" + line.substr(1),
                                      c(X(steps.back().t1)), c(base));
       put(b, "<path d=\"{}\" fill=\"{}\" fill-opacity=\"0.30\"/>\n", area, kBlue);
-      put(b, "<path d=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"1.5\" stroke-linejoin=\"round\"/>\n", line, kBlue);
+      put(b, "<path d=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"1.5\" stroke-linejoin=\"round\"/>\n", line,
+          kBlue);
       if (steps.size() <= 240) {
         for (const Step& st : steps) {
-          put(b, "<rect class=\"hover\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"><title>{}, {}\u2013{} s: {} busy</title></rect>\n",
+          put(b,
+              "<rect class=\"hover\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"><title>{}, {}\u2013{} s: {} "
+              "busy</title></rect>\n",
               c(X(st.t0)), c(y0), c(std::max(0.0, X(st.t1) - X(st.t0))), c(ph), esc(s.gpu), fmt_value(st.t0),
               fmt_value(st.t1), fmt_pct(st.frac));
         }
@@ -548,7 +559,8 @@ void utilization_section(Buf& b, const RunReport& r) {
           fmt_pct(mean));
       put(b, "<text class=\"tick\" x=\"{}\" y=\"{}\">mean</text>\n", c(left + pw + 10), c(y0 + ph / 2 + 13));
     }
-    put(b, "<line class=\"axis\" x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\"/>\n</g>\n", c(left), c(base), c(left + pw), c(base));
+    put(b, "<line class=\"axis\" x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\"/>\n</g>\n", c(left), c(base), c(left + pw),
+        c(base));
   }
   b += "</svg>\n</section>\n";
 }
@@ -567,7 +579,9 @@ void batch_chart(Buf& b, const BatchSeries& s) {
   const std::size_t n = v.size();
   std::vector<double> sorted = v;
   std::sort(sorted.begin(), sorted.end());
-  auto pct = [&](double p) { return sorted[std::min(n - 1, static_cast<std::size_t>(std::ceil(p * n)) - (p > 0 ? 1 : 0))]; };
+  auto pct = [&](double p) {
+    return sorted[std::min(n - 1, static_cast<std::size_t>(std::ceil(p * n)) - (p > 0 ? 1 : 0))];
+  };
   const double mean = std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(n);
 
   constexpr std::size_t kMaxBars = 300;
@@ -620,24 +634,27 @@ void batch_chart(Buf& b, const BatchSeries& s) {
     std::string tip = k == 1 ? fmt::format("batch {}: {}{}", b0, fmt_value(bn.mean), unit)
                              : fmt::format("batches {}\u2013{}: mean {}{}, max {}{}", b0, b1, fmt_value(bn.mean), unit,
                                            fmt_value(bn.max), unit);
-    put(b, "<rect class=\"bar\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\"><title>{}</title></rect>\n", c(x),
-        c(Y(bn.mean)), c(std::max(0.5, bw - gap)), c(top + ph - Y(bn.mean)), col, esc(tip));
+    put(b, "<rect class=\"bar\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\"><title>{}</title></rect>\n",
+        c(x), c(Y(bn.mean)), c(std::max(0.5, bw - gap)), c(top + ph - Y(bn.mean)), col, esc(tip));
   }
-  put(b, "<line class=\"axis\" x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\"/>\n", c(left), c(top + ph), c(left + pw), c(top + ph));
+  put(b, "<line class=\"axis\" x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\"/>\n", c(left), c(top + ph), c(left + pw),
+      c(top + ph));
   // Batch-index ticks at bar centres.
   const double first = static_cast<double>(s.first_batch);
   Ticks xt = nice_ticks(first, first + static_cast<double>(n) - 1, 10, false, 1);
   for (double t : xt.values) {
     const double x = left + (t - first + 0.5) / static_cast<double>(n) * pw;
-    put(b, "<line class=\"axis\" x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\"/>\n", c(x), c(top + ph), c(x), c(top + ph + 4));
+    put(b, "<line class=\"axis\" x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\"/>\n", c(x), c(top + ph), c(x),
+        c(top + ph + 4));
     put(b, "<text class=\"tick\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", c(x), c(top + ph + 16),
         tick_label(xt, t));
   }
-  put(b, "<text class=\"tick\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">batch</text>\n", c(left + pw / 2), c(top + ph + 34));
-  put(b, "<line class=\"mean\" x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\"><title>mean {}{}</title></line>\n", c(left), c(Y(mean)),
-      c(left + pw), c(Y(mean)), fmt_value(mean), esc(unit));
-  put(b, "<text class=\"halo\" x=\"{}\" y=\"{}\" text-anchor=\"end\" style=\"font-size:11px\">mean {}{}</text>\n", c(left + pw),
-      c(Y(mean) - 4), fmt_value(mean), esc(unit));
+  put(b, "<text class=\"tick\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">batch</text>\n", c(left + pw / 2),
+      c(top + ph + 34));
+  put(b, "<line class=\"mean\" x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\"><title>mean {}{}</title></line>\n", c(left),
+      c(Y(mean)), c(left + pw), c(Y(mean)), fmt_value(mean), esc(unit));
+  put(b, "<text class=\"halo\" x=\"{}\" y=\"{}\" text-anchor=\"end\" style=\"font-size:11px\">mean {}{}</text>\n",
+      c(left + pw), c(Y(mean) - 4), fmt_value(mean), esc(unit));
   b += "</svg>\n";
 }
 
@@ -650,8 +667,9 @@ void per_batch_section(Buf& b, const RunReport& r) {
 void stall_section(Buf& b, const StallShares& in) {
   Palette pal;
   b += "<section id=\"stall-shares\">\n<h2>Stall shares of epoch time</h2>\n";
-  std::vector<std::pair<std::string, double>> parts = {
-      {"fetch stall", nonneg(in.fetch_stall)}, {"prep stall", nonneg(in.prep_stall)}, {"compute", nonneg(in.compute)}};
+  std::vector<std::pair<std::string, double>> parts = {{"fetch stall", nonneg(in.fetch_stall)},
+                                                       {"prep stall", nonneg(in.prep_stall)},
+                                                       {"compute", nonneg(in.compute)}};
   double sum = 0;
   for (auto& p : parts) sum += p.second;
   std::string scaled_note;
@@ -662,11 +680,13 @@ void stall_section(Buf& b, const StallShares& in) {
     parts.emplace_back("other", 1 - sum);
   }
   put(b,
-      "<p class=\"caption\">As the DataStall paper reports them: time the GPU waited for data from storage (fetch stall), "
+      "<p class=\"caption\">As the DataStall paper reports them: time the GPU waited for data from storage (fetch "
+      "stall), "
       "for pre-processing (prep stall), and computed. Data stall (fetch + prep) = <b>{}</b> of epoch time.{}</p>\n",
       fmt_pct(parts[0].second + parts[1].second), scaled_note);
   std::vector<std::pair<std::string, std::string>> items;
-  for (auto& [name, share] : parts) items.emplace_back(pal.color(name), fmt::format("{} <b>{}</b>", name, fmt_pct(share)));
+  for (auto& [name, share] : parts)
+    items.emplace_back(pal.color(name), fmt::format("{} <b>{}</b>", name, fmt_pct(share)));
   legend(b, items);
 
   const double left = 20, right = 20, top = 6, bar_h = 40, h = 74;
@@ -676,7 +696,9 @@ void stall_section(Buf& b, const StallShares& in) {
   for (auto& [name, share] : parts) {
     const double w = share * pw;
     const std::string& col = pal.color(name);
-    put(b, "<rect class=\"seg\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\"><title>{}: {} of epoch time</title></rect>\n",
+    put(b,
+        "<rect class=\"seg\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\"><title>{}: {} of epoch "
+        "time</title></rect>\n",
         c(x), c(top), c(w), c(bar_h), col, name, fmt_pct(share));
     std::string label = fmt::format("{} {}", name, fmt_pct(share));
     if (w < text_width(label, 12) + 10) label = fmt_pct(share, 0);
@@ -688,9 +710,13 @@ void stall_section(Buf& b, const StallShares& in) {
   }
   for (int p = 0; p <= 100; p += 25) {
     const double px = left + p / 100.0 * pw;
-    put(b, "<line class=\"axis\" x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\"/>\n", c(px), c(top + bar_h), c(px), c(top + bar_h + 4));
+    put(b, "<line class=\"axis\" x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\"/>\n", c(px), c(top + bar_h), c(px),
+        c(top + bar_h + 4));
     put(b, "<text class=\"tick\" x=\"{}\" y=\"{}\" text-anchor=\"{}\">{}%</text>\n", c(px), c(top + bar_h + 17),
-        p == 0 ? "start" : p == 100 ? "end" : "middle", p);
+        p == 0     ? "start"
+        : p == 100 ? "end"
+                   : "middle",
+        p);
   }
   b += "</svg>\n</section>\n";
 }
@@ -701,7 +727,8 @@ void flatten(const nlohmann::json& j, const std::string& key, std::vector<std::p
     return std::all_of(a.begin(), a.end(), [](const nlohmann::json& e) { return !e.is_structured(); });
   };
   if (j.is_object() && !j.empty()) {
-    for (auto it = j.begin(); it != j.end(); ++it) flatten(it.value(), key.empty() ? it.key() : key + "." + it.key(), rows);
+    for (auto it = j.begin(); it != j.end(); ++it)
+      flatten(it.value(), key.empty() ? it.key() : key + "." + it.key(), rows);
   } else if (j.is_array() && !j.empty() && !scalar_array(j)) {
     for (std::size_t i = 0; i < j.size(); ++i) flatten(j[i], fmt::format("{}[{}]", key, i), rows);
   } else if (j.is_string()) {
@@ -765,7 +792,8 @@ std::string render_html_report(const RunReport& r) {
   if (has_config(r.configuration)) config_section(b, r.configuration);
   if (!r.notes.empty()) notes_section(b, r);
 
-  b += "</main>\n<footer>Colours: Okabe\u2013Ito colour-blind-safe palette. Hover a chart element for its numbers.</footer>\n";
+  b += "</main>\n<footer>Colours: Okabe\u2013Ito colour-blind-safe palette. Hover a chart element for its "
+       "numbers.</footer>\n";
   b += "</body>\n</html>\n";
   return b;
 }

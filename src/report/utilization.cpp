@@ -9,11 +9,11 @@
 
 namespace gpemu {
 
-UtilizationSeries utilization_from_intervals(std::string gpu, std::span<const BusyInterval> busy,
-                                             Duration bucket, Time begin, std::optional<Time> end) {
+UtilizationSeries utilization_from_intervals(std::string gpu, std::span<const BusyInterval> busy, Duration bucket,
+                                             Time begin, std::optional<Time> end) {
   if (bucket <= 0) {
-    throw InputError(fmt::format("utilization bucket width for '{}' must be a positive number of ns, got {}",
-                                 gpu, bucket));
+    throw InputError(
+        fmt::format("utilization bucket width for '{}' must be a positive number of ns, got {}", gpu, bucket));
   }
   Time stop = begin;
   if (end) {
@@ -24,8 +24,8 @@ UtilizationSeries utilization_from_intervals(std::string gpu, std::span<const Bu
     }
   }
   if (stop < begin) {
-    throw InputError(fmt::format("utilization window for '{}' ends ({} ns) before it begins ({} ns)", gpu,
-                                 stop, begin));
+    throw InputError(
+        fmt::format("utilization window for '{}' ends ({} ns) before it begins ({} ns)", gpu, stop, begin));
   }
 
   // Clip to [begin, stop), drop empty ones, sort and merge overlaps so that
@@ -66,8 +66,7 @@ UtilizationSeries utilization_from_intervals(std::string gpu, std::span<const Bu
     for (std::size_t j = i; j < merged.size() && merged[j].start < b1; ++j) {
       busy_ns += std::min(merged[j].end, b1) - std::max(merged[j].start, b0);
     }
-    series.samples.push_back(
-        {to_seconds(b0), static_cast<double>(busy_ns) / static_cast<double>(b1 - b0)});
+    series.samples.push_back({to_seconds(b0), static_cast<double>(busy_ns) / static_cast<double>(b1 - b0)});
   }
   return series;
 }

@@ -22,8 +22,7 @@ int effective_cores(const LoaderModelOptions& m) {
 }
 
 int loader_threads(const DataStallOptions& o) {
-  return o.model.loader_threads > 0 ? o.model.loader_threads
-                                    : o.job.cluster.gpus * std::max(1, o.loader.num_workers);
+  return o.model.loader_threads > 0 ? o.model.loader_threads : o.job.cluster.gpus * std::max(1, o.loader.num_workers);
 }
 
 DataStallPass run_pass(const CostModel& costs, const DataStallOptions& o, PassKind kind, std::string& model_name) {

@@ -66,7 +66,8 @@ std::optional<std::string> cached_dataset_problem(const std::filesystem::path& d
     }
   }
   if (ec) return fmt::format("it cannot be listed: {}", ec.message());
-  const auto want_images = marker["images"].get<std::uint64_t>(), want_bytes = marker["total_bytes"].get<std::uint64_t>();
+  const auto want_images = marker["images"].get<std::uint64_t>(),
+             want_bytes = marker["total_bytes"].get<std::uint64_t>();
   if (images != want_images || bytes != want_bytes)
     return fmt::format("it holds {} images ({} bytes); its marker says {} ({} bytes)", images, bytes, want_images,
                        want_bytes);
@@ -102,13 +103,15 @@ EnsuredDataset ensure_synthetic_dataset(const std::filesystem::path& root, const
   if (fs::exists(out.dir / kMarker, ec)) {
     const auto problem = cached_dataset_problem(out.dir);
     if (!problem) return out;
-    if (note) note(fmt::format("the cached dataset {} is damaged ({}); generating it again", out.dir.string(), *problem));
+    if (note)
+      note(fmt::format("the cached dataset {} is damaged ({}); generating it again", out.dir.string(), *problem));
   }
 
   if (note)
-    note(fmt::format("generating a synthetic ImageNet-like dataset ({} JPEGs, {} classes, median ~{} KB) in {} "
-                     "(once; later runs reuse it)",
-                     spec.images, spec.classes, spec.median_kb, out.dir.string()));
+    note(
+        fmt::format("generating a synthetic ImageNet-like dataset ({} JPEGs, {} classes, median ~{} KB) in {} "
+                    "(once; later runs reuse it)",
+                    spec.images, spec.classes, spec.median_kb, out.dir.string()));
   const fs::path tmp = root / fmt::format(".{}.partial-{}", name, ::getpid());
   fs::remove_all(tmp, ec);
   const auto t0 = std::chrono::steady_clock::now();

@@ -86,11 +86,11 @@ std::vector<SummaryRow> summary_rows(const RunRecord& rec) {
                                                   percent(r.fetch_stall_pct), percent(r.prep_stall_pct))});
   rows.push_back({"H2D share", percent(r.h2d_pct)});
   if (r.gpus > 1)
-    rows.push_back({"all-reduce share", fmt::format("{} exposed ({} all-reduces in {} buckets/iteration, {:.1f} MiB)",
-                                                    percent(r.all_reduce_pct), r.all_reduces, r.buckets,
-                                                    mib(r.all_reduce_bytes))});
-  rows.push_back({"peak GPU memory", fmt::format("{:.1f} MiB allocated, {:.1f} MiB reserved", mib(r.peak_allocated_bytes),
-                                                 mib(r.peak_reserved_bytes))});
+    rows.push_back({"all-reduce share",
+                    fmt::format("{} exposed ({} all-reduces in {} buckets/iteration, {:.1f} MiB)",
+                                percent(r.all_reduce_pct), r.all_reduces, r.buckets, mib(r.all_reduce_bytes))});
+  rows.push_back({"peak GPU memory", fmt::format("{:.1f} MiB allocated, {:.1f} MiB reserved",
+                                                 mib(r.peak_allocated_bytes), mib(r.peak_reserved_bytes))});
   rows.push_back({"iterations", r.gpus > 1 ? fmt::format("{} per GPU", r.iterations) : std::to_string(r.iterations)});
   rows.push_back({"samples", std::to_string(r.samples)});
   return rows;
@@ -151,8 +151,8 @@ void add_stall_spans(const RunRecord& r, Timeline& timeline) {
   if (!timeline.tracing()) return;
   for (const StepRecord& b : r.steps) {
     if (b.delivered > b.next_called)
-      timeline.add_host_span({fmt::format("next() batch {}", b.index), "loader wait", "train loop", b.gpu,
-                              b.next_called, b.delivered});
+      timeline.add_host_span(
+          {fmt::format("next() batch {}", b.index), "loader wait", "train loop", b.gpu, b.next_called, b.delivered});
     if (b.data_stall > 0) {
       const Time from = std::max(b.next_called, b.gpu_idle_since);
       timeline.add_host_span({"data stall", "stall", "train loop", b.gpu, from, from + b.data_stall});

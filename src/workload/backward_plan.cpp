@@ -32,8 +32,8 @@ std::uint64_t parameter_count(std::string_view model, const StepCost& cost) {
 BackwardPlan even_plan(const GpuSpec& gpu, std::string_view model, const StepCost& cost, int chunks) {
   BackwardPlan p;
   const std::uint64_t params = parameter_count(model, cost);
-  const double opt_s = gpu.memory_bandwidth_gbs > 0 ? 20.0 * static_cast<double>(params) / (gpu.memory_bandwidth_gbs * 1e9)
-                                                    : 0.0;
+  const double opt_s =
+      gpu.memory_bandwidth_gbs > 0 ? 20.0 * static_cast<double>(params) / (gpu.memory_bandwidth_gbs * 1e9) : 0.0;
   const double backward_s = to_seconds(cost.backward);
   p.optimizer_share = backward_s > 0 ? std::min(0.25, (opt_s + 1e-3) / backward_s) : 0.25;
   const std::uint64_t grad_bytes = 4 * params;

@@ -33,15 +33,15 @@
 namespace gpemu {
 
 struct BackwardChunk {
-  double share = 0;               // of the backward figure (chunks + optimizer_share = 1)
-  std::vector<int> gradients;     // gradient ids ready after this chunk
+  double share = 0;            // of the backward figure (chunks + optimizer_share = 1)
+  std::vector<int> gradients;  // gradient ids ready after this chunk
 };
 
 struct BackwardPlan {
   std::vector<BackwardChunk> chunks;
   double optimizer_share = 0;
   std::vector<std::uint64_t> gradient_bytes;  // per gradient id, in backward order
-  std::string source;                          // how the split was made, for people
+  std::string source;                         // how the split was made, for people
 };
 
 // See the top of the file. InputError for even_chunks < 1 or max_chunks < 1.

@@ -9,14 +9,14 @@
 
 #include <fmt/format.h>
 
-#include "workload/backward_plan.h"
+#include "clock/host_sync.h"
 #include "common/interrupt.h"
 #include "gpemu/error.h"
-#include "clock/host_sync.h"
 #include "gpemu/interconnect/collectives.h"
-#include "interconnect/ddp_reducer.h"
 #include "gpemu/profile.h"
 #include "gpemu/zoo_memory.h"
+#include "interconnect/ddp_reducer.h"
+#include "workload/backward_plan.h"
 
 namespace gpemu {
 namespace {
@@ -34,8 +34,8 @@ std::uint64_t backward_stream(int gpu) { return 2 + 2 * static_cast<std::uint64_
 // or (model not in the zoo) the cost model's figures split evenly.
 struct StepMemory {
   bool zoo = false;
-  zoo::ZooMemoryPlan plan;   // zoo
-  MemoryPlan even;           // otherwise
+  zoo::ZooMemoryPlan plan;  // zoo
+  MemoryPlan even;          // otherwise
 };
 
 }  // namespace
@@ -81,16 +81,15 @@ void validate(const JobSpec& s) {
     // Even split, at most kMaxGpusPerNode a node: refused with what to give.
     plan_cluster(s.cluster.gpus, s.cluster.nodes, s.cluster.node, s.cluster.network);
     if (s.cluster.nodes > 1 && !(s.cluster.network.line_rate_gbps > 0))
-      throw InputError(fmt::format("job: cluster.network is not set for {} nodes; give --network 25gbe|100gbe|400gbe|FILE",
-                                   s.cluster.nodes));
+      throw InputError(fmt::format(
+          "job: cluster.network is not set for {} nodes; give --network 25gbe|100gbe|400gbe|FILE", s.cluster.nodes));
   }
-  if (s.cluster.buckets.bucket_cap_bytes == 0)
-    throw InputError("--bucket-cap-mb must be positive");
+  if (s.cluster.buckets.bucket_cap_bytes == 0) throw InputError("--bucket-cap-mb must be positive");
   if (!s.schedule.checkpoints.empty() && !s.schedule.checkpoint)
     throw InputError("job: schedule.checkpoints are given but schedule.checkpoint (the I/O) is not set");
   if (s.schedule.eval.first_epoch > 0 && s.schedule.eval.every < 1)
-    throw InputError(fmt::format("job: schedule.eval.every {} is impossible: it must be at least 1",
-                                 s.schedule.eval.every));
+    throw InputError(
+        fmt::format("job: schedule.eval.every {} is impossible: it must be at least 1", s.schedule.eval.every));
 }
 
 bool uses_links(const JobSpec& spec) {
@@ -123,9 +122,10 @@ void derive_stalls(StepRecord& b) {
   const Time stall_to = std::min(b.delivered, b.h2d_start);
   b.data_stall = std::max<Duration>(0, stall_to - stall_from);
   const Duration work = b.read + b.decode;
-  b.fetch_stall = work > 0 ? static_cast<Duration>(std::llround(static_cast<double>(b.data_stall) *
-                                                                 static_cast<double>(b.read) / static_cast<double>(work)))
-                           : b.data_stall;
+  b.fetch_stall = work > 0
+                      ? static_cast<Duration>(std::llround(static_cast<double>(b.data_stall) *
+                                                           static_cast<double>(b.read) / static_cast<double>(work)))
+                      : b.data_stall;
   b.prep_stall = b.data_stall - b.fetch_stall;
 }
 
@@ -142,7 +142,8 @@ struct Job::Plan {
   std::mutex per_batch_mu;
   std::map<std::int64_t, std::pair<StepCost, StepMemory>> per_batch;
 
-  const std::pair<StepCost, StepMemory>& batch(int n, const CostModel& costs, const JobSpec& spec, const StepCost& full) {
+  const std::pair<StepCost, StepMemory>& batch(int n, const CostModel& costs, const JobSpec& spec,
+                                               const StepCost& full) {
     std::lock_guard lock(per_batch_mu);
     auto found = per_batch.find(n);
     if (found != per_batch.end()) return found->second;
@@ -192,18 +193,18 @@ bool settle(Pending& p) {
 struct Job::Rank {
   int index = 0;
   Device* device = nullptr;
-  Node* node = nullptr;  // the rank's node when ranks share links
-  int local = 0;         // its index in that node
+  Node* node = nullptr;      // the rank's node when ranks share links
+  int local = 0;             // its index in that node
   Stream* stream = nullptr;  // the loop's stream (the legacy default stream, as a PyTorch loop)
   Stream* comm = nullptr;    // DDP's communication stream (gpus > 1)
   std::function<void(Time)> sleep;
   Variation forward_noise, backward_noise;
   std::optional<TimeSampler> train_draw, eval_draw;
   std::vector<CachingAllocator::Ptr> persistent;
-  std::vector<CachingAllocator::Ptr> slots;  // zoo plan: live storages by slot
-  std::vector<CachingAllocator::Ptr> live;   // even plan: input and activations
+  std::vector<CachingAllocator::Ptr> slots;                                  // zoo plan: live storages by slot
+  std::vector<CachingAllocator::Ptr> live;                                   // even plan: input and activations
   std::map<std::int64_t, const std::pair<StepCost, StepMemory>*> per_batch;  // the plan's entries
-  bool steady = false;                        // zoo plan: the first iteration has run
+  bool steady = false;                                                       // zoo plan: the first iteration has run
   // Zoo plan: the plan entry whose last steady iteration left this rank's
   // allocator and slots exactly as it found them (AllocatorSnapshot), so
   // its next steady iteration would too, with the same addresses and
@@ -265,8 +266,9 @@ Job::Job(Clock& clock, const CostModel& costs, JobSpec spec)
       comm_ = std::make_unique<Communicator>(*node_);
     } else {
       // Several nodes joined by the network, hierarchical all-reduce.
-      cluster_ = std::make_unique<Cluster>(
-          *timeline_, gpu, plan_cluster(gpus, spec_.cluster.nodes, spec_.cluster.node, spec_.cluster.network));
+      cluster_ =
+          std::make_unique<Cluster>(*timeline_, gpu,
+                                    plan_cluster(gpus, spec_.cluster.nodes, spec_.cluster.node, spec_.cluster.network));
       comm_ = std::make_unique<ClusterCommunicator>(*cluster_);
     }
     if (model_time && spec_.compute.all_reduce)
@@ -310,9 +312,8 @@ Job::Job(Clock& clock, const CostModel& costs, JobSpec spec)
     if (per_epoch == 0 && d.source == DataSource::Synthetic && !d.synthetic_over_dataset) {
       per_epoch = d.synthetic_batches;
     } else if (per_epoch == 0 && d.source != DataSource::Custom && d.dataset.size() > 0) {
-      const pipeline::Sampler sampler(
-          d.dataset.size(),
-          pipeline::SamplerOptions{d.loader.shuffle, d.loader.seed, 0, gpus, d.loader.drop_uneven_shards});
+      const pipeline::Sampler sampler(d.dataset.size(), pipeline::SamplerOptions{d.loader.shuffle, d.loader.seed, 0,
+                                                                                 gpus, d.loader.drop_uneven_shards});
       const auto b = static_cast<std::size_t>(spec_.batch_size);
       const bool drop_last = d.loader.drop_last || d.source == DataSource::Synthetic;
       per_epoch = static_cast<std::int64_t>(drop_last ? sampler.size() / b : (sampler.size() + b - 1) / b);
@@ -458,7 +459,8 @@ void Job::run_phase(Rank& r, RunPhase phase, int epoch, pipeline::BatchSource& s
     const std::pair<StepCost, StepMemory>* costs = nullptr;
     if (spec_.compute.step_time == StepTime::CostModel) {
       auto found = r.per_batch.find(b->samples);
-      if (found == r.per_batch.end()) found = r.per_batch.emplace(b->samples, &plan_->batch(n, costs_, spec_, cost_)).first;
+      if (found == r.per_batch.end())
+        found = r.per_batch.emplace(b->samples, &plan_->batch(n, costs_, spec_, cost_)).first;
       costs = found->second;
     }
     // Evaluation steps (forward only) allocate less than training steps; they
@@ -742,9 +744,9 @@ RunRecord Job::run(JobObserver* observer) {
   // vector is never copied (and its new pages faulted in) between two steps
   // on the host's critical path.
   {
-    const std::int64_t evals =
-        spec_.schedule.eval.first_epoch > 0 ? static_cast<std::int64_t>(spec_.schedule.eval.steps) * spec_.schedule.epochs
-                                            : 0;
+    const std::int64_t evals = spec_.schedule.eval.first_epoch > 0
+                                   ? static_cast<std::int64_t>(spec_.schedule.eval.steps) * spec_.schedule.epochs
+                                   : 0;
     // At most 64 Ki steps ahead: a run of millions of steps grows as usual.
     const auto steps = static_cast<std::size_t>(std::clamp<std::int64_t>(planned_ + evals, 0, std::int64_t{1} << 16));
     // Kernels per step: forward and backward+step, or with DDP forward, one
@@ -763,7 +765,8 @@ RunRecord Job::run(JobObserver* observer) {
       if (plan_->graph) {
         const zoo::ZooMemoryPlan& plan = plan_->batch(spec_.batch_size, costs_, spec_, cost_).second.plan;
         r->slots.resize(plan.slot_bytes.size());
-        for (int s : plan.persistent) r->slots[static_cast<std::size_t>(s)] = a.allocate(plan.slot_bytes[static_cast<std::size_t>(s)]);
+        for (int s : plan.persistent)
+          r->slots[static_cast<std::size_t>(s)] = a.allocate(plan.slot_bytes[static_cast<std::size_t>(s)]);
       } else {
         const MemoryPlan full = make_memory_plan(cost_, spec_.batch_size);
         for (std::uint64_t t : full.persistent_tensors) r->persistent.push_back(a.allocate(t));
@@ -773,7 +776,8 @@ RunRecord Job::run(JobObserver* observer) {
   if (comm_ && spec_.compute.step_time == StepTime::CostModel && spec_.compute.all_reduce) {
     std::vector<Stream*> comm;
     for (auto& r : ranks_) comm.push_back(r->comm);
-    reducer_ = std::make_unique<DdpReducer>(*comm_, *sync_, comm, plan_->backward.gradient_bytes, spec_.cluster.buckets);
+    reducer_ =
+        std::make_unique<DdpReducer>(*comm_, *sync_, comm, plan_->backward.gradient_bytes, spec_.cluster.buckets);
   }
   const Time start = clock_.now();
 
@@ -825,8 +829,9 @@ RunRecord Job::run(JobObserver* observer) {
   rec.cost = cost_;
   rec.memory_plan = !spec_.compute.use_allocator || spec_.compute.step_time != StepTime::CostModel
                         ? "none (the step program allocates nothing)"
-                    : plan_->graph ? "model zoo (traced tensor lifetimes)"
-                                   : "even split of the cost model's figures (model not in the zoo, or measured memory)";
+                    : plan_->graph
+                        ? "model zoo (traced tensor lifetimes)"
+                        : "even split of the cost model's figures (model not in the zoo, or measured memory)";
   if (reducer_) {
     rec.buckets = static_cast<int>(reducer_->buckets().size());
     for (const auto& b : reducer_->buckets()) rec.all_reduce_bytes += b.bytes;

@@ -11,16 +11,17 @@ namespace gpemu {
 SyncMode parse_sync_mode(std::string_view s) {
   if (s == "iteration") return SyncMode::EveryIteration;
   if (s == "end") return SyncMode::AtEnd;
-  throw InputError(fmt::format("unknown sync mode '{}': accepted 'iteration' (loss.item() every iteration) or 'end'", s));
+  throw InputError(
+      fmt::format("unknown sync mode '{}': accepted 'iteration' (loss.item() every iteration) or 'end'", s));
 }
 
 std::string_view to_string(SyncMode m) { return m == SyncMode::EveryIteration ? "iteration" : "end"; }
 
 namespace {
 
-constexpr int kPersistentGroups = 3;          // weights, gradients, optimizer state
-constexpr int kTensorsPerGroup = 60;          // parameter tensors of a mid-sized CNN
-constexpr int kActivationTensors = 48;        // saved activations of a mid-sized CNN
+constexpr int kPersistentGroups = 3;    // weights, gradients, optimizer state
+constexpr int kTensorsPerGroup = 60;    // parameter tensors of a mid-sized CNN
+constexpr int kActivationTensors = 48;  // saved activations of a mid-sized CNN
 
 void split(std::uint64_t total, int parts, std::vector<std::uint64_t>& out) {
   if (total == 0) return;
@@ -72,9 +73,9 @@ MemoryCheck check_memory(const StepCost& cost, int batch_size, std::uint64_t cap
   check.peak_reserved_bytes = s.peak_reserved_bytes;
   if (check.fits && cost.oom_evidence_batch && batch_size >= *cost.oom_evidence_batch) {
     check.fits = false;
-    check.reason = fmt::format(
-        "measured profile: batch size {} ran out of memory on the real card (first failing batch {})", batch_size,
-        *cost.oom_evidence_batch);
+    check.reason =
+        fmt::format("measured profile: batch size {} ran out of memory on the real card (first failing batch {})",
+                    batch_size, *cost.oom_evidence_batch);
   }
   return check;
 }

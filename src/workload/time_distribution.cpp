@@ -46,15 +46,9 @@ double TimeSampler::normal01() {
 double TimeSampler::next_seconds() {
   double v = 0;
   switch (spec_.distribution) {
-    case TimeDistribution::Normal:
-      v = spec_.stdev > 0 ? spec_.mean + spec_.stdev * normal01() : spec_.mean;
-      break;
-    case TimeDistribution::Uniform:
-      v = spec_.min + (spec_.max - spec_.min) * uniform01();
-      break;
-    case TimeDistribution::Exponential:
-      v = -spec_.scale * std::log(uniform01());
-      break;
+    case TimeDistribution::Normal: v = spec_.stdev > 0 ? spec_.mean + spec_.stdev * normal01() : spec_.mean; break;
+    case TimeDistribution::Uniform: v = spec_.min + (spec_.max - spec_.min) * uniform01(); break;
+    case TimeDistribution::Exponential: v = -spec_.scale * std::log(uniform01()); break;
     case TimeDistribution::Gamma: {
       // Marsaglia and Tsang; shape < 1 through gamma(shape + 1) * U^(1/shape).
       const double k = spec_.shape;

@@ -49,7 +49,7 @@ struct GraphPlan {
     int kind = 0;  // index into kinds
     OpClass op_class = OpClass::Other;
     Phase phase = Phase::Forward;
-    int dtype = 0;  // index into dtype names
+    int dtype = 0;                           // index into dtype names
     int flops = 0, rd = 0, wr = 0, par = 0;  // poly indices
   };
   struct Tensor {
@@ -80,8 +80,8 @@ struct ModelGraph::Impl {
   std::vector<OpClass> kind_class;
   std::vector<std::string> dtype_names;  // file dtypes, then "bf16" if absent
   int f16 = -1, bf16 = -1;
-  std::vector<Role> roles;               // file role index -> Role
-  GraphPlan plans[3][2];                      // [precision][optimizer]
+  std::vector<Role> roles;  // file role index -> Role
+  GraphPlan plans[3][2];    // [precision][optimizer]
 
   [[noreturn]] void fail(const std::string& what) const {
     throw InputError(fmt::format("{}: {}", file.string(), what));
@@ -103,8 +103,10 @@ struct ModelGraph::Impl {
       throw InputError(fmt::format("sequence length {} is past the limit of {}; expected 1 to {}", s.seq_len,
                                    kMaxSeqLen, kMaxSeqLen));
     if (s.batch == 0) s.batch = ref_b;
-    if (!has_s) s.seq_len = 0;
-    else if (s.seq_len == 0) s.seq_len = ref_s;
+    if (!has_s)
+      s.seq_len = 0;
+    else if (s.seq_len == 0)
+      s.seq_len = ref_s;
     return s;
   }
 
@@ -131,9 +133,10 @@ namespace {
 std::uint64_t to_bytes(double v) {
   constexpr double kMaxTensorBytes = 4611686018427387904.0;
   if (!(v <= kMaxTensorBytes))
-    throw InputError(fmt::format("a tensor of {:g} bytes is past the limit of {:g} bytes; expected a smaller batch "
-                                 "size or sequence length",
-                                 v, kMaxTensorBytes));
+    throw InputError(
+        fmt::format("a tensor of {:g} bytes is past the limit of {:g} bytes; expected a smaller batch "
+                    "size or sequence length",
+                    v, kMaxTensorBytes));
   return v <= 0 ? 0 : static_cast<std::uint64_t>(std::llround(v));
 }
 
@@ -302,8 +305,7 @@ GraphPlan build_plan(const ModelGraph::Impl& g, const Variant& v, const Table& s
     const Role role = g.roles[t.t_role[i]];
     if (bf16) {
       if (a >= 0 && drop[a]) continue;
-      if (a < 0 && used_any[id] && !used_kept[id] && role != Role::Param && role != Role::Input &&
-          role != Role::Grad)
+      if (a < 0 && used_any[id] && !used_kept[id] && role != Role::Param && role != Role::Input && role != Role::Grad)
         continue;
     }
     GraphPlan::Tensor tt;
@@ -405,8 +407,8 @@ ModelGraph ModelGraph::load(const std::filesystem::path& file) {
   if (g->poly.empty()) g->fail("'poly' is empty; expected entry 0 to be the zero polynomial");
   for (std::size_t i = 0; i < g->poly.size(); ++i)
     if (g->poly[i].size() != g->basis.size())
-      g->fail(fmt::format("'poly[{}]' has {} coefficients, expected {} (one per basis monomial)", i,
-                          g->poly[i].size(), g->basis.size()));
+      g->fail(fmt::format("'poly[{}]' has {} coefficients, expected {} (one per basis monomial)", i, g->poly[i].size(),
+                          g->basis.size()));
 
   const auto roles = get_field<std::vector<std::string>>(*g, doc, "roles", "");
   for (const auto& r : roles) {
@@ -444,8 +446,8 @@ ModelGraph ModelGraph::load(const std::filesystem::path& file) {
     const auto fwd = get_field<std::vector<int>>(*g, phases, "forward", (where + "phases.").c_str());
     const auto bwd = get_field<std::vector<int>>(*g, phases, "backward", (where + "phases.").c_str());
     const int n_main = static_cast<int>(v.main.op_kind.size());
-    if (fwd.size() != 2 || bwd.size() != 2 || fwd[0] != 0 || fwd[1] < fwd[0] || bwd[0] != fwd[1] ||
-        bwd[1] < bwd[0] || bwd[1] > n_main)
+    if (fwd.size() != 2 || bwd.size() != 2 || fwd[0] != 0 || fwd[1] < fwd[0] || bwd[0] != fwd[1] || bwd[1] < bwd[0] ||
+        bwd[1] > n_main)
       g->fail(fmt::format("'{}phases' must be consecutive ranges [0, f), [f, b) within the {} ops", where, n_main));
     v.fwd_begin = fwd[0];
     v.fwd_end = fwd[1];
@@ -487,8 +489,8 @@ double ModelGraph::forward_flops_per_sample() const { return impl_->fwd_flops_pe
 Shape ModelGraph::resolve(Shape shape) const { return impl_->resolve(shape); }
 
 std::uint64_t ModelGraph::input_bytes(Shape shape, Precision precision) const {
-  const GraphPlan& p = impl_->plan(precision, impl_->plans[static_cast<int>(precision)][0].valid ? Optimizer::SGD
-                                                                                             : Optimizer::Adam);
+  const GraphPlan& p =
+      impl_->plan(precision, impl_->plans[static_cast<int>(precision)][0].valid ? Optimizer::SGD : Optimizer::Adam);
   const auto v = impl_->eval(shape);
   double sum = 0;
   for (const auto& t : p.tensors)
@@ -501,8 +503,8 @@ std::uint64_t ModelGraph::input_bytes_per_sample(std::int64_t seq_len) const {
 }
 
 std::uint64_t ModelGraph::param_bytes(Precision precision) const {
-  const GraphPlan& p = impl_->plan(precision, impl_->plans[static_cast<int>(precision)][0].valid ? Optimizer::SGD
-                                                                                             : Optimizer::Adam);
+  const GraphPlan& p =
+      impl_->plan(precision, impl_->plans[static_cast<int>(precision)][0].valid ? Optimizer::SGD : Optimizer::Adam);
   const auto v = impl_->eval(Shape{});
   double sum = 0;
   for (const auto& t : p.tensors)
@@ -541,8 +543,8 @@ std::vector<TensorLife> ModelGraph::tensors(Shape shape, Precision precision, Op
 }
 
 std::vector<ParamGrad> ModelGraph::param_grads(Shape shape, Precision precision) const {
-  const GraphPlan& p = impl_->plan(precision, impl_->plans[static_cast<int>(precision)][0].valid ? Optimizer::SGD
-                                                                                             : Optimizer::Adam);
+  const GraphPlan& p =
+      impl_->plan(precision, impl_->plans[static_cast<int>(precision)][0].valid ? Optimizer::SGD : Optimizer::Adam);
   const auto v = impl_->eval(shape);
   std::vector<ParamGrad> out;
   for (auto [param, grad] : p.param_grad) {

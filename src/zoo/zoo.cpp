@@ -151,9 +151,10 @@ std::filesystem::path data_dir() {
     // into an uncalibrated roofline estimate without a word.
     std::error_code ec;
     if (!std::filesystem::is_directory(env, ec))
-      throw InputError(fmt::format("GPEMU_DATA_DIR '{}' is not a folder: it must name gpemu's data folder (holding "
-                                   "zoo/ and data/calibration.json); unset it to use {}",
-                                   env, found.string()));
+      throw InputError(
+          fmt::format("GPEMU_DATA_DIR '{}' is not a folder: it must name gpemu's data folder (holding "
+                      "zoo/ and data/calibration.json); unset it to use {}",
+                      env, found.string()));
     return std::filesystem::path(env);
   }
   return found;
@@ -215,9 +216,10 @@ const ModelGraph& load_model(std::string_view name) {
   if (const ModelGraph* g = find_model(name)) return *g;
   const auto known = zoo_models();
   if (known.empty())
-    throw InputError(fmt::format("unknown model '{}': the model zoo {} holds no models (set GPEMU_DATA_DIR to the "
-                                 "folder that holds zoo/)",
-                                 name, zoo_dir().string()));
+    throw InputError(
+        fmt::format("unknown model '{}': the model zoo {} holds no models (set GPEMU_DATA_DIR to the "
+                    "folder that holds zoo/)",
+                    name, zoo_dir().string()));
   throw InputError(fmt::format("unknown model '{}': the model zoo has {}", name, join(known)));
 }
 

@@ -26,9 +26,9 @@ std::string error_for(std::string_view name) {
 TEST(Catalog, HoldsAtLeastSixteenGpus) { EXPECT_GE(gpu_catalog().size(), 16u); }
 
 TEST(Catalog, HoldsEveryGpuTheProjectNeeds) {
-  for (const char* id : {"K80", "M40", "P100-PCIE-16GB", "V100-PCIE-32GB", "V100-SXM2-32GB",
-                         "RTX6000", "T4", "A10", "A100-SXM4-40GB", "A100-SXM4-80GB", "L4",
-                         "H100-SXM5-80GB", "H100-PCIE-80GB", "H200-SXM-141GB", "B200", "MI300X"}) {
+  for (const char* id :
+       {"K80", "M40", "P100-PCIE-16GB", "V100-PCIE-32GB", "V100-SXM2-32GB", "RTX6000", "T4", "A10", "A100-SXM4-40GB",
+        "A100-SXM4-80GB", "L4", "H100-SXM5-80GB", "H100-PCIE-80GB", "H200-SXM-141GB", "B200", "MI300X"}) {
     EXPECT_EQ(find_gpu(id).id, id);
   }
 }
@@ -273,8 +273,7 @@ TEST(Precision, ParsesTorchDtypeNames) {
 }
 
 TEST(Precision, RoundTripsThroughToString) {
-  for (Precision p : {Precision::FP32, Precision::TF32, Precision::FP16, Precision::BF16,
-                      Precision::FP8}) {
+  for (Precision p : {Precision::FP32, Precision::TF32, Precision::FP16, Precision::BF16, Precision::FP8}) {
     EXPECT_EQ(parse_precision(to_string(p)), p);
   }
   EXPECT_EQ(to_string(Precision::BF16), "bf16");

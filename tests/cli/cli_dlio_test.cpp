@@ -28,7 +28,9 @@ struct CliDlio : ::testing::Test {
     std::filesystem::create_directories(dir);
     std::ofstream(config) << "model:\n  name: tiny\n"
                              "workflow:\n  generate_data: True\n  train: True\n"
-                             "dataset:\n  data_folder: " << (dir / "data").string() << "\n  format: npy\n"
+                             "dataset:\n  data_folder: "
+                          << (dir / "data").string()
+                          << "\n  format: npy\n"
                              "  num_files_train: 8\n  num_samples_per_file: 4\n  record_length: 4096\n"
                              "reader:\n  batch_size: 4\n  read_threads: 1\n"
                              "train:\n  epochs: 1\n  computation_time: 0.01\n"

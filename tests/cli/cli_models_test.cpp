@@ -21,7 +21,9 @@ namespace {
 using ZooCliResult = gpemu::testing::GpemuRun;
 
 // `env` is prepended to the command line ("NAME=value ").
-ZooCliResult run_zoo_cli(const std::string& args, const std::string& env = "") { return gpemu::testing::run_gpemu(args, env); }
+ZooCliResult run_zoo_cli(const std::string& args, const std::string& env = "") {
+  return gpemu::testing::run_gpemu(args, env);
+}
 
 nlohmann::json zoo_json_of(const ZooCliResult& r) {
   EXPECT_EQ(r.status, 0) << r.err;
@@ -131,8 +133,8 @@ TEST(CliPredictZoo, MeasuredOomEvidenceCapsMaxBatch) {
   const std::filesystem::path shared = GPEMU_SHARED_DIR "/reference/gpemu-profiles";
   if (!std::filesystem::exists(shared)) GTEST_SKIP() << "shared profiles absent: " << shared;
   // GPEmu's P100 ran resnet50 up to batch 179 (180 did not fit).
-  auto j = zoo_json_of(run_zoo_cli("predict --gpu P100 --model resnet50 --max-batch --json --profiles " +
-                                   shared.string()));
+  auto j =
+      zoo_json_of(run_zoo_cli("predict --gpu P100 --model resnet50 --max-batch --json --profiles " + shared.string()));
   EXPECT_EQ(j["max_batch"], 179);
   auto zoo_only = zoo_json_of(run_zoo_cli("predict --gpu P100 --model resnet50 --max-batch --json"));
   EXPECT_GE(zoo_only["max_batch"].get<int>(), 179);
@@ -140,7 +142,8 @@ TEST(CliPredictZoo, MeasuredOomEvidenceCapsMaxBatch) {
 
 TEST(CliPredictZoo, MaxBatchForSequenceModels) {
   auto s128 = zoo_json_of(run_zoo_cli("predict --gpu A100-SXM4-40GB --model bert_base --max-batch --json"));
-  auto s512 = zoo_json_of(run_zoo_cli("predict --gpu A100-SXM4-40GB --model bert_base --max-batch --seq-len 512 --json"));
+  auto s512 =
+      zoo_json_of(run_zoo_cli("predict --gpu A100-SXM4-40GB --model bert_base --max-batch --seq-len 512 --json"));
   EXPECT_EQ(s128["seq_len"], 128);
   EXPECT_EQ(s512["seq_len"], 512);
   EXPECT_GT(s128["max_batch"].get<int>(), 4 * s512["max_batch"].get<int>());

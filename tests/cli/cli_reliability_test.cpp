@@ -44,10 +44,13 @@ struct TinyDlio {
   explicit TinyDlio(const std::string& extra = "") {
     std::ofstream(config) << "model:\n  name: tiny\n"
                              "workflow:\n  generate_data: True\n  train: True\n"
-                             "dataset:\n  data_folder: " << (d / "data").string() << "\n  format: npy\n"
+                             "dataset:\n  data_folder: "
+                          << (d / "data").string()
+                          << "\n  format: npy\n"
                              "  num_files_train: 8\n  num_samples_per_file: 4\n  record_length: 4096\n"
                              "reader:\n  batch_size: 4\n  read_threads: 1\n"
-                             "train:\n  epochs: 1\n  computation_time: 0.001\n" << extra;
+                             "train:\n  epochs: 1\n  computation_time: 0.001\n"
+                          << extra;
   }
   std::string args() const { return "train --clock virtual --dlio-config " + config.string(); }
 };
@@ -100,7 +103,11 @@ TEST(CliDlioFiles, AFilePrefixWithAPathIsRefusedAndTouchesNothing) {
 TEST(CliDlioFiles, ConcurrentGenerationIntoOneFolderSucceedsTwice) {
   TinyDlio t;
   const std::string big = " ++workload.dataset.num_files_train=16 ++workload.dataset.record_length=400000";
-  std::vector<std::string> args = {"train", "--clock", "virtual", "--dlio-config", t.config.string(),
+  std::vector<std::string> args = {"train",
+                                   "--clock",
+                                   "virtual",
+                                   "--dlio-config",
+                                   t.config.string(),
                                    "++workload.dataset.num_files_train=16",
                                    "++workload.dataset.record_length=400000"};
   // The second starts once the first is generating (its staging folder exists).
@@ -171,7 +178,8 @@ TEST(CliSignals, InterruptedSynthRemovesWhatItWrote) {
   ChildOptions o;
   o.signal = SIGINT;
   o.marker_file = out / "class_0000";
-  const auto r = run_gpemu_child({"dataset", "synth", "--out", out.string(), "--images", "100000", "--classes", "2"}, o);
+  const auto r =
+      run_gpemu_child({"dataset", "synth", "--out", out.string(), "--images", "100000", "--classes", "2"}, o);
   ASSERT_TRUE(r.signalled);
   EXPECT_EQ(r.status, 130) << r.out;
   EXPECT_NE(r.out.find("interrupted by SIGINT"), std::string::npos) << r.out;
@@ -224,8 +232,8 @@ TEST(CliSignals, InterruptedMultiGpuTrainingPrintsTheFinishedEpochs) {
   ChildOptions o;
   o.signal = SIGINT;
   o.marker_text = "(8/8000)";
-  const auto r = run_gpemu_child(
-      {"train", "--synthetic", "--gpus", "2", "-n", "8", "--epochs", "1000", "--clock", "real"}, o);
+  const auto r =
+      run_gpemu_child({"train", "--synthetic", "--gpus", "2", "-n", "8", "--epochs", "1000", "--clock", "real"}, o);
   ASSERT_TRUE(r.signalled) << r.out;
   EXPECT_EQ(r.status, 130) << r.out;
   EXPECT_NE(r.out.find("trained resnet18 on 2 emulated V100-PCIE-32GB (real clock), batch size 64, "),
@@ -244,16 +252,13 @@ TEST(CliSignals, InterruptedMultiGpuTrainingPrintsTheFinishedEpochs) {
 TEST(CliFaults, ADataFileGoneMidRunReportsTheFileAndTheFinishedEpochs) {
   TempDir tmp;
   const fs::path d = tmp.path();
-  ASSERT_EQ(run_gpemu("dataset synth --out " + (d / "img").string() +
-                                      " --images 64 --classes 2 --median-kb 4")
-                .status,
+  ASSERT_EQ(run_gpemu("dataset synth --out " + (d / "img").string() + " --images 64 --classes 2 --median-kb 4").status,
             0);
   ChildOptions o;
   o.marker_text = "(8/8000)";
   o.on_marker = [&] { fs::remove_all(d / "img" / "class_0001"); };
-  const auto r = run_gpemu_child({"train", "--data", (d / "img").string(), "-b", "8", "--epochs", "1000", "--clock",
-                                  "real"},
-                                 o);
+  const auto r =
+      run_gpemu_child({"train", "--data", (d / "img").string(), "-b", "8", "--epochs", "1000", "--clock", "real"}, o);
   ASSERT_TRUE(r.signalled) << r.out;
   EXPECT_EQ(r.status, 1) << r.out;
   EXPECT_NE(r.out.find("trained resnet18 on an emulated V100-PCIE-32GB (real clock), batch size 8, "),
@@ -272,9 +277,8 @@ TEST(CliSignals, InterruptedDlioRunReportsNoPartialEpoch) {
   ChildOptions o;
   o.signal = SIGINT;
   o.marker_file = t.d / "data" / "train" / ".gpemu-dlio-dataset.json";  // generation done, training starts
-  const auto r = run_gpemu_child({"train", "--clock", "real", "--dlio-config", t.config.string(),
-                                  "++workload.train.epochs=100000"},
-                                 o);
+  const auto r = run_gpemu_child(
+      {"train", "--clock", "real", "--dlio-config", t.config.string(), "++workload.train.epochs=100000"}, o);
   ASSERT_TRUE(r.signalled) << r.out;
   EXPECT_EQ(r.status, 130) << r.out;
   EXPECT_NE(r.out.find("Stopped early (interrupted by SIGINT)"), std::string::npos) << r.out;

@@ -48,7 +48,8 @@ TEST(CliScale, NodesAreRefusedForDlioWorkloads) {
 }
 
 TEST(CliScale, AnUnreadableNetworkFileIsOneLineNamingIt) {
-  const auto r = run_gpemu("train --synthetic -n 1 --gpus 16 --nodes 2 --clock virtual --network /nonexistent/net.json");
+  const auto r =
+      run_gpemu("train --synthetic -n 1 --gpus 16 --nodes 2 --clock virtual --network /nonexistent/net.json");
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.err.find("/nonexistent/net.json"), std::string::npos) << r.err;
 }

@@ -5,14 +5,14 @@
 
 #include <sys/wait.h>
 
+#include <unistd.h>
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <string>
-#include <unistd.h>
-#include <algorithm>
 
 #include <nlohmann/json.hpp>
 
@@ -49,8 +49,8 @@ TEST(Cli, DevicesListsTheCatalog) {
 
 TEST(Cli, PredictReportsTimesMemoryAndFit) {
   auto j = json_of(run("predict --gpu v100 --model resnet50 --batch-size 64 --json"));
-  for (const char* k : {"forward_ms", "backward_ms", "transfer_ms", "iteration_ms", "peak_allocated_mib",
-                        "peak_reserved_mib", "fits"})
+  for (const char* k :
+       {"forward_ms", "backward_ms", "transfer_ms", "iteration_ms", "peak_allocated_mib", "peak_reserved_mib", "fits"})
     EXPECT_TRUE(j.contains(k)) << k;
   EXPECT_GT(j["forward_ms"].get<double>(), 0);
   EXPECT_DOUBLE_EQ(j["iteration_ms"].get<double>(),
@@ -84,8 +84,10 @@ TEST(Cli, PredictTimesFollowPrecisionAndSequenceLength) {
 TEST(Cli, PredictSetsMeasuredFp32ProfilesAsideForOtherPrecisions) {
   const std::filesystem::path shared = GPEMU_SHARED_DIR "/reference/gpemu-profiles";
   if (!std::filesystem::exists(shared)) GTEST_SKIP() << "shared profiles absent: " << shared;
-  Result r = run("predict --gpu Tesla_V100-PCIE-32GB --model resnet50 --batch-size 64 --precision amp --json "
-                 "--profiles " + shared.string());
+  Result r =
+      run("predict --gpu Tesla_V100-PCIE-32GB --model resnet50 --batch-size 64 --precision amp --json "
+          "--profiles " +
+          shared.string());
   auto j = json_of(r);
   EXPECT_EQ(j["provenance"]["forward"], "estimated");
   EXPECT_NE(r.err.find("not used"), std::string::npos) << r.err;
@@ -94,8 +96,10 @@ TEST(Cli, PredictSetsMeasuredFp32ProfilesAsideForOtherPrecisions) {
 TEST(Cli, PredictReplaysMeasuredProfiles) {
   const std::filesystem::path shared = GPEMU_SHARED_DIR "/reference/gpemu-profiles";
   if (!std::filesystem::exists(shared)) GTEST_SKIP() << "shared profiles absent: " << shared;
-  auto j = json_of(run("predict --gpu Tesla_V100-PCIE-32GB --model resnet50 --batch-size 64 --host-memory pageable "
-                       "--json --profiles " + shared.string()));
+  auto j =
+      json_of(run("predict --gpu Tesla_V100-PCIE-32GB --model resnet50 --batch-size 64 --host-memory pageable "
+                  "--json --profiles " +
+                  shared.string()));
   EXPECT_EQ(j["provenance"]["forward"], "measured");
   // The row for batch 64 in time/transfer/Tesla_V100-PCIE-32GB/resnet50.
   EXPECT_NEAR(j["transfer_ms"].get<double>(), 9.31006681919098, 1e-6);
@@ -141,7 +145,8 @@ TEST(Cli, TrainIsDeterministicUnderTheVirtualClock) {
 }
 
 TEST(Cli, TrainWritesAPerfettoTraceWithEngineAndStreamTracks) {
-  const std::string path = std::filesystem::temp_directory_path() / ("gpemu_trace_" + std::to_string(::getpid()) + ".json");
+  const std::string path =
+      std::filesystem::temp_directory_path() / ("gpemu_trace_" + std::to_string(::getpid()) + ".json");
   Result r = run("train --clock virtual -n 3 --trace " + path);
   ASSERT_EQ(r.status, 0) << r.err;
   std::ifstream in(path);

@@ -61,8 +61,8 @@ std::string make_dataset(const TempFolder& dir, int images = 16) {
 TEST(CliTrain, DatasetSynthThenTrainOnTwoGpusEmitsTheJsonKeys) {
   TempFolder dir;
   const std::string data = make_dataset(dir);
-  auto j = json_of(run_gpemu("train --data " + data +
-                             " --clock real --gpus 2 -b 2 -n 3 --workers 1 --pin-mode account --json"));
+  auto j = json_of(
+      run_gpemu("train --data " + data + " --clock real --gpus 2 -b 2 -n 3 --workers 1 --pin-mode account --json"));
   for (const char* k : {"epoch_s", "samples_per_s", "gpu_util_pct", "data_stall_pct", "h2d_pct", "peak_allocated_mib",
                         "iterations", "samples", "all_reduce_pct", "all_reduces", "per_gpu", "elapsed_s"})
     EXPECT_TRUE(j.contains(k)) << k;
@@ -140,9 +140,9 @@ TEST(CliTrain, TextSummaryAndSyntheticGpus) {
 }
 
 TEST(CliTrain, BadOptionsAreOneLine) {
-  for (std::string args : {"train --gpus 0 -n 1", "train --synthetic --data /tmp -n 1", "train --pin-mode glue -n 1",
-                           "train --cache-bytes lots -n 1", "train --read-method aio -n 1",
-                           "dataset synth --out /tmp/x --images 0"}) {
+  for (std::string args :
+       {"train --gpus 0 -n 1", "train --synthetic --data /tmp -n 1", "train --pin-mode glue -n 1",
+        "train --cache-bytes lots -n 1", "train --read-method aio -n 1", "dataset synth --out /tmp/x --images 0"}) {
     Outcome r = run_gpemu(args);
     EXPECT_NE(r.status, 0) << args;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << ": " << r.err;
@@ -152,7 +152,8 @@ TEST(CliTrain, BadOptionsAreOneLine) {
 // train accepts predict's model options and agrees with predict on memory:
 // the same zoo replay through the caching allocator, the same OOM batch.
 TEST(CliTrain, ModelOptionsAndMemoryAgreeWithPredict) {
-  const std::string model = "--gpu v100 --model bert_base --precision amp --optimizer adam --zero-grad none --seq-len 128";
+  const std::string model =
+      "--gpu v100 --model bert_base --precision amp --optimizer adam --zero-grad none --seq-len 128";
   const nlohmann::json t = json_of(run_gpemu("train --synthetic --clock virtual -n 4 -b 16 --json " + model));
   const nlohmann::json p = json_of(run_gpemu("predict -b 16 --json " + model));
   EXPECT_EQ(t["precision"], "amp");
@@ -162,13 +163,15 @@ TEST(CliTrain, ModelOptionsAndMemoryAgreeWithPredict) {
   EXPECT_DOUBLE_EQ(t["peak_allocated_mib"].get<double>(), p["peak_allocated_mib"].get<double>());
   EXPECT_DOUBLE_EQ(t["peak_reserved_mib"].get<double>(), p["peak_reserved_mib"].get<double>());
   // AMP is faster than FP32 for the same model in train as in predict.
-  const nlohmann::json fp32 = json_of(run_gpemu("train --synthetic --clock virtual -n 4 -b 16 --json --gpu v100 "
-                                                "--model bert_base --optimizer adam --zero-grad none --seq-len 128"));
+  const nlohmann::json fp32 =
+      json_of(run_gpemu("train --synthetic --clock virtual -n 4 -b 16 --json --gpu v100 "
+                        "--model bert_base --optimizer adam --zero-grad none --seq-len 128"));
   EXPECT_LT(t["forward_ms_mean"].get<double>(), fp32["forward_ms_mean"].get<double>());
 
   const nlohmann::json mb = json_of(run_gpemu("predict --max-batch --json --gpu v100 --model resnet50"));
   const int best = mb["max_batch"].get<int>();
-  Outcome fits = run_gpemu("train --synthetic --clock virtual -n 6 --gpu v100 --model resnet50 -b " + std::to_string(best));
+  Outcome fits =
+      run_gpemu("train --synthetic --clock virtual -n 6 --gpu v100 --model resnet50 -b " + std::to_string(best));
   EXPECT_EQ(fits.status, 0) << fits.err;
   Outcome oom =
       run_gpemu("train --synthetic --clock virtual -n 6 --gpu v100 --model resnet50 -b " + std::to_string(best + 1));

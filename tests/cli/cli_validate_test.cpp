@@ -28,9 +28,8 @@ Output gpemu(const std::string& args) { return gpemu::testing::run_gpemu(args); 
 struct TinyDir {
   fs::path root;
   TinyDir() {
-    root = fs::temp_directory_path() /
-           ("gpemu-cli-validate-" + std::to_string(::getpid()) + "-" +
-            std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()));
+    root = fs::temp_directory_path() / ("gpemu-cli-validate-" + std::to_string(::getpid()) + "-" +
+                                        std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()));
     write("time/compute/forward/Tesla_V100-PCIE-32GB/resnet18/time_by_batch_size.csv",
           "Batch_Size,Time_In_SECONDS\n1,0.0061\n2,0.0063\n4,0.0071\n");
     write("time/compute/backward/Tesla_V100-PCIE-32GB/resnet18/time_by_batch_size.csv",
@@ -110,7 +109,8 @@ TEST(CliCalibrate, WritesACalibrationThatValidateReads) {
   EXPECT_EQ(cal["format"], "gpemu-calibration/1");
   EXPECT_EQ(cal["calibrated_families"], nlohmann::json::array({"Volta"}));
   EXPECT_TRUE(cal["families"].contains("Hopper"));
-  const Output v = gpemu("validate --profiles " + d.root.string() + " --json --no-memory --calibration " + out.string());
+  const Output v =
+      gpemu("validate --profiles " + d.root.string() + " --json --no-memory --calibration " + out.string());
   ASSERT_EQ(v.status, 0) << v.err;
   EXPECT_LT(nlohmann::json::parse(v.out)["overall"]["iteration"]["median_ape_pct"].get<double>(), 50);
 }
@@ -195,8 +195,8 @@ TEST(CliCalibrate, AFolderAsOutIsAClearErrorAndLeavesNothing) {
   TinyDir d;
   d.add_resnet50();
   fs::create_directory(d.root / "outdir");
-  const Output r = gpemu("calibrate --profiles " + d.root.string() + " --out " + (d.root / "outdir").string() +
-                         " --no-crossval");
+  const Output r =
+      gpemu("calibrate --profiles " + d.root.string() + " --out " + (d.root / "outdir").string() + " --no-crossval");
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.err.find("is a folder"), std::string::npos) << r.err;
   for (const auto& e : fs::directory_iterator(d.root))
@@ -268,7 +268,8 @@ TEST(CliValidate, StepTimesAndProfilesAreOneOrTheOther) {
 }
 
 TEST(CliPredict, VariantFlagsChangeTheProgram) {
-  const Output highest = gpemu("predict --gpu A100-SXM4-80GB --model bert_base --task squad -b 32 --seq-len 384 --json");
+  const Output highest =
+      gpemu("predict --gpu A100-SXM4-80GB --model bert_base --task squad -b 32 --seq-len 384 --json");
   const Output high = gpemu(
       "predict --gpu A100-SXM4-80GB --model bert_base --task squad -b 32 --seq-len 384 --matmul-precision high --json");
   ASSERT_EQ(highest.status, 0) << highest.err;

@@ -36,8 +36,9 @@ TEST(Checked, FromSecondsRefusesTimesPastTheClock) {
 
 TEST(Checked, CheckedDurationNamesTheInputAndTheLimit) {
   EXPECT_EQ(checked_duration(2.0, "x"), 2 * kSecond);
-  EXPECT_EQ(error_of([] { checked_duration(2e6, "train.computation_time"); }),
-            "train.computation_time = 2e+06 s is beyond the limit; expected a finite number of seconds from 0 to 1e+06");
+  EXPECT_EQ(
+      error_of([] { checked_duration(2e6, "train.computation_time"); }),
+      "train.computation_time = 2e+06 s is beyond the limit; expected a finite number of seconds from 0 to 1e+06");
   EXPECT_NE(error_of([] { checked_duration(-1, "t"); }).find("is negative"), std::string::npos);
   EXPECT_NE(error_of([] { checked_duration(std::nan(""), "t"); }).find("not a finite number"), std::string::npos);
 }

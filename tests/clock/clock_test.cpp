@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <functional>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -74,6 +76,40 @@ TEST(VirtualClock, RunConcurrentlyRethrowsTheFirstError) {
                std::runtime_error);
   EXPECT_EQ(finished, 1);
 }
+
+// Under the virtual clock on x86-64 Linux release builds the host threads are
+// fibers, each stack with a guard page; more of them than the kernel's
+// vm.max_map_count allows guards for is an error saying so, not stacks that
+// silently overflow into each other. (Sanitizer builds use OS threads.)
+#if defined(__x86_64__) && defined(__linux__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+TEST(VirtualClock, MoreHostThreadsThanGuardPagesIsAClearError) {
+  std::ifstream f("/proc/sys/vm/max_map_count");
+  long long max_maps = 0;
+  if (!(f >> max_maps) || max_maps > 200000)
+    GTEST_SKIP() << "vm.max_map_count is " << max_maps << ": too many to exceed here";
+  auto clock = make_virtual_clock();
+  int ran = 0;
+  std::vector<std::function<void()>> bodies(static_cast<std::size_t>(max_maps / 2 + 1000), [&] { ++ran; });
+  try {
+    clock->run_concurrently(std::move(bodies));
+    FAIL() << "no error for " << max_maps / 2 + 1000 << " host threads";
+  } catch (const std::runtime_error& e) {
+    // Where the kernel refuses the stacks' mapping itself (strict overcommit),
+    // that is the error instead; either names the host threads.
+    const std::string what = e.what();
+    EXPECT_TRUE(what.find("vm.max_map_count") != std::string::npos ||
+                what.find("cannot map stacks") != std::string::npos)
+        << what;
+  }
+  EXPECT_EQ(ran, 0);
+  // The clock is usable afterwards.
+  clock->run_concurrently({[&] {
+    clock->sleep_for(5);
+    ++ran;
+  }});
+  EXPECT_EQ(ran, 1);
+}
+#endif
 
 TEST(RealClock, SleepUntilNeverReturnsBeforeTheDeadline) {
   auto clock = make_real_clock();

@@ -60,7 +60,7 @@ TEST(AnalyticalModel, MatmulAndMemoryOpsTakeTheLargerRooflineTerm) {
 TEST(AnalyticalModel, Tf32ForConvolutionsNotForMatmulsByDefault) {
   const GpuSpec& a100 = find_gpu("A100-SXM4-40GB");
   const GpuPeaks d = gpu_peaks(a100);
-  EXPECT_DOUBLE_EQ(d.conv_f32, 156e12);   // cudnn.allow_tf32 = True
+  EXPECT_DOUBLE_EQ(d.conv_f32, 156e12);     // cudnn.allow_tf32 = True
   EXPECT_DOUBLE_EQ(d.matmul_f32, 19.5e12);  // cuda.matmul.allow_tf32 = False since 1.12
   AnalyticalOptions o;
   o.tf32_matmul = true;

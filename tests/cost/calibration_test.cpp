@@ -8,12 +8,12 @@
 
 #include <gtest/gtest.h>
 
-#include "support/cost_test_util.h"
 #include "gpemu/analytical_model.h"
 #include "gpemu/calibration.h"
 #include "gpemu/catalog.h"
 #include "gpemu/error.h"
 #include "gpemu/zoo.h"
+#include "support/cost_test_util.h"
 
 namespace gpemu {
 namespace {
@@ -36,7 +36,8 @@ FamilyFactors volta_truth() {
 
 // Times the analytical model gives with `truth`, as measurements.
 std::vector<TimeSample> synthetic(const std::string& gpu_name, const FamilyFactors& truth,
-                                  const std::vector<std::string>& models, const std::map<std::string, ModelCorrection>& corr = {}) {
+                                  const std::vector<std::string>& models,
+                                  const std::map<std::string, ModelCorrection>& corr = {}) {
   const GpuSpec& gpu = find_gpu(gpu_name);
   std::vector<TimeSample> out;
   for (const std::string& m : models) {

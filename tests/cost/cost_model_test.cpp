@@ -2,9 +2,9 @@
 // figure flagged with where it came from.
 #include <gtest/gtest.h>
 
-#include "support/cost_test_util.h"
 #include "gpemu/cost_model.h"
 #include "gpemu/error.h"
+#include "support/cost_test_util.h"
 
 namespace gpemu {
 namespace {

@@ -13,9 +13,9 @@
 
 #include <gtest/gtest.h>
 
-#include "support/cost_test_util.h"
 #include "gpemu/cost_model.h"
 #include "gpemu/error.h"
+#include "support/cost_test_util.h"
 
 namespace gpemu {
 namespace {
@@ -23,9 +23,9 @@ namespace {
 const GpuSpec& v100() { return find_gpu("V100-PCIE-32GB"); }
 
 TEST(BuiltinModels, CoverTheCommonTorchvisionClassifiers) {
-  for (std::string_view name : {"resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "alexnet", "vgg11",
-                                "vgg16", "mobilenet_v2", "densenet121", "googlenet", "squeezenet1_0",
-                                "shufflenet_v2_x1_0"})
+  for (std::string_view name :
+       {"resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "alexnet", "vgg11", "vgg16", "mobilenet_v2",
+        "densenet121", "googlenet", "squeezenet1_0", "shufflenet_v2_x1_0"})
     EXPECT_NE(find_builtin_model(name), nullptr) << name;
   EXPECT_NE(find_builtin_model(kDefaultModel), nullptr);
   EXPECT_NE(find_builtin_model("ResNet50"), nullptr);
@@ -70,9 +70,9 @@ TEST(DefaultEstimate, MemoryIsParametersInputAndActivations) {
   EXPECT_EQ(c.input_bytes_per_sample, 3u * 224 * 224 * 4);
   EXPECT_EQ(c.persistent_bytes, 12u * 25557032);
   const ModelFacts* f = find_builtin_model("resnet50");
-  std::uint64_t expected = 12u * 25557032 + 32u * 602112 +
-                           static_cast<std::uint64_t>(std::llround((f->transient_mib + 32 * f->activation_mib_per_sample) *
-                                                                   1048576.0));
+  std::uint64_t expected =
+      12u * 25557032 + 32u * 602112 +
+      static_cast<std::uint64_t>(std::llround((f->transient_mib + 32 * f->activation_mib_per_sample) * 1048576.0));
   EXPECT_EQ(c.peak_bytes, expected);
 }
 
@@ -126,10 +126,10 @@ TEST(DefaultEstimate, ResNet50OnV100LiesWithinTheDocumentedBandOfTheMeasuredProf
   ASSERT_NE(p, nullptr);
   ASSERT_EQ(p->forward_s.size(), 256u);
   Errors e = compare(v100(), *p);
-  std::printf("[ estimate ] resnet50/V100 vs measured, batch 1..256: forward max %.1f%% rms %.1f%%, "
-              "backward max %.1f%% rms %.1f%%, forward+backward max %.1f%%\n",
-              100 * e.max_forward, 100 * e.rms_forward, 100 * e.max_backward, 100 * e.rms_backward,
-              100 * e.max_total);
+  std::printf(
+      "[ estimate ] resnet50/V100 vs measured, batch 1..256: forward max %.1f%% rms %.1f%%, "
+      "backward max %.1f%% rms %.1f%%, forward+backward max %.1f%%\n",
+      100 * e.max_forward, 100 * e.rms_forward, 100 * e.max_backward, 100 * e.rms_backward, 100 * e.max_total);
   EXPECT_LE(e.max_forward, 0.15);
   EXPECT_LE(e.max_backward, 0.22);
   EXPECT_LE(e.max_total, 0.12);
@@ -220,8 +220,8 @@ TEST(BuiltinModels, MemoryFitReproducesTheTable) {
     double c1 = (n * sxy - sx * sy) / (n * sxx - sx * sx);
     double c0 = (sy - c1 * sx) / n;
     bool same = std::abs(c0 - m.transient_mib) <= 0.0006 && std::abs(c1 - m.activation_mib_per_sample) <= 0.0006;
-    EXPECT_TRUE(same) << "replace the row with: {\"" << m.name << "\", " << m.forward_gmacs << ", "
-                      << m.parameters << ", " << std::fixed << std::setprecision(3) << c0 << ", " << c1 << "},";
+    EXPECT_TRUE(same) << "replace the row with: {\"" << m.name << "\", " << m.forward_gmacs << ", " << m.parameters
+                      << ", " << std::fixed << std::setprecision(3) << c0 << ", " << c1 << "},";
     ++checked;
   }
   EXPECT_EQ(checked, static_cast<int>(builtin_models().size()));

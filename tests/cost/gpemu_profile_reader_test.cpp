@@ -4,9 +4,9 @@
 
 #include <gtest/gtest.h>
 
-#include "support/cost_test_util.h"
 #include "gpemu/error.h"
 #include "gpemu/profile.h"
+#include "support/cost_test_util.h"
 
 namespace gpemu {
 namespace {
@@ -15,8 +15,7 @@ using testing::TempDir;
 
 constexpr const char* kForward = "time/compute/forward/Tesla_V100-PCIE-32GB/tinynet/time_by_batch_size.csv";
 constexpr const char* kBackward = "time/compute/backward/Tesla_V100-PCIE-32GB/tinynet/time_by_batch_size.csv";
-constexpr const char* kTransfer =
-    "time/transfer/Tesla_V100-PCIE-32GB/tinynet/data_transfer_time_by_batch_size.csv";
+constexpr const char* kTransfer = "time/transfer/Tesla_V100-PCIE-32GB/tinynet/data_transfer_time_by_batch_size.csv";
 constexpr const char* kModelTransfer = "time/transfer/Tesla_V100-PCIE-32GB/tinynet/model_transfer_time.txt";
 constexpr const char* kMemory = "memory/Tesla_V100-PCIE-32GB/tinynet/memory.csv";
 
@@ -28,17 +27,25 @@ void write_good_tree(const TempDir& dir) {
   dir.write(kForward,
             "Batch_Size,Time_In_SECONDS\n1.0,0.010\n2.0,0.0125\n3.0,0.0131\n4.0,0.0162\n"
             "5.0,0.5\n6.0,0.6\n7.0,0.7\n");
-  dir.write(kBackward,
-            "Batch_Size,Time_In_SECONDS\n3,0.031\n1,0.020\n2,0.025\n4,0.043\n5,1.0\n6,1.2\n7,1.4\n");
+  dir.write(kBackward, "Batch_Size,Time_In_SECONDS\n3,0.031\n1,0.020\n2,0.025\n4,0.043\n5,1.0\n6,1.2\n7,1.4\n");
   dir.write(kTransfer, "Batch_Size,Time_In_SECONDS\n1,0.0005\n2,0.0009\n4,0.0017\n8,0.0033\n");
   dir.write(kModelTransfer, "0.03208667039871216\n");
   dir.write(kMemory,
             "batch_size,peak,persistent\n"
-            "1.0,150.0," + std::to_string(100 + 1 * kImageMiB) + "\n"
-            "2.0,200.0," + std::to_string(100 + 2 * kImageMiB) + "\n"
-            "4.0,300.0," + std::to_string(100 + 4 * kImageMiB) + "\n"
-            "5.0,350.0," + std::to_string(100 + 5 * kImageMiB) + "\n"
-            "8.0,500.0," + std::to_string(100 + 8 * kImageMiB) + "\n");
+            "1.0,150.0," +
+                std::to_string(100 + 1 * kImageMiB) +
+                "\n"
+                "2.0,200.0," +
+                std::to_string(100 + 2 * kImageMiB) +
+                "\n"
+                "4.0,300.0," +
+                std::to_string(100 + 4 * kImageMiB) +
+                "\n"
+                "5.0,350.0," +
+                std::to_string(100 + 5 * kImageMiB) +
+                "\n"
+                "8.0,500.0," +
+                std::to_string(100 + 8 * kImageMiB) + "\n");
 }
 
 TEST(GPEmuReader, ReadsAGoodTree) {

@@ -5,9 +5,9 @@
 
 #include <gtest/gtest.h>
 
-#include "support/cost_test_util.h"
 #include "gpemu/error.h"
 #include "gpemu/profile.h"
+#include "support/cost_test_util.h"
 
 namespace gpemu {
 namespace {
@@ -159,8 +159,7 @@ INSTANTIATE_TEST_SUITE_P(
                   "  \"rows\": []\n}\n",
                   3, "Imaginary 9000"},
         Malformed{"UnknownTopField", kFile, doc(kRow1, "  \"colour\": \"blue\",\n"), 5, "unknown field \"colour\""},
-        Malformed{"BadHostMemory", kFile, doc(kRow1, "  \"host_memory\": \"locked\",\n"), 5,
-                  "host_memory \"locked\""},
+        Malformed{"BadHostMemory", kFile, doc(kRow1, "  \"host_memory\": \"locked\",\n"), 5, "host_memory \"locked\""},
         Malformed{"RowsNotArray", kFile,
                   "{\n  \"format\": \"gpemu-profile/1\",\n  \"gpu\": \"V100-PCIE-32GB\",\n  \"model\": \"tiny\",\n"
                   "  \"rows\": 7\n}\n",
@@ -180,8 +179,7 @@ INSTANTIATE_TEST_SUITE_P(
                   doc(kRow1 + "    {\"batch_size\": 300, \"forward_s\": 0.2},\n", "  \"oom_batch_size\": 257,\n"), 8,
                   "did not fit"},
         Malformed{"FolderDisagreesWithGpu", "M40/tiny.json", doc(kRow1), 0, "lies in folder \"M40\""},
-        Malformed{"FileNameDisagreesWithModel", "V100-PCIE-32GB/other.json", doc(kRow1), 0,
-                  "is named \"other.json\""}),
+        Malformed{"FileNameDisagreesWithModel", "V100-PCIE-32GB/other.json", doc(kRow1), 0, "is named \"other.json\""}),
     [](const ::testing::TestParamInfo<Malformed>& info) { return info.param.name; });
 
 }  // namespace

@@ -2,9 +2,9 @@
 // both, and finding a (GPU, model) pair.
 #include <gtest/gtest.h>
 
-#include "support/cost_test_util.h"
 #include "gpemu/error.h"
 #include "gpemu/profile.h"
+#include "support/cost_test_util.h"
 
 namespace gpemu {
 namespace {
@@ -95,8 +95,9 @@ TEST(ProfileDatabase, ASymlinkLoopIsAnInputErrorNamingThePath) {
     }
     return "no error";
   };
-  const std::string loop = "': it is a symbolic link loop (Too many levels of symbolic links); remove the link or "
-                           "point it at a file or folder that exists";
+  const std::string loop =
+      "': it is a symbolic link loop (Too many levels of symbolic links); remove the link or "
+      "point it at a file or folder that exists";
   {
     TempDir dir;  // native layout: a GPU folder that links to itself
     write_native(dir, "V100-PCIE-32GB", "resnet50");

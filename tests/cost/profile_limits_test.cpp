@@ -8,9 +8,9 @@
 #include <gtest/gtest.h>
 
 #include "cost/json_source_lines.h"
-#include "support/cost_test_util.h"
 #include "gpemu/error.h"
 #include "gpemu/profile.h"
+#include "support/cost_test_util.h"
 
 namespace gpemu {
 namespace {
@@ -32,7 +32,8 @@ std::string native_error(const std::string& text) {
 std::string one_row(const std::string& row_fields) {
   return R"({"format": "gpemu-profile/1", "gpu": "v100", "model": "tiny",
   "rows": [
-    {"batch_size": 1, )" + row_fields + R"(}
+    {"batch_size": 1, )" +
+         row_fields + R"(}
   ]})";
 }
 

@@ -8,14 +8,14 @@
 
 #include <gtest/gtest.h>
 
-#include "support/cost_test_util.h"
+#include "cost/step_times.h"
 #include "gpemu/analytical_model.h"
 #include "gpemu/calibration.h"
 #include "gpemu/catalog.h"
 #include "gpemu/error.h"
 #include "gpemu/program_variant.h"
-#include "cost/step_times.h"
 #include "gpemu/zoo.h"
+#include "support/cost_test_util.h"
 
 namespace gpemu {
 namespace {
@@ -105,9 +105,9 @@ TEST(StepTimes, MapsRowsOntoExactApproximatedAndUnsupportedPrograms) {
   EXPECT_FALSE(exact.options.tf32_matmul);
 
   // TF32 SQuAD with AdamW: the squad head, TF32 matmuls, AdamW as Adam.
-  const RowProgram squad = row_program(row_from(
-      "A100-SXM4-80GB,bert_large,tf32,64,384,squad,adamw,tf32,n/a,none,n/a,eager,none,n/a,yes,yes,1,inferred,"
-      "853.33,x,lambdal/deeplearning-benchmark@a:b,n\r\n"));
+  const RowProgram squad = row_program(
+      row_from("A100-SXM4-80GB,bert_large,tf32,64,384,squad,adamw,tf32,n/a,none,n/a,eager,none,n/a,yes,yes,1,inferred,"
+               "853.33,x,lambdal/deeplearning-benchmark@a:b,n\r\n"));
   EXPECT_EQ(squad.fit, RowFit::Approximated);
   EXPECT_EQ(squad.options.optimizer, zoo::Optimizer::Adam);
   EXPECT_TRUE(squad.options.tf32_matmul);
@@ -115,9 +115,9 @@ TEST(StepTimes, MapsRowsOntoExactApproximatedAndUnsupportedPrograms) {
   EXPECT_EQ(squad.zoo_model, zoo::has_model("bert_large_squad") ? "bert_large_squad" : "");
 
   // DeepLearningExamples' DLRM trains sparse embeddings: not the zoo's program.
-  const RowProgram dlrm = row_program(row_from(
-      "V100-SXM2-32GB,dlrm_mlperf,amp,65536,,recommendation,sgd,fp16,n/a,autocast,n/a,n/a,most,n/a,yes,yes,1,"
-      "stated,31.36,x,NVIDIA/DeepLearningExamples@a:b,n\r\n"));
+  const RowProgram dlrm = row_program(
+      row_from("V100-SXM2-32GB,dlrm_mlperf,amp,65536,,recommendation,sgd,fp16,n/a,autocast,n/a,n/a,most,n/a,yes,yes,1,"
+               "stated,31.36,x,NVIDIA/DeepLearningExamples@a:b,n\r\n"));
   EXPECT_EQ(dlrm.fit, RowFit::Unsupported);
   ASSERT_FALSE(dlrm.unsupported.empty());
   EXPECT_NE(dlrm.unsupported[0].find("sparse"), std::string::npos);
@@ -131,9 +131,9 @@ TEST(StepTimes, MapsRowsOntoExactApproximatedAndUnsupportedPrograms) {
 }
 
 TEST(StepTimes, LambOverMicroStepsIsAdamAmortised) {
-  const RowProgram p = row_program(row_from(
-      "V100-SXM2-32GB,bert_large,fp32,32,128,pretraining,lamb,fp32,n/a,none,n/a,eager,none,all,yes,yes,128,"
-      "inferred,640,x,NVIDIA/DeepLearningExamples@a:b,n\r\n"));
+  const RowProgram p = row_program(
+      row_from("V100-SXM2-32GB,bert_large,fp32,32,128,pretraining,lamb,fp32,n/a,none,n/a,eager,none,all,yes,yes,128,"
+               "inferred,640,x,NVIDIA/DeepLearningExamples@a:b,n\r\n"));
   EXPECT_EQ(p.fit, RowFit::Approximated);
   EXPECT_EQ(p.zoo_model, "bert_large");  // MLM at every position: the plain zoo model
   EXPECT_EQ(p.options.optimizer, zoo::Optimizer::Adam);
@@ -233,9 +233,8 @@ TEST(ProgramVariant, MicroStepsSpreadTheUpdateAndFusedOptimizerIsOneKernel) {
   o.legacy_zero_grad = false;
   const OpProgram plain = OpProgram::compile(g, o);
   auto count = [](const OpProgram& p, OpProgram::Section s) {
-    return std::count_if(p.backward().begin(), p.backward().end(), [&](const OpProgram::Op& op) {
-      return op.section == s && op.kind != OpProgram::Kind::View;
-    });
+    return std::count_if(p.backward().begin(), p.backward().end(),
+                         [&](const OpProgram::Op& op) { return op.section == s && op.kind != OpProgram::Kind::View; });
   };
   ASSERT_GT(count(plain, OpProgram::Section::Optimizer), 10);
 

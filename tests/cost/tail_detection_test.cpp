@@ -7,8 +7,8 @@
 
 #include <gtest/gtest.h>
 
-#include "support/cost_test_util.h"
 #include "gpemu/profile.h"
+#include "support/cost_test_util.h"
 
 namespace gpemu {
 namespace {
@@ -75,8 +75,7 @@ TEST(TailDetection, ComparesSlopesSoUnevenBatchSpacingWorks) {
 
 TEST(TailDetection, ToleratesFloat64RoundingButNotMeasurementNoise) {
   Series rounded = measured(1, 100);
-  for (int b = 101; b <= 120; ++b)
-    rounded.push_back({b, (0.02 + 0.0009 * b) * (1.0 + ((b % 3) - 1) * 1e-15)});
+  for (int b = 101; b <= 120; ++b) rounded.push_back({b, (0.02 + 0.0009 * b) * (1.0 + ((b % 3) - 1) * 1e-15)});
   EXPECT_EQ(rounded[extrapolated_tail_start(rounded)].batch_size, 101);
 
   Series noisy = measured(1, 100);
@@ -135,8 +134,8 @@ TEST(TailDetection, AgreesWithTheSharedLastMeasuredBatchList) {
     if (detected == std::stoi(last))
       ++agree;
     else
-      disagreements.push_back(gpu + "/" + model + "/" + phase + ": detected " + std::to_string(detected) +
-                              ", truth " + last);
+      disagreements.push_back(gpu + "/" + model + "/" + phase + ": detected " + std::to_string(detected) + ", truth " +
+                              last);
   }
   ASSERT_GT(rows, 0);
   for (const std::string& d : disagreements) ADD_FAILURE() << d;

@@ -10,7 +10,6 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include "support/cost_test_util.h"
 #include "gpemu/analytical_model.h"
 #include "gpemu/caching_allocator.h"
 #include "gpemu/calibration.h"
@@ -19,6 +18,7 @@
 #include "gpemu/validation.h"
 #include "gpemu/zoo.h"
 #include "gpemu/zoo_memory.h"
+#include "support/cost_test_util.h"
 
 namespace gpemu {
 namespace {
@@ -71,12 +71,15 @@ struct TinyProfiles {
       k.push_back({t, 2.0 + 2 * t});
     }
     const std::string root = "time/compute/";
-    dir.write(root + "forward/Tesla_V100-PCIE-32GB/resnet18/time_by_batch_size.csv", csv("Batch_Size,Time_In_SECONDS", f));
-    dir.write(root + "backward/Tesla_V100-PCIE-32GB/resnet18/time_by_batch_size.csv", csv("Batch_Size,Time_In_SECONDS", k));
+    dir.write(root + "forward/Tesla_V100-PCIE-32GB/resnet18/time_by_batch_size.csv",
+              csv("Batch_Size,Time_In_SECONDS", f));
+    dir.write(root + "backward/Tesla_V100-PCIE-32GB/resnet18/time_by_batch_size.csv",
+              csv("Batch_Size,Time_In_SECONDS", k));
     // Transfer: predicted exactly at 1, +100% at 2 (measured half).
     const PcieModel pcie = PcieModel::for_link(gpu.pcie_gen, gpu.pcie_lanes);
     auto transfer = [&](int n) {
-      return to_seconds(pcie.latency(HostMemoryKind::Pageable)) + 602112.0 * n / (pcie.gbs(HostMemoryKind::Pageable) * 1e9);
+      return to_seconds(pcie.latency(HostMemoryKind::Pageable)) +
+             602112.0 * n / (pcie.gbs(HostMemoryKind::Pageable) * 1e9);
     };
     dir.write("time/transfer/Tesla_V100-PCIE-32GB/resnet18/data_transfer_time_by_batch_size.csv",
               csv("Batch_Size,Time_In_SECONDS", {{1, transfer(1)}, {2, transfer(2) / 2}}));

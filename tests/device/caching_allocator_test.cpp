@@ -308,7 +308,7 @@ TEST(CachingAllocatorOom, MessageInGiBNamesTheSegmentAndTheDevice) {
   o.device_name = "GPU 3";
   CachingAllocator a(o);
   a.allocate(28 * GiB);
-  a.allocate(5 * MiB);  // keeps a 20 MiB segment partly in use
+  a.allocate(5 * MiB);      // keeps a 20 MiB segment partly in use
   a.free(a.allocate(MiB));  // a cached 2 MiB small segment, released by the retry
   EXPECT_THROW(
       {

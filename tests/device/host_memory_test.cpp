@@ -89,7 +89,8 @@ TEST(HostMemory, LockingBeyondTheLimitIsAClearResourceError) {
       _exit(1);  // should not have been locked
     } catch (const ResourceError& e) {
       const std::string m = e.what();
-      const bool clear = m.find("1048576 bytes") != std::string::npos && m.find("RLIMIT_MEMLOCK is 64 KiB") != std::string::npos &&
+      const bool clear = m.find("1048576 bytes") != std::string::npos &&
+                         m.find("RLIMIT_MEMLOCK is 64 KiB") != std::string::npos &&
                          m.find("ulimit -l") != std::string::npos && m.find("--pin-mode account") != std::string::npos;
       _exit(clear ? 0 : 2);
     }

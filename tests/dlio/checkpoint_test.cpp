@@ -6,10 +6,10 @@
 
 #include <gtest/gtest.h>
 
-#include "support/dlio_test_util.h"
 #include "gpemu/dlio/checkpoint.h"
 #include "gpemu/dlio/figures.h"
 #include "gpemu/error.h"
+#include "support/dlio_test_util.h"
 
 namespace gpemu::dlio {
 namespace {
@@ -184,8 +184,7 @@ TEST(DlioCheckpointIo, WritesExactlyTheModelSizeAndReadsItBack) {
   // No two 4 KiB pages are the same, even 1 MiB apart (the random base's period).
   const std::vector<char> bytes = read_all(file);
   ASSERT_EQ(bytes.size(), 1000003u);
-  EXPECT_NE(std::string(bytes.begin(), bytes.begin() + 4096),
-            std::string(bytes.begin() + 4096, bytes.begin() + 8192));
+  EXPECT_NE(std::string(bytes.begin(), bytes.begin() + 4096), std::string(bytes.begin() + 4096, bytes.begin() + 8192));
 
   // A changed byte is found and named.
   {

@@ -8,9 +8,9 @@
 
 #include <gtest/gtest.h>
 
-#include "support/dlio_test_util.h"
 #include "gpemu/dlio/config.h"
 #include "gpemu/error.h"
+#include "support/dlio_test_util.h"
 
 namespace gpemu::dlio {
 namespace {
@@ -146,7 +146,8 @@ TEST(DlioConfig, SectionsUnderAWorkloadRootReadTheSame) {
 }
 
 TEST(DlioConfig, AWorkloadRootRejectsStrangersBesideIt) {
-  EXPECT_CONTAINS(error_of("workload:\n  train:\n    epochs: 2\nextra: 1\n"), "unknown top-level key 'extra' next to 'workload:'");
+  EXPECT_CONTAINS(error_of("workload:\n  train:\n    epochs: 2\nextra: 1\n"),
+                  "unknown top-level key 'extra' next to 'workload:'");
 }
 
 TEST(DlioConfig, ModelMayBeAPlainName) {
@@ -195,7 +196,8 @@ TEST(DlioConfig, TimesMayBeDistributions) {
 
   EXPECT_CONTAINS(error_of("train:\n  computation_time: {type: uniform, min: 2, max: 1}\n"), "train.computation_time");
   EXPECT_CONTAINS(error_of("train:\n  computation_time: {mean: 1, sigma: 2}\n"), "unknown key 'sigma'");
-  EXPECT_CONTAINS(error_of("train:\n  computation_time: {type: weibull}\n"), "one of normal, uniform, gamma, exponential, poisson");
+  EXPECT_CONTAINS(error_of("train:\n  computation_time: {type: weibull}\n"),
+                  "one of normal, uniform, gamma, exponential, poisson");
 }
 
 TEST(DlioConfig, RecordsKeysDlioKnowsButGpemuDoesNotEmulate) {
@@ -246,7 +248,8 @@ TEST(DlioConfig, NonStrictParsingCollectsUnknownKeysAsWarnings) {
 }
 
 TEST(DlioConfig, AKeyGivenTwiceIsAnError) {
-  EXPECT_CONTAINS(error_of("reader:\n  batch_size: 4\n  batch_size: 8\n"), "test.yaml:3: key 'batch_size' is given twice");
+  EXPECT_CONTAINS(error_of("reader:\n  batch_size: 4\n  batch_size: 8\n"),
+                  "test.yaml:3: key 'batch_size' is given twice");
 }
 
 // --- Values ----------------------------------------------------------------------------
@@ -262,8 +265,7 @@ TEST(DlioConfig, BadValuesNameTheKeyTheValueAndWhatIsAccepted) {
       {"reader:\n  batch_size: 0\n", {"reader.batch_size = '0'", "an integer >= 1"}},
       {"reader:\n  batch_size: 2.5\n", {"reader.batch_size = '2.5'", "an integer"}},
       {"reader:\n  batch_size_eval: -3\n", {"reader.batch_size_eval", "an integer >= 1"}},
-      {"dataset:\n  num_files_train: 0\n",
-       {"dataset.num_files_train = 0", "an integer >= 1 when workflow.train"}},
+      {"dataset:\n  num_files_train: 0\n", {"dataset.num_files_train = 0", "an integer >= 1 when workflow.train"}},
       {"dataset:\n  num_samples_per_file: 0\n", {"dataset.num_samples_per_file", ">= 1"}},
       {"dataset:\n  record_length_bytes: 0\n", {"dataset.record_length_bytes = '0'", "a number of bytes > 0"}},
       {"dataset:\n  record_length: -5\n", {"dataset.record_length = '-5'", "> 0"}},
@@ -349,17 +351,17 @@ TEST(DlioConfig, WarnsWhenCheckpointSizeCannotComeFromATransformerConfig) {
 
 TEST(DlioOverrides, SetEveryKindOfValue) {
   const DlioWorkload w = parse(kUnet3d, {
-      "++workload.reader.batch_size=8",                    // int
-      "++workload.train.computation_time=0.25",            // float
-      "++workload.workflow.checkpoint=False",              // bool, DLIO spelling
-      "++workload.workflow.generate_data=true",            // bool, YAML spelling
-      "++workload.dataset.data_folder=/scratch/unet3d",    // text
-      "++workload.dataset.format=NPY",                     // enum, any case
-      "++workload.reader.file_shuffle=random",             // enum
-      "++workload.model.layer_parameters=[1024, 2048]",    // list
-      "++workload.evaluation.eval_time={mean: 1, stdev: 0.1}",  // map
-      "++workload.dataset.record_length_bytes=1e6",        // float in exponent form
-  });
+                                            "++workload.reader.batch_size=8",                  // int
+                                            "++workload.train.computation_time=0.25",          // float
+                                            "++workload.workflow.checkpoint=False",            // bool, DLIO spelling
+                                            "++workload.workflow.generate_data=true",          // bool, YAML spelling
+                                            "++workload.dataset.data_folder=/scratch/unet3d",  // text
+                                            "++workload.dataset.format=NPY",                   // enum, any case
+                                            "++workload.reader.file_shuffle=random",           // enum
+                                            "++workload.model.layer_parameters=[1024, 2048]",  // list
+                                            "++workload.evaluation.eval_time={mean: 1, stdev: 0.1}",  // map
+                                            "++workload.dataset.record_length_bytes=1e6",  // float in exponent form
+                                        });
   EXPECT_EQ(w.reader.batch_size, 8);
   EXPECT_DOUBLE_EQ(w.train.computation_time.expected(), 0.25);
   EXPECT_FALSE(w.workflow.checkpoint);
@@ -394,7 +396,8 @@ TEST(DlioOverrides, TildeResetsAKeyToItsDefault) {
 // and the run reported AU 3.5 % with exit 0.
 TEST(DlioOverrides, TildeOnAWholeSectionIsRefused) {
   const std::string e = error_of(kUnet3d, {"~workload.train"});
-  EXPECT_CONTAINS(e, "override '~workload.train': workload.train is a whole section (it sets epochs, computation_time)");
+  EXPECT_CONTAINS(e,
+                  "override '~workload.train': workload.train is a whole section (it sets epochs, computation_time)");
   EXPECT_CONTAINS(e, "accepted: ~workload.train.<key> for each key to reset, e.g. ~workload.train.epochs");
   EXPECT_CONTAINS(error_of(kUnet3d, {"~workload.metric"}), "workload.metric is a whole section (it sets au)");
   EXPECT_CONTAINS(error_of(kUnet3d, {"~workload.model"}), "workload.model is a whole section");
@@ -406,9 +409,9 @@ TEST(DlioOverrides, TildeOnAWholeSectionIsRefused) {
 }
 
 TEST(DlioOverrides, CreateSectionsAndExtendAPlainModelName) {
-  const DlioWorkload w = parse("model: resnet50\n", {"++workload.model.type=cnn", "++workload.gpemu.world_size=4",
-                                                     "++workload.framework=pytorch",
-                                                     "++workload.reader.data_loader=pytorch"});
+  const DlioWorkload w =
+      parse("model: resnet50\n", {"++workload.model.type=cnn", "++workload.gpemu.world_size=4",
+                                  "++workload.framework=pytorch", "++workload.reader.data_loader=pytorch"});
   EXPECT_EQ(w.model.name, "resnet50");
   EXPECT_EQ(w.model.type, "cnn");
   EXPECT_EQ(w.gpemu.world_size, 4);
@@ -474,12 +477,11 @@ TEST(DlioConfig, FileErrorsNameThePath) {
 // --- Writing back -------------------------------------------------------------------------
 
 TEST(DlioConfig, ToYamlRoundTrips) {
-  const DlioWorkload w = parse(kUnet3d, {"++workload.model.layer_parameters=[1, 2]",
-                                         "++workload.train.computation_time={type: gamma, shape: 2, scale: 0.5}",
-                                         "++workload.reader.transfer_size=262144",
-                                         "++workload.gpemu.gpu=H100-SXM5-80GB",
-                                         "++workload.gpemu.precision=fp16",
-                                         "++workload.output.folder=''"});
+  const DlioWorkload w =
+      parse(kUnet3d, {"++workload.model.layer_parameters=[1, 2]",
+                      "++workload.train.computation_time={type: gamma, shape: 2, scale: 0.5}",
+                      "++workload.reader.transfer_size=262144", "++workload.gpemu.gpu=H100-SXM5-80GB",
+                      "++workload.gpemu.precision=fp16", "++workload.output.folder=''"});
   const DlioWorkload again = parse(to_yaml(w), {}, /*strict=*/true);
   EXPECT_EQ(body_of(w), body_of(again));
   EXPECT_EQ(again.train.computation_time, w.train.computation_time);

@@ -1,9 +1,9 @@
 // Figures derived from DLIO workloads, checked on hand-computed examples.
 #include <gtest/gtest.h>
 
-#include "support/dlio_test_util.h"
 #include "gpemu/dlio/figures.h"
 #include "gpemu/error.h"
+#include "support/dlio_test_util.h"
 
 namespace gpemu::dlio {
 namespace {
@@ -43,8 +43,8 @@ TEST(DlioFigures, StepsAreSharedAmongRanksAndPartialBatchesAreDropped) {
   const DlioWorkload w = unet3d_a100();
   EXPECT_EQ(dlio_figures(w, 2).steps_per_epoch, 12u);  // 168 / (7 * 2)
   const DlioFigures five = dlio_figures(w, 5);
-  EXPECT_EQ(five.steps_per_epoch, 4u);     // floor(168 / 35)
-  EXPECT_EQ(five.samples_per_rank, 34u);   // ceil(168 / 5)
+  EXPECT_EQ(five.steps_per_epoch, 4u);    // floor(168 / 35)
+  EXPECT_EQ(five.samples_per_rank, 34u);  // ceil(168 / 5)
   EXPECT_DOUBLE_EQ(five.bytes_per_step, 35.0 * 146600628.0);
   EXPECT_NEAR(five.required_samples_per_s, 5 * 9.90566, 1e-3);
   EXPECT_EQ(dlio_figures(w, 200).steps_per_epoch, 0u);  // fewer samples than one global batch

@@ -14,12 +14,12 @@
 
 #include <gtest/gtest.h>
 
-#include "support/dlio_test_util.h"
 #include "common/folder_lock.h"
 #include "common/interrupt.h"
 #include "gpemu/dlio/checkpoint.h"
 #include "gpemu/dlio/runner.h"
 #include "gpemu/error.h"
+#include "support/dlio_test_util.h"
 
 namespace gpemu::dlio {
 namespace {

@@ -9,12 +9,12 @@
 
 #include <gtest/gtest.h>
 
-#include "support/dlio_test_util.h"
 #include "gpemu/dlio/checkpoint.h"
 #include "gpemu/dlio/config.h"
 #include "gpemu/dlio/runner.h"
 #include "gpemu/error.h"
 #include "pipeline/npy.h"
+#include "support/dlio_test_util.h"
 
 namespace gpemu::dlio {
 namespace {
@@ -78,8 +78,9 @@ TEST(DlioMagnitudes, EpochsPastTheLimitAreRefused) {
 }
 
 TEST(DlioMagnitudes, CountsThatWouldExhaustMemoryAreRefused) {
-  EXPECT_CONTAINS(error_of(kSmall, {"++workload.dataset.num_files_train=9223372036854775807"}),
-                  "dataset.num_files_train = 9223372036854775807 is not valid; accepted: an integer from 0 to 67108864");
+  EXPECT_CONTAINS(
+      error_of(kSmall, {"++workload.dataset.num_files_train=9223372036854775807"}),
+      "dataset.num_files_train = 9223372036854775807 is not valid; accepted: an integer from 0 to 67108864");
   EXPECT_CONTAINS(error_of(kSmall, {"++workload.dataset.num_samples_per_file=9000000000"}),
                   "dataset.num_samples_per_file = 9000000000 is not valid; accepted: an integer from 1 to 4294967296");
   EXPECT_CONTAINS(error_of(kSmall, {"++workload.dataset.record_length_bytes=1e12"}),
@@ -95,15 +96,16 @@ TEST(DlioMagnitudes, SamplesPastTheLoadersLimitAreRefusedBeforeListing) {
   // be generated or read: it used to end in std::bad_alloc.
   TempDir dir;
   std::filesystem::create_directories(dir.path() / "train");
-  DlioWorkload w = parse_dlio_config_string(
-      kSmall, {"++workload.dataset.data_folder=" + dir.path().string(), "++workload.dataset.num_samples_per_file=1000000000",
-               "++workload.reader.batch_size=1000"});
+  DlioWorkload w = parse_dlio_config_string(kSmall, {"++workload.dataset.data_folder=" + dir.path().string(),
+                                                     "++workload.dataset.num_samples_per_file=1000000000",
+                                                     "++workload.reader.batch_size=1000"});
   try {
     open_dlio_data(w, DlioSplit::Train);
     FAIL() << "8e9 samples were listed";
   } catch (const InputError& e) {
-    EXPECT_CONTAINS(e.what(), "dataset.num_files_train x dataset.num_samples_per_file = 8 x 1000000000 = 8e+09 samples; "
-                              "gpemu generates and reads at most 67108864 samples per split");
+    EXPECT_CONTAINS(e.what(),
+                    "dataset.num_files_train x dataset.num_samples_per_file = 8 x 1000000000 = 8e+09 samples; "
+                    "gpemu generates and reads at most 67108864 samples per split");
   }
 }
 

@@ -11,11 +11,11 @@
 
 #include <gtest/gtest.h>
 
-#include "support/dlio_test_util.h"
 #include "gpemu/catalog.h"
 #include "gpemu/cost_model.h"
 #include "gpemu/dlio/runner.h"
 #include "gpemu/error.h"
+#include "support/dlio_test_util.h"
 
 namespace gpemu::dlio {
 namespace {
@@ -129,7 +129,7 @@ TEST(DlioRunnerData, RawRecordsNpyAndStdevSizes) {
     lengths.insert(f.record_length);
     sum += static_cast<double>(f.record_length);
   }
-  EXPECT_GT(lengths.size(), 30u);              // sizes vary by file
+  EXPECT_GT(lengths.size(), 30u);  // sizes vary by file
   EXPECT_NEAR(sum / 40, 10000, 3 * 2000 / std::sqrt(40.0) + 1);
 }
 

@@ -11,9 +11,9 @@
 
 #include <gtest/gtest.h>
 
-#include "support/dlio_test_util.h"
 #include "gpemu/dlio/config.h"
 #include "gpemu/dlio/figures.h"
+#include "support/dlio_test_util.h"
 
 namespace gpemu::dlio {
 namespace {
@@ -176,10 +176,9 @@ TEST(DlioShippedConfigs, TheDocumentedRunnableOnesGenerateAndTheOthersSayWhy) {
   for (const fs::path& file : shipped_configs()) {
     const std::string stem = file.stem().string();
     const DlioWorkload w = parse_dlio_config(
-        file, {"++workload.dataset.data_folder=" + (tmp.path() / stem).string(),
-               "++workload.dataset.num_files_train=2", "++workload.dataset.num_samples_per_file=1",
-               "++workload.dataset.record_length_bytes=2048", "++workload.dataset.record_length_bytes_stdev=0",
-               "++workload.dataset.num_subfolders_train=0"});
+        file, {"++workload.dataset.data_folder=" + (tmp.path() / stem).string(), "++workload.dataset.num_files_train=2",
+               "++workload.dataset.num_samples_per_file=1", "++workload.dataset.record_length_bytes=2048",
+               "++workload.dataset.record_length_bytes_stdev=0", "++workload.dataset.num_subfolders_train=0"});
     if (runs.at(stem)) {
       EXPECT_NO_THROW(generate_dlio_data(w, DlioSplit::Train)) << stem;
     } else {

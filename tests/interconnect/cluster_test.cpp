@@ -153,11 +153,17 @@ TEST_F(NetworkFile, BadInputNamesTheFileAndKey) {
     return std::string("accepted");
   };
   EXPECT_TRUE(contains(error_of(R"({"line_rate_gbps": 100, "achievable_fraction": 0.9})"), "missing key 'latency_us'"));
-  EXPECT_TRUE(contains(error_of(R"({"line_rate_gbps": 100, "achievable_fraction": 0.9, "latency_us": 1, "mtu": 9000})"), "unknown key 'mtu'"));
-  EXPECT_TRUE(contains(error_of(R"({"line_rate_gbps": 100, "achievable_fraction": 1.5, "latency_us": 1})"), "'achievable_fraction' is 1.5"));
-  EXPECT_TRUE(contains(error_of(R"({"line_rate_gbps": -1, "achievable_fraction": 1, "latency_us": 1})"), "'line_rate_gbps' is -1"));
-  EXPECT_TRUE(contains(error_of(R"({"line_rate_gbps": "fast", "achievable_fraction": 1, "latency_us": 1})"), "'line_rate_gbps' must be a number"));
-  EXPECT_TRUE(contains(error_of(R"({"line_rate_gbps": 100, "achievable_fraction": 1, "latency_us": 1, "nics_per_node": 1.5})"), "whole number"));
+  EXPECT_TRUE(contains(error_of(R"({"line_rate_gbps": 100, "achievable_fraction": 0.9, "latency_us": 1, "mtu": 9000})"),
+                       "unknown key 'mtu'"));
+  EXPECT_TRUE(contains(error_of(R"({"line_rate_gbps": 100, "achievable_fraction": 1.5, "latency_us": 1})"),
+                       "'achievable_fraction' is 1.5"));
+  EXPECT_TRUE(contains(error_of(R"({"line_rate_gbps": -1, "achievable_fraction": 1, "latency_us": 1})"),
+                       "'line_rate_gbps' is -1"));
+  EXPECT_TRUE(contains(error_of(R"({"line_rate_gbps": "fast", "achievable_fraction": 1, "latency_us": 1})"),
+                       "'line_rate_gbps' must be a number"));
+  EXPECT_TRUE(
+      contains(error_of(R"({"line_rate_gbps": 100, "achievable_fraction": 1, "latency_us": 1, "nics_per_node": 1.5})"),
+               "whole number"));
   EXPECT_TRUE(contains(error_of(R"({ not json)"), "not valid JSON"));
   EXPECT_TRUE(contains(error_of("[1, 2]"), "expected a JSON object"));
   EXPECT_THROW(parse_network((dir.path() / "missing.json").string()), InputError);

@@ -106,7 +106,7 @@ TEST_F(Buckets, CommunicationBoundBackwardEndsWithTheLastAllReduce) {
 TEST_F(Buckets, AStragglerDelaysEveryRank) {
   GradientBuckets buckets(comm, compute, comm_streams, {2'000'000, 2'000'000, 2'000'000, 2'000'000}, options());
   compute[1]->launch_kernel(3 * ms, "slow data");  // GPU1 starts backward 3 ms late
-  backward(buckets, 1 * ms);                      // GPU0 layers end 1..4 ms, GPU1 4..7 ms
+  backward(buckets, 1 * ms);                       // GPU0 layers end 1..4 ms, GPU1 4..7 ms
   std::vector<Completion> done = buckets.finish();
   // Each bucket can start only when GPU1's layer is done: 4, 5, 6, 7 ms; the
   // communication stream runs them back to back from 4 ms, 2 ms each.

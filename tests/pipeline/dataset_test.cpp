@@ -113,7 +113,8 @@ TEST(ImageFolder, ASymlinkLoopIsAnInputErrorNamingThePath) {
     const std::string e = open_error([&] { open_image_folder(dir.path()); });
     EXPECT_EQ(e, "ImageFolder dataset: '" + (dir / "class_0001" / "up" / "class_0001").string() +
                      "' leads back to a folder it is in (a symbolic link loop); remove the link or point it at a "
-                     "folder outside '" + (dir / "class_0001").string() + "'");
+                     "folder outside '" +
+                     (dir / "class_0001").string() + "'");
   }
   {
     TempDir dir;  // a link to a folder elsewhere is still followed, as torchvision does

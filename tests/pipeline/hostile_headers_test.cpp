@@ -79,7 +79,8 @@ TEST(HostileHeaders, ZeroByteRecordsAreRefused) {
   for (const char* dict : {"{'descr': '|u1', 'fortran_order': False, 'shape': (2, 0), }",
                            "{'descr': '|u0', 'fortran_order': False, 'shape': (100000000000, 4), }"}) {
     const std::string err = npy_folder_error(dict);
-    EXPECT_TRUE(err.find("records of 0 bytes") != std::string::npos || err.find("items of 0 bytes") != std::string::npos)
+    EXPECT_TRUE(err.find("records of 0 bytes") != std::string::npos ||
+                err.find("items of 0 bytes") != std::string::npos)
         << dict << ": " << err;
   }
 }
@@ -153,9 +154,9 @@ TEST(HostileHeaders, ZipOffsetsThatWrapAreATruncatedFile) {
   };
   // ZIP64 end record at 0, locator at 56, EOCD at 76.
   put(0, 0x06064b50, 4);
-  put(32, 1, 8);                     // entries
+  put(32, 1, 8);                      // entries
   put(40, 0xfffffffffffffff0ull, 8);  // central directory size
-  put(48, 0x20, 8);                  // central directory offset
+  put(48, 0x20, 8);                   // central directory offset
   put(56, 0x07064b50, 4);
   put(64, 0, 8);  // ZIP64 end record offset
   put(76, 0x06054b50, 4);

@@ -32,8 +32,8 @@ namespace {
 
 using testing::TempDir;
 
-#define SKIP_UNLESS_IO_URING()                                                   \
-  do {                                                                           \
+#define SKIP_UNLESS_IO_URING()                                                       \
+  do {                                                                               \
     if (!io_uring_support().available) GTEST_SKIP() << io_uring_support().message(); \
   } while (0)
 
@@ -85,7 +85,8 @@ TEST(ReadMethod, ParsesItsNamesAndRejectsOthers) {
 }
 
 TEST(IoUring, UnavailableIsAnInputErrorSayingWhatIsMissing) {
-  if (io_uring_support().available) GTEST_SKIP() << "io_uring is available here; this checks the message where it is not";
+  if (io_uring_support().available)
+    GTEST_SKIP() << "io_uring is available here; this checks the message where it is not";
   const std::string reason = io_uring_support().reason;
   EXPECT_FALSE(reason.empty());
   LoaderOptions o;
@@ -151,8 +152,8 @@ TEST(IoUring, ReportsEachFailedSampleWithItsPathAndReadsTheOthers) {
   std::filesystem::create_directories(dir / "folder.bin");
   const std::string folder = (dir / "folder.bin").string();
   const std::string shorter = dir.write("short.bin", std::string(100, 's')).string();
-  const std::vector<ReadRequest> requests = {
-      {good, 0, 5000}, {missing, 0, 10}, {folder, 0, 10}, {shorter, 50, 100}, {good, 4000, 1000}, {good, 10, 0}};
+  const std::vector<ReadRequest> requests = {{good, 0, 5000},    {missing, 0, 10},   {folder, 0, 10},
+                                             {shorter, 50, 100}, {good, 4000, 1000}, {good, 10, 0}};
   for (const bool direct : {false, true}) {
     IoUringReader uring(8, direct);
     const auto r = uring.read_batch(requests);

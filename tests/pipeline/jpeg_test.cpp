@@ -127,12 +127,22 @@ TEST(Jpeg, CropDecodePicksTheSmallestScaleCoveringTheOutput) {
   const auto jpeg = encode_jpeg(rgb.data(), 2000, 1500, 85);
   JpegDecoder d;
   // The whole image onto 224x224: 1500 * 1/8 < 224 <= 1500 * 2/8.
-  auto c = d.decode_crop(jpeg, [](int w, int h) { return CropBox{0, 0, w, h}; }, 224, 224);
+  auto c = d.decode_crop(
+      jpeg,
+      [](int w, int h) {
+        return CropBox{0, 0, w, h};
+      },
+      224, 224);
   EXPECT_EQ(c.scale_num, 2);
   EXPECT_NEAR(c.box_width, 500.0, 1e-9);
   EXPECT_NEAR(c.box_height, 375.0, 1e-9);
   // A small crop needs full resolution.
-  c = d.decode_crop(jpeg, [](int, int) { return CropBox{1000, 700, 230, 230}; }, 224, 224);
+  c = d.decode_crop(
+      jpeg,
+      [](int, int) {
+        return CropBox{1000, 700, 230, 230};
+      },
+      224, 224);
   EXPECT_EQ(c.scale_num, 8);
   EXPECT_LE(c.region_width, 230 + 2 * 16 + 8);  // only iMCU columns around the crop
   EXPECT_LE(c.region_height, 230 + 8);
@@ -297,7 +307,8 @@ TEST(Transform, MatchesADirectSeparableBilinearResize) {
     const double scale = len / n, support = std::max(1.0, scale), center = start + (i + 0.5) * scale;
     std::vector<double> w(in, 0.0);
     double sum = 0;
-    for (int j = std::max(0, int(std::floor(center - support))); j < std::min(in, int(std::ceil(center + support))); ++j) {
+    for (int j = std::max(0, int(std::floor(center - support))); j < std::min(in, int(std::ceil(center + support)));
+         ++j) {
       const double d = std::abs((j + 0.5 - center) / support);
       w[j] = d < 1 ? 1 - d : 0;
       sum += w[j];

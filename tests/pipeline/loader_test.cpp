@@ -264,7 +264,7 @@ TEST(Loader, StopThrowsInputErrorNamingTheFileAndEndsTheEpoch) {
     }
     EXPECT_FALSE(loader.next());  // the epoch is over
     loader.begin_epoch(1);        // a new one can start
-    EXPECT_THROW(while (loader.next()) {}, InputError);
+    EXPECT_THROW(while (loader.next()){}, InputError);
   }
 }
 

@@ -161,7 +161,8 @@ TEST(Npy, NumpyLoadsOurFilesAndWeReadNumpysNpz) {
                            "assert str(list(int(v) for v in a[2])) == sys.argv[3], (list(a[2]), sys.argv[3])\n"
                            "np.savez(sys.argv[4], x=np.arange(24, dtype=np.int16).reshape(6, 4), y=np.arange(6) * 3)\n";
   const auto theirs = (dir / "numpy.npz").string();
-  const std::string cmd = "/usr/bin/python3 " + script.string() + " " + npy + " " + npz + " '" + expected + "' " + theirs;
+  const std::string cmd =
+      "/usr/bin/python3 " + script.string() + " " + npy + " " + npz + " '" + expected + "' " + theirs;
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
 
   std::filesystem::create_directories(dir / "theirs");

@@ -69,8 +69,12 @@ RunReport example_report() {
   r.title = "ResNet-50 on 4\u00d7 A100-SXM4-40GB \u2014 batch 256, 8 loader workers";
   r.generator = "gpemu 0.1.0 (gpemu train --report)";
   r.generated_at = "2024-05-01 12:00 UTC";
-  r.summary = {{"epoch time", "412.3 s"},      {"samples/s", "3,105"},           {"GPU utilization (mean)", "73.4%"},
-               {"data stall share", "21.8%"},  {"H2D share", "4.9%"},            {"peak GPU memory", "31.2 GiB of 40 GiB"},
+  r.summary = {{"epoch time", "412.3 s"},
+               {"samples/s", "3,105"},
+               {"GPU utilization (mean)", "73.4%"},
+               {"data stall share", "21.8%"},
+               {"H2D share", "4.9%"},
+               {"peak GPU memory", "31.2 GiB of 40 GiB"},
                {"emulated GPUs", "4\u00d7 A100-SXM4-40GB, NVSwitch"}};
   const char* gpus[] = {"GPU 0", "GPU 1", "GPU 2", "GPU 3"};
   for (int g = 0; g < 4; ++g) {
@@ -130,7 +134,8 @@ TEST(HtmlReport, ExampleIsWellFormedAndSelfContained) {
   test::HtmlCheck c = check_html(page);
   // breakdown, utilization, one per-batch chart, stall shares
   EXPECT_EQ(c.opened["svg"], 4);
-  for (const char* id : {"summary", "breakdown", "utilization", "per-batch", "stall-shares", "configuration", "notes"}) {
+  for (const char* id :
+       {"summary", "breakdown", "utilization", "per-batch", "stall-shares", "configuration", "notes"}) {
     EXPECT_NE(page.find(std::string("<section id=\"") + id + "\">"), std::string::npos) << id;
     EXPECT_NE(page.find(std::string("<a href=\"#") + id + "\">"), std::string::npos) << id;
   }
@@ -177,7 +182,11 @@ TEST(HtmlReport, UserTextIsEscapedEverywhere) {
 
 TEST(HtmlReport, EscapeFunction) {
   EXPECT_EQ(html_escape("a<b>&\"c'd"), "a&lt;b&gt;&amp;&quot;c&#39;d");
-  EXPECT_EQ(html_escape("tab\tnl\nnul\x01" "bell\x07" "del\x7f" "!"), "tab\tnl\nnulbelldel!");
+  EXPECT_EQ(html_escape("tab\tnl\nnul\x01"
+                        "bell\x07"
+                        "del\x7f"
+                        "!"),
+            "tab\tnl\nnulbelldel!");
   EXPECT_EQ(html_escape("caf\u00e9 \u00b5s"), "caf\u00e9 \u00b5s");  // UTF-8 passes through
 }
 
@@ -301,7 +310,8 @@ TEST(HtmlReport, PerBatchChartBinsLongSeries) {
 
 TEST(HtmlReport, ConfigurationIsFlattened) {
   RunReport r;
-  r.configuration = {{"model", {{"name", "resnet50"}, {"batch_size", 256}}}, {"gpus", {"A100", "V100"}},
+  r.configuration = {{"model", {{"name", "resnet50"}, {"batch_size", 256}}},
+                     {"gpus", {"A100", "V100"}},
                      {"stages", {{{"name", "decode"}}, {{"name", "crop"}}}}};
   std::string page = render_html_report(r);
   expect_valid(page);

@@ -27,9 +27,9 @@ inline std::filesystem::path shared_profiles() {
 
 }  // namespace gpemu::testing
 
-#define GPEMU_REQUIRE_SHARED_PROFILES(var)                                                       \
-  const std::filesystem::path var = ::gpemu::testing::shared_profiles();                         \
-  if (var.empty())                                                                               \
-  GTEST_SKIP() << "shared reference data absent: " GPEMU_SHARED_DIR                              \
+#define GPEMU_REQUIRE_SHARED_PROFILES(var)                                                      \
+  const std::filesystem::path var = ::gpemu::testing::shared_profiles();                        \
+  if (var.empty())                                                                              \
+  GTEST_SKIP() << "shared reference data absent: " GPEMU_SHARED_DIR                             \
                   "/reference/gpemu-profiles not found (GPEmu's measured profiles live there; " \
                   "see shared/README.md)"

@@ -25,18 +25,18 @@ namespace gpemu::testing {
 
 struct ChildOptions {
   std::map<std::string, std::string> env;
-  long long file_size_limit = -1;    // RLIMIT_FSIZE in bytes (SIGXFSZ ignored: writes fail with EFBIG)
-  int signal = 0;                    // sent once the marker shows
-  std::function<void()> on_marker;   // called once the marker shows (a fault to inject), before the signal
-  std::string marker_text;           // ... in the output
-  std::filesystem::path marker_file; // ... or as a file
-  int guard_seconds = 300;           // killed (and reported as status -2) past this
+  long long file_size_limit = -1;     // RLIMIT_FSIZE in bytes (SIGXFSZ ignored: writes fail with EFBIG)
+  int signal = 0;                     // sent once the marker shows
+  std::function<void()> on_marker;    // called once the marker shows (a fault to inject), before the signal
+  std::string marker_text;            // ... in the output
+  std::filesystem::path marker_file;  // ... or as a file
+  int guard_seconds = 300;            // killed (and reported as status -2) past this
 };
 
 struct ChildRun {
-  int status = -1;        // exit status; -1 when killed by a signal; -2 when the guard fired
-  bool signalled = false; // the signal was sent
-  std::string out;        // stdout and stderr together (one terminal)
+  int status = -1;         // exit status; -1 when killed by a signal; -2 when the guard fired
+  bool signalled = false;  // the signal was sent
+  std::string out;         // stdout and stderr together (one terminal)
 };
 
 inline ChildRun run_gpemu_child(const std::vector<std::string>& args, const ChildOptions& o = {}) {

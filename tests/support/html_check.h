@@ -26,7 +26,9 @@ inline bool valid_reference(std::string_view s, std::size_t amp) {
     bool hex = i < s.size() && (s[i] == 'x' || s[i] == 'X');
     if (hex) ++i;
     std::size_t d = i;
-    while (i < s.size() && (hex ? std::isxdigit(static_cast<unsigned char>(s[i])) : std::isdigit(static_cast<unsigned char>(s[i])))) ++i;
+    while (i < s.size() &&
+           (hex ? std::isxdigit(static_cast<unsigned char>(s[i])) : std::isdigit(static_cast<unsigned char>(s[i]))))
+      ++i;
     return i > d && i < s.size() && s[i] == ';';
   }
   std::size_t d = i;
@@ -90,7 +92,8 @@ inline HtmlCheck check_html(std::string_view s) {
         break;
       }
       if (stack.empty() || stack.back() != name) {
-        fail(i, "end tag </" + name + "> does not match " + (stack.empty() ? std::string("nothing") : "<" + stack.back() + ">"));
+        fail(i, "end tag </" + name + "> does not match " +
+                    (stack.empty() ? std::string("nothing") : "<" + stack.back() + ">"));
         break;
       }
       stack.pop_back();

@@ -13,26 +13,26 @@
 #include <string>
 #include <vector>
 
+#include "clock/host_sync.h"
 #include "gpemu/clock.h"
 #include "gpemu/cost_model.h"
+#include "gpemu/pipeline/batch_source.h"
 #include "gpemu/pipeline/dataset.h"
 #include "gpemu/pipeline/loader.h"
+#include "gpemu/pipeline/loader_model.h"
 #include "gpemu/train.h"
 #include "workload/backward_plan.h"
-#include "clock/host_sync.h"
-#include "gpemu/pipeline/batch_source.h"
-#include "gpemu/pipeline/loader_model.h"
 
 namespace gpemu::train {
 
 using pipeline::BatchSource;
 using pipeline::LoaderModelOptions;
+using pipeline::model_sample_cost;
 using pipeline::ModelledLoader;
 using pipeline::PipelineSource;
 using pipeline::PipelineSourceOptions;
-using pipeline::SyntheticSource;
-using pipeline::model_sample_cost;
 using pipeline::SampleCost;
+using pipeline::SyntheticSource;
 using BatchRecord = StepRecord;
 using GpuResult = GpuSummary;
 using EpochResult = EpochSummary;
@@ -77,7 +77,9 @@ class Trainer {
   Trainer(Clock& clock, const GpuSpec& gpu, const CostModel& costs, TrainOptions o) {
     JobSpec spec = job_spec(o, gpu);
     spec.data.source = DataSource::Custom;
-    spec.data.custom = [this](int rank, Clock&, Timeline&) { return std::move(sources_.at(static_cast<std::size_t>(rank))); };
+    spec.data.custom = [this](int rank, Clock&, Timeline&) {
+      return std::move(sources_.at(static_cast<std::size_t>(rank)));
+    };
     job_ = std::make_unique<Job>(clock, costs, spec);
   }
   Timeline& timeline() { return job_->timeline(); }

@@ -99,8 +99,8 @@ TEST(Analyze, AFreeLoaderGivesZeroStalls) {
 }
 
 TEST(Analyze, SharesAreClampedAtZero) {
-  EXPECT_EQ(prep_stall_share(10, 8, 20), 0.0);   // cached faster than gpu-bound (noise)
-  EXPECT_EQ(fetch_stall_share(20, 18), 0.0);     // cold faster than cached
+  EXPECT_EQ(prep_stall_share(10, 8, 20), 0.0);  // cached faster than gpu-bound (noise)
+  EXPECT_EQ(fetch_stall_share(20, 18), 0.0);    // cold faster than cached
   EXPECT_DOUBLE_EQ(prep_stall_share(10, 15, 20), 25.0);
   EXPECT_DOUBLE_EQ(fetch_stall_share(15, 20), 25.0);
   EXPECT_EQ(prep_stall_share(0, 0, 0), 0.0);

@@ -70,7 +70,8 @@ TEST(DatasetCache, ADamagedCachedDatasetIsRegeneratedWithANote) {
   const EnsuredDataset a = ensure_synthetic_dataset(root.path(), tiny_spec());
   fs::remove_all(a.dir / "class_0001");
   std::vector<std::string> notes;
-  const EnsuredDataset b = ensure_synthetic_dataset(root.path(), tiny_spec(), [&](const std::string& s) { notes.push_back(s); });
+  const EnsuredDataset b =
+      ensure_synthetic_dataset(root.path(), tiny_spec(), [&](const std::string& s) { notes.push_back(s); });
   EXPECT_TRUE(b.generated);
   ASSERT_FALSE(notes.empty());
   EXPECT_NE(notes.front().find("is damaged (it holds 8 images"), std::string::npos) << notes.front();

@@ -152,7 +152,8 @@ TEST(MultiGpuRun, AFailureOnOneGpuStopsTheOthers) {
   Trainer t(*clock, find_gpu("t4"), costs, o);
   std::vector<std::unique_ptr<BatchSource>> src;
   for (int g = 0; g < 2; ++g)
-    src.push_back(std::make_unique<SyntheticSource>(*clock, 2, 1024, t.cost().input_bytes_per_sample, HostMemoryKind::Pinned));
+    src.push_back(
+        std::make_unique<SyntheticSource>(*clock, 2, 1024, t.cost().input_bytes_per_sample, HostMemoryKind::Pinned));
   EXPECT_THROW(t.run(std::move(src)), OutOfMemoryError);
 }
 

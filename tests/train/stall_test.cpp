@@ -174,7 +174,8 @@ TEST(Stall, OutOfMemoryReachesTheCaller) {
   o.batch_size = 4096;
   Trainer t(*clock, find_gpu("t4"), costs, o);
   std::vector<std::unique_ptr<BatchSource>> src;
-  src.push_back(std::make_unique<SyntheticSource>(*clock, 1, 4096, t.cost().input_bytes_per_sample, HostMemoryKind::Pinned));
+  src.push_back(
+      std::make_unique<SyntheticSource>(*clock, 1, 4096, t.cost().input_bytes_per_sample, HostMemoryKind::Pinned));
   EXPECT_THROW(t.run(std::move(src)), OutOfMemoryError);
 }
 

@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include <csignal>
+#include "common/interrupt.h"
 #include "gpemu/catalog.h"
 #include "gpemu/clock.h"
 #include "gpemu/cost_model.h"
@@ -12,8 +14,6 @@
 #include "gpemu/job.h"
 #include "gpemu/zoo.h"
 #include "gpemu/zoo_memory.h"
-#include "common/interrupt.h"
-#include <csignal>
 
 namespace gpemu {
 namespace {
@@ -112,14 +112,14 @@ TEST(Job, SeveralNodesAllReduceOverTheNetwork) {
 TEST(StepProgram, ATrainingStepAndADlioStepDifferOnlyInTheirPrograms) {
   const GpuSpec& v100 = find_gpu("v100");
   JobSpec s = synthetic_spec(v100, "resnet18", 8, 2);
-  EXPECT_EQ(step_program(s, RunPhase::Train),
-            (std::vector<StepOp>{StepOp::CopyBatch, StepOp::Forward, StepOp::Backward, StepOp::OptimizerStep,
-                                 StepOp::LossItem}));
+  EXPECT_EQ(step_program(s, RunPhase::Train), (std::vector<StepOp>{StepOp::CopyBatch, StepOp::Forward, StepOp::Backward,
+                                                                   StepOp::OptimizerStep, StepOp::LossItem}));
   s.cluster.gpus = 2;
   EXPECT_EQ(step_program(s, RunPhase::Train),
             (std::vector<StepOp>{StepOp::CopyBatch, StepOp::Forward, StepOp::Backward, StepOp::AllReduceWait,
                                  StepOp::OptimizerStep, StepOp::LossItem}));
-  EXPECT_EQ(step_program(s, RunPhase::Eval), (std::vector<StepOp>{StepOp::CopyBatch, StepOp::Forward, StepOp::LossItem}));
+  EXPECT_EQ(step_program(s, RunPhase::Eval),
+            (std::vector<StepOp>{StepOp::CopyBatch, StepOp::Forward, StepOp::LossItem}));
   s.compute.sync = SyncMode::AtEnd;
   EXPECT_EQ(step_program(s, RunPhase::Eval), (std::vector<StepOp>{StepOp::CopyBatch, StepOp::Forward}));
   s.compute.step_time = StepTime::Fixed;

@@ -10,8 +10,8 @@
 #include <thread>
 
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 #include <unistd.h>
+#include <nlohmann/json.hpp>
 
 #include "gpemu/error.h"
 #include "gpemu/zoo.h"
@@ -61,8 +61,10 @@ class DataDirOverride {
     ::setenv("GPEMU_DATA_DIR", p.c_str(), 1);
   }
   ~DataDirOverride() {
-    if (old_) ::setenv("GPEMU_DATA_DIR", old_->c_str(), 1);
-    else ::unsetenv("GPEMU_DATA_DIR");
+    if (old_)
+      ::setenv("GPEMU_DATA_DIR", old_->c_str(), 1);
+    else
+      ::unsetenv("GPEMU_DATA_DIR");
   }
 
  private:
@@ -329,8 +331,7 @@ TEST(ZooDataDir, AGpemuDataDirThatIsNotAFolderIsAnError) {
     data_dir();
     FAIL() << "expected an InputError";
   } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("GPEMU_DATA_DIR '/nonexistent/gpemu-data' is not a folder"),
-              std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("GPEMU_DATA_DIR '/nonexistent/gpemu-data' is not a folder"), std::string::npos)
         << e.what();
   }
 }

@@ -46,7 +46,7 @@ bool checkpoint_after_epoch(const DlioWorkload& w, int epoch);
 
 struct CheckpointEvent {
   int epoch = 0;
-  std::uint64_t step = 0;   // step within the epoch after which it is written
+  std::uint64_t step = 0;  // step within the epoch after which it is written
   bool end_of_epoch = false;
   bool operator==(const CheckpointEvent&) const = default;
 };
@@ -54,8 +54,7 @@ struct CheckpointEvent {
 // dlio_figures(w, world_size).steps_per_epoch_run steps each. In checkpoint-only
 // mode (workflow.train false, workflow.checkpoint true) it is
 // checkpoint.num_checkpoints_write events with epoch 0 and step 1..N.
-std::vector<CheckpointEvent> checkpoint_schedule(const DlioWorkload& w,
-                                                 std::optional<int> world_size = {});
+std::vector<CheckpointEvent> checkpoint_schedule(const DlioWorkload& w, std::optional<int> world_size = {});
 
 // Does `rank` write checkpoint files (checkpoint.type)?
 bool rank_writes_checkpoint(const DlioWorkload& w, int rank);
@@ -63,44 +62,43 @@ bool rank_writes_checkpoint(const DlioWorkload& w, int rank);
 struct CheckpointFile {
   std::filesystem::path path;  // relative to the checkpoint folder, or absolute in results
   std::uint64_t bytes = 0;
-  std::string kind;            // "model", "layer" or "optimizer"
+  std::string kind;  // "model", "layer" or "optimizer"
 };
 // The files `rank` writes for the checkpoint after (epoch, step); empty when
 // the rank does not write.
-std::vector<CheckpointFile> checkpoint_files(const DlioWorkload& w, int rank, int world_size,
-                                             int epoch, std::uint64_t step);
+std::vector<CheckpointFile> checkpoint_files(const DlioWorkload& w, int rank, int world_size, int epoch,
+                                             std::uint64_t step);
 // Bytes one writing rank writes per checkpoint.
 std::uint64_t checkpoint_bytes_per_rank(const DlioWorkload& w, int rank = 0, int world_size = 1);
 
 // The checkpoint folder as a path: storage.storage_root / checkpoint_folder,
 // relative ones resolved against base_dir (empty: the current directory).
-std::filesystem::path resolve_checkpoint_folder(const DlioWorkload& w,
-                                                const std::filesystem::path& base_dir = {});
+std::filesystem::path resolve_checkpoint_folder(const DlioWorkload& w, const std::filesystem::path& base_dir = {});
 
 // --- Writing to storage ------------------------------------------------------
 
 struct CheckpointIoOptions {
   int rank = 0;
-  int world_size = 0;                // 0: gpemu.world_size
+  int world_size = 0;  // 0: gpemu.world_size
   int epoch = 1;
   std::uint64_t step = 0;
-  std::optional<bool> fsync;         // unset: checkpoint.fsync
-  bool read_back = false;            // write_checkpoint: read every file back afterwards
-  bool verify = true;                // compare the bytes read with the bytes written
+  std::optional<bool> fsync;            // unset: checkpoint.fsync
+  bool read_back = false;               // write_checkpoint: read every file back afterwards
+  bool verify = true;                   // compare the bytes read with the bytes written
   std::size_t block_bytes = 16u << 20;  // bytes per write()/read() call
-  std::filesystem::path base_dir;    // relative folders resolve here (empty: cwd)
+  std::filesystem::path base_dir;       // relative folders resolve here (empty: cwd)
 };
 
 struct CheckpointResult {
-  std::filesystem::path directory;      // the checkpoint's own folder (epoch<E>-step<S>)
-  std::vector<CheckpointFile> files;    // absolute paths
+  std::filesystem::path directory;    // the checkpoint's own folder (epoch<E>-step<S>)
+  std::vector<CheckpointFile> files;  // absolute paths
   std::uint64_t bytes_written = 0;
-  double write_seconds = 0;             // open to close, fsync included
-  double write_gbs = 0;                 // 1e9 bytes per second
+  double write_seconds = 0;  // open to close, fsync included
+  double write_gbs = 0;      // 1e9 bytes per second
   std::uint64_t bytes_read = 0;
   double read_seconds = 0;
   double read_gbs = 0;
-  bool verified = false;                // read back and every byte matched
+  bool verified = false;  // read back and every byte matched
 };
 
 // Writes this rank's files of the checkpoint after (epoch, step). Creates the

@@ -40,8 +40,18 @@ namespace gpemu::dlio {
 
 enum class Framework { TensorFlow, PyTorch };
 enum class DataFormat {
-  Tfrecord, Hdf5, Csv, Npz, Npy, Hdf5Opt, Jpeg, Png, IndexedBinary, MmapIndexedBinary,
-  Synthetic, Parquet,
+  Tfrecord,
+  Hdf5,
+  Csv,
+  Npz,
+  Npy,
+  Hdf5Opt,
+  Jpeg,
+  Png,
+  IndexedBinary,
+  MmapIndexedBinary,
+  Synthetic,
+  Parquet,
 };
 enum class DataLoaderKind { TensorFlow, PyTorch, Dali, NativeDali, Synthetic, Custom };
 enum class Shuffle { Off, Seed, Random };
@@ -98,13 +108,13 @@ struct DlioWorkload {
   };
   struct Model {
     std::string name = "default";
-    std::string type;                  // free text ("cnn", "transformer"); DLIO: None
-    double model_size_bytes = 10240;   // checkpoint bytes per writing rank
+    std::string type;                 // free text ("cnn", "transformer"); DLIO: None
+    double model_size_bytes = 10240;  // checkpoint bytes per writing rank
     DataType model_datatype = DataType::Fp16;
     DataType optimizer_datatype = DataType::Fp32;
     std::vector<std::int64_t> optimization_groups;  // elements per optimizer group
     int num_layers = -1;
-    std::vector<std::int64_t> layer_parameters;     // elements per layer tensor
+    std::vector<std::int64_t> layer_parameters;  // elements per layer tensor
     Parallelism parallelism;
     Transformer transformer;
   };
@@ -122,9 +132,9 @@ struct DlioWorkload {
     std::int64_t num_files_train = 8;
     std::int64_t num_files_eval = 0;
     std::int64_t num_samples_per_file = 1;
-    double record_length_bytes = 65536;        // mean bytes per sample (alias record_length)
-    double record_length_bytes_stdev = 0;      // alias record_length_stdev
-    double record_length_bytes_resize = 0;     // alias record_length_resize
+    double record_length_bytes = 65536;     // mean bytes per sample (alias record_length)
+    double record_length_bytes_stdev = 0;   // alias record_length_stdev
+    double record_length_bytes_resize = 0;  // alias record_length_resize
     std::int64_t num_subfolders_train = 0;
     std::int64_t num_subfolders_eval = 0;
     std::string file_prefix = "img";
@@ -160,7 +170,7 @@ struct DlioWorkload {
   };
   struct Train {
     int epochs = 1;
-    TimeSpec computation_time;  // seconds per step; computation_time_stdev sets .stdev
+    TimeSpec computation_time;               // seconds per step; computation_time_stdev sets .stdev
     std::int64_t total_training_steps = -1;  // -1: whole epochs
     bool seed_change_epoch = true;
     std::int64_t seed = 123;
@@ -205,10 +215,10 @@ struct DlioWorkload {
   // gpemu extension: name a GPU (and a model) so that the step time can come
   // from gpemu's cost model instead of train.computation_time.
   struct Gpemu {
-    std::string gpu;                    // catalog id after resolution ("" = none)
-    std::string model;                  // cost-model name; "" = model.name
-    std::optional<Precision> precision; // unset = the cost model's default
-    int world_size = 1;                 // ranks (one GPU each) the run emulates
+    std::string gpu;                     // catalog id after resolution ("" = none)
+    std::string model;                   // cost-model name; "" = model.name
+    std::optional<Precision> precision;  // unset = the cost model's default
+    int world_size = 1;                  // ranks (one GPU each) the run emulates
     StepTimeSource step_time = StepTimeSource::Auto;
   };
 
@@ -254,15 +264,12 @@ struct DlioParseOptions {
 
 // Reads a DLIO YAML file and applies the overrides in order, then validates.
 // Throws InputError naming the file (and line), key, value and what is accepted.
-DlioWorkload parse_dlio_config(const std::filesystem::path& path,
-                               const std::vector<std::string>& overrides = {},
+DlioWorkload parse_dlio_config(const std::filesystem::path& path, const std::vector<std::string>& overrides = {},
                                const DlioParseOptions& options = {});
 
 // As parse_dlio_config, from YAML text; `source` names it in messages.
-DlioWorkload parse_dlio_config_string(std::string_view yaml,
-                                      const std::vector<std::string>& overrides = {},
-                                      const DlioParseOptions& options = {},
-                                      std::string_view source = "<string>");
+DlioWorkload parse_dlio_config_string(std::string_view yaml, const std::vector<std::string>& overrides = {},
+                                      const DlioParseOptions& options = {}, std::string_view source = "<string>");
 
 // Checks ranges and cross-field rules (batch sizes >= 1, num_files_train >= 1,
 // record_length_bytes > 0, 0 < au <= 1, ...). parse_dlio_config calls it; call

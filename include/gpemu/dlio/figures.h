@@ -33,9 +33,9 @@ struct DlioFigures {
   double expected_file_bytes = 0;          // num_samples_per_file * record_length_bytes
   double dataset_bytes_train = 0;          // num_files_train * expected_file_bytes
   double dataset_bytes_eval = 0;
-  double bytes_per_step = 0;               // batch_size * world_size * record_length_bytes
-  double computation_time_s = 0;           // expected train.computation_time per step
-  double compute_time_per_epoch_s = 0;     // steps_per_epoch_run * computation_time_s
+  double bytes_per_step = 0;            // batch_size * world_size * record_length_bytes
+  double computation_time_s = 0;        // expected train.computation_time per step
+  double compute_time_per_epoch_s = 0;  // steps_per_epoch_run * computation_time_s
   // The smallest data rate that keeps AU at metric.au, assuming I/O fully
   // overlaps compute: batch_size * world_size * au / computation_time. 0 when
   // computation_time is 0.

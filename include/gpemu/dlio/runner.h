@@ -62,13 +62,13 @@ std::string_view to_string(DlioPhase p);
 
 struct DlioProgress {
   DlioPhase phase = DlioPhase::Train;
-  int rank = 0;                 // -1 for generation (not per rank)
-  int epoch = 0;                // 1-based; 0 for generation and checkpoint-only mode
-  std::uint64_t step = 0;       // 1-based within the epoch (generation: files written)
-  std::uint64_t steps = 0;      // steps of the epoch (generation: files to write)
+  int rank = 0;             // -1 for generation (not per rank)
+  int epoch = 0;            // 1-based; 0 for generation and checkpoint-only mode
+  std::uint64_t step = 0;   // 1-based within the epoch (generation: files written)
+  std::uint64_t steps = 0;  // steps of the epoch (generation: files to write)
   // Train / Eval: the dataset indices of the batch just computed (valid during the call).
   std::span<const std::size_t> sample_indices;
-  std::uint64_t bytes = 0;      // sample bytes of the batch / bytes of the checkpoint
+  std::uint64_t bytes = 0;  // sample bytes of the batch / bytes of the checkpoint
 };
 
 struct DlioRunOptions {
@@ -163,20 +163,20 @@ void print_dlio_result(const nlohmann::json& result, std::ostream& out);
 enum class DlioSplit { Train, Eval };
 
 struct DlioDataFile {
-  std::filesystem::path path;      // absolute
-  std::uint64_t bytes = 0;         // file size
+  std::filesystem::path path;  // absolute
+  std::uint64_t bytes = 0;     // file size
   std::uint64_t samples = 0;
-  std::uint64_t record_length = 0; // bytes per sample (JPEG: the file size)
-  std::uint64_t first_offset = 0;  // offset of sample 0; sample i at first_offset + i * record_length
+  std::uint64_t record_length = 0;  // bytes per sample (JPEG: the file size)
+  std::uint64_t first_offset = 0;   // offset of sample 0; sample i at first_offset + i * record_length
 };
 
 struct DlioData {
-  std::filesystem::path folder;    // <storage_root>/<data_folder>/train (or valid)
+  std::filesystem::path folder;  // <storage_root>/<data_folder>/train (or valid)
   std::vector<DlioDataFile> files;
-  bool generated = false;          // written by this call
-  bool skipped = false;            // generation asked for, but the manifest matched
-  double seconds = 0;              // generation wall time
-  std::string manifest_problem;    // generation: why the folder's manifest was not used; empty when it was fine
+  bool generated = false;        // written by this call
+  bool skipped = false;          // generation asked for, but the manifest matched
+  double seconds = 0;            // generation wall time
+  std::string manifest_problem;  // generation: why the folder's manifest was not used; empty when it was fine
   std::uint64_t bytes() const;
   std::uint64_t samples() const;
 };

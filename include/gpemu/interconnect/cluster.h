@@ -41,13 +41,13 @@ namespace gpemu {
 
 // One NIC type and the switch joining the nodes.
 struct NetworkSpec {
-  std::string name;                  // preset name, or the file it came from
-  double line_rate_gbps = 0;         // per NIC, Gbit/s
-  double achievable_fraction = 0;    // of the line rate that payload reaches
-  Duration latency = 0;              // per cross-node ring step
-  int nics_per_node = 1;             // rail g uses NIC g % nics_per_node
+  std::string name;                    // preset name, or the file it came from
+  double line_rate_gbps = 0;           // per NIC, Gbit/s
+  double achievable_fraction = 0;      // of the line rate that payload reaches
+  Duration latency = 0;                // per cross-node ring step
+  int nics_per_node = 1;               // rail g uses NIC g % nics_per_node
   double switch_oversubscription = 1;  // 1: non-blocking
-  std::string source;                // where the figures come from
+  std::string source;                  // where the figures come from
   // Payload bandwidth of one NIC, bytes/s.
   double nic_bytes_per_s() const { return line_rate_gbps * 1e9 / 8 * achievable_fraction; }
 };
@@ -68,8 +68,8 @@ inline constexpr int kMaxGpusPerNode = 8;
 
 struct ClusterOptions {
   int nodes = 1;
-  NodeOptions node;      // every node; node.gpus is GPUs per node
-  NetworkSpec network;   // used with nodes > 1
+  NodeOptions node;     // every node; node.gpus is GPUs per node
+  NetworkSpec network;  // used with nodes > 1
 };
 
 // Splits `gpus` GPUs over `nodes` nodes. InputError, saying what to give

@@ -89,10 +89,10 @@ class GradientBuckets {
   std::vector<GradientBucket> buckets_;
   std::vector<int> bucket_of_;
   std::vector<bool> ready_;
-  std::vector<std::size_t> ready_count_;       // per bucket
-  std::vector<std::vector<Event>> events_;     // [bucket][rank]: compute stream after its gradients
+  std::vector<std::size_t> ready_count_;          // per bucket
+  std::vector<std::vector<Event>> events_;        // [bucket][rank]: compute stream after its gradients
   std::vector<std::vector<Completion>> results_;  // [bucket][rank]
-  int next_ = 0;  // next bucket to launch
+  int next_ = 0;                                  // next bucket to launch
 };
 
 }  // namespace gpemu

@@ -86,7 +86,7 @@ struct Path {
   const Link* link = nullptr;  // the shared Link the transfer is charged to
   double rate_cap = 0;         // bytes/s this pair reaches alone (0: the link's capacity)
   Duration latency = 0;
-  int nvlinks = 0;             // NVLink connections between the pair (0 for NVSwitch: all of them)
+  int nvlinks = 0;  // NVLink connections between the pair (0 for NVSwitch: all of them)
 };
 
 enum class LinkKind { SwitchUplinkH2D, SwitchUplinkD2H, PcieP2P, NVLink };
@@ -162,8 +162,8 @@ class Node {
   Fabric fabric_;
   std::vector<std::unique_ptr<Device>> devices_;
   std::vector<const Link*> uplink_h2d_, uplink_d2h_;
-  std::vector<const Link*> egress_;   // per GPU, NVLink
-  std::vector<const Link*> p2p_tx_;   // per GPU, PCIe lanes for same-switch peer traffic (may be null)
+  std::vector<const Link*> egress_;       // per GPU, NVLink
+  std::vector<const Link*> p2p_tx_;       // per GPU, PCIe lanes for same-switch peer traffic (may be null)
   std::vector<std::vector<int>> bricks_;  // NVLink connections per pair
   double nvlink_bps_ = 0;
   double brick_bps_ = 0;

@@ -34,15 +34,15 @@ namespace gpemu::pipeline {
 
 struct LoadedBatch {
   std::uint64_t epoch = 0;
-  std::size_t index = 0;           // position in the epoch
+  std::size_t index = 0;  // position in the epoch
   std::int64_t samples = 0;
-  std::uint64_t bytes = 0;         // what the H2D copy moves: the batch's real size
+  std::uint64_t bytes = 0;                         // what the H2D copy moves: the batch's real size
   HostMemoryKind memory = HostMemoryKind::Pinned;  // its staging buffer
-  std::vector<std::size_t> sample_indices;  // dataset indices (empty for synthetic batches)
-  Time ready = 0;                  // when the loader had finished it (emulation clock)
-  Duration read = 0;               // worker time reading its samples (summed)
-  Duration decode = 0;             // worker time decoding + transforming them (summed)
-  std::shared_ptr<void> keep_alive;  // the real batch (its staging buffer), held until the next batch
+  std::vector<std::size_t> sample_indices;         // dataset indices (empty for synthetic batches)
+  Time ready = 0;                                  // when the loader had finished it (emulation clock)
+  Duration read = 0;                               // worker time reading its samples (summed)
+  Duration decode = 0;                             // worker time decoding + transforming them (summed)
+  std::shared_ptr<void> keep_alive;                // the real batch (its staging buffer), held until the next batch
 };
 
 // How a source's host thread sleeps: through the rank's HostSync, so peers
@@ -88,8 +88,7 @@ class SyntheticSource : public BatchSource {
   // DLIO's synthetic loader: whole batches of the sampler's indices (a
   // dataset of that many samples, sharded and shuffled as the sampler says),
   // every sample `bytes_per_sample`, read from nowhere.
-  SyntheticSource(Clock& clock, Sampler sampler, int batch_size, std::uint64_t bytes_per_sample,
-                  HostMemoryKind memory);
+  SyntheticSource(Clock& clock, Sampler sampler, int batch_size, std::uint64_t bytes_per_sample, HostMemoryKind memory);
   void begin_epoch(std::uint64_t epoch) override;
   std::optional<LoadedBatch> next(const SleepFn& sleep_until) override;
   std::size_t batches_per_epoch() const override { return static_cast<std::size_t>(batches_); }
@@ -130,8 +129,7 @@ class PipelineSource : public BatchSource {
  public:
   // Takes the loader's options as given (rank/world_size included). Real
   // clock only: InputError under a virtual clock.
-  PipelineSource(Clock& clock, Dataset dataset, LoaderOptions options,
-                 PipelineSourceOptions source = {});
+  PipelineSource(Clock& clock, Dataset dataset, LoaderOptions options, PipelineSourceOptions source = {});
   ~PipelineSource() override;
   void begin_epoch(std::uint64_t epoch) override;
   std::optional<LoadedBatch> next(const SleepFn& sleep_until) override;

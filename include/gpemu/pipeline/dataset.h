@@ -44,10 +44,10 @@ struct Sample {
 };
 
 struct Dataset {
-  std::string root;                   // folder or list file it was opened from
+  std::string root;  // folder or list file it was opened from
   std::vector<Sample> samples;
-  std::vector<std::string> classes;   // ImageFolder: class names, index = label
-  std::size_t ignored_files = 0;      // files skipped because of their extension
+  std::vector<std::string> classes;  // ImageFolder: class names, index = label
+  std::size_t ignored_files = 0;     // files skipped because of their extension
 
   std::size_t size() const { return samples.size(); }
   // The distinct files behind the samples, in first-use order.

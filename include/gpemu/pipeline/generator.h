@@ -36,13 +36,13 @@ ImageDatasetSummary generate_image_dataset(const std::filesystem::path& dir, int
 // files would not be the dataset asked for). While it runs the folder holds
 // kIncompleteDatasetMarker, so a killed run is never trained on; on an error or
 // an interruption (gpemu::Interrupted) everything it created is removed.
-ImageDatasetSummary synthesize_image_folder(const std::filesystem::path& dir, int num_classes,
-                                            std::size_t num_images, std::uint64_t seed, double median_kb = 110.0);
+ImageDatasetSummary synthesize_image_folder(const std::filesystem::path& dir, int num_classes, std::size_t num_images,
+                                            std::uint64_t seed, double median_kb = 110.0);
 
 struct DlioGeneratorOptions {
   DlioFormat format = DlioFormat::Npz;
   std::size_t num_files = 1;
-  std::size_t samples_per_file = 1;  // must be 1 for Jpeg
+  std::size_t samples_per_file = 1;    // must be 1 for Jpeg
   std::uint64_t record_length = 4096;  // bytes per sample; for Jpeg, the target file size
   std::uint64_t seed = 0;
   int num_classes = 10;  // labels (npz "y" array) are sample_index % num_classes

@@ -75,8 +75,8 @@ class FileReader {
 };
 
 struct PageCacheReport {
-  std::size_t files = 0;   // files advised
-  std::uint64_t bytes = 0; // their total size
+  std::size_t files = 0;            // files advised
+  std::uint64_t bytes = 0;          // their total size
   std::vector<std::string> errors;  // "path: reason" for files that could not be opened
 };
 

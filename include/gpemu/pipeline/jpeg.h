@@ -77,8 +77,8 @@ struct DecodedCrop {
   int region_width = 0;
   int region_height = 0;
   double box_x = 0, box_y = 0, box_width = 0, box_height = 0;
-  int scale_num = 8;  // decoded at scale_num/8 of full resolution
-  JpegInfo info;      // full-resolution image
+  int scale_num = 8;    // decoded at scale_num/8 of full resolution
+  JpegInfo info;        // full-resolution image
   int pixel_bytes = 3;  // 3: RGB, 4: RGBX
 };
 
@@ -102,9 +102,8 @@ class JpegDecoder {
   // min_height (full scale when even that is smaller). The result (RGBX)
   // points into this decoder's buffers and stays valid until its next call.
   DecodedCrop decode_crop(std::span<const std::byte> data,
-                          const std::function<CropBox(int width, int height)>& choose_box,
-                          int min_width, int min_height,
-                          JpegValidation validation = JpegValidation::Truncation);
+                          const std::function<CropBox(int width, int height)>& choose_box, int min_width,
+                          int min_height, JpegValidation validation = JpegValidation::Truncation);
 
   // Whole image as RGB8 at scale_num/8 (1..8) of full resolution.
   DecodedImage decode(std::span<const std::byte> data, int scale_num = 8);

@@ -54,32 +54,32 @@ enum class OnError { Skip, Stop };
 
 struct LoaderOptions {
   std::size_t batch_size = 1;
-  int num_workers = 0;           // 0: load in the consumer's thread
-  int prefetch_factor = 2;       // batches in flight per worker
-  bool pin_memory = false;       // collate into page-locked staging buffers
+  int num_workers = 0;      // 0: load in the consumer's thread
+  int prefetch_factor = 2;  // batches in flight per worker
+  bool pin_memory = false;  // collate into page-locked staging buffers
   PinMode pin_mode = PinMode::Lock;
   bool persistent_workers = false;  // keep worker threads between epochs
-  bool drop_last = false;        // drop the last, incomplete batch
+  bool drop_last = false;           // drop the last, incomplete batch
   bool shuffle = false;
-  std::uint64_t seed = 0;        // shuffle order and augmentations
-  int rank = 0;                  // distributed sharding (see sampler.h)
+  std::uint64_t seed = 0;  // shuffle order and augmentations
+  int rank = 0;            // distributed sharding (see sampler.h)
   int world_size = 1;
   bool drop_uneven_shards = false;  // DistributedSampler's drop_last
-  bool decode_images = true;     // false: JPEG samples are delivered as bytes
+  bool decode_images = true;        // false: JPEG samples are delivered as bytes
   ImageTransformOptions transform;  // output image size and augmentation
   // How much of each JPEG is checked for damage: Truncation (decode stops
   // after the crop; truncated files are still errors, as in PIL) or Full
   // (every row entropy-decoded; corrupt data anywhere is an error). See jpeg.h.
   JpegValidation jpeg_validation = JpegValidation::Truncation;
   OnError on_error = OnError::Stop;
-  bool direct_io = false;        // O_DIRECT reads, falling back when refused
+  bool direct_io = false;  // O_DIRECT reads, falling back when refused
   // Pread: one pread(2) per sample, then its decode (default). IoUring: a
   // worker submits the reads of all of its batch's cache misses at once
   // (io_uring_reader.h), waits for them, then decodes; InputError at
   // construction when io_uring is unavailable (built without liburing, or
   // refused by the kernel or a sandbox). Combines with direct_io.
   ReadMethod read_method = ReadMethod::Pread;
-  std::uint64_t cache_bytes = 0; // loader cache capacity; 0: no cache
+  std::uint64_t cache_bytes = 0;       // loader cache capacity; 0: no cache
   std::shared_ptr<LoaderCache> cache;  // a cache to share; overrides cache_bytes
 };
 
@@ -109,22 +109,22 @@ enum class BatchLayout {
 class Batch {
  public:
   std::uint64_t epoch = 0;
-  std::size_t index = 0;   // position in the epoch's batch sequence
-  int worker = -1;         // -1: loaded in the consumer's thread
+  std::size_t index = 0;  // position in the epoch's batch sequence
+  int worker = -1;        // -1: loaded in the consumer's thread
   BatchLayout layout = BatchLayout::Images;
   std::vector<std::int64_t> shape;
   std::vector<std::size_t> sample_indices;  // dataset indices, in batch order
   std::vector<std::int64_t> labels;
-  std::vector<std::size_t> byte_offsets;    // Bytes: sample i is [off[i], off[i+1])
-  std::vector<SampleError> skipped;         // OnError::Skip: samples dropped
-  std::uint64_t bytes_read = 0;             // from files (cache hits excluded)
+  std::vector<std::size_t> byte_offsets;  // Bytes: sample i is [off[i], off[i+1])
+  std::vector<SampleError> skipped;       // OnError::Skip: samples dropped
+  std::uint64_t bytes_read = 0;           // from files (cache hits excluded)
   std::size_t cache_hits = 0;
   std::size_t cache_misses = 0;
   BatchTiming timing;
 
   std::size_t size() const { return sample_indices.size(); }
-  std::span<const float> images() const;      // empty unless layout == Images
-  std::span<const std::byte> bytes() const;   // the whole buffer
+  std::span<const float> images() const;     // empty unless layout == Images
+  std::span<const std::byte> bytes() const;  // the whole buffer
   const std::byte* data() const { return buffer_.data(); }
   std::size_t data_bytes() const { return buffer_.size(); }
   bool pinned() const { return buffer_.kind() == HostMemoryKind::Pinned; }
@@ -136,17 +136,17 @@ class Batch {
 };
 
 struct LoaderStats {
-  std::uint64_t batches = 0;        // delivered
-  std::uint64_t samples = 0;        // delivered
-  std::uint64_t skipped = 0;        // dropped by OnError::Skip
+  std::uint64_t batches = 0;  // delivered
+  std::uint64_t samples = 0;  // delivered
+  std::uint64_t skipped = 0;  // dropped by OnError::Skip
   std::uint64_t bytes_read = 0;
   std::uint64_t cache_hits = 0;
   std::uint64_t cache_misses = 0;
-  std::uint64_t out_of_order = 0;   // batches finished before an earlier one
+  std::uint64_t out_of_order = 0;  // batches finished before an earlier one
   std::uint64_t staging_allocations = 0;
   std::uint64_t staging_reuses = 0;
   bool direct_io_active = false;
-  std::vector<std::string> notes;   // e.g. O_DIRECT fallback
+  std::vector<std::string> notes;  // e.g. O_DIRECT fallback
 };
 
 class DataLoader {

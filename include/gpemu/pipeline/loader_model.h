@@ -25,10 +25,10 @@
 #include <string>
 #include <vector>
 
+#include "gpemu/pipeline/batch_source.h"
 #include "gpemu/pipeline/dataset.h"
 #include "gpemu/pipeline/loader.h"
 #include "gpemu/pipeline/sampler.h"
-#include "gpemu/pipeline/batch_source.h"
 
 namespace gpemu::pipeline {
 
@@ -64,8 +64,8 @@ class ModelledLoader : public BatchSource {
   // decode_images). Sample sizes come from the dataset; no file is read.
   // `trace`: where worker spans go (when it traces). InputError for
   // impossible options, as DataLoader.
-  ModelledLoader(Clock& clock, Dataset dataset, LoaderOptions options,
-                 LoaderModelOptions model = {}, Timeline* trace = nullptr);
+  ModelledLoader(Clock& clock, Dataset dataset, LoaderOptions options, LoaderModelOptions model = {},
+                 Timeline* trace = nullptr);
 
   void begin_epoch(std::uint64_t epoch) override;
   std::optional<LoadedBatch> next(const SleepFn& sleep_until) override;
@@ -94,8 +94,8 @@ class ModelledLoader : public BatchSource {
   bool begun_ = false;
   Time epoch_start_ = 0;
   std::vector<std::vector<std::size_t>> batches_;  // dataset indices per batch
-  std::vector<Time> finish_;      // per batch, once computed
-  std::vector<Time> delivered_;   // per batch, once delivered
+  std::vector<Time> finish_;                       // per batch, once computed
+  std::vector<Time> delivered_;                    // per batch, once delivered
   std::vector<Duration> read_, decode_;
   std::vector<Time> worker_free_;
   std::size_t next_ = 0;

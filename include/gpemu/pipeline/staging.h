@@ -33,7 +33,7 @@ class StagingBuffer {
   StagingBuffer& operator=(const StagingBuffer&) = delete;
 
   std::byte* data() const { return buffer_.data(); }
-  std::size_t size() const { return size_; }              // bytes in use
+  std::size_t size() const { return size_; }  // bytes in use
   // Marks only the first `bytes` (<= capacity) as in use, e.g. after
   // samples of a batch were skipped.
   void set_size(std::size_t bytes) { size_ = bytes < buffer_.size() ? bytes : buffer_.size(); }

@@ -30,11 +30,11 @@
 #include <string>
 
 #include "gpemu/catalog.h"
+#include "gpemu/clock.h"
 #include "gpemu/cost_model.h"
+#include "gpemu/job.h"
 #include "gpemu/pipeline/dataset.h"
 #include "gpemu/pipeline/loader.h"
-#include "gpemu/clock.h"
-#include "gpemu/job.h"
 #include "gpemu/pipeline/loader_model.h"
 
 namespace gpemu::train {
@@ -63,12 +63,12 @@ struct DataStallOptions {
 };
 
 struct DataStallPass {
-  std::string name;                 // "gpu-bound", "cached", "cold"
-  std::string source;               // the batch source's describe()
-  Duration epoch = 0;               // the measured (second) epoch
-  std::int64_t samples = 0;         // in that epoch, all GPUs
+  std::string name;          // "gpu-bound", "cached", "cold"
+  std::string source;        // the batch source's describe()
+  Duration epoch = 0;        // the measured (second) epoch
+  std::int64_t samples = 0;  // in that epoch, all GPUs
   double samples_per_s = 0;
-  double trainer_stall_pct = 0;     // the job's own data-stall share of the whole run
+  double trainer_stall_pct = 0;  // the job's own data-stall share of the whole run
 };
 
 struct DataStallResult {
@@ -76,7 +76,7 @@ struct DataStallResult {
   int gpus = 1;
   int batch_size = 0;
   int workers = 0;
-  int cores = 0;                    // modelled loader: cores the loaders share
+  int cores = 0;  // modelled loader: cores the loaders share
   DataStallPass gpu_bound, cached, cold;
   double prep_stall_pct = 0;
   double fetch_stall_pct = 0;

@@ -31,8 +31,8 @@ std::string dataset_folder_name(const SyntheticDatasetSpec& spec);
 
 struct EnsuredDataset {
   std::filesystem::path dir;
-  bool generated = false;   // false: found complete in the cache
-  double seconds = 0;       // generation wall time
+  bool generated = false;                 // false: found complete in the cache
+  double seconds = 0;                     // generation wall time
   pipeline::ImageDatasetSummary summary;  // when generated
 };
 

@@ -8,9 +8,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gpemu/job.h"
 #include "gpemu/report.h"
 #include "gpemu/timeline.h"
-#include "gpemu/job.h"
 
 namespace gpemu::train {
 
