@@ -54,6 +54,8 @@ struct ErrorStats {
 };
 // Statistics of a set of APEs (see the top of this file). n = 0: all zero.
 ErrorStats error_stats(const std::vector<double>& ape_pct, const std::vector<double>& signed_pct = {});
+// {"n", "median_ape_pct", "mean_ape_pct", "p90_ape_pct", "max_ape_pct", "median_bias_pct"}.
+nlohmann::json error_stats_json(const ErrorStats& s);
 
 // OOM decision of one (GPU, model) pair.
 struct OomCheck {

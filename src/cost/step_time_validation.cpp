@@ -103,18 +103,9 @@ StepTimeReport validate_step_times(const std::vector<StepTimeRow>& rows, std::sh
 
 namespace {
 
-nlohmann::json stats_json(const ErrorStats& s) {
-  return {{"n", s.n},
-          {"median_ape_pct", s.median_ape_pct},
-          {"mean_ape_pct", s.mean_ape_pct},
-          {"p90_ape_pct", s.p90_ape_pct},
-          {"max_ape_pct", s.max_ape_pct},
-          {"median_bias_pct", s.median_bias_pct}};
-}
-
 nlohmann::json map_json(const std::map<std::string, ErrorStats>& m) {
   nlohmann::json j = nlohmann::json::object();
-  for (const auto& [k, v] : m) j[k] = stats_json(v);
+  for (const auto& [k, v] : m) j[k] = error_stats_json(v);
   return j;
 }
 
@@ -123,7 +114,7 @@ nlohmann::json map_json(const std::map<std::string, ErrorStats>& m) {
 nlohmann::json step_time_json(const StepTimeReport& r) {
   nlohmann::json j;
   j["calibration"] = r.calibration_source;
-  j["overall"] = stats_json(r.overall);
+  j["overall"] = error_stats_json(r.overall);
   j["per_gpu"] = map_json(r.per_gpu);
   j["per_family"] = map_json(r.per_family);
   j["per_precision"] = map_json(r.per_precision);

@@ -369,9 +369,7 @@ ValidationReport validate(const ProfileDatabase& profiles, std::shared_ptr<const
 
 // ---- output -------------------------------------------------------------------------
 
-namespace {
-
-nlohmann::json stats_json(const ErrorStats& s) {
+nlohmann::json error_stats_json(const ErrorStats& s) {
   return {{"n", s.n},
           {"median_ape_pct", s.median_ape_pct},
           {"mean_ape_pct", s.mean_ape_pct},
@@ -380,11 +378,13 @@ nlohmann::json stats_json(const ErrorStats& s) {
           {"median_bias_pct", s.median_bias_pct}};
 }
 
+namespace {
+
 nlohmann::json phases_json(const std::map<ValidationPhase, ErrorStats>& m) {
   nlohmann::json o = nlohmann::json::object();
   for (ValidationPhase ph : kPhases) {
     auto it = m.find(ph);
-    o[std::string(to_string(ph))] = stats_json(it == m.end() ? ErrorStats{} : it->second);
+    o[std::string(to_string(ph))] = error_stats_json(it == m.end() ? ErrorStats{} : it->second);
   }
   return o;
 }
