@@ -32,7 +32,8 @@ class Clock {
   virtual Time now() const = 0;
   // Blocks the calling host thread until now() >= deadline.
   virtual void sleep_until(Time deadline) = 0;
-  // Runs each body on its own host thread and returns when all have finished.
+  // Runs each body on its own host thread (a lone body may run on the calling
+  // thread) and returns when all have finished.
   // Exceptions thrown by a body are rethrown here (the first one).
   virtual void run_concurrently(std::vector<std::function<void()>> bodies) = 0;
   // Lets every other host thread that can run at now() run first; the

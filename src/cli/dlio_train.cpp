@@ -35,8 +35,8 @@ void run_dlio_train(const DlioTrainArgs& a) {
       write_chrome_trace_file(t.trace_records(), t.host_spans(), names, a.trace);
     };
   }
-  RunRecord record;
-  o.on_record = [&record](const RunRecord& r) { record = r; };
+  RunRecord record;  // kept for the report only: a long run's record is large
+  if (!a.report.empty()) o.on_record = [&record](const RunRecord& r) { record = r; };
   auto print = [&a](const nlohmann::json& result) {
     if (a.json)
       std::cout << result.dump(2) << '\n';

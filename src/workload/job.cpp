@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <exception>
 #include <map>
 #include <mutex>
@@ -188,6 +189,23 @@ bool settle(Pending& p) {
   return all;
 }
 
+// The step's record with its GPU times filled in; `end` reads a completion's
+// final end time.
+template <class EndTime>
+StepRecord finish(Pending& p, EndTime end) {
+  StepRecord& b = p.rec;
+  b.gpu_idle_since = end(p.prev_tail);
+  b.h2d_start = p.issue;
+  b.h2d_end = p.has_h2d ? end(p.h2d) : p.issue;
+  b.forward_end = end(p.forward);
+  b.backward_end = end(p.backward);
+  b.step_end = end(p.step);
+  if (p.has_all_reduce) b.all_reduce_end = end(p.all_reduce);
+  derive_stalls(b);
+  if (!p.has_h2d) b.h2d_end = b.h2d_start, b.h2d = 0;
+  return std::move(b);
+}
+
 }  // namespace
 
 struct Job::Rank {
@@ -213,11 +231,16 @@ struct Job::Rank {
   std::unique_ptr<pipeline::BatchSource> train_source, eval_source;
   std::shared_ptr<void> current;  // the batch the loop holds (x), until the next one
   std::int64_t iterations = 0;
-  std::vector<Pending> pending;
-  std::vector<std::pair<Completion, Duration>> kernels;
-  // pending and kernels before these are settled (hold times only): the
-  // records of every step would otherwise keep every operation of the run.
-  std::size_t settled_pending = 0, settled_kernels = 0;
+  // Steps and kernels whose GPU times are not all known yet (a few, in issue
+  // order); once known they move to `steps` and `spans`, records of a few
+  // words each, so a run's memory grows by little per step (the pages of a
+  // growing record are faulted in between two steps, on the host's
+  // critical path) and no record keeps its operations alive.
+  std::deque<Pending> pending;
+  std::deque<std::pair<Completion, Duration>> kernels;
+  std::vector<StepRecord> steps;
+  std::vector<KernelSpan> spans;
+  Duration compute_busy = 0;
   std::vector<PhaseMark> phases;
   std::vector<CheckpointRecord> checkpoints;
   Duration forward_total = 0, backward_total = 0;
@@ -405,8 +428,16 @@ void Job::checkpoint(Rank& r, int epoch, std::uint64_t step, JobObserver* observ
 // order, up to the first that has not (stream order: the later ones mostly
 // have not either), so each step costs O(1) amortized.
 void Job::settle_records(Rank& r) {
-  while (r.settled_pending < r.pending.size() && settle(r.pending[r.settled_pending])) ++r.settled_pending;
-  while (r.settled_kernels < r.kernels.size() && settle(r.kernels[r.settled_kernels].first)) ++r.settled_kernels;
+  while (!r.pending.empty() && settle(r.pending.front())) {
+    r.steps.push_back(finish(r.pending.front(), [](const Completion& c) { return c.known_end(); }));
+    r.pending.pop_front();
+  }
+  while (!r.kernels.empty() && settle(r.kernels.front().first)) {
+    const auto& [c, d] = r.kernels.front();
+    r.spans.push_back({c.known_end() - d, c.known_end()});
+    r.compute_busy += d;
+    r.kernels.pop_front();
+  }
 }
 
 void Job::run_phase(Rank& r, RunPhase phase, int epoch, pipeline::BatchSource& source, JobObserver* observer,
@@ -636,7 +667,6 @@ void Job::run_phase(Rank& r, RunPhase phase, int epoch, pipeline::BatchSource& s
     pm.mark.samples += p.rec.samples;
     if (train) ++r.iterations;
     r.pending.push_back(std::move(p));
-    settle_records(r);
     if (observer) {
       StepEvent ev;
       ev.gpu = r.index;
@@ -649,6 +679,7 @@ void Job::run_phase(Rank& r, RunPhase phase, int epoch, pipeline::BatchSource& s
       ev.record = &r.pending.back().rec;
       observer->on_step(ev);
     }
+    settle_records(r);
     if (train) {
       for (const CheckpointPoint& c : sched.checkpoints)
         if (!c.after_epoch && c.epoch == epoch && c.step == step + 1) {
@@ -740,21 +771,29 @@ RunRecord Job::run(JobObserver* observer) {
     }
   }
 
-  // The records grow by one step each: reserve them up front, so a growing
-  // vector is never copied (and its new pages faulted in) between two steps
-  // on the host's critical path.
+  // The records grow by one step each: reserve them up front and touch their
+  // pages now, so a growing vector is never copied, nor its new pages
+  // faulted in, between two steps on the host's critical path (a fault costs
+  // microseconds on a virtual machine: a 100 us step would lose 1-2 % of AU).
   {
     const std::int64_t evals = spec_.schedule.eval.first_epoch > 0
                                    ? static_cast<std::int64_t>(spec_.schedule.eval.steps) * spec_.schedule.epochs
                                    : 0;
-    // At most 64 Ki steps ahead: a run of millions of steps grows as usual.
-    const auto steps = static_cast<std::size_t>(std::clamp<std::int64_t>(planned_ + evals, 0, std::int64_t{1} << 16));
+    // Reserved for at most 4 Mi steps over all ranks (about 1 GiB of address
+    // space), touched for at most 1 Mi (a longer run grows as usual).
+    const auto ranks = static_cast<std::size_t>(gpus);
+    const auto planned = std::min(static_cast<std::size_t>(std::max<std::int64_t>(planned_ + evals, 0)),
+                                  (std::size_t{1} << 22) / ranks);
+    const std::size_t steps = std::min(planned, (std::size_t{1} << 20) / ranks);
     // Kernels per step: forward and backward+step, or with DDP forward, one
     // per backward chunk and the optimizer step; at most 256 Ki reserved.
     const std::size_t kernels_per_step = std::max<std::size_t>(2, 1 + plan_->backward.chunks.size());
     for (auto& r : ranks_) {
-      r->pending.reserve(steps);
-      r->kernels.reserve(std::min(steps * kernels_per_step, std::size_t{1} << 18));
+      r->steps.reserve(planned);
+      r->steps.resize(steps);
+      r->steps.clear();
+      r->spans.resize(std::min(steps * kernels_per_step, std::size_t{1} << 18));
+      r->spans.clear();
     }
   }
 
@@ -838,28 +877,32 @@ RunRecord Job::run(JobObserver* observer) {
     rec.all_reduces = reducer_->all_reduces();
     rec.backward_split = plan_->backward.source;
   }
+  if (ranks_.size() > 1) {
+    std::size_t total = 0;
+    for (auto& r : ranks_) total += r->steps.size() + r->pending.size();
+    rec.steps.reserve(total);
+  }
   for (auto& r : ranks_) {
     RankRecord rr;
     rr.gpu = r->index;
     rr.iterations = r->iterations;
+    // What had not settled during the run has now.
+    auto end = [&tl](const Completion& c) { return tl.end_time(c); };
     for (const auto& [c, d] : r->kernels) {
-      const Time e = tl.end_time(c);
-      rr.compute_intervals.push_back({e - d, e});
-      rr.compute_busy += d;
+      const Time e = end(c);
+      r->spans.push_back({e - d, e});
+      r->compute_busy += d;
     }
-    for (Pending& p : r->pending) {
-      StepRecord& b = p.rec;
-      b.gpu_idle_since = tl.end_time(p.prev_tail);
-      b.h2d_start = p.issue;
-      b.h2d_end = p.has_h2d ? tl.end_time(p.h2d) : p.issue;
-      b.forward_end = tl.end_time(p.forward);
-      b.backward_end = tl.end_time(p.backward);
-      b.step_end = tl.end_time(p.step);
-      if (p.has_all_reduce) b.all_reduce_end = tl.end_time(p.all_reduce);
-      derive_stalls(b);
-      if (!p.has_h2d) b.h2d_end = b.h2d_start, b.h2d = 0;
-      rec.steps.push_back(std::move(b));
-    }
+    r->kernels.clear();
+    for (Pending& p : r->pending) r->steps.push_back(finish(p, end));
+    r->pending.clear();
+    rr.compute_intervals = std::move(r->spans);
+    rr.compute_busy = r->compute_busy;
+    if (rec.steps.empty())
+      rec.steps = std::move(r->steps);
+    else
+      rec.steps.insert(rec.steps.end(), std::make_move_iterator(r->steps.begin()),
+                       std::make_move_iterator(r->steps.end()));
     for (PhaseMark& m : r->phases) {
       m.mark.end = m.mark.start;
       for (const Completion& c : m.tails) m.mark.end = std::max(m.mark.end, tl.end_time(c));
