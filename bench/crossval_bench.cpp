@@ -6,9 +6,8 @@
 
 #include "bench_util.h"
 #include "gpemu/calibration.h"
+#include "gpemu/cost_model.h"
 #include "gpemu/error.h"
-#include "gpemu/profile.h"
-#include "gpemu/validation.h"
 #include "gpemu/zoo.h"
 
 namespace gpemu {

@@ -10,8 +10,8 @@
 #include "gpemu/catalog.h"
 #include "gpemu/cost_model.h"
 #include "gpemu/error.h"
-#include "gpemu/pipeline/dataset.h"
-#include "gpemu/train/analyze.h"
+#include "gpemu/pipeline.h"
+#include "gpemu/train.h"
 
 namespace gpemu {
 namespace {

@@ -12,10 +12,7 @@
 
 #include "bench_util.h"
 #include "gpemu/error.h"
-#include "gpemu/pipeline/dataset.h"
-#include "gpemu/pipeline/generator.h"
-#include "gpemu/pipeline/io.h"
-#include "gpemu/pipeline/loader.h"
+#include "gpemu/pipeline.h"
 
 namespace gpemu {
 namespace fs = std::filesystem;

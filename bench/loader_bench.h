@@ -24,7 +24,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "gpemu/pipeline/io.h"
+#include "gpemu/pipeline.h"
 
 namespace gpemu {
 

@@ -14,10 +14,9 @@
 #include "gpemu/catalog.h"
 #include "gpemu/clock.h"
 #include "gpemu/device.h"
-#include "gpemu/dlio/config.h"
-#include "gpemu/dlio/runner.h"
+#include "gpemu/dlio.h"
 #include "gpemu/error.h"
-#include "gpemu/pipeline/loader.h"
+#include "gpemu/pipeline.h"
 #include "gpemu/timeline.h"
 
 namespace gpemu {

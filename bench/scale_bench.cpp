@@ -13,7 +13,7 @@
 #include "gpemu/clock.h"
 #include "gpemu/cost_model.h"
 #include "gpemu/error.h"
-#include "gpemu/interconnect/cluster.h"
+#include "gpemu/interconnect.h"
 #include "gpemu/job.h"
 
 namespace gpemu {

@@ -6,7 +6,7 @@
 #include <span>
 
 #include "fuzz_util.h"
-#include "gpemu/pipeline/dataset.h"
+#include "gpemu/pipeline.h"
 #include "pipeline/npy.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

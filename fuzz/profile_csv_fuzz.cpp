@@ -7,7 +7,7 @@
 #include <filesystem>
 
 #include "fuzz_util.h"
-#include "gpemu/profile.h"
+#include "gpemu/cost_model.h"
 
 namespace {
 

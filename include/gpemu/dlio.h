@@ -1,8 +1,661 @@
-// DLIO / MLPerf Storage workloads: configuration (gpemu/dlio/config.h),
-// derived figures and AU (gpemu/dlio/figures.h), checkpointing
-// (gpemu/dlio/checkpoint.h). docs/dlio.md describes what is supported.
+// DLIO and MLPerf Storage workloads: configs, checkpoints, published figures and the runner.
+//
+// Sections: config, checkpoint, figures, runner.
 #pragma once
 
-#include "gpemu/dlio/checkpoint.h"
-#include "gpemu/dlio/config.h"
-#include "gpemu/dlio/figures.h"
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <ostream>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gpemu/catalog.h"
+#include "gpemu/clock.h"
+#include "gpemu/job.h"
+#include "gpemu/time.h"
+#include "gpemu/timeline.h"
+
+// ==== config ====
+//
+// DLIO workload configurations: the YAML files that DLIO (argonne-lcf/
+// dlio_benchmark) and MLPerf Storage use to describe the I/O of a deep-learning
+// training job, read into a typed model with DLIO's defaults.
+//
+// Accepted input (docs/dlio.md has the full key table):
+//   * a YAML file with the sections (model, framework, workflow, dataset,
+//     reader, train, evaluation, checkpoint, metric, output, profiling,
+//     storage) at the top level, as DLIO ships its workload files, or under a
+//     `workload:` root, as hydra composes them (e.g. a run's .hydra/config.yaml);
+//   * gpemu's own `gpemu:` section next to them (GPU, model, world size, where
+//     the step time comes from); DLIO ignores it, so a file stays runnable by
+//     DLIO unchanged;
+//   * hydra-style command-line overrides: `++workload.reader.batch_size=8`,
+//     `+workload...=v`, `workload...=v` and `~workload.train.computation_time`.
+//
+// Every key is typed by its field. An unknown section or key is an InputError
+// with a "did you mean" suggestion (or, with strict = false, a collected
+// warning); it is never silently dropped. Keys DLIO knows but gpemu does not
+// act on are recorded in `not_emulated`.
+//
+// Thread safety: parsing and the free functions are pure; a DlioWorkload is a
+// plain value.
+
+namespace gpemu::dlio {
+
+// --- Enumerations (names are DLIO's spellings; parsing ignores case) ---------
+
+enum class Framework { TensorFlow, PyTorch };
+enum class DataFormat {
+  Tfrecord,
+  Hdf5,
+  Csv,
+  Npz,
+  Npy,
+  Hdf5Opt,
+  Jpeg,
+  Png,
+  IndexedBinary,
+  MmapIndexedBinary,
+  Synthetic,
+  Parquet,
+};
+enum class DataLoaderKind { TensorFlow, PyTorch, Dali, NativeDali, Synthetic, Custom };
+enum class Shuffle { Off, Seed, Random };
+enum class ReadType { OnDemand, Memory };
+enum class FileAccess { Multi, Shared, Collective, Mpio, Posix };
+enum class Compression { None, Gzip, Lzf, Bz2, Zip, Xz };
+enum class CheckpointType { RankZero, AllRanks };
+enum class CheckpointMode { Default, Subset };
+enum class DataType { Fp16, Bf16, Fp32, Int8, Uint8 };
+enum class Profiler { None, Iostat, Darshan, Tensorboard };
+enum class StorageType { LocalFs, ParallelFs };
+// Where a step's computation time comes from (gpemu extension, see GpemuSection).
+enum class StepTimeSource { Auto, Config, CostModel };
+using Distribution = gpemu::TimeDistribution;
+
+std::string_view to_string(Framework v);
+std::string_view to_string(DataFormat v);
+std::string_view to_string(DataLoaderKind v);
+std::string_view to_string(Shuffle v);
+std::string_view to_string(ReadType v);
+std::string_view to_string(FileAccess v);
+std::string_view to_string(Compression v);
+std::string_view to_string(CheckpointType v);
+std::string_view to_string(CheckpointMode v);
+std::string_view to_string(DataType v);
+std::string_view to_string(Profiler v);
+std::string_view to_string(StorageType v);
+std::string_view to_string(StepTimeSource v);
+std::string_view to_string(Distribution v);
+
+// Bytes per element of a model/optimizer data type.
+int bytes_per_element(DataType t);
+
+// A DLIO time value (computation_time, preprocess_time, eval_time): see
+// gpemu/time_distribution.h, where the engine draws them.
+using TimeSpec = gpemu::TimeSpec;
+
+// --- The configuration model -------------------------------------------------
+// Field defaults are DLIO's (its ConfigArguments, where the documentation and
+// the code disagree the code wins; docs/dlio.md lists both).
+struct DlioWorkload {
+  struct Parallelism {
+    int tensor = 1;
+    int pipeline = 1;
+    int data = -1;  // -1: world_size / (tensor * pipeline)
+    int zero_stage = 0;
+  };
+  struct Transformer {
+    std::int64_t hidden_size = 2048;
+    std::int64_t ffn_hidden_size = 8192;
+    std::int64_t vocab_size = 32000;
+    std::int64_t num_attention_heads = 32;
+    std::int64_t num_kv_heads = 8;
+  };
+  struct Model {
+    std::string name = "default";
+    std::string type;                 // free text ("cnn", "transformer"); DLIO: None
+    double model_size_bytes = 10240;  // checkpoint bytes per writing rank
+    DataType model_datatype = DataType::Fp16;
+    DataType optimizer_datatype = DataType::Fp32;
+    std::vector<std::int64_t> optimization_groups;  // elements per optimizer group
+    int num_layers = -1;
+    std::vector<std::int64_t> layer_parameters;  // elements per layer tensor
+    Parallelism parallelism;
+    Transformer transformer;
+  };
+  struct Workflow {
+    bool generate_data = false;
+    bool train = true;
+    bool evaluation = false;
+    bool checkpoint = false;
+    bool profiling = false;
+    bool debug = false;
+  };
+  struct Dataset {
+    std::string data_folder = "./data/";
+    DataFormat format = DataFormat::Tfrecord;
+    std::int64_t num_files_train = 8;
+    std::int64_t num_files_eval = 0;
+    std::int64_t num_samples_per_file = 1;
+    double record_length_bytes = 65536;     // mean bytes per sample (alias record_length)
+    double record_length_bytes_stdev = 0;   // alias record_length_stdev
+    double record_length_bytes_resize = 0;  // alias record_length_resize
+    std::int64_t num_subfolders_train = 0;
+    std::int64_t num_subfolders_eval = 0;
+    std::string file_prefix = "img";
+    Compression compression = Compression::None;
+    int compression_level = 4;
+    bool enable_chunking = false;
+    std::int64_t chunk_size = 0;
+    bool keep_files = true;
+    std::int64_t generation_buffer_size = std::int64_t{2} << 30;
+    std::vector<std::int64_t> record_dims;
+    std::string record_element_type = "uint8";
+  };
+  struct Reader {
+    DataLoaderKind data_loader = DataLoaderKind::TensorFlow;
+    std::int64_t batch_size = 1;
+    std::int64_t batch_size_eval = 1;
+    int read_threads = 1;
+    int computation_threads = 1;
+    int prefetch_size = 2;
+    std::optional<std::int64_t> transfer_size;  // DLIO: None (its docs say 262144)
+    Shuffle file_shuffle = Shuffle::Off;
+    Shuffle sample_shuffle = Shuffle::Off;
+    std::int64_t shuffle_size = 1024;
+    ReadType read_type = ReadType::OnDemand;
+    FileAccess file_access = FileAccess::Multi;
+    TimeSpec preprocess_time;  // preprocess_time_stdev sets preprocess_time.stdev
+    bool pin_memory = true;
+    bool odirect = false;
+    bool dont_use_mmap = false;
+    std::string multiprocessing_context = "fork";
+    std::vector<std::int64_t> transformed_record_dims;
+    std::string transformed_record_element_type = "uint8";
+  };
+  struct Train {
+    int epochs = 1;
+    TimeSpec computation_time;               // seconds per step; computation_time_stdev sets .stdev
+    std::int64_t total_training_steps = -1;  // -1: whole epochs
+    bool seed_change_epoch = true;
+    std::int64_t seed = 123;
+  };
+  struct Evaluation {
+    TimeSpec eval_time;  // eval_time_stdev sets .stdev
+    int eval_after_epoch = 1;
+    int epochs_between_evals = 1;
+  };
+  struct Checkpoint {
+    std::string checkpoint_folder = "./checkpoints/";
+    int checkpoint_after_epoch = 1;
+    int epochs_between_checkpoints = 1;
+    std::int64_t steps_between_checkpoints = -1;  // > 0: checkpoint every N steps instead
+    CheckpointType type = CheckpointType::RankZero;
+    CheckpointMode mode = CheckpointMode::Default;
+    bool fsync = false;
+    double time_between_checkpoints = -1;
+    int num_checkpoints_write = -1;
+    int num_checkpoints_read = -1;
+    bool recovery_rank_shift = false;
+    bool rank_sync = false;
+    bool randomize_tensor = true;
+  };
+  struct Metric {
+    double au = 0.90;  // MLPerf Storage pass threshold on accelerator utilization
+  };
+  struct Output {
+    std::string folder;  // DLIO: None (hydra's run directory)
+    std::string log_file = "dlio.log";
+    int exclude_start_steps = 1;  // output.metric.exclude_start_steps
+    int exclude_end_steps = 0;    // output.metric.exclude_end_steps
+  };
+  struct Profiling {
+    Profiler profiler = Profiler::Iostat;
+    std::vector<std::string> iostat_devices;
+  };
+  struct Storage {
+    StorageType storage_type = StorageType::LocalFs;
+    std::string storage_root = "./";
+  };
+  // gpemu extension: name a GPU (and a model) so that the step time can come
+  // from gpemu's cost model instead of train.computation_time.
+  struct Gpemu {
+    std::string gpu;                     // catalog id after resolution ("" = none)
+    std::string model;                   // cost-model name; "" = model.name
+    std::optional<Precision> precision;  // unset = the cost model's default
+    int world_size = 1;                  // ranks (one GPU each) the run emulates
+    StepTimeSource step_time = StepTimeSource::Auto;
+  };
+
+  Model model;
+  Framework framework = Framework::TensorFlow;
+  Workflow workflow;
+  Dataset dataset;
+  Reader reader;
+  Train train;
+  Evaluation evaluation;
+  Checkpoint checkpoint;
+  Metric metric;
+  Output output;
+  Profiling profiling;
+  Storage storage;
+  Gpemu gpemu;
+
+  // Where the configuration came from: the file path, or "<string>".
+  std::string source;
+  // Canonical key path ("reader.batch_size") -> where it was set
+  // ("unet3d_a100.yaml:23" or "override '++workload.reader.batch_size=4'").
+  std::map<std::string, std::string> set_keys;
+  // Unknown sections/keys when parsed with strict = false, and other notices.
+  std::vector<std::string> warnings;
+  // Keys DLIO knows that gpemu accepts but does not act on (one line each).
+  std::vector<std::string> not_emulated;
+
+  bool is_set(std::string_view key_path) const { return set_keys.count(std::string(key_path)) > 0; }
+};
+
+// The model name the cost model should use: gpemu.model, else model.name.
+std::string cost_model_name(const DlioWorkload& w);
+// Auto resolved: CostModel when gpemu.gpu is set, else Config.
+StepTimeSource effective_step_time_source(const DlioWorkload& w);
+
+// --- Parsing -----------------------------------------------------------------
+
+struct DlioParseOptions {
+  // true: unknown sections and keys are InputErrors. false: they are collected
+  // in DlioWorkload::warnings and otherwise ignored.
+  bool strict = true;
+};
+
+// Reads a DLIO YAML file and applies the overrides in order, then validates.
+// Throws InputError naming the file (and line), key, value and what is accepted.
+DlioWorkload parse_dlio_config(const std::filesystem::path& path, const std::vector<std::string>& overrides = {},
+                               const DlioParseOptions& options = {});
+
+// As parse_dlio_config, from YAML text; `source` names it in messages.
+DlioWorkload parse_dlio_config_string(std::string_view yaml, const std::vector<std::string>& overrides = {},
+                                      const DlioParseOptions& options = {}, std::string_view source = "<string>");
+
+// Checks ranges and cross-field rules (batch sizes >= 1, num_files_train >= 1,
+// record_length_bytes > 0, 0 < au <= 1, ...). parse_dlio_config calls it; call
+// it again after changing fields by hand. Throws InputError.
+void validate(const DlioWorkload& w);
+
+// The effective configuration as DLIO-style YAML (sections at the top level,
+// canonical key names, every key written). Parsing it gives the same workload.
+std::string to_yaml(const DlioWorkload& w);
+
+// One accepted key, for documentation and `gpemu dlio keys`-style listings.
+struct DlioKeyInfo {
+  std::string path;           // "reader.batch_size"
+  std::string accepted;       // "integer >= 1", "one of: off, seed, random", ...
+  std::string default_value;  // as YAML text
+  bool emulated = true;       // false: accepted, recorded in not_emulated, no effect
+  std::string alias_of;       // non-empty for alternative spellings
+};
+const std::vector<DlioKeyInfo>& dlio_keys();
+
+}  // namespace gpemu::dlio
+
+namespace gpemu {
+using dlio::DlioWorkload;
+using dlio::parse_dlio_config;
+}  // namespace gpemu
+
+// ==== checkpoint ====
+//
+// DLIO checkpointing: when a training run writes a checkpoint (pure schedule
+// functions, DLIO's rules) and writing one to real storage.
+//
+// Schedule (DLIO's training loop; epochs and steps count from 1, steps
+// restart each epoch; nothing is written unless workflow.checkpoint is true):
+//   * steps_between_checkpoints = S > 0: after every step s of every epoch
+//     with s % S == 0 (checkpoint_after_epoch and epochs_between_checkpoints
+//     are then ignored, as in DLIO);
+//   * otherwise at the end of epoch e when e >= checkpoint_after_epoch and
+//     (e - checkpoint_after_epoch) % epochs_between_checkpoints == 0.
+//
+// Layout written (gpemu's file names; DLIO's byte counts):
+//   <checkpoint_folder>/epoch<E>-step<S>/
+//     rank<R>-model.bin                 one file of model.model_size_bytes, or,
+//                                       when model.layer_parameters is given:
+//     rank<R>-layer<L>-model.bin        per layer this rank holds:
+//                                       sum(layer_parameters) / tensor parallelism
+//                                       elements of model_datatype, and
+//     rank<R>-optimizer.bin             2 * sum(optimization_groups) elements of
+//                                       optimizer_datatype (when given).
+// checkpoint.type rank_zero (DLIO's default): only rank 0 writes;
+// all_ranks: every rank writes its own files.
+//
+// Each file is written with large sequential write()s of non-repeating bytes
+// (every 4 KiB page is distinct, so deduplicating storage cannot shortcut it),
+// then fsync()ed when asked; read-back reads every file back and compares.
+
+namespace gpemu::dlio {
+
+// --- Schedule (pure) ---------------------------------------------------------
+
+// After step `step` (1-based, within the epoch) of epoch `epoch` (1-based)?
+bool checkpoint_after_step(const DlioWorkload& w, int epoch, std::uint64_t step);
+// At the end of epoch `epoch` (1-based)?
+bool checkpoint_after_epoch(const DlioWorkload& w, int epoch);
+
+struct CheckpointEvent {
+  int epoch = 0;
+  std::uint64_t step = 0;  // step within the epoch after which it is written
+  bool end_of_epoch = false;
+  bool operator==(const CheckpointEvent&) const = default;
+};
+// Every checkpoint of a training run of train.epochs epochs of
+// dlio_figures(w, world_size).steps_per_epoch_run steps each. In checkpoint-only
+// mode (workflow.train false, workflow.checkpoint true) it is
+// checkpoint.num_checkpoints_write events with epoch 0 and step 1..N.
+std::vector<CheckpointEvent> checkpoint_schedule(const DlioWorkload& w, std::optional<int> world_size = {});
+
+// Does `rank` write checkpoint files (checkpoint.type)?
+bool rank_writes_checkpoint(const DlioWorkload& w, int rank);
+
+struct CheckpointFile {
+  std::filesystem::path path;  // relative to the checkpoint folder, or absolute in results
+  std::uint64_t bytes = 0;
+  std::string kind;  // "model", "layer" or "optimizer"
+};
+// The files `rank` writes for the checkpoint after (epoch, step); empty when
+// the rank does not write.
+std::vector<CheckpointFile> checkpoint_files(const DlioWorkload& w, int rank, int world_size, int epoch,
+                                             std::uint64_t step);
+// Bytes one writing rank writes per checkpoint.
+std::uint64_t checkpoint_bytes_per_rank(const DlioWorkload& w, int rank = 0, int world_size = 1);
+
+// The checkpoint folder as a path: storage.storage_root / checkpoint_folder,
+// relative ones resolved against base_dir (empty: the current directory).
+std::filesystem::path resolve_checkpoint_folder(const DlioWorkload& w, const std::filesystem::path& base_dir = {});
+
+// --- Writing to storage ------------------------------------------------------
+
+struct CheckpointIoOptions {
+  int rank = 0;
+  int world_size = 0;  // 0: gpemu.world_size
+  int epoch = 1;
+  std::uint64_t step = 0;
+  std::optional<bool> fsync;            // unset: checkpoint.fsync
+  bool read_back = false;               // write_checkpoint: read every file back afterwards
+  bool verify = true;                   // compare the bytes read with the bytes written
+  std::size_t block_bytes = 16u << 20;  // bytes per write()/read() call
+  std::filesystem::path base_dir;       // relative folders resolve here (empty: cwd)
+};
+
+struct CheckpointResult {
+  std::filesystem::path directory;    // the checkpoint's own folder (epoch<E>-step<S>)
+  std::vector<CheckpointFile> files;  // absolute paths
+  std::uint64_t bytes_written = 0;
+  double write_seconds = 0;  // open to close, fsync included
+  double write_gbs = 0;      // 1e9 bytes per second
+  std::uint64_t bytes_read = 0;
+  double read_seconds = 0;
+  double read_gbs = 0;
+  bool verified = false;  // read back and every byte matched
+};
+
+// Writes this rank's files of the checkpoint after (epoch, step). Creates the
+// folders. Throws InputError naming the path when a folder cannot be created
+// or a file cannot be opened or written (the message carries the OS reason).
+CheckpointResult write_checkpoint(const DlioWorkload& w, const CheckpointIoOptions& options = {});
+
+// Reads this rank's files of an existing checkpoint (DLIO's checkpoint
+// recovery), verifying their contents when options.verify. Throws InputError
+// naming the path when a file is missing, short or cannot be read, and when
+// verification finds a byte that differs.
+CheckpointResult read_checkpoint(const DlioWorkload& w, const CheckpointIoOptions& options = {});
+
+}  // namespace gpemu::dlio
+
+// ==== figures ====
+//
+// Figures derived from a DLIO workload: samples, steps per epoch (per rank, for
+// a world size), dataset and file sizes, and accelerator utilization (AU).
+//
+// DLIO's definitions (docs/dlio.md):
+//   total samples     = num_files_train * num_samples_per_file
+//   steps per epoch   = floor(total samples / batch_size / world_size)
+//                       (the bound of DLIO's training loop; a partial last
+//                       batch is not run), capped by train.total_training_steps
+//   AU                = compute time / total time, where compute time is the
+//                       emulated computation (sum of computation_time over the
+//                       steps) and total time the wall time of those steps,
+//                       I/O stalls included. MLPerf Storage passes a run when
+//                       AU >= metric.au (0.90 for unet3d and resnet50, 0.70
+//                       for cosmoflow).
+
+namespace gpemu::dlio {
+
+struct DlioFigures {
+  int world_size = 1;
+  std::uint64_t total_samples_train = 0;
+  std::uint64_t total_samples_eval = 0;
+  std::uint64_t samples_per_rank = 0;      // ceil(total_samples_train / world_size)
+  std::uint64_t steps_per_epoch = 0;       // floor(total / batch_size / world_size)
+  std::uint64_t steps_per_epoch_run = 0;   // steps_per_epoch capped by total_training_steps
+  std::uint64_t eval_steps_per_epoch = 0;  // floor(total_eval / batch_size_eval / world_size)
+  std::uint64_t total_train_steps = 0;     // epochs * steps_per_epoch_run
+  double expected_file_bytes = 0;          // num_samples_per_file * record_length_bytes
+  double dataset_bytes_train = 0;          // num_files_train * expected_file_bytes
+  double dataset_bytes_eval = 0;
+  double bytes_per_step = 0;            // batch_size * world_size * record_length_bytes
+  double computation_time_s = 0;        // expected train.computation_time per step
+  double compute_time_per_epoch_s = 0;  // steps_per_epoch_run * computation_time_s
+  // The smallest data rate that keeps AU at metric.au, assuming I/O fully
+  // overlaps compute: batch_size * world_size * au / computation_time. 0 when
+  // computation_time is 0.
+  double required_samples_per_s = 0;
+  double required_bytes_per_s = 0;
+};
+
+// world_size defaults to gpemu.world_size. Throws InputError if world_size < 1.
+DlioFigures dlio_figures(const DlioWorkload& w, std::optional<int> world_size = {});
+
+// AU = compute / total. Throws InputError unless 0 <= compute and 0 < total.
+// (compute > total is allowed and gives AU > 1; it means the clocks disagree.)
+double accelerator_utilization(double compute_seconds, double total_seconds);
+// True when au >= threshold (MLPerf Storage's rule).
+bool meets_au_threshold(double au, double threshold);
+
+}  // namespace gpemu::dlio
+
+// ==== runner ====
+//
+// Running a DLIO / MLPerf Storage workload with emulated accelerators: what
+// `dlio_benchmark workload=...` does, with gpemu's data loader reading the
+// real files and gpemu's emulated GPUs taking the place of DLIO's
+// sleep(computation_time). docs/dlio.md ("Running") describes it in full.
+//
+//   DlioWorkload w = parse_dlio_config("configs/dlio/unet3d_a100.yaml", {"++workload.train.epochs=1"});
+//   DlioRunOptions o;  o.clock = ClockKind::Real;  o.world_size = 2;
+//   nlohmann::json r = run_dlio_workload(w, o);
+//   print_dlio_result(r, std::cout);
+//
+// Workflow (the workload's `workflow` section):
+//   generate_data  writes num_files_train (and num_files_eval) files of
+//                  num_samples_per_file records of record_length_bytes +- stdev
+//                  into <storage_root>/<data_folder>/{train,valid}; skipped when
+//                  the folder's manifest (.gpemu-dlio-dataset.json) says the same
+//                  files are already there.
+//   train          per rank (one host thread and one emulated GPU each, run with
+//                  Clock::run_concurrently), per epoch: steps_per_epoch_run
+//                  batches from gpemu's loader (the rank's shard), each followed
+//                  by the step's compute as a kernel on the rank's emulated GPU
+//                  and a synchronize (DLIO's sleep).
+//   checkpoint     write_checkpoint at the points checkpoint_schedule gives.
+//   evaluation     after the epochs DLIO evaluates after, eval steps of
+//                  eval_time on the `valid` files.
+//
+// Metrics are DLIO's (statscounter.py): per rank and training block (the
+// steps between two checkpoints), AU = the compute time of the measured steps
+// / (the block's wall time - the time of the steps left out by
+// output.metric.exclude_start_steps / exclude_end_steps); per epoch the
+// step-weighted mean over blocks and the mean over ranks; overall the mean
+// over epochs; pass when au_pct >= 100 * metric.au.
+//
+// Thread safety: run_dlio_workload may be called from any thread; the
+// progress callback is called from the ranks' host threads (concurrently
+// under the real clock) and must be thread-safe.
+
+namespace gpemu::dlio {
+
+// What a progress callback is told about.
+enum class DlioPhase { Generate, Train, Eval, Checkpoint };
+std::string_view to_string(DlioPhase p);
+
+struct DlioProgress {
+  DlioPhase phase = DlioPhase::Train;
+  int rank = 0;             // -1 for generation (not per rank)
+  int epoch = 0;            // 1-based; 0 for generation and checkpoint-only mode
+  std::uint64_t step = 0;   // 1-based within the epoch (generation: files written)
+  std::uint64_t steps = 0;  // steps of the epoch (generation: files to write)
+  // Train / Eval: the dataset indices of the batch just computed (valid during the call).
+  std::span<const std::size_t> sample_indices;
+  std::uint64_t bytes = 0;  // sample bytes of the batch / bytes of the checkpoint
+};
+
+struct DlioRunOptions {
+  // "real": wall time; the emulated GPU's kernels take real time and reads take
+  // what they take. "virtual": discrete emulated time; compute advances it,
+  // real file reads and checkpoint writes take no emulated time unless
+  // modelled (storage_bytes_per_s), see docs/dlio.md.
+  ClockKind clock = ClockKind::Real;
+  // Ranks (emulated accelerators). 0: gpemu.world_size.
+  int world_size = 0;
+  // The ranks this process runs, each on its own host thread; empty: all of
+  // 0 .. world_size-1. Generation is done only by the process running rank 0.
+  std::vector<int> ranks;
+  // Relative storage_root / data_folder / checkpoint_folder resolve here
+  // (empty: the current directory).
+  std::filesystem::path base_dir;
+  // The emulated GPU when the workload's gpemu.gpu is empty (catalog name).
+  std::string default_gpu = "A100-SXM4-80GB";
+  // Cost-model profiles (cost_model.h); nullopt: built-in estimates.
+  std::optional<std::filesystem::path> profiles_dir;
+  // Modelled storage: every batch's sample bytes (and checkpoint bytes) also
+  // cross one link of this many bytes/s shared max-min fairly by all ranks,
+  // per loader worker, with the loader's prefetch depth. Meant for the virtual
+  // clock; under the real clock it comes on top of the real reads.
+  std::optional<double> storage_bytes_per_s;
+  // Lock pinned staging buffers (mlock) when reader.pin_memory is set; false:
+  // account only (DLIO's batches of hundreds of MB exceed RLIMIT_MEMLOCK).
+  bool lock_pinned_memory = false;
+  // Read every checkpoint back after writing it (read_checkpoint, verified).
+  bool checkpoint_read_back = false;
+  // The real clock's spin window (RealClockOptions::spin_window).
+  Duration spin_window = 100 * kMicrosecond;
+  // Called after each step, each checkpoint and each generated file.
+  std::function<void(const DlioProgress&)> progress;
+  // Record every operation on the emulated timeline (kernels, modelled loads)
+  // and host spans (data waits, checkpoints) for a Chrome trace.
+  bool trace = false;
+  // Called once after the run with the timeline and the trace's device names
+  // (e.g. to write_chrome_trace(t.trace_records(), t.host_spans(), names, out)).
+  std::function<void(Timeline&, const std::vector<TraceDeviceName>&)> on_timeline;
+  // Include per-step records (load, compute, proc times) in the result.
+  bool record_steps = false;
+  // Called once after the run with the engine's record (e.g. for a report).
+  std::function<void(const RunRecord&)> on_record;
+  // When the run stops early (a failed checkpoint write, a loader error,
+  // SIGINT/SIGTERM through common/interrupt.h), called with the result of the
+  // epochs every rank finished (key "stopped": the reason) before the error
+  // is rethrown, so that finished work is still reported.
+  std::function<void(const nlohmann::json&)> on_stopped;
+};
+
+// Runs the workload's workflow (generate_data, train, checkpoint, evaluation).
+// Throws InputError for what the user can fix: an unsupported dataset.format
+// (the message names it and the accepted ones: npz, npy, indexed_binary,
+// mmap_indexed_binary, jpeg), a dataset folder holding fewer files than
+// num_files_train, fewer samples than one step needs, an unknown GPU or cost
+// model, an unknown clock kind, bad ranks; and the loader's and checkpoint's
+// InputErrors (a path and the OS reason).
+//
+// Result keys (seconds, samples/s, MB/s where MB = 2^20 bytes as DLIO prints):
+//   workload, model, clock, world_size, ranks, gpu, synthetic_data,
+//   step_time_source ("config" / "cost_model"), step_time_s,
+//   cost_model {model, batch_size, forward_s, backward_s, note} (cost-model step time only),
+//   generation {train, eval: {folder, files, samples, bytes, generated, skipped, seconds}},
+//   dataset {folder, format, files, samples, bytes}, steps_per_epoch,
+//   epochs, steps (per rank, all epochs), measured_steps,
+//   au_pct, au_stdev_pct, au_threshold_pct, au_pass, samples_per_s, mb_per_s,
+//   mb_per_s_dlio, compute_s, total_s, emulated_compute_s, load_wait_s,
+//   per_epoch [{epoch, steps, measured_steps, au_pct, samples_per_s, mb_per_s,
+//     compute_s, total_s, emulated_compute_s, load_wait_s,
+//     ranks [{rank, au_pct, ...}], step_records (with record_steps)}],
+//   checkpoints [{epoch, step, ranks, bytes, write_s, write_gb_per_s, emulated_s,
+//     bytes_read, read_s, read_gb_per_s (when read back)}],
+//   checkpoint_gb_per_s, checkpoint_read_gb_per_s (when any),
+//   eval {the same figures for evaluation, steps_per_epoch} (when evaluated),
+//   loader {batches, samples, bytes_read, cache_hits, cache_misses, read_threads, modelled, ...},
+//   emulated_s (the training phase on the run's clock), wall_s, warnings, not_emulated.
+// Generation only (workflow.train and checkpoint false): generation, wall_s,
+// warnings and not_emulated, no metrics.
+nlohmann::json run_dlio_workload(const DlioWorkload& workload, const DlioRunOptions& options = {});
+
+// parse_dlio_config(file, overrides) then run_dlio_workload: what
+// `gpemu train --dlio-config FILE.yaml [++workload.x.y=v ...]` does.
+nlohmann::json run_dlio_config(const std::filesystem::path& file, const std::vector<std::string>& overrides,
+                               const DlioRunOptions& options = {});
+
+// DLIO-style summary ([METRIC] lines) of a run_dlio_workload result.
+void print_dlio_result(const nlohmann::json& result, std::ostream& out);
+
+// --- Data (also used by run_dlio_workload) -------------------------------------
+
+enum class DlioSplit { Train, Eval };
+
+struct DlioDataFile {
+  std::filesystem::path path;  // absolute
+  std::uint64_t bytes = 0;     // file size
+  std::uint64_t samples = 0;
+  std::uint64_t record_length = 0;  // bytes per sample (JPEG: the file size)
+  std::uint64_t first_offset = 0;   // offset of sample 0; sample i at first_offset + i * record_length
+};
+
+struct DlioData {
+  std::filesystem::path folder;  // <storage_root>/<data_folder>/train (or valid)
+  std::vector<DlioDataFile> files;
+  bool generated = false;        // written by this call
+  bool skipped = false;          // generation asked for, but the manifest matched
+  double seconds = 0;            // generation wall time
+  std::string manifest_problem;  // generation: why the folder's manifest was not used; empty when it was fine
+  std::uint64_t bytes() const;
+  std::uint64_t samples() const;
+};
+
+// <storage_root>/<data_folder>, relative ones resolved against base_dir.
+std::filesystem::path resolve_data_folder(const DlioWorkload& w, const std::filesystem::path& base_dir = {});
+
+// Generates the split's files unless the manifest says they are there (then
+// skipped = true). Throws InputError for an unsupported format.
+DlioData generate_dlio_data(const DlioWorkload& w, DlioSplit split, const std::filesystem::path& base_dir = {},
+                            const std::function<void(const DlioProgress&)>& progress = {});
+
+// The split's files for reading: from the manifest when there is one, else
+// the first num_files of the folder (and its numbered subfolders), sorted,
+// opened like pipeline::open_dlio_dataset. Throws InputError when there are
+// fewer files than the workload needs.
+DlioData open_dlio_data(const DlioWorkload& w, DlioSplit split, const std::filesystem::path& base_dir = {});
+
+using gpemu::TimeSampler;
+
+}  // namespace gpemu::dlio
+
+namespace gpemu {
+using dlio::DlioRunOptions;
+using dlio::print_dlio_result;
+using dlio::run_dlio_config;
+using dlio::run_dlio_workload;
+}  // namespace gpemu

@@ -1,3 +1,24 @@
+// The emulated timeline and its export as a Chrome trace.
+//
+// Sections: timeline, trace.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <ostream>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gpemu/clock.h"
+#include "gpemu/time.h"
+
+// ==== timeline ====
+//
 // The emulated timeline: where every emulated operation (kernel, copy,
 // collective step, event record) gets its start and end time.
 //
@@ -18,19 +39,6 @@
 //
 // Thread safety: a Timeline and everything issued on it may be used from any
 // host thread; one mutex guards it and is never held while sleeping.
-#pragma once
-
-#include <cstdint>
-#include <functional>
-#include <memory>
-#include <mutex>
-#include <span>
-#include <string>
-#include <string_view>
-#include <vector>
-
-#include "gpemu/clock.h"
-#include "gpemu/time.h"
 
 namespace gpemu {
 
@@ -204,5 +212,30 @@ class Timeline {
   // It also holds the interned trace names of pending operations.
   std::unique_ptr<Sim> sim_;
 };
+
+}  // namespace gpemu
+
+// ==== trace ====
+//
+// Chrome trace / Perfetto JSON export of an emulated timeline: one process
+// per emulated GPU with one track per engine and one per stream, plus the
+// host-side spans (loader workers, data stalls, host waits). Open the file in
+// https://ui.perfetto.dev or chrome://tracing.
+
+namespace gpemu {
+
+struct TraceDeviceName {
+  int device;
+  std::string name;  // e.g. "GPU 0 (V100-PCIE-32GB)"
+};
+
+void write_chrome_trace(const std::vector<TraceRecord>& records, const std::vector<HostSpan>& spans,
+                        const std::vector<TraceDeviceName>& devices, std::ostream& out);
+
+// The same trace written to `path` as a whole file (common/atomic_file.h): a
+// failed write (full disk, missing folder) throws InputError naming the path
+// and the OS reason, and leaves no partial trace behind.
+void write_chrome_trace_file(const std::vector<TraceRecord>& records, const std::vector<HostSpan>& spans,
+                             const std::vector<TraceDeviceName>& devices, const std::filesystem::path& path);
 
 }  // namespace gpemu

@@ -19,11 +19,9 @@
 #include "gpemu/catalog.h"
 #include "gpemu/cost_model.h"
 #include "gpemu/error.h"
-#include "gpemu/pipeline/dataset.h"
-#include "gpemu/pipeline/io.h"
-#include "gpemu/train/analyze.h"
-#include "gpemu/train/datasets.h"
-#include "gpemu/workload.h"
+#include "gpemu/job.h"
+#include "gpemu/pipeline.h"
+#include "gpemu/train.h"
 
 namespace gpemu::cli {
 namespace {

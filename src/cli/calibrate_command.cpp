@@ -16,9 +16,8 @@
 #include "common/output_path.h"
 #include "gpemu/calibration.h"
 #include "gpemu/catalog.h"
+#include "gpemu/cost_model.h"
 #include "gpemu/error.h"
-#include "gpemu/profile.h"
-#include "gpemu/validation.h"
 
 namespace gpemu::cli {
 namespace {

@@ -7,7 +7,7 @@
 #include "cli/commands.h"
 #include "cli/output.h"
 #include "gpemu/error.h"
-#include "gpemu/pipeline/generator.h"
+#include "gpemu/pipeline.h"
 
 namespace gpemu::cli {
 namespace {

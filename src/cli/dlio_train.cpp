@@ -7,11 +7,11 @@
 #include "cli/options.h"
 #include "cli/output.h"
 #include "gpemu/catalog.h"
-#include "gpemu/dlio/runner.h"
+#include "gpemu/dlio.h"
 #include "gpemu/error.h"
 #include "gpemu/report.h"
-#include "gpemu/trace.h"
-#include "gpemu/train/outputs.h"
+#include "gpemu/timeline.h"
+#include "gpemu/train.h"
 
 namespace gpemu::cli {
 

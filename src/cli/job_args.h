@@ -12,11 +12,9 @@
 
 #include <CLI/CLI.hpp>
 
-#include "gpemu/analytical_model.h"
 #include "gpemu/clock.h"
 #include "gpemu/cost_model.h"
 #include "gpemu/job.h"
-#include "gpemu/zoo_memory.h"
 
 namespace gpemu::cli {
 

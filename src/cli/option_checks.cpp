@@ -1,7 +1,7 @@
 #include "cli/option_checks.h"
 
+#include "gpemu/device.h"
 #include "gpemu/error.h"
-#include "gpemu/host_memory.h"
 
 #include <algorithm>
 #include <cctype>

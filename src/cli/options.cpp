@@ -9,7 +9,7 @@
 #include "common/interrupt.h"
 #include "common/output_path.h"
 #include "gpemu/error.h"
-#include "gpemu/train/datasets.h"
+#include "gpemu/train.h"
 
 namespace gpemu::cli {
 

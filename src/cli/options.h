@@ -6,7 +6,7 @@
 #include <string_view>
 #include <vector>
 
-#include "gpemu/host_memory.h"
+#include "gpemu/device.h"
 
 namespace gpemu::cli {
 

@@ -13,17 +13,13 @@
 #include "cli/options.h"
 #include "cli/output.h"
 #include "cli/variant_flags.h"
-#include "gpemu/analytical_model.h"
 #include "gpemu/calibration.h"
 #include "gpemu/catalog.h"
 #include "gpemu/cost_model.h"
 #include "gpemu/device.h"
 #include "gpemu/error.h"
 #include "gpemu/job.h"
-#include "gpemu/program_variant.h"
-#include "gpemu/workload.h"
 #include "gpemu/zoo.h"
-#include "gpemu/zoo_memory.h"
 
 namespace gpemu::cli {
 namespace {

@@ -18,13 +18,12 @@
 #include "common/interrupt.h"
 #include "gpemu/catalog.h"
 #include "gpemu/clock.h"
+#include "gpemu/device.h"
 #include "gpemu/error.h"
-#include "gpemu/host_memory.h"
 #include "gpemu/job.h"
-#include "gpemu/pipeline/dataset.h"
-#include "gpemu/pipeline/loader_cache.h"
+#include "gpemu/pipeline.h"
 #include "gpemu/report.h"
-#include "gpemu/trace.h"
+#include "gpemu/timeline.h"
 #include "gpemu/train.h"
 
 namespace gpemu::cli {

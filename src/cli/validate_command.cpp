@@ -12,9 +12,8 @@
 #include "common/output_path.h"
 #include "cost/step_times.h"
 #include "gpemu/calibration.h"
+#include "gpemu/cost_model.h"
 #include "gpemu/error.h"
-#include "gpemu/profile.h"
-#include "gpemu/validation.h"
 
 namespace gpemu::cli {
 namespace {

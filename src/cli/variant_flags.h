@@ -6,7 +6,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "gpemu/program_variant.h"
+#include "gpemu/cost_model.h"
 #include "gpemu/zoo.h"
 
 namespace gpemu::cli {

@@ -1,7 +1,7 @@
 // The analytical time model (include/gpemu/analytical_model.h,
 // docs/analytical-model.md): per-operator roofline terms from the model zoo,
 // pipelined against the host's launch time.
-#include "gpemu/analytical_model.h"
+#include "gpemu/cost_model.h"
 
 #include <algorithm>
 #include <cmath>
@@ -13,7 +13,6 @@
 #include "cost/text_fields.h"
 #include "gpemu/calibration.h"
 #include "gpemu/error.h"
-#include "gpemu/zoo_memory.h"
 
 namespace gpemu {
 

@@ -8,7 +8,6 @@
 
 #include "cost/text_fields.h"
 #include "cost/units.h"
-#include "gpemu/analytical_model.h"
 #include "gpemu/cost_model.h"
 #include "gpemu/error.h"
 

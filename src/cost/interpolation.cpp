@@ -4,8 +4,8 @@
 #include <cmath>
 
 #include "cost/units.h"
+#include "gpemu/cost_model.h"
 #include "gpemu/error.h"
-#include "gpemu/profile.h"
 
 namespace gpemu {
 

@@ -5,7 +5,7 @@
 #include <string_view>
 
 #include "cost/units.h"
-#include "gpemu/profile.h"
+#include "gpemu/cost_model.h"
 
 namespace gpemu::cost_detail {
 

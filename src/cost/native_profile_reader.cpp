@@ -11,8 +11,8 @@
 #include "cost/json_source_lines.h"
 #include "cost/native_profile_format.h"
 #include "cost/text_fields.h"
+#include "gpemu/cost_model.h"
 #include "gpemu/error.h"
-#include "gpemu/profile.h"
 
 namespace gpemu {
 

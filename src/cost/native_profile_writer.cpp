@@ -9,8 +9,8 @@
 
 #include "common/atomic_file.h"
 #include "cost/native_profile_format.h"
+#include "gpemu/cost_model.h"
 #include "gpemu/error.h"
-#include "gpemu/profile.h"
 
 namespace gpemu {
 

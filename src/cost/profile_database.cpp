@@ -7,8 +7,8 @@
 
 #include "common/fs_errors.h"
 #include "cost/text_fields.h"
+#include "gpemu/cost_model.h"
 #include "gpemu/error.h"
-#include "gpemu/profile.h"
 
 namespace gpemu {
 

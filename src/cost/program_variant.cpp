@@ -1,6 +1,6 @@
 // Program variants (include/gpemu/program_variant.h): names, parsers, and how
 // a variant maps onto the analytical model's options.
-#include "gpemu/program_variant.h"
+#include "gpemu/cost_model.h"
 
 #include <algorithm>
 #include <array>
@@ -9,7 +9,6 @@
 #include <fmt/format.h>
 
 #include "cost/text_fields.h"
-#include "gpemu/analytical_model.h"
 #include "gpemu/error.h"
 
 namespace gpemu {

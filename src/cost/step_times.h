@@ -28,10 +28,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "gpemu/analytical_model.h"
 #include "gpemu/calibration.h"
-#include "gpemu/program_variant.h"
-#include "gpemu/validation.h"
+#include "gpemu/cost_model.h"
 
 namespace gpemu {
 

@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "gpemu/profile.h"
+#include "gpemu/cost_model.h"
 
 namespace gpemu {
 

@@ -1,6 +1,6 @@
 // Validation of the calibrated models against measured profiles
 // (include/gpemu/validation.h, docs/validation.md).
-#include "gpemu/validation.h"
+#include "gpemu/calibration.h"
 
 #include <algorithm>
 #include <atomic>
@@ -15,12 +15,10 @@
 #include <fmt/format.h>
 
 #include "common/stats.h"
-#include "gpemu/caching_allocator.h"
+#include "gpemu/cost_model.h"
 #include "gpemu/device.h"
 #include "gpemu/error.h"
-#include "gpemu/pcie.h"
 #include "gpemu/zoo.h"
-#include "gpemu/zoo_memory.h"
 
 namespace gpemu {
 

@@ -9,8 +9,8 @@
 #include <fmt/format.h>
 
 #include "common/stats.h"
+#include "gpemu/calibration.h"
 #include "gpemu/error.h"
-#include "gpemu/validation.h"
 #include "gpemu/zoo.h"
 
 namespace gpemu {

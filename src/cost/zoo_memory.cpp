@@ -1,6 +1,6 @@
 // Replaying the model zoo's tensor lifetimes through the caching allocator
 // (include/gpemu/zoo_memory.h, docs/zoo-memory.md).
-#include "gpemu/zoo_memory.h"
+#include "gpemu/cost_model.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,7 +8,6 @@
 
 #include <fmt/format.h>
 
-#include "gpemu/caching_allocator.h"
 #include "gpemu/device.h"
 #include "gpemu/error.h"
 

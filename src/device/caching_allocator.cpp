@@ -1,6 +1,6 @@
 // Emulated PyTorch CUDA caching allocator; see include/gpemu/caching_allocator.h
 // and docs/allocator.md for the rules.
-#include "gpemu/caching_allocator.h"
+#include "gpemu/device.h"
 
 #include <algorithm>
 #include <new>

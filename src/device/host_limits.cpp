@@ -9,8 +9,8 @@
 
 #include <fmt/format.h>
 
+#include "gpemu/device.h"
 #include "gpemu/error.h"
-#include "gpemu/host_memory.h"
 
 namespace gpemu {
 

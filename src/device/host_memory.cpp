@@ -1,4 +1,4 @@
-#include "gpemu/host_memory.h"
+#include "gpemu/device.h"
 
 #include <sys/mman.h>
 #include <sys/resource.h>

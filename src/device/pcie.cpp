@@ -1,4 +1,4 @@
-#include "gpemu/pcie.h"
+#include "gpemu/device.h"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "gpemu/trace.h"
+#include "gpemu/timeline.h"
 
 #include <map>
 #include <set>

@@ -1,6 +1,6 @@
 // DLIO checkpointing: the schedule (pure) and writing/reading checkpoint files
 // on real storage with large sequential I/O.
-#include "gpemu/dlio/checkpoint.h"
+#include "gpemu/dlio.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -21,7 +21,6 @@
 #include "common/interrupt.h"
 #include "common/random.h"
 #include "dlio/free_space.h"
-#include "gpemu/dlio/figures.h"
 #include "gpemu/error.h"
 
 namespace gpemu::dlio {

@@ -1,6 +1,6 @@
 // DLIO configuration: reading YAML and hydra overrides into DlioWorkload,
 // validation, and writing the effective configuration back out.
-#include "gpemu/dlio/config.h"
+#include "gpemu/dlio.h"
 
 #include <algorithm>
 #include <cmath>

@@ -7,7 +7,7 @@
 #include <string_view>
 #include <utility>
 
-#include "gpemu/dlio/config.h"
+#include "gpemu/dlio.h"
 
 namespace gpemu::dlio::detail {
 

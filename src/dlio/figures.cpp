@@ -1,4 +1,4 @@
-#include "gpemu/dlio/figures.h"
+#include "gpemu/dlio.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,6 +1,6 @@
 // DLIO runner: the training loop of dlio_benchmark with gpemu's loader reading
 // the real files and an emulated GPU per rank computing; DLIO's metrics.
-#include "gpemu/dlio/runner.h"
+#include "gpemu/dlio.h"
 
 #include <unistd.h>
 
@@ -21,12 +21,9 @@
 #include "gpemu/clock.h"
 #include "gpemu/cost_model.h"
 #include "gpemu/device.h"
-#include "gpemu/dlio/checkpoint.h"
-#include "gpemu/dlio/figures.h"
 #include "gpemu/error.h"
 #include "gpemu/job.h"
-#include "gpemu/pipeline/batch_source.h"
-#include "gpemu/pipeline/loader.h"
+#include "gpemu/pipeline.h"
 
 namespace gpemu::dlio {
 

@@ -19,10 +19,9 @@
 #include "common/message_text.h"
 #include "common/random.h"
 #include "dlio/free_space.h"
-#include "gpemu/dlio/runner.h"
+#include "gpemu/dlio.h"
 #include "gpemu/error.h"
-#include "gpemu/pipeline/dataset.h"
-#include "gpemu/pipeline/generator.h"
+#include "gpemu/pipeline.h"
 
 namespace gpemu::dlio {
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "dlio/tree.h"
-#include "gpemu/dlio/config.h"
+#include "gpemu/dlio.h"
 
 namespace gpemu::dlio::detail {
 

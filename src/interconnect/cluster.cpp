@@ -1,4 +1,4 @@
-#include "gpemu/interconnect/cluster.h"
+#include "gpemu/interconnect.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "gpemu/interconnect/collectives.h"
+#include "gpemu/interconnect.h"
 
 #include <algorithm>
 #include <cmath>

@@ -20,9 +20,7 @@
 #include <vector>
 
 #include "clock/host_sync.h"
-#include "gpemu/interconnect/collectives.h"
-#include "gpemu/interconnect/gradient_buckets.h"
-#include "gpemu/interconnect/topology.h"
+#include "gpemu/interconnect.h"
 
 namespace gpemu {
 

@@ -1,4 +1,4 @@
-#include "gpemu/interconnect/gradient_buckets.h"
+#include "gpemu/interconnect.h"
 
 #include <stdexcept>
 #include <string>

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gpemu/error.h"
-#include "gpemu/interconnect/cluster.h"
+#include "gpemu/interconnect.h"
 
 namespace gpemu {
 namespace {

@@ -14,7 +14,7 @@
 #include <fmt/format.h>
 
 #include "gpemu/error.h"
-#include "gpemu/interconnect/topology.h"
+#include "gpemu/interconnect.h"
 
 namespace gpemu {
 namespace {

@@ -1,4 +1,4 @@
-#include "gpemu/interconnect/topology.h"
+#include "gpemu/interconnect.h"
 
 #include <algorithm>
 #include <cctype>

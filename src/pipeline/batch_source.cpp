@@ -1,4 +1,4 @@
-#include "gpemu/pipeline/batch_source.h"
+#include "gpemu/pipeline.h"
 
 #include <algorithm>
 #include <chrono>
@@ -7,7 +7,6 @@
 #include <fmt/format.h>
 
 #include "gpemu/error.h"
-#include "gpemu/pipeline/io.h"
 
 namespace gpemu::pipeline {
 

@@ -1,4 +1,4 @@
-#include "gpemu/pipeline/dataset.h"
+#include "gpemu/pipeline.h"
 
 #include <sys/stat.h>
 

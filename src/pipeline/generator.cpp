@@ -1,4 +1,4 @@
-#include "gpemu/pipeline/generator.h"
+#include "gpemu/pipeline.h"
 
 #include <algorithm>
 #include <array>
@@ -11,7 +11,6 @@
 #include "common/interrupt.h"
 #include "common/random.h"
 #include "gpemu/error.h"
-#include "gpemu/pipeline/jpeg.h"
 #include "pipeline/npy.h"
 
 namespace gpemu::pipeline {

@@ -1,4 +1,4 @@
-#include "gpemu/pipeline/io.h"
+#include "gpemu/pipeline.h"
 
 #include <cerrno>
 #include <cstdlib>

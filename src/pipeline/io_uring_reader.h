@@ -46,7 +46,7 @@
 #include <string>
 #include <vector>
 
-#include "gpemu/pipeline/io.h"
+#include "gpemu/pipeline.h"
 
 namespace gpemu::pipeline {
 

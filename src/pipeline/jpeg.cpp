@@ -3,7 +3,7 @@
 // handlers longjmp back to a setjmp in a function whose frame holds only
 // trivially destructible locals (the *_core functions below), and the C++
 // exception is thrown after that function has returned.
-#include "gpemu/pipeline/jpeg.h"
+#include "gpemu/pipeline.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "gpemu/pipeline/loader.h"
+#include "gpemu/pipeline.h"
 
 #include <algorithm>
 #include <atomic>
@@ -14,8 +14,6 @@
 
 #include "common/random.h"
 #include "gpemu/error.h"
-#include "gpemu/pipeline/io.h"
-#include "gpemu/pipeline/jpeg.h"
 #include "pipeline/io_uring_reader.h"
 
 namespace gpemu::pipeline {

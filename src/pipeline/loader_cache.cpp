@@ -1,4 +1,4 @@
-#include "gpemu/pipeline/loader_cache.h"
+#include "gpemu/pipeline.h"
 
 #include <cstring>
 #include <mutex>

@@ -1,4 +1,4 @@
-#include "gpemu/pipeline/loader_model.h"
+#include "gpemu/pipeline.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "gpemu/pipeline/sampler.h"
+#include "gpemu/pipeline.h"
 
 #include <numeric>
 #include <string>

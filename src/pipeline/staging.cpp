@@ -1,4 +1,4 @@
-#include "gpemu/pipeline/staging.h"
+#include "gpemu/pipeline.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "gpemu/pipeline/transform.h"
+#include "gpemu/pipeline.h"
 
 #include <algorithm>
 #include <cmath>

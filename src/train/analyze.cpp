@@ -1,4 +1,4 @@
-#include "gpemu/train/analyze.h"
+#include "gpemu/train.h"
 
 #include <algorithm>
 #include <memory>
@@ -8,9 +8,9 @@
 #include <fmt/format.h>
 
 #include "gpemu/clock.h"
+#include "gpemu/device.h"
 #include "gpemu/error.h"
-#include "gpemu/host_memory.h"
-#include "gpemu/pipeline/loader_model.h"
+#include "gpemu/pipeline.h"
 
 namespace gpemu::train {
 namespace {

@@ -1,4 +1,4 @@
-#include "gpemu/train/datasets.h"
+#include "gpemu/train.h"
 
 #include <unistd.h>
 

@@ -1,4 +1,4 @@
-#include "gpemu/train/outputs.h"
+#include "gpemu/train.h"
 
 #include <algorithm>
 

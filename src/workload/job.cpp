@@ -12,10 +12,9 @@
 
 #include "clock/host_sync.h"
 #include "common/interrupt.h"
+#include "gpemu/cost_model.h"
 #include "gpemu/error.h"
-#include "gpemu/interconnect/collectives.h"
-#include "gpemu/profile.h"
-#include "gpemu/zoo_memory.h"
+#include "gpemu/interconnect.h"
 #include "interconnect/ddp_reducer.h"
 #include "workload/backward_plan.h"
 
@@ -782,8 +781,8 @@ RunRecord Job::run(JobObserver* observer) {
     // Reserved for at most 4 Mi steps over all ranks (about 1 GiB of address
     // space), touched for at most 1 Mi (a longer run grows as usual).
     const auto ranks = static_cast<std::size_t>(gpus);
-    const auto planned = std::min(static_cast<std::size_t>(std::max<std::int64_t>(planned_ + evals, 0)),
-                                  (std::size_t{1} << 22) / ranks);
+    const auto planned =
+        std::min(static_cast<std::size_t>(std::max<std::int64_t>(planned_ + evals, 0)), (std::size_t{1} << 22) / ranks);
     const std::size_t steps = std::min(planned, (std::size_t{1} << 20) / ranks);
     // Kernels per step: forward and backward+step, or with DDP forward, one
     // per backward chunk and the optimizer step; at most 256 Ki reserved.

@@ -4,7 +4,7 @@
 #include <fmt/format.h>
 
 #include "gpemu/error.h"
-#include "gpemu/workload.h"
+#include "gpemu/job.h"
 
 namespace gpemu {
 

@@ -1,4 +1,4 @@
-#include "gpemu/time_distribution.h"
+#include "gpemu/time.h"
 
 #include <cmath>
 

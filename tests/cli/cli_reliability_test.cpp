@@ -226,12 +226,17 @@ TEST(CliSignals, InterruptedTrainingPrintsWhatItFinished) {
 }
 
 // SIGINT during `gpemu train --gpus 2`: it printed only "interrupted by
-// SIGINT". The marker is the progress bar at iteration 8 of 8000, the end of
-// the first of 1000 epochs, so at least one epoch has finished.
+// SIGINT". The marker is the progress bar (GPU 0's iterations, drawn every
+// 8 of 8000) at 16, in the second of 1000 epochs of 8 iterations. At 8, the
+// end of the first epoch on GPU 0, GPU 1 could still be in its last step
+// when the signal landed, so no epoch had finished on both (seen once in
+// some 150 runs on a loaded machine). GPU 0 past iteration 9 has waited
+// (loss.item()) for iteration 9's all-reduce, which needs GPU 1's
+// gradients of iteration 9: both have left epoch 1.
 TEST(CliSignals, InterruptedMultiGpuTrainingPrintsTheFinishedEpochs) {
   ChildOptions o;
   o.signal = SIGINT;
-  o.marker_text = "(8/8000)";
+  o.marker_text = "(16/8000)";
   const auto r =
       run_gpemu_child({"train", "--synthetic", "--gpus", "2", "-n", "8", "--epochs", "1000", "--clock", "real"}, o);
   ASSERT_TRUE(r.signalled) << r.out;

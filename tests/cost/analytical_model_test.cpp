@@ -6,7 +6,6 @@
 
 #include <gtest/gtest.h>
 
-#include "gpemu/analytical_model.h"
 #include "gpemu/calibration.h"
 #include "gpemu/catalog.h"
 #include "gpemu/cost_model.h"

@@ -8,9 +8,9 @@
 
 #include <gtest/gtest.h>
 
-#include "gpemu/analytical_model.h"
 #include "gpemu/calibration.h"
 #include "gpemu/catalog.h"
+#include "gpemu/cost_model.h"
 #include "gpemu/error.h"
 #include "gpemu/zoo.h"
 #include "support/cost_test_util.h"

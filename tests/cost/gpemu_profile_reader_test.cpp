@@ -4,8 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "gpemu/cost_model.h"
 #include "gpemu/error.h"
-#include "gpemu/profile.h"
 #include "support/cost_test_util.h"
 
 namespace gpemu {

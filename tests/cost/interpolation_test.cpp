@@ -2,8 +2,8 @@
 // them, linear extrapolation beyond them, each flagged with its provenance.
 #include <gtest/gtest.h>
 
+#include "gpemu/cost_model.h"
 #include "gpemu/error.h"
-#include "gpemu/profile.h"
 
 namespace gpemu {
 namespace {

@@ -5,8 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "gpemu/cost_model.h"
 #include "gpemu/error.h"
-#include "gpemu/profile.h"
 #include "support/cost_test_util.h"
 
 namespace gpemu {

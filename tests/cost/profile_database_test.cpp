@@ -2,8 +2,8 @@
 // both, and finding a (GPU, model) pair.
 #include <gtest/gtest.h>
 
+#include "gpemu/cost_model.h"
 #include "gpemu/error.h"
-#include "gpemu/profile.h"
 #include "support/cost_test_util.h"
 
 namespace gpemu {

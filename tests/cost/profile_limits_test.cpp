@@ -8,8 +8,8 @@
 #include <gtest/gtest.h>
 
 #include "cost/json_source_lines.h"
+#include "gpemu/cost_model.h"
 #include "gpemu/error.h"
-#include "gpemu/profile.h"
 #include "support/cost_test_util.h"
 
 namespace gpemu {

@@ -9,11 +9,10 @@
 #include <gtest/gtest.h>
 
 #include "cost/step_times.h"
-#include "gpemu/analytical_model.h"
 #include "gpemu/calibration.h"
 #include "gpemu/catalog.h"
+#include "gpemu/cost_model.h"
 #include "gpemu/error.h"
-#include "gpemu/program_variant.h"
 #include "gpemu/zoo.h"
 #include "support/cost_test_util.h"
 

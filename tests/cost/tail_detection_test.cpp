@@ -7,7 +7,7 @@
 
 #include <gtest/gtest.h>
 
-#include "gpemu/profile.h"
+#include "gpemu/cost_model.h"
 #include "support/cost_test_util.h"
 
 namespace gpemu {

@@ -10,14 +10,11 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include "gpemu/analytical_model.h"
-#include "gpemu/caching_allocator.h"
 #include "gpemu/calibration.h"
 #include "gpemu/catalog.h"
-#include "gpemu/pcie.h"
-#include "gpemu/validation.h"
+#include "gpemu/cost_model.h"
+#include "gpemu/device.h"
 #include "gpemu/zoo.h"
-#include "gpemu/zoo_memory.h"
 #include "support/cost_test_util.h"
 
 namespace gpemu {

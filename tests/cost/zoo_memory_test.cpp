@@ -12,12 +12,11 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include "gpemu/caching_allocator.h"
 #include "gpemu/catalog.h"
+#include "gpemu/cost_model.h"
 #include "gpemu/device.h"
 #include "gpemu/error.h"
 #include "gpemu/zoo.h"
-#include "gpemu/zoo_memory.h"
 
 namespace gpemu::zoo {
 namespace {

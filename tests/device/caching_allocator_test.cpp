@@ -1,7 +1,7 @@
 // Specification of the emulated PyTorch CUDA caching allocator. Every number
 // here is what PyTorch 1.13-2.x's allocator reports for the same sequence of
 // requests (torch.cuda.memory_allocated / memory_reserved / memory_stats).
-#include "gpemu/caching_allocator.h"
+#include "gpemu/device.h"
 
 #include <gtest/gtest.h>
 

@@ -12,8 +12,8 @@
 #include <fstream>
 #include <string>
 
+#include "gpemu/device.h"
 #include "gpemu/error.h"
-#include "gpemu/host_memory.h"
 
 namespace gpemu {
 namespace {

@@ -6,8 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "gpemu/dlio/checkpoint.h"
-#include "gpemu/dlio/figures.h"
+#include "gpemu/dlio.h"
 #include "gpemu/error.h"
 #include "support/dlio_test_util.h"
 

@@ -8,7 +8,7 @@
 
 #include <gtest/gtest.h>
 
-#include "gpemu/dlio/config.h"
+#include "gpemu/dlio.h"
 #include "gpemu/error.h"
 #include "support/dlio_test_util.h"
 

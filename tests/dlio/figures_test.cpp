@@ -1,7 +1,7 @@
 // Figures derived from DLIO workloads, checked on hand-computed examples.
 #include <gtest/gtest.h>
 
-#include "gpemu/dlio/figures.h"
+#include "gpemu/dlio.h"
 #include "gpemu/error.h"
 #include "support/dlio_test_util.h"
 

@@ -9,9 +9,7 @@
 
 #include <gtest/gtest.h>
 
-#include "gpemu/dlio/checkpoint.h"
-#include "gpemu/dlio/config.h"
-#include "gpemu/dlio/runner.h"
+#include "gpemu/dlio.h"
 #include "gpemu/error.h"
 #include "pipeline/npy.h"
 #include "support/dlio_test_util.h"

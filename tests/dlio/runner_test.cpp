@@ -13,7 +13,7 @@
 
 #include "gpemu/catalog.h"
 #include "gpemu/cost_model.h"
-#include "gpemu/dlio/runner.h"
+#include "gpemu/dlio.h"
 #include "gpemu/error.h"
 #include "support/dlio_test_util.h"
 

@@ -11,8 +11,7 @@
 
 #include <gtest/gtest.h>
 
-#include "gpemu/dlio/config.h"
-#include "gpemu/dlio/figures.h"
+#include "gpemu/dlio.h"
 #include "support/dlio_test_util.h"
 
 namespace gpemu::dlio {
@@ -143,7 +142,6 @@ TEST(DlioShippedConfigs, MlperfDatasetsEqualThePublishedTable) {
 }  // namespace
 }  // namespace gpemu::dlio
 
-#include "gpemu/dlio/runner.h"
 #include "gpemu/error.h"
 
 namespace gpemu::dlio {

@@ -6,7 +6,7 @@
 #include <fstream>
 
 #include "gpemu/error.h"
-#include "gpemu/interconnect/cluster.h"
+#include "gpemu/interconnect.h"
 #include "support/round_numbers.h"
 #include "support/temp_dir.h"
 

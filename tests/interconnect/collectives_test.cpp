@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "gpemu/error.h"
-#include "gpemu/interconnect/collectives.h"
+#include "gpemu/interconnect.h"
 #include "support/round_numbers.h"
 
 namespace gpemu {

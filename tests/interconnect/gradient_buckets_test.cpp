@@ -5,7 +5,7 @@
 #include <stdexcept>
 
 #include "gpemu/error.h"
-#include "gpemu/interconnect/gradient_buckets.h"
+#include "gpemu/interconnect.h"
 #include "support/round_numbers.h"
 
 namespace gpemu {

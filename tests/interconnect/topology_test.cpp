@@ -5,7 +5,7 @@
 #include <set>
 
 #include "gpemu/error.h"
-#include "gpemu/interconnect/topology.h"
+#include "gpemu/interconnect.h"
 #include "support/round_numbers.h"
 
 namespace gpemu {

@@ -1,12 +1,9 @@
-#include "gpemu/pipeline/loader_cache.h"
+#include "gpemu/pipeline.h"
 
 #include <gtest/gtest.h>
 
 #include <thread>
 
-#include "gpemu/pipeline/dataset.h"
-#include "gpemu/pipeline/generator.h"
-#include "gpemu/pipeline/loader.h"
 #include "support/pipeline_test_util.h"
 
 namespace gpemu::pipeline {

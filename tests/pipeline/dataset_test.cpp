@@ -1,4 +1,4 @@
-#include "gpemu/pipeline/dataset.h"
+#include "gpemu/pipeline.h"
 
 #include <gtest/gtest.h>
 
@@ -6,7 +6,6 @@
 #include <functional>
 
 #include "gpemu/error.h"
-#include "gpemu/pipeline/generator.h"
 #include "support/pipeline_test_util.h"
 
 namespace gpemu::pipeline {

@@ -1,10 +1,9 @@
-#include "gpemu/pipeline/generator.h"
+#include "gpemu/pipeline.h"
 
 #include <gtest/gtest.h>
 
 #include <set>
 
-#include "gpemu/pipeline/jpeg.h"
 #include "support/pipeline_test_util.h"
 
 namespace gpemu::pipeline {
@@ -50,7 +49,6 @@ TEST(Generator, IsDeterministicForASeed) {
 #include <unistd.h>
 
 #include "common/interrupt.h"
-#include "gpemu/pipeline/dataset.h"
 
 namespace gpemu::pipeline {
 namespace {

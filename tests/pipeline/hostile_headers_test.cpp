@@ -11,7 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "gpemu/error.h"
-#include "gpemu/pipeline/dataset.h"
+#include "gpemu/pipeline.h"
 #include "pipeline/npy.h"
 #include "support/pipeline_test_util.h"
 

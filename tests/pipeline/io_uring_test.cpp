@@ -21,10 +21,7 @@
 #include <iostream>
 
 #include "gpemu/error.h"
-#include "gpemu/pipeline/dataset.h"
-#include "gpemu/pipeline/generator.h"
-#include "gpemu/pipeline/io.h"
-#include "gpemu/pipeline/loader.h"
+#include "gpemu/pipeline.h"
 #include "support/pipeline_test_util.h"
 
 namespace gpemu::pipeline {

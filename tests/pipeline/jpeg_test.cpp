@@ -1,4 +1,4 @@
-#include "gpemu/pipeline/jpeg.h"
+#include "gpemu/pipeline.h"
 
 #include <gtest/gtest.h>
 
@@ -8,8 +8,6 @@
 #include <cstring>
 
 #include <jpeglib.h>
-
-#include "gpemu/pipeline/transform.h"
 
 namespace gpemu::pipeline {
 namespace {

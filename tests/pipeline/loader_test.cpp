@@ -1,4 +1,4 @@
-#include "gpemu/pipeline/loader.h"
+#include "gpemu/pipeline.h"
 
 #include <gtest/gtest.h>
 
@@ -10,7 +10,6 @@
 #include <thread>
 
 #include "gpemu/error.h"
-#include "gpemu/pipeline/generator.h"
 #include "support/pipeline_test_util.h"
 
 namespace gpemu::pipeline {

@@ -6,10 +6,7 @@
 #include <fstream>
 
 #include "gpemu/error.h"
-#include "gpemu/pipeline/dataset.h"
-#include "gpemu/pipeline/generator.h"
-#include "gpemu/pipeline/io.h"
-#include "gpemu/pipeline/loader.h"
+#include "gpemu/pipeline.h"
 #include "pipeline/npy.h"
 #include "support/pipeline_test_util.h"
 

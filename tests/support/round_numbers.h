@@ -4,8 +4,8 @@
 #pragma once
 
 #include "gpemu/catalog.h"
-#include "gpemu/interconnect/topology.h"
-#include "gpemu/pcie.h"
+#include "gpemu/device.h"
+#include "gpemu/interconnect.h"
 
 namespace gpemu::testing {
 

@@ -16,10 +16,7 @@
 #include "clock/host_sync.h"
 #include "gpemu/clock.h"
 #include "gpemu/cost_model.h"
-#include "gpemu/pipeline/batch_source.h"
-#include "gpemu/pipeline/dataset.h"
-#include "gpemu/pipeline/loader.h"
-#include "gpemu/pipeline/loader_model.h"
+#include "gpemu/pipeline.h"
 #include "gpemu/train.h"
 #include "workload/backward_plan.h"
 

@@ -4,7 +4,7 @@
 
 #include "gpemu/catalog.h"
 #include "gpemu/error.h"
-#include "gpemu/train/analyze.h"
+#include "gpemu/train.h"
 #include "support/train_test_util.h"
 
 namespace gpemu::train {

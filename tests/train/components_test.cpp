@@ -10,7 +10,7 @@
 #include "gpemu/catalog.h"
 #include "gpemu/clock.h"
 #include "gpemu/error.h"
-#include "gpemu/pipeline/generator.h"
+#include "gpemu/pipeline.h"
 #include "gpemu/train.h"
 #include "support/train_test_util.h"
 

@@ -9,8 +9,8 @@
 
 #include "common/folder_lock.h"
 #include "common/interrupt.h"
-#include "gpemu/pipeline/dataset.h"
-#include "gpemu/train/datasets.h"
+#include "gpemu/pipeline.h"
+#include "gpemu/train.h"
 #include "support/temp_dir.h"
 
 namespace gpemu::train {

@@ -11,7 +11,7 @@
 
 #include "gpemu/catalog.h"
 #include "gpemu/clock.h"
-#include "gpemu/trace.h"
+#include "gpemu/timeline.h"
 #include "gpemu/train.h"
 #include "support/train_test_util.h"
 

@@ -6,8 +6,8 @@
 
 #include "gpemu/catalog.h"
 #include "gpemu/clock.h"
+#include "gpemu/job.h"
 #include "gpemu/train.h"
-#include "gpemu/workload.h"
 #include "support/train_test_util.h"
 
 namespace gpemu::train {

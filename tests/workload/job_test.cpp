@@ -13,7 +13,6 @@
 #include "gpemu/error.h"
 #include "gpemu/job.h"
 #include "gpemu/zoo.h"
-#include "gpemu/zoo_memory.h"
 
 namespace gpemu {
 namespace {

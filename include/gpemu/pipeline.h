@@ -1,0 +1,983 @@
+// The data pipeline: datasets, the real data loader (I/O, JPEG decoding, transforms,
+// staging, its cache), the modelled loader, and the batch sources a job draws from.
+//
+// Sections: dataset, io, sampler, loader cache, staging, jpeg, transform, generator, loader, batch source, loader
+// model.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <shared_mutex>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "gpemu/clock.h"
+#include "gpemu/device.h"
+#include "gpemu/error.h"
+#include "gpemu/time.h"
+#include "gpemu/timeline.h"
+
+// ==== dataset ====
+//
+// Datasets of real files. A Dataset is a list of Samples, each a byte range
+// of a file (a whole JPEG, or one fixed-length record inside a .npy/.npz/raw
+// file) with an optional label. Opening a dataset lists and stats files (it
+// reads the headers of npy/npz files) but reads no sample data; the loader
+// does that (loader.h).
+//
+// Layouts:
+//  - ImageFolder (torchvision): root/<class>/.../<image>.jpg; class index =
+//    position of the class folder in sorted (byte-wise) order; images sorted by
+//    path within a class. Only .jpg/.jpeg files (any case) are samples; other
+//    files are counted in ignored_files.
+//  - DLIO-style generated files: a folder of .npy, .npz, raw binary or JPEG
+//    files. npy/npz files hold an array whose first axis is the sample axis
+//    (C order), so each sample is one contiguous record; raw files are
+//    concatenated records of a fixed record_length; a JPEG file is one sample.
+//  - File list: a text file, one sample per line: `path` or `path<TAB or
+//    spaces>label`; relative paths are relative to the list file's folder;
+//    blank lines and lines starting with '#' are skipped. .jpg/.jpeg files are
+//    images, anything else is read as one byte record of the whole file.
+//
+// Errors (missing folder, empty dataset, malformed header, a listed file that
+// does not exist) are InputError naming the path. Thread safety: a Dataset is
+// a value; const access from many threads is safe.
+
+namespace gpemu::pipeline {
+
+enum class SampleFormat {
+  Jpeg,   // decoded and transformed into a float tensor by the loader
+  Bytes,  // delivered as raw bytes; costs its read, no decode
+};
+
+struct Sample {
+  std::string path;
+  std::uint64_t offset = 0;  // first byte of the sample in the file
+  std::uint64_t length = 0;  // bytes; for whole-file samples, the size when the dataset was opened
+  std::int64_t label = -1;   // -1: no label
+  SampleFormat format = SampleFormat::Bytes;
+};
+
+struct Dataset {
+  std::string root;  // folder or list file it was opened from
+  std::vector<Sample> samples;
+  std::vector<std::string> classes;  // ImageFolder: class names, index = label
+  std::size_t ignored_files = 0;     // files skipped because of their extension
+
+  std::size_t size() const { return samples.size(); }
+  // The distinct files behind the samples, in first-use order.
+  std::vector<std::string> files() const;
+  // Sum of sample lengths.
+  std::uint64_t total_bytes() const;
+};
+
+// A folder holding this file is a dataset whose generation did not finish
+// (synthesize_image_folder, generator.h); open_image_folder refuses it.
+inline constexpr const char* kIncompleteDatasetMarker = ".gpemu-incomplete";
+
+Dataset open_image_folder(const std::filesystem::path& root);
+
+enum class DlioFormat { Npy, Npz, Raw, Jpeg };
+std::string_view to_string(DlioFormat f);
+// Accepts "npy", "npz", "raw" (also "bin"), "jpeg" (also "jpg"); InputError otherwise.
+DlioFormat parse_dlio_format(std::string_view name);
+
+struct DlioOptions {
+  DlioFormat format = DlioFormat::Npz;
+  // Bytes per sample. Required for Raw; for Npy/Npz it is read from the array
+  // header and, when non-zero here, must match it.
+  std::uint64_t record_length = 0;
+  // File name suffix to pick up; empty means .npy / .npz / .bin / .jpg+.jpeg.
+  std::string extension;
+  // Name of the sample array inside an .npz file (DLIO writes "x"); a file
+  // without it is an InputError. An int array "y" of one value per sample,
+  // when present, gives the labels.
+  std::string npz_key = "x";
+};
+
+// Files are taken from `dir` only (not its subfolders), sorted by name.
+Dataset open_dlio_dataset(const std::filesystem::path& dir, const DlioOptions& options);
+
+Dataset open_file_list(const std::filesystem::path& list_file);
+
+}  // namespace gpemu::pipeline
+
+// ==== io ====
+//
+// Reading sample bytes from files, and controlling the page cache.
+//
+// FileReader reads byte ranges with pread(2), optionally with O_DIRECT
+// (bypassing the page cache) into 4 KiB-aligned buffers. When a filesystem
+// refuses O_DIRECT (tmpfs, some overlay and network filesystems answer
+// EINVAL), the reader falls back to buffered reads for the rest of its life
+// and reports it once through the note callback.
+//
+// Page cache: evict_from_page_cache() asks the kernel to drop the cached
+// pages of files (fdatasync, then posix_fadvise(POSIX_FADV_DONTNEED)) so an
+// epoch starts cold. What it can and cannot do:
+//  - it drops clean, unmapped, unlocked pages of those files only; pages that
+//    another process has mmapped or mlocked, or that are dirty and being
+//    written back, can stay;
+//  - it is advice: the kernel may keep pages, and on tmpfs/ramfs the page
+//    cache *is* the storage, so nothing is dropped;
+//  - it does not touch caches below the kernel (disk, RAID controller, a
+//    network filesystem's server, a hypervisor's host page cache), so "cold"
+//    means "not in this kernel's page cache", not "from the platter";
+//  - readahead of the next epoch can refill it at any time.
+// page_cache_resident_bytes() measures what is resident (mmap + mincore), so
+// a cold run can be checked rather than assumed.
+//
+// Read methods: FileReader (pread, one sample at a time, the default) and
+// IoUringReader (io_uring_reader.h: all of a batch's reads at once).
+//
+// Thread safety: a FileReader per thread; the free functions are thread-safe.
+
+namespace gpemu::pipeline {
+
+// How the loader reads sample bytes (LoaderOptions::read_method).
+enum class ReadMethod {
+  Pread,    // pread(2) per sample, read then decode, sample by sample (default)
+  IoUring,  // io_uring: every read of a batch in flight at once, then decode
+};
+std::string_view to_string(ReadMethod m);  // "pread", "io_uring"
+// Accepts "pread" and "io_uring" (also "io-uring", "uring"); InputError otherwise.
+ReadMethod parse_read_method(std::string_view name);
+
+class FileReader {
+ public:
+  using NoteFn = std::function<void(const std::string&)>;
+  explicit FileReader(bool direct_io = false, NoteFn note = {});
+  ~FileReader();
+  FileReader(const FileReader&) = delete;
+  FileReader& operator=(const FileReader&) = delete;
+
+  // Reads exactly `length` bytes at `offset`. InputError naming the path when
+  // the file cannot be opened or read or is shorter than offset + length. The
+  // span points into this reader's buffer and is valid until the next read.
+  std::span<const std::byte> read(const std::string& path, std::uint64_t offset, std::uint64_t length);
+
+  // True while reads bypass the page cache (asked for and not refused).
+  bool direct() const { return direct_; }
+
+ private:
+  int open_file(const std::string& path);
+  void close_file();
+  void fall_back(const std::string& path, int err);
+  bool direct_;
+  NoteFn note_;
+  int fd_ = -1;
+  std::string fd_path_;
+  std::byte* buffer_ = nullptr;
+  std::size_t capacity_ = 0;
+};
+
+struct PageCacheReport {
+  std::size_t files = 0;            // files advised
+  std::uint64_t bytes = 0;          // their total size
+  std::vector<std::string> errors;  // "path: reason" for files that could not be opened
+};
+
+PageCacheReport evict_from_page_cache(const std::vector<std::string>& files);
+
+// Bytes of these files currently in the page cache (multiples of the page size).
+std::uint64_t page_cache_resident_bytes(const std::vector<std::string>& files);
+
+}  // namespace gpemu::pipeline
+
+// ==== sampler ====
+//
+// The order in which a loader visits samples, with torch.utils.data's
+// RandomSampler/SequentialSampler and DistributedSampler semantics.
+//
+// Shuffle: each epoch's permutation is a pure function of (seed, epoch), the
+// same on every platform (PyTorch's DistributedSampler uses seed + epoch the
+// same way, with a different generator, so the permutations differ from
+// PyTorch's).
+//
+// Sharding across world_size ranks, as DistributedSampler:
+//  - drop_uneven == false (DistributedSampler's drop_last=False, the default):
+//    the epoch's index list is padded to ceil(N / world_size) * world_size
+//    entries by repeating its own first entries (cyclically, if the padding is
+//    longer than the list), then rank r takes entries r, r + world_size, ...
+//    Every rank gets the same count; every sample is visited exactly once per
+//    epoch across ranks when N is divisible by world_size, otherwise the first
+//    (N mod world_size ? world_size - N mod world_size : 0) entries of the
+//    permutation are visited twice.
+//  - drop_uneven == true: the list is cut to floor(N / world_size) *
+//    world_size entries; the last N mod world_size entries of the permutation
+//    are not visited that epoch.
+// Thread safety: immutable after construction.
+
+namespace gpemu::pipeline {
+
+struct SamplerOptions {
+  bool shuffle = false;
+  std::uint64_t seed = 0;
+  int rank = 0;
+  int world_size = 1;
+  bool drop_uneven = false;
+};
+
+class Sampler {
+ public:
+  // InputError when world_size < 1 or rank is outside [0, world_size).
+  Sampler(std::size_t dataset_size, SamplerOptions options);
+
+  // Samples this rank visits per epoch.
+  std::size_t size() const { return per_rank_; }
+  // Dataset indices this rank visits in `epoch`, in visiting order.
+  std::vector<std::size_t> indices(std::uint64_t epoch) const;
+  const SamplerOptions& options() const { return options_; }
+
+ private:
+  std::size_t dataset_size_;
+  SamplerOptions options_;
+  std::size_t per_rank_;
+};
+
+}  // namespace gpemu::pipeline
+
+// ==== loader cache ====
+//
+// A loader-side, in-memory cache of sample bytes with the MinIO policy of the
+// DataStall paper (Mohan et al., VLDB 2021): admit items until the capacity
+// is reached, then never evict. With a random order every epoch, this keeps
+// a fixed subset of the dataset in memory and gives a steady hit rate of
+// about capacity / dataset size, instead of the thrashing an LRU page cache
+// shows when the dataset is a little larger than memory.
+//
+// Items are keyed by (path, offset). Bytes stay put once admitted, so a span
+// returned by lookup() is valid for the cache's lifetime.
+// Thread safety: all methods may be called from many threads.
+
+namespace gpemu::pipeline {
+
+class LoaderCache {
+ public:
+  explicit LoaderCache(std::uint64_t capacity_bytes);
+
+  // The cached bytes, counting a hit; or nullopt, counting a miss.
+  std::optional<std::span<const std::byte>> lookup(const std::string& path, std::uint64_t offset);
+  // Admits a copy of data if it fits in what is left of the capacity and the
+  // key is not cached yet. Returns whether it was admitted.
+  bool admit(const std::string& path, std::uint64_t offset, std::span<const std::byte> data);
+
+  std::uint64_t capacity_bytes() const { return capacity_; }
+  std::uint64_t used_bytes() const { return used_.load(); }
+  std::size_t entries() const;
+  std::uint64_t hits() const { return hits_.load(); }
+  std::uint64_t misses() const { return misses_.load(); }
+  std::uint64_t rejected() const { return rejected_.load(); }  // admissions refused for lack of room
+
+ private:
+  struct Entry {
+    std::unique_ptr<std::byte[]> data;
+    std::size_t size;
+  };
+  static std::string key(const std::string& path, std::uint64_t offset);
+
+  const std::uint64_t capacity_;
+  mutable std::shared_mutex mu_;
+  std::unordered_map<std::string, Entry> map_;
+  std::atomic<std::uint64_t> used_{0}, hits_{0}, misses_{0}, rejected_{0};
+};
+
+}  // namespace gpemu::pipeline
+
+// ==== staging ====
+//
+// Recycled host buffers that batches are collated into. With pinned memory
+// they are page-locked HostBuffers (host_memory.h), as PyTorch's pin_memory
+// thread and caching host allocator would give, so an H2D copy from them can
+// run at pinned bandwidth; locking memory is slow, so buffers go back to the
+// pool when a batch is destroyed and are reused for later batches.
+//
+// acquire() reuses the smallest free buffer that is large enough, and
+// allocates a new one only when none is; the pool keeps at most
+// max_free_buffers idle buffers and frees the rest. Buffers may outlive the
+// loader that made them (the pool lives until its last buffer is returned).
+// Thread safety: acquire and buffer release may happen on any thread.
+
+namespace gpemu::pipeline {
+
+class StagingPool;
+
+class StagingBuffer {
+ public:
+  StagingBuffer() = default;
+  ~StagingBuffer();
+  StagingBuffer(StagingBuffer&& other) noexcept;
+  StagingBuffer& operator=(StagingBuffer&& other) noexcept;
+  StagingBuffer(const StagingBuffer&) = delete;
+  StagingBuffer& operator=(const StagingBuffer&) = delete;
+
+  std::byte* data() const { return buffer_.data(); }
+  std::size_t size() const { return size_; }  // bytes in use
+  // Marks only the first `bytes` (<= capacity) as in use, e.g. after
+  // samples of a batch were skipped.
+  void set_size(std::size_t bytes) { size_ = bytes < buffer_.size() ? bytes : buffer_.size(); }
+  std::size_t capacity() const { return buffer_.size(); }  // bytes held
+  HostMemoryKind kind() const { return buffer_.kind(); }
+  bool locked() const { return buffer_.locked(); }
+
+ private:
+  friend class StagingPool;
+  StagingBuffer(HostBuffer buffer, std::size_t size, std::shared_ptr<StagingPool> pool)
+      : buffer_(std::move(buffer)), size_(size), pool_(std::move(pool)) {}
+  void release() noexcept;
+  HostBuffer buffer_;
+  std::size_t size_ = 0;
+  std::shared_ptr<StagingPool> pool_;
+};
+
+class StagingPool : public std::enable_shared_from_this<StagingPool> {
+ public:
+  static std::shared_ptr<StagingPool> create(HostMemoryKind kind, PinMode mode, std::size_t max_free_buffers);
+
+  // Throws ResourceError when pinned memory cannot be locked.
+  StagingBuffer acquire(std::size_t bytes);
+
+  std::uint64_t allocations() const;  // buffers ever allocated
+  std::uint64_t reuses() const;       // acquisitions served from the free list
+  HostMemoryKind kind() const { return kind_; }
+
+ private:
+  friend class StagingBuffer;
+  StagingPool(HostMemoryKind kind, PinMode mode, std::size_t max_free_buffers)
+      : kind_(kind), mode_(mode), max_free_(max_free_buffers) {}
+  void give_back(HostBuffer buffer) noexcept;
+
+  const HostMemoryKind kind_;
+  const PinMode mode_;
+  const std::size_t max_free_;
+  mutable std::mutex mu_;
+  std::vector<HostBuffer> free_;
+  std::uint64_t allocations_ = 0;
+  std::uint64_t reuses_ = 0;
+};
+
+}  // namespace gpemu::pipeline
+
+// ==== jpeg ====
+//
+// JPEG decode and encode with libjpeg-turbo (jpeglib.h API).
+//
+// The decoder is built for training input pipelines: it decodes only what a
+// random crop needs, at the smallest DCT scale (scale_num/8, 1 <= scale_num
+// <= 8) at which the crop is still at least as large as the network input, and
+// only the rows and iMCU columns around the crop (jpeg_crop_scanline,
+// jpeg_skip_scanlines). How much of the rest is checked for damage is a
+// JpegValidation: by default decoding stops after the crop's last row and
+// only truncation below it is detected (as PIL detects it); Full
+// entropy-decodes the whole file so any corrupt data is an error.
+//
+// Errors: libjpeg's fatal errors never abort the process; they longjmp back
+// into the decoder and surface as JpegError. Warnings that mean the data is
+// damaged (premature end of data, corrupt entropy data, bad Huffman codes,
+// ...) are treated as errors too; harmless warnings (an unknown JFIF
+// revision, extraneous bytes before a marker) are ignored.
+//
+// Thread safety: one JpegDecoder per thread; distinct decoders are independent.
+
+namespace gpemu::pipeline {
+
+class JpegError : public InputError {
+ public:
+  using InputError::InputError;
+};
+
+struct JpegInfo {
+  int width = 0;
+  int height = 0;
+  int components = 0;
+};
+
+// How much of a JPEG JpegDecoder::decode_crop examines for damage. Both
+// detect damage in every row they decode (the crop and everything above it,
+// which sequential Huffman decoding has to go through) and a truncated file.
+enum class JpegValidation {
+  // Stops after the last row the crop needs. The rest of the entropy-coded
+  // data is only scanned for its end-of-image marker: a file whose scan is
+  // not followed by EOI (truncated, or holding unexpected markers) is then
+  // decoded to the end as with Full, which reports the error libjpeg gives.
+  // Corrupt entropy-coded data below the crop in a complete file is not
+  // noticed; PIL does not notice it anywhere (it ignores libjpeg's
+  // corrupt-data warnings and only raises on truncation).
+  Truncation,
+  // Entropy-decodes the whole file, so damage anywhere is an error.
+  Full,
+};
+
+// A rectangle in full-resolution image pixels.
+struct CropBox {
+  int x = 0;
+  int y = 0;
+  int width = 0;
+  int height = 0;
+};
+
+// The decoded neighbourhood of a crop: an 8-bit RGB region (rows of `stride`
+// bytes, `pixel_bytes` per pixel: 3 for RGB, 4 for RGBX whose fourth byte is
+// padding; decode_crop gives RGBX) and, inside it, the crop box in region
+// pixel coordinates (fractional because the DCT scale is not always a
+// divisor of the box). The region
+// extends a few pixels beyond the box where the image allows, so a resampling
+// filter sees the same neighbours as it would in the full image.
+struct DecodedCrop {
+  const std::uint8_t* rgb = nullptr;
+  int stride = 0;
+  int region_width = 0;
+  int region_height = 0;
+  double box_x = 0, box_y = 0, box_width = 0, box_height = 0;
+  int scale_num = 8;    // decoded at scale_num/8 of full resolution
+  JpegInfo info;        // full-resolution image
+  int pixel_bytes = 3;  // 3: RGB, 4: RGBX
+};
+
+struct DecodedImage {
+  std::vector<std::uint8_t> rgb;  // width * height * 3, row-major
+  int width = 0;
+  int height = 0;
+};
+
+class JpegDecoder {
+ public:
+  JpegDecoder();
+  ~JpegDecoder();
+  JpegDecoder(const JpegDecoder&) = delete;
+  JpegDecoder& operator=(const JpegDecoder&) = delete;
+
+  JpegInfo read_info(std::span<const std::byte> data);
+
+  // Reads the header, asks choose_box(width, height) for the crop, and decodes
+  // it at the smallest scale at which the scaled box is >= min_width x
+  // min_height (full scale when even that is smaller). The result (RGBX)
+  // points into this decoder's buffers and stays valid until its next call.
+  DecodedCrop decode_crop(std::span<const std::byte> data,
+                          const std::function<CropBox(int width, int height)>& choose_box, int min_width,
+                          int min_height, JpegValidation validation = JpegValidation::Truncation);
+
+  // Whole image as RGB8 at scale_num/8 (1..8) of full resolution.
+  DecodedImage decode(std::span<const std::byte> data, int scale_num = 8);
+
+ private:
+  struct State;
+  std::unique_ptr<State> s_;
+};
+
+// Encodes an RGB8 image (width * height * 3 bytes) with 4:2:0 chroma
+// subsampling at `quality` (1..100).
+std::vector<std::byte> encode_jpeg(const std::uint8_t* rgb, int width, int height, int quality);
+
+}  // namespace gpemu::pipeline
+
+// ==== transform ====
+//
+// Image transforms of a training pipeline: torchvision's
+// RandomResizedCrop(size, scale, ratio) + RandomHorizontalFlip(p) + ToTensor
+// + Normalize(mean, std), producing float32 CHW tensors.
+//
+// Randomness is a pure function of a per-sample seed (the loader derives it
+// from (loader seed, epoch, dataset index)), so augmentations do not depend on
+// which worker handled a sample. Resizing is separable bilinear with
+// antialiasing (a triangle filter widened by the downscale factor), which is
+// what PIL's BILINEAR resize does and what torchvision applies to PIL images.
+
+namespace gpemu::pipeline {
+
+struct ImageTransformOptions {
+  int height = 224;  // output tensor is 3 x height x width
+  int width = 224;
+  double scale_min = 0.08;  // fraction of the image area the crop covers
+  double scale_max = 1.0;
+  double ratio_min = 3.0 / 4.0;  // crop aspect ratio (width / height)
+  double ratio_max = 4.0 / 3.0;
+  double flip_probability = 0.5;
+  std::array<float, 3> mean = {0.485f, 0.456f, 0.406f};  // ImageNet
+  std::array<float, 3> std = {0.229f, 0.224f, 0.225f};
+};
+
+struct Augmentation {
+  CropBox box;
+  bool flip = false;
+};
+
+// torchvision's RandomResizedCrop.get_params (10 attempts, then a centre crop
+// with the ratio clamped) and a flip draw.
+Augmentation draw_augmentation(int image_width, int image_height, const ImageTransformOptions& options,
+                               std::uint64_t sample_seed);
+
+// Resamples crop.box to options.height x options.width, flips when asked,
+// and writes (v / 255 - mean) / std as float32 CHW into out
+// (3 * height * width floats). One pass per output row: the vertical filter
+// over the columns needed (RGBX, four float lanes), then the horizontal one
+// with normalisation and flip, stored straight into the three planes.
+// Accepts RGB or RGBX crops (RGB is widened to RGBX first, for tests and
+// callers with their own buffers; decode_crop gives RGBX).
+void resize_normalize(const DecodedCrop& crop, bool flip, const ImageTransformOptions& options, float* out);
+
+}  // namespace gpemu::pipeline
+
+// ==== generator ====
+//
+// Synthetic datasets of real files, for experiments and tests without the
+// real ImageNet: an ImageFolder of real JPEGs whose sizes spread like
+// ImageNet's, and DLIO-style npy / npz / raw-record / JPEG files.
+// All generators are deterministic for a given seed.
+
+namespace gpemu::pipeline {
+
+struct ImageDatasetSummary {
+  std::size_t images = 0;
+  std::uint64_t total_bytes = 0;
+  std::uint64_t median_bytes = 0;
+  std::uint64_t p90_bytes = 0;
+  std::uint64_t max_bytes = 0;
+};
+
+// Writes dir/class_NNNN/img_NNNNNNNN.JPEG, images dealt round-robin over the
+// classes. Each image has a random size (log-normal around median_kb with a
+// long right tail), aspect ratio, JPEG quality (70-95) and content (smooth
+// gradients, shapes and texture noise, so it compresses like a photo rather
+// than like noise or a flat colour); the pixel count is steered so that the
+// file sizes' median lands near median_kb (ImageNet-1k's train set: ~110 KB).
+ImageDatasetSummary generate_image_dataset(const std::filesystem::path& dir, int num_classes, std::size_t num_images,
+                                           std::uint64_t seed, double median_kb = 110.0);
+
+// generate_image_dataset for a folder a user named (`gpemu dataset synth`):
+// `dir` must be missing or empty (InputError otherwise: a merge with older
+// files would not be the dataset asked for). While it runs the folder holds
+// kIncompleteDatasetMarker, so a killed run is never trained on; on an error or
+// an interruption (gpemu::Interrupted) everything it created is removed.
+ImageDatasetSummary synthesize_image_folder(const std::filesystem::path& dir, int num_classes, std::size_t num_images,
+                                            std::uint64_t seed, double median_kb = 110.0);
+
+struct DlioGeneratorOptions {
+  DlioFormat format = DlioFormat::Npz;
+  std::size_t num_files = 1;
+  std::size_t samples_per_file = 1;    // must be 1 for Jpeg
+  std::uint64_t record_length = 4096;  // bytes per sample; for Jpeg, the target file size
+  std::uint64_t seed = 0;
+  int num_classes = 10;  // labels (npz "y" array) are sample_index % num_classes
+};
+
+// Writes dir/img_<i>_of_<n>.{npy,npz,bin,jpg}; returns the paths. npy files
+// hold a uint8 array (samples_per_file, record_length); npz files hold that as
+// "x" plus int64 labels "y" (samples_per_file,); raw files hold the records
+// back to back.
+std::vector<std::string> generate_dlio_dataset(const std::filesystem::path& dir, const DlioGeneratorOptions& options);
+
+// The bytes generate_dlio_dataset wrote for record `sample` of file `file`
+// (npy/npz/raw), so readers can be checked.
+std::vector<std::byte> dlio_record_bytes(std::uint64_t seed, std::size_t file, std::size_t sample,
+                                         std::uint64_t record_length);
+
+}  // namespace gpemu::pipeline
+
+// ==== loader ====
+//
+// DataLoader: real data loading with the semantics of torch.utils.data's
+// map-style DataLoader, on threads instead of processes.
+//
+//   auto ds = open_image_folder("/data/imagenet/train");
+//   LoaderOptions o;  o.batch_size = 256;  o.num_workers = 8;  o.shuffle = true;
+//   DataLoader loader(std::move(ds), o);
+//   for (std::uint64_t epoch = 0; epoch < 90; ++epoch) {
+//     loader.begin_epoch(epoch);                   // like sampler.set_epoch + iter(loader)
+//     while (auto batch = loader.next()) { ... }  // nullopt at the end of the epoch
+//   }
+//
+// Workers: the sampler's indices for the epoch are cut into batches; batch i
+// goes to worker i % num_workers; at most prefetch_factor * num_workers
+// batches are in flight; next() hands them out in sampler order, whatever
+// order workers finish in. A worker reads each sample (pread, optionally
+// O_DIRECT, through the loader cache; with read_method = IoUring it reads all
+// of the batch's cache misses at once first), decodes JPEGs at reduced DCT
+// scale, applies RandomResizedCrop + flip + normalize, and collates the batch
+// into a staging buffer (pinned when pin_memory). Byte records are read and
+// copied.
+// num_workers == 0 loads in the calling thread inside next().
+//
+// Errors: a sample that cannot be read or decoded is, with OnError::Skip,
+// dropped and counted (the batch is shorter; a batch that loses every sample
+// is not delivered at all); with OnError::Stop, next() throws InputError
+// naming the sample's path when that batch's turn comes, and the epoch ends.
+//
+// Thread safety: one consumer thread calls begin_epoch/next; stats() may be
+// called from any thread. The destructor stops workers after the sample each
+// is on and joins them, also mid-epoch.
+
+namespace gpemu::pipeline {
+
+enum class OnError { Skip, Stop };
+
+struct LoaderOptions {
+  std::size_t batch_size = 1;
+  int num_workers = 0;      // 0: load in the consumer's thread
+  int prefetch_factor = 2;  // batches in flight per worker
+  bool pin_memory = false;  // collate into page-locked staging buffers
+  PinMode pin_mode = PinMode::Lock;
+  bool persistent_workers = false;  // keep worker threads between epochs
+  bool drop_last = false;           // drop the last, incomplete batch
+  bool shuffle = false;
+  std::uint64_t seed = 0;  // shuffle order and augmentations
+  int rank = 0;            // distributed sharding (see sampler.h)
+  int world_size = 1;
+  bool drop_uneven_shards = false;  // DistributedSampler's drop_last
+  bool decode_images = true;        // false: JPEG samples are delivered as bytes
+  ImageTransformOptions transform;  // output image size and augmentation
+  // How much of each JPEG is checked for damage: Truncation (decode stops
+  // after the crop; truncated files are still errors, as in PIL) or Full
+  // (every row entropy-decoded; corrupt data anywhere is an error). See jpeg.h.
+  JpegValidation jpeg_validation = JpegValidation::Truncation;
+  OnError on_error = OnError::Stop;
+  bool direct_io = false;  // O_DIRECT reads, falling back when refused
+  // Pread: one pread(2) per sample, then its decode (default). IoUring: a
+  // worker submits the reads of all of its batch's cache misses at once
+  // (io_uring_reader.h), waits for them, then decodes; InputError at
+  // construction when io_uring is unavailable (built without liburing, or
+  // refused by the kernel or a sandbox). Combines with direct_io.
+  ReadMethod read_method = ReadMethod::Pread;
+  std::uint64_t cache_bytes = 0;       // loader cache capacity; 0: no cache
+  std::shared_ptr<LoaderCache> cache;  // a cache to share; overrides cache_bytes
+};
+
+struct SampleError {
+  std::size_t index;  // dataset index
+  std::string path;
+  std::string message;
+};
+
+// Times are steady-clock nanoseconds; points are measured from the loader's
+// origin() (its construction). read/decode/collate are summed over the batch.
+struct BatchTiming {
+  Duration read_ns = 0;     // reading bytes (including cache lookups)
+  Duration decode_ns = 0;   // JPEG decode + crop/resize/flip/normalize
+  Duration collate_ns = 0;  // staging buffer acquisition + copy into it
+  Time started_at = 0;      // worker began the batch
+  Time finished_at = 0;     // worker finished it
+  Time delivered_at = 0;    // next() returned it
+  Duration wait_ns = 0;     // how long next() blocked for it (data stall)
+};
+
+enum class BatchLayout {
+  Images,  // float32, shape {n, 3, height, width}
+  Bytes,   // uint8; shape {n, record_length} when all records have one length, else {total}
+};
+
+class Batch {
+ public:
+  std::uint64_t epoch = 0;
+  std::size_t index = 0;  // position in the epoch's batch sequence
+  int worker = -1;        // -1: loaded in the consumer's thread
+  BatchLayout layout = BatchLayout::Images;
+  std::vector<std::int64_t> shape;
+  std::vector<std::size_t> sample_indices;  // dataset indices, in batch order
+  std::vector<std::int64_t> labels;
+  std::vector<std::size_t> byte_offsets;  // Bytes: sample i is [off[i], off[i+1])
+  std::vector<SampleError> skipped;       // OnError::Skip: samples dropped
+  std::uint64_t bytes_read = 0;           // from files (cache hits excluded)
+  std::size_t cache_hits = 0;
+  std::size_t cache_misses = 0;
+  BatchTiming timing;
+
+  std::size_t size() const { return sample_indices.size(); }
+  std::span<const float> images() const;     // empty unless layout == Images
+  std::span<const std::byte> bytes() const;  // the whole buffer
+  const std::byte* data() const { return buffer_.data(); }
+  std::size_t data_bytes() const { return buffer_.size(); }
+  bool pinned() const { return buffer_.kind() == HostMemoryKind::Pinned; }
+  const StagingBuffer& buffer() const { return buffer_; }
+
+ private:
+  friend class DataLoader;
+  StagingBuffer buffer_;
+};
+
+struct LoaderStats {
+  std::uint64_t batches = 0;  // delivered
+  std::uint64_t samples = 0;  // delivered
+  std::uint64_t skipped = 0;  // dropped by OnError::Skip
+  std::uint64_t bytes_read = 0;
+  std::uint64_t cache_hits = 0;
+  std::uint64_t cache_misses = 0;
+  std::uint64_t out_of_order = 0;  // batches finished before an earlier one
+  std::uint64_t staging_allocations = 0;
+  std::uint64_t staging_reuses = 0;
+  bool direct_io_active = false;
+  std::vector<std::string> notes;  // e.g. O_DIRECT fallback
+};
+
+class DataLoader {
+ public:
+  // InputError for impossible options or a dataset mixing JPEG and byte
+  // samples while decode_images is set.
+  DataLoader(Dataset dataset, LoaderOptions options);
+  ~DataLoader();
+  DataLoader(const DataLoader&) = delete;
+  DataLoader& operator=(const DataLoader&) = delete;
+
+  // Starts (or restarts) an epoch; abandons what is left of the current one.
+  // Prefetching starts here.
+  void begin_epoch(std::uint64_t epoch);
+  // The next batch in sampler order; nullopt when the epoch is done. Begins
+  // epoch 0 when no epoch was begun.
+  std::optional<Batch> next();
+
+  std::size_t batches_per_epoch() const;
+  const Dataset& dataset() const;
+  const Sampler& sampler() const;
+  const LoaderOptions& options() const;
+  LoaderStats stats() const;
+  std::shared_ptr<LoaderCache> cache() const;
+  std::chrono::steady_clock::time_point origin() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace gpemu::pipeline
+
+// ==== batch source ====
+//
+// Where a training loop's batches come from, as its host thread sees them:
+// `next()` blocks until the next batch is in host memory and says when it
+// became ready and how the loader spent its time on it.
+//
+//  - PipelineSource: the real data pipeline (DataLoader): real
+//    files, real reads and JPEG decodes on real worker threads. Real clock
+//    only (its workers run in wall time).
+//  - ModelledLoader (train/loader_model.h): the same loader semantics with
+//    modelled read/decode costs, on either clock; deterministic under the
+//    virtual clock.
+//  - SyntheticSource: in-memory batches that are always ready (no files), the
+//    workload-only mode of `gpemu train --synthetic`.
+//
+// Thread safety: a BatchSource belongs to one rank's host thread.
+
+namespace gpemu::pipeline {
+
+struct LoadedBatch {
+  std::uint64_t epoch = 0;
+  std::size_t index = 0;  // position in the epoch
+  std::int64_t samples = 0;
+  std::uint64_t bytes = 0;                         // what the H2D copy moves: the batch's real size
+  HostMemoryKind memory = HostMemoryKind::Pinned;  // its staging buffer
+  std::vector<std::size_t> sample_indices;         // dataset indices (empty for synthetic batches)
+  Time ready = 0;                                  // when the loader had finished it (emulation clock)
+  Duration read = 0;                               // worker time reading its samples (summed)
+  Duration decode = 0;                             // worker time decoding + transforming them (summed)
+  std::shared_ptr<void> keep_alive;                // the real batch (its staging buffer), held until the next batch
+};
+
+// How a source's host thread sleeps: through the rank's HostSync, so peers
+// know when it will run again (host_sync.h).
+using SleepFn = std::function<void(Time deadline)>;
+
+class BatchSource {
+ public:
+  virtual ~BatchSource();
+  // Starts an epoch (sampler.set_epoch + iter(loader)): prefetching starts now.
+  virtual void begin_epoch(std::uint64_t epoch) = 0;
+  // The next batch, blocking until it is ready; nullopt at the end of the epoch.
+  virtual std::optional<LoadedBatch> next(const SleepFn& sleep_until) = 0;
+  virtual std::size_t batches_per_epoch() const = 0;
+  // Samples this source delivers per epoch.
+  virtual std::size_t samples_per_epoch() const = 0;
+  // One line for people: what it is ("real loader: 2 workers, ...").
+  virtual std::string describe() const = 0;
+  // What it delivered and read so far.
+  virtual LoaderStats stats() const { return {}; }
+};
+
+// Bytes a loader's staging buffers may hold at once for `ranks` loaders of
+// these options over this dataset: (prefetch_factor x workers + 2) buffers
+// per loader, each a batch of the dataset's largest output sample (a decoded
+// JPEG: 3 x height x width floats; raw records: their length), rounded up to
+// 1 MiB. What pinning would lock.
+std::uint64_t staging_bytes(const Dataset& dataset, const LoaderOptions& options, int ranks);
+
+// Host spans of loader work go to the trace under the process name
+// "GPU <rank> loader worker" (one track per worker) or
+// "GPU <rank> loader main thread" (num_workers = 0).
+std::string loader_trace_process(int rank, int worker);
+
+// ---- in-memory batches ------------------------------------------------------
+
+class SyntheticSource : public BatchSource {
+ public:
+  // `batches` batches of `batch_size` samples of `bytes_per_sample` each, in
+  // `memory`, ready as soon as they are asked for.
+  SyntheticSource(Clock& clock, std::int64_t batches, int batch_size, std::uint64_t bytes_per_sample,
+                  HostMemoryKind memory);
+  // DLIO's synthetic loader: whole batches of the sampler's indices (a
+  // dataset of that many samples, sharded and shuffled as the sampler says),
+  // every sample `bytes_per_sample`, read from nowhere.
+  SyntheticSource(Clock& clock, Sampler sampler, int batch_size, std::uint64_t bytes_per_sample, HostMemoryKind memory);
+  void begin_epoch(std::uint64_t epoch) override;
+  std::optional<LoadedBatch> next(const SleepFn& sleep_until) override;
+  std::size_t batches_per_epoch() const override { return static_cast<std::size_t>(batches_); }
+  std::size_t samples_per_epoch() const override { return static_cast<std::size_t>(batches_) * batch_size_; }
+  std::string describe() const override;
+  LoaderStats stats() const override { return stats_; }
+
+ private:
+  Clock& clock_;
+  LoaderStats stats_;
+  std::int64_t batches_;
+  int batch_size_;
+  std::uint64_t bytes_per_sample_;
+  HostMemoryKind memory_;
+  std::optional<Sampler> sampler_;
+  std::vector<std::size_t> order_;
+  std::uint64_t epoch_ = 0;
+  std::int64_t next_ = 0;
+};
+
+// ---- the real data pipeline -------------------------------------------------
+
+struct PipelineSourceOptions {
+  int rank = 0;
+  // Evict the files this rank reads in an epoch from the page cache before it
+  // (pipeline/io.h: what that can and cannot do).
+  bool cold = false;
+  // Host spans of worker reads/decodes, when the timeline traces.
+  Timeline* trace = nullptr;
+  // The reads are real but take no emulated time: a batch is ready when
+  // next() returns (DLIO under the virtual clock: real files, emulated time
+  // from the step program and the modelled storage only). Allowed on either
+  // clock; without it the loader's wall time is the batch's time (real clock only).
+  bool untimed = false;
+};
+
+class PipelineSource : public BatchSource {
+ public:
+  // Takes the loader's options as given (rank/world_size included). Real
+  // clock only: InputError under a virtual clock.
+  PipelineSource(Clock& clock, Dataset dataset, LoaderOptions options, PipelineSourceOptions source = {});
+  ~PipelineSource() override;
+  void begin_epoch(std::uint64_t epoch) override;
+  std::optional<LoadedBatch> next(const SleepFn& sleep_until) override;
+  std::size_t batches_per_epoch() const override;
+  std::size_t samples_per_epoch() const override;
+  std::string describe() const override;
+  LoaderStats stats() const override { return loader_->stats(); }
+  DataLoader& loader() { return *loader_; }
+
+ private:
+  Time to_clock(Time loader_ns) const;
+  Clock& clock_;
+  PipelineSourceOptions source_;
+  std::unique_ptr<DataLoader> loader_;
+  Duration offset_ = 0;  // emulation clock time = loader time + offset_
+};
+
+}  // namespace gpemu::pipeline
+
+// ==== loader model ====
+//
+// A modelled data loader: DataLoader's semantics (sampler and
+// sharding, batches dealt round-robin to workers, prefetch_factor batches in
+// flight per worker, in-order delivery) with modelled per-sample costs instead
+// of real reads and decodes, so data stalls are exact and deterministic under
+// the virtual clock. docs/train.md describes the model; in short:
+//
+//   cost(sample) = read_per_sample + bytes / read_bytes_per_s
+//                + (decode_per_sample + bytes * decode_ns_per_byte)   [JPEG samples that are decoded]
+//   cost(batch)  = (sum of its samples' costs + collate_per_batch) * share
+//   share        = max(1, loader threads on the machine / cores)
+//
+// Batch i goes to worker w = i mod W. It is dispatched when the epoch begins
+// (i < prefetch_factor * W) or when batch i - prefetch_factor * W is
+// delivered, as PyTorch's DataLoader refills its queue; the worker starts it
+// when dispatched and done with its previous batch, and finishes it `cost`
+// later. next() for batch i returns at max(call time, finish of batch i).
+// With num_workers = 0 the batch is loaded inside next(): it starts when next()
+// is called.
+//
+// Thread safety: one host thread, as a DataLoader's consumer.
+
+namespace gpemu::pipeline {
+
+struct LoaderModelOptions {
+  // Per sample: open + pread from the page cache (syscalls, lookups).
+  Duration read_per_sample = 60 * kMicrosecond;
+  // Copy rate of a read; 0: instantaneous.
+  double read_bytes_per_s = 2.0e9;
+  // Per decoded JPEG: RandomResizedCrop resize + flip + normalize into the
+  // batch (fixed output size) ...
+  Duration decode_per_sample = 800 * kMicrosecond;
+  // ... plus entropy decoding, proportional to the file size.
+  double decode_ns_per_byte = 15.0;
+  Duration collate_per_batch = 0;
+  // CPU cores the loader threads of all ranks share; 0: this machine's.
+  int cores = 0;
+  // Loader threads on the machine: set to world_size * max(1, num_workers)
+  // by the caller when several loaders run at once; 0: this loader's own.
+  int loader_threads = 0;
+};
+
+// The model's figures for one sample (exposed for tests and docs).
+struct SampleCost {
+  Duration read = 0;
+  Duration decode = 0;
+};
+SampleCost model_sample_cost(const Sample& sample, bool decode_images, const LoaderModelOptions& model);
+
+class ModelledLoader : public BatchSource {
+ public:
+  // `options` as for a DataLoader (batch_size, num_workers, prefetch_factor,
+  // pin_memory, shuffle, seed, rank, world_size, drop_last, transform size,
+  // decode_images). Sample sizes come from the dataset; no file is read.
+  // `trace`: where worker spans go (when it traces). InputError for
+  // impossible options, as DataLoader.
+  ModelledLoader(Clock& clock, Dataset dataset, LoaderOptions options, LoaderModelOptions model = {},
+                 Timeline* trace = nullptr);
+
+  void begin_epoch(std::uint64_t epoch) override;
+  std::optional<LoadedBatch> next(const SleepFn& sleep_until) override;
+  std::size_t batches_per_epoch() const override;
+  std::size_t samples_per_epoch() const override;
+  std::string describe() const override;
+
+  // The CPU share factor in effect (>= 1).
+  double share() const { return share_; }
+  const Sampler& sampler() const { return sampler_; }
+
+ private:
+  Time finish_of(std::size_t i);
+
+  Clock& clock_;
+  Dataset dataset_;
+  LoaderOptions options_;
+  LoaderModelOptions model_;
+  Timeline* trace_;
+  Sampler sampler_;
+  double share_ = 1.0;
+  std::uint64_t output_bytes_per_image_ = 0;
+
+  // Current epoch.
+  std::uint64_t epoch_ = 0;
+  bool begun_ = false;
+  Time epoch_start_ = 0;
+  std::vector<std::vector<std::size_t>> batches_;  // dataset indices per batch
+  std::vector<Time> finish_;                       // per batch, once computed
+  std::vector<Time> delivered_;                    // per batch, once delivered
+  std::vector<Duration> read_, decode_;
+  std::vector<Time> worker_free_;
+  std::size_t next_ = 0;
+};
+
+}  // namespace gpemu::pipeline
