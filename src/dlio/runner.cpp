@@ -597,9 +597,8 @@ void keep_finished_epochs(std::vector<RankResult>& results) {
 
 }  // namespace
 
-nlohmann::json run_dlio_workload(const DlioWorkload& w, const DlioRunOptions& o) {
-  const auto wall0 = std::chrono::steady_clock::now();
-  // World size and ranks.
+// The world size and the ranks this process runs, checked.
+std::pair<int, std::vector<int>> world_and_ranks(const DlioWorkload& w, const DlioRunOptions& o) {
   if (o.world_size < 0) {
     throw InputError(fmt::format(
         "DLIO runner: world size {} is not valid; accepted: an integer >= 1 (0: gpemu.world_size)", o.world_size));
@@ -622,152 +621,109 @@ nlohmann::json run_dlio_workload(const DlioWorkload& w, const DlioRunOptions& o)
     throw InputError(fmt::format("DLIO runner: storage bandwidth {} bytes/s is not valid; accepted: a number > 0",
                                  *o.storage_bytes_per_s));
   }
-  const GpuSpec& gpu = find_gpu(w.gpemu.gpu.empty() ? o.default_gpu : w.gpemu.gpu);
-  const bool train = w.workflow.train;
-  const bool leader = ranks.front() == 0;
-  const fs::path base = o.base_dir.empty() ? fs::current_path() : o.base_dir;
+  return {ws, ranks};
+}
 
-  nlohmann::json result;
-  result["workload"] = w.source;
-  result["model"] = w.model.name;
-  result["clock"] = std::string(to_string(o.clock));
-  result["gpus"] = ws;  // DLIO's world size, under the key every command uses
-  result["ranks"] = ranks;
-  result["gpu"] = gpu.id;
-  std::vector<std::string> warnings = w.warnings;
-
-  // --- data ---------------------------------------------------------------------
+// What a run reads: the training (and evaluation) files, the datasets the
+// loader reads from them, the loader caches (reader.read_type memory) and the
+// steps per epoch.
+struct RunData {
   DlioData train_data, eval_data;
-  const bool want_eval = train && w.workflow.evaluation && w.dataset.num_files_eval > 0;
-  nlohmann::json generation = nlohmann::json::object();
-  // DLIO's synthetic loader (or format) reads no files: batches come from memory.
-  const bool synthetic = w.reader.data_loader == DataLoaderKind::Synthetic || w.dataset.format == DataFormat::Synthetic;
-  result["synthetic_data"] = synthetic;
-  if (w.workflow.generate_data && w.dataset.format == DataFormat::Synthetic) {
-    warnings.push_back("dataset.format synthetic: there are no files to generate");
-  } else if (w.workflow.generate_data && leader) {
-    train_data = generate_dlio_data(w, DlioSplit::Train, base, o.progress);
-    generation["train"] = data_json(train_data);
-    if (!train_data.manifest_problem.empty()) warnings.push_back(train_data.manifest_problem);
-    if (w.dataset.num_files_eval > 0) {
-      eval_data = generate_dlio_data(w, DlioSplit::Eval, base, o.progress);
-      generation["eval"] = data_json(eval_data);
-      if (!eval_data.manifest_problem.empty()) warnings.push_back(eval_data.manifest_problem);
-    }
-  }
-  result["generation"] = generation;
-  if (!train && !w.workflow.checkpoint) {
-    result["wall_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
-    result["warnings"] = warnings;
-    result["not_emulated"] = w.not_emulated;
-    return result;  // generate-only
-  }
-
-  const DlioFigures fig = dlio_figures(w, ws);
-  struct {
-    std::uint64_t steps = 0, eval_steps = 0;
-    const pipeline::Dataset* train_ds = nullptr;
-    const pipeline::Dataset* eval_ds = nullptr;
-    std::shared_ptr<pipeline::LoaderCache> train_cache, eval_cache;
-    bool synthetic = false;
-  } shared;
-  shared.steps = fig.steps_per_epoch_run;
-
   pipeline::Dataset train_ds, eval_ds;
-  auto synthetic_data = [&](DlioSplit split) {
-    DlioData d;
-    d.folder = resolve_data_folder(w, base) / (split == DlioSplit::Train ? "train" : "valid");
-    const std::int64_t n = split == DlioSplit::Train ? w.dataset.num_files_train : w.dataset.num_files_eval;
-    const auto record = static_cast<std::uint64_t>(std::llround(w.dataset.record_length_bytes));
-    for (std::int64_t i = 0; i < n; ++i) {
-      DlioDataFile f;
-      f.samples = static_cast<std::uint64_t>(w.dataset.num_samples_per_file);
-      f.record_length = record;
-      f.bytes = f.samples * record;
-      d.files.push_back(std::move(f));
-    }
-    return d;
-  };
-  shared.synthetic = synthetic;
-  if (train) {
-    if (synthetic) {
-      train_data = synthetic_data(DlioSplit::Train);
-    } else if (train_data.files.empty()) {
-      train_data = open_dlio_data(w, DlioSplit::Train, base);
-    }
-    const bool jpeg = w.dataset.format == DataFormat::Jpeg;
-    train_ds = to_dataset(train_data, jpeg);
-    if (shared.steps == 0) {
-      throw InputError(fmt::format(
-          "DLIO runner: {} samples give no step of reader.batch_size {} on {} rank(s) (DLIO: floor(samples / "
-          "batch_size / world_size) = 0); use more files or a smaller batch",
-          fig.total_samples_train, w.reader.batch_size, ws));
-    }
-    const std::uint64_t per_rank = (train_ds.size() + static_cast<std::uint64_t>(ws) - 1) / ws;
-    if (per_rank / static_cast<std::uint64_t>(w.reader.batch_size) < shared.steps) {
-      throw InputError(
-          fmt::format("DLIO runner: '{}' holds {} samples, {} per rank: fewer than {} steps of {} "
-                      "need; regenerate the dataset",
-                      train_data.folder.string(), train_ds.size(), per_rank, shared.steps, w.reader.batch_size));
-    }
-    shared.train_ds = &train_ds;
-    if (w.reader.read_type == ReadType::Memory) {
-      shared.train_cache = std::make_shared<pipeline::LoaderCache>(train_ds.total_bytes());
-    }
-    if (w.train.total_training_steps > 0 &&
-        static_cast<std::uint64_t>(w.train.total_training_steps) > fig.steps_per_epoch) {
-      warnings.push_back(
-          fmt::format("train.total_training_steps = {} exceeds the {} steps an epoch has; DLIO stops "
-                      "with an error, gpemu runs {} steps per epoch",
-                      w.train.total_training_steps, fig.steps_per_epoch, fig.steps_per_epoch));
-    }
-    if (want_eval && fig.eval_steps_per_epoch > 0) {
-      if (synthetic) {
-        eval_data = synthetic_data(DlioSplit::Eval);
-      } else if (eval_data.files.empty()) {
-        eval_data = open_dlio_data(w, DlioSplit::Eval, base);
-      }
-      eval_ds = to_dataset(eval_data, jpeg);
-      shared.eval_ds = &eval_ds;
-      shared.eval_steps = fig.eval_steps_per_epoch;
-      if (w.reader.read_type == ReadType::Memory) {
-        shared.eval_cache = std::make_shared<pipeline::LoaderCache>(eval_ds.total_bytes());
-      }
-    } else if (w.workflow.evaluation) {
-      warnings.push_back(
-          "workflow.evaluation is set but the evaluation set gives no step (dataset.num_files_eval, "
-          "reader.batch_size_eval); no evaluation was run");
-    }
-    const double host_bytes =
-        static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGESIZE));
-    if (!synthetic && host_bytes > 0 && static_cast<double>(train_data.bytes()) <= host_bytes) {
-      warnings.push_back(
-          fmt::format("the training set ({:.3f} GB) fits in host memory ({:.1f} GB): reads after the "
-                      "first epoch may come from the page cache (DLIO warns the same)",
-                      train_data.bytes() / 1e9, host_bytes / 1e9));
-    }
-    if (w.reader.file_shuffle != Shuffle::Off && w.reader.sample_shuffle == Shuffle::Off &&
-        w.dataset.num_samples_per_file > 1) {
-      warnings.push_back("reader.file_shuffle without sample_shuffle: gpemu's loader shuffles samples, not files");
-    }
-  }
+  std::shared_ptr<pipeline::LoaderCache> train_cache, eval_cache;
+  std::uint64_t steps = 0, eval_steps = 0;
+  bool synthetic = false;  // DLIO's synthetic loader or format: no files are read
+  bool has_eval = false;
+};
 
-  // The job: DLIO's step program (its computation_time, or the cost model's
-  // forward and backward when the workload asks for it), each rank's source,
-  // the checkpoints and the evaluation, on the run's clock.
-  JobSpec spec;
-  spec.cluster.gpu = &gpu;
-  spec.cluster.gpus = static_cast<int>(ranks.size());
-  spec.cluster.node.first_device_index = ranks.front();
-  spec.cluster.device.index = ranks.front();
-  spec.batch_size = static_cast<int>(std::max<std::int64_t>(1, w.reader.batch_size));
-  spec.trace = o.trace;
-  spec.compute.copy_batch = false;  // DLIO only sleeps: no H2D in AU
-  spec.compute.use_allocator = false;
-  spec.compute.all_reduce = false;
-  spec.compute.sync = SyncMode::EveryIteration;
-  spec.compute.variation.cv = 0;
-  spec.compute.variation.warmup_factor = 1;
+// The files a synthetic run would have (their sizes only: nothing is read).
+DlioData synthetic_data(const DlioWorkload& w, const fs::path& base, DlioSplit split) {
+  DlioData d;
+  d.folder = resolve_data_folder(w, base) / (split == DlioSplit::Train ? "train" : "valid");
+  const std::int64_t n = split == DlioSplit::Train ? w.dataset.num_files_train : w.dataset.num_files_eval;
+  const auto record = static_cast<std::uint64_t>(std::llround(w.dataset.record_length_bytes));
+  for (std::int64_t i = 0; i < n; ++i) {
+    DlioDataFile f;
+    f.samples = static_cast<std::uint64_t>(w.dataset.num_samples_per_file);
+    f.record_length = record;
+    f.bytes = f.samples * record;
+    d.files.push_back(std::move(f));
+  }
+  return d;
+}
+
+// Opens (or, for a synthetic run, sizes) the data of a training run into `d`
+// (generated files already in d.train_data / d.eval_data are kept), checks
+// that it gives the steps DLIO would run, and adds DLIO's warnings.
+void open_run_data(const DlioWorkload& w, const DlioFigures& fig, int ws, const fs::path& base, bool want_eval,
+                   RunData& d, std::vector<std::string>& warnings) {
+  if (d.synthetic) {
+    d.train_data = synthetic_data(w, base, DlioSplit::Train);
+  } else if (d.train_data.files.empty()) {
+    d.train_data = open_dlio_data(w, DlioSplit::Train, base);
+  }
+  const bool jpeg = w.dataset.format == DataFormat::Jpeg;
+  d.train_ds = to_dataset(d.train_data, jpeg);
+  if (d.steps == 0) {
+    throw InputError(
+        fmt::format("DLIO runner: {} samples give no step of reader.batch_size {} on {} rank(s) (DLIO: floor(samples / "
+                    "batch_size / world_size) = 0); use more files or a smaller batch",
+                    fig.total_samples_train, w.reader.batch_size, ws));
+  }
+  const std::uint64_t per_rank = (d.train_ds.size() + static_cast<std::uint64_t>(ws) - 1) / ws;
+  if (per_rank / static_cast<std::uint64_t>(w.reader.batch_size) < d.steps) {
+    throw InputError(
+        fmt::format("DLIO runner: '{}' holds {} samples, {} per rank: fewer than {} steps of {} "
+                    "need; regenerate the dataset",
+                    d.train_data.folder.string(), d.train_ds.size(), per_rank, d.steps, w.reader.batch_size));
+  }
+  if (w.reader.read_type == ReadType::Memory) {
+    d.train_cache = std::make_shared<pipeline::LoaderCache>(d.train_ds.total_bytes());
+  }
+  if (w.train.total_training_steps > 0 &&
+      static_cast<std::uint64_t>(w.train.total_training_steps) > fig.steps_per_epoch) {
+    warnings.push_back(
+        fmt::format("train.total_training_steps = {} exceeds the {} steps an epoch has; DLIO stops "
+                    "with an error, gpemu runs {} steps per epoch",
+                    w.train.total_training_steps, fig.steps_per_epoch, fig.steps_per_epoch));
+  }
+  if (want_eval && fig.eval_steps_per_epoch > 0) {
+    if (d.synthetic) {
+      d.eval_data = synthetic_data(w, base, DlioSplit::Eval);
+    } else if (d.eval_data.files.empty()) {
+      d.eval_data = open_dlio_data(w, DlioSplit::Eval, base);
+    }
+    d.eval_ds = to_dataset(d.eval_data, jpeg);
+    d.has_eval = true;
+    d.eval_steps = fig.eval_steps_per_epoch;
+    if (w.reader.read_type == ReadType::Memory) {
+      d.eval_cache = std::make_shared<pipeline::LoaderCache>(d.eval_ds.total_bytes());
+    }
+  } else if (w.workflow.evaluation) {
+    warnings.push_back(
+        "workflow.evaluation is set but the evaluation set gives no step (dataset.num_files_eval, "
+        "reader.batch_size_eval); no evaluation was run");
+  }
+  const double host_bytes =
+      static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGESIZE));
+  if (!d.synthetic && host_bytes > 0 && static_cast<double>(d.train_data.bytes()) <= host_bytes) {
+    warnings.push_back(
+        fmt::format("the training set ({:.3f} GB) fits in host memory ({:.1f} GB): reads after the "
+                    "first epoch may come from the page cache (DLIO warns the same)",
+                    d.train_data.bytes() / 1e9, host_bytes / 1e9));
+  }
+  if (w.reader.file_shuffle != Shuffle::Off && w.reader.sample_shuffle == Shuffle::Off &&
+      w.dataset.num_samples_per_file > 1) {
+    warnings.push_back("reader.file_shuffle without sample_shuffle: gpemu's loader shuffles samples, not files");
+  }
+}
+
+// The step time of `spec`: the cost model's forward and backward for the
+// workload's model (with its memory through the caching allocator) when the
+// workload asks for it, else DLIO's computation_time and eval_time. Returns
+// the cost model the job runs with.
+std::unique_ptr<CostModel> set_step_time(const DlioWorkload& w, const DlioRunOptions& o, const GpuSpec& gpu,
+                                         JobSpec& spec, nlohmann::json& result, std::vector<std::string>& warnings) {
   const StepTimeSource source = effective_step_time_source(w);
   result["step_time_source"] = std::string(to_string(source));
   std::unique_ptr<CostModel> cost_model;
@@ -799,75 +755,15 @@ nlohmann::json run_dlio_workload(const DlioWorkload& w, const DlioRunOptions& o)
     spec.compute.fixed_seed = static_cast<std::uint64_t>(w.train.seed);
     result["step_time_s"] = w.train.computation_time.expected();
   }
+  return cost_model;
+}
 
-  // Modelled loading, shuffling seed.
-  const bool preprocess =
-      !(TimeSampler(w.reader.preprocess_time, 0).constant() && w.reader.preprocess_time.expected() == 0);
-  const bool modelled_loading = preprocess || o.storage_bytes_per_s.has_value();
-  const bool random_shuffle = w.reader.file_shuffle == Shuffle::Random || w.reader.sample_shuffle == Shuffle::Random;
-  const std::uint64_t shuffle_seed = random_shuffle ? std::random_device{}() : static_cast<std::uint64_t>(w.train.seed);
-  // The storage link lives on the job's timeline; made by the first source or checkpoint that needs it.
-  const Link* storage = nullptr;
-  std::mutex storage_mu;
-  auto storage_link = [&](Timeline& tl) -> const Link* {
-    if (!o.storage_bytes_per_s) return nullptr;
-    std::lock_guard lock(storage_mu);
-    if (!storage) storage = &tl.add_link("storage", *o.storage_bytes_per_s, true);
-    return storage;
-  };
-  const auto record = static_cast<std::uint64_t>(std::llround(w.dataset.record_length_bytes));
-  auto source_for = [&](const pipeline::Dataset* ds, std::int64_t batch, std::shared_ptr<pipeline::LoaderCache> cache,
-                        std::uint64_t steps) {
-    return [&, ds, batch, cache, steps](int g, Clock& clk, Timeline& tl) -> std::unique_ptr<pipeline::BatchSource> {
-      const int rank = ranks[static_cast<std::size_t>(g)];
-      pipeline::LoaderOptions lo = loader_options(w, o.lock_pinned_memory, shuffle_seed, batch, cache);
-      lo.rank = rank;
-      lo.world_size = ws;
-      std::unique_ptr<pipeline::BatchSource> src;
-      const HostMemoryKind mem = lo.pin_memory ? HostMemoryKind::Pinned : HostMemoryKind::Pageable;
-      if (shared.synthetic) {
-        pipeline::SamplerOptions so{lo.shuffle, lo.seed, lo.rank, lo.world_size, lo.drop_uneven_shards};
-        src = std::make_unique<pipeline::SyntheticSource>(clk, pipeline::Sampler(ds->size(), so),
-                                                          static_cast<int>(batch), record, mem);
-      } else {
-        pipeline::PipelineSourceOptions so;
-        so.rank = rank;
-        so.untimed = true;  // DLIO: reads take what they take on the real clock, nothing on the virtual one
-        src = std::make_unique<pipeline::PipelineSource>(clk, *ds, lo, so);
-      }
-      if (!modelled_loading) return src;
-      pipeline::SamplerOptions so{lo.shuffle, lo.seed, lo.rank, lo.world_size, lo.drop_uneven_shards};
-      return std::make_unique<ModelledLoading>(std::move(src), tl, storage_link(tl), w.reader.read_threads,
-                                               std::max(1, w.reader.prefetch_size), w.reader.preprocess_time,
-                                               derive_seed(static_cast<std::uint64_t>(w.train.seed), rank, 3), *ds, so,
-                                               static_cast<std::size_t>(batch), steps, shared.synthetic, record);
-    };
-  };
-  spec.schedule.train = train;
-  spec.schedule.keep_partial = true;  // finished epochs are reported even when a later one fails
-  spec.schedule.epochs = train ? w.train.epochs : 0;
-  spec.schedule.steps_per_epoch = shared.steps;
-  spec.schedule.reshuffle_each_epoch = w.train.seed_change_epoch;
-  if (train) {
-    spec.data.source = DataSource::Custom;
-    spec.data.custom = source_for(shared.train_ds, w.reader.batch_size, shared.train_cache, shared.steps);
-    if (shared.eval_ds != nullptr && shared.eval_steps > 0) {
-      spec.schedule.eval.first_epoch = std::max(1, w.evaluation.eval_after_epoch);
-      spec.schedule.eval.every = std::max(1, w.evaluation.epochs_between_evals);
-      spec.schedule.eval.steps = shared.eval_steps;
-      spec.schedule.eval.data.source = DataSource::Custom;
-      spec.schedule.eval.data.loader.batch_size = static_cast<std::size_t>(w.reader.batch_size_eval);
-      spec.schedule.eval.data.custom =
-          source_for(shared.eval_ds, w.reader.batch_size_eval, shared.eval_cache, shared.eval_steps);
-    }
-  }
-  if (w.workflow.checkpoint) {
-    for (const CheckpointEvent& e : checkpoint_schedule(w, ws)) {
-      if (train && !e.end_of_epoch && (e.epoch < 1 || e.epoch > w.train.epochs)) continue;
-      spec.schedule.checkpoints.push_back({e.epoch, e.step, train && e.end_of_epoch});
-    }
-  }
-  spec.schedule.checkpoint = [&](const CheckpointCall& c) {
+// DLIO's checkpoint writer, called by the job on the rank's host thread; the
+// bytes also cross the modelled storage link when there is one.
+std::function<CheckpointIo(const CheckpointCall&)> checkpoint_writer(
+    const DlioWorkload& w, const DlioRunOptions& o, const std::vector<int>& ranks, int ws, const fs::path& base,
+    std::function<const Link*(Timeline&)> storage_link) {
+  return [&w, &o, &ranks, ws, base, storage_link](const CheckpointCall& c) {
     CheckpointIo io;
     const int rank = ranks[static_cast<std::size_t>(c.rank)];
     if (!rank_writes_checkpoint(w, rank)) return io;
@@ -894,6 +790,142 @@ nlohmann::json run_dlio_workload(const DlioWorkload& w, const DlioRunOptions& o)
     io.read_s = r.read_seconds;
     return io;
   };
+}
+
+nlohmann::json run_dlio_workload(const DlioWorkload& w, const DlioRunOptions& o) {
+  const auto wall0 = std::chrono::steady_clock::now();
+  const auto [ws, ranks] = world_and_ranks(w, o);
+  const GpuSpec& gpu = find_gpu(w.gpemu.gpu.empty() ? o.default_gpu : w.gpemu.gpu);
+  const bool train = w.workflow.train;
+  const bool leader = ranks.front() == 0;
+  const fs::path base = o.base_dir.empty() ? fs::current_path() : o.base_dir;
+
+  nlohmann::json result;
+  result["workload"] = w.source;
+  result["model"] = w.model.name;
+  result["clock"] = std::string(to_string(o.clock));
+  result["gpus"] = ws;  // DLIO's world size, under the key every command uses
+  result["ranks"] = ranks;
+  result["gpu"] = gpu.id;
+  std::vector<std::string> warnings = w.warnings;
+
+  // --- data ---------------------------------------------------------------------
+  RunData d;  // what the run reads
+  const bool want_eval = train && w.workflow.evaluation && w.dataset.num_files_eval > 0;
+  nlohmann::json generation = nlohmann::json::object();
+  // DLIO's synthetic loader (or format) reads no files: batches come from memory.
+  const bool synthetic = w.reader.data_loader == DataLoaderKind::Synthetic || w.dataset.format == DataFormat::Synthetic;
+  result["synthetic_data"] = synthetic;
+  if (w.workflow.generate_data && w.dataset.format == DataFormat::Synthetic) {
+    warnings.push_back("dataset.format synthetic: there are no files to generate");
+  } else if (w.workflow.generate_data && leader) {
+    d.train_data = generate_dlio_data(w, DlioSplit::Train, base, o.progress);
+    generation["train"] = data_json(d.train_data);
+    if (!d.train_data.manifest_problem.empty()) warnings.push_back(d.train_data.manifest_problem);
+    if (w.dataset.num_files_eval > 0) {
+      d.eval_data = generate_dlio_data(w, DlioSplit::Eval, base, o.progress);
+      generation["eval"] = data_json(d.eval_data);
+      if (!d.eval_data.manifest_problem.empty()) warnings.push_back(d.eval_data.manifest_problem);
+    }
+  }
+  result["generation"] = generation;
+  if (!train && !w.workflow.checkpoint) {
+    result["wall_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+    result["warnings"] = warnings;
+    result["not_emulated"] = w.not_emulated;
+    return result;  // generate-only
+  }
+
+  const DlioFigures fig = dlio_figures(w, ws);
+  d.synthetic = synthetic;
+  d.steps = fig.steps_per_epoch_run;
+  if (train) open_run_data(w, fig, ws, base, want_eval, d, warnings);
+
+  // The job: DLIO's step program (its computation_time, or the cost model's
+  // forward and backward when the workload asks for it), each rank's source,
+  // the checkpoints and the evaluation, on the run's clock.
+  JobSpec spec;
+  spec.cluster.gpu = &gpu;
+  spec.cluster.gpus = static_cast<int>(ranks.size());
+  spec.cluster.node.first_device_index = ranks.front();
+  spec.cluster.device.index = ranks.front();
+  spec.batch_size = static_cast<int>(std::max<std::int64_t>(1, w.reader.batch_size));
+  spec.trace = o.trace;
+  spec.compute.copy_batch = false;  // DLIO only sleeps: no H2D in AU
+  spec.compute.use_allocator = false;
+  spec.compute.all_reduce = false;
+  spec.compute.sync = SyncMode::EveryIteration;
+  spec.compute.variation.cv = 0;
+  spec.compute.variation.warmup_factor = 1;
+  std::unique_ptr<CostModel> cost_model = set_step_time(w, o, gpu, spec, result, warnings);
+
+  // Modelled loading, shuffling seed.
+  const bool preprocess =
+      !(TimeSampler(w.reader.preprocess_time, 0).constant() && w.reader.preprocess_time.expected() == 0);
+  const bool modelled_loading = preprocess || o.storage_bytes_per_s.has_value();
+  const bool random_shuffle = w.reader.file_shuffle == Shuffle::Random || w.reader.sample_shuffle == Shuffle::Random;
+  const std::uint64_t shuffle_seed = random_shuffle ? std::random_device{}() : static_cast<std::uint64_t>(w.train.seed);
+  // The storage link lives on the job's timeline; made by the first source or checkpoint that needs it.
+  const Link* storage = nullptr;
+  std::mutex storage_mu;
+  auto storage_link = [&](Timeline& tl) -> const Link* {
+    if (!o.storage_bytes_per_s) return nullptr;
+    std::lock_guard lock(storage_mu);
+    if (!storage) storage = &tl.add_link("storage", *o.storage_bytes_per_s, true);
+    return storage;
+  };
+  const auto record = static_cast<std::uint64_t>(std::llround(w.dataset.record_length_bytes));
+  auto source_for = [&](const pipeline::Dataset* ds, std::int64_t batch, std::shared_ptr<pipeline::LoaderCache> cache,
+                        std::uint64_t steps) {
+    return [&, ds, batch, cache, steps](int g, Clock& clk, Timeline& tl) -> std::unique_ptr<pipeline::BatchSource> {
+      const int rank = ranks[static_cast<std::size_t>(g)];
+      pipeline::LoaderOptions lo = loader_options(w, o.lock_pinned_memory, shuffle_seed, batch, cache);
+      lo.rank = rank;
+      lo.world_size = ws;
+      std::unique_ptr<pipeline::BatchSource> src;
+      const HostMemoryKind mem = lo.pin_memory ? HostMemoryKind::Pinned : HostMemoryKind::Pageable;
+      if (d.synthetic) {
+        pipeline::SamplerOptions so{lo.shuffle, lo.seed, lo.rank, lo.world_size, lo.drop_uneven_shards};
+        src = std::make_unique<pipeline::SyntheticSource>(clk, pipeline::Sampler(ds->size(), so),
+                                                          static_cast<int>(batch), record, mem);
+      } else {
+        pipeline::PipelineSourceOptions so;
+        so.rank = rank;
+        so.untimed = true;  // DLIO: reads take what they take on the real clock, nothing on the virtual one
+        src = std::make_unique<pipeline::PipelineSource>(clk, *ds, lo, so);
+      }
+      if (!modelled_loading) return src;
+      pipeline::SamplerOptions so{lo.shuffle, lo.seed, lo.rank, lo.world_size, lo.drop_uneven_shards};
+      return std::make_unique<ModelledLoading>(std::move(src), tl, storage_link(tl), w.reader.read_threads,
+                                               std::max(1, w.reader.prefetch_size), w.reader.preprocess_time,
+                                               derive_seed(static_cast<std::uint64_t>(w.train.seed), rank, 3), *ds, so,
+                                               static_cast<std::size_t>(batch), steps, d.synthetic, record);
+    };
+  };
+  spec.schedule.train = train;
+  spec.schedule.keep_partial = true;  // finished epochs are reported even when a later one fails
+  spec.schedule.epochs = train ? w.train.epochs : 0;
+  spec.schedule.steps_per_epoch = d.steps;
+  spec.schedule.reshuffle_each_epoch = w.train.seed_change_epoch;
+  if (train) {
+    spec.data.source = DataSource::Custom;
+    spec.data.custom = source_for(&d.train_ds, w.reader.batch_size, d.train_cache, d.steps);
+    if (d.has_eval && d.eval_steps > 0) {
+      spec.schedule.eval.first_epoch = std::max(1, w.evaluation.eval_after_epoch);
+      spec.schedule.eval.every = std::max(1, w.evaluation.epochs_between_evals);
+      spec.schedule.eval.steps = d.eval_steps;
+      spec.schedule.eval.data.source = DataSource::Custom;
+      spec.schedule.eval.data.loader.batch_size = static_cast<std::size_t>(w.reader.batch_size_eval);
+      spec.schedule.eval.data.custom = source_for(&d.eval_ds, w.reader.batch_size_eval, d.eval_cache, d.eval_steps);
+    }
+  }
+  if (w.workflow.checkpoint) {
+    for (const CheckpointEvent& e : checkpoint_schedule(w, ws)) {
+      if (train && !e.end_of_epoch && (e.epoch < 1 || e.epoch > w.train.epochs)) continue;
+      spec.schedule.checkpoints.push_back({e.epoch, e.step, train && e.end_of_epoch});
+    }
+  }
+  spec.schedule.checkpoint = checkpoint_writer(w, o, ranks, ws, base, storage_link);
 
   // --- ranks --------------------------------------------------------------------
   RealClockOptions clock_options;
@@ -916,16 +948,16 @@ nlohmann::json run_dlio_workload(const DlioWorkload& w, const DlioRunOptions& o)
   // --- results ------------------------------------------------------------------
   nlohmann::json dataset;
   if (train) {
-    dataset = {{"folder", train_data.folder.string()},
+    dataset = {{"folder", d.train_data.folder.string()},
                {"format", std::string(to_string(w.dataset.format))},
-               {"files", train_data.files.size()},
-               {"samples", train_data.samples()},
-               {"bytes", train_data.bytes()}};
+               {"files", d.train_data.files.size()},
+               {"samples", d.train_data.samples()},
+               {"bytes", d.train_data.bytes()}};
   }
   result["dataset"] = dataset;
-  result["steps_per_epoch"] = train ? shared.steps : 0;
+  result["steps_per_epoch"] = train ? d.steps : 0;
   if (train) {
-    nlohmann::json t = phase_json(results, false, shared.steps, w, o.record_steps);
+    nlohmann::json t = phase_json(results, false, d.steps, w, o.record_steps);
     for (auto it = t.begin(); it != t.end(); ++it) result[it.key()] = it.value();
     if (auto note = no_measured_step_warning(w, t)) warnings.push_back(*note);
     result["loader"] = loader_stats_json(results, false);
@@ -934,9 +966,9 @@ nlohmann::json run_dlio_workload(const DlioWorkload& w, const DlioRunOptions& o)
     result["loader"]["modelled"] = {
         {"preprocess", preprocess},
         {"storage_bytes_per_s", o.storage_bytes_per_s ? nlohmann::json(*o.storage_bytes_per_s) : nlohmann::json()}};
-    if (shared.eval_ds != nullptr) {
-      nlohmann::json e = phase_json(results, true, shared.eval_steps, w, o.record_steps);
-      e["steps_per_epoch"] = shared.eval_steps;
+    if (d.has_eval) {
+      nlohmann::json e = phase_json(results, true, d.eval_steps, w, o.record_steps);
+      e["steps_per_epoch"] = d.eval_steps;
       e.erase("au_threshold_pct");
       e.erase("au_pass");
       result["eval"] = std::move(e);
