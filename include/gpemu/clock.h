@@ -16,8 +16,10 @@
 // Thread safety: all member functions may be called from any thread.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -43,6 +45,11 @@ class Clock {
   // caller does next. A no-op for a lone thread and for the real clock, whose
   // threads run in parallel anyway.
   virtual void yield_to_peers() {}
+  // For a clock that follows wall time: its epoch (now() == 0) in
+  // CLOCK_MONOTONIC nanoseconds, which std::chrono::steady_clock reads on
+  // Linux, so that times taken outside the clock (a loader's worker threads)
+  // map onto it exactly. nullopt for a clock whose time is simulated.
+  virtual std::optional<std::int64_t> monotonic_epoch_ns() const { return std::nullopt; }
   virtual bool is_virtual() const = 0;
   virtual std::string_view name() const = 0;
 

@@ -82,6 +82,7 @@ class RealClock final : public Clock {
     if (first) std::rethrow_exception(first);
   }
 
+  std::optional<std::int64_t> monotonic_epoch_ns() const override { return epoch_; }
   bool is_virtual() const override { return false; }
   std::string_view name() const override { return "real"; }
 

@@ -82,18 +82,24 @@ std::string SyntheticSource::describe() const {
 
 PipelineSource::PipelineSource(Clock& clock, Dataset dataset, LoaderOptions options, PipelineSourceOptions source)
     : clock_(clock), source_(source) {
-  if (clock.is_virtual() && !source.untimed)
+  const std::optional<std::int64_t> epoch = clock.monotonic_epoch_ns();
+  if (!epoch && !source.untimed)
     throw InputError(
         "the real data loader runs in wall time and cannot feed a virtual-clock run: use the modelled loader "
         "(ModelledLoader; `gpemu train --clock virtual` does)");
   loader_ = std::make_unique<DataLoader>(std::move(dataset), std::move(options));
-  // Loader times are steady-clock ns from origin(); the real clock's are
-  // monotonic ns from its own epoch. Both are CLOCK_MONOTONIC on Linux.
-  const Time clock_now = clock_.now();
-  const auto since_origin =
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - loader_->origin())
-          .count();
-  offset_ = clock_now - since_origin;
+  // Loader times are steady-clock (CLOCK_MONOTONIC) ns from origin(): on a
+  // clock that follows wall time they map exactly; an untimed source on a
+  // simulated clock only places them from now().
+  if (epoch) {
+    offset_ =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(loader_->origin().time_since_epoch()).count() - *epoch;
+  } else {
+    const auto since_origin =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - loader_->origin())
+            .count();
+    offset_ = clock_.now() - since_origin;
+  }
 }
 
 PipelineSource::~PipelineSource() = default;
