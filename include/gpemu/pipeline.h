@@ -88,7 +88,7 @@ inline constexpr const char* kIncompleteDatasetMarker = ".gpemu-incomplete";
 
 Dataset open_image_folder(const std::filesystem::path& root);
 
-enum class DlioFormat { Npy, Npz, Raw, Jpeg };
+enum class DlioFormat { Npy, Npz, Raw, Jpeg, Tfrecord };
 std::string_view to_string(DlioFormat f);
 // Accepts "npy", "npz", "raw" (also "bin"), "jpeg" (also "jpg"); InputError otherwise.
 DlioFormat parse_dlio_format(std::string_view name);
@@ -98,7 +98,9 @@ struct DlioOptions {
   // Bytes per sample. Required for Raw; for Npy/Npz it is read from the array
   // header and, when non-zero here, must match it.
   std::uint64_t record_length = 0;
-  // File name suffix to pick up; empty means .npy / .npz / .bin / .jpg+.jpeg.
+  // File name suffix to pick up; empty means .npy / .npz / .bin / .jpg+.jpeg /
+  // .tfrecord. A TFRecord file's samples are its framed records (what
+  // TensorFlow's reader reads), the framing checked when the folder is opened.
   std::string extension;
   // Name of the sample array inside an .npz file (DLIO writes "x"); a file
   // without it is an InputError. An int array "y" of one value per sample,
@@ -572,10 +574,11 @@ struct DlioGeneratorOptions {
   int num_classes = 10;  // labels (npz "y" array) are sample_index % num_classes
 };
 
-// Writes dir/img_<i>_of_<n>.{npy,npz,bin,jpg}; returns the paths. npy files
+// Writes dir/img_<i>_of_<n>.{npy,npz,bin,jpg,tfrecord}; returns the paths. npy files
 // hold a uint8 array (samples_per_file, record_length); npz files hold that as
 // "x" plus int64 labels "y" (samples_per_file,); raw files hold the records
-// back to back.
+// back to back; tfrecord files hold one framed tf.train.Example per record
+// (pipeline/tfrecord.h).
 std::vector<std::string> generate_dlio_dataset(const std::filesystem::path& dir, const DlioGeneratorOptions& options);
 
 // The bytes generate_dlio_dataset wrote for record `sample` of file `file`

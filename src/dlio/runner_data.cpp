@@ -52,11 +52,12 @@ FormatInfo format_info(const DlioWorkload& w) {
     case DataFormat::IndexedBinary:
     case DataFormat::MmapIndexedBinary: return {pipeline::DlioFormat::Raw, ".bin"};
     case DataFormat::Jpeg: return {pipeline::DlioFormat::Jpeg, ".jpg"};
+    case DataFormat::Tfrecord: return {pipeline::DlioFormat::Tfrecord, ".tfrecord"};
     default: break;
   }
   throw InputError(fmt::format(
       "{}: dataset.format = '{}' cannot be generated or read by gpemu's DLIO runner; accepted: npz, npy, "
-      "indexed_binary, mmap_indexed_binary (raw records), jpeg{}",
+      "indexed_binary, mmap_indexed_binary (raw records), jpeg, tfrecord{}",
       where_set(w, "dataset.format"), to_string(w.dataset.format),
       w.is_set("dataset.format") ? "" : " (the workload does not set dataset.format; DLIO's default is tfrecord)"));
 }
@@ -259,7 +260,9 @@ std::pair<std::uint64_t, std::uint64_t> layout_of(const fs::path& staging, pipel
 void check_found_records(const DlioWorkload& w, const FormatInfo& fi, const std::vector<DlioDataFile>& files) {
   if (fi.format == pipeline::DlioFormat::Jpeg) return;
   const auto want_samples = static_cast<std::uint64_t>(w.dataset.num_samples_per_file);
-  const bool fixed_length = w.dataset.record_length_bytes_stdev == 0 && fi.format != pipeline::DlioFormat::Raw;
+  // A TFRecord sample is its framed tf.train.Example: longer than the record.
+  const bool fixed_length = w.dataset.record_length_bytes_stdev == 0 && fi.format != pipeline::DlioFormat::Raw &&
+                            fi.format != pipeline::DlioFormat::Tfrecord;
   const auto want_length = static_cast<std::uint64_t>(std::llround(w.dataset.record_length_bytes));
   for (const auto& f : files) {
     if (f.samples == want_samples && (!fixed_length || f.record_length == want_length)) continue;
@@ -418,7 +421,8 @@ DlioData generate_dlio_data(const DlioWorkload& w, DlioSplit split, const fs::pa
     const auto paths = pipeline::generate_dlio_dataset(staging, g);
     // Non-JPEG files share one layout: read it from the first file only.
     std::pair<std::uint64_t, std::uint64_t> shared{0, g.record_length};
-    if (fi.format == pipeline::DlioFormat::Npy || fi.format == pipeline::DlioFormat::Npz) {
+    if (fi.format == pipeline::DlioFormat::Npy || fi.format == pipeline::DlioFormat::Npz ||
+        fi.format == pipeline::DlioFormat::Tfrecord) {
       shared = layout_of(staging, fi.format, g.record_length, paths.at(0));
     }
     for (std::uint64_t i = 0; i < s.files; ++i) {
@@ -519,7 +523,16 @@ DlioData open_dlio_data(const DlioWorkload& w, DlioSplit split, const fs::path& 
         f.first_offset = sample.offset;
         files.push_back(std::move(f));
       }
-      ++files.back().samples;
+      DlioDataFile& f = files.back();
+      // The runner reads a file as equal records one after another (a
+      // TFRecord file written elsewhere may hold records of several sizes).
+      if (sample.length != f.record_length || sample.offset != f.first_offset + f.samples * f.record_length) {
+        throw InputError(
+            fmt::format("DLIO data: record {} of '{}' is {} bytes at byte {}, its first record {} bytes; gpemu's DLIO "
+                        "runner reads files of equal records; {}",
+                        f.samples, f.path.string(), sample.length, sample.offset, f.record_length, hint));
+      }
+      ++f.samples;
     }
   }
   std::sort(files.begin(), files.end(), [](const DlioDataFile& a, const DlioDataFile& b) { return a.path < b.path; });

@@ -15,6 +15,7 @@
 #include "common/message_text.h"
 #include "gpemu/error.h"
 #include "pipeline/npy.h"
+#include "pipeline/tfrecord.h"
 
 namespace gpemu::pipeline {
 namespace fs = std::filesystem;
@@ -196,6 +197,7 @@ std::string_view to_string(DlioFormat f) {
     case DlioFormat::Npz: return "npz";
     case DlioFormat::Raw: return "raw";
     case DlioFormat::Jpeg: return "jpeg";
+    case DlioFormat::Tfrecord: return "tfrecord";
   }
   return "?";
 }
@@ -206,7 +208,8 @@ DlioFormat parse_dlio_format(std::string_view name) {
   if (n == "npz") return DlioFormat::Npz;
   if (n == "raw" || n == "bin") return DlioFormat::Raw;
   if (n == "jpeg" || n == "jpg") return DlioFormat::Jpeg;
-  throw InputError("unknown DLIO format '" + std::string(name) + "'; expected npy, npz, raw or jpeg");
+  if (n == "tfrecord") return DlioFormat::Tfrecord;
+  throw InputError("unknown DLIO format '" + std::string(name) + "'; expected npy, npz, raw, jpeg or tfrecord");
 }
 
 Dataset open_dlio_dataset(const fs::path& dir, const DlioOptions& options) {
@@ -224,6 +227,7 @@ Dataset open_dlio_dataset(const fs::path& dir, const DlioOptions& options) {
       case DlioFormat::Npz: exts = {".npz"}; break;
       case DlioFormat::Raw: exts = {".bin"}; break;
       case DlioFormat::Jpeg: exts = {".jpg", ".jpeg"}; break;
+      case DlioFormat::Tfrecord: exts = {".tfrecord"}; break;
     }
   }
   Dataset ds;
@@ -276,6 +280,18 @@ Dataset open_dlio_dataset(const fs::path& dir, const DlioOptions& options) {
         s.length = size;
         s.format = SampleFormat::Jpeg;
         ds.samples.push_back(std::move(s));
+        break;
+      }
+      case DlioFormat::Tfrecord: {
+        const auto records = scan_tfrecords(file, size, kMaxSamples - ds.samples.size());
+        for (const TfRecordExtent& r : records) {
+          Sample s;
+          s.path = path;
+          s.offset = r.offset;
+          s.length = r.bytes;
+          s.format = SampleFormat::Bytes;
+          ds.samples.push_back(std::move(s));
+        }
         break;
       }
       case DlioFormat::Raw: {

@@ -12,6 +12,7 @@
 #include "common/random.h"
 #include "gpemu/error.h"
 #include "pipeline/npy.h"
+#include "pipeline/tfrecord.h"
 
 namespace gpemu::pipeline {
 namespace fs = std::filesystem;
@@ -261,6 +262,16 @@ std::vector<std::string> generate_dlio_dataset(const fs::path& dir, const DlioGe
         path += ".jpg";
         write_file(path, maker.make(static_cast<double>(o.record_length)));
         break;
+      case DlioFormat::Tfrecord: {
+        path += ".tfrecord";
+        std::vector<std::byte> file;
+        for (std::size_t s = 0; s < o.samples_per_file; ++s) {
+          const std::span<const std::byte> sample(records.data() + s * o.record_length, o.record_length);
+          append_tfrecord(file, example_with_image(sample));
+        }
+        write_file(path, file);
+        break;
+      }
     }
     paths.push_back(path.string());
   }

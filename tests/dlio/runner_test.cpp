@@ -161,15 +161,15 @@ TEST(DlioRunnerData, SubfoldersAndFoldersWithoutManifest) {
 TEST(DlioRunnerData, UnsupportedFormatIsAnInputErrorNamingIt) {
   TempDir tmp;
   DlioWorkload w = tiny(tmp.path());
-  w.dataset.format = DataFormat::Tfrecord;
+  w.dataset.format = DataFormat::Parquet;
   try {
     run_dlio_workload(w, virtual_options());
     FAIL() << "expected InputError";
   } catch (const InputError& e) {
     const std::string m = e.what();
-    EXPECT_CONTAINS(m, "dataset.format = 'tfrecord'");
+    EXPECT_CONTAINS(m, "dataset.format = 'parquet'");
     EXPECT_CONTAINS(m, "accepted: npz, npy, indexed_binary, mmap_indexed_binary");
-    EXPECT_CONTAINS(m, "jpeg");
+    EXPECT_CONTAINS(m, "jpeg, tfrecord");
   }
   // Reading an existing folder in that format fails the same way.
   w.workflow.generate_data = false;

@@ -145,7 +145,8 @@ TEST(Dlio, ASymlinkLoopIsAnInputErrorNamingThePath) {
 TEST(Dlio, ParsesFormatNames) {
   EXPECT_EQ(parse_dlio_format("NPZ"), DlioFormat::Npz);
   EXPECT_EQ(parse_dlio_format("bin"), DlioFormat::Raw);
-  EXPECT_THROW(parse_dlio_format("tfrecord"), InputError);
+  EXPECT_EQ(parse_dlio_format("tfrecord"), DlioFormat::Tfrecord);
+  EXPECT_THROW(parse_dlio_format("parquet"), InputError);
 }
 
 }  // namespace
