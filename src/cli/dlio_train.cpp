@@ -19,6 +19,10 @@ void run_dlio_train(const DlioTrainArgs& a) {
   check_run_outputs(a.trace, a.report);
   std::vector<std::string> overrides = a.overrides;
   if (a.seed) overrides.push_back(fmt::format("++workload.train.seed={}", *a.seed));
+  // --gpus is the world size the config is checked against (a config whose
+  // tensor x pipeline parallelism needs 32 ranks runs with --gpus 32).
+  if (a.world_size && *a.world_size >= 1)
+    overrides.push_back(fmt::format("++workload.gpemu.world_size={}", *a.world_size));
   const dlio::DlioWorkload w = dlio::parse_dlio_config(a.config, overrides);
   dlio::DlioRunOptions o;
   o.clock = a.clock;

@@ -614,8 +614,12 @@ void validate(const DlioWorkload& w) {
   }
   const bool tf_fw = w.framework == Framework::TensorFlow;
   const bool pt_fw = w.framework == Framework::PyTorch;
-  if ((tf_fw && w.reader.data_loader == DataLoaderKind::PyTorch) ||
-      (pt_fw && w.reader.data_loader == DataLoaderKind::TensorFlow)) {
+  // Only a run that reads data has a loader to disagree with its framework:
+  // the checkpoint-only LLM workloads (framework pytorch, no reader section,
+  // DLIO's default data_loader tensorflow) run their checkpoints.
+  const bool reads = w.workflow.train || w.workflow.evaluation;
+  if (reads && ((tf_fw && w.reader.data_loader == DataLoaderKind::PyTorch) ||
+                (pt_fw && w.reader.data_loader == DataLoaderKind::TensorFlow))) {
     invalid(w, "reader.data_loader", std::string(to_string(w.reader.data_loader)),
             fmt::format("with framework {}: {} (DLIO refuses this combination too)", to_string(w.framework),
                         tf_fw ? "tensorflow, dali, native_dali, synthetic or custom"
