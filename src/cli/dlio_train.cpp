@@ -19,19 +19,18 @@ void run_dlio_train(const DlioTrainArgs& a) {
   check_run_outputs(a.trace, a.report);
   std::vector<std::string> overrides = a.overrides;
   if (a.seed) overrides.push_back(fmt::format("++workload.train.seed={}", *a.seed));
-  // --gpus is the world size the config is checked against (a config whose
-  // tensor x pipeline parallelism needs 32 ranks runs with --gpus 32).
-  if (a.world_size && *a.world_size >= 1)
+  // --gpus is the workload's gpemu.world_size, set before the file is
+  // validated (a config whose tensor x pipeline parallelism needs 32 ranks
+  // runs with --gpus 32).
+  if (a.world_size) {
+    if (*a.world_size < 1)
+      throw InputError(fmt::format("--gpus {} is impossible: it must be at least 1", *a.world_size));
     overrides.push_back(fmt::format("++workload.gpemu.world_size={}", *a.world_size));
+  }
   const dlio::DlioWorkload w = dlio::parse_dlio_config(a.config, overrides);
   dlio::DlioRunOptions o;
   o.clock = a.clock;
   if (a.gpu) o.default_gpu = find_gpu(*a.gpu).id;
-  if (a.world_size) {
-    if (*a.world_size < 1)
-      throw InputError(fmt::format("--gpus {} is impossible: it must be at least 1", *a.world_size));
-    o.world_size = *a.world_size;
-  }
   if (!a.profiles.empty()) o.profiles_dir = a.profiles;
   if (!a.trace.empty()) {
     o.trace = true;

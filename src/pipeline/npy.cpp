@@ -11,19 +11,10 @@
 #include "common/checked.h"
 #include "common/message_text.h"
 #include "gpemu/error.h"
+#include "pipeline/bytes.h"
 
 namespace gpemu::pipeline {
 namespace {
-
-std::uint64_t read_le(const std::byte* p, int n) {
-  std::uint64_t v = 0;
-  for (int i = n - 1; i >= 0; --i) v = (v << 8) | std::to_integer<std::uint64_t>(p[i]);
-  return v;
-}
-
-void put_le(std::vector<std::byte>& out, std::uint64_t v, int n) {
-  for (int i = 0; i < n; ++i) out.push_back(static_cast<std::byte>((v >> (8 * i)) & 0xff));
-}
 
 // The value following 'key': in a numpy header dict, up to the next ',' at
 // depth 0 (or the dict's closing brace).
@@ -178,18 +169,8 @@ std::vector<std::byte> make_npy_header(std::string_view descr, const std::vector
 }
 
 std::uint32_t crc32(std::span<const std::byte> data, std::uint32_t crc) {
-  static const auto table = [] {
-    std::array<std::uint32_t, 256> t{};
-    for (std::uint32_t i = 0; i < 256; ++i) {
-      std::uint32_t c = i;
-      for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xedb88320u ^ (c >> 1) : c >> 1;
-      t[i] = c;
-    }
-    return t;
-  }();
-  crc = ~crc;
-  for (auto b : data) crc = table[(crc ^ std::to_integer<std::uint32_t>(b)) & 0xff] ^ (crc >> 8);
-  return ~crc;
+  static constexpr Crc32 kIeee(kCrc32Ieee);
+  return kIeee(data, crc);
 }
 
 std::vector<ZipEntry> read_zip_entries(const std::filesystem::path& file) {

@@ -10,33 +10,12 @@
 #include <fmt/format.h>
 
 #include "gpemu/error.h"
+#include "pipeline/bytes.h"
 
 namespace gpemu::pipeline {
 namespace {
 
-// The reflected Castagnoli polynomial (iSCSI, RFC 3720 appendix B.4).
-constexpr std::uint32_t kCastagnoli = 0x82F63B78u;
-
-constexpr std::array<std::uint32_t, 256> make_table() {
-  std::array<std::uint32_t, 256> t{};
-  for (std::uint32_t i = 0; i < 256; ++i) {
-    std::uint32_t c = i;
-    for (int k = 0; k < 8; ++k) c = (c & 1) ? (c >> 1) ^ kCastagnoli : c >> 1;
-    t[i] = c;
-  }
-  return t;
-}
-constexpr std::array<std::uint32_t, 256> kTable = make_table();
-
-void put_le(std::vector<std::byte>& out, std::uint64_t v, int bytes) {
-  for (int k = 0; k < bytes; ++k) out.push_back(static_cast<std::byte>(v >> (8 * k)));
-}
-
-std::uint64_t get_le(const std::byte* p, int bytes) {
-  std::uint64_t v = 0;
-  for (int k = 0; k < bytes; ++k) v |= static_cast<std::uint64_t>(std::to_integer<std::uint8_t>(p[k])) << (8 * k);
-  return v;
-}
+constexpr Crc32 kCastagnoli(kCrc32Castagnoli);
 
 // Protobuf wire format: a varint, and a length-delimited field.
 void put_varint(std::vector<std::byte>& out, std::uint64_t v) {
@@ -69,11 +48,7 @@ void put_feature(std::vector<std::byte>& features, const std::string& key, const
 
 }  // namespace
 
-std::uint32_t crc32c(std::span<const std::byte> data, std::uint32_t crc) {
-  crc = ~crc;
-  for (std::byte b : data) crc = kTable[(crc ^ std::to_integer<std::uint8_t>(b)) & 0xFF] ^ (crc >> 8);
-  return ~crc;
-}
+std::uint32_t crc32c(std::span<const std::byte> data, std::uint32_t crc) { return kCastagnoli(data, crc); }
 
 std::uint32_t masked_crc32c(std::span<const std::byte> data) {
   const std::uint32_t c = crc32c(data);
@@ -127,8 +102,8 @@ std::vector<TfRecordExtent> scan_tfrecords(const std::filesystem::path& file, st
       if (got != static_cast<ssize_t>(header.size()))
         throw InputError(fmt::format("{}: cannot read record {} at byte {}: {}", what, index, at,
                                      got < 0 ? std::strerror(errno) : "short read"));
-      const std::uint64_t length = get_le(header.data(), 8);
-      const auto crc = static_cast<std::uint32_t>(get_le(header.data() + 8, 4));
+      const std::uint64_t length = read_le(header.data(), 8);
+      const auto crc = static_cast<std::uint32_t>(read_le(header.data() + 8, 4));
       if (crc != masked_crc32c(std::span(header.data(), 8)))
         throw InputError(
             fmt::format("{}: record {} at byte {}: the length field's CRC does not match; not a TFRecord file, "

@@ -19,6 +19,7 @@ namespace gpemu::pipeline {
 namespace {
 
 using testing::TempDir;
+using testing::write_bytes;
 
 // A version 1.0 .npy whose header dict is `dict` verbatim, then `data_bytes` zeros.
 std::vector<std::byte> npy_with_dict(std::string dict, std::size_t data_bytes) {
@@ -32,12 +33,6 @@ std::vector<std::byte> npy_with_dict(std::string dict, std::size_t data_bytes) {
   for (char c : dict) out.push_back(static_cast<std::byte>(c));
   out.resize(out.size() + data_bytes);
   return out;
-}
-
-void write_bytes(const std::filesystem::path& p, const std::vector<std::byte>& b) {
-  std::filesystem::create_directories(p.parent_path());
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  out.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
 }
 
 // The InputError message of opening a folder holding one .npy with `dict`.

@@ -13,6 +13,7 @@
 
 #include "gpemu/error.h"
 #include "gpemu/pipeline.h"
+#include "pipeline/bytes.h"
 #include "pipeline/tfrecord.h"
 #include "support/pipeline_test_util.h"
 
@@ -20,7 +21,9 @@ namespace gpemu::pipeline {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::read_bytes;
 using testing::TempDir;
+using testing::write_bytes;
 
 std::vector<std::byte> bytes_of(const std::string& s) {
   std::vector<std::byte> out;
@@ -32,26 +35,6 @@ std::vector<std::byte> bytes_of(std::initializer_list<int> v) {
   std::vector<std::byte> out;
   for (int c : v) out.push_back(static_cast<std::byte>(c));
   return out;
-}
-
-void write_bytes(const fs::path& p, const std::vector<std::byte>& b) {
-  fs::create_directories(p.parent_path());
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  out.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
-}
-
-std::vector<std::byte> read_bytes(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::vector<char> c{std::istreambuf_iterator<char>(in), {}};
-  std::vector<std::byte> out(c.size());
-  for (std::size_t i = 0; i < c.size(); ++i) out[i] = static_cast<std::byte>(c[i]);
-  return out;
-}
-
-std::uint64_t le(const std::vector<std::byte>& b, std::size_t at, int n) {
-  std::uint64_t v = 0;
-  for (int k = 0; k < n; ++k) v |= static_cast<std::uint64_t>(std::to_integer<std::uint8_t>(b[at + k])) << (8 * k);
-  return v;
 }
 
 std::string open_error(const fs::path& dir) {
@@ -90,9 +73,9 @@ TEST(TfRecord, ARecordIsItsLengthTheLengthsCrcThePayloadAndItsCrc) {
   std::vector<std::byte> file;
   append_tfrecord(file, bytes_of("abc"));
   ASSERT_EQ(file.size(), 3 + kTfRecordOverhead);
-  EXPECT_EQ(le(file, 0, 8), 3u);
-  EXPECT_EQ(le(file, 8, 4), masked_crc32c(std::vector<std::byte>(file.begin(), file.begin() + 8)));
-  EXPECT_EQ(le(file, 15, 4), 0x21F1576Eu);
+  EXPECT_EQ(read_le(file.data() + 0, 8), 3u);
+  EXPECT_EQ(read_le(file.data() + 8, 4), masked_crc32c(std::vector<std::byte>(file.begin(), file.begin() + 8)));
+  EXPECT_EQ(read_le(file.data() + 15, 4), 0x21F1576Eu);
 }
 
 TEST(TfRecord, AGeneratedFolderReadsBackAsItsFramedRecords) {
@@ -120,9 +103,9 @@ TEST(TfRecord, AGeneratedFolderReadsBackAsItsFramedRecords) {
   ASSERT_EQ(file.size(), 3 * (payload + kTfRecordOverhead));
   for (std::size_t s = 0; s < 3; ++s) {
     const std::size_t at = s * (payload + kTfRecordOverhead);
-    EXPECT_EQ(le(file, at, 8), payload);
+    EXPECT_EQ(read_le(file.data() + at, 8), payload);
     const std::vector<std::byte> body(file.begin() + at + 12, file.begin() + at + 12 + payload);
-    EXPECT_EQ(le(file, at + 12 + payload, 4), masked_crc32c(body));
+    EXPECT_EQ(read_le(file.data() + at + 12 + payload, 4), masked_crc32c(body));
     EXPECT_EQ(body, example_with_image(dlio_record_bytes(7, 1, s, 2048)));
   }
 }

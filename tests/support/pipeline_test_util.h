@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstddef>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -24,6 +25,20 @@ inline std::vector<char> read_all(const std::filesystem::path& p) {
 inline void write_all(const std::filesystem::path& p, const std::vector<char>& data) {
   std::ofstream out(p, std::ios::binary | std::ios::trunc);
   out.write(data.data(), static_cast<std::streamsize>(data.size()));
+}
+
+// The same as bytes, the file's folder made first.
+inline void write_bytes(const std::filesystem::path& p, const std::vector<std::byte>& b) {
+  std::filesystem::create_directories(p.parent_path());
+  std::ofstream out(p, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
+}
+
+inline std::vector<std::byte> read_bytes(const std::filesystem::path& p) {
+  const std::vector<char> c = read_all(p);
+  std::vector<std::byte> out(c.size());
+  for (std::size_t i = 0; i < c.size(); ++i) out[i] = static_cast<std::byte>(c[i]);
+  return out;
 }
 
 }  // namespace gpemu::pipeline::testing
