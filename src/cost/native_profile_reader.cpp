@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/fs_errors.h"
+#include "common/message_text.h"
 #include "cost/json_source_lines.h"
 #include "cost/native_profile_format.h"
 #include "cost/text_fields.h"
@@ -107,7 +108,8 @@ class NativeReader {
 
  private:
   [[noreturn]] void fail(int line, std::string_view what, std::string_view accepted) const {
-    throw InputError(fmt::format("{}:{}: {}; expected {}", path_, line, what, accepted));
+    // Values from the file (a string holding "\n") print escaped: the message stays one line.
+    throw InputError(one_line_message(fmt::format("{}:{}: {}; expected {}", path_, line, what, accepted)));
   }
 
   std::string required_string(const std::string& key) {

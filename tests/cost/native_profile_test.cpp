@@ -107,6 +107,23 @@ TEST(NativeProfile, GPEmuProfilesConvertWithoutLoss) {
   EXPECT_EQ(converted, 8);
 }
 
+// A string value holding a newline (JSON "\n") is quoted escaped: the message
+// stays on one line (found by CI's profile_json fuzzing).
+TEST(NativeProfile, AValueWithANewlineGivesAOneLineMessage) {
+  const std::string text =
+      "{\"format\": \"gpemu-profile/1\", \"gpu\": \"V100-PCIE-32GB\", \"model\": \"tiny\", "
+      "\"host_memory\": \"pin\\\\\\ned\", \"rows\": []}";
+  try {
+    parse_native_profile(text, "fuzz.json");
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+    EXPECT_NE(what.find("fuzz.json:1: host_memory"), std::string::npos) << what;
+    EXPECT_NE(what.find("expected \"pageable\" or \"pinned\""), std::string::npos) << what;
+  }
+}
+
 struct Malformed {
   std::string name;
   std::string relative;  // where under the profile folder
