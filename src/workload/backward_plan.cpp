@@ -147,4 +147,22 @@ std::vector<Duration> split_backward(const BackwardPlan& plan, Duration backward
   return out;
 }
 
+std::vector<std::size_t> bucket_chunk_ends(const BackwardPlan& plan, std::span<const GradientBucket> buckets) {
+  std::vector<bool> closes(plan.gradient_bytes.size(), false);  // the last gradient of a bucket
+  for (const GradientBucket& b : buckets)
+    if (!b.gradients.empty()) {
+      const int last = *std::max_element(b.gradients.begin(), b.gradients.end());
+      if (last >= 0 && static_cast<std::size_t>(last) < closes.size()) closes[static_cast<std::size_t>(last)] = true;
+    }
+  std::vector<std::size_t> ends;
+  for (std::size_t k = 0; k < plan.chunks.size(); ++k) {
+    const auto& g = plan.chunks[k].gradients;
+    const bool completes = std::any_of(g.begin(), g.end(), [&](int id) {
+      return id >= 0 && static_cast<std::size_t>(id) < closes.size() && closes[static_cast<std::size_t>(id)];
+    });
+    if (completes || k + 1 == plan.chunks.size()) ends.push_back(k + 1);
+  }
+  return ends;
+}
+
 }  // namespace gpemu

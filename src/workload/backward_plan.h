@@ -29,6 +29,7 @@
 
 #include "gpemu/catalog.h"
 #include "gpemu/cost_model.h"
+#include "gpemu/interconnect.h"
 
 namespace gpemu {
 
@@ -51,5 +52,14 @@ BackwardPlan plan_backward(const GpuSpec& gpu, std::string_view model, const Ste
 // Splits a sampled backward duration by the plan: one duration per chunk,
 // then the optimizer step's (the last element). They sum to `backward` exactly.
 std::vector<Duration> split_backward(const BackwardPlan& plan, Duration backward);
+
+// Where the plan's chunks must stay apart for DDP: after each chunk that
+// completes a bucket (holds the last gradient, in backward order, of one of
+// `buckets`), and after the last chunk. Returns those chunk ends (exclusive
+// indices, increasing). The chunks between two ends run back to back on one
+// stream and start no all-reduce, so a job issues each run as one kernel of
+// their summed time: every end time, and so every bucket's ready point, is
+// the same, with far fewer emulated operations (docs/workload.md).
+std::vector<std::size_t> bucket_chunk_ends(const BackwardPlan& plan, std::span<const GradientBucket> buckets);
 
 }  // namespace gpemu

@@ -85,6 +85,7 @@ void validate(const JobSpec& s) {
           "job: cluster.network is not set for {} nodes; give --network 25gbe|100gbe|400gbe|FILE", s.cluster.nodes));
   }
   if (s.cluster.buckets.bucket_cap_bytes == 0) throw InputError("--bucket-cap-mb must be positive");
+
   if (!s.schedule.checkpoints.empty() && !s.schedule.checkpoint)
     throw InputError("job: schedule.checkpoints are given but schedule.checkpoint (the I/O) is not set");
   if (s.schedule.eval.first_epoch > 0 && s.schedule.eval.every < 1)
@@ -133,6 +134,7 @@ void derive_stalls(StepRecord& b) {
 
 struct Job::Plan {
   BackwardPlan backward;
+  std::vector<std::size_t> backward_ends;  // bucket_chunk_ends of backward for the reducer's buckets
   std::vector<StepOp> train, eval;
   const zoo::ModelGraph* graph = nullptr;
   zoo::ReplayOptions replay;
@@ -596,10 +598,16 @@ void Job::run_phase(Rank& r, RunPhase phase, int epoch, pipeline::BatchSource& s
               r.kernels.emplace_back(p.backward, bwd);
             } else {
               parts = split_backward(plan_->backward, bwd);
-              for (std::size_t k = 0; k + 1 < parts.size(); ++k) {
-                const Completion c = s.launch_kernel(parts[k], "backward");
-                r.kernels.emplace_back(c, parts[k]);
-                for (int g : plan_->backward.chunks[k].gradients) reducer_->gradient_ready(r.index, it, g, c);
+              // One kernel per run of chunks that ends where a bucket completes
+              // (backward_plan.h): the same times as a kernel per chunk.
+              std::size_t k = 0;
+              for (const std::size_t end : plan_->backward_ends) {
+                Duration d = 0;
+                for (std::size_t j = k; j < end; ++j) d += parts[j];
+                const Completion c = s.launch_kernel(d, "backward");
+                r.kernels.emplace_back(c, d);
+                for (; k < end; ++k)
+                  for (int g : plan_->backward.chunks[k].gradients) reducer_->gradient_ready(r.index, it, g, c);
               }
               p.backward = s.tail();
             }
@@ -770,6 +778,14 @@ RunRecord Job::run(JobObserver* observer) {
     }
   }
 
+  if (comm_ && spec_.compute.step_time == StepTime::CostModel && spec_.compute.all_reduce) {
+    std::vector<Stream*> comm;
+    for (auto& r : ranks_) comm.push_back(r->comm);
+    reducer_ =
+        std::make_unique<DdpReducer>(*comm_, *sync_, comm, plan_->backward.gradient_bytes, spec_.cluster.buckets);
+    plan_->backward_ends = bucket_chunk_ends(plan_->backward, reducer_->buckets());
+  }
+
   // The records grow by one step each: reserve them up front and touch their
   // pages now, so a growing vector is never copied, nor its new pages
   // faulted in, between two steps on the host's critical path (a fault costs
@@ -785,8 +801,8 @@ RunRecord Job::run(JobObserver* observer) {
         std::min(static_cast<std::size_t>(std::max<std::int64_t>(planned_ + evals, 0)), (std::size_t{1} << 22) / ranks);
     const std::size_t steps = std::min(planned, (std::size_t{1} << 20) / ranks);
     // Kernels per step: forward and backward+step, or with DDP forward, one
-    // per backward chunk and the optimizer step; at most 256 Ki reserved.
-    const std::size_t kernels_per_step = std::max<std::size_t>(2, 1 + plan_->backward.chunks.size());
+    // per run of backward chunks and the optimizer step; at most 256 Ki reserved.
+    const std::size_t kernels_per_step = std::max<std::size_t>(2, 2 + plan_->backward_ends.size());
     for (auto& r : ranks_) {
       r->steps.reserve(planned);
       r->steps.resize(steps);
@@ -810,12 +826,6 @@ RunRecord Job::run(JobObserver* observer) {
         for (std::uint64_t t : full.persistent_tensors) r->persistent.push_back(a.allocate(t));
       }
     }
-  }
-  if (comm_ && spec_.compute.step_time == StepTime::CostModel && spec_.compute.all_reduce) {
-    std::vector<Stream*> comm;
-    for (auto& r : ranks_) comm.push_back(r->comm);
-    reducer_ =
-        std::make_unique<DdpReducer>(*comm_, *sync_, comm, plan_->backward.gradient_bytes, spec_.cluster.buckets);
   }
   const Time start = clock_.now();
 

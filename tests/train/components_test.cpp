@@ -178,6 +178,33 @@ TEST(BackwardPlan, FromTheZooGraph) {
   EXPECT_EQ(std::accumulate(parts.begin(), parts.end(), Duration{0}), 123456789);
 }
 
+TEST(BackwardPlan, ChunksStayApartOnlyWhereABucketCompletes) {
+  BackwardPlan p;
+  p.gradient_bytes = {10, 10, 10, 10, 10};
+  for (const std::vector<int>& g : std::vector<std::vector<int>>{{0}, {1}, {}, {2, 3}, {4}})
+    p.chunks.push_back(BackwardChunk{0.2, g});
+  // Buckets {0, 1}, {2} and {3, 4} complete in chunks 1, 3 and 4.
+  const std::vector<GradientBucket> buckets{{{0, 1}, 20}, {{2}, 10}, {{3, 4}, 20}};
+  EXPECT_EQ(bucket_chunk_ends(p, buckets), (std::vector<std::size_t>{2, 4, 5}));
+  // Without buckets only the end of backward stays: one kernel.
+  EXPECT_EQ(bucket_chunk_ends(p, {}), (std::vector<std::size_t>{5}));
+  // Two buckets completing in one chunk share its end.
+  const std::vector<GradientBucket> two{{{0, 1, 2}, 30}, {{3}, 10}, {{4}, 10}};
+  EXPECT_EQ(bucket_chunk_ends(p, two), (std::vector<std::size_t>{4, 5}));
+
+  // resnet18 with DDP's default buckets: one run of chunks per bucket, far
+  // fewer than its chunks.
+  const GpuSpec& v100 = find_gpu("v100");
+  EstimateCostModel costs;
+  const BackwardPlan r18 = plan_backward(v100, "resnet18", costs.step_cost(v100, "resnet18", 64), 64);
+  const auto r18_buckets = assign_buckets(r18.gradient_bytes, 1ull << 20, 25ull << 20);
+  const auto ends = bucket_chunk_ends(r18, r18_buckets);
+  EXPECT_EQ(ends.back(), r18.chunks.size());
+  EXPECT_LE(ends.size(), r18_buckets.size());
+  EXPECT_LT(ends.size(), r18.chunks.size());
+  EXPECT_TRUE(std::is_sorted(ends.begin(), ends.end()));
+}
+
 TEST(BackwardPlan, EvenChunksWithoutAGraph) {
   const GpuSpec& v100 = find_gpu("v100");
   StepCost c;

@@ -41,10 +41,17 @@ TEST_P(MultiGpu, AllReduceEveryIterationOptimizerWaitsEverySampleOnce) {
   // Per GPU and iteration: the all-reduce ends after backward, and the
   // optimizer step starts after the all-reduce.
   std::map<int, std::vector<TraceRecord>> optimizer;  // per device, in time order
-  std::map<int, int> all_reduce_ops;
+  std::map<int, int> all_reduce_ops, backward_kernels;
   for (const TraceRecord& rec : t.timeline().trace_records()) {
     if (rec.name == "optimizer step" && rec.engine >= 0) optimizer[rec.device].push_back(rec);
     if (rec.name.starts_with("all_reduce bucket") && rec.stream >= 0) ++all_reduce_ops[rec.device];
+    if (rec.name == "backward" && rec.engine >= 0) ++backward_kernels[rec.device];
+  }
+  // Backward runs as one kernel per bucket it completes (its chunks between
+  // two buckets back to back), not one per gradient-ready point.
+  for (int g = 0; g < gpus; ++g) {
+    EXPECT_GE(backward_kernels[g], per_gpu) << g;
+    EXPECT_LE(backward_kernels[g], per_gpu * r.buckets) << g;
   }
   ASSERT_EQ(static_cast<int>(optimizer.size()), gpus);
   for (const BatchRecord& b : r.batches) {
