@@ -221,6 +221,15 @@ struct CollectiveOptions {
   bool reduction_cost = true;
   // Engine the steps occupy; none by default (see top of file).
   std::optional<Engine> engine;
+  // Ring collectives (all_reduce, reduce_scatter, all_gather) emulated as one
+  // transfer per GPU and phase instead of one per step: each GPU moves its
+  // phase's bytes, steps x B/N, over its ring hop after steps x the step
+  // latency, starting when every GPU has entered the phase and done, for
+  // every GPU, when all have. The same time as the steps when the GPUs enter
+  // together and each hop's rate holds for the phase; a late GPU then delays
+  // the whole phase rather than the steps after it. O(1) operations per GPU
+  // instead of O(N): the cluster's in-node phases use it (docs/interconnect.md).
+  bool ring_as_flows = false;
   // Broadcast is pipelined in chunks of this size along the ring.
   std::uint64_t pipeline_chunk_bytes = 4ull << 20;
   // Trace name; default the collective's ("all_reduce", ...).
@@ -235,8 +244,12 @@ class AllReduceGroup {
   virtual int size() const = 0;
   virtual Device& device(int rank) const = 0;
   // Sum of `bytes` on every rank, result on every rank; one Completion per rank.
+  // With `after` (one per rank, or empty), rank r also starts only after
+  // after[r], as if its stream had waited for it (DDP: the point where the
+  // rank's backward produced the bucket), without an operation for the wait.
   virtual std::vector<Completion> all_reduce(std::span<Stream* const> streams, std::uint64_t bytes,
-                                             const CollectiveOptions& options = {}) = 0;
+                                             const CollectiveOptions& options = {},
+                                             std::span<const Completion> after = {}) = 0;
 };
 
 // The GPUs a collective runs among, in rank order, and the ring it uses (like
@@ -260,7 +273,8 @@ class Communicator : public AllReduceGroup {
   //
   // Sum of `bytes` on every rank, result on every rank.
   std::vector<Completion> all_reduce(std::span<Stream* const> streams, std::uint64_t bytes,
-                                     const CollectiveOptions& options = {}) override;
+                                     const CollectiveOptions& options = {},
+                                     std::span<const Completion> after = {}) override;
   // Each rank ends with the reduction of its 1/N share of `bytes` (the input size).
   std::vector<Completion> reduce_scatter(std::span<Stream* const> streams, std::uint64_t bytes,
                                          const CollectiveOptions& options = {});
@@ -272,9 +286,24 @@ class Communicator : public AllReduceGroup {
                                     const CollectiveOptions& options = {});
 
  private:
+  friend class ClusterCommunicator;
   void check_streams(std::span<Stream* const> streams, std::string_view what) const;
+  // Ranks enter after their stream's tail and after[r] (when `after` is not empty).
   std::vector<Completion> run_ring(std::span<Stream* const> streams, double chunk_bytes, int reduce_steps,
-                                   int forward_steps, const CollectiveOptions& options, std::string_view what);
+                                   int forward_steps, const CollectiveOptions& options, std::string_view what,
+                                   std::span<const Completion> after = {});
+  // The ring as flows (CollectiveOptions::ring_as_flows). `gate` completes
+  // when every rank's part has; with exits, each rank's stream then gets a
+  // marker that ends there (`done`, per rank); without, the streams' tails
+  // are their own last transfer and a caller composing a larger collective
+  // orders what follows after the gate.
+  struct RingFlows {
+    std::vector<Completion> done;
+    Completion gate;
+  };
+  RingFlows run_ring_flows(std::span<Stream* const> streams, double chunk_bytes, int reduce_steps, int forward_steps,
+                           const CollectiveOptions& options, std::string_view what, std::span<const Completion> after,
+                           bool exits);
 
   Node* node_;
   std::vector<int> gpus_;
@@ -483,7 +512,8 @@ class ClusterCommunicator : public AllReduceGroup {
   int size() const override { return cluster_->size(); }
   Device& device(int rank) const override { return cluster_->device(rank); }
   std::vector<Completion> all_reduce(std::span<Stream* const> streams, std::uint64_t bytes,
-                                     const CollectiveOptions& options = {}) override;
+                                     const CollectiveOptions& options = {},
+                                     std::span<const Completion> after = {}) override;
 
  private:
   Cluster* cluster_;

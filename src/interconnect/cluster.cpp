@@ -98,47 +98,56 @@ ClusterCommunicator::ClusterCommunicator(Cluster& cluster) : cluster_(&cluster) 
 ClusterCommunicator::~ClusterCommunicator() = default;
 
 std::vector<Completion> ClusterCommunicator::all_reduce(std::span<Stream* const> streams, std::uint64_t bytes,
-                                                        const CollectiveOptions& o) {
+                                                        const CollectiveOptions& o, std::span<const Completion> after) {
   const int m = cluster_->nodes();
   const int l = cluster_->gpus_per_node();
   if (static_cast<int>(streams.size()) != size())
     throw InputError(fmt::format("all_reduce over {} GPUs given {} streams: give one stream per GPU, in rank order",
                                  size(), streams.size()));
-  if (m == 1) return local_[0]->all_reduce(streams, bytes, o);  // the node's ring, exactly
+  if (!after.empty() && static_cast<int>(after.size()) != size())
+    throw InputError(fmt::format("all_reduce over {} GPUs given {} points to start after: give none or one per rank",
+                                 size(), after.size()));
+  if (m == 1) return local_[0]->all_reduce(streams, bytes, o, after);  // the node's ring, exactly
   for (int r = 0; r < size(); ++r)
     if (!streams[r] || &streams[r]->device() != &cluster_->device(r))
       throw InputError(fmt::format("all_reduce: stream for rank {} is not a stream of GPU {}", r, r));
 
   const std::string name(o.name.empty() ? std::string_view("all_reduce") : o.name);
-  auto node_streams = [&](int n) { return streams.subspan(static_cast<std::size_t>(n) * l, l); };
+  auto node_part = [l](auto span, int n) { return span.subspan(static_cast<std::size_t>(n) * l, l); };
+  auto node_after = [&](int n) { return after.empty() ? after : node_part(after, n); };
+  const double node_bytes = static_cast<double>(bytes) / l;  // each GPU's share after the reduce-scatter
+  // The in-node phases as one transfer per GPU (ring_as_flows), as the network phase: O(1) operations per GPU.
+  CollectiveOptions local = o;
+  local.ring_as_flows = true;
 
   // 1. Inside each node: ring reduce-scatter; GPU g then holds 1/L of the sum.
-  std::vector<std::vector<Completion>> scattered(m);
-  CollectiveOptions local = o;
+  //    The network starts once every node is done (`scattered`).
   const std::string rs_name = name + " (node reduce-scatter)";
   local.name = rs_name;
-  for (int n = 0; n < m; ++n) scattered[n] = local_[n]->reduce_scatter(node_streams(n), bytes, local);
+  std::vector<Completion> scattered(m);
+  for (int n = 0; n < m; ++n)
+    scattered[n] =
+        local_[n]->run_ring_flows(node_part(streams, n), node_bytes, l - 1, 0, local, "reduce_scatter", node_after(n),
+                                  false)
+            .gate;
+  OpSpec barrier;
+  barrier.trace = false;
+  barrier.tag.name = "network ring entry";
+  const Completion entry = cluster_->timeline().issue(barrier, scattered);
 
   // 2. Across nodes, per rail: all-reduce of the 1/L share over the network.
   const NetworkSpec& net = cluster_->options().network;
-  const double share = static_cast<double>(bytes) / l;
   const std::string net_name = name + " (network)";
   std::vector<Completion> rail_done(l);
+  std::vector<Completion> sent(m);
   for (int g = 0; g < l; ++g) {
-    std::vector<Completion> arrived(m);
-    for (int n = 0; n < m; ++n) arrived[n] = scattered[n][g];
-    OpSpec barrier;
-    barrier.trace = false;
-    barrier.tag.name = "network ring entry";
-    const Completion entry = cluster_->timeline().issue(barrier, arrived);
-    std::vector<Completion> sent(m);
     for (int n = 0; n < m; ++n) {
       Stream& s = *streams[static_cast<std::size_t>(n) * l + g];
       OpSpec flow;
       flow.duration = 2 * (m - 1) * net.latency;
       flow.link = &cluster_->nic(n, g % net.nics_per_node);
       flow.link2 = &cluster_->network_switch();
-      flow.bytes = 2.0 * (m - 1) / m * share;
+      flow.bytes = 2.0 * (m - 1) / m * node_bytes;
       // GPUDirect RDMA reads and writes the GPU's memory over its own PCIe lanes.
       flow.rate_cap = s.device().pcie().pinned_gbs * 1e9;
       flow.tag.name = net_name;
@@ -151,20 +160,14 @@ std::vector<Completion> ClusterCommunicator::all_reduce(std::span<Stream* const>
     rail_done[g] = cluster_->timeline().issue(all_sent, sent);
   }
 
-  // 3. Inside each node: ring all-gather, once the node's rails are done.
+  // 3. Inside each node: ring all-gather, each GPU once its rail is done.
   std::vector<Completion> done(size());
   const std::string ag_name = name + " (node all-gather)";
   local.name = ag_name;
   for (int n = 0; n < m; ++n) {
-    auto ns = node_streams(n);
-    for (int g = 0; g < l; ++g) {
-      OpSpec wait;
-      wait.trace = false;
-      wait.tag.name = "wait for network";
-      ns[g]->enqueue(wait, std::nullopt, std::span<const Completion>(&rail_done[g], 1));
-    }
-    const std::vector<Completion> gathered = local_[n]->all_gather(ns, bytes, local);
-    std::copy(gathered.begin(), gathered.end(), done.begin() + static_cast<std::ptrdiff_t>(n) * l);
+    const auto gathered = local_[n]->run_ring_flows(node_part(streams, n), node_bytes, 0, l - 1, local, "all_gather",
+                                                    rail_done, true);
+    std::copy(gathered.done.begin(), gathered.done.end(), done.begin() + static_cast<std::ptrdiff_t>(n) * l);
   }
   return done;
 }

@@ -38,6 +38,38 @@ Completion marker(Stream& s, Duration duration, const std::string& name, const C
 // Reducing B bytes reads the local and the received data and writes the sum.
 constexpr double kReduceTrafficPerByte = 3.0;
 
+// The rate a reducing step is capped at (bytes/s), or 0 for none.
+double reduce_rate_cap(const GpuSpec& gpu, const CollectiveOptions& o) {
+  const double memory_bps = gpu.memory_bandwidth_gbs * 1e9;
+  return o.reduction_cost && memory_bps > 0 ? memory_bps / kReduceTrafficPerByte : 0;
+}
+
+// A collective's per-rank `after`: empty, or one per rank.
+void check_after(std::span<const Completion> after, int ranks, std::string_view what) {
+  if (!after.empty() && static_cast<int>(after.size()) != ranks)
+    throw InputError(fmt::format("{} over {} GPUs given {} points to start after: give none or one per rank", what,
+                                 ranks, after.size()));
+}
+std::span<const Completion> after_of(std::span<const Completion> after, int rank) {
+  return after.empty() ? std::span<const Completion>() : after.subspan(static_cast<std::size_t>(rank), 1);
+}
+
+// `steps` ring steps of chunk_bytes over one hop as one transfer: the steps'
+// latencies, then their bytes, capped at the hop's rate and, when reducing,
+// at reduce_cap (bytes/s; 0 for none).
+OpSpec ring_transfer(const Path& hop, int steps, double chunk_bytes, double reduce_cap, const CollectiveOptions& o,
+                     std::string_view name) {
+  OpSpec spec;
+  spec.duration = steps * o.step_latency.value_or(hop.latency);
+  spec.link = hop.link;
+  spec.bytes = steps * chunk_bytes;
+  spec.rate_cap = hop.rate_cap;
+  if (reduce_cap > 0) spec.rate_cap = spec.rate_cap > 0 ? std::min(spec.rate_cap, reduce_cap) : reduce_cap;
+  spec.tag.name = name;
+  spec.tag.category = "collective";
+  return spec;
+}
+
 }  // namespace
 
 AllReduceGroup::~AllReduceGroup() = default;
@@ -68,17 +100,21 @@ void Communicator::check_streams(std::span<Stream* const> streams, std::string_v
 }
 
 std::vector<Completion> Communicator::run_ring(std::span<Stream* const> streams, double chunk_bytes, int reduce_steps,
-                                               int forward_steps, const CollectiveOptions& o, std::string_view what) {
+                                               int forward_steps, const CollectiveOptions& o, std::string_view what,
+                                               std::span<const Completion> after) {
   check_streams(streams, what);
+  check_after(after, size(), what);
+  if (o.ring_as_flows)
+    return run_ring_flows(streams, chunk_bytes, reduce_steps, forward_steps, o, what, after, true).done;
   const int n = size();
   const std::string name(o.name.empty() ? what : o.name);
-  const double memory_bps = node_->spec().memory_bandwidth_gbs * 1e9;
-  const double reduce_cap = o.reduction_cost && memory_bps > 0 ? memory_bps / kReduceTrafficPerByte : 0;
+  const double reduce_cap = reduce_rate_cap(node_->spec(), o);
   auto stream_at = [&](int p) -> Stream& { return *streams[rank_at_[p]]; };
 
   // Everything below is indexed by ring position.
   std::vector<Completion> entry(n), last(n);
-  for (int p = 0; p < n; ++p) entry[p] = last[p] = marker(stream_at(p), o.launch_latency, name, o, {});
+  for (int p = 0; p < n; ++p)
+    entry[p] = last[p] = marker(stream_at(p), o.launch_latency, name, o, after_of(after, rank_at_[p]));
 
   const int steps = n > 1 ? reduce_steps + forward_steps : 0;
   std::vector<Completion> current(n);
@@ -90,16 +126,7 @@ std::vector<Completion> Communicator::run_ring(std::span<Stream* const> streams,
     const bool reducing = step < reduce_steps;
     const std::string step_name = fmt::format("{} step {}", name, step);
     for (int p = 0; p < n; ++p) {
-      const Path& hop = ring_.hops[p];
-      OpSpec spec;
-      spec.duration = o.step_latency.value_or(hop.latency);
-      spec.link = hop.link;
-      spec.bytes = chunk_bytes;
-      spec.rate_cap = hop.rate_cap;
-      if (reducing && reduce_cap > 0)
-        spec.rate_cap = spec.rate_cap > 0 ? std::min(spec.rate_cap, reduce_cap) : reduce_cap;
-      spec.tag.name = step_name;
-      spec.tag.category = "collective";
+      const OpSpec spec = ring_transfer(ring_.hops[p], 1, chunk_bytes, reducing ? reduce_cap : 0, o, step_name);
       // First step: the successor must have reached the collective to
       // receive. Later steps: the predecessor's previous send has arrived.
       const Completion dep = step == 0 ? entry[(p + 1) % n] : last[(p + n - 1) % n];
@@ -121,10 +148,48 @@ std::vector<Completion> Communicator::run_ring(std::span<Stream* const> streams,
   return done;
 }
 
-std::vector<Completion> Communicator::all_reduce(std::span<Stream* const> streams, std::uint64_t bytes,
-                                                 const CollectiveOptions& o) {
+// The ring's phases as one transfer per GPU each (CollectiveOptions::ring_as_flows).
+Communicator::RingFlows Communicator::run_ring_flows(std::span<Stream* const> streams, double chunk_bytes,
+                                                     int reduce_steps, int forward_steps, const CollectiveOptions& o,
+                                                     std::string_view what, std::span<const Completion> after,
+                                                     bool exits) {
+  check_streams(streams, what);
+  check_after(after, size(), what);
   const int n = size();
-  return run_ring(streams, static_cast<double>(bytes) / n, n - 1, n - 1, o, "all_reduce");
+  const std::string name(o.name.empty() ? what : o.name);
+  const double reduce_cap = reduce_rate_cap(node_->spec(), o);
+  Timeline& timeline = node_->timeline();
+  auto stream_at = [&](int p) -> Stream& { return *streams[rank_at_[p]]; };
+
+  std::vector<Completion> each(n);
+  for (int p = 0; p < n; ++p) each[p] = marker(stream_at(p), o.launch_latency, name, o, after_of(after, rank_at_[p]));
+  OpSpec all;
+  all.trace = false;
+  all.tag.name = "ring phase barrier";
+  RingFlows out;
+  out.gate = timeline.issue(all, each);  // every GPU has entered
+  if (n > 1) {
+    for (const auto& [steps, reducing] : {std::pair{reduce_steps, true}, std::pair{forward_steps, false}}) {
+      if (steps == 0) continue;
+      for (int p = 0; p < n; ++p) {
+        const OpSpec spec = ring_transfer(ring_.hops[p], steps, chunk_bytes, reducing ? reduce_cap : 0, o, name);
+        each[p] = stream_at(p).enqueue(spec, o.engine, std::span<const Completion>(&out.gate, 1));
+      }
+      out.gate = timeline.issue(all, each);  // every GPU's phase is done
+    }
+  }
+  if (exits) {
+    out.done.resize(n);
+    for (int p = 0; p < n; ++p)
+      out.done[rank_at_[p]] = marker(stream_at(p), 0, name, o, std::span<const Completion>(&out.gate, 1));
+  }
+  return out;
+}
+
+std::vector<Completion> Communicator::all_reduce(std::span<Stream* const> streams, std::uint64_t bytes,
+                                                 const CollectiveOptions& o, std::span<const Completion> after) {
+  const int n = size();
+  return run_ring(streams, static_cast<double>(bytes) / n, n - 1, n - 1, o, "all_reduce", after);
 }
 
 std::vector<Completion> Communicator::reduce_scatter(std::span<Stream* const> streams, std::uint64_t bytes,

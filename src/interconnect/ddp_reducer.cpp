@@ -74,18 +74,11 @@ bool DdpReducer::launch_ready(Iteration& it) {
     const int b = it.launched;
     if (it.complete[b] != n) return any;
     any = true;
-    // Each rank's communication stream waits for the point where the rank's
-    // backward produced the bucket's gradients, then the ring all-reduce.
-    for (int r = 0; r < n; ++r) {
-      OpSpec marker;
-      marker.trace = false;
-      marker.tag.name = "wait for gradients";
-      const Completion dep[] = {it.last[b][r]};
-      comm_streams_[r]->enqueue(marker, std::nullopt, dep);
-    }
+    // Each rank's part starts after the point where the rank's backward
+    // produced the bucket's gradients (and after its stream's earlier work).
     CollectiveOptions o = options_.collective;
     o.name = names_[b];
-    comm_.all_reduce(comm_streams_, buckets_[b].bytes, o);
+    comm_.all_reduce(comm_streams_, buckets_[b].bytes, o, it.last[b]);
     ++it.launched;
     ++launched_total_;
   }

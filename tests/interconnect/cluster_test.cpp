@@ -63,6 +63,36 @@ TEST_F(ClusterTest, TwoNodeHierarchicalAllReduceTakesTheHandComputedTime) {
   for (const Completion& c : done) EXPECT_EQ(timeline.end_time(c), 3'026'000);
 }
 
+TEST_F(ClusterTest, FourGpusANodeTakeTheStepsTimeInOperationsPerGpuThatDoNotGrow) {
+  Cluster cluster(timeline, round_gpu(), round_cluster(2, 4));
+  ClusterCommunicator comm(cluster);
+  const auto done = comm.all_reduce(default_streams(cluster), 4'000'000);
+  // Node reduce-scatter, as one transfer per GPU: launch 10 us + 3 steps of
+  // 1 us, then 3 x 1,000,000 B at 1 B/ns = 3,013,000, as its 3 steps would.
+  // Network: 2 steps of 2 us, then 2(M-1)/M * B/L = 1,000,000 B; each NIC
+  // (0.5 B/ns) carries its node's 4 rails, 0.125 B/ns each, and the switch
+  // (1 B/ns) 8 flows, 0.125 each: 8 ms, to 11,017,000.
+  // Node all-gather: 10 us + 3 us + 3,000,000 = 14,030,000.
+  for (const Completion& c : done) EXPECT_EQ(timeline.end_time(c), 14'030'000);
+  // Per GPU: an entry, a transfer and (all-gather) an exit per in-node phase,
+  // and its network transfer; per node four barriers, per rail one.
+  EXPECT_EQ(timeline.stats().ops_issued, 8u * 6 + 2 * 4 + 1 + 4);
+}
+
+TEST_F(ClusterTest, RanksStartAfterTheirGivenPoints) {
+  Cluster cluster(timeline, round_gpu(), round_cluster(2, 2));
+  ClusterCommunicator comm(cluster);
+  std::vector<Completion> after(4);
+  after[3] = cluster.device(3).default_stream().launch_kernel(1'000'000, "backward");
+  std::vector<Stream*> comm_streams;
+  for (int r = 0; r < 4; ++r) comm_streams.push_back(&cluster.device(r).create_stream());
+  const auto done = comm.all_reduce(comm_streams, 1'000'000, {}, after);
+  // The hand-computed time above, 1 ms later: GPU 3's node waits for it,
+  // and the network for every node.
+  for (const Completion& c : done) EXPECT_EQ(timeline.end_time(c), 3'026'000 + 1'000'000);
+  EXPECT_THROW(comm.all_reduce(comm_streams, 1, {}, std::span(after).first(2)), InputError);
+}
+
 TEST_F(ClusterTest, AnOversubscribedSwitchIsTheBottleneck) {
   Cluster cluster(timeline, round_gpu(), round_cluster(2, 2, /*oversubscription=*/2));
   ClusterCommunicator comm(cluster);

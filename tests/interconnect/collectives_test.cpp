@@ -209,6 +209,67 @@ TEST_F(Collectives, PcieRingSlowsDownHostCopiesUnderTheSameSwitch) {
   for (const Completion& c : done) EXPECT_EQ(timeline.end_time(c), 9 * ms);
 }
 
+// CollectiveOptions::ring_as_flows: each GPU's steps as one transfer per phase.
+TEST_P(RingAllReduce, AsFlowsTakesTheStepsTimeOnAnIdleNodeInFourOperationsPerGpu) {
+  const int n = GetParam();
+  const std::uint64_t bytes = 8'000'000;
+  const Duration expected = 10 * us + 2 * (n - 1) * static_cast<Duration>(bytes) / n + 2 * (n - 1) * us;
+  for (const bool flows : {false, true}) {
+    Timeline t{*clock};
+    Node node(t, round_gpu(), round_node(n));
+    Communicator comm(node);
+    CollectiveOptions o;
+    o.ring_as_flows = flows;
+    const auto done = comm.all_reduce(default_streams(node), bytes, o);
+    for (const Completion& c : done) EXPECT_EQ(t.end_time(c), expected) << (flows ? "flows" : "steps");
+    // Per GPU: entry, a transfer per phase, exit; and three barriers. The
+    // steps: entry, 2(N-1) steps, exit.
+    const auto ops = static_cast<int>(t.stats().ops_issued);
+    EXPECT_EQ(ops, flows ? 4 * n + 3 : 2 * n * n) << (flows ? "flows" : "steps");
+  }
+}
+
+TEST_F(Collectives, AsFlowsALateGpuHoldsUpTheWholePhase) {
+  // GPU 2 enters 5 ms late. With the steps, the others move their first
+  // chunks meanwhile; as flows, every GPU waits for it and then takes the
+  // whole phase: never earlier than the steps.
+  std::vector<Time> steps_end, flows_end;
+  for (const bool flows : {false, true}) {
+    Timeline t{*clock};
+    Node node(t, round_gpu(), round_node(4));
+    Communicator comm(node);
+    node.device(2).default_stream().launch_kernel(5 * ms, "late");
+    CollectiveOptions o = no_launch();
+    o.ring_as_flows = flows;
+    for (const Completion& c : comm.all_reduce(default_streams(node), 4'000'000, o))
+      (flows ? flows_end : steps_end).push_back(t.end_time(c));
+  }
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_EQ(flows_end[r], 5 * ms + 6 * (us + 1'000'000)) << r;
+    EXPECT_LE(steps_end[r], flows_end[r]) << r;
+    EXPECT_GT(steps_end[r], 5 * ms) << r;
+  }
+}
+
+TEST_F(Collectives, AfterDelaysEachRankAsAStreamWaitWouldWithoutAnOperation) {
+  for (const bool flows : {false, true}) {
+    Timeline t{*clock};
+    Node node(t, round_gpu(), round_node(2));
+    Communicator comm(node);
+    const auto streams = new_streams(node);
+    // Rank 1's gradients are ready after a 3 ms kernel on its compute stream.
+    const std::vector<Completion> after{Completion{}, node.device(1).default_stream().launch_kernel(3 * ms, "bwd")};
+    CollectiveOptions o = no_launch();
+    o.ring_as_flows = flows;
+    const std::uint64_t before = t.stats().ops_issued;
+    const auto done = comm.all_reduce(streams, 2'000'000, o, after);
+    // Both start at 3 ms (rank 0's first step sends to rank 1): 2 steps of 1 us + 1 ms.
+    for (const Completion& c : done) EXPECT_EQ(t.end_time(c), 3 * ms + 2 * (us + 1'000'000));
+    EXPECT_EQ(t.stats().ops_issued - before, flows ? 4u * 2 + 3 : 2u * 2 * 2);
+    EXPECT_THROW(comm.all_reduce(streams, 1, o, std::span(after).first(1)), InputError);
+  }
+}
+
 TEST_F(Collectives, MismatchedStreamsAreRejected) {
   Node node(timeline, round_gpu(), round_node(2));
   Communicator comm(node);
