@@ -173,7 +173,8 @@ class Timeline {
   // Blocks until every issued operation has completed; returns the latest end.
   Time wait_all();
 
-  // Tracing: when enabled, every operation's final start/end is recorded.
+  // Tracing: when enabled, every operation issued from then on has its final
+  // start/end recorded (an operation issued while it was off is not).
   void enable_trace(bool on);
   bool tracing() const { return tracing_; }
   void add_host_span(HostSpan span);

@@ -107,7 +107,7 @@ CachingAllocator::CachingAllocator(Options options)
     : options_(std::move(options)),
       small_pool_(BlockOrder{}, detail::ArenaAllocator<Block*>(&arena_)),
       large_pool_(BlockOrder{}, detail::ArenaAllocator<Block*>(&arena_)),
-      live_(0, std::hash<Ptr>{}, std::equal_to<Ptr>{}, LiveMap::allocator_type(&arena_)),
+      live_(1024, std::hash<Ptr>{}, std::equal_to<Ptr>{}, LiveMap::allocator_type(&arena_)),
       next_address_(kFirstAddress) {
   if (options_.max_split_size_bytes <= kLargeBuffer) {
     throw InputError(

@@ -13,37 +13,119 @@ namespace gpemu {
 namespace detail {
 
 struct PendingOp {
-  std::uint64_t seq = 0;  // issue order
+  // What a resolution touches for every operation comes first, so that an
+  // operation costs the resolution as few cache lines as it can: a large
+  // job's step holds more operations in flight than the caches hold.
+  std::atomic<bool> final{false};
+  bool s_start_known = false, s_end_known = false, s_joined = false;  // simulation scratch
+  bool c_joined = false;  // flow state committed at the timeline's horizon
+  bool trace = true;
+  int s_unknown = 0;  // deps whose end the simulation does not know yet
+  int link = -1;      // index into the timeline's links; -1 for fixed-cost ops
+  int link2 = -1;     // a second link crossed at the same time, or -1
+  Time end = -1;
+  Time s_end = 0;
   Time lower_bound = 0;
   Duration duration = 0;
-  int link = -1;   // index into the timeline's links; -1 for fixed-cost ops
-  int link2 = -1;  // a second link crossed at the same time, or -1
-  double bytes = 0;
-  double cap = 0;                                // bytes per ns
   std::vector<std::shared_ptr<PendingOp>> deps;  // those still pending at issue
   // Pending operations that list this one in deps: told when its end becomes
   // known, so the simulation never scans for what became determinable.
   std::vector<PendingOp*> dependents;
-  const std::string* name = nullptr;
-  const std::string* category = nullptr;
-  int device = -1, stream = -1, engine = -1;
-  bool trace = true;
+  std::uint64_t seq = 0;  // issue order
+  Time start = -1;
 
-  std::atomic<bool> final{false};
-  Time start = -1, end = -1;
-
-  // Flow state committed at the timeline's horizon.
-  bool c_joined = false;
+  // Transfers.
+  double bytes = 0;
+  double cap = 0;  // bytes per ns
   Time c_start = 0;
   double c_remaining = 0;
-
-  // Simulation scratch.
-  bool s_start_known = false, s_end_known = false, s_joined = false;
-  Time s_start = 0, s_end = 0, s_join_at = 0, s_finish_at = 0;
+  Time s_start = 0, s_join_at = 0, s_finish_at = 0;
   double s_remaining = 0, s_rate = 0;
   Time s_rem_t = 0;            // the time s_remaining refers to
   double s_share[2] = {0, 0};  // rate granted by the last water-fill of link, link2
-  int s_unknown = 0;           // deps whose end the simulation does not know yet
+
+  // The trace.
+  const std::string* name = nullptr;
+  const std::string* category = nullptr;
+  int device = -1, stream = -1, engine = -1;
+};
+
+// Memory for pending operations. A training step of a large job puts every
+// rank's operations in flight at once and retires them together, so from
+// the heap each step is a burst of mallocs of one size, then of frees, and
+// the heap's top is returned and faulted in again. The pool recycles the
+// blocks instead and returns memory only when the last operation (a
+// Completion may outlive its Timeline) and the timeline are gone. Frees can
+// come from any host thread, hence the mutex.
+class OpPool {
+ public:
+  static constexpr std::size_t kBlockBytes = (sizeof(PendingOp) + 64 + 15) / 16 * 16;
+  OpPool() = default;
+  OpPool(const OpPool&) = delete;
+  OpPool& operator=(const OpPool&) = delete;
+  ~OpPool() {
+    for (void* c : chunks_) ::operator delete(c);
+  }
+  void* allocate() {
+    std::lock_guard lock(mu_);
+    if (free_) {
+      Free* f = free_;
+      free_ = f->next;
+      return f;
+    }
+    if (left_ == 0) {
+      cursor_ = static_cast<char*>(::operator new(kChunkBlocks * kBlockBytes));
+      chunks_.push_back(cursor_);
+      left_ = kChunkBlocks;
+    }
+    void* p = cursor_;
+    cursor_ += kBlockBytes;
+    --left_;
+    return p;
+  }
+  void deallocate(void* p) noexcept {
+    std::lock_guard lock(mu_);
+    auto* f = static_cast<Free*>(p);
+    f->next = free_;
+    free_ = f;
+  }
+
+ private:
+  static constexpr std::size_t kChunkBlocks = 256;
+  struct Free {
+    Free* next;
+  };
+  std::mutex mu_;
+  Free* free_ = nullptr;
+  std::vector<void*> chunks_;
+  char* cursor_ = nullptr;
+  std::size_t left_ = 0;
+};
+
+// What std::allocate_shared<PendingOp> allocates its control block with.
+template <class T>
+struct OpAllocator {
+  using value_type = T;
+  std::shared_ptr<OpPool> pool;
+  explicit OpAllocator(std::shared_ptr<OpPool> p) noexcept : pool(std::move(p)) {}
+  template <class U>
+  OpAllocator(const OpAllocator<U>& o) noexcept : pool(o.pool) {}  // NOLINT: rebinding
+  T* allocate(std::size_t n) {
+    static_assert(alignof(T) <= alignof(std::max_align_t));
+    if (n * sizeof(T) <= OpPool::kBlockBytes) return static_cast<T*>(pool->allocate());
+    return static_cast<T*>(::operator new(n * sizeof(T)));
+  }
+  void deallocate(T* p, std::size_t n) noexcept {
+    if (n * sizeof(T) <= OpPool::kBlockBytes) {
+      pool->deallocate(p);
+    } else {
+      ::operator delete(p);
+    }
+  }
+  template <class U>
+  bool operator==(const OpAllocator<U>& o) const noexcept {
+    return pool == o.pool;
+  }
 };
 
 }  // namespace detail
@@ -72,6 +154,7 @@ struct Timeline::Sim {
   using FinishEntry = std::tuple<Time, int, std::uint64_t>;  // earliest finish on a link, link, version
   std::priority_queue<FinishEntry, std::vector<FinishEntry>, std::greater<>> finishes;
   std::set<std::string, std::less<>> names;
+  std::shared_ptr<detail::OpPool> pool = std::make_shared<detail::OpPool>();
 };
 
 bool Completion::resolved() const { return !op_ || op_->final.load(std::memory_order_acquire); }
@@ -140,7 +223,7 @@ Completion Timeline::issue(const OpSpec& spec, std::span<const Completion> deps)
     return Completion::at(end);
   }
   ++stats_.ops_pending_path;
-  auto op = std::make_shared<PendingOp>();
+  auto op = std::allocate_shared<PendingOp>(detail::OpAllocator<PendingOp>(sim_->pool));
   op->seq = next_seq_++;
   op->lower_bound = lb;
   op->duration = spec.duration;
@@ -153,12 +236,15 @@ Completion Timeline::issue(const OpSpec& spec, std::span<const Completion> deps)
       op->deps.push_back(d.op_);
       d.op_->dependents.push_back(op.get());
     }
-  op->name = intern_locked(spec.tag.name);
-  op->category = intern_locked(spec.tag.category);
+  // Traced when tracing is on at issue, as the fast path records then.
+  op->trace = spec.trace && tracing_;
+  if (op->trace) {
+    op->name = intern_locked(spec.tag.name);
+    op->category = intern_locked(spec.tag.category);
+  }
   op->device = spec.tag.device;
   op->stream = spec.tag.stream;
   op->engine = spec.tag.engine;
-  op->trace = spec.trace;
   pending_.push_back(op);
   if (sim_->valid) append_locked(*op);
   Completion c;
@@ -322,8 +408,9 @@ Time Timeline::resolve_locked(PendingOp* target, bool to_end) {
   // Max-min fair shares (water-filling over the per-flow caps), in a total
   // order so the result does not depend on the order flows joined in.
   auto water_fill = [&](int l, Time at) {
-    advance(l, at);
     auto& flows = sim.active[l];
+    std::erase_if(flows, [](const PendingOp* f) { return f->s_end_known; });  // finished on their other link
+    advance(l, at);
     // A flow that also crosses another link is capped here at what it got there.
     auto cap_here = [l](const PendingOp* f) {
       return f->link2 < 0 ? f->cap : std::min(f->cap, f->s_share[f->link == l ? 1 : 0]);
@@ -432,14 +519,14 @@ Time Timeline::resolve_locked(PendingOp* target, bool to_end) {
       auto& flows = sim.active[l];
       std::size_t kept = 0;
       for (PendingOp* f : flows) {
+        if (f->s_end_known) continue;  // finished on its other link: dropped here
         if (f->s_finish_at <= t) {
           end_known(*f, t);
-          if (f->link2 >= 0) {
-            const int other = f->link == l ? f->link2 : f->link;
-            advance(other, t);
-            std::erase(sim.active[other], f);
-            mark_dirty(other);
-          }
+          // Its other link (a switch that may carry a thousand flows) drops
+          // it when next water-filled, at this same t, which also brings the
+          // other flows' bytes forward: one pass per link and event, not one
+          // per finishing flow.
+          if (f->link2 >= 0) mark_dirty(f->link == l ? f->link2 : f->link);
         } else {
           flows[kept++] = f;
         }
