@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <mutex>
 #include <string>
 
 #include <fmt/format.h>
@@ -50,6 +51,29 @@ int nodes_for(int gpus) {
     if (gpus % n == 0) return n;
 }
 
+// When every rank has ended its warm-up: the rank's host reports each step
+// once it has issued it and, with sync every iteration, waited for it.
+class WarmupWatch : public JobObserver {
+ public:
+  WarmupWatch(int gpus, int warmup) : gpus_(gpus), warmup_(warmup) {}
+  void on_step(const StepEvent& e) override {
+    if (e.phase != RunPhase::Train || e.done != warmup_) return;
+    std::lock_guard lock(mu_);
+    if (++reported_ == gpus_) at_ns_ = bench::monotonic_ns();
+  }
+  // 0 until every rank has reported its warm-up's last step.
+  std::int64_t at_ns() const {
+    std::lock_guard lock(mu_);
+    return at_ns_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  int gpus_, warmup_;
+  int reported_ = 0;
+  std::int64_t at_ns_ = 0;
+};
+
 double process_cpu_s() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
@@ -60,6 +84,7 @@ double process_cpu_s() {
 
 nlohmann::json run_scale_bench(const ScaleBenchOptions& o) {
   if (o.steps < 1) throw InputError(fmt::format("scale bench: --steps {}: need at least 1", o.steps));
+  if (o.warmup < 0) throw InputError(fmt::format("scale bench: --warmup {}: need 0 or more", o.warmup));
   if (o.gpus.empty()) throw InputError("scale bench: give at least one job size (--gpus)");
   for (int g : o.gpus)
     if (g < 1) throw InputError(fmt::format("scale bench: a job of {} GPUs: need at least 1", g));
@@ -78,10 +103,11 @@ nlohmann::json run_scale_bench(const ScaleBenchOptions& o) {
   out["network"] = network.name;
   out["sync"] = o.sync;
   out["steps"] = o.steps;
+  out["warmup"] = o.warmup;
   out["target_steps_per_s"] = o.target_steps_per_s;
   out["load_average_1m"] = load_average();
   nlohmann::json jobs = nlohmann::json::array();
-  std::vector<double> xs, ys;
+  std::vector<double> xs, ys, steady_ys;
   for (int gpus : o.gpus) {
     const int nodes = nodes_for(gpus);
     const bool peak_reset = reset_peak_rss();
@@ -90,6 +116,7 @@ nlohmann::json run_scale_bench(const ScaleBenchOptions& o) {
     const double cpu0 = process_cpu_s();
     TimelineStats st;
     Time emulated = 0;
+    std::int64_t warm_ns = 0, ran_ns = 0;  // every rank past its warm-up; run() returned
     {
       auto clock = make_virtual_clock();
       // `gpemu train --clock virtual --synthetic -n steps --gpus N --nodes M
@@ -106,7 +133,11 @@ nlohmann::json run_scale_bench(const ScaleBenchOptions& o) {
       job.data.source = DataSource::Synthetic;
       job.data.synthetic_batches = o.steps;
       Job j(*clock, *costs, job);
-      const RunSummary r = summarize(j.run());
+      WarmupWatch watch(gpus, o.warmup);
+      RunRecord record = j.run(&watch);
+      ran_ns = bench::monotonic_ns();
+      warm_ns = o.warmup == 0 ? t0 : watch.at_ns();
+      const RunSummary r = summarize(record);
       st = j.timeline().stats();
       emulated = r.elapsed;
     }
@@ -120,16 +151,29 @@ nlohmann::json run_scale_bench(const ScaleBenchOptions& o) {
     j["cpu_s"] = cpu;
     j["wall_s_per_step"] = wall / o.steps;
     j["steps_per_s"] = wall > 0 ? o.steps / wall : 0.0;
+    const int steady_steps = o.steps - o.warmup;
+    const double steady = static_cast<double>(ran_ns - warm_ns) * 1e-9;
+    j["warmup_s"] = warm_ns > 0 ? nlohmann::json(static_cast<double>(warm_ns - t0) * 1e-9) : nlohmann::json();
+    if (steady_steps > 0 && warm_ns > 0 && steady > 0) {
+      j["steady_wall_s_per_step"] = steady / steady_steps;
+      j["steady_steps_per_s"] = steady_steps / steady;
+    } else {
+      j["steady_wall_s_per_step"] = nullptr;
+      j["steady_steps_per_s"] = nullptr;
+    }
     j["emulated_s_per_step"] = to_seconds(emulated) / o.steps;
     j["memory_bytes_per_gpu"] = peak_reset && peak > rss0 ? static_cast<double>(peak - rss0) / gpus : 0.0;
     j["timeline"] = {{"ops_issued", st.ops_issued},   {"ops_pending_path", st.ops_pending_path},
                      {"resolutions", st.resolutions}, {"restarts", st.restarts},
                      {"ops_loaded", st.ops_loaded},   {"events", st.events},
                      {"water_fills", st.water_fills}, {"flow_rate_updates", st.flow_rate_updates}};
-    jobs.push_back(std::move(j));
     xs.push_back(std::log(static_cast<double>(gpus)));
     ys.push_back(std::log(wall / o.steps));
+    if (j["steady_wall_s_per_step"].is_number()) steady_ys.push_back(std::log(j["steady_wall_s_per_step"].get<double>()));
+    jobs.push_back(std::move(j));
   }
+  const bool of_steady = steady_ys.size() == ys.size();
+  if (of_steady) ys = steady_ys;
   // Least-squares slope of log(wall per step) on log(GPUs).
   double exponent = 0;
   if (xs.size() >= 2) {
@@ -142,22 +186,32 @@ nlohmann::json run_scale_bench(const ScaleBenchOptions& o) {
     exponent = sxx > 0 ? sxy / sxx : 0;
   }
   out["exponent"] = exponent;
-  out["largest_steps_per_s"] = jobs.back()["steps_per_s"];
+  out["exponent_of"] = of_steady ? "steady" : "overall";
+  out["largest_overall_steps_per_s"] = jobs.back()["steps_per_s"];
+  out["largest_steps_per_s"] =
+      jobs.back()["steady_steps_per_s"].is_number() ? jobs.back()["steady_steps_per_s"] : jobs.back()["steps_per_s"];
   out["jobs"] = std::move(jobs);
   return out;
 }
 
 void print_scale_bench(const nlohmann::json& r, std::ostream& os) {
-  os << fmt::format("scale: {} x{} per GPU, {} steps per GPU, virtual clock, {} between nodes, sync every {}\n",
-                    r.at("model").get<std::string>(), r.at("batch_size").get<int>(), r.at("steps").get<int>(),
-                    r.at("network").get<std::string>(), r.at("sync").get<std::string>());
-  bench::Table t({"GPUs", "nodes", "wall s", "CPU s", "wall ms/step", "steps/s", "emulated ms/step", "KiB/GPU",
-                  "timeline ops", "restarts", "events"});
+  const int warmup = r.value("warmup", 0);
+  os << fmt::format(
+      "scale: {} x{} per GPU, {} steps per GPU ({} of warm-up), virtual clock, {} between nodes, sync every {}\n",
+      r.at("model").get<std::string>(), r.at("batch_size").get<int>(), r.at("steps").get<int>(), warmup,
+      r.at("network").get<std::string>(), r.at("sync").get<std::string>());
+  auto fixed_or_dash = [](const nlohmann::json& v, double scale, int digits) {
+    return v.is_number() ? bench::fixed(scale * v.get<double>(), digits) : std::string("-");
+  };
+  bench::Table t({"GPUs", "nodes", "wall s", "CPU s", "warm-up s", "steady ms/step", "steady steps/s", "steps/s",
+                  "emulated ms/step", "KiB/GPU", "timeline ops", "restarts", "events"});
   for (const nlohmann::json& j : r.at("jobs")) {
     const nlohmann::json& tl = j.at("timeline");
+    const nlohmann::json& steady = j.at("steady_steps_per_s");
     t.add_row({std::to_string(j.at("gpus").get<int>()), std::to_string(j.at("nodes").get<int>()),
                bench::fixed(j.at("wall_s").get<double>(), 2), bench::fixed(j.at("cpu_s").get<double>(), 2),
-               bench::fixed(1e3 * j.at("wall_s_per_step").get<double>(), 1),
+               fixed_or_dash(j.at("warmup_s"), 1, 2), fixed_or_dash(j.at("steady_wall_s_per_step"), 1e3, 1),
+               steady.is_number() ? bench::significant(steady.get<double>(), 3) : std::string("-"),
                bench::significant(j.at("steps_per_s").get<double>(), 3),
                bench::fixed(1e3 * j.at("emulated_s_per_step").get<double>(), 1),
                bench::grouped(j.at("memory_bytes_per_gpu").get<double>() / 1024),
@@ -165,12 +219,15 @@ void print_scale_bench(const nlohmann::json& r, std::ostream& os) {
                bench::grouped(tl.at("events").get<double>())});
   }
   t.print(os);
-  os << fmt::format("wall time per step grows as GPUs^{:.2f} (least-squares fit; 1 = linear)\n",
-                    r.at("exponent").get<double>());
+  const bool of_steady = r.value("exponent_of", std::string("overall")) == "steady";
+  os << fmt::format("{} wall time per step grows as GPUs^{:.2f} (least-squares fit; 1 = linear)\n",
+                    of_steady ? "steady" : "overall", r.at("exponent").get<double>());
   os << fmt::format("1-minute load average at the start: {:.2f} (wall time includes waiting for a CPU)\n",
                     r.value("load_average_1m", 0.0));
-  os << fmt::format("largest job: {} steps per wall second; target {}\n",
-                    bench::significant(r.at("largest_steps_per_s").get<double>(), 3),
+  os << fmt::format("largest job: {} {} steps per wall second ({} overall, with building the job and the warm-up); "
+                    "target {}\n",
+                    bench::significant(r.at("largest_steps_per_s").get<double>(), 3), of_steady ? "steady" : "overall",
+                    bench::significant(r.value("largest_overall_steps_per_s", 0.0), 3),
                     bench::significant(r.at("target_steps_per_s").get<double>(), 3));
 }
 

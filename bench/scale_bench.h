@@ -8,10 +8,14 @@
 // (interconnect/cluster.h). Host threads run one at a time under the
 // virtual clock, so the process uses about one core.
 //
-// Per job: wall and CPU seconds for `steps` iterations per GPU, steps per
-// wall second, the timeline's work counters, and the peak resident memory
-// the job added divided by its GPUs. Then a least-squares fit of
-// log(wall s per step) against log(GPUs): the exponent (1 = linear).
+// Per job: wall and CPU seconds for `steps` iterations per GPU, including
+// building and tearing down the job; the steady rate, over the steps after
+// the first `warmup` (the first iteration, and the second, which checks the
+// allocator's fixed point, replay every tensor of the model zoo's memory
+// plan); the timeline's work counters; and the peak resident memory the job
+// added divided by its GPUs. Then a least-squares fit of log(wall s per
+// step) against log(GPUs): the exponent (1 = linear), of the steady figures
+// when every job has steps after its warm-up, else of the overall ones.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +30,7 @@ namespace gpemu {
 struct ScaleBenchOptions {
   std::vector<int> gpus = {8, 64, 256, 1024};
   int steps = 10;  // iterations per GPU
+  int warmup = 2;  // of them, left out of the steady rate
   std::string gpu = "A100-SXM4-40GB";
   std::string model = "resnet50";
   int batch_size = 64;
@@ -43,12 +48,16 @@ struct ScaleBenchOptions {
 };
 
 // Returns {"benchmark": "scale", "clock": "virtual", "gpu", "model", "batch_size",
-//   "network", "sync", "steps", "load_average_1m", "jobs": [{"gpus", "nodes", "wall_s", "cpu_s",
-//   "wall_s_per_step", "steps_per_s", "emulated_s_per_step", "memory_bytes_per_gpu",
-//   "timeline": {...TimelineStats}}...], "exponent", "target_steps_per_s",
-//   "largest_steps_per_s"}.
-// InputError for fewer than 1 step, a job of fewer than 1 GPU, or what the
-// job refuses.
+//   "network", "sync", "steps", "warmup", "load_average_1m", "jobs": [{"gpus", "nodes", "wall_s",
+//   "cpu_s", "wall_s_per_step", "steps_per_s", "warmup_s", "steady_wall_s_per_step",
+//   "steady_steps_per_s", "emulated_s_per_step", "memory_bytes_per_gpu",
+//   "timeline": {...TimelineStats}}...], "exponent", "exponent_of" ("steady" or "overall"),
+//   "target_steps_per_s", "largest_steps_per_s" (steady where measured, else overall),
+//   "largest_overall_steps_per_s"}. warmup_s is the wall time from the start
+//   (building the job) until every rank has ended its warm-up steps; the
+//   steady figures are null when steps <= warmup.
+// InputError for fewer than 1 step, a negative warm-up, a job of fewer than 1
+// GPU, or what the job refuses.
 nlohmann::json run_scale_bench(const ScaleBenchOptions& options = {});
 
 void print_scale_bench(const nlohmann::json& result, std::ostream& os);

@@ -106,6 +106,7 @@ void add_bench_command(CLI::App& app) {
       [](CLI::App& c, ScaleBenchOptions& o) {
         c.add_option("--gpus", o.gpus, "Job sizes, GPUs (8 per node)")->capture_default_str();
         c.add_option("--steps", o.steps, "Iterations per GPU in each job")->capture_default_str();
+        c.add_option("--warmup", o.warmup, "Of them, iterations left out of the steady rate")->capture_default_str();
         c.add_option("--gpu", o.gpu, "GPU to emulate")->capture_default_str();
         c.add_option("--model", o.model, "Model")->capture_default_str();
         c.add_option("--batch-size,-b", o.batch_size, "Batch size per GPU")->capture_default_str();

@@ -61,6 +61,25 @@ TEST(CliScale, BenchScalePrintsJobsAndTheFittedExponent) {
   EXPECT_EQ(j["jobs"][1]["nodes"], 2);
   EXPECT_GT(j["jobs"][1]["timeline"]["ops_issued"].get<double>(), j["jobs"][0]["timeline"]["ops_issued"].get<double>());
   EXPECT_TRUE(j.contains("exponent"));
+  // One step and two of warm-up: no steady figures, the fit is of the overall ones.
+  EXPECT_TRUE(j["jobs"][0]["steady_steps_per_s"].is_null());
+  EXPECT_EQ(j["exponent_of"], "overall");
+}
+
+TEST(CliScale, BenchScaleSeparatesTheWarmUpFromTheSteadyRate) {
+  const auto j = json_of(run_gpemu("bench scale --gpus 8 16 --steps 3 --warmup 1 --json"));
+  ASSERT_EQ(j["jobs"].size(), 2u);
+  for (const auto& job : j["jobs"]) {
+    ASSERT_TRUE(job["steady_steps_per_s"].is_number()) << job.dump();
+    EXPECT_GT(job["steady_steps_per_s"].get<double>(), 0);
+    EXPECT_GT(job["warmup_s"].get<double>(), 0);
+    EXPECT_LT(job["warmup_s"].get<double>(), job["wall_s"].get<double>());
+  }
+  EXPECT_EQ(j["exponent_of"], "steady");
+  EXPECT_EQ(j["largest_steps_per_s"], j["jobs"][1]["steady_steps_per_s"]);
+  const auto bad = run_gpemu("bench scale --gpus 8 --warmup -1");
+  EXPECT_NE(bad.status, 0);
+  EXPECT_NE(bad.err.find("--warmup -1"), std::string::npos) << bad.err;
 }
 
 }  // namespace
