@@ -140,6 +140,10 @@ struct ComputeSpec {
   bool all_reduce = true;                    // DDP gradient all-reduce when the job has several GPUs
   SyncMode sync = SyncMode::EveryIteration;  // loss.item() each step, or only at the epoch's end
   VariationOptions variation;                // cv replaced by a measured profile's cv
+  // GPEmu-compatible "N GPUs" (only to compare with GPEmu's own figures):
+  // one rank whose every batch's H2D copy and compute take 1/N of their
+  // time, with no all-reduce, as GPEmu's prototype emulated N GPUs. 1: off.
+  int time_divisor = 1;
 };
 
 // Where a rank's batches come from.

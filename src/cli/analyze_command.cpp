@@ -67,6 +67,7 @@ void analyze(const AnalyzeArgs& args) {
         {"nodes", o.job.cluster.nodes},
         {"network", o.job.cluster.nodes > 1 ? nlohmann::json(o.job.cluster.network.name) : nlohmann::json()},
         {"batch_size", r.batch_size},
+        {"gpemu_gpus", a.gpemu_gpus},
         {"clock", r.clock},
         {"loader", modelled ? "modelled" : "real"},
         {"workers", r.workers},
@@ -89,6 +90,7 @@ void analyze(const AnalyzeArgs& args) {
   std::cout << fmt::format(
       "DataStall analysis: {} on {} emulated {} ({} clock, {} loader), batch size {}, {} worker{} per GPU\n", r.model,
       r.gpus, r.gpu, r.clock, modelled ? "modelled" : "real", r.batch_size, r.workers, r.workers == 1 ? "" : "s");
+  if (const std::string label = gpemu_compat_label(a); !label.empty()) std::cout << label << '\n';
   std::cout << fmt::format("data: {} ({} images); measured: the second of two epochs per pass\n\n", data_dir.string(),
                            o.dataset.size());
   Table t({"pass", "what it measures", "epoch s", "samples/s"});

@@ -1,5 +1,6 @@
 #include "cli/job_args.h"
 
+#include <algorithm>
 #include <limits>
 
 #include <fmt/format.h>
@@ -86,9 +87,17 @@ void add_job_options(CLI::App* cmd, JobArgs& a) {
       ->check(whole_number_in(1, 1 << 20));
   cmd->add_option("--network", a.network, "NIC and switch between nodes: 25gbe, 100gbe, 400gbe or a JSON file")
       ->capture_default_str();
-  cmd->add_option("--batch-size,-b", a.batch_size, "Batch size per GPU")
-      ->capture_default_str()
-      ->check(whole_number_in(1, std::numeric_limits<int>::max()));
+  CLI::Option* per_gpu = cmd->add_option("--batch-size,-b", a.batch_size, "Batch size per GPU")
+                             ->capture_default_str()
+                             ->check(whole_number_in(1, std::numeric_limits<int>::max()));
+  cmd->add_option("--global-batch-size", a.global_batch_size,
+                  "Batch size over all GPUs, split evenly over --gpus (instead of --batch-size)")
+      ->check(whole_number_in(1, std::numeric_limits<int>::max()))
+      ->excludes(per_gpu);
+  cmd->add_option("--gpemu-gpus", a.gpemu_gpus,
+                  "GPEmu-compatible N GPUs, only to compare with GPEmu's own figures: one process whose batches' H2D "
+                  "copy and compute take 1/N of their time, no all-reduce, no GPU memory emulation")
+      ->check(whole_number_in(1, 1'000'000));
   cmd->add_option("--data", a.data, "ImageFolder dataset to train on (default: the cached synthetic dataset)");
   cmd->add_option("--workers", a.workers, "Loader worker threads per GPU (default: cores / GPUs, 1 to 8)")
       ->check(whole_number_in(0, 1024));
@@ -139,6 +148,24 @@ bool pin_memory(const JobArgs& a) {
 
 int workers(const JobArgs& a) { return default_workers(a.workers, a.gpus); }
 
+std::string gpemu_compat_label(const JobArgs& a) {
+  if (a.gpemu_gpus <= 1) return {};
+  return fmt::format(
+      "GPEmu-compatible (--gpemu-gpus {0}): one process standing for {0} GPUs, each batch's H2D copy and compute take "
+      "1/{0} of their time; no all-reduce, no GPU memory emulated",
+      a.gpemu_gpus);
+}
+
+int per_gpu_batch_size(const JobArgs& a) {
+  if (a.global_batch_size == 0) return a.batch_size;
+  if (a.gpus < 1 || a.global_batch_size % a.gpus != 0)
+    throw InputError(fmt::format(
+        "--global-batch-size {} over --gpus {}: every GPU takes an equal share of the global batch (DDP with a "
+        "DistributedSampler); give a multiple of {}, or --batch-size per GPU",
+        a.global_batch_size, a.gpus, std::max(a.gpus, 1)));
+  return a.global_batch_size / a.gpus;
+}
+
 JobSpec job_spec(const JobArgs& a) {
   JobSpec s;
   s.cluster.gpu = &find_gpu(a.model.gpu);
@@ -150,11 +177,15 @@ JobSpec job_spec(const JobArgs& a) {
   if (!(a.bucket_cap_mb > 0))
     throw InputError(fmt::format("--bucket-cap-mb {} is impossible: it must be positive", a.bucket_cap_mb));
   s.cluster.buckets.bucket_cap_bytes = static_cast<std::uint64_t>(a.bucket_cap_mb * 1024 * 1024);
-  s.batch_size = a.batch_size;
+  s.batch_size = per_gpu_batch_size(a);
   s.compute.model = model_spec(a.model);
   s.compute.sync = parse_sync_mode(a.sync);
   s.compute.variation.seed = a.seed;
   s.compute.variation.warmup_factor = a.warmup;
+  s.compute.time_divisor = a.gpemu_gpus;
+  // GPEmu's prototype replayed no GPU memory in these runs, and one GPU's
+  // memory would hold the whole global batch: none is emulated.
+  if (a.gpemu_gpus > 1) s.compute.use_allocator = false;
   if (a.cv >= 0) s.compute.variation.cv = a.cv;
   if (a.prefetch_factor < 1)
     throw InputError(fmt::format("--prefetch-factor {} is impossible: it must be at least 1", a.prefetch_factor));
@@ -166,7 +197,7 @@ JobSpec job_spec(const JobArgs& a) {
   const bool pin = pin_memory(a);
   s.data.pin_memory = pin;
   pipeline::LoaderOptions& lo = s.data.loader;
-  lo.batch_size = static_cast<std::size_t>(a.batch_size);
+  lo.batch_size = static_cast<std::size_t>(s.batch_size);
   lo.num_workers = workers(a);
   lo.prefetch_factor = a.prefetch_factor;
   lo.pin_memory = pin;

@@ -40,6 +40,8 @@ std::unique_ptr<CostModel> job_cost_model(const ModelArgs& a, std::vector<std::s
 struct JobArgs {
   ModelArgs model;
   int batch_size = 64;
+  int global_batch_size = 0;  // --global-batch-size, split evenly over --gpus; 0: not given
+  int gpemu_gpus = 1;         // --gpemu-gpus: GPEmu-compatible "N GPUs" (ComputeSpec::time_divisor)
   int gpus = 1;
   int nodes = 1;
   std::string network = "100gbe";  // preset or JSON file (interconnect/cluster.h)
@@ -64,6 +66,11 @@ void add_job_options(CLI::App* cmd, JobArgs& a);
 
 // The JobSpec of these flags: compute, cluster, loader options (the data
 // source and schedule are the command's). InputError naming the flag.
+// The line that labels a GPEmu-compatible run (--gpemu-gpus N > 1); empty otherwise.
+std::string gpemu_compat_label(const JobArgs& a);
+// The batch size per GPU: --batch-size, or --global-batch-size / --gpus
+// (InputError when that does not divide evenly).
+int per_gpu_batch_size(const JobArgs& a);
 JobSpec job_spec(const JobArgs& a);
 bool pin_memory(const JobArgs& a);
 int workers(const JobArgs& a);

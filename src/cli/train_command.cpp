@@ -60,6 +60,7 @@ class ProgressObserver : public JobObserver {
 // Flags that mean nothing for a DLIO workload (its YAML says it): refused by name.
 void reject_for_dlio(CLI::App* cmd) {
   static const char* const kMeaningless[] = {"--model",         "--batch-size",    "--data",        "--synthetic",
+                                             "--global-batch-size", "--gpemu-gpus",
                                              "--iterations",    "--epochs",        "--workers",     "--prefetch-factor",
                                              "--pin-memory",    "--no-pin-memory", "--host-memory", "--pin-mode",
                                              "--cache-bytes",   "--cold",          "--read-method", "--cores",
@@ -198,7 +199,8 @@ void train(const TrainArgs& a, CLI::App* cmd) {
                            {"nodes", rec.nodes},
                            {"network", rec.nodes > 1 ? nlohmann::json(rec.network) : nlohmann::json()},
                            {"model", rec.model},
-                           {"batch_size", j.batch_size},
+                           {"batch_size", spec.batch_size},
+                           {"global_batch_size", static_cast<std::int64_t>(spec.batch_size) * j.gpus},
                            {"precision", j.model.precision},
                            {"optimizer", j.model.optimizer},
                            {"zero_grad", j.model.zero_grad},
@@ -233,6 +235,8 @@ void train(const TrainArgs& a, CLI::App* cmd) {
     out["loader"] = loader_kind;
     out["workers"] = workers;
     out["prefetch_factor"] = j.prefetch_factor;
+    out["global_batch_size"] = static_cast<std::int64_t>(spec.batch_size) * j.gpus;
+    out["gpemu_gpus"] = j.gpemu_gpus;
     out["pin_memory"] = spec.data.pin_memory;
     out["pin_mode"] = pin_mode_used;
     out["precision"] = j.model.precision;
@@ -255,7 +259,12 @@ void train(const TrainArgs& a, CLI::App* cmd) {
   std::cout << fmt::format("trained {} on {} emulated {}{} ({} clock), batch size {}, {} epoch{}\n", r.model,
                            j.gpus == 1 ? std::string("an") : std::to_string(j.gpus), r.gpu,
                            rec.nodes > 1 ? fmt::format(" in {} nodes joined by {}", rec.nodes, rec.network) : "",
-                           j.clock, j.batch_size, r.epochs.size(), r.epochs.size() == 1 ? "" : "s");
+                           j.clock,
+                           j.gpus == 1 ? std::to_string(spec.batch_size)
+                                       : fmt::format("{} per GPU ({} in all)", spec.batch_size,
+                                                     static_cast<std::int64_t>(spec.batch_size) * j.gpus),
+                           r.epochs.size(), r.epochs.size() == 1 ? "" : "s");
+  if (const std::string label = gpemu_compat_label(j); !label.empty()) std::cout << label << '\n';
   if (!data_dir.empty())
     std::cout << fmt::format("data: {} ({} images, {:.1f} MB)\n", data_dir.string(), dataset_images,
                              static_cast<double>(dataset_bytes) / 1e6);

@@ -85,7 +85,12 @@ void validate(const JobSpec& s) {
           "job: cluster.network is not set for {} nodes; give --network 25gbe|100gbe|400gbe|FILE", s.cluster.nodes));
   }
   if (s.cluster.buckets.bucket_cap_bytes == 0) throw InputError("--bucket-cap-mb must be positive");
-
+  if (s.compute.time_divisor < 1 || s.compute.time_divisor > 1'000'000)
+    throw InputError(fmt::format("--gpemu-gpus {} is impossible: accepted 1 to 1000000", s.compute.time_divisor));
+  if (s.compute.time_divisor > 1 && s.cluster.gpus > 1)
+    throw InputError(fmt::format("--gpemu-gpus {} is GPEmu's one process standing for {} GPUs; it excludes --gpus {}: "
+                                 "give --gpus 1 (or drop --gpemu-gpus for {} data-parallel ranks with all-reduce)",
+                                 s.compute.time_divisor, s.compute.time_divisor, s.cluster.gpus, s.cluster.gpus));
   if (!s.schedule.checkpoints.empty() && !s.schedule.checkpoint)
     throw InputError("job: schedule.checkpoints are given but schedule.checkpoint (the I/O) is not set");
   if (s.schedule.eval.first_epoch > 0 && s.schedule.eval.every < 1)
@@ -150,6 +155,13 @@ struct Job::Plan {
     auto found = per_batch.find(n);
     if (found != per_batch.end()) return found->second;
     StepCost c = n == spec.batch_size ? full : costs.step_cost(*spec.cluster.gpu, spec.compute.model.name, n);
+    if (const Duration d = spec.compute.time_divisor; d > 1) {
+      // GPEmu's "N GPUs": each batch's time divided by N (ComputeSpec::time_divisor).
+      c.forward /= d;
+      c.backward /= d;
+      if (c.transfer_pinned) *c.transfer_pinned /= d;
+      if (c.transfer_pageable) *c.transfer_pageable /= d;
+    }
     StepMemory m;
     if (graph) {
       m.zoo = true;
@@ -567,7 +579,9 @@ void Job::run_phase(Rank& r, RunPhase phase, int epoch, pipeline::BatchSource& s
               p.h2d = s.enqueue(o, Engine::CopyH2D);
               if (!pinned) host_wait(p.h2d);
             } else if (!r.node) {
-              p.h2d = s.copy_h2d(b->bytes, b->memory, "H2D batch");  // pageable: blocks, as cudaMemcpy
+              // Under time_divisor N, 1/N of the bytes: the copy's time divided by N.
+              const std::uint64_t bytes = b->bytes / static_cast<std::uint64_t>(spec_.compute.time_divisor);
+              p.h2d = s.copy_h2d(bytes, b->memory, "H2D batch");  // pageable: blocks, as cudaMemcpy
             } else {
               p.h2d = node_copy(*r.node, r.local, s, Engine::CopyH2D, b->bytes, b->memory, "H2D batch");
               if (!pinned) host_wait(p.h2d);

@@ -139,6 +139,34 @@ TEST(CliTrain, TextSummaryAndSyntheticGpus) {
     EXPECT_NE(r.out.find(k), std::string::npos) << k << "\n" << r.out;
 }
 
+TEST(CliTrain, AGlobalBatchSizeIsSplitEvenlyOverTheGpus) {
+  auto j = json_of(run_gpemu("train --synthetic --clock virtual -n 2 --gpus 4 --global-batch-size 256 --json"));
+  EXPECT_EQ(j["batch_size"], 64);
+  EXPECT_EQ(j["global_batch_size"], 256);
+  EXPECT_EQ(j["samples"], 256 * 2);
+  Outcome uneven = run_gpemu("train --synthetic --clock virtual -n 2 --gpus 3 --global-batch-size 256");
+  EXPECT_NE(uneven.status, 0);
+  EXPECT_NE(uneven.err.find("--global-batch-size 256 over --gpus 3"), std::string::npos) << uneven.err;
+  EXPECT_NE(uneven.err.find("multiple of 3"), std::string::npos) << uneven.err;
+  Outcome both = run_gpemu("train --synthetic --clock virtual -n 2 -b 32 --global-batch-size 256");
+  EXPECT_NE(both.status, 0);
+  EXPECT_NE(both.err.find("--global-batch-size"), std::string::npos) << both.err;
+}
+
+TEST(CliTrain, GpemuCompatibleGpusAreLabelledWhereverTheyRun) {
+  Outcome r = run_gpemu("train --synthetic --clock virtual -n 2 --gpemu-gpus 8 --global-batch-size 256");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("GPEmu-compatible (--gpemu-gpus 8): one process standing for 8 GPUs"), std::string::npos)
+      << r.out;
+  auto j = json_of(run_gpemu("train --synthetic --clock virtual -n 2 --gpemu-gpus 8 --global-batch-size 256 --json"));
+  EXPECT_EQ(j["gpemu_gpus"], 8);
+  EXPECT_EQ(j["batch_size"], 256);  // one process takes the global batch
+  EXPECT_EQ(j["gpus"], 1);  // one process, so no all-reduce
+  Outcome gpus = run_gpemu("train --synthetic --clock virtual -n 2 --gpemu-gpus 8 --gpus 2");
+  EXPECT_NE(gpus.status, 0);
+  EXPECT_NE(gpus.err.find("--gpemu-gpus 8"), std::string::npos) << gpus.err;
+}
+
 TEST(CliTrain, BadOptionsAreOneLine) {
   for (std::string args :
        {"train --gpus 0 -n 1", "train --synthetic --data /tmp -n 1", "train --pin-mode glue -n 1",

@@ -154,6 +154,39 @@ TEST(Job, AFixedStepTimeGivesExactTimesUnderTheVirtualClock) {
   }
 }
 
+// GPEmu's "N GPUs" (ComputeSpec::time_divisor): one rank whose batches'
+// compute and H2D copy take 1/N of their time.
+TEST(Job, GpemuCompatibleNGpusDivideEachBatchsTimeByN) {
+  const GpuSpec& v100 = find_gpu("v100");
+  const auto costs = make_cost_model(std::nullopt);
+  const StepCost c = costs->step_cost(v100, "resnet18", 256);
+  Duration h2d[2] = {0, 0};
+  for (const int n : {1, 8}) {
+    JobSpec s = synthetic_spec(v100, "resnet18", 256, 3);
+    s.compute.variation.cv = 0;
+    s.compute.variation.warmup_factor = 1;
+    s.compute.use_allocator = false;
+    s.compute.time_divisor = n;
+    auto clock = make_virtual_clock();
+    Job job(*clock, *costs, s);
+    const RunRecord rec = job.run();
+    ASSERT_EQ(rec.steps.size(), 3u);
+    for (const StepRecord& st : rec.steps) EXPECT_EQ(st.compute, c.forward / n + c.backward / n) << n;
+    h2d[n == 8] = rec.steps[1].h2d_end - rec.steps[1].h2d_start;
+  }
+  // The copy moves 1/8 of the batch's bytes; its fixed latency is not divided.
+  EXPECT_LT(h2d[1], h2d[0] / 4);
+  EXPECT_GT(h2d[1], h2d[0] / 9);
+
+  JobSpec two = synthetic_spec(v100, "resnet18", 256, 3);
+  two.cluster.gpus = 2;
+  two.compute.time_divisor = 8;
+  EXPECT_NE(validation_message(two).find("--gpemu-gpus 8"), std::string::npos) << validation_message(two);
+  two.cluster.gpus = 1;
+  two.compute.time_divisor = 0;
+  EXPECT_NE(validation_message(two).find("--gpemu-gpus 0"), std::string::npos) << validation_message(two);
+}
+
 // The job's peaks equal the zoo replay predict makes, and it runs out of
 // memory at the first batch predict's --max-batch says does not fit.
 TEST(Job, MemoryIsThePredictReplayAndOomComesAtTheSameBatch) {
