@@ -169,7 +169,8 @@ nlohmann::json run_scale_bench(const ScaleBenchOptions& o) {
                      {"water_fills", st.water_fills}, {"flow_rate_updates", st.flow_rate_updates}};
     xs.push_back(std::log(static_cast<double>(gpus)));
     ys.push_back(std::log(wall / o.steps));
-    if (j["steady_wall_s_per_step"].is_number()) steady_ys.push_back(std::log(j["steady_wall_s_per_step"].get<double>()));
+    if (j["steady_wall_s_per_step"].is_number())
+      steady_ys.push_back(std::log(j["steady_wall_s_per_step"].get<double>()));
     jobs.push_back(std::move(j));
   }
   const bool of_steady = steady_ys.size() == ys.size();
@@ -224,11 +225,12 @@ void print_scale_bench(const nlohmann::json& r, std::ostream& os) {
                     of_steady ? "steady" : "overall", r.at("exponent").get<double>());
   os << fmt::format("1-minute load average at the start: {:.2f} (wall time includes waiting for a CPU)\n",
                     r.value("load_average_1m", 0.0));
-  os << fmt::format("largest job: {} {} steps per wall second ({} overall, with building the job and the warm-up); "
-                    "target {}\n",
-                    bench::significant(r.at("largest_steps_per_s").get<double>(), 3), of_steady ? "steady" : "overall",
-                    bench::significant(r.value("largest_overall_steps_per_s", 0.0), 3),
-                    bench::significant(r.at("target_steps_per_s").get<double>(), 3));
+  os << fmt::format(
+      "largest job: {} {} steps per wall second ({} overall, with building the job and the warm-up); "
+      "target {}\n",
+      bench::significant(r.at("largest_steps_per_s").get<double>(), 3), of_steady ? "steady" : "overall",
+      bench::significant(r.value("largest_overall_steps_per_s", 0.0), 3),
+      bench::significant(r.at("target_steps_per_s").get<double>(), 3));
 }
 
 }  // namespace gpemu

@@ -18,7 +18,8 @@ struct PendingOp {
   // job's step holds more operations in flight than the caches hold.
   std::atomic<bool> final{false};
   bool s_start_known = false, s_end_known = false, s_joined = false;  // simulation scratch
-  bool c_joined = false;  // flow state committed at the timeline's horizon
+  // Flow state committed at the timeline's horizon.
+  bool c_joined = false;
   bool trace = true;
   int s_unknown = 0;  // deps whose end the simulation does not know yet
   int link = -1;      // index into the timeline's links; -1 for fixed-cost ops
@@ -74,7 +75,8 @@ class OpPool {
       return f;
     }
     if (left_ == 0) {
-      cursor_ = static_cast<char*>(::operator new(kChunkBlocks * kBlockBytes));
+      constexpr std::size_t bytes = kChunkBlocks * kBlockBytes;
+      cursor_ = static_cast<char*>(::operator new(bytes));
       chunks_.push_back(cursor_);
       left_ = kChunkBlocks;
     }

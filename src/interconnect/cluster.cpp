@@ -127,8 +127,8 @@ std::vector<Completion> ClusterCommunicator::all_reduce(std::span<Stream* const>
   std::vector<Completion> scattered(m);
   for (int n = 0; n < m; ++n)
     scattered[n] =
-        local_[n]->run_ring_flows(node_part(streams, n), node_bytes, l - 1, 0, local, "reduce_scatter", node_after(n),
-                                  false)
+        local_[n]
+            ->run_ring_flows(node_part(streams, n), node_bytes, l - 1, 0, local, "reduce_scatter", node_after(n), false)
             .gate;
   OpSpec barrier;
   barrier.trace = false;
@@ -165,8 +165,8 @@ std::vector<Completion> ClusterCommunicator::all_reduce(std::span<Stream* const>
   const std::string ag_name = name + " (node all-gather)";
   local.name = ag_name;
   for (int n = 0; n < m; ++n) {
-    const auto gathered = local_[n]->run_ring_flows(node_part(streams, n), node_bytes, 0, l - 1, local, "all_gather",
-                                                    rail_done, true);
+    const auto gathered =
+        local_[n]->run_ring_flows(node_part(streams, n), node_bytes, 0, l - 1, local, "all_gather", rail_done, true);
     std::copy(gathered.done.begin(), gathered.done.end(), done.begin() + static_cast<std::ptrdiff_t>(n) * l);
   }
   return done;

@@ -88,9 +88,10 @@ void validate(const JobSpec& s) {
   if (s.compute.time_divisor < 1 || s.compute.time_divisor > 1'000'000)
     throw InputError(fmt::format("--gpemu-gpus {} is impossible: accepted 1 to 1000000", s.compute.time_divisor));
   if (s.compute.time_divisor > 1 && s.cluster.gpus > 1)
-    throw InputError(fmt::format("--gpemu-gpus {} is GPEmu's one process standing for {} GPUs; it excludes --gpus {}: "
-                                 "give --gpus 1 (or drop --gpemu-gpus for {} data-parallel ranks with all-reduce)",
-                                 s.compute.time_divisor, s.compute.time_divisor, s.cluster.gpus, s.cluster.gpus));
+    throw InputError(
+        fmt::format("--gpemu-gpus {} is GPEmu's one process standing for {} GPUs; it excludes --gpus {}: "
+                    "give --gpus 1 (or drop --gpemu-gpus for {} data-parallel ranks with all-reduce)",
+                    s.compute.time_divisor, s.compute.time_divisor, s.cluster.gpus, s.cluster.gpus));
   if (!s.schedule.checkpoints.empty() && !s.schedule.checkpoint)
     throw InputError("job: schedule.checkpoints are given but schedule.checkpoint (the I/O) is not set");
   if (s.schedule.eval.first_epoch > 0 && s.schedule.eval.every < 1)

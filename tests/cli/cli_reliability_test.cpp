@@ -241,9 +241,9 @@ TEST(CliSignals, InterruptedMultiGpuTrainingPrintsTheFinishedEpochs) {
       run_gpemu_child({"train", "--synthetic", "--gpus", "2", "-n", "8", "--epochs", "1000", "--clock", "real"}, o);
   ASSERT_TRUE(r.signalled) << r.out;
   EXPECT_EQ(r.status, 130) << r.out;
-  EXPECT_NE(
-      r.out.find("trained resnet18 on 2 emulated V100-PCIE-32GB (real clock), batch size 64 per GPU (128 in all), "),
-      std::string::npos)
+  EXPECT_NE(r.out.find(
+                "trained resnet18 on 2 emulated V100-PCIE-32GB (real clock), batch size 64 per GPU (128 in all), "),
+            std::string::npos)
       << r.out;
   EXPECT_EQ(r.out.find(", 0 epochs"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("epoch time"), std::string::npos) << r.out;
