@@ -18,7 +18,7 @@ bash scripts/build.sh
 
 # Each parser's libFuzzer harness for a short while under ASan + UBSan
 # (scripts/fuzz.sh; run it with more seconds by hand for a deeper search).
-GPEMU_FUZZ_SEED=${GPEMU_FUZZ_SEED:-1} bash scripts/fuzz.sh "${GPEMU_FUZZ_SECONDS:-15}"
+GPEMU_FUZZ_SEED=${GPEMU_FUZZ_SEED:-1} bash scripts/fuzz.sh "${GPEMU_FUZZ_SECONDS:-12}"
 
 if [[ "${GPEMU_SKIP_ASAN:-0}" != 1 ]]; then
   # -O0 -g1 (line tables, enough for the sanitizers' stack traces): with

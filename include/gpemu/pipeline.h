@@ -113,6 +113,27 @@ Dataset open_dlio_dataset(const std::filesystem::path& dir, const DlioOptions& o
 
 Dataset open_file_list(const std::filesystem::path& list_file);
 
+// Datasets described by their sizes, without files: for the modelled loader
+// (virtual clock) at an original experiment's scale, which no test machine
+// has the disk for. `spec` is a preset or "sizes=FILE":
+//  - "imagenet1k": ILSVRC-2012's training set, 1,281,167 JPEG files in 1,000
+//    classes;
+//  - "imagenette10g": GPEmu's Imagenette-10G, 87,473 JPEG files in 10
+//    classes (Imagenette copied up to about 10 GB);
+//  - "sizes=FILE": one sample size in bytes per line (blank lines and lines
+//    starting with '#' skipped), 1 byte to 1 TiB each, at most 20,000,000
+//    samples and a file of at most 1 GiB; one class.
+// The presets' file sizes follow ImageNet's file-size distribution (GPEmu's
+// measurement, docs/pipeline.md "Datasets"): the dataset's i-th smallest file is that
+// distribution's (i + 0.5)/n quantile, and a seeded permutation spreads the
+// sizes over the samples. Samples are JPEG, labels round-robin over the
+// classes, paths "virtual:<name>/<index>" that no file backs (the real
+// loader cannot read them). InputError naming the spec, or the file and
+// line, for anything else.
+Dataset virtual_dataset(std::string_view spec, std::uint64_t seed = 0);
+// The sizes of a "sizes=FILE" text, `name` naming it in errors.
+std::vector<std::uint64_t> parse_sample_sizes(std::string_view text, const std::string& name);
+
 }  // namespace gpemu::pipeline
 
 // ==== io ====

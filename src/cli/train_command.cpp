@@ -38,6 +38,7 @@ struct TrainArgs {
   bool cold = false;
   std::string trace;
   std::string report;
+  std::string virtual_dataset;  // --virtual-dataset: sizes without files (pipeline.h)
   // DLIO / MLPerf Storage workloads.
   std::string dlio_config;
   std::vector<std::string> dlio_overrides;
@@ -59,14 +60,35 @@ class ProgressObserver : public JobObserver {
 
 // Flags that mean nothing for a DLIO workload (its YAML says it): refused by name.
 void reject_for_dlio(CLI::App* cmd) {
-  static const char* const kMeaningless[] = {"--model",         "--batch-size",    "--data",        "--synthetic",
-                                             "--global-batch-size", "--gpemu-gpus",
-                                             "--iterations",    "--epochs",        "--workers",     "--prefetch-factor",
-                                             "--pin-memory",    "--no-pin-memory", "--host-memory", "--pin-mode",
-                                             "--cache-bytes",   "--cold",          "--read-method", "--cores",
-                                             "--bucket-cap-mb", "--sync",          "--cv",          "--warmup",
-                                             "--precision",     "--optimizer",     "--zero-grad",   "--seq-len",
-                                             "--nodes",         "--network"};
+  static const char* const kMeaningless[] = {"--model",
+                                             "--batch-size",
+                                             "--data",
+                                             "--synthetic",
+                                             "--global-batch-size",
+                                             "--gpemu-gpus",
+                                             "--virtual-dataset",
+                                             "--iterations",
+                                             "--epochs",
+                                             "--workers",
+                                             "--prefetch-factor",
+                                             "--pin-memory",
+                                             "--no-pin-memory",
+                                             "--host-memory",
+                                             "--pin-mode",
+                                             "--cache-bytes",
+                                             "--cold",
+                                             "--read-method",
+                                             "--cores",
+                                             "--bucket-cap-mb",
+                                             "--sync",
+                                             "--cv",
+                                             "--warmup",
+                                             "--precision",
+                                             "--optimizer",
+                                             "--zero-grad",
+                                             "--seq-len",
+                                             "--nodes",
+                                             "--network"};
   std::vector<std::string> given;
   for (const char* name : kMeaningless) {
     const CLI::Option* o = cmd->get_option_no_throw(name);
@@ -111,6 +133,17 @@ void train(const TrainArgs& a, CLI::App* cmd) {
   if (!j.data.empty() && a.synthetic)
     throw InputError("--data and --synthetic exclude each other: train on a folder, or on in-memory batches");
   const ClockKind clock_kind = parse_clock_kind(j.clock);
+  const bool virtual_data = !a.virtual_dataset.empty();
+  if (virtual_data && (!j.data.empty() || a.synthetic))
+    throw InputError(
+        fmt::format("--virtual-dataset excludes --{}: train on sizes without files, a folder, or "
+                    "in-memory batches",
+                    a.synthetic ? "synthetic" : "data"));
+  if (virtual_data && clock_kind != ClockKind::Virtual)
+    throw InputError(
+        fmt::format("--virtual-dataset {} has no files for the real loader to read: give --clock virtual "
+                    "(the modelled loader), or a folder with --data",
+                    a.virtual_dataset));
   JobSpec spec = job_spec(j);
   // A loader error (a data file gone mid-epoch) or SIGINT/SIGTERM, on one GPU
   // or several: the job returns what finished, which is printed before the
@@ -120,10 +153,10 @@ void train(const TrainArgs& a, CLI::App* cmd) {
 
   // What feeds the GPUs: a folder, in-memory batches, or the default dataset.
   // -n without --data keeps the workload-only runs of earlier versions.
-  const bool synthetic = a.synthetic || (j.data.empty() && a.iterations >= 0);
+  const bool synthetic = !virtual_data && (a.synthetic || (j.data.empty() && a.iterations >= 0));
   std::vector<std::string> notes;
   std::filesystem::path data_dir;
-  if (!synthetic) data_dir = training_data_dir(j.data, j.json, &notes);
+  if (!synthetic && !virtual_data) data_dir = training_data_dir(j.data, j.json, &notes);
   auto costs = job_cost_model(j.model, &notes);
 
   spec.schedule.epochs = a.epochs;
@@ -139,7 +172,8 @@ void train(const TrainArgs& a, CLI::App* cmd) {
     spec.data.synthetic_batches = a.iterations >= 0 ? a.iterations : kDefaultSyntheticIterations;
   } else {
     if (a.iterations >= 0) spec.schedule.max_iterations = a.iterations;
-    spec.data.dataset = pipeline::open_image_folder(data_dir);
+    spec.data.dataset =
+        virtual_data ? pipeline::virtual_dataset(a.virtual_dataset, j.seed) : pipeline::open_image_folder(data_dir);
     dataset_images = spec.data.dataset.size();
     dataset_bytes = spec.data.dataset.total_bytes();
     if (cache_bytes > 0)
@@ -218,6 +252,7 @@ void train(const TrainArgs& a, CLI::App* cmd) {
                            {"read_method", pipeline::to_string(read_method)}};
   if (j.model.seq_len > 0) config["seq_len"] = j.model.seq_len;
   if (!data_dir.empty()) config["data"] = data_dir.string();
+  if (virtual_data) config["data"] = spec.data.dataset.root + " (sizes without files)";
 
   if (!a.trace.empty()) {
     train::add_stall_spans(rec, job.timeline());
@@ -244,10 +279,12 @@ void train(const TrainArgs& a, CLI::App* cmd) {
     out["zero_grad"] = j.model.zero_grad;
     if (j.model.seq_len > 0) out["seq_len"] = j.model.seq_len;
     if (!synthetic) out["read_method"] = pipeline::to_string(read_method);
-    if (!data_dir.empty()) {
-      out["data"] = data_dir.string();
+    if (!data_dir.empty() || virtual_data) {
+      out["data"] = virtual_data ? spec.data.dataset.root : data_dir.string();
       out["dataset_images"] = dataset_images;
+      out["dataset_bytes"] = dataset_bytes;
     }
+    out["virtual_dataset"] = virtual_data;
     if (!a.trace.empty()) out["trace"] = a.trace;
     if (!a.report.empty()) out["report"] = a.report;
     if (!notes.empty()) out["notes"] = notes;
@@ -268,11 +305,18 @@ void train(const TrainArgs& a, CLI::App* cmd) {
   if (!data_dir.empty())
     std::cout << fmt::format("data: {} ({} images, {:.1f} MB)\n", data_dir.string(), dataset_images,
                              static_cast<double>(dataset_bytes) / 1e6);
+  if (virtual_data)
+    std::cout << fmt::format("data: {}, sizes without files ({} images, {:.1f} MB)\n", spec.data.dataset.root,
+                             dataset_images, static_cast<double>(dataset_bytes) / 1e6);
   std::cout << "batches: " << r.source << "\n\n";
   std::vector<std::pair<std::string, std::string>> rows;
   for (const SummaryRow& row : train::summary_rows(rec)) rows.emplace_back(row.key, row.value);
-  rows.emplace_back("emulated time",
-                    fmt::format("{} s (wall {} s)", fixed(to_seconds(r.elapsed), 3), fixed(wall_s, 3)));
+  rows.emplace_back(
+      "emulated time",
+      clock_kind == ClockKind::Virtual && wall_s > 0
+          ? fmt::format("{} s (wall {} s: {} emulated s per wall s)", fixed(to_seconds(r.elapsed), 3), fixed(wall_s, 3),
+                        fixed(to_seconds(r.elapsed) / wall_s, to_seconds(r.elapsed) >= 10 * wall_s ? 0 : 2))
+          : fmt::format("{} s (wall {} s)", fixed(to_seconds(r.elapsed), 3), fixed(wall_s, 3)));
   const std::int64_t its = std::max<std::int64_t>(1, r.iterations * r.gpus);
   rows.emplace_back("forward mean", fmt::format("{} ms", fixed(r.iterations ? to_ms(r.forward_total) / its : 0, 3)));
   rows.emplace_back("backward mean", fmt::format("{} ms", fixed(r.iterations ? to_ms(r.backward_total) / its : 0, 3)));
@@ -319,6 +363,9 @@ void add_train_command(CLI::App& app) {
       ->capture_default_str()
       ->check(byte_size());
   cmd->add_flag("--cold", a->cold, "Evict the dataset's files from the page cache before each epoch");
+  cmd->add_option("--virtual-dataset", a->virtual_dataset,
+                  "Sizes without files, for --clock virtual at full scale: imagenet1k, imagenette10g or sizes=FILE "
+                  "(one size in bytes per line)");
   cmd->add_option("--trace", a->trace,
                   "Write a Chrome/Perfetto trace (GPU tracks, loader workers, stalls) to this file");
   cmd->add_option("--report", a->report, "Write an HTML report with charts to this file");

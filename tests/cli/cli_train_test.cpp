@@ -161,10 +161,30 @@ TEST(CliTrain, GpemuCompatibleGpusAreLabelledWhereverTheyRun) {
   auto j = json_of(run_gpemu("train --synthetic --clock virtual -n 2 --gpemu-gpus 8 --global-batch-size 256 --json"));
   EXPECT_EQ(j["gpemu_gpus"], 8);
   EXPECT_EQ(j["batch_size"], 256);  // one process takes the global batch
-  EXPECT_EQ(j["gpus"], 1);  // one process, so no all-reduce
+  EXPECT_EQ(j["gpus"], 1);          // one process, so no all-reduce
   Outcome gpus = run_gpemu("train --synthetic --clock virtual -n 2 --gpemu-gpus 8 --gpus 2");
   EXPECT_NE(gpus.status, 0);
   EXPECT_NE(gpus.err.find("--gpemu-gpus 8"), std::string::npos) << gpus.err;
+}
+
+TEST(CliTrain, AVirtualDatasetFeedsTheModelledLoaderAtFullScale) {
+  auto j = json_of(run_gpemu("train --virtual-dataset imagenette10g --clock virtual -n 3 --json"));
+  EXPECT_EQ(j["dataset_images"], 87473);
+  EXPECT_EQ(j["data"], "virtual:imagenette10g");
+  EXPECT_EQ(j["virtual_dataset"], true);
+  EXPECT_EQ(j["loader"], "modelled");
+  EXPECT_EQ(j["iterations"], 3);
+  Outcome text = run_gpemu("train --virtual-dataset imagenette10g --clock virtual -n 2");
+  ASSERT_EQ(text.status, 0) << text.err;
+  EXPECT_NE(text.out.find("data: virtual:imagenette10g, sizes without files (87473 images"), std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find("emulated s per wall s"), std::string::npos) << text.out;
+  for (const std::string args : {"--clock real", "--clock virtual --synthetic", "--clock virtual --data /tmp"}) {
+    Outcome r = run_gpemu("train --virtual-dataset imagenette10g -n 1 " + args);
+    EXPECT_NE(r.status, 0) << args;
+    EXPECT_NE(r.err.find("--virtual-dataset"), std::string::npos) << args << ": " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << ": " << r.err;
+  }
 }
 
 TEST(CliTrain, BadOptionsAreOneLine) {
