@@ -38,12 +38,16 @@ void analyze(const AnalyzeArgs& args) {
       !std::isfinite(args.storage_mb_per_s))
     throw InputError("--storage-latency-us must be 0 or more and --storage-mb-per-s positive (finite numbers)");
 
+  check_virtual_dataset(a);
   train::DataStallOptions o;
   o.job = job_spec(a);
   o.clock = parse_clock_kind(a.clock);
   const pipeline::ReadMethod read_method = o.job.data.loader.read_method;
-  const std::filesystem::path data_dir = training_data_dir(a.data, a.json);
-  o.dataset = pipeline::open_image_folder(data_dir);
+  const bool virtual_data = !a.virtual_dataset.empty();
+  const std::filesystem::path data_dir = virtual_data ? std::filesystem::path() : training_data_dir(a.data, a.json);
+  o.dataset =
+      virtual_data ? pipeline::virtual_dataset(a.virtual_dataset, a.seed) : pipeline::open_image_folder(data_dir);
+  const std::string data_name = virtual_data ? o.dataset.root : data_dir.string();
   o.loader = o.job.data.loader;
   o.model.cores = a.cores;
   o.storage.read_per_sample = static_cast<Duration>(args.storage_latency_us * 1000.0);
@@ -72,7 +76,8 @@ void analyze(const AnalyzeArgs& args) {
         {"loader", modelled ? "modelled" : "real"},
         {"workers", r.workers},
         {"read_method", pipeline::to_string(read_method)},
-        {"data", data_dir.string()},
+        {"data", data_name},
+        {"virtual_dataset", virtual_data},
         {"dataset_images", o.dataset.size()},
         {"gpu_bound_s", to_seconds(r.gpu_bound.epoch)},
         {"prep_bound_s", to_seconds(r.cached.epoch)},
@@ -91,8 +96,8 @@ void analyze(const AnalyzeArgs& args) {
       "DataStall analysis: {} on {} emulated {} ({} clock, {} loader), batch size {}, {} worker{} per GPU\n", r.model,
       r.gpus, r.gpu, r.clock, modelled ? "modelled" : "real", r.batch_size, r.workers, r.workers == 1 ? "" : "s");
   if (const std::string label = gpemu_compat_label(a); !label.empty()) std::cout << label << '\n';
-  std::cout << fmt::format("data: {} ({} images); measured: the second of two epochs per pass\n\n", data_dir.string(),
-                           o.dataset.size());
+  std::cout << fmt::format("data: {}{} ({} images); measured: the second of two epochs per pass\n\n", data_name,
+                           virtual_data ? ", sizes without files" : "", o.dataset.size());
   Table t({"pass", "what it measures", "epoch s", "samples/s"});
   t.add({"gpu-bound", "in-memory batches (T_gpu)", fixed(to_seconds(r.gpu_bound.epoch), 3),
          fixed(r.gpu_bound.samples_per_s, 1)});

@@ -8,6 +8,7 @@
 #include "cli/option_checks.h"
 #include "cli/options.h"
 #include "gpemu/catalog.h"
+#include "gpemu/clock.h"
 #include "gpemu/error.h"
 
 namespace gpemu::cli {
@@ -99,6 +100,9 @@ void add_job_options(CLI::App* cmd, JobArgs& a) {
                   "copy and compute take 1/N of their time, no all-reduce, no GPU memory emulation")
       ->check(whole_number_in(1, 1'000'000));
   cmd->add_option("--data", a.data, "ImageFolder dataset to train on (default: the cached synthetic dataset)");
+  cmd->add_option("--virtual-dataset", a.virtual_dataset,
+                  "Sizes without files, for --clock virtual at full scale: imagenet1k, imagenette10g or sizes=FILE "
+                  "(one size in bytes per line)");
   cmd->add_option("--workers", a.workers, "Loader worker threads per GPU (default: cores / GPUs, 1 to 8)")
       ->check(whole_number_in(0, 1024));
   cmd->add_option("--prefetch-factor", a.prefetch_factor, "Batches in flight per worker")->capture_default_str();
@@ -147,6 +151,16 @@ bool pin_memory(const JobArgs& a) {
 }
 
 int workers(const JobArgs& a) { return default_workers(a.workers, a.gpus); }
+
+void check_virtual_dataset(const JobArgs& a) {
+  if (a.virtual_dataset.empty()) return;
+  if (!a.data.empty()) throw InputError("--virtual-dataset excludes --data: give sizes without files, or a folder");
+  if (parse_clock_kind(a.clock) != ClockKind::Virtual)
+    throw InputError(
+        fmt::format("--virtual-dataset {} has no files for the real loader to read: give --clock virtual "
+                    "(the modelled loader), or a folder with --data",
+                    a.virtual_dataset));
+}
 
 std::string gpemu_compat_label(const JobArgs& a) {
   if (a.gpemu_gpus <= 1) return {};

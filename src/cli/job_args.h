@@ -53,7 +53,8 @@ struct JobArgs {
   double bucket_cap_mb = 25;
   // Data.
   std::string data;
-  int workers = -1;  // -1: default
+  std::string virtual_dataset;  // --virtual-dataset: sizes without files (pipeline.h)
+  int workers = -1;             // -1: default
   int prefetch_factor = 2;
   bool pin_on = false, pin_off = false;  // --pin-memory / --no-pin-memory
   std::string host_memory;               // older spelling: pinned / pageable
@@ -66,6 +67,9 @@ void add_job_options(CLI::App* cmd, JobArgs& a);
 
 // The JobSpec of these flags: compute, cluster, loader options (the data
 // source and schedule are the command's). InputError naming the flag.
+// --virtual-dataset's rules: it excludes --data and needs --clock virtual
+// (InputError otherwise, saying what to give). Nothing when it is not given.
+void check_virtual_dataset(const JobArgs& a);
 // The line that labels a GPEmu-compatible run (--gpemu-gpus N > 1); empty otherwise.
 std::string gpemu_compat_label(const JobArgs& a);
 // The batch size per GPU: --batch-size, or --global-batch-size / --gpus

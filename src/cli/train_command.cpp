@@ -38,7 +38,6 @@ struct TrainArgs {
   bool cold = false;
   std::string trace;
   std::string report;
-  std::string virtual_dataset;  // --virtual-dataset: sizes without files (pipeline.h)
   // DLIO / MLPerf Storage workloads.
   std::string dlio_config;
   std::vector<std::string> dlio_overrides;
@@ -133,17 +132,11 @@ void train(const TrainArgs& a, CLI::App* cmd) {
   if (!j.data.empty() && a.synthetic)
     throw InputError("--data and --synthetic exclude each other: train on a folder, or on in-memory batches");
   const ClockKind clock_kind = parse_clock_kind(j.clock);
-  const bool virtual_data = !a.virtual_dataset.empty();
-  if (virtual_data && (!j.data.empty() || a.synthetic))
+  const bool virtual_data = !j.virtual_dataset.empty();
+  if (virtual_data && a.synthetic)
     throw InputError(
-        fmt::format("--virtual-dataset excludes --{}: train on sizes without files, a folder, or "
-                    "in-memory batches",
-                    a.synthetic ? "synthetic" : "data"));
-  if (virtual_data && clock_kind != ClockKind::Virtual)
-    throw InputError(
-        fmt::format("--virtual-dataset {} has no files for the real loader to read: give --clock virtual "
-                    "(the modelled loader), or a folder with --data",
-                    a.virtual_dataset));
+        "--virtual-dataset excludes --synthetic: train on sizes without files, a folder, or in-memory batches");
+  check_virtual_dataset(j);
   JobSpec spec = job_spec(j);
   // A loader error (a data file gone mid-epoch) or SIGINT/SIGTERM, on one GPU
   // or several: the job returns what finished, which is printed before the
@@ -173,7 +166,7 @@ void train(const TrainArgs& a, CLI::App* cmd) {
   } else {
     if (a.iterations >= 0) spec.schedule.max_iterations = a.iterations;
     spec.data.dataset =
-        virtual_data ? pipeline::virtual_dataset(a.virtual_dataset, j.seed) : pipeline::open_image_folder(data_dir);
+        virtual_data ? pipeline::virtual_dataset(j.virtual_dataset, j.seed) : pipeline::open_image_folder(data_dir);
     dataset_images = spec.data.dataset.size();
     dataset_bytes = spec.data.dataset.total_bytes();
     if (cache_bytes > 0)
@@ -363,9 +356,6 @@ void add_train_command(CLI::App& app) {
       ->capture_default_str()
       ->check(byte_size());
   cmd->add_flag("--cold", a->cold, "Evict the dataset's files from the page cache before each epoch");
-  cmd->add_option("--virtual-dataset", a->virtual_dataset,
-                  "Sizes without files, for --clock virtual at full scale: imagenet1k, imagenette10g or sizes=FILE "
-                  "(one size in bytes per line)");
   cmd->add_option("--trace", a->trace,
                   "Write a Chrome/Perfetto trace (GPU tracks, loader workers, stalls) to this file");
   cmd->add_option("--report", a->report, "Write an HTML report with charts to this file");

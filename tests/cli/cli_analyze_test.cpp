@@ -67,6 +67,26 @@ TEST_F(TinyDataset, AnalyzePrintsATable) {
   EXPECT_NE(r.out.find("prep stall"), std::string::npos);
 }
 
+TEST_F(TinyDataset, AnalyzeTakesAVirtualDatasetOfTheFoldersSizes) {
+  // The folder's own sizes as a sizes file: the modelled loader needs nothing else.
+  std::ofstream sizes(dir_ / "sizes.txt");
+  for (const auto& e : std::filesystem::recursive_directory_iterator(data()))
+    if (e.is_regular_file()) sizes << e.file_size() << '\n';
+  sizes.close();
+  const Outcome r = run_gpemu("analyze --clock virtual --json --batch-size 8 --virtual-dataset sizes=" +
+                              (dir_ / "sizes.txt").string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["virtual_dataset"], true);
+  EXPECT_EQ(j["dataset_images"], 64);
+  EXPECT_EQ(j["data"], "virtual:" + (dir_ / "sizes.txt").string());
+  EXPECT_EQ(j["passes"]["cold"]["samples"], 64);
+  EXPECT_GT(j["cold_s"].get<double>(), j["gpu_bound_s"].get<double>());
+  const Outcome real = run_gpemu("analyze --clock real --virtual-dataset imagenette10g");
+  EXPECT_NE(real.status, 0);
+  EXPECT_NE(real.err.find("give --clock virtual"), std::string::npos) << real.err;
+}
+
 TEST(CliAnalyze, RejectsAMissingFolder) {
   const Outcome r = run_gpemu("analyze --clock virtual --data /nonexistent/gpemu-analyze");
   EXPECT_NE(r.status, 0);
