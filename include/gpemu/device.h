@@ -5,6 +5,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -252,6 +253,29 @@ struct AllocatorSnapshot {
   bool operator==(const AllocatorSnapshot&) const = default;
 };
 
+// The memory of one GPU that several processes' caching allocators reserve
+// their segments from, each process having an allocator of its own: on a
+// shared GPU one job's growth leaves less for the others, and the one whose
+// segment no longer fits runs out of memory. Thread-safe.
+class DeviceMemory {
+ public:
+  explicit DeviceMemory(std::uint64_t capacity_bytes) : capacity_(capacity_bytes) {}
+  DeviceMemory(const DeviceMemory&) = delete;
+  DeviceMemory& operator=(const DeviceMemory&) = delete;
+  std::uint64_t capacity() const { return capacity_; }
+  std::uint64_t used() const { return used_.load(std::memory_order_relaxed); }
+  std::uint64_t free() const { return capacity_ - used(); }
+  std::uint64_t peak_used() const { return peak_.load(std::memory_order_relaxed); }
+  // Takes `bytes` when they fit in what is free; false otherwise.
+  bool take(std::uint64_t bytes);
+  void give(std::uint64_t bytes);
+
+ private:
+  const std::uint64_t capacity_;
+  std::atomic<std::uint64_t> used_{0};
+  std::atomic<std::uint64_t> peak_{0};
+};
+
 class CachingAllocator {
  public:
   using Ptr = std::uint64_t;
@@ -277,6 +301,11 @@ class CachingAllocator {
     std::uint64_t max_split_size_bytes = kUnlimited;
     // Names the device in the out-of-memory message: "(GPU 0; ...".
     std::string device_name = "GPU 0";
+    // A GPU shared with other allocators: segments are taken from it (and
+    // given back when released or when this allocator is destroyed, as a
+    // process's memory is at its exit); capacity_bytes then names its
+    // capacity in messages only. Null: the allocator has the GPU to itself.
+    DeviceMemory* shared = nullptr;
   };
 
   // Throws InputError for an impossible option value.
@@ -389,6 +418,22 @@ std::string_view to_string(Engine e);
 
 class Device;
 class Event;
+class SharedGpu;
+struct MigProfile;
+
+// What a kernel keeps busy when it runs alone: its share of the SMs and of
+// the memory bandwidth (the bottleneck at 1). Only a shared GPU reads it
+// (SharePolicy::Mps and Mig, docs/sharing.md); 1, 1 when not known.
+struct KernelDemand {
+  float sm = 1, bw = 1;
+};
+
+// A process's place on a GPU several processes share (SharedGpu).
+struct ShareContext {
+  SharedGpu* gpu = nullptr;  // null: the device is the process's alone
+  int priority = 0;          // SharePolicy::Priority: larger goes first
+  std::string mig;           // SharePolicy::Mig: its slice's profile, e.g. "3g.20gb"
+};
 
 // Share of the memory left after the context that cuDNN workspaces and the
 // fragmentation they cause take in a real run (the traced tensors do not
@@ -411,6 +456,10 @@ struct DeviceOptions {
   const Link* host_link_d2h = nullptr;
   // Passed to the caching allocator.
   std::uint64_t max_split_size_bytes = UINT64_MAX;
+  // A GPU shared with other processes: its host links, memory and compute
+  // engine are the shared GPU's (host_link_* and the memory options above
+  // are then taken from it).
+  ShareContext share;
 };
 
 class Stream {
@@ -420,8 +469,8 @@ class Stream {
   bool is_default() const { return id_ == 0; }
   bool non_blocking() const { return non_blocking_; }
 
-  // A kernel of the given duration on the compute engine.
-  Completion launch_kernel(Duration duration, std::string_view name = "kernel");
+  // A kernel of the given duration (on the GPU alone) on the compute engine.
+  Completion launch_kernel(Duration duration, std::string_view name = "kernel", KernelDemand demand = {});
   // Copies over the device's host link; pageable copies block the host until done.
   Completion copy_h2d(std::uint64_t bytes, HostMemoryKind from, std::string_view name = "H2D");
   Completion copy_d2h(std::uint64_t bytes, HostMemoryKind to, std::string_view name = "D2H");
@@ -477,7 +526,11 @@ struct DeviceStats {
 
 class Device {
  public:
+  // On a shared GPU (options.share.gpu) the process's CUDA context is taken
+  // from the GPU's memory: OutOfMemoryError when it does not fit; a MIG slice
+  // is taken from the GPU: InputError when none of its profile is left.
   Device(Timeline& timeline, const GpuSpec& spec, DeviceOptions options = {});
+  ~Device();
   Device(const Device&) = delete;
   Device& operator=(const Device&) = delete;
 
@@ -488,6 +541,8 @@ class Device {
   CachingAllocator& allocator() { return allocator_; }
   const CachingAllocator& allocator() const { return allocator_; }
   std::uint64_t context_reserve_bytes() const { return context_reserve_; }
+  // The shared GPU this device is a process's view of, or null.
+  SharedGpu* shared() const { return share_.gpu; }
 
   Stream& default_stream() { return streams_.front(); }
   // Streams live as long as the device; references stay valid.
@@ -517,10 +572,114 @@ class Device {
   PcieModel pcie_;
   const Link* link_h2d_;
   const Link* link_d2h_;
+  ShareContext share_;
+  const MigProfile* mig_ = nullptr;  // the MIG slice the device is, or null
   CachingAllocator allocator_;
   std::deque<Stream> streams_;
   std::array<Completion, kEngineCount> engine_tail_;
   DeviceStats stats_;
+};
+
+}  // namespace gpemu
+
+// ==== sharing ====
+//
+// One emulated GPU that several processes (training jobs) share, each with
+// its own Device (streams, caching allocator, CUDA context) on one timeline.
+// What they share and how (docs/sharing.md has the policies' bases):
+//   - memory: one card; every process's context and segments come out of
+//     it, so one job's growth makes another run out where it would on the
+//     card (Mig: each slice its own memory);
+//   - the host links: one PCIe link each way;
+//   - the compute engine, under a policy:
+//       Fifo       a process's iteration has the GPU to itself; iterations
+//                  in the order their first kernels were issued (GPEmu's
+//                  manager), via begin_turn/end_turn;
+//       TimeSlice  round-robin quanta: the active processes share the GPU
+//                  equally, losing quantum / (quantum + switch) of it while
+//                  two or more are active;
+//       Priority   kernel by kernel, highest priority first; a running
+//                  kernel is not preempted;
+//       Mps        kernels run concurrently, each slowed by the busiest of
+//                  the SMs and memory bandwidth (KernelDemand sums);
+//       Mig        fixed slices of the card's MIG profiles, each with its
+//                  share of SMs, memory and bandwidth; no interference.
+//
+// Thread safety: all members may be called from the processes' host threads.
+
+namespace gpemu {
+
+enum class SharePolicy { Fifo, TimeSlice, Priority, Mps, Mig };
+std::string_view to_string(SharePolicy p);
+// "fifo", "timeslice", "priority", "mps", "mig"; InputError otherwise.
+SharePolicy parse_share_policy(std::string_view text);
+
+// A MIG GPU-instance profile: its sevenths of the SMs and eighths of the
+// memory (and memory bandwidth), from NVIDIA's MIG user guide ("Supported
+// MIG Profiles"; docs/sharing.md).
+struct MigProfile {
+  std::string name;  // e.g. "3g.20gb"
+  int compute_sevenths = 0;
+  int memory_eighths = 0;
+  int max_instances = 0;  // of this profile on one card
+};
+// The card's profiles; empty for a card without MIG.
+std::vector<MigProfile> mig_profiles(const GpuSpec& gpu);
+// InputError naming the card and its profiles when it has no such profile.
+const MigProfile& find_mig_profile(const GpuSpec& gpu, std::string_view name);
+
+struct ShareOptions {
+  SharePolicy policy = SharePolicy::Fifo;
+  Duration timeslice = 2 * kMillisecond;     // TimeSlice: the quantum
+  Duration switch_cost = 25 * kMicrosecond;  // TimeSlice: a context switch
+  // As DeviceOptions (the card's memory left to tensors).
+  double workspace_margin = kDefaultWorkspaceMargin;
+};
+
+class SharedGpu {
+ public:
+  // InputError for a policy the card cannot run (Mig on a card without MIG)
+  // or an impossible option.
+  SharedGpu(Timeline& timeline, const GpuSpec& spec, ShareOptions options = {});
+  SharedGpu(const SharedGpu&) = delete;
+  SharedGpu& operator=(const SharedGpu&) = delete;
+
+  Timeline& timeline() const { return *timeline_; }
+  const GpuSpec& spec() const { return *spec_; }
+  const ShareOptions& options() const { return options_; }
+  SharePolicy policy() const { return options_.policy; }
+  DeviceMemory& memory() { return memory_; }
+  const Link& host_link_h2d() const { return *h2d_; }
+  const Link& host_link_d2h() const { return *d2h_; }
+  // The compute engine as a link whose bytes are nanoseconds of kernel time
+  // (TimeSlice, Priority, Mps); null for Fifo and Mig.
+  const Link* compute_link() const { return compute_; }
+
+  // Mig: takes a slice of `profile` (the placement rule kept: at most 7
+  // sevenths, 8 eighths and the profile's instances); InputError when it
+  // does not fit beside the slices taken. give_slice returns it.
+  const MigProfile& take_slice(std::string_view profile);
+  void give_slice(const MigProfile& profile);
+
+  // Fifo: the issuing host holds the GPU from begin_turn to end_turn (it
+  // must not sleep in between: the turn is a mutex); its kernels go after
+  // the returned completion, the end of the previous turn's last kernel.
+  Completion begin_turn();
+  void end_turn(const Completion& last);
+
+ private:
+  Timeline* timeline_;
+  const GpuSpec* spec_;
+  ShareOptions options_;
+  DeviceMemory memory_;
+  const Link* h2d_ = nullptr;
+  const Link* d2h_ = nullptr;
+  const Link* compute_ = nullptr;
+  std::mutex slices_mu_;
+  int sevenths_ = 0, eighths_ = 0;
+  std::vector<int> instances_;  // per profile
+  std::mutex turn_mu_;
+  Completion last_turn_;
 };
 
 }  // namespace gpemu

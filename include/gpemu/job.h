@@ -9,6 +9,7 @@
 #include <exception>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -62,6 +63,12 @@ struct MemoryCheck {
   std::uint64_t peak_reserved_bytes = 0;
   std::string reason;  // why it does not fit: the OOM message, or the measured evidence
 };
+// What a kernel of `flops` and `bytes` of memory traffic keeps busy on `gpu`
+// when alone, by the roofline at the card's peaks: the slower of compute and
+// memory is the bottleneck (1), the other its share of that time. {1, 1}
+// when the figures are missing.
+KernelDemand roofline_demand(const GpuSpec& gpu, Precision precision, double flops, double bytes);
+
 // Replays two iterations of the plan through a fresh caching allocator of the
 // device's capacity (no timing). A batch at or beyond measured OOM evidence
 // does not fit, whatever the replay says.
@@ -174,8 +181,10 @@ struct DataSpec {
 };
 
 struct ClusterSpec {
-  const GpuSpec* gpu = nullptr;  // required
-  int gpus = 1;                  // data-parallel ranks, over all nodes
+  // required. With device.share.gpu set, the job's one GPU is a process's
+  // view of that shared GPU, on its timeline (gpus must be 1).
+  const GpuSpec* gpu = nullptr;
+  int gpus = 1;  // data-parallel ranks, over all nodes
   // Nodes the GPUs are spread over evenly (interconnect/cluster.h). A job
   // whose step program moves bytes (H2D copies, the all-reduce) puts at most
   // kMaxGpusPerNode GPUs in a node; with nodes > 1 the nodes are joined by
@@ -481,6 +490,15 @@ class Job {
   // (OutOfMemoryError, a loader's InputError, ...). Call once.
   RunRecord run(JobObserver* observer = nullptr);
 
+  // run() in two halves, for a caller that runs the host threads itself
+  // (gpemu share runs several jobs' threads under one clock): the bodies of
+  // the ranks' host threads, to be run concurrently under clock(); they do
+  // not throw, a failure is kept. Then, once every body has returned and
+  // the job's work has completed, its record, with RunRecord::stopped set
+  // when a body failed. Call each once, in this order, instead of run().
+  std::vector<std::function<void()>> host_threads(JobObserver* observer = nullptr);
+  RunRecord record();
+
  private:
   struct Rank;
   void run_rank(Rank& r, JobObserver* observer);
@@ -492,7 +510,8 @@ class Job {
   const CostModel& costs_;
   JobSpec spec_;
   StepCost cost_;
-  std::unique_ptr<Timeline> timeline_;
+  std::unique_ptr<Timeline> own_timeline_;  // null on a shared GPU, whose timeline it is
+  Timeline* timeline_ = nullptr;
   std::vector<std::unique_ptr<Device>> devices_;  // without a node
   std::unique_ptr<Node> node_;
   std::unique_ptr<Cluster> cluster_;
@@ -504,6 +523,9 @@ class Job {
   std::vector<std::unique_ptr<Rank>> ranks_;
   std::int64_t planned_ = 0;
   std::atomic<bool> interrupted_{false};
+  Time start_ = 0;
+  std::mutex error_mu_;
+  std::exception_ptr first_error_;
 };
 
 }  // namespace gpemu

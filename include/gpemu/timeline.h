@@ -47,18 +47,37 @@ namespace detail {
 struct PendingOp;
 }
 
+// How a link's capacity is divided between the transfers that cross it at
+// the same time. A GPU shared by several processes is a link too: its compute
+// engine, whose "bytes" are nanoseconds of kernel time (docs/sharing.md).
+enum class ShareRule {
+  MaxMin,     // max-min fair over the transfers' caps (networks, PCIe)
+  TimeSlice,  // equal shares, of capacity x contended_efficiency while two or more are active
+  Demand,     // every transfer at capacity / max(1, sum of sm_demand, sum of bw_demand)
+  Priority,   // one at a time, to completion: highest priority first, then first joined
+};
+struct LinkShare {
+  ShareRule rule = ShareRule::MaxMin;
+  // TimeSlice: the share of time left to the transfers while they switch
+  // (quantum / (quantum + switch cost)); 1 when only one is active.
+  double contended_efficiency = 1;
+};
+
 // A shared bandwidth resource (a PCIe host link, an NVLink, a NIC).
 class Link {
  public:
   const std::string& name() const { return name_; }
   double capacity_bytes_per_s() const { return capacity_; }
+  const LinkShare& share() const { return share_; }
 
  private:
   friend class Timeline;
-  Link(std::string name, double capacity, int index) : name_(std::move(name)), capacity_(capacity), index_(index) {}
+  Link(std::string name, double capacity, int index, LinkShare share)
+      : name_(std::move(name)), capacity_(capacity), index_(index), share_(share) {}
   std::string name_;
   double capacity_;
   int index_;
+  LinkShare share_;
 };
 
 // The completion of an issued operation: a time once resolved.
@@ -74,6 +93,9 @@ class Completion {
   bool resolved() const;
   // The end time once resolved(); before that, a lower bound.
   Time known_end() const;
+  // The start time once resolved() (for a transfer, when it could first
+  // move: its dependencies were done), else known_end() - duration.
+  Time known_start(Duration duration) const;
 
  private:
   friend class Timeline;
@@ -122,6 +144,10 @@ struct OpSpec {
   const Link* link2 = nullptr;
   double bytes = 0;     // bytes to move over link
   double rate_cap = 0;  // bytes/s this transfer can reach alone (e.g. the device's own lanes)
+  // ShareRule::Priority: larger first. ShareRule::Demand: the shares of the
+  // GPU's SMs and memory bandwidth the operation keeps busy when alone.
+  int priority = 0;
+  float sm_demand = 1, bw_demand = 1;
   TraceTag tag;
   bool trace = true;  // false for markers (event records, stream waits)
 };
@@ -150,8 +176,9 @@ class Timeline {
 
   // A link whose bandwidth concurrent transfers share. With shared=false the
   // link is dedicated to one device's transfers, which are serialised by its
-  // copy engine anyway, so they resolve on issue.
-  const Link& add_link(std::string name, double capacity_bytes_per_s, bool shared = true);
+  // copy engine anyway, so they resolve on issue. `share` says how a shared
+  // link divides its capacity (shared=false ignores it).
+  const Link& add_link(std::string name, double capacity_bytes_per_s, bool shared = true, LinkShare share = {});
 
   // The host's issue time for a new operation: now(), never before the
   // committed horizon.

@@ -7,6 +7,7 @@
 #include "loader_bench.h"
 #include "overhead_bench.h"
 #include "scale_bench.h"
+#include "share_bench.h"
 #include "timing_bench.h"
 #include "virtual_bench.h"
 
@@ -113,6 +114,19 @@ void add_bench_command(CLI::App& app) {
         c.add_option("--network", o.network, "25gbe, 100gbe, 400gbe or a JSON file")->capture_default_str();
         c.add_option("--sync", o.sync, "Host waits every 'iteration' (loss.item()) or at the 'end'")
             ->capture_default_str();
+      });
+  add_bench<ShareBenchOptions>(
+      *cmd, "share",
+      "Jobs sharing one emulated GPU: MPS interference ratios, the policies side by side, emulation cost per step",
+      [](const ShareBenchOptions& o) { return run_share_bench(o); }, print_share_bench,
+      [](CLI::App& c, ShareBenchOptions& o) {
+        c.add_option("--gpu", o.gpu, "GPU to emulate")->capture_default_str();
+        c.add_option("--steps", o.steps, "Iterations per job")->capture_default_str();
+        c.add_option("--jobs", o.jobs, "Emulation cost: jobs on one GPU")->capture_default_str();
+        c.add_option("--compute-model", o.compute_model, "The compute-bound job's model")->capture_default_str();
+        c.add_option("--compute-batch", o.compute_batch, "Its batch size")->capture_default_str();
+        c.add_option("--memory-model", o.memory_model, "The memory-bound job's model")->capture_default_str();
+        c.add_option("--memory-batch", o.memory_batch, "Its batch size")->capture_default_str();
       });
   add_bench<DatastallBenchOptions>(
       *cmd, "datastall", "DataStall-style fetch/prep stall shares of five models on 8 emulated V100s vs the paper",

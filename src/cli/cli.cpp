@@ -34,6 +34,7 @@ int run(int argc, char** argv) {
   add_validate_command(app);
   add_calibrate_command(app);
   add_analyze_command(app);
+  add_share_command(app);
   install_interrupt_handlers();
   try {
     app.parse(argc, argv);

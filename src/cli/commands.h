@@ -15,5 +15,6 @@ void add_models_command(CLI::App& app);
 void add_validate_command(CLI::App& app);
 void add_calibrate_command(CLI::App& app);
 void add_analyze_command(CLI::App& app);
+void add_share_command(CLI::App& app);
 
 }  // namespace gpemu::cli

@@ -118,7 +118,9 @@ CachingAllocator::CachingAllocator(Options options)
 }
 
 // Blocks live in arena_, which frees them with the containers' nodes.
-CachingAllocator::~CachingAllocator() = default;
+CachingAllocator::~CachingAllocator() {
+  if (options_.shared) options_.shared->give(stats_.reserved_bytes);
+}
 
 std::uint64_t CachingAllocator::round_size(std::uint64_t bytes) {
   return bytes < kMinBlockSize ? kMinBlockSize : round_up(bytes, kMinBlockSize);
@@ -278,10 +280,27 @@ CachingAllocator::Block* CachingAllocator::find_cached(Pool& pool, int stream, s
   return block;
 }
 
+bool DeviceMemory::take(std::uint64_t bytes) {
+  std::uint64_t used = used_.load(std::memory_order_relaxed);
+  do {
+    if (bytes > capacity_ - used) return false;
+  } while (!used_.compare_exchange_weak(used, used + bytes, std::memory_order_relaxed));
+  std::uint64_t peak = peak_.load(std::memory_order_relaxed);
+  while (peak < used + bytes && !peak_.compare_exchange_weak(peak, used + bytes, std::memory_order_relaxed)) {
+  }
+  return true;
+}
+
+void DeviceMemory::give(std::uint64_t bytes) { used_.fetch_sub(bytes, std::memory_order_relaxed); }
+
 CachingAllocator::Block* CachingAllocator::reserve_segment(bool small, int stream, std::uint64_t size) {
   const std::uint64_t bytes = segment_size(size);
-  if (bytes > options_.capacity_bytes - stats_.reserved_bytes) return nullptr;
   if (bytes > kMax - next_address_) return nullptr;  // emulated address space exhausted
+  if (options_.shared) {
+    if (!options_.shared->take(bytes)) return nullptr;
+  } else if (bytes > options_.capacity_bytes - stats_.reserved_bytes) {
+    return nullptr;
+  }
   Block* block = new_block();
   *block = Block{next_address_, bytes, 0, stream, small, false, nullptr, nullptr};
   next_address_ += bytes;
@@ -335,6 +354,7 @@ void CachingAllocator::release_segment(Pool& pool, Pool::iterator it) {
   Block* block = *it;
   pool.erase(it);
   stats_.reserved_bytes -= block->size;
+  if (options_.shared) options_.shared->give(block->size);
   --stats_.segments;
   ++stats_.num_device_free;
   delete_block(block);
@@ -354,7 +374,8 @@ std::string CachingAllocator::oom_message(std::uint64_t segment_bytes) const {
       "{} free; {} reserved in total by PyTorch) If reserved memory is >> allocated memory try "
       "setting max_split_size_mb to avoid fragmentation.",
       format_size(segment_bytes), options_.device_name, format_size(options_.capacity_bytes),
-      format_size(stats_.allocated_bytes), format_size(options_.capacity_bytes - stats_.reserved_bytes),
+      format_size(stats_.allocated_bytes),
+      format_size(options_.shared ? options_.shared->free() : options_.capacity_bytes - stats_.reserved_bytes),
       format_size(stats_.reserved_bytes));
 }
 

@@ -1,5 +1,6 @@
 #include "gpemu/device.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <vector>
@@ -40,11 +41,29 @@ std::uint64_t Device::tensor_capacity(const GpuSpec& spec, std::uint64_t context
 }
 
 namespace {
-CachingAllocator::Options allocator_options(const GpuSpec& spec, std::uint64_t reserve, const DeviceOptions& o) {
+const MigProfile* take_mig(const DeviceOptions& o) {
+  if (!o.share.gpu || o.share.gpu->policy() != SharePolicy::Mig) return nullptr;
+  return &o.share.gpu->take_slice(o.share.mig);
+}
+
+CachingAllocator::Options allocator_options(const GpuSpec& spec, std::uint64_t reserve, const DeviceOptions& o,
+                                            const MigProfile* mig) {
   CachingAllocator::Options a;
   a.capacity_bytes = Device::tensor_capacity(spec, reserve, o.workspace_margin);
+  if (mig) {
+    // The slice's eighths of the card's memory, less its own context.
+    const std::uint64_t slice = spec.reported_memory() / 8 * static_cast<std::uint64_t>(mig->memory_eighths);
+    a.capacity_bytes =
+        slice <= reserve
+            ? 0
+            : static_cast<std::uint64_t>(static_cast<double>(slice - reserve) / (1.0 + o.workspace_margin));
+  } else if (o.share.gpu) {
+    a.shared = &o.share.gpu->memory();
+    a.capacity_bytes = a.shared->capacity();
+  }
   a.max_split_size_bytes = o.max_split_size_bytes;
-  a.device_name = fmt::format("GPU {}", o.index);
+  // Every process sees a GPU it shares as its own first device.
+  a.device_name = fmt::format("GPU {}", o.share.gpu ? 0 : o.index);
   return a;
 }
 }  // namespace
@@ -55,14 +74,34 @@ Device::Device(Timeline& timeline, const GpuSpec& spec, DeviceOptions options)
       index_(options.index),
       context_reserve_(options.context_reserve_bytes.value_or(default_context_reserve(spec))),
       pcie_(options.pcie.value_or(PcieModel::for_link(spec.pcie_gen, spec.pcie_lanes))),
-      link_h2d_(options.host_link_h2d),
-      link_d2h_(options.host_link_d2h),
-      allocator_(allocator_options(spec, context_reserve_, options)) {
+      link_h2d_(options.share.gpu ? &options.share.gpu->host_link_h2d() : options.host_link_h2d),
+      link_d2h_(options.share.gpu ? &options.share.gpu->host_link_d2h() : options.host_link_d2h),
+      share_(options.share),
+      mig_(take_mig(options)),
+      allocator_(allocator_options(spec, context_reserve_, options, mig_)) {
+  // Each process on a shared GPU holds a CUDA context of its own.
+  if (share_.gpu && !mig_ && !share_.gpu->memory().take(context_reserve_)) {
+    throw OutOfMemoryError(fmt::format("CUDA error: out of memory (creating GPU {}'s CUDA context of {} on the "
+                                       "shared {}: {} of its {} are free)",
+                                       index_, CachingAllocator::format_size(context_reserve_), spec.id,
+                                       CachingAllocator::format_size(share_.gpu->memory().free()),
+                                       CachingAllocator::format_size(share_.gpu->memory().capacity())),
+                           context_reserve_);
+  }
   // A dedicated link carries only this device's copies, which its copy
   // engine serialises, so transfers over it resolve on issue.
   if (!link_h2d_) link_h2d_ = &timeline.add_link(fmt::format("GPU{} PCIe H2D", index_), pcie_.pinned_gbs * 1e9, false);
   if (!link_d2h_) link_d2h_ = &timeline.add_link(fmt::format("GPU{} PCIe D2H", index_), pcie_.pinned_gbs * 1e9, false);
   streams_.push_back(Stream(this, 0, false));
+}
+
+Device::~Device() {
+  if (!share_.gpu) return;
+  if (mig_) {
+    share_.gpu->give_slice(*mig_);
+  } else {
+    share_.gpu->memory().give(context_reserve_);
+  }
 }
 
 Stream& Device::create_stream(bool non_blocking) {
@@ -133,12 +172,27 @@ void Device::synchronize() {
   for (Stream& s : streams_) s.synchronize();
 }
 
-Completion Stream::launch_kernel(Duration duration, std::string_view name) {
+Completion Stream::launch_kernel(Duration duration, std::string_view name, KernelDemand demand) {
   OpSpec spec;
   spec.duration = duration;
   spec.tag.name = name;
   spec.tag.category = "kernel";
   ++device_->stats_.kernels;
+  if (const MigProfile* mig = device_->mig_) {
+    // A slice has 1/7 of the SMs and 1/8 of the memory bandwidth per unit:
+    // the kernel slows by its busier resource's shortfall (docs/sharing.md).
+    const double slow = std::max({1.0, demand.sm * 7.0 / mig->compute_sevenths, demand.bw * 8.0 / mig->memory_eighths});
+    spec.duration = std::llround(static_cast<double>(duration) * slow);
+  } else if (const Link* compute = device_->share_.gpu ? device_->share_.gpu->compute_link() : nullptr) {
+    // Nanoseconds of kernel time, shared out by the GPU's policy.
+    spec.duration = 0;
+    spec.link = compute;
+    spec.bytes = static_cast<double>(duration);
+    spec.priority = device_->share_.priority;
+    spec.sm_demand = demand.sm;
+    spec.bw_demand = demand.bw;
+    device_->stats_.busy[static_cast<int>(Engine::Compute)] += duration;
+  }
   return device_->enqueue(*this, spec, Engine::Compute, {});
 }
 

@@ -7,6 +7,7 @@
 #include <limits>
 #include <queue>
 #include <set>
+#include <stdexcept>
 #include <tuple>
 
 namespace gpemu {
@@ -20,6 +21,7 @@ struct PendingOp {
   bool s_start_known = false, s_end_known = false, s_joined = false;  // simulation scratch
   // Flow state committed at the timeline's horizon.
   bool c_joined = false;
+  bool c_running = false;  // ShareRule::Priority: the transfer its link was running
   bool trace = true;
   int s_unknown = 0;  // deps whose end the simulation does not know yet
   int link = -1;      // index into the timeline's links; -1 for fixed-cost ops
@@ -42,8 +44,10 @@ struct PendingOp {
   double c_remaining = 0;
   Time s_start = 0, s_join_at = 0, s_finish_at = 0;
   double s_remaining = 0, s_rate = 0;
-  Time s_rem_t = 0;            // the time s_remaining refers to
-  double s_share[2] = {0, 0};  // rate granted by the last water-fill of link, link2
+  Time s_rem_t = 0;                    // the time s_remaining refers to
+  double s_share[2] = {0, 0};          // rate granted by the last water-fill of link, link2
+  int priority = 0;                    // ShareRule::Priority
+  float sm_demand = 1, bw_demand = 1;  // ShareRule::Demand
 
   // The trace.
   const std::string* name = nullptr;
@@ -148,6 +152,7 @@ struct Timeline::Sim {
   std::size_t unknown = 0;                      // pending operations whose end is not known yet
   std::vector<std::vector<PendingOp*>> active;  // per link: joined, unfinished flows
   std::vector<std::uint64_t> version;           // per link: bumped by every water-fill
+  std::vector<PendingOp*> running;              // per ShareRule::Priority link: the flow it runs, or null
   std::vector<char> dirty;
   std::vector<int> dirty_list;
   std::vector<PendingOp*> work;  // start now determinable
@@ -165,12 +170,19 @@ Time Completion::known_end() const {
   return end_;
 }
 
+Time Completion::known_start(Duration duration) const {
+  if (op_ && op_->final.load(std::memory_order_acquire)) return op_->start;
+  return known_end() - duration;
+}
+
 Timeline::Timeline(Clock& clock) : clock_(clock), sim_(std::make_unique<Sim>()) {}
 Timeline::~Timeline() = default;
 
-const Link& Timeline::add_link(std::string name, double capacity, bool shared) {
+const Link& Timeline::add_link(std::string name, double capacity, bool shared, LinkShare share) {
+  if (!(share.contended_efficiency > 0 && share.contended_efficiency <= 1))
+    throw std::invalid_argument("Timeline::add_link: contended_efficiency must be in (0, 1]");
   std::lock_guard<std::mutex> lock(mutex_);
-  links_.emplace_back(new Link(std::move(name), capacity, static_cast<int>(links_.size())));
+  links_.emplace_back(new Link(std::move(name), capacity, static_cast<int>(links_.size()), share));
   link_shared_.push_back(shared);
   sim_->valid = false;
   return *links_.back();
@@ -182,9 +194,11 @@ Time Timeline::issue_time() const {
 }
 
 namespace {
-// Time to move bytes at rate (bytes per ns), rounded up to whole ns.
+// Time to move bytes at rate (bytes per ns), rounded up to whole ns; never
+// for a transfer at rate 0 (one a ShareRule::Priority link holds back).
 Duration transfer_ns(double bytes, double rate) {
   if (bytes <= 0) return 0;
+  if (rate <= 0) return kTimeInfinity;
   return static_cast<Duration>(std::ceil(bytes / rate - 1e-9));
 }
 double per_ns(double bytes_per_s) { return bytes_per_s * 1e-9; }
@@ -233,6 +247,9 @@ Completion Timeline::issue(const OpSpec& spec, std::span<const Completion> deps)
   op->link2 = is_flow && spec.link2 && spec.link2 != spec.link ? spec.link2->index_ : -1;
   op->bytes = spec.bytes;
   op->cap = is_flow ? std::min(cap, link_cap) : 0;
+  op->priority = spec.priority;
+  op->sm_demand = spec.sm_demand;
+  op->bw_demand = spec.bw_demand;
   for (const Completion& d : deps)
     if (d.op_ && !d.op_->final.load(std::memory_order_relaxed)) {
       op->deps.push_back(d.op_);
@@ -321,6 +338,7 @@ void Timeline::restart_locked(Time now) {
   sim.unknown = pending_.size();
   sim.active.assign(nlinks, {});
   sim.version.assign(nlinks, 0);
+  sim.running.assign(nlinks, nullptr);
   sim.dirty.assign(nlinks, 0);
   sim.dirty_list.clear();
   sim.work.clear();
@@ -339,6 +357,7 @@ void Timeline::restart_locked(Time now) {
       op.s_remaining = op.c_remaining;
       op.s_rem_t = horizon_;
       op.s_share[0] = op.s_share[1] = std::numeric_limits<double>::infinity();
+      if (op.c_running) sim.running[op.link] = &op;
       for (int l : {op.link, op.link2}) {
         if (l < 0) continue;
         sim.active[l].push_back(&op);
@@ -421,21 +440,47 @@ Time Timeline::resolve_locked(PendingOp* target, bool to_end) {
       const double ca = cap_here(a), cb = cap_here(b);
       return ca != cb ? ca < cb : a->seq < b->seq;
     });
+    const LinkShare& rule = links_[l]->share();
     double left = per_ns(links_[l]->capacity_bytes_per_s());
+    if (rule.rule == ShareRule::TimeSlice && flows.size() > 1) left *= rule.contended_efficiency;
+    // Demand: one slowdown for all, from the busiest of SMs and memory bandwidth.
+    double demand = 1;
+    if (rule.rule == ShareRule::Demand) {
+      double sm = 0, bw = 0;
+      for (const PendingOp* f : flows) {
+        sm += f->sm_demand;
+        bw += f->bw_demand;
+      }
+      demand = std::max({1.0, sm, bw});
+    }
+    // Priority: the running transfer keeps the link to its end; then the
+    // highest priority goes, the first joined among equals.
+    PendingOp* run = nullptr;
+    if (rule.rule == ShareRule::Priority && !flows.empty()) {
+      run = sim.running[l];
+      if (!run || std::find(flows.begin(), flows.end(), run) == flows.end()) {
+        run = *std::min_element(flows.begin(), flows.end(), [](const PendingOp* a, const PendingOp* b) {
+          return std::tie(b->priority, a->s_join_at, a->seq) < std::tie(a->priority, b->s_join_at, b->seq);
+        });
+      }
+      sim.running[l] = run;
+    }
     std::size_t n = flows.size();
     Time first = kTimeInfinity;
     for (PendingOp* f : flows) {
       double share = left / static_cast<double>(n--);
+      if (rule.rule == ShareRule::Demand) share = per_ns(links_[l]->capacity_bytes_per_s()) / demand;
+      if (rule.rule == ShareRule::Priority) share = f == run ? left : 0;
       f->s_rate = std::min(cap_here(f), share);
       f->s_share[f->link == l ? 0 : 1] = f->s_rate;
-      left -= f->s_rate;
-      f->s_finish_at = at + transfer_ns(f->s_remaining, f->s_rate);
+      if (rule.rule == ShareRule::MaxMin || rule.rule == ShareRule::TimeSlice) left -= f->s_rate;
+      f->s_finish_at = f->s_rate > 0 ? at + transfer_ns(f->s_remaining, f->s_rate) : kTimeInfinity;
       first = std::min(first, f->s_finish_at);
     }
     ++stats_.water_fills;
     stats_.flow_rate_updates += flows.size();
     ++sim.version[l];
-    if (!flows.empty()) sim.finishes.emplace(first, l, sim.version[l]);
+    if (first != kTimeInfinity) sim.finishes.emplace(first, l, sim.version[l]);
     sim.dirty[l] = 0;
   };
   auto refill_dirty = [&](Time at) {
@@ -462,14 +507,42 @@ Time Timeline::resolve_locked(PendingOp* target, bool to_end) {
         op.c_joined = true;
         op.c_start = op.s_start;
         op.c_remaining = op.s_remaining;
+        op.c_running = sim.running[op.link] == &op;
       }
     }
     horizon_ = at;
     committed = true;
   };
 
+  // Flows that join at `at`, in issue order (as flows joining at one instant always joined).
+  auto absorb_joins = [&](Time at) {
+    if (sim.joins.empty() || std::get<0>(sim.joins.top()) > at) return;
+    std::vector<PendingOp*> joining;
+    while (!sim.joins.empty() && std::get<0>(sim.joins.top()) <= at) {
+      joining.push_back(std::get<2>(sim.joins.top()));
+      sim.joins.pop();
+    }
+    std::sort(joining.begin(), joining.end(), [](const PendingOp* a, const PendingOp* b) { return a->seq < b->seq; });
+    for (PendingOp* op : joining) {
+      op->s_joined = true;
+      op->s_remaining = op->bytes;
+      op->s_rem_t = at;
+      op->s_rate = 0;
+      op->s_share[0] = op->s_share[1] = std::numeric_limits<double>::infinity();
+      for (int l : {op->link, op->link2}) {
+        if (l < 0) continue;
+        sim.active[l].push_back(op);
+        mark_dirty(l);
+      }
+    }
+  };
+
   for (;;) {
     drain();
+    // What joins now joins before the links are shared out again: a kernel
+    // that follows one that just ended on its stream is there when a
+    // Priority link picks its next kernel, as on a GPU whose queue holds it.
+    absorb_joins(t);
     refill_dirty(t);
     const Time next = std::min(next_finish(), sim.joins.empty() ? kTimeInfinity : std::get<0>(sim.joins.top()));
 
@@ -488,27 +561,7 @@ Time Timeline::resolve_locked(PendingOp* target, bool to_end) {
 
     ++stats_.events;
     t = next;
-    if (!sim.joins.empty() && std::get<0>(sim.joins.top()) <= t) {
-      std::vector<PendingOp*> joining;
-      while (!sim.joins.empty() && std::get<0>(sim.joins.top()) <= t) {
-        joining.push_back(std::get<2>(sim.joins.top()));
-        sim.joins.pop();
-      }
-      // Issue order, as flows joining at one instant always joined.
-      std::sort(joining.begin(), joining.end(), [](const PendingOp* a, const PendingOp* b) { return a->seq < b->seq; });
-      for (PendingOp* op : joining) {
-        op->s_joined = true;
-        op->s_remaining = op->bytes;
-        op->s_rem_t = t;
-        op->s_rate = 0;
-        op->s_share[0] = op->s_share[1] = std::numeric_limits<double>::infinity();
-        for (int l : {op->link, op->link2}) {
-          if (l < 0) continue;
-          sim.active[l].push_back(op);
-          mark_dirty(l);
-        }
-      }
-    }
+    absorb_joins(t);
     refill_dirty(t);
     std::vector<int> finishing;
     while (!sim.finishes.empty() && std::get<0>(sim.finishes.top()) <= t) {
@@ -524,6 +577,7 @@ Time Timeline::resolve_locked(PendingOp* target, bool to_end) {
         if (f->s_end_known) continue;  // finished on its other link: dropped here
         if (f->s_finish_at <= t) {
           end_known(*f, t);
+          if (sim.running[l] == f) sim.running[l] = nullptr;
           // Its other link (a switch that may carry a thousand flows) drops
           // it when next water-filled, at this same t, which also brings the
           // other flows' bytes forward: one pass per link and event, not one

@@ -85,6 +85,9 @@ void validate(const JobSpec& s) {
           "job: cluster.network is not set for {} nodes; give --network 25gbe|100gbe|400gbe|FILE", s.cluster.nodes));
   }
   if (s.cluster.buckets.bucket_cap_bytes == 0) throw InputError("--bucket-cap-mb must be positive");
+  if (s.cluster.device.share.gpu && (s.cluster.gpus != 1 || s.cluster.nodes != 1))
+    throw InputError(fmt::format("job: a job on a shared GPU runs on one GPU, not {} on {} node(s)", s.cluster.gpus,
+                                 s.cluster.nodes));
   if (s.compute.time_divisor < 1 || s.compute.time_divisor > 1'000'000)
     throw InputError(fmt::format("--gpemu-gpus {} is impossible: accepted 1 to 1000000", s.compute.time_divisor));
   if (s.compute.time_divisor > 1 && s.cluster.gpus > 1)
@@ -97,6 +100,14 @@ void validate(const JobSpec& s) {
   if (s.schedule.eval.first_epoch > 0 && s.schedule.eval.every < 1)
     throw InputError(
         fmt::format("job: schedule.eval.every {} is impossible: it must be at least 1", s.schedule.eval.every));
+}
+
+KernelDemand roofline_demand(const GpuSpec& gpu, Precision precision, double flops, double bytes) {
+  const double peak = gpu.peak_tflops(precision).value_or(gpu.fp32_tflops) * 1e12;
+  const double bandwidth = gpu.memory_bandwidth_gbs * 1e9;
+  if (!(peak > 0) || !(bandwidth > 0) || !(flops >= 0) || !(bytes >= 0) || flops + bytes <= 0) return {};
+  const double compute = flops / peak, memory = bytes / bandwidth, busiest = std::max(compute, memory);
+  return {static_cast<float>(compute / busiest), static_cast<float>(memory / busiest)};
 }
 
 bool uses_links(const JobSpec& spec) {
@@ -140,6 +151,12 @@ void derive_stalls(StepRecord& b) {
 
 struct Job::Plan {
   BackwardPlan backward;
+  // What the forward and the backward (with the optimizer step) keep busy:
+  // read by a shared GPU's policy (KernelDemand).
+  KernelDemand forward_demand, backward_demand;
+  // The step program's first and last operation that launches a kernel: a
+  // Fifo-shared GPU is held from the one to the other.
+  std::size_t first_kernel_op[2] = {0, 0}, last_kernel_op[2] = {0, 0};  // by RunPhase
   std::vector<std::size_t> backward_ends;  // bucket_chunk_ends of backward for the reducer's buckets
   std::vector<StepOp> train, eval;
   const zoo::ModelGraph* graph = nullptr;
@@ -282,7 +299,13 @@ Job::Job(Clock& clock, const CostModel& costs, JobSpec spec)
   const GpuSpec& gpu = *spec_.cluster.gpu;
   const bool model_time = spec_.compute.step_time == StepTime::CostModel;
   if (model_time) cost_ = costs_.step_cost(gpu, spec_.compute.model.name, spec_.batch_size);
-  timeline_ = std::make_unique<Timeline>(clock_);
+  if (SharedGpu* shared = spec_.cluster.device.share.gpu) {
+    timeline_ = &shared->timeline();
+    if (&timeline_->clock() != &clock_) throw std::logic_error("Job: a shared GPU's timeline runs on another clock");
+  } else {
+    own_timeline_ = std::make_unique<Timeline>(clock_);
+    timeline_ = own_timeline_.get();
+  }
   if (spec_.trace) timeline_->enable_trace(true);
   const int gpus = spec_.cluster.gpus;
   // Ranks share a node (PCIe switches, NVLink, the ring) only when the step
@@ -314,6 +337,34 @@ Job::Job(Clock& clock, const CostModel& costs, JobSpec spec)
   }
   plan_->train = step_program(spec_, RunPhase::Train);
   plan_->eval = step_program(spec_, RunPhase::Eval);
+  for (const RunPhase phase : {RunPhase::Train, RunPhase::Eval}) {
+    const std::vector<StepOp>& program = phase == RunPhase::Train ? plan_->train : plan_->eval;
+    const auto k = static_cast<std::size_t>(phase);
+    bool first = true;
+    for (std::size_t i = 0; i < program.size(); ++i) {
+      const StepOp op = program[i];
+      if (op != StepOp::Forward && op != StepOp::Backward && op != StepOp::OptimizerStep && op != StepOp::Compute)
+        continue;
+      if (first) plan_->first_kernel_op[k] = i;
+      plan_->last_kernel_op[k] = i;
+      first = false;
+    }
+  }
+  if (model_time) {
+    if (const zoo::ModelGraph* g = zoo::find_model(spec_.compute.model.name)) {
+      const auto totals = g->phase_totals(zoo::Shape{spec_.batch_size, spec_.compute.model.seq_len},
+                                          spec_.compute.model.precision, spec_.compute.model.optimizer);
+      const Precision p = spec_.compute.model.precision == zoo::Precision::AMP_FP16   ? Precision::FP16
+                          : spec_.compute.model.precision == zoo::Precision::AMP_BF16 ? Precision::BF16
+                                                                                      : Precision::FP32;
+      const auto& fwd = totals[static_cast<int>(zoo::Phase::Forward)];
+      const auto& bwd = totals[static_cast<int>(zoo::Phase::Backward)];
+      const auto& opt = totals[static_cast<int>(zoo::Phase::Optimizer)];
+      plan_->forward_demand = roofline_demand(gpu, p, fwd.flops, fwd.bytes_read + fwd.bytes_written);
+      plan_->backward_demand = roofline_demand(gpu, p, bwd.flops + opt.flops,
+                                               bwd.bytes_read + bwd.bytes_written + opt.bytes_read + opt.bytes_written);
+    }
+  }
   if (model_time && spec_.compute.use_allocator) {
     plan_->graph = zoo::find_model(spec_.compute.model.name);
     // Measured memory (a profile) keeps precedence over the zoo's trace, as in predict.
@@ -420,7 +471,7 @@ void Job::checkpoint(Rank& r, int epoch, std::uint64_t step, JobObserver* observ
   call.epoch = epoch;
   call.step = step;
   call.clock = &clock_;
-  call.timeline = timeline_.get();
+  call.timeline = timeline_;
   call.sleep_until = r.sleep;
   const Time c0 = clock_.now();
   const CheckpointIo io = spec_.schedule.checkpoint(call);
@@ -446,9 +497,9 @@ void Job::settle_records(Rank& r) {
     r.steps.push_back(finish(r.pending.front(), [](const Completion& c) { return c.known_end(); }));
     r.pending.pop_front();
   }
-  while (!r.kernels.empty() && settle(r.kernels.front().first)) {
+  while (!r.kernels.empty() && r.kernels.front().first.resolved()) {
     const auto& [c, d] = r.kernels.front();
-    r.spans.push_back({c.known_end() - d, c.known_end()});
+    r.spans.push_back({c.known_start(d), c.known_end()});
     r.compute_busy += d;
     r.kernels.pop_front();
   }
@@ -553,8 +604,31 @@ void Job::run_phase(Rank& r, RunPhase phase, int epoch, pipeline::BatchSource& s
       r.live.clear();
     };
     std::vector<Duration> parts;
+    // A Fifo-shared GPU is this step's from its first kernel to its last.
+    struct Turn {
+      SharedGpu* gpu = nullptr;
+      Stream* stream = nullptr;
+      void end() {
+        if (gpu) gpu->end_turn(stream->tail());
+        gpu = nullptr;
+      }
+      ~Turn() { end(); }
+    } turn;
+    SharedGpu* fifo = r.device->shared();
+    if (fifo && fifo->policy() != SharePolicy::Fifo) fifo = nullptr;
+    const auto k = static_cast<std::size_t>(phase);
     try {
-      for (StepOp op : program) {
+      for (std::size_t i = 0; i < program.size(); ++i) {
+        const StepOp op = program[i];
+        if (fifo && i == plan_->first_kernel_op[k]) {
+          const Completion dep[] = {fifo->begin_turn()};
+          turn.gpu = fifo;
+          turn.stream = &s;
+          OpSpec wait;
+          wait.trace = false;
+          wait.tag.name = "wait for the shared GPU";
+          s.enqueue(wait, std::nullopt, dep);
+        }
         switch (op) {
           case StepOp::CopyBatch: {
             if (mem && mem->zoo) {
@@ -597,7 +671,7 @@ void Job::run_phase(Rank& r, RunPhase phase, int epoch, pipeline::BatchSource& s
               for (std::uint64_t t : mem->even.activation_tensors) r.live.push_back(alloc.allocate(t));
             }
             const Duration fwd = r.forward_noise.sample(costs->first.forward, it);
-            p.forward = s.launch_kernel(fwd, "forward");
+            p.forward = s.launch_kernel(fwd, "forward", plan_->forward_demand);
             r.kernels.emplace_back(p.forward, fwd);
             r.forward_total += fwd;
             p.rec.compute += fwd;
@@ -609,7 +683,7 @@ void Job::run_phase(Rank& r, RunPhase phase, int epoch, pipeline::BatchSource& s
             r.backward_total += bwd;
             p.rec.compute += bwd;
             if (!r.node || !spec_.compute.all_reduce) {
-              p.backward = s.launch_kernel(bwd, "backward+step");
+              p.backward = s.launch_kernel(bwd, "backward+step", plan_->backward_demand);
               r.kernels.emplace_back(p.backward, bwd);
             } else {
               parts = split_backward(plan_->backward, bwd);
@@ -619,7 +693,7 @@ void Job::run_phase(Rank& r, RunPhase phase, int epoch, pipeline::BatchSource& s
               for (const std::size_t end : plan_->backward_ends) {
                 Duration d = 0;
                 for (std::size_t j = k; j < end; ++j) d += parts[j];
-                const Completion c = s.launch_kernel(d, "backward");
+                const Completion c = s.launch_kernel(d, "backward", plan_->backward_demand);
                 r.kernels.emplace_back(c, d);
                 for (; k < end; ++k)
                   for (int g : plan_->backward.chunks[k].gradients) reducer_->gradient_ready(r.index, it, g, c);
@@ -642,7 +716,7 @@ void Job::run_phase(Rank& r, RunPhase phase, int epoch, pipeline::BatchSource& s
           case StepOp::OptimizerStep: {
             zoo_phase([](const zoo::MemoryEvent& e) { return e.op >= 0 && e.phase == zoo::Phase::Optimizer; });
             if (!parts.empty()) {
-              const Completion o = s.launch_kernel(parts.back(), "optimizer step");
+              const Completion o = s.launch_kernel(parts.back(), "optimizer step", plan_->backward_demand);
               r.kernels.emplace_back(o, parts.back());
             }
             // Frees are host-side and stream-ordered, as in PyTorch.
@@ -667,6 +741,7 @@ void Job::run_phase(Rank& r, RunPhase phase, int epoch, pipeline::BatchSource& s
           case StepOp::Synchronize: host_wait(s.tail()); break;
           case StepOp::ReleaseBatch: b->keep_alive.reset(); break;
         }
+        if (i == plan_->last_kernel_op[k]) turn.end();
       }
       // The iteration's end: the zoo plan's end-of-iteration events (the input,
       // set_to_none grads).
@@ -741,6 +816,18 @@ void Job::run_rank(Rank& r, JobObserver* observer) {
 }
 
 RunRecord Job::run(JobObserver* observer) {
+  std::vector<std::function<void()>> bodies = host_threads(observer);
+  try {
+    clock_.run_concurrently(std::move(bodies));
+  } catch (...) {
+    std::lock_guard lock(error_mu_);
+    if (!first_error_) first_error_ = std::current_exception();
+  }
+  if (first_error_ && !spec_.schedule.keep_partial) std::rethrow_exception(first_error_);
+  return record();
+}
+
+std::vector<std::function<void()>> Job::host_threads(JobObserver* observer) {
   if (sync_) throw std::logic_error("Job::run called twice");
   const int gpus = spec_.cluster.gpus;
   sync_ = std::make_unique<HostSync>(clock_, gpus);
@@ -768,7 +855,7 @@ RunRecord Job::run(JobObserver* observer) {
         pipeline::PipelineSourceOptions so;
         so.rank = g;
         so.cold = d.cold;
-        so.trace = timeline_.get();
+        so.trace = timeline_;
         so.untimed = d.untimed_reads;
         return std::make_unique<pipeline::PipelineSource>(clock_, d.dataset, lo, so);
       }
@@ -776,7 +863,7 @@ RunRecord Job::run(JobObserver* observer) {
         lo.cache.reset();
         pipeline::LoaderModelOptions m = d.model;
         if (m.loader_threads == 0) m.loader_threads = gpus * std::max(1, lo.num_workers);
-        return std::make_unique<pipeline::ModelledLoader>(clock_, d.dataset, lo, m, timeline_.get());
+        return std::make_unique<pipeline::ModelledLoader>(clock_, d.dataset, lo, m, timeline_);
       }
       case DataSource::Custom: return d.custom(g, clock_, *timeline_);
     }
@@ -842,38 +929,34 @@ RunRecord Job::run(JobObserver* observer) {
       }
     }
   }
-  const Time start = clock_.now();
+  start_ = clock_.now();
 
-  std::mutex error_mu;
-  std::exception_ptr first_error;
   std::vector<std::function<void()>> bodies;
   for (int g = 0; g < gpus; ++g) {
-    bodies.push_back([&, g] {
+    bodies.push_back([this, g, observer] {
       try {
         run_rank(*ranks_[g], observer);
         sync_->finish(g);
       } catch (const PeerFailed&) {
-        sync_->finish(g);
-        throw;
+        sync_->finish(g);  // another rank's error is the job's
       } catch (...) {
         {
-          std::lock_guard lock(error_mu);
-          if (!first_error) first_error = std::current_exception();
+          std::lock_guard lock(error_mu_);
+          if (!first_error_) first_error_ = std::current_exception();
         }
         sync_->abort();
         sync_->finish(g);
-        throw;
       }
     });
   }
-  std::exception_ptr stopped;
-  try {
-    clock_.run_concurrently(std::move(bodies));
-  } catch (...) {
-    stopped = first_error ? first_error : std::current_exception();
-    if (!spec_.schedule.keep_partial) std::rethrow_exception(stopped);
-  }
+  return bodies;
+}
 
+RunRecord Job::record() {
+  if (!sync_) throw std::logic_error("Job::record called before host_threads");
+  const int gpus = spec_.cluster.gpus;
+  const std::exception_ptr stopped = first_error_;
+  const Time start = start_;
   // ---- everything has completed: read the final times ----
   Timeline& tl = *timeline_;
   RunRecord rec;
@@ -914,7 +997,7 @@ RunRecord Job::run(JobObserver* observer) {
     auto end = [&tl](const Completion& c) { return tl.end_time(c); };
     for (const auto& [c, d] : r->kernels) {
       const Time e = end(c);
-      r->spans.push_back({e - d, e});
+      r->spans.push_back({c.known_start(d), e});
       r->compute_busy += d;
     }
     r->kernels.clear();

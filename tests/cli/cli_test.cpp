@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "support/run_gpemu.h"
+#include "support/temp_dir.h"
 
 #include <sys/wait.h>
 
@@ -28,10 +29,38 @@ nlohmann::json json_of(const Result& r) {
 }
 
 TEST(Cli, HelpOnEveryCommand) {
-  for (std::string c : {"", "devices ", "predict ", "train ", "bench "}) {
+  for (std::string c : {"", "devices ", "predict ", "train ", "bench ", "share "}) {
     Result r = run(c + "--help");
     EXPECT_EQ(r.status, 0) << c;
     EXPECT_NE(r.out.find("Usage"), std::string::npos) << c;
+  }
+}
+
+TEST(Cli, ShareRunsJobsOnOneGpuAndRefusesBadInputInOneLine) {
+  gpemu::testing::TempDir dir;
+  const auto jobs = dir.path() / "jobs.json";
+  std::ofstream(jobs) << R"({"gpu": "a100", "jobs": [{"name": "a", "model": "resnet18", "batch_size": 32,
+    "iterations": 5}, {"name": "b", "compute_s": 0.01, "iterations": 5, "arrival_s": 0.02}]})";
+  const auto trace = dir.path() / "share-trace.json";
+  auto j =
+      json_of(run("share --jobs " + jobs.string() + " --policy mps --clock virtual --json --trace " + trace.string()));
+  EXPECT_EQ(j["policy"], "mps");
+  ASSERT_EQ(j["jobs"].size(), 2u);
+  for (const auto& job : j["jobs"]) {
+    EXPECT_TRUE(job["finished"].get<bool>()) << job.dump();
+    EXPECT_EQ(job["iterations"], 5);
+  }
+  EXPECT_GT(j["makespan_s"].get<double>(), 0);
+  EXPECT_TRUE(std::filesystem::exists(trace));
+  Result text = run("share --jobs " + jobs.string() + " --clock virtual");
+  EXPECT_EQ(text.status, 0) << text.err;
+  EXPECT_NE(text.out.find("makespan"), std::string::npos);
+  for (const std::string bad : {"share --jobs " + (dir.path() / "missing.json").string(),
+                                "share --jobs " + jobs.string() + " --policy round-robin",
+                                "share --jobs " + jobs.string() + " --policy mig --clock virtual"}) {
+    Result r = run(bad);
+    EXPECT_NE(r.status, 0) << bad;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << bad << ": " << r.err;
   }
 }
 

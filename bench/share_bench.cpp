@@ -1,0 +1,147 @@
+#include "share_bench.h"
+
+#include <string>
+
+#include <fmt/format.h>
+
+#include "bench_util.h"
+#include "gpemu/catalog.h"
+#include "gpemu/clock.h"
+#include "gpemu/cost_model.h"
+#include "gpemu/error.h"
+#include "gpemu/share.h"
+#include "gpemu/zoo.h"
+
+namespace gpemu {
+namespace {
+
+SharedJobSpec job(const std::string& name, const std::string& model, int batch, int steps) {
+  SharedJobSpec s;
+  s.name = name;
+  s.job.compute.model.name = model;
+  s.job.batch_size = batch;
+  s.job.data.source = DataSource::Synthetic;
+  s.job.data.synthetic_batches = steps;
+  return s;
+}
+
+ShareResult run(const GpuSpec& gpu, const CostModel& costs, SharePolicy policy, std::vector<SharedJobSpec> jobs) {
+  const std::unique_ptr<Clock> clock = make_virtual_clock();
+  ShareSpec spec;
+  spec.gpu = &gpu;
+  spec.options.policy = policy;
+  spec.jobs = std::move(jobs);
+  ShareResult r = run_shared(*clock, costs, spec);
+  for (const SharedJobResult& j : r.jobs)
+    if (!j.error.empty()) throw Error(fmt::format("bench share: job {} failed: {}", j.name, j.error));
+  return r;
+}
+
+nlohmann::json demand_json(const GpuSpec& gpu, const std::string& model, int batch) {
+  const zoo::ModelGraph* g = zoo::find_model(model);
+  if (!g) return nullptr;
+  const auto t = g->phase_totals(zoo::Shape{batch, 0});
+  auto d = [&](double flops, double bytes) {
+    const KernelDemand k = roofline_demand(gpu, Precision::FP32, flops, bytes);
+    return nlohmann::json{{"sm", k.sm}, {"bw", k.bw}};
+  };
+  const auto& f = t[static_cast<int>(zoo::Phase::Forward)];
+  const auto& b = t[static_cast<int>(zoo::Phase::Backward)];
+  const auto& o = t[static_cast<int>(zoo::Phase::Optimizer)];
+  return {{"model", model},
+          {"batch_size", batch},
+          {"forward", d(f.flops, f.bytes_read + f.bytes_written)},
+          {"backward", d(b.flops + o.flops, b.bytes_read + b.bytes_written + o.bytes_read + o.bytes_written)}};
+}
+
+}  // namespace
+
+nlohmann::json run_share_bench(const ShareBenchOptions& o) {
+  if (o.steps < 1 || o.cost_steps < 1) throw InputError("bench share: steps must be at least 1");
+  const GpuSpec& gpu = find_gpu(o.gpu);
+  const auto costs = make_cost_model(std::nullopt);
+  const auto c = job("compute", o.compute_model, o.compute_batch, o.steps);
+  const auto m = job("memory", o.memory_model, o.memory_batch, o.steps);
+  const double alone_c = run(gpu, *costs, SharePolicy::Mps, {c}).jobs[0].samples_per_s;
+  const double alone_m = run(gpu, *costs, SharePolicy::Mps, {m}).jobs[0].samples_per_s;
+  auto c2 = c;
+  c2.name = "compute2";
+  const ShareResult two = run(gpu, *costs, SharePolicy::Mps, {c, c2});
+  const ShareResult mixed = run(gpu, *costs, SharePolicy::Mps, {c, m});
+
+  nlohmann::json policies = nlohmann::json::array();
+  for (SharePolicy p : {SharePolicy::Fifo, SharePolicy::TimeSlice, SharePolicy::Priority, SharePolicy::Mps}) {
+    const ShareResult r = run(gpu, *costs, p, {c, c2});
+    policies.push_back({{"policy", to_string(p)},
+                        {"ratio", {r.jobs[0].samples_per_s / alone_c, r.jobs[1].samples_per_s / alone_c}},
+                        {"utilization_pct", r.mean_utilization_pct}});
+  }
+  nlohmann::json cost = nlohmann::json::array();
+  for (int n : o.jobs) {
+    if (n < 1) throw InputError(fmt::format("bench share: {} jobs: give at least 1", n));
+    std::vector<SharedJobSpec> jobs;
+    for (int i = 0; i < n; ++i) jobs.push_back(job(fmt::format("j{}", i), o.cost_model, o.cost_batch, o.cost_steps));
+    const std::int64_t t0 = bench::monotonic_ns();
+    run(gpu, *costs, SharePolicy::Mps, jobs);
+    const double wall = static_cast<double>(bench::monotonic_ns() - t0) * 1e-9;
+    const double steps = static_cast<double>(n) * o.cost_steps;
+    cost.push_back({{"jobs", n},
+                    {"model", o.cost_model},
+                    {"batch_size", o.cost_batch},
+                    {"steps", steps},
+                    {"wall_s", wall},
+                    {"wall_us_per_step", wall / steps * 1e6}});
+  }
+  return {{"benchmark", "share"},
+          {"clock", "virtual"},
+          {"gpu", gpu.id},
+          {"steps", o.steps},
+          {"demands",
+           {{"compute", demand_json(gpu, o.compute_model, o.compute_batch)},
+            {"memory", demand_json(gpu, o.memory_model, o.memory_batch)}}},
+          {"alone", {{"compute", alone_c}, {"memory", alone_m}}},
+          {"mps",
+           {{"two_compute", {two.jobs[0].samples_per_s / alone_c, two.jobs[1].samples_per_s / alone_c}},
+            {"compute_beside_memory",
+             {{"compute", mixed.jobs[0].samples_per_s / alone_c}, {"memory", mixed.jobs[1].samples_per_s / alone_m}}}}},
+          {"policies", policies},
+          {"cost", cost}};
+}
+
+void print_share_bench(const nlohmann::json& r, std::ostream& os) {
+  os << fmt::format("Jobs sharing one emulated {} (virtual clock, {} steps per job)\n\n", r["gpu"].get<std::string>(),
+                    r["steps"].get<int>());
+  bench::Table d(
+      {"job", "model", "batch", "forward SM", "forward BW", "backward SM", "backward BW", "alone samples/s"});
+  for (const char* k : {"compute", "memory"}) {
+    const auto& x = r["demands"][k];
+    if (x.is_null()) continue;
+    d.add_row({k, x["model"].get<std::string>(), std::to_string(x["batch_size"].get<int>()),
+               bench::fixed(x["forward"]["sm"].get<double>(), 2), bench::fixed(x["forward"]["bw"].get<double>(), 2),
+               bench::fixed(x["backward"]["sm"].get<double>(), 2), bench::fixed(x["backward"]["bw"].get<double>(), 2),
+               bench::fixed(r["alone"][k].get<double>(), 1)});
+  }
+  d.print(os);
+  const auto& mps = r["mps"];
+  os << "\nMPS, throughput over alone:\n";
+  os << fmt::format("  two compute-bound jobs:           {:.3f} and {:.3f} (about 0.5 each expected)\n",
+                    mps["two_compute"][0].get<double>(), mps["two_compute"][1].get<double>());
+  os << fmt::format("  compute-bound beside memory-bound: {:.3f} (compute) and {:.3f} (memory)\n",
+                    mps["compute_beside_memory"]["compute"].get<double>(),
+                    mps["compute_beside_memory"]["memory"].get<double>());
+  os << "\nTwo identical compute-bound jobs, throughput over alone:\n";
+  bench::Table p({"policy", "job 1", "job 2", "GPU utilisation %"});
+  for (const auto& x : r["policies"])
+    p.add_row({x["policy"].get<std::string>(), bench::fixed(x["ratio"][0].get<double>(), 3),
+               bench::fixed(x["ratio"][1].get<double>(), 3), bench::fixed(x["utilization_pct"].get<double>(), 1)});
+  p.print(os);
+  os << "\nEmulation cost (MPS, wall time per emulated step, whole run included):\n";
+  bench::Table c({"jobs", "model", "batch", "steps", "wall s", "us per step"});
+  for (const auto& x : r["cost"])
+    c.add_row({std::to_string(x["jobs"].get<int>()), x["model"].get<std::string>(),
+               std::to_string(x["batch_size"].get<int>()), bench::grouped(x["steps"].get<double>()),
+               bench::fixed(x["wall_s"].get<double>(), 3), bench::fixed(x["wall_us_per_step"].get<double>(), 1)});
+  c.print(os);
+}
+
+}  // namespace gpemu

@@ -1,0 +1,140 @@
+// Several training jobs on one emulated GPU: `gpemu share`.
+//
+//   ShareSpec (the GPU, its policy, the jobs and when they arrive)
+//     --run_shared(Clock&, CostModel&)-->  ShareResult  --share_json / the CLI-->  people
+//
+// Each job is the one engine's Job (job.h) on its own view of one SharedGpu
+// (device.h, "sharing"): its own host thread, streams, CUDA context and
+// caching allocator, all on the shared GPU's timeline, so the policy, the
+// shared memory and the shared PCIe link decide how the jobs slow each other.
+// A job arrives (its process starts) at its arrival time; when it ends, having
+// finished or failed (an OutOfMemoryError ends that job only), its memory
+// goes back to the GPU, as a process's does at its exit. docs/sharing.md.
+//
+// Thread safety: free functions on values; run_shared starts the jobs' host
+// threads under the clock and returns when all have ended.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "gpemu/catalog.h"
+#include "gpemu/clock.h"
+#include "gpemu/cost_model.h"
+#include "gpemu/device.h"
+#include "gpemu/job.h"
+#include "gpemu/time.h"
+#include "gpemu/timeline.h"
+
+namespace gpemu {
+
+struct SharedJobSpec {
+  std::string name;
+  // One GPU's job. run_shared sets its GPU, its place on the shared GPU and
+  // keep_partial; the rest (model, batch, data, schedule) is the job's.
+  JobSpec job;
+  Time arrival = 0;  // when the job's process starts
+  int priority = 0;  // SharePolicy::Priority: larger first
+  std::string mig;   // SharePolicy::Mig: the profile of its slice
+  // Its cost model (each precision and optimizer has its own); null: the
+  // one run_shared is given.
+  std::shared_ptr<const CostModel> costs;
+};
+
+inline constexpr std::size_t kMaxSharedJobs = 1024;
+
+struct ShareSpec {
+  const GpuSpec* gpu = nullptr;  // required
+  ShareOptions options;
+  std::vector<SharedJobSpec> jobs;  // 1 to kMaxSharedJobs, distinct names
+  bool trace = false;               // keep the timeline's operations for a trace
+  Duration utilization_window = kSecond;
+};
+
+// Throws InputError naming the first bad field (and its job), its value and
+// what is accepted; a Mig spec whose slices do not fit on the card together
+// names the job whose slice does not.
+void validate(const ShareSpec& spec);
+
+struct SharedJobResult {
+  std::string name;
+  std::string model;  // "" for a fixed step time
+  int batch_size = 0;
+  int priority = 0;
+  std::string mig;
+  Time arrival = 0;
+  Time end = 0;  // its last GPU work ended (its arrival when it never ran)
+  std::int64_t iterations = 0;
+  std::int64_t samples = 0;
+  double samples_per_s = 0;  // samples / (end - arrival)
+  double jct_s = 0;          // end - arrival
+  // Its kernels' time on the GPU alone over (end - arrival), in percent:
+  // the share of the GPU the policy gave it.
+  double gpu_share_pct = 0;
+  std::uint64_t peak_allocated_bytes = 0, peak_reserved_bytes = 0;
+  // What ended it early (an out-of-memory message, a slice that did not
+  // fit); empty when it ran its schedule.
+  std::string error;
+  // Per train step: when its GPU work ended, and its samples (a throughput
+  // series: samples / time since the previous step's end).
+  std::vector<Time> step_ends;
+  std::vector<std::int64_t> step_samples;
+  std::vector<KernelSpan> kernels;  // [start, end) of its kernels on the shared GPU
+};
+
+struct ShareResult {
+  std::string gpu;
+  SharePolicy policy = SharePolicy::Fifo;
+  ShareOptions options;
+  std::string clock;
+  std::vector<SharedJobResult> jobs;  // in the spec's order
+  Time makespan = 0;                  // the last job's end (from time 0)
+  double mean_jct_s = 0;              // over the jobs that finished
+  // The GPU's utilisation as nvidia-smi reports it: the share of each window
+  // during which some kernel ran, in percent.
+  Duration utilization_window = kSecond;
+  std::vector<double> utilization_pct;
+  double mean_utilization_pct = 0;           // over [0, makespan)
+  std::uint64_t peak_memory_used_bytes = 0;  // contexts and segments of all jobs at once (not Mig)
+  std::uint64_t memory_capacity_bytes = 0;
+  // With ShareSpec::trace: the shared timeline's operations and host spans.
+  std::vector<TraceRecord> trace;
+  std::vector<HostSpan> host_spans;
+  std::vector<TraceDeviceName> trace_devices;
+};
+
+// Runs the jobs on one emulated GPU of spec.gpu under its policy. A job's
+// failure is in its result; InputError for an invalid spec.
+ShareResult run_shared(Clock& clock, const CostModel& costs, const ShareSpec& spec);
+
+// The result as JSON (every figure above; utilization as a list of percent).
+nlohmann::json share_json(const ShareResult& result);
+
+// A jobs file (YAML or JSON, docs/sharing.md):
+//   gpu: P100                  # optional: the card, when --gpu is not given
+//   jobs:
+//     - name: a                # default: job1, job2, ...
+//       model: resnet50        # a model, or:
+//       compute_s: 0.5753      #   a fixed GPU time per step (no model)
+//       batch_size: 128
+//       iterations: 200        # train steps (default 100)
+//       arrival_s: 30          # default 0
+//       priority: 1            # policy priority
+//       mig: 3g.20gb           # policy mig
+//       precision: amp         # as --precision; optimizer: adam, as --optimizer
+// Throws InputError naming the file, the job and the key for a bad file,
+// an unknown key, a wrong type or an out-of-range value.
+struct JobsFile {
+  std::string gpu;  // "" when the file names none
+  std::vector<SharedJobSpec> jobs;
+};
+JobsFile load_jobs_file(const std::filesystem::path& path);
+JobsFile parse_jobs(std::string_view text, std::string_view source);
+
+}  // namespace gpemu

@@ -1,0 +1,175 @@
+// The jobs file of `gpemu share` (share.h): JSON, every key checked.
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "gpemu/error.h"
+#include "gpemu/share.h"
+#include "gpemu/zoo.h"
+
+namespace gpemu {
+namespace {
+
+constexpr std::size_t kMaxJobsFileBytes = 16u << 20;
+constexpr std::int64_t kMaxBatch = 1 << 20;
+constexpr std::int64_t kMaxIterations = 100'000'000;
+constexpr double kMaxArrivalS = 1e7;   // 116 days
+constexpr double kMaxComputeS = 3600;  // an hour per step
+constexpr int kMaxPriority = 1000;
+
+const std::set<std::string, std::less<>> kJobKeys = {"name",      "model",    "compute_s", "batch_size", "iterations",
+                                                     "arrival_s", "priority", "mig",       "precision",  "optimizer"};
+
+std::string accepted_keys() {
+  std::string s;
+  for (const auto& k : kJobKeys) s += (s.empty() ? "" : ", ") + k;
+  return s;
+}
+
+struct Where {
+  std::string_view source;
+  std::string job;  // "job 2 ('a')" or "" at the top level
+  std::string at(std::string_view key) const {
+    return job.empty() ? fmt::format("{}: '{}'", source, key) : fmt::format("{}: {}, '{}'", source, job, key);
+  }
+};
+
+[[noreturn]] void bad(const Where& w, std::string_view key, const nlohmann::json& v, std::string_view expected) {
+  std::string shown = v.dump();
+  if (shown.size() > 60) shown = shown.substr(0, 57) + "...";
+  throw InputError(fmt::format("{} is {}: expected {}", w.at(key), shown, expected));
+}
+
+std::int64_t integer(const Where& w, std::string_view key, const nlohmann::json& v, std::int64_t lo, std::int64_t hi) {
+  const std::string expected = fmt::format("an integer from {} to {}", lo, hi);
+  if (v.is_number_integer()) {
+    if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(hi)) bad(w, key, v, expected);
+    const auto x = v.get<std::int64_t>();
+    if (x < lo || x > hi) bad(w, key, v, expected);
+    return x;
+  }
+  bad(w, key, v, expected);
+}
+
+double number(const Where& w, std::string_view key, const nlohmann::json& v, double lo, double hi, bool lo_open) {
+  const std::string expected = fmt::format("a number {} {} and at most {}", lo_open ? "above" : "from", lo, hi);
+  if (!v.is_number()) bad(w, key, v, expected);
+  const double x = v.get<double>();
+  if (!std::isfinite(x) || x > hi || x < lo || (lo_open && x == lo)) bad(w, key, v, expected);
+  return x;
+}
+
+std::string text(const Where& w, std::string_view key, const nlohmann::json& v) {
+  if (!v.is_string() || v.get<std::string>().empty() || v.get<std::string>().size() > 200)
+    bad(w, key, v, "a non-empty string of at most 200 characters");
+  return v.get<std::string>();
+}
+
+SharedJobSpec parse_job(const nlohmann::json& j, std::size_t index, std::string_view source) {
+  Where w{source, fmt::format("job {}", index + 1)};
+  if (!j.is_object()) bad(Where{source, ""}, fmt::format("jobs[{}]", index), j, "an object of job keys");
+  SharedJobSpec s;
+  s.name = fmt::format("job{}", index + 1);
+  if (auto it = j.find("name"); it != j.end()) s.name = text(w, "name", *it);
+  w.job = fmt::format("job {} ('{}')", index + 1, s.name);
+  for (const auto& [key, value] : j.items())
+    if (!kJobKeys.contains(key))
+      throw InputError(fmt::format("{}: {}: unknown key '{}'; a job takes {}", source, w.job, key, accepted_keys()));
+  JobSpec& job = s.job;
+  const bool has_model = j.contains("model"), has_fixed = j.contains("compute_s");
+  if (has_model == has_fixed)
+    throw InputError(
+        fmt::format("{}: {}: give either 'model' (a model of 'gpemu models') or 'compute_s' (a fixed GPU "
+                    "time per step), not {}",
+                    source, w.job, has_model ? "both" : "neither"));
+  if (has_model) {
+    job.compute.model.name = text(w, "model", j.at("model"));
+  } else {
+    const double seconds = number(w, "compute_s", j.at("compute_s"), 0, kMaxComputeS, true);
+    job.compute.step_time = StepTime::Fixed;
+    job.compute.fixed_train = TimeSpec::constant(seconds);
+    job.compute.fixed_eval = TimeSpec::constant(seconds);
+    job.compute.copy_batch = false;
+    job.compute.use_allocator = false;
+  }
+  try {
+    if (auto it = j.find("precision"); it != j.end())
+      job.compute.model.precision = zoo::parse_precision(text(w, "precision", *it));
+    if (auto it = j.find("optimizer"); it != j.end())
+      job.compute.model.optimizer = zoo::parse_optimizer(text(w, "optimizer", *it));
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("{}: {}: {}", source, w.job, e.what()));
+  }
+  job.batch_size = 64;
+  if (auto it = j.find("batch_size"); it != j.end())
+    job.batch_size = static_cast<int>(integer(w, "batch_size", *it, 1, kMaxBatch));
+  std::int64_t iterations = 100;
+  if (auto it = j.find("iterations"); it != j.end()) iterations = integer(w, "iterations", *it, 1, kMaxIterations);
+  job.data.source = DataSource::Synthetic;
+  job.data.synthetic_batches = iterations;
+  job.schedule.epochs = 1;
+  if (auto it = j.find("arrival_s"); it != j.end())
+    s.arrival = from_seconds(number(w, "arrival_s", *it, 0, kMaxArrivalS, false));
+  if (auto it = j.find("priority"); it != j.end())
+    s.priority = static_cast<int>(integer(w, "priority", *it, -kMaxPriority, kMaxPriority));
+  if (auto it = j.find("mig"); it != j.end()) s.mig = text(w, "mig", *it);
+  return s;
+}
+
+}  // namespace
+
+JobsFile parse_jobs(std::string_view text_in, std::string_view source) {
+  if (text_in.size() > kMaxJobsFileBytes)
+    throw InputError(fmt::format("{}: {} bytes is too large for a jobs file (at most {} MiB)", source, text_in.size(),
+                                 kMaxJobsFileBytes >> 20));
+  nlohmann::json root;
+  try {
+    root = nlohmann::json::parse(text_in);
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(
+        fmt::format("{}: not valid JSON ({}); a jobs file is a JSON object with a 'jobs' list "
+                    "(docs/sharing.md)",
+                    source, e.what()));
+  }
+  const Where top{source, ""};
+  if (!root.is_object()) bad(top, "(file)", root, "an object with 'jobs' (and optionally 'gpu')");
+  for (const auto& [key, value] : root.items())
+    if (key != "jobs" && key != "gpu")
+      throw InputError(fmt::format("{}: unknown key '{}'; the file takes 'gpu' and 'jobs'", source, key));
+  JobsFile out;
+  if (auto it = root.find("gpu"); it != root.end()) out.gpu = text(top, "gpu", *it);
+  auto jobs = root.find("jobs");
+  if (jobs == root.end() || !jobs->is_array() || jobs->empty() || jobs->size() > kMaxSharedJobs)
+    bad(top, "jobs", jobs == root.end() ? nlohmann::json() : *jobs,
+        fmt::format("a list of 1 to {} jobs", kMaxSharedJobs));
+  std::set<std::string, std::less<>> names;
+  for (std::size_t i = 0; i < jobs->size(); ++i) {
+    out.jobs.push_back(parse_job((*jobs)[i], i, source));
+    if (!names.insert(out.jobs.back().name).second)
+      throw InputError(fmt::format("{}: job {}: the name '{}' is taken by an earlier job; names must differ", source,
+                                   i + 1, out.jobs.back().name));
+  }
+  return out;
+}
+
+JobsFile load_jobs_file(const std::filesystem::path& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw InputError(fmt::format("jobs file {}: is a directory; give a JSON file", path.string()));
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(fmt::format("jobs file {}: cannot be opened (missing or unreadable)", path.string()));
+  std::string text;
+  char buf[65536];
+  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
+    text.append(buf, static_cast<std::size_t>(in.gcount()));
+    if (text.size() > kMaxJobsFileBytes) break;
+  }
+  return parse_jobs(text, fmt::format("jobs file {}", path.string()));
+}
+
+}  // namespace gpemu

@@ -1,0 +1,250 @@
+#include "gpemu/share.h"
+
+#include <algorithm>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <set>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "gpemu/error.h"
+
+namespace gpemu {
+
+void validate(const ShareSpec& spec) {
+  if (!spec.gpu) throw InputError("share: no GPU given; give one of 'gpemu devices'");
+  if (spec.jobs.empty() || spec.jobs.size() > kMaxSharedJobs)
+    throw InputError(fmt::format("share: {} jobs: give 1 to {}", spec.jobs.size(), kMaxSharedJobs));
+  if (spec.utilization_window <= 0)
+    throw InputError(fmt::format("share: utilisation window {} ns: it must be positive", spec.utilization_window));
+  // The policy's own checks (a card without MIG, a bad quantum), on a scratch GPU.
+  const std::unique_ptr<Clock> scratch_clock = make_virtual_clock();
+  Timeline scratch_timeline(*scratch_clock);
+  SharedGpu scratch(scratch_timeline, *spec.gpu, spec.options);
+  std::set<std::string, std::less<>> names;
+  for (std::size_t i = 0; i < spec.jobs.size(); ++i) {
+    const SharedJobSpec& j = spec.jobs[i];
+    const std::string who = fmt::format("share: job {} ('{}')", i + 1, j.name);
+    if (!names.insert(j.name).second) throw InputError(fmt::format("{}: the name is taken by an earlier job", who));
+    if (j.arrival < 0) throw InputError(fmt::format("{}: arrival {} ns is before the start", who, j.arrival));
+    if (spec.options.policy == SharePolicy::Mig) {
+      if (j.mig.empty())
+        throw InputError(
+            fmt::format("{}: policy mig needs each job's slice ('mig': a profile of the {})", who, spec.gpu->id));
+      try {
+        // MIG slices are set up before the jobs run: they must all fit at once.
+        scratch.take_slice(j.mig);
+      } catch (const InputError& e) {
+        throw InputError(fmt::format("{}: {}", who, e.what()));
+      }
+    } else if (!j.mig.empty()) {
+      throw InputError(
+          fmt::format("{}: 'mig' ({}) is for policy mig, not {}", who, j.mig, to_string(spec.options.policy)));
+    }
+    try {
+      JobSpec probe = j.job;
+      probe.cluster.gpu = spec.gpu;
+      probe.cluster.gpus = 1;
+      validate(probe);
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("{}: {}", who, e.what()));
+    }
+  }
+}
+
+namespace {
+
+// The share of [w0, w0 + window) covered by the union of the sorted spans, per window.
+std::vector<double> utilization(std::vector<KernelSpan> spans, Time end, Duration window) {
+  std::vector<double> pct;
+  if (end <= 0) return pct;
+  const auto windows = static_cast<std::size_t>((end + window - 1) / window);
+  std::vector<Duration> busy(windows, 0);
+  std::sort(spans.begin(), spans.end(), [](const KernelSpan& a, const KernelSpan& b) { return a.start < b.start; });
+  Time run_start = 0, run_end = -1;
+  auto add = [&](Time a, Time b) {
+    for (Time t = a; t < b;) {
+      const auto w = static_cast<std::size_t>(t / window);
+      if (w >= windows) break;
+      const Time stop = std::min<Time>(b, static_cast<Time>(w + 1) * window);
+      busy[w] += stop - t;
+      t = stop;
+    }
+  };
+  for (const KernelSpan& s : spans) {
+    if (s.end <= s.start) continue;
+    if (s.start > run_end) {
+      if (run_end > run_start) add(run_start, run_end);
+      run_start = s.start;
+      run_end = s.end;
+    } else {
+      run_end = std::max(run_end, s.end);
+    }
+  }
+  if (run_end > run_start) add(run_start, run_end);
+  for (std::size_t w = 0; w < windows; ++w) {
+    const Time w0 = static_cast<Time>(w) * window;
+    const Duration len = std::min<Time>(end, w0 + window) - w0;
+    pct.push_back(len > 0 ? 100.0 * static_cast<double>(busy[w]) / static_cast<double>(len) : 0);
+  }
+  return pct;
+}
+
+std::string error_text(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& x) {
+    return x.what();
+  } catch (...) {
+    return "an unknown error";
+  }
+}
+
+}  // namespace
+
+ShareResult run_shared(Clock& clock, const CostModel& costs, const ShareSpec& spec) {
+  validate(spec);
+  for (std::size_t i = 0; i < spec.jobs.size(); ++i) {
+    const SharedJobSpec& j = spec.jobs[i];
+    if (j.job.compute.step_time != StepTime::CostModel) continue;
+    try {
+      (j.costs ? *j.costs : costs).step_cost(*spec.gpu, j.job.compute.model.name, j.job.batch_size);
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("share: job {} ('{}'): {}", i + 1, j.name, e.what()));
+    }
+  }
+  Timeline timeline(clock);
+  if (spec.trace) timeline.enable_trace(true);
+  SharedGpu gpu(timeline, *spec.gpu, spec.options);
+
+  ShareResult out;
+  out.gpu = spec.gpu->id;
+  out.policy = spec.options.policy;
+  out.options = spec.options;
+  out.clock = std::string(clock.name());
+  out.utilization_window = spec.utilization_window;
+  out.memory_capacity_bytes = gpu.memory().capacity();
+  out.jobs.resize(spec.jobs.size());
+
+  std::vector<std::function<void()>> bodies;
+  for (std::size_t i = 0; i < spec.jobs.size(); ++i) {
+    bodies.push_back([&, i] {
+      const SharedJobSpec& js = spec.jobs[i];
+      SharedJobResult& r = out.jobs[i];
+      r.name = js.name;
+      r.batch_size = js.job.batch_size;
+      r.priority = js.priority;
+      r.mig = js.mig;
+      r.arrival = js.arrival;
+      r.end = js.arrival;
+      if (js.job.compute.step_time == StepTime::CostModel) r.model = canonical_model_name(js.job.compute.model.name);
+      clock.sleep_until(js.arrival);  // the job's process starts
+      JobSpec j = js.job;
+      j.cluster.gpu = spec.gpu;
+      j.cluster.gpus = 1;
+      j.cluster.nodes = 1;
+      j.cluster.node.first_device_index = static_cast<int>(i);
+      j.cluster.device.share = ShareContext{&gpu, js.priority, js.mig};
+      j.schedule.keep_partial = true;
+      j.trace = spec.trace;
+      RunRecord rec;
+      try {
+        // Made at its arrival, so its context and weights take the GPU's
+        // memory from then; destroyed at its end, giving them back.
+        Job job(clock, js.costs ? *js.costs : costs, j);
+        std::vector<std::function<void()>> threads = job.host_threads();
+        threads.front()();            // one GPU: one host thread, this one
+        job.device(0).synchronize();  // its work completes before its process exits
+        rec = job.record();
+      } catch (const std::exception& e) {
+        r.error = e.what();  // at its start: no context, no slice, no room for its weights
+        return;
+      }
+      if (rec.stopped) r.error = error_text(rec.stopped);
+      const RankRecord& rank = rec.ranks.front();
+      r.iterations = rank.iterations;
+      r.peak_allocated_bytes = rank.peak_allocated_bytes;
+      r.peak_reserved_bytes = rank.peak_reserved_bytes;
+      for (const StepRecord& s : rec.steps) {
+        if (s.phase != RunPhase::Train) continue;
+        r.samples += s.samples;
+        r.step_ends.push_back(s.step_end);
+        r.step_samples.push_back(s.samples);
+        r.end = std::max(r.end, s.step_end);
+      }
+      for (const KernelSpan& k : rank.compute_intervals) r.end = std::max(r.end, k.end);
+      r.kernels = rank.compute_intervals;
+      const double elapsed = to_seconds(r.end - r.arrival);
+      r.jct_s = elapsed;
+      r.samples_per_s = elapsed > 0 ? static_cast<double>(r.samples) / elapsed : 0;
+      r.gpu_share_pct = elapsed > 0 ? 100.0 * to_seconds(rank.compute_busy) / elapsed : 0;
+    });
+  }
+  clock.run_concurrently(std::move(bodies));
+
+  std::vector<KernelSpan> all;
+  double jct_sum = 0;
+  int finished = 0;
+  for (const SharedJobResult& r : out.jobs) {
+    out.makespan = std::max(out.makespan, r.end);
+    all.insert(all.end(), r.kernels.begin(), r.kernels.end());
+    if (r.error.empty()) {
+      jct_sum += r.jct_s;
+      ++finished;
+    }
+  }
+  out.mean_jct_s = finished > 0 ? jct_sum / finished : 0;
+  out.utilization_pct = utilization(all, out.makespan, spec.utilization_window);
+  const std::vector<double> whole = utilization(all, out.makespan, std::max<Duration>(out.makespan, 1));
+  out.mean_utilization_pct = whole.empty() ? 0 : whole.front();
+  out.peak_memory_used_bytes = gpu.memory().peak_used();
+  if (spec.trace) {
+    out.trace = timeline.trace_records();
+    out.host_spans = timeline.host_spans();
+    for (std::size_t i = 0; i < spec.jobs.size(); ++i)
+      out.trace_devices.push_back({static_cast<int>(i), fmt::format("job {} on {} ({})", spec.jobs[i].name,
+                                                                    spec.gpu->id, to_string(spec.options.policy))});
+  }
+  return out;
+}
+
+nlohmann::json share_json(const ShareResult& r) {
+  nlohmann::json jobs = nlohmann::json::array();
+  for (const SharedJobResult& j : r.jobs) {
+    nlohmann::json o = {{"name", j.name},
+                        {"model", j.model.empty() ? nlohmann::json() : nlohmann::json(j.model)},
+                        {"batch_size", j.batch_size},
+                        {"priority", j.priority},
+                        {"mig", j.mig.empty() ? nlohmann::json() : nlohmann::json(j.mig)},
+                        {"arrival_s", to_seconds(j.arrival)},
+                        {"end_s", to_seconds(j.end)},
+                        {"jct_s", j.jct_s},
+                        {"iterations", j.iterations},
+                        {"samples", j.samples},
+                        {"samples_per_s", j.samples_per_s},
+                        {"gpu_share_pct", j.gpu_share_pct},
+                        {"peak_allocated_bytes", j.peak_allocated_bytes},
+                        {"peak_reserved_bytes", j.peak_reserved_bytes},
+                        {"finished", j.error.empty()},
+                        {"error", j.error.empty() ? nlohmann::json() : nlohmann::json(j.error)}};
+    jobs.push_back(std::move(o));
+  }
+  nlohmann::json out = {{"gpu", r.gpu},
+                        {"policy", to_string(r.policy)},
+                        {"clock", r.clock},
+                        {"makespan_s", to_seconds(r.makespan)},
+                        {"mean_jct_s", r.mean_jct_s},
+                        {"mean_utilization_pct", r.mean_utilization_pct},
+                        {"memory_capacity_bytes", r.memory_capacity_bytes},
+                        {"peak_memory_used_bytes", r.peak_memory_used_bytes},
+                        {"utilization", {{"window_s", to_seconds(r.utilization_window)}, {"pct", r.utilization_pct}}},
+                        {"jobs", std::move(jobs)}};
+  if (r.policy == SharePolicy::TimeSlice)
+    out["timeslice"] = {{"quantum_s", to_seconds(r.options.timeslice)},
+                        {"switch_s", to_seconds(r.options.switch_cost)}};
+  return out;
+}
+
+}  // namespace gpemu

@@ -1,0 +1,275 @@
+// Several jobs on one emulated GPU (share.h), under the virtual clock: each
+// policy's effect on the jobs, memory shared as on the card, the jobs file's
+// checks, and GPEmu's Salus experiment reproduced.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "gpemu/catalog.h"
+#include "gpemu/clock.h"
+#include "gpemu/cost_model.h"
+#include "gpemu/error.h"
+#include "gpemu/share.h"
+
+namespace gpemu {
+namespace {
+
+SharedJobSpec model_job(const std::string& name, const std::string& model, int batch, int steps, double arrival_s = 0) {
+  SharedJobSpec s;
+  s.name = name;
+  s.job.compute.model.name = model;
+  s.job.batch_size = batch;
+  s.job.data.source = DataSource::Synthetic;
+  s.job.data.synthetic_batches = steps;
+  s.arrival = from_seconds(arrival_s);
+  return s;
+}
+
+// GPEmu's shape of a job: a fixed GPU time per step, nothing else.
+SharedJobSpec fixed_job(const std::string& name, double step_s, int batch, int steps, double arrival_s) {
+  const std::string text = fmt::format(
+      R"({{"jobs": [{{"name": "{}", "compute_s": {}, "batch_size": {}, "iterations": {}, "arrival_s": {}}}]}})", name,
+      step_s, batch, steps, arrival_s);
+  return parse_jobs(text, "test").jobs.front();
+}
+
+ShareResult run(const std::string& gpu, SharePolicy policy, std::vector<SharedJobSpec> jobs) {
+  static const auto costs = make_cost_model(std::nullopt);
+  const std::unique_ptr<Clock> clock = make_virtual_clock();
+  ShareSpec spec;
+  spec.gpu = &find_gpu(gpu);
+  spec.options.policy = policy;
+  spec.jobs = std::move(jobs);
+  return run_shared(*clock, *costs, spec);
+}
+
+// Median per-step throughput of a job over the steps that ended in [from, to).
+double median_throughput(const SharedJobResult& j, Time from, Time to) {
+  std::vector<double> v;
+  for (std::size_t i = 1; i < j.step_ends.size(); ++i) {
+    if (j.step_ends[i - 1] < from || j.step_ends[i] >= to) continue;
+    v.push_back(static_cast<double>(j.step_samples[i]) / to_seconds(j.step_ends[i] - j.step_ends[i - 1]));
+  }
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+TEST(Share, FifoGivesEachOfKJobsAKthOfTheGpu) {
+  const double step = 0.5;
+  const ShareResult r =
+      run("P100", SharePolicy::Fifo,
+          {fixed_job("a", step, 128, 200, 0), fixed_job("b", step, 128, 200, 10), fixed_job("c", step, 128, 200, 20)});
+  ASSERT_EQ(r.jobs.size(), 3u);
+  for (const SharedJobResult& j : r.jobs) EXPECT_TRUE(j.error.empty()) << j.error;
+  const double alone = 128 / step;
+  EXPECT_NEAR(median_throughput(r.jobs[0], 0, from_seconds(10)), alone, alone * 0.001);
+  EXPECT_NEAR(median_throughput(r.jobs[0], from_seconds(11), from_seconds(20)), alone / 2, alone * 0.001);
+  EXPECT_NEAR(median_throughput(r.jobs[1], from_seconds(21), from_seconds(90)), alone / 3, alone * 0.001);
+  EXPECT_NEAR(r.mean_utilization_pct, 100, 0.1);
+}
+
+TEST(Share, MpsHalvesTwoComputeBoundJobsAndLessAMixedPair) {
+  const double alone_c =
+      run("A100-SXM4-40GB", SharePolicy::Mps, {model_job("c", "resnet50", 64, 20)}).jobs[0].samples_per_s;
+  const double alone_m =
+      run("A100-SXM4-40GB", SharePolicy::Mps, {model_job("m", "mobilenet_v3_small", 64, 20)}).jobs[0].samples_per_s;
+  const ShareResult two =
+      run("A100-SXM4-40GB", SharePolicy::Mps, {model_job("c", "resnet50", 64, 20), model_job("d", "resnet50", 64, 20)});
+  EXPECT_NEAR(two.jobs[0].samples_per_s / alone_c, 0.5, 0.03);
+  EXPECT_NEAR(two.jobs[1].samples_per_s / alone_c, 0.5, 0.03);
+  const ShareResult mixed = run("A100-SXM4-40GB", SharePolicy::Mps,
+                                {model_job("c", "resnet50", 64, 20), model_job("m", "mobilenet_v3_small", 64, 60)});
+  EXPECT_GT(mixed.jobs[0].samples_per_s / alone_c, 0.6);
+  EXPECT_GT(mixed.jobs[1].samples_per_s / alone_m, 0.6);
+  EXPECT_LT(mixed.jobs[0].samples_per_s / alone_c, 1.0);
+}
+
+TEST(Share, PriorityRunsTheHighJobFirstAtKernelBoundaries) {
+  const double alone = run("V100", SharePolicy::Priority, {model_job("h", "resnet18", 64, 30)}).jobs[0].jct_s;
+  SharedJobSpec high = model_job("h", "resnet18", 64, 30), low = model_job("l", "resnet18", 64, 30);
+  high.priority = 10;
+  const ShareResult r = run("V100", SharePolicy::Priority, {low, high});
+  const ShareResult fifo = run("V100", SharePolicy::Fifo, {low, high});
+  // The high job waits only for a low kernel already running when its own
+  // arrives (between its steps, while its host waits): faster than its
+  // fair share, slower than alone; the low job gets what is left.
+  EXPECT_LT(r.jobs[1].jct_s, 0.8 * fifo.jobs[1].jct_s);
+  EXPECT_GE(r.jobs[1].jct_s, alone);
+  EXPECT_GT(r.jobs[0].jct_s, r.jobs[1].jct_s);
+  EXPECT_NEAR(r.makespan, fifo.makespan, fifo.makespan / 50);  // the GPU is kept as busy
+}
+
+TEST(Share, TimeSliceLosesTheSwitchesWhileContended) {
+  const ShareResult fifo =
+      run("V100", SharePolicy::Fifo, {fixed_job("a", 0.1, 32, 50, 0), fixed_job("b", 0.1, 32, 50, 0)});
+  const ShareResult ts =
+      run("V100", SharePolicy::TimeSlice, {fixed_job("a", 0.1, 32, 50, 0), fixed_job("b", 0.1, 32, 50, 0)});
+  // 2 ms slices, 25 us switches: 2/2.025 of the GPU while both run.
+  EXPECT_NEAR(to_seconds(ts.makespan) / to_seconds(fifo.makespan), 2.025 / 2, 0.002);
+}
+
+TEST(Share, OneJobsGrowthMakesAnotherRunOutAndOnlyItStops) {
+  const ShareResult r = run("V100-PCIE-16GB", SharePolicy::Mps,
+                            {model_job("a", "resnet50", 128, 10), model_job("b", "resnet50", 128, 10, 0.2),
+                             model_job("c", "resnet18", 32, 10, 0.4)});
+  EXPECT_TRUE(r.jobs[0].error.empty()) << r.jobs[0].error;
+  EXPECT_NE(r.jobs[1].error.find("CUDA out of memory"), std::string::npos) << r.jobs[1].error;
+  EXPECT_EQ(r.jobs[1].iterations, 0);
+  EXPECT_TRUE(r.jobs[2].error.empty()) << r.jobs[2].error;
+  EXPECT_EQ(r.jobs[0].iterations, 10);
+  EXPECT_EQ(r.jobs[2].iterations, 10);
+  EXPECT_LE(r.peak_memory_used_bytes, r.memory_capacity_bytes);
+  // Alone, b fits: the card's memory, not b, is what ran out.
+  EXPECT_TRUE(run("V100-PCIE-16GB", SharePolicy::Mps, {model_job("b", "resnet50", 128, 2)}).jobs[0].error.empty());
+}
+
+TEST(Share, MigSlicesRunWithoutInterferenceAtTheirShare) {
+  SharedJobSpec a = model_job("a", "resnet50", 64, 10), b = model_job("b", "resnet50", 64, 10);
+  a.mig = "3g.20gb";
+  b.mig = "4g.20gb";
+  const ShareResult r = run("A100-SXM4-40GB", SharePolicy::Mig, {a, b});
+  const ShareResult alone = run("A100-SXM4-40GB", SharePolicy::Mig, {a});
+  // b's kernels do not touch a's (only their batches' copies share the PCIe link).
+  EXPECT_NEAR(r.jobs[0].samples_per_s / alone.jobs[0].samples_per_s, 1.0, 0.01);
+  EXPECT_GT(r.jobs[1].samples_per_s, r.jobs[0].samples_per_s);
+  // Slices that do not fit together, and a slice a job's memory does not fit in.
+  SharedJobSpec c = model_job("c", "resnet50", 64, 10);
+  c.mig = "1g.5gb";
+  EXPECT_THROW(run("A100-SXM4-40GB", SharePolicy::Mig, {a, b, c}), InputError);
+  SharedJobSpec big = model_job("big", "resnet50", 256, 2);
+  big.mig = "1g.5gb";
+  EXPECT_NE(run("A100-SXM4-40GB", SharePolicy::Mig, {big}).jobs[0].error.find("out of memory"), std::string::npos);
+}
+
+std::string jobs_error(const std::string& text) {
+  try {
+    parse_jobs(text, "jobs.json");
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(JobsFile, BadInputIsNamedWithWhatIsAccepted) {
+  EXPECT_NE(jobs_error("{"), "");
+  EXPECT_NE(jobs_error("[]").find("an object"), std::string::npos);
+  EXPECT_NE(jobs_error(R"({"jobs": []})").find("a list of 1 to"), std::string::npos);
+  EXPECT_NE(jobs_error(R"({"jobs": [{"model": "resnet50", "btach_size": 3}]})").find("unknown key 'btach_size'"),
+            std::string::npos);
+  EXPECT_NE(jobs_error(R"({"jobs": [{"model": "resnet50", "compute_s": 1}]})").find("not both"), std::string::npos);
+  EXPECT_NE(jobs_error(R"({"jobs": [{"batch_size": 3}]})").find("neither"), std::string::npos);
+  EXPECT_NE(jobs_error(R"({"jobs": [{"model": "resnet50", "batch_size": -1}]})").find("an integer from 1"),
+            std::string::npos);
+  EXPECT_NE(
+      jobs_error(R"({"jobs": [{"model": "resnet50", "batch_size": 18446744073709551615}]})").find("an integer from 1"),
+      std::string::npos);
+  EXPECT_NE(jobs_error(R"({"jobs": [{"compute_s": 0}]})").find("above 0"), std::string::npos);
+  EXPECT_NE(jobs_error(R"({"jobs": [{"model": "resnet50", "arrival_s": "soon"}]})").find("'arrival_s'"),
+            std::string::npos);
+  EXPECT_NE(jobs_error(R"({"jobs": [{"name": "a", "model": "x"}, {"name": "a", "model": "x"}]})").find("taken"),
+            std::string::npos);
+  EXPECT_NE(jobs_error(R"({"jobs": [{"model": "resnet50", "precision": "fp64"}]})").find("job 1"), std::string::npos);
+  EXPECT_NE(jobs_error(R"({"gpus": 2, "jobs": [{"model": "x"}]})").find("unknown key 'gpus'"), std::string::npos);
+  EXPECT_THROW(load_jobs_file("/nonexistent/jobs.json"), InputError);
+  const JobsFile ok = parse_jobs(
+      R"({"gpu": "a100", "jobs": [{"model": "resnet50", "batch_size": 32, "iterations": 5, "priority": 2}]})", "t");
+  EXPECT_EQ(ok.gpu, "a100");
+  EXPECT_EQ(ok.jobs[0].name, "job1");
+  EXPECT_EQ(ok.jobs[0].job.batch_size, 32);
+  EXPECT_EQ(ok.jobs[0].priority, 2);
+}
+
+TEST(Share, AnUnknownModelOrMigOffPolicyIsRefusedUpFront) {
+  EXPECT_THROW(run("V100", SharePolicy::Fifo, {model_job("a", "resnet9000", 32, 2)}), InputError);
+  SharedJobSpec a = model_job("a", "resnet50", 32, 2);
+  a.mig = "1g.5gb";
+  EXPECT_THROW(run("A100-SXM4-40GB", SharePolicy::Fifo, {a}), InputError);
+  EXPECT_THROW(run("A100-SXM4-40GB", SharePolicy::Mig, {model_job("b", "resnet50", 32, 2)}), InputError);
+}
+
+// ---- GPEmu's Salus experiment (../shared/reference/published/repro/) ----
+
+std::vector<std::map<std::string, std::string>> read_csv(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  std::string line;
+  std::vector<std::string> header;
+  std::vector<std::map<std::string, std::string>> rows;
+  auto split = [](const std::string& s) {
+    std::vector<std::string> out;
+    std::string cur;
+    bool quoted = false;
+    for (char ch : s) {
+      if (ch == '"') {
+        quoted = !quoted;
+      } else if (ch == ',' && !quoted) {
+        out.push_back(cur);
+        cur.clear();
+      } else {
+        cur += ch;
+      }
+    }
+    out.push_back(cur);
+    return out;
+  };
+  if (!std::getline(in, line)) return rows;
+  header = split(line);
+  while (std::getline(in, line)) {
+    const auto cells = split(line);
+    std::map<std::string, std::string> row;
+    for (std::size_t i = 0; i < header.size() && i < cells.size(); ++i) row[header[i]] = cells[i];
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+TEST(Reproduction, SalusThreeJobsTimeSharingOneP100) {
+  const std::filesystem::path dir = std::filesystem::path(GPEMU_SHARED_DIR) / "reference/published/repro";
+  if (!std::filesystem::exists(dir / "salus_jobs.csv")) GTEST_SKIP() << "no " << dir << " (../shared absent)";
+  // GPEmu's jobs: ResNet-50 batch 128 on a P100, its measured GPU and copy
+  // time per batch, started 30 s apart, one emulated GPU under FIFO.
+  std::vector<SharedJobSpec> jobs;
+  for (const auto& row : read_csv(dir / "salus_jobs.csv")) {
+    const double step = std::stod(row.at("gpu_compute_s_per_batch")) + std::stod(row.at("cpu2gpu_s_per_batch"));
+    jobs.push_back(fixed_job("job" + row.at("job"), step, std::stoi(row.at("batch_size")), 300,
+                             std::stod(row.at("start_offset_s"))));
+  }
+  ASSERT_EQ(jobs.size(), 3u);
+  const ShareResult r = run("P100", SharePolicy::Fifo, jobs);
+  // Median per-step throughput of a job over its steps during which `active` jobs ran.
+  auto median_with = [&](std::size_t job, int active) {
+    const SharedJobResult& j = r.jobs[job];
+    std::vector<double> v;
+    for (std::size_t i = 1; i < j.step_ends.size(); ++i) {
+      const Time a = j.step_ends[i - 1], b = j.step_ends[i];
+      int running = 0;
+      for (const SharedJobResult& o : r.jobs) running += o.arrival <= a && o.end >= b ? 1 : 0;
+      if (running == active) v.push_back(static_cast<double>(j.step_samples[i]) / to_seconds(b - a));
+    }
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0.0 : v[v.size() / 2];
+  };
+  int checked = 0;
+  for (const auto& row : read_csv(dir / "salus_throughput.csv")) {
+    const std::string point = row.at("point");
+    if (point.rfind("throughput@job=", 0) != 0) continue;
+    const int job = point[15] - '0';
+    const int active = point.back() - '0';
+    const double ours = median_with(static_cast<std::size_t>(job - 1), active);
+    const double gpemu = std::stod(row.at("value"));
+    EXPECT_NEAR(ours / gpemu, 1.0, 0.05) << point << ": ours " << ours << ", GPEmu " << gpemu;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 8);
+}
+
+}  // namespace
+}  // namespace gpemu
