@@ -15,16 +15,6 @@
 namespace gpemu {
 namespace {
 
-SharedJobSpec job(const std::string& name, const std::string& model, int batch, int steps) {
-  SharedJobSpec s;
-  s.name = name;
-  s.job.compute.model.name = model;
-  s.job.batch_size = batch;
-  s.job.data.source = DataSource::Synthetic;
-  s.job.data.synthetic_batches = steps;
-  return s;
-}
-
 ShareResult run(const GpuSpec& gpu, const CostModel& costs, SharePolicy policy, std::vector<SharedJobSpec> jobs) {
   const std::unique_ptr<Clock> clock = make_virtual_clock();
   ShareSpec spec;
@@ -60,8 +50,8 @@ nlohmann::json run_share_bench(const ShareBenchOptions& o) {
   if (o.steps < 1 || o.cost_steps < 1) throw InputError("bench share: steps must be at least 1");
   const GpuSpec& gpu = find_gpu(o.gpu);
   const auto costs = make_cost_model(std::nullopt);
-  const auto c = job("compute", o.compute_model, o.compute_batch, o.steps);
-  const auto m = job("memory", o.memory_model, o.memory_batch, o.steps);
+  const auto c = model_job("compute", o.compute_model, o.compute_batch, o.steps);
+  const auto m = model_job("memory", o.memory_model, o.memory_batch, o.steps);
   const double alone_c = run(gpu, *costs, SharePolicy::Mps, {c}).jobs[0].samples_per_s;
   const double alone_m = run(gpu, *costs, SharePolicy::Mps, {m}).jobs[0].samples_per_s;
   auto c2 = c;
@@ -80,7 +70,8 @@ nlohmann::json run_share_bench(const ShareBenchOptions& o) {
   for (int n : o.jobs) {
     if (n < 1) throw InputError(fmt::format("bench share: {} jobs: give at least 1", n));
     std::vector<SharedJobSpec> jobs;
-    for (int i = 0; i < n; ++i) jobs.push_back(job(fmt::format("j{}", i), o.cost_model, o.cost_batch, o.cost_steps));
+    for (int i = 0; i < n; ++i)
+      jobs.push_back(model_job(fmt::format("j{}", i), o.cost_model, o.cost_batch, o.cost_steps));
     const std::int64_t t0 = bench::monotonic_ns();
     run(gpu, *costs, SharePolicy::Mps, jobs);
     const double wall = static_cast<double>(bench::monotonic_ns() - t0) * 1e-9;

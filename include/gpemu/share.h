@@ -47,6 +47,12 @@ struct SharedJobSpec {
   std::shared_ptr<const CostModel> costs;
 };
 
+// A model's training job (in-memory batches, always ready), or GPEmu's shape
+// of a job: a fixed GPU time per step and nothing else (no copy, no memory).
+SharedJobSpec model_job(std::string name, std::string model, int batch_size, std::int64_t iterations, Time arrival = 0);
+SharedJobSpec fixed_step_job(std::string name, double step_s, int batch_size, std::int64_t iterations,
+                             Time arrival = 0);
+
 inline constexpr std::size_t kMaxSharedJobs = 1024;
 
 struct ShareSpec {

@@ -105,11 +105,18 @@ SharedGpu::SharedGpu(Timeline& timeline, const GpuSpec& spec, ShareOptions optio
   compute_ = &timeline.add_link(fmt::format("{} compute ({})", spec.id, to_string(options_.policy)), 1e9, true, share);
 }
 
+namespace {
+// Where `p` stands in the card's profiles (instances are counted per profile).
+std::size_t profile_index(const GpuSpec& gpu, const MigProfile& p) {
+  const std::vector<MigProfile> all = mig_profiles(gpu);
+  return static_cast<std::size_t>(
+      std::find_if(all.begin(), all.end(), [&](const MigProfile& q) { return q.name == p.name; }) - all.begin());
+}
+}  // namespace
+
 const MigProfile& SharedGpu::take_slice(std::string_view name) {
   const MigProfile& p = find_mig_profile(*spec_, name);
-  const std::vector<MigProfile> all = mig_profiles(*spec_);
-  const auto i = static_cast<std::size_t>(
-      std::find_if(all.begin(), all.end(), [&](const MigProfile& q) { return q.name == p.name; }) - all.begin());
+  const std::size_t i = profile_index(*spec_, p);
   std::lock_guard lock(slices_mu_);
   if (sevenths_ + p.compute_sevenths > 7 || eighths_ + p.memory_eighths > 8 || instances_[i] >= p.max_instances)
     throw InputError(
@@ -123,9 +130,7 @@ const MigProfile& SharedGpu::take_slice(std::string_view name) {
 }
 
 void SharedGpu::give_slice(const MigProfile& p) {
-  const std::vector<MigProfile> all = mig_profiles(*spec_);
-  const auto i = static_cast<std::size_t>(
-      std::find_if(all.begin(), all.end(), [&](const MigProfile& q) { return q.name == p.name; }) - all.begin());
+  const std::size_t i = profile_index(*spec_, p);
   std::lock_guard lock(slices_mu_);
   sevenths_ -= p.compute_sevenths;
   eighths_ -= p.memory_eighths;

@@ -73,30 +73,27 @@ std::string text(const Where& w, std::string_view key, const nlohmann::json& v) 
 SharedJobSpec parse_job(const nlohmann::json& j, std::size_t index, std::string_view source) {
   Where w{source, fmt::format("job {}", index + 1)};
   if (!j.is_object()) bad(Where{source, ""}, fmt::format("jobs[{}]", index), j, "an object of job keys");
-  SharedJobSpec s;
-  s.name = fmt::format("job{}", index + 1);
-  if (auto it = j.find("name"); it != j.end()) s.name = text(w, "name", *it);
-  w.job = fmt::format("job {} ('{}')", index + 1, s.name);
+  std::string name = fmt::format("job{}", index + 1);
+  if (auto it = j.find("name"); it != j.end()) name = text(w, "name", *it);
+  w.job = fmt::format("job {} ('{}')", index + 1, name);
   for (const auto& [key, value] : j.items())
     if (!kJobKeys.contains(key))
       throw InputError(fmt::format("{}: {}: unknown key '{}'; a job takes {}", source, w.job, key, accepted_keys()));
-  JobSpec& job = s.job;
   const bool has_model = j.contains("model"), has_fixed = j.contains("compute_s");
   if (has_model == has_fixed)
     throw InputError(
         fmt::format("{}: {}: give either 'model' (a model of 'gpemu models') or 'compute_s' (a fixed GPU "
                     "time per step), not {}",
                     source, w.job, has_model ? "both" : "neither"));
-  if (has_model) {
-    job.compute.model.name = text(w, "model", j.at("model"));
-  } else {
-    const double seconds = number(w, "compute_s", j.at("compute_s"), 0, kMaxComputeS, true);
-    job.compute.step_time = StepTime::Fixed;
-    job.compute.fixed_train = TimeSpec::constant(seconds);
-    job.compute.fixed_eval = TimeSpec::constant(seconds);
-    job.compute.copy_batch = false;
-    job.compute.use_allocator = false;
-  }
+  int batch = 64;
+  if (auto it = j.find("batch_size"); it != j.end())
+    batch = static_cast<int>(integer(w, "batch_size", *it, 1, kMaxBatch));
+  std::int64_t iterations = 100;
+  if (auto it = j.find("iterations"); it != j.end()) iterations = integer(w, "iterations", *it, 1, kMaxIterations);
+  SharedJobSpec s = has_model ? model_job(name, text(w, "model", j.at("model")), batch, iterations)
+                              : fixed_step_job(name, number(w, "compute_s", j.at("compute_s"), 0, kMaxComputeS, true),
+                                               batch, iterations);
+  JobSpec& job = s.job;
   try {
     if (auto it = j.find("precision"); it != j.end())
       job.compute.model.precision = zoo::parse_precision(text(w, "precision", *it));
@@ -105,14 +102,6 @@ SharedJobSpec parse_job(const nlohmann::json& j, std::size_t index, std::string_
   } catch (const InputError& e) {
     throw InputError(fmt::format("{}: {}: {}", source, w.job, e.what()));
   }
-  job.batch_size = 64;
-  if (auto it = j.find("batch_size"); it != j.end())
-    job.batch_size = static_cast<int>(integer(w, "batch_size", *it, 1, kMaxBatch));
-  std::int64_t iterations = 100;
-  if (auto it = j.find("iterations"); it != j.end()) iterations = integer(w, "iterations", *it, 1, kMaxIterations);
-  job.data.source = DataSource::Synthetic;
-  job.data.synthetic_batches = iterations;
-  job.schedule.epochs = 1;
   if (auto it = j.find("arrival_s"); it != j.end())
     s.arrival = from_seconds(number(w, "arrival_s", *it, 0, kMaxArrivalS, false));
   if (auto it = j.find("priority"); it != j.end())
@@ -122,6 +111,28 @@ SharedJobSpec parse_job(const nlohmann::json& j, std::size_t index, std::string_
 }
 
 }  // namespace
+
+SharedJobSpec model_job(std::string name, std::string model, int batch_size, std::int64_t iterations, Time arrival) {
+  SharedJobSpec s;
+  s.name = std::move(name);
+  s.arrival = arrival;
+  s.job.compute.model.name = std::move(model);
+  s.job.batch_size = batch_size;
+  s.job.data.source = DataSource::Synthetic;
+  s.job.data.synthetic_batches = iterations;
+  s.job.schedule.epochs = 1;
+  return s;
+}
+
+SharedJobSpec fixed_step_job(std::string name, double step_s, int batch_size, std::int64_t iterations, Time arrival) {
+  SharedJobSpec s = model_job(std::move(name), "", batch_size, iterations, arrival);
+  s.job.compute.step_time = StepTime::Fixed;
+  s.job.compute.fixed_train = TimeSpec::constant(step_s);
+  s.job.compute.fixed_eval = TimeSpec::constant(step_s);
+  s.job.compute.copy_batch = false;
+  s.job.compute.use_allocator = false;
+  return s;
+}
 
 JobsFile parse_jobs(std::string_view text_in, std::string_view source) {
   if (text_in.size() > kMaxJobsFileBytes)

@@ -11,8 +11,6 @@
 #include <string>
 #include <vector>
 
-#include <fmt/format.h>
-
 #include "gpemu/catalog.h"
 #include "gpemu/clock.h"
 #include "gpemu/cost_model.h"
@@ -23,22 +21,11 @@ namespace gpemu {
 namespace {
 
 SharedJobSpec model_job(const std::string& name, const std::string& model, int batch, int steps, double arrival_s = 0) {
-  SharedJobSpec s;
-  s.name = name;
-  s.job.compute.model.name = model;
-  s.job.batch_size = batch;
-  s.job.data.source = DataSource::Synthetic;
-  s.job.data.synthetic_batches = steps;
-  s.arrival = from_seconds(arrival_s);
-  return s;
+  return gpemu::model_job(name, model, batch, steps, from_seconds(arrival_s));
 }
 
-// GPEmu's shape of a job: a fixed GPU time per step, nothing else.
 SharedJobSpec fixed_job(const std::string& name, double step_s, int batch, int steps, double arrival_s) {
-  const std::string text = fmt::format(
-      R"({{"jobs": [{{"name": "{}", "compute_s": {}, "batch_size": {}, "iterations": {}, "arrival_s": {}}}]}})", name,
-      step_s, batch, steps, arrival_s);
-  return parse_jobs(text, "test").jobs.front();
+  return fixed_step_job(name, step_s, batch, steps, from_seconds(arrival_s));
 }
 
 ShareResult run(const std::string& gpu, SharePolicy policy, std::vector<SharedJobSpec> jobs) {
