@@ -22,7 +22,7 @@
 #include <string_view>
 #include <vector>
 
-#include <nlohmann/json_fwd.hpp>
+#include <nlohmann/json.hpp>
 
 #include "gpemu/catalog.h"
 #include "gpemu/clock.h"
@@ -142,5 +142,124 @@ struct JobsFile {
 };
 JobsFile load_jobs_file(const std::filesystem::path& path);
 JobsFile parse_jobs(std::string_view text, std::string_view source);
+
+}  // namespace gpemu
+
+// ==== serve ====
+//
+// Real processes sharing emulated GPUs: `gpemu serve` owns a node's emulated
+// GPUs (one SharedGpu each, on one timeline under the real clock) and
+// processes attach over a Unix socket. Each client is a process's view of one
+// GPU (its own Device: context, caching allocator, stream), so several
+// processes' kernels and memory meet on the same emulated device under the
+// server's policy, as `gpemu share` runs them inside one process.
+//
+// Wire protocol (docs/sharing.md has it in full): one JSON object per line
+// each way, a reply for every request, in order. The first request is
+// {"op": "hello", "name", "gpu", "priority", "mig"}; then "malloc" {bytes},
+// "free" {ptr}, "kernel" {ns, sm, bw} (returns at once), "copy" {dir, bytes,
+// pinned}, "sync", "batch" {ns, sm, bw} (a kernel and a sync: one step of a
+// GPEmu-style job), "memory", "smi", "bye". A reply is {"ok": true, ...} or
+// {"ok": false, "error": "...", "oom": bool}.
+//
+// Isolation: the socket's folder and the socket are the starting user's
+// alone (0700 / 0600), and every peer's credentials (SO_PEERCRED) must be
+// that user's, else it is refused. A bad request is an error to that client
+// only. A client that disconnects, or sends nothing for the idle timeout, is
+// dropped: its memory, context and slot go back to the GPU; the others go on.
+//
+// Thread safety: the server runs one thread per client; the client object is
+// used by one thread at a time.
+
+namespace gpemu {
+
+struct ServeOptions {
+  const GpuSpec* gpu = nullptr;  // required
+  int gpus = 1;                  // emulated GPUs the server owns (1 to 64)
+  ShareOptions share;            // the policy of every GPU
+  std::filesystem::path socket;  // empty: default_socket_path()
+  Duration idle_timeout = 600 * kSecond;
+  int max_clients = 256;
+  std::string metrics;  // "PORT" or "HOST:PORT" for Prometheus text (DCGM names); empty: none
+};
+
+// $XDG_RUNTIME_DIR/gpemu/serve.sock, else /tmp/gpemu-<uid>/serve.sock.
+std::filesystem::path default_socket_path();
+
+class ShareServer {
+ public:
+  // Binds the socket (InputError when a live server holds it, or the path is
+  // something else than a socket gpemu may replace) and the metrics port.
+  explicit ShareServer(ServeOptions options);
+  ~ShareServer();  // stops, drops the clients, removes the socket it made
+  ShareServer(const ShareServer&) = delete;
+  ShareServer& operator=(const ShareServer&) = delete;
+
+  const std::filesystem::path& socket_path() const;
+  // The metrics port actually bound (0 without --metrics): "HOST:0" binds any free port.
+  int metrics_port() const;
+  // Accepts clients until stop() is called or SIGINT/SIGTERM is received.
+  void run();
+  void stop();
+  // What `gpemu smi` prints, as JSON (see the protocol's "smi").
+  nlohmann::json smi();
+  // The same as Prometheus text with DCGM exporter's field names.
+  std::string metrics_text();
+  std::size_t clients() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+struct ClientHello {
+  std::string name = "client";
+  int gpu = 0;
+  int priority = 0;
+  std::string mig;
+};
+
+// A process's connection to `gpemu serve`.
+class ServeClient {
+ public:
+  // Connects and says hello. Error when nothing serves `socket` or the
+  // server refuses; InputError for a bad hello (unknown GPU, MIG slice that
+  // does not fit).
+  ServeClient(const std::filesystem::path& socket, const ClientHello& hello);
+  // A connection that attaches to no GPU (a monitor: "smi" only).
+  explicit ServeClient(const std::filesystem::path& socket);
+  ~ServeClient();
+  ServeClient(const ServeClient&) = delete;
+  ServeClient& operator=(const ServeClient&) = delete;
+
+  // One round trip. Throws Error when the connection fails; returns the
+  // server's reply, {"ok": false, ...} included.
+  nlohmann::json request(const nlohmann::json& message);
+  // The requests with their replies checked: OutOfMemoryError for an OOM,
+  // Error for any other refusal.
+  std::uint64_t malloc(std::uint64_t bytes);
+  void free(std::uint64_t ptr);
+  void kernel(Duration ns, KernelDemand demand = {});
+  Time sync();                                        // the emulated time the work ended
+  Time batch(Duration ns, KernelDemand demand = {});  // a kernel and a sync
+  const nlohmann::json& hello_reply() const { return hello_; }
+
+ private:
+  nlohmann::json checked(const nlohmann::json& message);
+  int fd_ = -1;
+  std::string buffer_;
+  nlohmann::json hello_;
+};
+
+// `gpemu share --connect`: the spec's jobs as clients of a running server
+// (on its GPU 0, whose card and policy are the server's: spec.gpu and
+// spec.options are replaced by them),
+// one connection each, started at their arrival times (wall time from the
+// call). A model job holds its weights and its step's peak memory for its
+// run and sends one "batch" request per step (forward and backward from
+// its cost model); a fixed-step job sends its step time. The result's times
+// are the server's emulated times; GPU share, utilisation and memory peaks
+// are the server's to report (`gpemu smi`) and are left at 0 here.
+ShareResult run_shared_remote(const std::filesystem::path& socket, const CostModel& costs, ShareSpec spec);
 
 }  // namespace gpemu

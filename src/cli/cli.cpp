@@ -35,6 +35,8 @@ int run(int argc, char** argv) {
   add_calibrate_command(app);
   add_analyze_command(app);
   add_share_command(app);
+  add_serve_command(app);
+  add_smi_command(app);
   install_interrupt_handlers();
   try {
     app.parse(argc, argv);

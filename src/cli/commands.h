@@ -16,5 +16,7 @@ void add_validate_command(CLI::App& app);
 void add_calibrate_command(CLI::App& app);
 void add_analyze_command(CLI::App& app);
 void add_share_command(CLI::App& app);
+void add_serve_command(CLI::App& app);
+void add_smi_command(CLI::App& app);
 
 }  // namespace gpemu::cli

@@ -1,8 +1,10 @@
 // `gpemu share`: several training jobs on one emulated GPU under a sharing
 // policy (share.h, docs/sharing.md). Parses, runs, prints.
+#include <filesystem>
 #include <iostream>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <tuple>
 
@@ -32,6 +34,8 @@ struct ShareArgs {
   double timeslice_ms = 2, switch_us = 25, window_s = 1;
   std::string trace;
   bool json = false;
+  bool connect = false;
+  std::string connect_socket;  // --connect [SOCKET]: "" for the default
 };
 
 void share(const ShareArgs& a) {
@@ -57,8 +61,14 @@ void share(const ShareArgs& a) {
     if (!c) c = job_cost_model(m);
     j.costs = c;
   }
+  if (a.connect && !a.trace.empty())
+    throw InputError("share --connect: --trace is the server's to write; the clients have no timeline");
   const std::unique_ptr<Clock> clock = make_clock(parse_clock_kind(a.clock));
-  const ShareResult r = run_shared(*clock, *models.begin()->second, spec);
+  const ShareResult r = a.connect
+                            ? run_shared_remote(a.connect_socket.empty() ? default_socket_path()
+                                                                         : std::filesystem::path(a.connect_socket),
+                                                *models.begin()->second, spec)
+                            : run_shared(*clock, *models.begin()->second, spec);
   if (!a.trace.empty()) write_chrome_trace_file(r.trace, r.host_spans, r.trace_devices, a.trace);
 
   if (a.json) {
@@ -78,8 +88,9 @@ void share(const ShareArgs& a) {
     std::string ended = j.error.empty() ? "finished" : "failed (below)";
     t.add({j.name, j.model.empty() ? "fixed step" : j.model, std::to_string(j.batch_size),
            fixed(to_seconds(j.arrival), 1), fixed(to_seconds(j.end), 2), fixed(j.jct_s, 2),
-           std::to_string(j.iterations), fixed(j.samples_per_s, 1), fixed(j.gpu_share_pct, 1),
-           fixed(mib(j.peak_allocated_bytes), 0), fixed(mib(j.peak_reserved_bytes), 0), ended});
+           std::to_string(j.iterations), fixed(j.samples_per_s, 1), a.connect ? "-" : fixed(j.gpu_share_pct, 1),
+           a.connect ? "-" : fixed(mib(j.peak_allocated_bytes), 0),
+           a.connect ? "-" : fixed(mib(j.peak_reserved_bytes), 0), ended});
   }
   t.print(std::cout);
   std::cout << '\n';
@@ -88,7 +99,8 @@ void share(const ShareArgs& a) {
       {"mean JCT", fmt::format("{} s (jobs that finished)", fixed(r.mean_jct_s, 2))},
       {"GPU utilisation", fmt::format("{} % of the makespan with a kernel running (per {} s window: --json)",
                                       fixed(r.mean_utilization_pct, 1), a.window_s)}};
-  if (r.policy != SharePolicy::Mig)
+  if (a.connect) rows.pop_back();  // the server saw the kernels: gpemu smi
+  if (r.policy != SharePolicy::Mig && !a.connect)
     rows.push_back(
         {"GPU memory", fmt::format("peak {} MiB of {} MiB in use (contexts and segments of all jobs)",
                                    fixed(mib(r.peak_memory_used_bytes), 0), fixed(mib(r.memory_capacity_bytes), 0))});
@@ -121,7 +133,195 @@ void add_share_command(CLI::App& app) {
       ->check(finite_number_in(0.001, 1e6));
   cmd->add_option("--trace", a->trace, "Write a Perfetto/Chrome trace of the shared GPU to this file");
   cmd->add_flag("--json", a->json, "Machine-readable output");
+  cmd->add_option("--connect", a->connect_socket,
+                  "Run the jobs as clients of a running 'gpemu serve' (its socket; default: the default socket)")
+      ->expected(0, 1)
+      ->each([a](const std::string&) { a->connect = true; })
+      ->trigger_on_parse();
   cmd->callback([a] { share(*a); });
+}
+
+// ---- gpemu serve -------------------------------------------------------------
+
+namespace {
+
+struct ServeArgs {
+  std::string gpu = "v100";
+  int gpus = 1;
+  std::string policy = "fifo";
+  std::string socket;
+  std::string metrics;
+  double idle_timeout_s = 600;
+  int max_clients = 256;
+  double timeslice_ms = 2, switch_us = 25;
+};
+
+void serve(const ServeArgs& a) {
+  ServeOptions o;
+  o.gpu = &find_gpu(a.gpu);
+  o.gpus = a.gpus;
+  o.share.policy = parse_share_policy(a.policy);
+  o.share.timeslice = from_seconds(a.timeslice_ms / 1e3);
+  o.share.switch_cost = from_seconds(a.switch_us / 1e6);
+  o.socket = a.socket;
+  o.metrics = a.metrics;
+  o.idle_timeout = from_seconds(a.idle_timeout_s);
+  o.max_clients = a.max_clients;
+  ShareServer server(o);
+  std::cout << fmt::format("serving {} emulated {} under policy {} at {}\n", o.gpus, o.gpu->id,
+                           to_string(o.share.policy), server.socket_path().string());
+  if (server.metrics_port() > 0)
+    std::cout << fmt::format("metrics (Prometheus text, DCGM names) on port {}\n", server.metrics_port());
+  std::cout << "stop with Ctrl-C" << std::endl;
+  server.run();
+  std::cout << "stopped\n";
+}
+
+// ---- gpemu smi -----------------------------------------------------------------
+
+struct SmiArgs {
+  std::string socket;
+  std::string query;
+  std::string format;
+  bool json = false;
+};
+
+void smi(const SmiArgs& a) {
+  ServeClient client(a.socket.empty() ? default_socket_path() : std::filesystem::path(a.socket));
+  const nlohmann::json s = client.request({{"op", "smi"}});
+  if (!s.value("ok", false)) throw Error(s.value("error", std::string("smi refused")));
+  if (a.json) {
+    std::cout << s.dump(2) << '\n';
+    return;
+  }
+  constexpr double MiB = 1048576.0;
+  if (!a.query.empty()) {
+    // nvidia-smi --query-gpu=...: the fields scripts ask for most.
+    bool header = true, units = true;
+    std::string fmt_rest = a.format;
+    if (fmt_rest.rfind("csv", 0) != 0)
+      throw InputError(fmt::format("--format '{}': give csv, optionally with ,noheader and ,nounits", a.format));
+    for (std::size_t at = 3; at < fmt_rest.size();) {
+      const std::size_t next = fmt_rest.find(',', at + 1);
+      const std::string opt = fmt_rest.substr(at + 1, next == std::string::npos ? std::string::npos : next - at - 1);
+      if (opt == "noheader")
+        header = false;
+      else if (opt == "nounits")
+        units = false;
+      else
+        throw InputError(fmt::format("--format: '{}' is not known; give noheader or nounits", opt));
+      at = next == std::string::npos ? fmt_rest.size() : next;
+    }
+    std::vector<std::string> fields;
+    for (std::size_t at = 0; at <= a.query.size();) {
+      const std::size_t next = a.query.find(',', at);
+      std::string f = a.query.substr(at, next == std::string::npos ? std::string::npos : next - at);
+      f.erase(0, f.find_first_not_of(' '));
+      f.erase(f.find_last_not_of(' ') + 1);
+      fields.push_back(f);
+      if (next == std::string::npos) break;
+      at = next + 1;
+    }
+    const std::map<std::string, std::string> unit = {
+        {"memory.total", "MiB"}, {"memory.used", "MiB"}, {"memory.free", "MiB"}, {"utilization.gpu", "%"}};
+    const std::set<std::string> known = {"index",        "name",        "uuid",        "count",
+                                         "memory.total", "memory.used", "memory.free", "utilization.gpu",
+                                         "compute_mode"};
+    for (const auto& f : fields)
+      if (!known.contains(f))
+        throw InputError(
+            fmt::format("--query-gpu: field '{}' is not known; gpemu smi answers index, name, uuid, count, "
+                        "memory.total, memory.used, memory.free, utilization.gpu, compute_mode",
+                        f));
+    if (header) {
+      std::string line;
+      for (const auto& f : fields)
+        line += (line.empty() ? "" : ", ") + f + (units && unit.contains(f) ? " [" + unit.at(f) + "]" : "");
+      std::cout << line << '\n';
+    }
+    for (const auto& g : s["gpus"]) {
+      std::string line;
+      const auto total = g["memory_total_bytes"].get<std::uint64_t>(),
+                 used = g["memory_used_bytes"].get<std::uint64_t>();
+      for (const auto& f : fields) {
+        std::string v;
+        if (f == "index") v = std::to_string(g["index"].get<int>());
+        if (f == "name") v = g["name"].get<std::string>();
+        if (f == "uuid") v = g["uuid"].get<std::string>();
+        if (f == "count") v = std::to_string(s["gpus"].size());
+        if (f == "memory.total") v = std::to_string(static_cast<std::uint64_t>(total / MiB));
+        if (f == "memory.used") v = std::to_string(static_cast<std::uint64_t>(used / MiB));
+        if (f == "memory.free") v = std::to_string(static_cast<std::uint64_t>((total - std::min(total, used)) / MiB));
+        if (f == "utilization.gpu") v = std::to_string(static_cast<int>(g["utilization_pct"].get<double>() + 0.5));
+        if (f == "compute_mode") v = g["policy"] == "mps" ? "Exclusive_Process" : "Default";
+        if (units && unit.contains(f)) v += " " + unit.at(f);
+        line += (line.empty() ? "" : ", ") + v;
+      }
+      std::cout << line << '\n';
+    }
+    return;
+  }
+  // The familiar table.
+  std::cout << "gpemu smi: emulated GPUs of 'gpemu serve' (utilisation over the last second)\n\n";
+  Table t({"GPU", "Name", "Policy", "Memory-Usage", "GPU-Util"});
+  for (const auto& g : s["gpus"])
+    t.add({std::to_string(g["index"].get<int>()), g["name"].get<std::string>(), g["policy"].get<std::string>(),
+           fmt::format("{:.0f}MiB / {:.0f}MiB", g["memory_used_bytes"].get<double>() / MiB,
+                       g["memory_total_bytes"].get<double>() / MiB),
+           fmt::format("{:.0f}%", g["utilization_pct"].get<double>())});
+  t.print(std::cout);
+  std::cout << "\nProcesses:\n";
+  Table p({"GPU", "PID", "Process name", "GPU Memory"});
+  for (const auto& g : s["gpus"])
+    for (const auto& proc : g["processes"])
+      p.add({std::to_string(g["index"].get<int>()), std::to_string(proc["pid"].get<int>()),
+             proc["name"].get<std::string>(), fmt::format("{:.0f}MiB", proc["memory_bytes"].get<double>() / MiB)});
+  p.print(std::cout);
+}
+
+}  // namespace
+
+void add_serve_command(CLI::App& app) {
+  auto a = std::make_shared<ServeArgs>();
+  auto* cmd = app.add_subcommand("serve",
+                                 "Own a node's emulated GPUs; processes attach over a Unix socket and share "
+                                 "them under a policy (docs/sharing.md)");
+  cmd->add_option("--gpu", a->gpu, "GPU to emulate (see 'gpemu devices')")->capture_default_str();
+  cmd->add_option("--gpus", a->gpus, "Emulated GPUs")->capture_default_str()->check(whole_number_in(1, 64));
+  cmd->add_option("--policy", a->policy, "fifo, timeslice, priority, mps or mig")->capture_default_str();
+  cmd->add_option("--socket", a->socket,
+                  "Unix socket path (default: $XDG_RUNTIME_DIR/gpemu/serve.sock, else "
+                  "/tmp/gpemu-UID/serve.sock)");
+  cmd->add_option("--metrics", a->metrics, "Prometheus text with DCGM exporter's names on PORT or IPv4:PORT");
+  cmd->add_option("--idle-timeout-s", a->idle_timeout_s, "Drop a client silent this long, s")
+      ->capture_default_str()
+      ->check(finite_number_in(0.01, 1e7));
+  cmd->add_option("--max-clients", a->max_clients, "Clients at once")
+      ->capture_default_str()
+      ->check(whole_number_in(1, 4096));
+  cmd->add_option("--timeslice-ms", a->timeslice_ms, "Policy timeslice: the time slice, ms")
+      ->capture_default_str()
+      ->check(finite_number_in(0.001, 1000));
+  cmd->add_option("--switch-us", a->switch_us, "Policy timeslice: one context switch, us")
+      ->capture_default_str()
+      ->check(finite_number_in(0, 1e6));
+  cmd->callback([a] { serve(*a); });
+}
+
+void add_smi_command(CLI::App& app) {
+  auto a = std::make_shared<SmiArgs>();
+  auto* cmd = app.add_subcommand("smi", "What nvidia-smi prints, for the emulated GPUs of a running 'gpemu serve'");
+  cmd->add_option("--socket", a->socket, "The server's socket (default: the default socket)");
+  cmd->add_option("--query-gpu", a->query,
+                  "Fields, as nvidia-smi: index, name, uuid, count, memory.total, memory.used, memory.free, "
+                  "utilization.gpu, compute_mode");
+  cmd->add_option("--format", a->format, "csv[,noheader][,nounits] (with --query-gpu)")->default_str("csv");
+  cmd->add_flag("--json", a->json, "Machine-readable output");
+  cmd->callback([a] {
+    SmiArgs b = *a;
+    if (b.format.empty()) b.format = "csv";
+    smi(b);
+  });
 }
 
 }  // namespace gpemu::cli

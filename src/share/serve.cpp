@@ -1,0 +1,788 @@
+// `gpemu serve` and its clients (share.h, "serve"): emulated GPUs shared by
+// real processes over a Unix socket.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <list>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "common/interrupt.h"
+#include "gpemu/error.h"
+#include "gpemu/share.h"
+
+namespace gpemu {
+namespace {
+
+constexpr std::size_t kMaxLine = 1 << 20;              // a request longer than this ends the connection
+constexpr std::int64_t kMaxKernelNs = 3600 * kSecond;  // an hour per kernel
+constexpr std::size_t kMaxKernelRecords = 1 << 16;     // per GPU, for utilisation
+constexpr int kMaxGpus = 64;
+
+std::string errno_text(int e) { return std::strerror(e); }
+
+bool write_all(int fd, std::string_view s) {
+  while (!s.empty()) {
+    const ssize_t n = ::send(fd, s.data(), s.size(), MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    s.remove_prefix(static_cast<std::size_t>(n));
+  }
+  return true;
+}
+
+enum class Read { Line, Closed, Timeout, TooLong };
+
+// One '\n'-terminated line from fd into `line` (without the newline);
+// `buffer` keeps what came after it. Waits at most timeout_ms per read.
+Read read_line(int fd, std::string& buffer, std::string& line, int timeout_ms) {
+  for (;;) {
+    if (const auto nl = buffer.find('\n'); nl != std::string::npos) {
+      line.assign(buffer, 0, nl);
+      buffer.erase(0, nl + 1);
+      return Read::Line;
+    }
+    if (buffer.size() > kMaxLine) return Read::TooLong;
+    pollfd p{fd, POLLIN, 0};
+    const int r = ::poll(&p, 1, timeout_ms);
+    if (r < 0 && errno == EINTR) continue;
+    if (r == 0) return Read::Timeout;
+    if (r < 0) return Read::Closed;
+    char chunk[8192];
+    const ssize_t n = ::recv(fd, chunk, sizeof chunk, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return Read::Closed;
+    buffer.append(chunk, static_cast<std::size_t>(n));
+  }
+}
+
+nlohmann::json fail(std::string_view kind, std::string error) {
+  return {{"ok", false}, {"kind", kind}, {"oom", kind == "oom"}, {"error", std::move(error)}};
+}
+
+// A field of a request, checked; InputError naming it otherwise.
+std::int64_t int_field(const nlohmann::json& m, const char* key, std::int64_t lo, std::int64_t hi, std::int64_t def,
+                       bool required = false) {
+  auto it = m.find(key);
+  if (it == m.end()) {
+    if (required) throw InputError(fmt::format("'{}' is missing: give an integer from {} to {}", key, lo, hi));
+    return def;
+  }
+  if (!it->is_number_integer() ||
+      (it->is_number_unsigned() && it->get<std::uint64_t>() > static_cast<std::uint64_t>(hi)) ||
+      it->get<std::int64_t>() < lo || it->get<std::int64_t>() > hi)
+    throw InputError(fmt::format("'{}' is {}: give an integer from {} to {}", key, it->dump(), lo, hi));
+  return it->get<std::int64_t>();
+}
+
+float demand_field(const nlohmann::json& m, const char* key) {
+  auto it = m.find(key);
+  if (it == m.end()) return 1.0F;
+  if (!it->is_number() || !(it->get<double>() >= 0) || it->get<double>() > 1)
+    throw InputError(fmt::format("'{}' is {}: give a number from 0 to 1", key, it->dump()));
+  return static_cast<float>(it->get<double>());
+}
+
+std::string string_field(const nlohmann::json& m, const char* key, std::string def) {
+  auto it = m.find(key);
+  if (it == m.end()) return def;
+  if (!it->is_string() || it->get<std::string>().size() > 200)
+    throw InputError(fmt::format("'{}' is {}: give a string of at most 200 characters", key, it->dump().substr(0, 60)));
+  return it->get<std::string>();
+}
+
+// The share of [from, to) covered by the union of spans.
+double covered_pct(std::vector<std::pair<Time, Time>> spans, Time from, Time to) {
+  if (to <= from) return 0;
+  std::sort(spans.begin(), spans.end());
+  Duration busy = 0;
+  Time run_start = 0, run_end = -1;
+  auto add = [&](Time a, Time b) {
+    a = std::max(a, from);
+    b = std::min(b, to);
+    if (b > a) busy += b - a;
+  };
+  for (const auto& [a, b] : spans) {
+    if (a > run_end) {
+      if (run_end > run_start) add(run_start, run_end);
+      run_start = a;
+      run_end = b;
+    } else {
+      run_end = std::max(run_end, b);
+    }
+  }
+  if (run_end > run_start) add(run_start, run_end);
+  return 100.0 * static_cast<double>(busy) / static_cast<double>(to - from);
+}
+
+}  // namespace
+
+std::filesystem::path default_socket_path() {
+  if (const char* x = std::getenv("XDG_RUNTIME_DIR"); x && *x) return std::filesystem::path(x) / "gpemu/serve.sock";
+  return std::filesystem::path(fmt::format("/tmp/gpemu-{}", ::geteuid())) / "serve.sock";
+}
+
+// ---- the server --------------------------------------------------------------
+
+struct ShareServer::Impl {
+  struct Client {
+    int fd = -1;
+    std::uint64_t id = 0;
+    pid_t pid = 0;
+    std::string name;
+    int gpu = -1;
+    std::unique_ptr<Device> device;
+    std::set<CachingAllocator::Ptr> live;
+    std::thread thread;
+    std::atomic<bool> done{false};
+  };
+  struct KernelRecord {
+    Completion c;
+    Duration d;
+  };
+
+  ServeOptions o;
+  std::unique_ptr<Clock> clock = make_real_clock();
+  Timeline timeline{*clock};
+  std::vector<std::unique_ptr<SharedGpu>> gpus;
+  std::filesystem::path path;
+  ino_t socket_inode = 0;
+  int listen_fd = -1, metrics_fd = -1, metrics_port = 0;
+  int wake[2] = {-1, -1};
+  std::atomic<bool> stopping{false};
+  mutable std::mutex mu;  // clients, kernels
+  std::list<std::shared_ptr<Client>> clients;
+  std::vector<std::deque<KernelRecord>> kernels;  // per GPU
+  std::uint64_t next_id = 1;
+  std::thread metrics_thread;
+
+  explicit Impl(ServeOptions options) : o(std::move(options)) {
+    if (!o.gpu) throw InputError("serve: no GPU given; give one of 'gpemu devices'");
+    if (o.gpus < 1 || o.gpus > kMaxGpus)
+      throw InputError(fmt::format("serve: --gpus {}: give 1 to {}", o.gpus, kMaxGpus));
+    if (o.max_clients < 1 || o.max_clients > 4096)
+      throw InputError(fmt::format("serve: --max-clients {}: give 1 to 4096", o.max_clients));
+    if (o.idle_timeout <= 0) throw InputError("serve: the idle timeout must be positive");
+    for (int g = 0; g < o.gpus; ++g) gpus.push_back(std::make_unique<SharedGpu>(timeline, *o.gpu, o.share));
+    kernels.resize(static_cast<std::size_t>(o.gpus));
+    path = o.socket.empty() ? default_socket_path() : o.socket;
+    bind_socket();
+    try {
+      if (::pipe2(wake, O_CLOEXEC) != 0) throw Error("serve: cannot make a pipe: " + errno_text(errno));
+      if (!o.metrics.empty()) bind_metrics();
+    } catch (...) {
+      close_all();
+      throw;
+    }
+  }
+
+  // Closes what the server opened and removes its socket (only if it is
+  // still the one this server made).
+  void close_all() {
+    for (int* f : {&listen_fd, &metrics_fd, &wake[0], &wake[1]}) {
+      if (*f >= 0) ::close(*f);
+      *f = -1;
+    }
+    struct stat st {};
+    if (socket_inode != 0 && ::lstat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode) && st.st_ino == socket_inode)
+      ::unlink(path.c_str());
+    socket_inode = 0;
+  }
+
+  ~Impl() {
+    stopping = true;
+    if (wake[1] >= 0) (void)!::write(wake[1], "x", 1);
+    {
+      std::lock_guard lock(mu);
+      for (auto& c : clients) ::shutdown(c->fd, SHUT_RDWR);
+    }
+    for (;;) {
+      std::shared_ptr<Client> c;
+      {
+        std::lock_guard lock(mu);
+        if (clients.empty()) break;
+        c = clients.front();
+        clients.pop_front();
+      }
+      if (c->thread.joinable()) c->thread.join();
+    }
+    if (metrics_thread.joinable()) metrics_thread.join();
+    close_all();
+  }
+
+  void bind_socket() {
+    const std::string p = path.string();
+    sockaddr_un addr{};
+    if (p.size() >= sizeof addr.sun_path)
+      throw InputError(fmt::format("serve: socket path {} is {} bytes; a Unix socket's path has at most {}", p,
+                                   p.size(), sizeof addr.sun_path - 1));
+    const std::filesystem::path dir = path.parent_path().empty() ? "." : path.parent_path();
+    struct stat st {};
+    if (::lstat(dir.c_str(), &st) != 0) {
+      if (::mkdir(dir.c_str(), 0700) != 0)
+        throw InputError(fmt::format("serve: cannot make the socket's folder {}: {}", dir.string(), errno_text(errno)));
+    } else if (!S_ISDIR(st.st_mode) || st.st_uid != ::geteuid() || (st.st_mode & 0022) != 0) {
+      throw InputError(
+          fmt::format("serve: the socket's folder {} must be a folder of this user's that others cannot "
+                      "write to (it is {}{})",
+                      dir.string(), S_ISDIR(st.st_mode) ? "" : "not a folder, ",
+                      st.st_uid != ::geteuid() ? "another user's" : "writable by others"));
+    }
+    if (::lstat(p.c_str(), &st) == 0) {
+      if (!S_ISSOCK(st.st_mode))
+        throw InputError(fmt::format("serve: {} exists and is not a socket; gpemu will not replace it", p));
+      // A socket: in use by a live server, or left by one that died.
+      const int probe = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      addr.sun_family = AF_UNIX;
+      std::memcpy(addr.sun_path, p.c_str(), p.size() + 1);
+      const bool live = probe >= 0 && ::connect(probe, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+      if (probe >= 0) ::close(probe);
+      if (live) throw InputError(fmt::format("serve: a server already listens at {}; stop it or give --socket", p));
+      ::unlink(p.c_str());
+    }
+    listen_fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (listen_fd < 0) throw Error("serve: cannot make a socket: " + errno_text(errno));
+    addr.sun_family = AF_UNIX;
+    std::memcpy(addr.sun_path, p.c_str(), p.size() + 1);
+    const mode_t old = ::umask(0177);  // the socket: rw for its user only
+    const int b = ::bind(listen_fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+    const int err = errno;
+    ::umask(old);
+    if (b != 0) throw InputError(fmt::format("serve: cannot bind {}: {}", p, errno_text(err)));
+    if (::listen(listen_fd, 128) != 0) throw Error(fmt::format("serve: cannot listen on {}: {}", p, errno_text(errno)));
+    if (::lstat(p.c_str(), &st) == 0) socket_inode = st.st_ino;
+  }
+
+  void bind_metrics() {
+    std::string host = "127.0.0.1", port = o.metrics;
+    if (const auto colon = o.metrics.rfind(':'); colon != std::string::npos) {
+      host = o.metrics.substr(0, colon);
+      port = o.metrics.substr(colon + 1);
+    }
+    char* end = nullptr;
+    const long n = std::strtol(port.c_str(), &end, 10);
+    in_addr ip{};
+    if (port.empty() || *end != '\0' || n < 0 || n > 65535 || ::inet_pton(AF_INET, host.c_str(), &ip) != 1)
+      throw InputError(
+          fmt::format("serve: --metrics '{}': give PORT or IPv4:PORT (e.g. 9400 or 0.0.0.0:9400)", o.metrics));
+    metrics_fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    const int one = 1;
+    ::setsockopt(metrics_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<std::uint16_t>(n));
+    a.sin_addr = ip;
+    if (metrics_fd < 0 || ::bind(metrics_fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+        ::listen(metrics_fd, 16) != 0)
+      throw InputError(fmt::format("serve: --metrics {}: cannot listen there: {}", o.metrics, errno_text(errno)));
+    socklen_t len = sizeof a;
+    ::getsockname(metrics_fd, reinterpret_cast<sockaddr*>(&a), &len);
+    metrics_port = ntohs(a.sin_port);
+  }
+
+  void record_kernel(int gpu, const Completion& c, Duration d) {
+    std::lock_guard lock(mu);
+    auto& k = kernels[static_cast<std::size_t>(gpu)];
+    k.push_back({c, d});
+    if (k.size() > kMaxKernelRecords) k.pop_front();
+  }
+
+  nlohmann::json smi() {
+    const Time now = clock->now();
+    const Time from = std::max<Time>(0, now - kSecond);
+    nlohmann::json out = {{"driver", "gpemu"}, {"gpus", nlohmann::json::array()}};
+    std::lock_guard lock(mu);
+    for (int g = 0; g < o.gpus; ++g) {
+      auto& k = kernels[static_cast<std::size_t>(g)];
+      std::vector<std::pair<Time, Time>> spans;
+      for (const KernelRecord& r : k) {
+        const Time end = timeline.end_time(r.c);
+        spans.emplace_back(r.c.resolved() ? r.c.known_start(r.d) : end - r.d, end);
+      }
+      while (!k.empty() && k.front().c.resolved() && k.front().c.known_end() < from) k.pop_front();
+      nlohmann::json procs = nlohmann::json::array();
+      std::uint64_t used = 0;
+      for (const auto& c : clients) {
+        if (c->gpu != g || !c->device || c->done) continue;
+        const std::uint64_t bytes = c->device->context_reserve_bytes() + c->device->allocator().stats().reserved_bytes;
+        used += bytes;
+        procs.push_back({{"pid", c->pid}, {"name", c->name}, {"client", c->id}, {"memory_bytes", bytes}});
+      }
+      out["gpus"].push_back(
+          {{"index", g},
+           {"id", o.gpu->id},
+           {"name", o.gpu->name},
+           {"uuid", fmt::format("GPU-gpemu-{:08x}-{:04x}", std::hash<std::string>{}(o.gpu->id) & 0xffffffff, g)},
+           {"policy", to_string(o.share.policy)},
+           {"memory_total_bytes", o.gpu->reported_memory()},
+           {"memory_used_bytes", used},
+           {"utilization_pct", covered_pct(std::move(spans), from, now)},
+           {"processes", std::move(procs)}});
+    }
+    return out;
+  }
+
+  std::string metrics_text() {
+    const nlohmann::json s = smi();
+    char host[256] = "localhost";
+    ::gethostname(host, sizeof host - 1);
+    std::string out;
+    auto family = [&](const char* name, const char* help, auto value) {
+      out += fmt::format("# HELP {} {}\n# TYPE {} gauge\n", name, help, name);
+      for (const auto& g : s["gpus"])
+        out += fmt::format("{}{{gpu=\"{}\",UUID=\"{}\",device=\"nvidia{}\",modelName=\"{}\",Hostname=\"{}\"}} {}\n",
+                           name, g["index"].get<int>(), g["uuid"].get<std::string>(), g["index"].get<int>(),
+                           g["name"].get<std::string>(), host, value(g));
+    };
+    constexpr double MiB = 1048576.0;
+    family("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).",
+           [](const nlohmann::json& g) { return static_cast<int>(g["utilization_pct"].get<double>() + 0.5); });
+    family("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).", [&](const nlohmann::json& g) {
+      return static_cast<std::uint64_t>(g["memory_used_bytes"].get<std::uint64_t>() / MiB);
+    });
+    family("DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).", [&](const nlohmann::json& g) {
+      const auto total = g["memory_total_bytes"].get<std::uint64_t>(),
+                 used = g["memory_used_bytes"].get<std::uint64_t>();
+      return static_cast<std::uint64_t>((total > used ? total - used : 0) / MiB);
+    });
+    return out;
+  }
+
+  // ---- one client ----
+
+  nlohmann::json handle(Client& c, const nlohmann::json& m) {
+    const std::string op = m.contains("op") && m["op"].is_string() ? m["op"].get<std::string>() : "";
+    if (op == "hello") {
+      if (c.device) return fail("protocol", "hello: this client has said hello already");
+      const int g = static_cast<int>(int_field(m, "gpu", 0, o.gpus - 1, 0));
+      const int priority = static_cast<int>(int_field(m, "priority", -1000, 1000, 0));
+      const std::string mig = string_field(m, "mig", "");
+      c.name = string_field(m, "name", "client");
+      if (o.share.policy == SharePolicy::Mig && mig.empty())
+        throw InputError(fmt::format("hello: policy mig: give 'mig', a profile of the {}", o.gpu->id));
+      if (o.share.policy != SharePolicy::Mig && !mig.empty())
+        throw InputError(fmt::format("hello: 'mig' is for policy mig, not {}", to_string(o.share.policy)));
+      DeviceOptions d;
+      d.index = g;
+      d.share = ShareContext{gpus[static_cast<std::size_t>(g)].get(), priority, mig};
+      auto device = std::make_unique<Device>(timeline, *o.gpu, d);
+      std::lock_guard lock(mu);
+      c.device = std::move(device);
+      c.gpu = g;
+      return {{"ok", true},
+              {"client", c.id},
+              {"gpu",
+               {{"index", g},
+                {"id", o.gpu->id},
+                {"name", o.gpu->name},
+                {"policy", to_string(o.share.policy)},
+                {"memory_bytes", c.device->allocator().capacity()}}}};
+    }
+    if (op == "smi") {
+      nlohmann::json r = smi();
+      r["ok"] = true;
+      return r;
+    }
+    if (op == "bye") return {{"ok", true}};
+    if (!c.device) return fail("protocol", fmt::format("'{}' before hello: say hello first", op));
+    Device& dev = *c.device;
+    Stream& s = dev.default_stream();
+    CachingAllocator& alloc = dev.allocator();
+    auto issue_kernel = [&]() {
+      const Duration ns = int_field(m, "ns", 0, kMaxKernelNs, 0, true);
+      const KernelDemand demand{demand_field(m, "sm"), demand_field(m, "bw")};
+      SharedGpu& gpu = *gpus[static_cast<std::size_t>(c.gpu)];
+      // Under fifo each request is one exclusive turn.
+      const bool fifo = gpu.policy() == SharePolicy::Fifo;
+      if (fifo) {
+        const Completion dep[] = {gpu.begin_turn()};
+        OpSpec w;
+        w.trace = false;
+        w.tag.name = "wait for the shared GPU";
+        s.enqueue(w, std::nullopt, dep);
+      }
+      const Completion k = s.launch_kernel(ns, c.name, demand);
+      if (fifo) gpu.end_turn(k);
+      record_kernel(c.gpu, k, ns);
+    };
+    if (op == "malloc") {
+      const auto bytes =
+          static_cast<std::uint64_t>(int_field(m, "bytes", 0, static_cast<std::int64_t>(kMaxByteSize), 0, true));
+      const CachingAllocator::Ptr p = alloc.allocate(bytes);
+      if (p) c.live.insert(p);
+      return {{"ok", true}, {"ptr", p}};
+    }
+    if (op == "free") {
+      const auto p = static_cast<CachingAllocator::Ptr>(int_field(m, "ptr", 0, INT64_MAX, 0, true));
+      if (p == 0) return {{"ok", true}};
+      if (!c.live.erase(p)) return fail("input", fmt::format("free: {} is not a live allocation of this client", p));
+      alloc.free(p);
+      return {{"ok", true}};
+    }
+    if (op == "kernel") {
+      issue_kernel();
+      return {{"ok", true}};
+    }
+    if (op == "copy") {
+      const std::string dir = string_field(m, "dir", "h2d");
+      if (dir != "h2d" && dir != "d2h") throw InputError(fmt::format("copy: 'dir' is '{}': give h2d or d2h", dir));
+      const auto bytes = static_cast<std::uint64_t>(int_field(m, "bytes", 0, std::int64_t{1} << 36, 0, true));
+      const auto pinned = m.find("pinned");
+      if (pinned != m.end() && !pinned->is_boolean()) throw InputError("copy: 'pinned' must be true or false");
+      const HostMemoryKind kind =
+          pinned == m.end() || pinned->get<bool>() ? HostMemoryKind::Pinned : HostMemoryKind::Pageable;
+      if (dir == "h2d")
+        s.copy_h2d(bytes, kind);
+      else
+        s.copy_d2h(bytes, kind);
+      return {{"ok", true}};
+    }
+    if (op == "sync" || op == "batch") {
+      if (op == "batch") issue_kernel();
+      // Waits on the clock in slices, so that stopping the server never
+      // waits for a long kernel of a client's.
+      const Time end = timeline.wait(s.tail(), [this](Time t) {
+        while (clock->now() < t) {
+          if (stopping) throw Error("the server is stopping");
+          clock->sleep_until(std::min<Time>(t, clock->now() + 100 * kMillisecond));
+        }
+      });
+      return {{"ok", true}, {"end_ns", end}};
+    }
+    if (op == "memory") {
+      const AllocatorStats a = alloc.stats();
+      return {{"ok", true},
+              {"allocated_bytes", a.allocated_bytes},
+              {"reserved_bytes", a.reserved_bytes},
+              {"peak_allocated_bytes", a.peak_allocated_bytes},
+              {"peak_reserved_bytes", a.peak_reserved_bytes},
+              {"capacity_bytes", alloc.capacity()}};
+    }
+    return fail("input", fmt::format("unknown op '{}'; ops: hello, malloc, free, kernel, copy, sync, batch, memory, "
+                                     "smi, bye",
+                                     op.substr(0, 40)));
+  }
+
+  void serve(const std::shared_ptr<Client>& c) {
+    std::string buffer, line;
+    const auto idle_ms = std::max<std::int64_t>(1, o.idle_timeout / kMillisecond);
+    std::int64_t idle = 0;
+    while (!stopping) {
+      const int slice = static_cast<int>(std::min<std::int64_t>(200, idle_ms));
+      const Read r = read_line(c->fd, buffer, line, slice);
+      if (r == Read::Timeout) {
+        idle += slice;
+        if (idle >= idle_ms) break;  // a client that hangs is dropped
+        continue;
+      }
+      idle = 0;
+      if (r == Read::TooLong) {
+        write_all(c->fd, fail("protocol", fmt::format("a request longer than {} bytes", kMaxLine)).dump() + "\n");
+        break;
+      }
+      if (r == Read::Closed) break;
+      nlohmann::json reply;
+      bool bye = false;
+      try {
+        const nlohmann::json m = nlohmann::json::parse(line);
+        if (!m.is_object()) throw InputError("a request is a JSON object with an 'op'");
+        bye = m.value("op", nlohmann::json()) == "bye";
+        reply = handle(*c, m);
+      } catch (const nlohmann::json::exception& e) {
+        reply = fail("protocol", fmt::format("not a JSON request ({})", e.what()));
+      } catch (const OutOfMemoryError& e) {
+        reply = fail("oom", e.what());
+      } catch (const InputError& e) {
+        reply = fail("input", e.what());
+      } catch (const std::exception& e) {
+        reply = fail("error", e.what());
+      }
+      if (!write_all(c->fd, reply.dump() + "\n") || bye) break;
+    }
+    // The client is gone (or dropped): its memory, context and slot go back.
+    {
+      std::lock_guard lock(mu);
+      if (c->device) {
+        for (CachingAllocator::Ptr p : c->live) c->device->allocator().free(p);
+        c->live.clear();
+        c->device.reset();
+      }
+    }
+    ::shutdown(c->fd, SHUT_RDWR);
+    c->done = true;
+  }
+
+  void reap() {
+    std::vector<std::shared_ptr<Client>> finished;
+    {
+      std::lock_guard lock(mu);
+      for (auto it = clients.begin(); it != clients.end();) {
+        if ((*it)->done) {
+          finished.push_back(*it);
+          it = clients.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
+    for (auto& c : finished) {
+      if (c->thread.joinable()) c->thread.join();
+      ::close(c->fd);
+    }
+  }
+
+  void accept_one() {
+    const int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) return;
+    ucred cred{};
+    socklen_t len = sizeof cred;
+    if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || cred.uid != ::geteuid()) {
+      write_all(fd, fail("refused",
+                         fmt::format("refused: the peer's user ({}) is not the server's ({})", cred.uid, ::geteuid()))
+                            .dump() +
+                        "\n");
+      ::close(fd);
+      return;
+    }
+    std::lock_guard lock(mu);
+    if (clients.size() >= static_cast<std::size_t>(o.max_clients)) {
+      write_all(fd,
+                fail("refused", fmt::format("refused: the server has its {} clients", o.max_clients)).dump() + "\n");
+      ::close(fd);
+      return;
+    }
+    auto c = std::make_shared<Client>();
+    c->fd = fd;
+    c->pid = cred.pid;
+    c->id = next_id++;
+    clients.push_back(c);
+    c->thread = std::thread([this, c] { serve(c); });
+  }
+
+  void serve_metrics_once() {
+    const int fd = ::accept4(metrics_fd, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) return;
+    std::string buffer, line;
+    // The request line and headers, up to a blank line (or 1 s).
+    while (read_line(fd, buffer, line, 1000) == Read::Line && !line.empty() && line != "\r") {
+    }
+    const std::string body = metrics_text();
+    write_all(fd, fmt::format("HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\n"
+                              "Connection: close\r\n\r\n{}",
+                              body.size(), body));
+    ::close(fd);
+  }
+
+  void run() {
+    if (metrics_fd >= 0 && !metrics_thread.joinable())
+      metrics_thread = std::thread([this] {
+        while (!stopping) {
+          pollfd p[2] = {{metrics_fd, POLLIN, 0}, {wake[0], POLLIN, 0}};
+          if (::poll(p, 2, 200) > 0 && (p[0].revents & POLLIN)) serve_metrics_once();
+        }
+      });
+    while (!stopping && !interrupt_requested()) {
+      pollfd p[2] = {{listen_fd, POLLIN, 0}, {wake[0], POLLIN, 0}};
+      const int r = ::poll(p, 2, 200);
+      reap();
+      if (r > 0 && (p[0].revents & POLLIN)) accept_one();
+    }
+    stopping = true;
+  }
+};
+
+ShareServer::ShareServer(ServeOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+ShareServer::~ShareServer() = default;
+const std::filesystem::path& ShareServer::socket_path() const { return impl_->path; }
+int ShareServer::metrics_port() const { return impl_->metrics_port; }
+void ShareServer::run() { impl_->run(); }
+void ShareServer::stop() {
+  impl_->stopping = true;
+  (void)!::write(impl_->wake[1], "x", 1);
+}
+nlohmann::json ShareServer::smi() { return impl_->smi(); }
+std::string ShareServer::metrics_text() { return impl_->metrics_text(); }
+std::size_t ShareServer::clients() const {
+  std::lock_guard lock(impl_->mu);
+  return static_cast<std::size_t>(
+      std::count_if(impl_->clients.begin(), impl_->clients.end(), [](const auto& c) { return !c->done; }));
+}
+
+// ---- the client ----------------------------------------------------------------
+
+ServeClient::ServeClient(const std::filesystem::path& socket, const ClientHello& hello) : ServeClient(socket) {
+  nlohmann::json m = {{"op", "hello"}, {"name", hello.name}, {"gpu", hello.gpu}, {"priority", hello.priority}};
+  if (!hello.mig.empty()) m["mig"] = hello.mig;
+  hello_ = request(m);
+  if (!hello_.value("ok", false)) {
+    const std::string error = hello_.value("error", std::string("refused"));
+    ::close(fd_);
+    fd_ = -1;
+    if (hello_.value("kind", std::string()) == "oom") throw OutOfMemoryError(error, 0);
+    if (hello_.value("kind", std::string()) == "input") throw InputError(error);
+    throw Error(error);
+  }
+}
+
+ServeClient::ServeClient(const std::filesystem::path& socket) {
+  const std::string p = socket.string();
+  sockaddr_un addr{};
+  if (p.size() >= sizeof addr.sun_path) throw InputError(fmt::format("socket path {} is too long", p));
+  fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd_ < 0) throw Error("cannot make a socket: " + errno_text(errno));
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, p.c_str(), p.size() + 1);
+  if (::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    const int e = errno;
+    ::close(fd_);
+    fd_ = -1;
+    throw Error(fmt::format("nothing serves {} ({}); start 'gpemu serve' or give its --socket", p, errno_text(e)));
+  }
+}
+
+ServeClient::~ServeClient() {
+  if (fd_ < 0) return;
+  try {
+    request({{"op", "bye"}});
+  } catch (...) {  // NOLINT: the server is gone; nothing to say goodbye to
+  }
+  ::close(fd_);
+}
+
+nlohmann::json ServeClient::request(const nlohmann::json& message) {
+  if (fd_ < 0) throw Error("gpemu serve: not connected");
+  if (!write_all(fd_, message.dump() + "\n")) throw Error("gpemu serve: the connection is closed");
+  std::string line;
+  const Read r = read_line(fd_, buffer_, line, -1);
+  if (r != Read::Line) throw Error("gpemu serve: the server closed the connection");
+  try {
+    return nlohmann::json::parse(line);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(fmt::format("gpemu serve: a reply that is not JSON ({})", e.what()));
+  }
+}
+
+nlohmann::json ServeClient::checked(const nlohmann::json& message) {
+  nlohmann::json r = request(message);
+  if (r.value("ok", false)) return r;
+  const std::string error = r.value("error", std::string("refused"));
+  if (r.value("oom", false)) throw OutOfMemoryError(error, 0);
+  throw Error(error);
+}
+
+std::uint64_t ServeClient::malloc(std::uint64_t bytes) {
+  return checked({{"op", "malloc"}, {"bytes", bytes}})["ptr"].get<std::uint64_t>();
+}
+void ServeClient::free(std::uint64_t ptr) { checked({{"op", "free"}, {"ptr", ptr}}); }
+void ServeClient::kernel(Duration ns, KernelDemand d) {
+  checked({{"op", "kernel"}, {"ns", ns}, {"sm", d.sm}, {"bw", d.bw}});
+}
+Time ServeClient::sync() { return checked({{"op", "sync"}})["end_ns"].get<Time>(); }
+Time ServeClient::batch(Duration ns, KernelDemand d) {
+  return checked({{"op", "batch"}, {"ns", ns}, {"sm", d.sm}, {"bw", d.bw}})["end_ns"].get<Time>();
+}
+
+ShareResult run_shared_remote(const std::filesystem::path& socket, const CostModel& costs, ShareSpec spec) {
+  if (spec.jobs.empty() || spec.jobs.size() > kMaxSharedJobs)
+    throw InputError(fmt::format("share --connect: {} jobs: give 1 to {}", spec.jobs.size(), kMaxSharedJobs));
+  {
+    // The server's card and policy.
+    ServeClient monitor(socket);
+    const nlohmann::json s = monitor.request({{"op", "smi"}});
+    if (!s.value("ok", false) || !s.contains("gpus") || s["gpus"].empty())
+      throw Error(fmt::format("share --connect: {} did not describe its GPUs", socket.string()));
+    spec.gpu = &find_gpu(s["gpus"][0]["id"].get<std::string>());
+    spec.options.policy = parse_share_policy(s["gpus"][0]["policy"].get<std::string>());
+  }
+  ShareResult out;
+  out.gpu = spec.gpu->id;
+  out.policy = spec.options.policy;
+  out.options = spec.options;
+  out.clock = "real";
+  out.jobs.resize(spec.jobs.size());
+  // Each model job's step, known before any connection is made (an unknown model is an input error).
+  std::vector<StepCost> steps(spec.jobs.size());
+  for (std::size_t i = 0; i < spec.jobs.size(); ++i) {
+    const SharedJobSpec& j = spec.jobs[i];
+    if (j.job.compute.step_time != StepTime::CostModel) continue;
+    try {
+      steps[i] = (j.costs ? *j.costs : costs).step_cost(*spec.gpu, j.job.compute.model.name, j.job.batch_size);
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("share: job {} ('{}'): {}", i + 1, j.name, e.what()));
+    }
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::thread> threads;
+  for (std::size_t i = 0; i < spec.jobs.size(); ++i) {
+    threads.emplace_back([&, i] {
+      const SharedJobSpec& js = spec.jobs[i];
+      SharedJobResult& r = out.jobs[i];
+      r.name = js.name;
+      r.batch_size = js.job.batch_size;
+      r.priority = js.priority;
+      r.mig = js.mig;
+      r.arrival = js.arrival;
+      r.end = js.arrival;
+      const bool model = js.job.compute.step_time == StepTime::CostModel;
+      if (model) r.model = canonical_model_name(js.job.compute.model.name);
+      std::this_thread::sleep_until(t0 + std::chrono::nanoseconds(js.arrival));
+      try {
+        ServeClient client(socket, ClientHello{js.name, 0, js.priority, js.mig});
+        const Time start = client.sync();  // the server's time at its start
+        Duration step = 0;
+        if (model) {
+          const StepCost& c = steps[i];
+          client.malloc(c.persistent_bytes);
+          client.malloc(c.peak_bytes > c.persistent_bytes ? c.peak_bytes - c.persistent_bytes : 0);
+          step = c.forward + c.backward;
+        } else {
+          step = from_seconds(js.job.compute.fixed_train.expected());
+        }
+        for (std::int64_t k = 0; k < js.job.data.synthetic_batches; ++k) {
+          const Time end = client.batch(step);
+          ++r.iterations;
+          r.samples += js.job.batch_size;
+          r.step_ends.push_back(end - start + js.arrival);
+          r.step_samples.push_back(js.job.batch_size);
+          r.end = end - start + js.arrival;
+        }
+      } catch (const std::exception& e) {
+        r.error = e.what();
+      }
+      r.jct_s = to_seconds(r.end - r.arrival);
+      r.samples_per_s = r.jct_s > 0 ? static_cast<double>(r.samples) / r.jct_s : 0;
+    });
+  }
+  for (auto& t : threads) t.join();
+  double jct = 0;
+  int finished = 0;
+  for (const SharedJobResult& r : out.jobs) {
+    out.makespan = std::max(out.makespan, r.end);
+    if (r.error.empty()) {
+      jct += r.jct_s;
+      ++finished;
+    }
+  }
+  out.mean_jct_s = finished ? jct / finished : 0;
+  return out;
+}
+
+}  // namespace gpemu

@@ -1,0 +1,261 @@
+// `gpemu serve` (share.h, "serve"): real processes' requests meeting on one
+// emulated GPU: the protocol, memory shared and reclaimed, isolation.
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include "gpemu/catalog.h"
+#include "gpemu/cost_model.h"
+#include "gpemu/error.h"
+#include "gpemu/share.h"
+#include "support/temp_dir.h"
+
+namespace gpemu {
+namespace {
+
+using gpemu::testing::TempDir;
+
+// A server on its own thread for one test.
+struct Served {
+  explicit Served(ServeOptions o) : server(std::move(o)), thread([this] { server.run(); }) {}
+  ~Served() {
+    server.stop();
+    thread.join();
+  }
+  ShareServer server;
+  std::thread thread;
+};
+
+ServeOptions options(const TempDir& dir, const char* gpu = "V100-PCIE-16GB", SharePolicy p = SharePolicy::Mps) {
+  ServeOptions o;
+  o.gpu = &find_gpu(gpu);
+  o.share.policy = p;
+  o.socket = dir.path() / "s.sock";
+  return o;
+}
+
+// Polls the server's process list until `name` is gone (its thread reclaims
+// it after the connection closes); false if it is still there after 10 s.
+bool gone(ServeClient& monitor, const std::string& name) {
+  for (int i = 0; i < 1000; ++i) {
+    bool found = false;
+    for (const auto& p : monitor.request({{"op", "smi"}})["gpus"][0]["processes"]) found |= p["name"] == name;
+    if (!found) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+TEST(Serve, AClientAllocatesLaunchesAndSynchronizes) {
+  TempDir dir;
+  Served s(options(dir));
+  ServeClient c(s.server.socket_path(), {"job", 0, 0, ""});
+  EXPECT_EQ(c.hello_reply()["gpu"]["id"], "V100-PCIE-16GB");
+  EXPECT_EQ(c.hello_reply()["gpu"]["policy"], "mps");
+  const std::uint64_t p = c.malloc(100 << 20);
+  EXPECT_NE(p, 0u);
+  const auto mem = c.request({{"op", "memory"}});
+  EXPECT_EQ(mem["allocated_bytes"], 100 << 20);
+  c.free(p);
+  const Time before = c.sync();
+  const Time end = c.batch(5 * kMillisecond);
+  EXPECT_GE(end - before, 5 * kMillisecond);
+  c.kernel(kMillisecond, {1.0F, 0.5F});
+  EXPECT_GE(c.sync(), end + kMillisecond);
+}
+
+TEST(Serve, ABadRequestIsAnErrorToThatClientOnly) {
+  TempDir dir;
+  Served s(options(dir));
+  ServeClient c(s.server.socket_path(), {"a", 0, 0, ""});
+  for (const auto& [request, kind] :
+       std::vector<std::pair<nlohmann::json, std::string>>{{{{"op", "launch"}}, "input"},
+                                                           {{{"op", "free"}, {"ptr", 12345}}, "input"},
+                                                           {{{"op", "kernel"}, {"ns", -1}}, "input"},
+                                                           {{{"op", "kernel"}, {"ns", 10}, {"sm", 2}}, "input"},
+                                                           {{{"op", "malloc"}, {"bytes", "lots"}}, "input"},
+                                                           {{{"op", "hello"}}, "protocol"},
+                                                           {{1, 2, 3}, "input"}}) {
+    const auto r = c.request(request);
+    EXPECT_FALSE(r["ok"].get<bool>()) << request.dump();
+    EXPECT_EQ(r["kind"], kind) << request.dump() << " -> " << r.dump();
+  }
+  EXPECT_GT(c.malloc(1 << 20), 0u);  // still served
+  // Nothing said before hello; and a line that is not JSON.
+  ServeClient raw(s.server.socket_path());
+  EXPECT_EQ(raw.request({{"op", "malloc"}, {"bytes", 10}})["kind"], "protocol");
+  EXPECT_EQ(raw.request({{"op", "smi"}})["ok"], true);
+}
+
+TEST(Serve, ProcessesShareOneCardsMemoryAndADeadOnesIsReclaimed) {
+  TempDir dir;
+  Served s(options(dir));
+  ServeClient monitor(s.server.socket_path());
+  auto a = std::make_unique<ServeClient>(s.server.socket_path(), ClientHello{"a", 0, 0, ""});
+  ServeClient b(s.server.socket_path(), {"b", 0, 0, ""});
+  a->malloc(10ull << 30);
+  EXPECT_THROW(b.malloc(6ull << 30), OutOfMemoryError);  // fits alone, not beside a
+  const auto smi = monitor.request({{"op", "smi"}});
+  EXPECT_EQ(smi["gpus"][0]["processes"].size(), 2u);
+  EXPECT_GT(smi["gpus"][0]["memory_used_bytes"].get<std::uint64_t>(), 10ull << 30);
+  // a's process dies without a word: its connection closes.
+  a.reset();
+  ASSERT_TRUE(gone(monitor, "a"));
+  EXPECT_GT(b.malloc(6ull << 30), 0u);
+}
+
+TEST(Serve, ASilentClientIsDroppedAndTheOthersGoOn) {
+  TempDir dir;
+  ServeOptions o = options(dir);
+  o.idle_timeout = 50 * kMillisecond;
+  Served s(o);
+  ServeClient quiet(s.server.socket_path(), {"quiet", 0, 0, ""});
+  quiet.malloc(1 << 20);
+  std::this_thread::sleep_for(std::chrono::seconds(1));  // 20 times the timeout
+  EXPECT_THROW(quiet.request({{"op", "memory"}}), Error);
+  ServeClient next(s.server.socket_path(), {"next", 0, 0, ""});
+  EXPECT_GT(next.malloc(1 << 20), 0u);
+}
+
+TEST(Serve, TheSocketIsNeverAnotherFileAndOneServerHoldsIt) {
+  TempDir dir;
+  const auto path = dir.path() / "s.sock";
+  std::ofstream(path) << "keep me";
+  ServeOptions o = options(dir);
+  EXPECT_THROW(ShareServer{o}, InputError);
+  EXPECT_TRUE(std::filesystem::is_regular_file(path));  // not deleted
+  std::filesystem::remove(path);
+  {
+    Served s(o);
+    struct stat st {};
+    ASSERT_EQ(::stat(path.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0600u);
+    EXPECT_THROW(ShareServer{o}, InputError);  // a live server holds it
+  }
+  EXPECT_FALSE(std::filesystem::exists(path));  // removed by its server
+  EXPECT_THROW(ServeClient(path, ClientHello{}), Error);
+}
+
+TEST(Serve, TheServerRefusesPeersOfOtherUsers) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to connect as another user";
+  TempDir dir;
+  Served s(options(dir));
+  // Open the folder and socket to everyone: only the credential check is left.
+  std::filesystem::permissions(dir.path(), std::filesystem::perms::all);
+  std::filesystem::permissions(s.server.socket_path(), std::filesystem::perms::all);
+  int pipefd[2];
+  ASSERT_EQ(::pipe(pipefd), 0);
+  // The child makes only system calls (after fork in a threaded process,
+  // nothing that may take a lock another thread held).
+  const std::string path = s.server.socket_path().string();
+  const std::string hello = "{\"op\":\"hello\"}\n";
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::close(pipefd[0]);
+    char verdict = 'x';
+    if (::setgid(65534) == 0 && ::setuid(65534) == 0) {
+      sockaddr_un addr{};
+      addr.sun_family = AF_UNIX;
+      std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+      const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+      char reply[512] = {};
+      if (fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
+        // A refusal comes at once and the server hangs up: no SIGPIPE for the hello.
+        (void)::send(fd, hello.data(), hello.size(), MSG_NOSIGNAL);
+        if (::read(fd, reply, sizeof reply - 1) > 0) verdict = std::strstr(reply, "refused") ? 'r' : 'a';
+      }
+    }
+    (void)!::write(pipefd[1], &verdict, 1);
+    ::_exit(0);
+  }
+  ::close(pipefd[1]);
+  char verdict = '?';
+  ASSERT_EQ(::read(pipefd[0], &verdict, 1), 1);
+  ::close(pipefd[0]);
+  ::waitpid(child, nullptr, 0);
+  EXPECT_EQ(verdict, 'r');
+}
+
+TEST(Serve, ClientsBeyondTheLimitAreRefused) {
+  TempDir dir;
+  ServeOptions o = options(dir);
+  o.max_clients = 1;
+  Served s(o);
+  ServeClient first(s.server.socket_path(), {"first", 0, 0, ""});
+  EXPECT_THROW(ServeClient(s.server.socket_path(), ClientHello{"second", 0, 0, ""}), Error);
+}
+
+TEST(Serve, MigHellosTakeSlicesThatMustFit) {
+  TempDir dir;
+  Served s(options(dir, "A100-SXM4-40GB", SharePolicy::Mig));
+  ServeClient a(s.server.socket_path(), {"a", 0, 0, "4g.20gb"});
+  EXPECT_LT(a.hello_reply()["gpu"]["memory_bytes"].get<std::uint64_t>(), 20ull << 30);
+  EXPECT_THROW(ServeClient(s.server.socket_path(), ClientHello{"b", 0, 0, "4g.20gb"}), InputError);
+  EXPECT_THROW(ServeClient(s.server.socket_path(), ClientHello{"c", 0, 0, ""}), InputError);
+  ServeClient d(s.server.socket_path(), {"d", 0, 0, "3g.20gb"});
+}
+
+TEST(Serve, SmiAndMetricsDescribeTheEmulatedGpus) {
+  TempDir dir;
+  ServeOptions o = options(dir);
+  o.gpus = 2;
+  o.metrics = "127.0.0.1:0";
+  Served s(o);
+  ServeClient c(s.server.socket_path(), {"trainer", 1, 0, ""});
+  c.malloc(1ull << 30);
+  const auto smi = s.server.smi();
+  ASSERT_EQ(smi["gpus"].size(), 2u);
+  EXPECT_TRUE(smi["gpus"][0]["processes"].empty());
+  ASSERT_EQ(smi["gpus"][1]["processes"].size(), 1u);
+  EXPECT_EQ(smi["gpus"][1]["processes"][0]["name"], "trainer");
+  EXPECT_EQ(smi["gpus"][1]["processes"][0]["pid"], ::getpid());
+  // Prometheus over HTTP.
+  ASSERT_GT(s.server.metrics_port(), 0);
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<std::uint16_t>(s.server.metrics_port()));
+  ::inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  const std::string get = "GET /metrics HTTP/1.0\r\n\r\n";
+  ASSERT_EQ(::write(fd, get.data(), get.size()), static_cast<ssize_t>(get.size()));
+  std::string reply;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) reply.append(buf, static_cast<std::size_t>(n));
+  ::close(fd);
+  EXPECT_EQ(reply.rfind("HTTP/1.0 200 OK", 0), 0u) << reply;
+  EXPECT_NE(reply.find("DCGM_FI_DEV_GPU_UTIL{gpu=\"0\""), std::string::npos) << reply;
+  EXPECT_NE(reply.find("DCGM_FI_DEV_FB_USED{gpu=\"1\""), std::string::npos) << reply;
+}
+
+TEST(Serve, ShareConnectRunsAJobsFilesJobsAsClients) {
+  TempDir dir;
+  Served s(options(dir, "V100-PCIE-16GB", SharePolicy::Fifo));
+  ShareSpec spec;
+  spec.jobs = {fixed_step_job("a", 0.002, 8, 5), fixed_step_job("b", 0.002, 8, 5), model_job("c", "resnet18", 16, 3)};
+  const auto costs = make_cost_model(std::nullopt);
+  const ShareResult r = run_shared_remote(s.server.socket_path(), *costs, spec);
+  EXPECT_EQ(r.gpu, "V100-PCIE-16GB");  // the server's
+  EXPECT_EQ(r.policy, SharePolicy::Fifo);
+  for (const auto& j : r.jobs) {
+    EXPECT_TRUE(j.error.empty()) << j.name << ": " << j.error;
+    EXPECT_EQ(j.step_ends.size(), j.name == "c" ? 3u : 5u);
+  }
+  spec.jobs = {model_job("x", "resnet9000", 16, 3)};
+  EXPECT_THROW(run_shared_remote(s.server.socket_path(), *costs, spec), InputError);
+}
+
+}  // namespace
+}  // namespace gpemu
