@@ -1,6 +1,15 @@
 #include "share_bench.h"
 
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <mutex>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -133,6 +142,140 @@ void print_share_bench(const nlohmann::json& r, std::ostream& os) {
                std::to_string(x["batch_size"].get<int>()), bench::grouped(x["steps"].get<double>()),
                bench::fixed(x["wall_s"].get<double>(), 3), bench::fixed(x["wall_us_per_step"].get<double>(), 1)});
   c.print(os);
+}
+
+namespace {
+
+double process_cpu_s() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + 1e-6 * (u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
+nlohmann::json summary_us(const std::vector<double>& us) {
+  const bench::Summary s = bench::summarize(us);
+  return {{"p50_us", s.p50}, {"p99_us", s.p99}, {"max_us", s.max}, {"mean_us", s.mean}};
+}
+
+}  // namespace
+
+nlohmann::json run_serve_bench(const ServeBenchOptions& o) {
+  if (o.op_requests < 1 || o.batch_requests < 1 || o.clients < 1 || o.client_batches < 1 || !(o.batch_us >= 0) ||
+      !(o.client_batch_us >= 0))
+    throw InputError("bench serve: request counts must be at least 1 and kernel times at least 0");
+  std::string dir = (std::filesystem::temp_directory_path() / "gpemu-bench-XXXXXX").string();
+  if (::mkdtemp(dir.data()) == nullptr) throw Error("bench serve: cannot make a temporary folder");
+  struct Cleanup {
+    std::string dir;
+    ~Cleanup() {
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+    }
+  } cleanup{dir};
+  ServeOptions so;
+  so.gpu = &find_gpu(o.gpu);
+  so.share.policy = SharePolicy::Mps;
+  so.socket = std::filesystem::path(dir) / "s.sock";
+  so.max_clients = std::max(256, o.clients + 2);
+  ShareServer server(so);
+  std::thread serving([&] { server.run(); });
+  struct Stop {
+    ShareServer& s;
+    std::thread& t;
+    ~Stop() {
+      s.stop();
+      t.join();
+    }
+  } stop{server, serving};
+
+  auto time_us = [](auto&& f) {
+    const std::int64_t t0 = bench::monotonic_ns();
+    f();
+    return static_cast<double>(bench::monotonic_ns() - t0) * 1e-3;
+  };
+  std::vector<double> op_us, batch_us;
+  {
+    ServeClient c(server.socket_path(), {"op-client", 0, 0, ""});
+    for (int i = 0; i < o.op_requests; ++i) op_us.push_back(time_us([&] { c.kernel(1000); }));
+    c.sync();
+    const auto ns = static_cast<Duration>(o.batch_us * 1e3);
+    for (int i = 0; i < o.batch_requests; ++i) batch_us.push_back(time_us([&] { c.batch(ns); }) - o.batch_us);
+  }
+  // Many clients at once.
+  std::vector<std::vector<double>> per(static_cast<std::size_t>(o.clients));
+  std::atomic<int> finished{0}, failed{0};
+  std::string first_error;
+  std::mutex error_mu;
+  const double cpu0 = process_cpu_s();
+  const std::int64_t t0 = bench::monotonic_ns();
+  {
+    std::vector<std::thread> threads;
+    const auto ns = static_cast<Duration>(o.client_batch_us * 1e3);
+    for (int k = 0; k < o.clients; ++k)
+      threads.emplace_back([&, k] {
+        try {
+          ServeClient c(server.socket_path(), {fmt::format("client{}", k), 0, 0, ""});
+          for (int i = 0; i < o.client_batches; ++i)
+            per[static_cast<std::size_t>(k)].push_back(time_us([&] { c.batch(ns); }));
+          ++finished;
+        } catch (const std::exception& e) {
+          ++failed;
+          std::lock_guard lock(error_mu);
+          if (first_error.empty()) first_error = e.what();
+        }
+      });
+    for (auto& t : threads) t.join();
+  }
+  const double wall = static_cast<double>(bench::monotonic_ns() - t0) * 1e-9;
+  const double cpu = process_cpu_s() - cpu0;
+  std::vector<double> all;
+  for (const auto& v : per) all.insert(all.end(), v.begin(), v.end());
+  const double requests = static_cast<double>(all.size());
+  return {{"benchmark", "serve"},
+          {"clock", "real"},
+          {"gpu", so.gpu->id},
+          {"policy", "mps"},
+          {"cores", std::thread::hardware_concurrency()},
+          {"per_op", summary_us(op_us)},
+          {"per_op_requests", o.op_requests},
+          {"per_batch", summary_us(batch_us)},
+          {"per_batch_requests", o.batch_requests},
+          {"batch_us", o.batch_us},
+          {"clients",
+           {{"clients", o.clients},
+            {"finished", finished.load()},
+            {"failed", failed.load()},
+            {"error", first_error.empty() ? nlohmann::json() : nlohmann::json(first_error)},
+            {"batches_each", o.client_batches},
+            {"batch_us", o.client_batch_us},
+            {"wall_s", wall},
+            {"requests_per_s", requests / wall},
+            {"round_trip", summary_us(all)},
+            {"cpu_us_per_request", requests > 0 ? cpu / requests * 1e6 : 0}}}};
+}
+
+void print_serve_bench(const nlohmann::json& r, std::ostream& os) {
+  os << fmt::format("gpemu serve in this process, {} under MPS, real clock ({} cores)\n\n", r["gpu"].get<std::string>(),
+                    r["cores"].get<int>());
+  bench::Table t({"request", "requests", "p50 us", "p99 us", "max us"});
+  auto row = [&](const std::string& name, int n, const nlohmann::json& s) {
+    t.add_row({name, std::to_string(n), bench::fixed(s["p50_us"].get<double>(), 1),
+               bench::fixed(s["p99_us"].get<double>(), 1), bench::fixed(s["max_us"].get<double>(), 1)});
+  };
+  row("kernel (returns at once)", r["per_op_requests"].get<int>(), r["per_op"]);
+  row(fmt::format("batch of {} us, less the kernel", r["batch_us"].get<double>()), r["per_batch_requests"].get<int>(),
+      r["per_batch"]);
+  t.print(os);
+  const auto& c = r["clients"];
+  os << fmt::format(
+      "\n{} clients at once, {} batch requests of {} us each: {} finished, {} failed; {:.2f} s wall, {:.0f} "
+      "requests/s; "
+      "round trip p50 {:.0f} us, p99 {:.0f} us; {:.1f} us of CPU per request\n",
+      c["clients"].get<int>(), c["batches_each"].get<int>(), c["batch_us"].get<double>(), c["finished"].get<int>(),
+      c["failed"].get<int>(), c["wall_s"].get<double>(), c["requests_per_s"].get<double>(),
+      c["round_trip"]["p50_us"].get<double>(), c["round_trip"]["p99_us"].get<double>(),
+      c["cpu_us_per_request"].get<double>());
+  if (!c["error"].is_null()) os << "first error: " << c["error"].get<std::string>() << '\n';
 }
 
 }  // namespace gpemu

@@ -51,4 +51,38 @@ struct ShareBenchOptions {
 nlohmann::json run_share_bench(const ShareBenchOptions& options = {});
 void print_share_bench(const nlohmann::json& result, std::ostream& os);
 
+// Serve benchmark (`gpemu bench serve`): what a request to `gpemu serve`
+// costs, measured against a server in this process on a socket in a fresh
+// temporary folder (real clock; the clients are threads here, the protocol
+// and the socket are those other processes use):
+//  - per op: one client's "kernel" requests (they return at once), wall
+//    round-trip percentiles;
+//  - per batch: one client's "batch" requests of `batch_us` emulated
+//    microseconds (kernel + sync), round trip less the kernel;
+//  - many clients: `clients` clients on one GPU under MPS, each sending
+//    `client_batches` batch requests at once; every client must finish;
+//    requests per second, round-trip percentiles, and the server's CPU per
+//    request (the process's CPU time over the requests).
+struct ServeBenchOptions {
+  std::string gpu = "A100-SXM4-80GB";
+  int op_requests = 2000;
+  int batch_requests = 500;
+  double batch_us = 10;
+  int clients = 64;
+  int client_batches = 50;
+  double client_batch_us = 100;
+
+  static ServeBenchOptions quick() {
+    ServeBenchOptions o;
+    o.op_requests = 200;
+    o.batch_requests = 50;
+    o.clients = 16;
+    o.client_batches = 10;
+    return o;
+  }
+};
+
+nlohmann::json run_serve_bench(const ServeBenchOptions& options = {});
+void print_serve_bench(const nlohmann::json& result, std::ostream& os);
+
 }  // namespace gpemu

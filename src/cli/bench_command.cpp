@@ -128,6 +128,14 @@ void add_bench_command(CLI::App& app) {
         c.add_option("--memory-model", o.memory_model, "The memory-bound job's model")->capture_default_str();
         c.add_option("--memory-batch", o.memory_batch, "Its batch size")->capture_default_str();
       });
+  add_bench<ServeBenchOptions>(
+      *cmd, "serve",
+      "gpemu serve's request round trips (per op, per batch) and 64 clients at once on one GPU, real clock",
+      [](const ServeBenchOptions& o) { return run_serve_bench(o); }, print_serve_bench,
+      [](CLI::App& c, ServeBenchOptions& o) {
+        c.add_option("--clients", o.clients, "Clients at once")->capture_default_str();
+        c.add_option("--batches", o.client_batches, "Batch requests per client")->capture_default_str();
+      });
   add_bench<DatastallBenchOptions>(
       *cmd, "datastall", "DataStall-style fetch/prep stall shares of five models on 8 emulated V100s vs the paper",
       [](const DatastallBenchOptions& o) { return run_datastall_bench(o); }, print_datastall_bench,

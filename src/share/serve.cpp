@@ -36,6 +36,7 @@ constexpr std::size_t kMaxLine = 1 << 20;              // a request longer than 
 constexpr std::int64_t kMaxKernelNs = 3600 * kSecond;  // an hour per kernel
 constexpr std::size_t kMaxKernelRecords = 1 << 16;     // per GPU, for utilisation
 constexpr int kMaxGpus = 64;
+constexpr int kLaunchQueue = 1024;  // kernels a client may have in flight, as CUDA's launch queue
 
 std::string errno_text(int e) { return std::strerror(e); }
 
@@ -151,6 +152,7 @@ struct ShareServer::Impl {
     int gpu = -1;
     std::unique_ptr<Device> device;
     std::set<CachingAllocator::Ptr> live;
+    int queued = 0;  // kernels issued since the client last waited for its stream
     std::thread thread;
     std::atomic<bool> done{false};
   };
@@ -406,6 +408,17 @@ struct ShareServer::Impl {
     Device& dev = *c.device;
     Stream& s = dev.default_stream();
     CachingAllocator& alloc = dev.allocator();
+    auto wait_stream = [&] {
+      c.queued = 0;
+      // Waits on the clock in slices, so that stopping the server never
+      // waits for a long kernel of a client's.
+      return timeline.wait(s.tail(), [this](Time t) {
+        while (clock->now() < t) {
+          if (stopping) throw Error("the server is stopping");
+          clock->sleep_until(std::min<Time>(t, clock->now() + 100 * kMillisecond));
+        }
+      });
+    };
     auto issue_kernel = [&]() {
       const Duration ns = int_field(m, "ns", 0, kMaxKernelNs, 0, true);
       const KernelDemand demand{demand_field(m, "sm"), demand_field(m, "bw")};
@@ -422,6 +435,9 @@ struct ShareServer::Impl {
       const Completion k = s.launch_kernel(ns, c.name, demand);
       if (fifo) gpu.end_turn(k);
       record_kernel(c.gpu, k, ns);
+      // CUDA's launch queue is bounded: a launch into a full one blocks
+      // until the stream drains (and the timeline's pending work stays bounded).
+      if (++c.queued >= kLaunchQueue) wait_stream();
     };
     if (op == "malloc") {
       const auto bytes =
@@ -457,15 +473,7 @@ struct ShareServer::Impl {
     }
     if (op == "sync" || op == "batch") {
       if (op == "batch") issue_kernel();
-      // Waits on the clock in slices, so that stopping the server never
-      // waits for a long kernel of a client's.
-      const Time end = timeline.wait(s.tail(), [this](Time t) {
-        while (clock->now() < t) {
-          if (stopping) throw Error("the server is stopping");
-          clock->sleep_until(std::min<Time>(t, clock->now() + 100 * kMillisecond));
-        }
-      });
-      return {{"ok", true}, {"end_ns", end}};
+      return {{"ok", true}, {"end_ns", wait_stream()}};
     }
     if (op == "memory") {
       const AllocatorStats a = alloc.stats();
