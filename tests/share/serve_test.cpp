@@ -51,7 +51,8 @@ ServeOptions options(const TempDir& dir, const char* gpu = "V100-PCIE-16GB", Sha
 bool gone(ServeClient& monitor, const std::string& name) {
   for (int i = 0; i < 1000; ++i) {
     bool found = false;
-    for (const auto& p : monitor.request({{"op", "smi"}})["gpus"][0]["processes"]) found |= p["name"] == name;
+    const nlohmann::json smi = monitor.request({{"op", "smi"}});
+    for (const auto& p : smi["gpus"][0]["processes"]) found |= p["name"] == name;
     if (!found) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
