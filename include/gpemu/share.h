@@ -29,6 +29,7 @@
 #include "gpemu/cost_model.h"
 #include "gpemu/device.h"
 #include "gpemu/job.h"
+#include "gpemu/report.h"
 #include "gpemu/time.h"
 #include "gpemu/timeline.h"
 
@@ -121,6 +122,10 @@ ShareResult run_shared(Clock& clock, const CostModel& costs, const ShareSpec& sp
 
 // The result as JSON (every figure above; utilization as a list of percent).
 nlohmann::json share_json(const ShareResult& result);
+// The result as an HTML report's data (report.h): the summary, each job's
+// time split into its kernels' time alone and the rest, the GPU's
+// utilisation over time (all jobs, then each job's), each job's step times.
+RunReport share_report(const ShareResult& result);
 
 // A jobs file (YAML or JSON, docs/sharing.md):
 //   gpu: P100                  # optional: the card, when --gpu is not given

@@ -19,6 +19,7 @@
 #include "gpemu/catalog.h"
 #include "gpemu/clock.h"
 #include "gpemu/error.h"
+#include "gpemu/report.h"
 #include "gpemu/share.h"
 #include "gpemu/timeline.h"
 
@@ -32,14 +33,14 @@ struct ShareArgs {
   std::string clock = "real";
   std::string profiles;
   double timeslice_ms = 2, switch_us = 25, window_s = 1;
-  std::string trace;
+  std::string trace, report;
   bool json = false;
   bool connect = false;
   std::string connect_socket;  // --connect [SOCKET]: "" for the default
 };
 
 void share(const ShareArgs& a) {
-  check_run_outputs(a.trace, "");
+  check_run_outputs(a.trace, a.report);
   const JobsFile file = load_jobs_file(a.jobs);
   ShareSpec spec;
   spec.gpu = &find_gpu(!a.gpu.empty() ? a.gpu : !file.gpu.empty() ? file.gpu : "v100");
@@ -61,8 +62,10 @@ void share(const ShareArgs& a) {
     if (!c) c = job_cost_model(m);
     j.costs = c;
   }
-  if (a.connect && !a.trace.empty())
-    throw InputError("share --connect: --trace is the server's to write; the clients have no timeline");
+  if (a.connect && (!a.trace.empty() || !a.report.empty()))
+    throw InputError(
+        "share --connect: --trace and --report are not available: the server's timeline has the kernels "
+        "(gpemu smi shows them)");
   const std::unique_ptr<Clock> clock = make_clock(parse_clock_kind(a.clock));
   const ShareResult r = a.connect
                             ? run_shared_remote(a.connect_socket.empty() ? default_socket_path()
@@ -70,10 +73,12 @@ void share(const ShareArgs& a) {
                                                 *models.begin()->second, spec)
                             : run_shared(*clock, *models.begin()->second, spec);
   if (!a.trace.empty()) write_chrome_trace_file(r.trace, r.host_spans, r.trace_devices, a.trace);
+  if (!a.report.empty()) write_html_report_file(share_report(r), a.report);
 
   if (a.json) {
     nlohmann::json j = share_json(r);
     if (!a.trace.empty()) j["trace"] = a.trace;
+    if (!a.report.empty()) j["report"] = a.report;
     std::cout << j.dump(2) << '\n';
     return;
   }
@@ -108,6 +113,7 @@ void share(const ShareArgs& a) {
   for (const SharedJobResult& j : r.jobs)
     if (!j.error.empty()) std::cout << fmt::format("{}: {}\n", j.name, j.error);
   if (!a.trace.empty()) std::cout << "trace: " << a.trace << " (open in https://ui.perfetto.dev)\n";
+  if (!a.report.empty()) std::cout << "report: " << a.report << '\n';
 }
 
 }  // namespace
@@ -132,6 +138,7 @@ void add_share_command(CLI::App& app) {
       ->capture_default_str()
       ->check(finite_number_in(0.001, 1e6));
   cmd->add_option("--trace", a->trace, "Write a Perfetto/Chrome trace of the shared GPU to this file");
+  cmd->add_option("--report", a->report, "Write an HTML report with charts to this file");
   cmd->add_flag("--json", a->json, "Machine-readable output");
   cmd->add_option("--connect", a->connect_socket,
                   "Run the jobs as clients of a running 'gpemu serve' (its socket; default: the default socket)")

@@ -75,6 +75,12 @@ Read read_line(int fd, std::string& buffer, std::string& line, int timeout_ms) {
   }
 }
 
+// A message as one line of JSON. Text that came from a client (echoed in an
+// error) may not be UTF-8: its bad bytes become U+FFFD instead of an exception.
+std::string line_of(const nlohmann::json& m) {
+  return m.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
 nlohmann::json fail(std::string_view kind, std::string error) {
   return {{"ok", false}, {"kind", kind}, {"oom", kind == "oom"}, {"error", std::move(error)}};
 }
@@ -489,7 +495,8 @@ struct ShareServer::Impl {
                                      op.substr(0, 40)));
   }
 
-  void serve(const std::shared_ptr<Client>& c) {
+  // Requests and replies until the client leaves, goes silent or the server stops.
+  void converse(const std::shared_ptr<Client>& c) {
     std::string buffer, line;
     const auto idle_ms = std::max<std::int64_t>(1, o.idle_timeout / kMillisecond);
     std::int64_t idle = 0;
@@ -503,7 +510,7 @@ struct ShareServer::Impl {
       }
       idle = 0;
       if (r == Read::TooLong) {
-        write_all(c->fd, fail("protocol", fmt::format("a request longer than {} bytes", kMaxLine)).dump() + "\n");
+        write_all(c->fd, line_of(fail("protocol", fmt::format("a request longer than {} bytes", kMaxLine))));
         break;
       }
       if (r == Read::Closed) break;
@@ -523,7 +530,14 @@ struct ShareServer::Impl {
       } catch (const std::exception& e) {
         reply = fail("error", e.what());
       }
-      if (!write_all(c->fd, reply.dump() + "\n") || bye) break;
+      if (!write_all(c->fd, line_of(reply)) || bye) break;
+    }
+  }
+
+  void serve(const std::shared_ptr<Client>& c) {
+    try {
+      converse(c);
+    } catch (...) {  // NOLINT: whatever went wrong ends this client only; its resources go back below
     }
     // The client is gone (or dropped): its memory, context and slot go back.
     {
@@ -563,17 +577,14 @@ struct ShareServer::Impl {
     ucred cred{};
     socklen_t len = sizeof cred;
     if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || cred.uid != ::geteuid()) {
-      write_all(fd, fail("refused",
-                         fmt::format("refused: the peer's user ({}) is not the server's ({})", cred.uid, ::geteuid()))
-                            .dump() +
-                        "\n");
+      write_all(fd, line_of(fail("refused", fmt::format("refused: the peer's user ({}) is not the server's ({})",
+                                                        cred.uid, ::geteuid()))));
       ::close(fd);
       return;
     }
     std::lock_guard lock(mu);
     if (clients.size() >= static_cast<std::size_t>(o.max_clients)) {
-      write_all(fd,
-                fail("refused", fmt::format("refused: the server has its {} clients", o.max_clients)).dump() + "\n");
+      write_all(fd, line_of(fail("refused", fmt::format("refused: the server has its {} clients", o.max_clients))));
       ::close(fd);
       return;
     }
@@ -677,7 +688,7 @@ ServeClient::~ServeClient() {
 
 nlohmann::json ServeClient::request(const nlohmann::json& message) {
   if (fd_ < 0) throw Error("gpemu serve: not connected");
-  if (!write_all(fd_, message.dump() + "\n")) throw Error("gpemu serve: the connection is closed");
+  if (!write_all(fd_, line_of(message))) throw Error("gpemu serve: the connection is closed");
   std::string line;
   const Read r = read_line(fd_, buffer_, line, -1);
   if (r != Read::Line) throw Error("gpemu serve: the server closed the connection");

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gpemu/error.h"
+#include "gpemu/report.h"
 
 namespace gpemu {
 
@@ -245,6 +246,44 @@ nlohmann::json share_json(const ShareResult& r) {
     out["timeslice"] = {{"quantum_s", to_seconds(r.options.timeslice)},
                         {"switch_s", to_seconds(r.options.switch_cost)}};
   return out;
+}
+
+RunReport share_report(const ShareResult& r) {
+  RunReport rep;
+  rep.title = fmt::format("{} jobs sharing one emulated {} ({})", r.jobs.size(), r.gpu, to_string(r.policy));
+  rep.summary = {{"GPU", r.gpu},
+                 {"policy", std::string(to_string(r.policy))},
+                 {"clock", r.clock},
+                 {"makespan", fmt::format("{:.2f} s", to_seconds(r.makespan))},
+                 {"mean JCT", fmt::format("{:.2f} s (jobs that finished)", r.mean_jct_s)},
+                 {"GPU utilisation", fmt::format("{:.1f} % (a kernel running)", r.mean_utilization_pct)}};
+  if (r.policy != SharePolicy::Mig)
+    rep.summary.push_back({"GPU memory", fmt::format("peak {:.0f} MiB of {:.0f} MiB",
+                                                     static_cast<double>(r.peak_memory_used_bytes) / 1048576.0,
+                                                     static_cast<double>(r.memory_capacity_bytes) / 1048576.0)});
+  std::vector<BusyInterval> all;
+  for (const SharedJobResult& j : r.jobs) {
+    const double kernels_s = j.gpu_share_pct / 100 * j.jct_s;
+    rep.breakdown.push_back(
+        {j.name, {{"kernels (time alone)", kernels_s}, {"waiting and other", j.jct_s - kernels_s}}});
+    for (const KernelSpan& k : j.kernels) all.push_back({k.start, k.end});
+    if (!j.error.empty()) rep.notes.push_back(fmt::format("{} ended early: {}", j.name, j.error));
+  }
+  rep.utilization.push_back(utilization_from_intervals("GPU (all jobs)", all, r.utilization_window, 0, r.makespan));
+  for (const SharedJobResult& j : r.jobs) {
+    std::vector<BusyInterval> mine;
+    for (const KernelSpan& k : j.kernels) mine.push_back({k.start, k.end});
+    rep.utilization.push_back(utilization_from_intervals(j.name, mine, r.utilization_window, 0, r.makespan));
+    BatchSeries steps{fmt::format("{}: step time", j.name), "ms", {}, 1};
+    for (std::size_t i = 1; i < j.step_ends.size(); ++i)
+      steps.values.push_back(to_seconds(j.step_ends[i] - j.step_ends[i - 1]) * 1e3);
+    if (!steps.values.empty()) rep.per_batch.push_back(std::move(steps));
+  }
+  nlohmann::json config = share_json(r);
+  config.erase("utilization");
+  config.erase("jobs");
+  rep.configuration = std::move(config);
+  return rep;
 }
 
 }  // namespace gpemu

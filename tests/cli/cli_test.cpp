@@ -42,8 +42,9 @@ TEST(Cli, ShareRunsJobsOnOneGpuAndRefusesBadInputInOneLine) {
   std::ofstream(jobs) << R"({"gpu": "a100", "jobs": [{"name": "a", "model": "resnet18", "batch_size": 32,
     "iterations": 5}, {"name": "b", "compute_s": 0.01, "iterations": 5, "arrival_s": 0.02}]})";
   const auto trace = dir.path() / "share-trace.json";
-  auto j =
-      json_of(run("share --jobs " + jobs.string() + " --policy mps --clock virtual --json --trace " + trace.string()));
+  const auto report = dir.path() / "share.html";
+  auto j = json_of(run("share --jobs " + jobs.string() + " --policy mps --clock virtual --json --trace " +
+                       trace.string() + " --report " + report.string()));
   EXPECT_EQ(j["policy"], "mps");
   ASSERT_EQ(j["jobs"].size(), 2u);
   for (const auto& job : j["jobs"]) {
@@ -52,6 +53,10 @@ TEST(Cli, ShareRunsJobsOnOneGpuAndRefusesBadInputInOneLine) {
   }
   EXPECT_GT(j["makespan_s"].get<double>(), 0);
   EXPECT_TRUE(std::filesystem::exists(trace));
+  std::ifstream html(report);
+  const std::string page((std::istreambuf_iterator<char>(html)), std::istreambuf_iterator<char>());
+  EXPECT_NE(page.find("GPU (all jobs)"), std::string::npos);
+  EXPECT_NE(page.find("<svg"), std::string::npos);
   Result text = run("share --jobs " + jobs.string() + " --clock virtual");
   EXPECT_EQ(text.status, 0) << text.err;
   EXPECT_NE(text.out.find("makespan"), std::string::npos);

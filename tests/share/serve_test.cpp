@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <fstream>
@@ -98,6 +99,64 @@ TEST(Serve, ABadRequestIsAnErrorToThatClientOnly) {
   ServeClient raw(s.server.socket_path());
   EXPECT_EQ(raw.request({{"op", "malloc"}, {"bytes", 10}})["kind"], "protocol");
   EXPECT_EQ(raw.request({{"op", "smi"}})["ok"], true);
+}
+
+TEST(Serve, GarbageLinesGetErrorsAndTheConnectionStaysUsable) {
+  TempDir dir;
+  Served s(options(dir));
+  const std::string path = s.server.socket_path().string();
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  // Seeded garbage: random bytes (no newline inside), JSON of the wrong
+  // shapes, huge numbers, deep nesting.
+  std::vector<std::string> lines = {
+      "",
+      "{",
+      "null",
+      "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]",
+      R"({"op": 7})",
+      R"({"op": "hello", "gpu": 99})",
+      R"({"op": "hello", "gpu": 0, "priority": 1e308})",
+      R"({"op": "malloc", "bytes": 1e400})",
+      R"({"op": "kernel", "ns": 18446744073709551615})"};
+  std::uint64_t state = 12345;
+  for (int i = 0; i < 200; ++i) {
+    std::string l;
+    for (int k = 0; k < 40; ++k) {
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      const char c = static_cast<char>(state >> 56);
+      l += c == '\n' ? ' ' : c;
+    }
+    lines.push_back(l);
+  }
+  std::string all;
+  for (const auto& l : lines) all += l + "\n";
+  ASSERT_EQ(::send(fd, all.data(), all.size(), MSG_NOSIGNAL), static_cast<ssize_t>(all.size()));
+  // One reply per line, each an error, in order; then the connection still serves.
+  const std::string hello = R"({"op": "hello"})"
+                            "\n";
+  ASSERT_EQ(::send(fd, hello.data(), hello.size(), MSG_NOSIGNAL), static_cast<ssize_t>(hello.size()));
+  std::string got;
+  char buf[65536];
+  std::size_t newlines = 0;
+  while (newlines < lines.size() + 1) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    ASSERT_GT(n, 0) << "the server closed after " << newlines << " replies";
+    got.append(buf, static_cast<std::size_t>(n));
+    newlines = static_cast<std::size_t>(std::count(got.begin(), got.end(), '\n'));
+  }
+  ::close(fd);
+  std::size_t at = 0;
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    const std::size_t nl = got.find('\n', at);
+    const auto reply = nlohmann::json::parse(got.substr(at, nl - at));
+    EXPECT_FALSE(reply["ok"].get<bool>()) << lines[i];
+    at = nl + 1;
+  }
+  EXPECT_TRUE(nlohmann::json::parse(got.substr(at, got.find('\n', at) - at))["ok"].get<bool>());
 }
 
 TEST(Serve, ProcessesShareOneCardsMemoryAndADeadOnesIsReclaimed) {
