@@ -350,7 +350,8 @@ Job::Job(Clock& clock, const CostModel& costs, JobSpec spec)
       first = false;
     }
   }
-  if (model_time) {
+  // Only a shared GPU's policy reads what kernels keep busy.
+  if (model_time && spec_.cluster.device.share.gpu) {
     if (const zoo::ModelGraph* g = zoo::find_model(spec_.compute.model.name)) {
       const auto totals = g->phase_totals(zoo::Shape{spec_.batch_size, spec_.compute.model.seq_len},
                                           spec_.compute.model.precision, spec_.compute.model.optimizer);
