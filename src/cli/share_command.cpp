@@ -26,6 +26,24 @@
 namespace gpemu::cli {
 namespace {
 
+// The time-slicing policy's parameters (gpemu share and gpemu serve).
+void add_timeslice_options(CLI::App* cmd, double& timeslice_ms, double& switch_us) {
+  cmd->add_option("--timeslice-ms", timeslice_ms, "Policy timeslice: the time slice, ms")
+      ->capture_default_str()
+      ->check(finite_number_in(0.001, 1000));
+  cmd->add_option("--switch-us", switch_us, "Policy timeslice: one context switch, us")
+      ->capture_default_str()
+      ->check(finite_number_in(0, 1e6));
+}
+
+ShareOptions share_options(const std::string& policy, double timeslice_ms, double switch_us) {
+  ShareOptions o;
+  o.policy = parse_share_policy(policy);
+  o.timeslice = from_seconds(timeslice_ms / 1e3);
+  o.switch_cost = from_seconds(switch_us / 1e6);
+  return o;
+}
+
 struct ShareArgs {
   std::string jobs;
   std::string policy = "fifo";
@@ -44,9 +62,7 @@ void share(const ShareArgs& a) {
   const JobsFile file = load_jobs_file(a.jobs);
   ShareSpec spec;
   spec.gpu = &find_gpu(!a.gpu.empty() ? a.gpu : !file.gpu.empty() ? file.gpu : "v100");
-  spec.options.policy = parse_share_policy(a.policy);
-  spec.options.timeslice = from_seconds(a.timeslice_ms / 1e3);
-  spec.options.switch_cost = from_seconds(a.switch_us / 1e6);
+  spec.options = share_options(a.policy, a.timeslice_ms, a.switch_us);
   spec.utilization_window = from_seconds(a.window_s);
   spec.trace = !a.trace.empty();
   spec.jobs = file.jobs;
@@ -128,12 +144,7 @@ void add_share_command(CLI::App& app) {
   cmd->add_option("--clock", a->clock, "real (jobs take wall time) or virtual (as fast as the CPU allows)")
       ->capture_default_str();
   cmd->add_option("--profiles", a->profiles, "Directory of measured profiles (GPEmu or gpemu layout)");
-  cmd->add_option("--timeslice-ms", a->timeslice_ms, "Policy timeslice: the time slice, ms")
-      ->capture_default_str()
-      ->check(finite_number_in(0.001, 1000));
-  cmd->add_option("--switch-us", a->switch_us, "Policy timeslice: one context switch, us")
-      ->capture_default_str()
-      ->check(finite_number_in(0, 1e6));
+  add_timeslice_options(cmd, a->timeslice_ms, a->switch_us);
   cmd->add_option("--window-s", a->window_s, "Utilisation window, s")
       ->capture_default_str()
       ->check(finite_number_in(0.001, 1e6));
@@ -167,9 +178,7 @@ void serve(const ServeArgs& a) {
   ServeOptions o;
   o.gpu = &find_gpu(a.gpu);
   o.gpus = a.gpus;
-  o.share.policy = parse_share_policy(a.policy);
-  o.share.timeslice = from_seconds(a.timeslice_ms / 1e3);
-  o.share.switch_cost = from_seconds(a.switch_us / 1e6);
+  o.share = share_options(a.policy, a.timeslice_ms, a.switch_us);
   o.socket = a.socket;
   o.metrics = a.metrics;
   o.idle_timeout = from_seconds(a.idle_timeout_s);
@@ -306,12 +315,7 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--max-clients", a->max_clients, "Clients at once")
       ->capture_default_str()
       ->check(whole_number_in(1, 4096));
-  cmd->add_option("--timeslice-ms", a->timeslice_ms, "Policy timeslice: the time slice, ms")
-      ->capture_default_str()
-      ->check(finite_number_in(0.001, 1000));
-  cmd->add_option("--switch-us", a->switch_us, "Policy timeslice: one context switch, us")
-      ->capture_default_str()
-      ->check(finite_number_in(0, 1e6));
+  add_timeslice_options(cmd, a->timeslice_ms, a->switch_us);
   cmd->callback([a] { serve(*a); });
 }
 

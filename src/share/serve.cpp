@@ -28,6 +28,7 @@
 #include "common/interrupt.h"
 #include "gpemu/error.h"
 #include "gpemu/share.h"
+#include "share/results.h"
 
 namespace gpemu {
 namespace {
@@ -738,30 +739,15 @@ ShareResult run_shared_remote(const std::filesystem::path& socket, const CostMod
   out.clock = "real";
   out.jobs.resize(spec.jobs.size());
   // Each model job's step, known before any connection is made (an unknown model is an input error).
-  std::vector<StepCost> steps(spec.jobs.size());
-  for (std::size_t i = 0; i < spec.jobs.size(); ++i) {
-    const SharedJobSpec& j = spec.jobs[i];
-    if (j.job.compute.step_time != StepTime::CostModel) continue;
-    try {
-      steps[i] = (j.costs ? *j.costs : costs).step_cost(*spec.gpu, j.job.compute.model.name, j.job.batch_size);
-    } catch (const InputError& e) {
-      throw InputError(fmt::format("share: job {} ('{}'): {}", i + 1, j.name, e.what()));
-    }
-  }
+  const std::vector<StepCost> steps = share_detail::model_steps(costs, spec);
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<std::thread> threads;
   for (std::size_t i = 0; i < spec.jobs.size(); ++i) {
     threads.emplace_back([&, i] {
       const SharedJobSpec& js = spec.jobs[i];
       SharedJobResult& r = out.jobs[i];
-      r.name = js.name;
-      r.batch_size = js.job.batch_size;
-      r.priority = js.priority;
-      r.mig = js.mig;
-      r.arrival = js.arrival;
-      r.end = js.arrival;
+      r = share_detail::start_result(js);
       const bool model = js.job.compute.step_time == StepTime::CostModel;
-      if (model) r.model = canonical_model_name(js.job.compute.model.name);
       std::this_thread::sleep_until(t0 + std::chrono::nanoseconds(js.arrival));
       try {
         ServeClient client(socket, ClientHello{js.name, 0, js.priority, js.mig});
@@ -786,21 +772,11 @@ ShareResult run_shared_remote(const std::filesystem::path& socket, const CostMod
       } catch (const std::exception& e) {
         r.error = e.what();
       }
-      r.jct_s = to_seconds(r.end - r.arrival);
-      r.samples_per_s = r.jct_s > 0 ? static_cast<double>(r.samples) / r.jct_s : 0;
+      share_detail::finish_result(r);
     });
   }
   for (auto& t : threads) t.join();
-  double jct = 0;
-  int finished = 0;
-  for (const SharedJobResult& r : out.jobs) {
-    out.makespan = std::max(out.makespan, r.end);
-    if (r.error.empty()) {
-      jct += r.jct_s;
-      ++finished;
-    }
-  }
-  out.mean_jct_s = finished ? jct / finished : 0;
+  share_detail::sum_up(out);
   return out;
 }
 

@@ -11,6 +11,7 @@
 
 #include "gpemu/error.h"
 #include "gpemu/report.h"
+#include "share/results.h"
 
 namespace gpemu {
 
@@ -105,17 +106,59 @@ std::string error_text(const std::exception_ptr& e) {
 
 }  // namespace
 
-ShareResult run_shared(Clock& clock, const CostModel& costs, const ShareSpec& spec) {
-  validate(spec);
+namespace share_detail {
+
+std::vector<StepCost> model_steps(const CostModel& costs, const ShareSpec& spec) {
+  std::vector<StepCost> steps(spec.jobs.size());
   for (std::size_t i = 0; i < spec.jobs.size(); ++i) {
     const SharedJobSpec& j = spec.jobs[i];
     if (j.job.compute.step_time != StepTime::CostModel) continue;
     try {
-      (j.costs ? *j.costs : costs).step_cost(*spec.gpu, j.job.compute.model.name, j.job.batch_size);
+      steps[i] = (j.costs ? *j.costs : costs).step_cost(*spec.gpu, j.job.compute.model.name, j.job.batch_size);
     } catch (const InputError& e) {
       throw InputError(fmt::format("share: job {} ('{}'): {}", i + 1, j.name, e.what()));
     }
   }
+  return steps;
+}
+
+SharedJobResult start_result(const SharedJobSpec& js) {
+  SharedJobResult r;
+  r.name = js.name;
+  r.batch_size = js.job.batch_size;
+  r.priority = js.priority;
+  r.mig = js.mig;
+  r.arrival = js.arrival;
+  r.end = js.arrival;
+  if (js.job.compute.step_time == StepTime::CostModel) r.model = canonical_model_name(js.job.compute.model.name);
+  return r;
+}
+
+void finish_result(SharedJobResult& r) {
+  r.jct_s = to_seconds(r.end - r.arrival);
+  r.samples_per_s = r.jct_s > 0 ? static_cast<double>(r.samples) / r.jct_s : 0;
+}
+
+void sum_up(ShareResult& out) {
+  double jct = 0;
+  int finished = 0;
+  for (const SharedJobResult& r : out.jobs) {
+    out.makespan = std::max(out.makespan, r.end);
+    if (r.error.empty()) {
+      jct += r.jct_s;
+      ++finished;
+    }
+  }
+  out.mean_jct_s = finished > 0 ? jct / finished : 0;
+}
+
+}  // namespace share_detail
+
+using namespace share_detail;
+
+ShareResult run_shared(Clock& clock, const CostModel& costs, const ShareSpec& spec) {
+  validate(spec);
+  model_steps(costs, spec);  // an unknown model is refused before anything runs
   Timeline timeline(clock);
   if (spec.trace) timeline.enable_trace(true);
   SharedGpu gpu(timeline, *spec.gpu, spec.options);
@@ -134,13 +177,7 @@ ShareResult run_shared(Clock& clock, const CostModel& costs, const ShareSpec& sp
     bodies.push_back([&, i] {
       const SharedJobSpec& js = spec.jobs[i];
       SharedJobResult& r = out.jobs[i];
-      r.name = js.name;
-      r.batch_size = js.job.batch_size;
-      r.priority = js.priority;
-      r.mig = js.mig;
-      r.arrival = js.arrival;
-      r.end = js.arrival;
-      if (js.job.compute.step_time == StepTime::CostModel) r.model = canonical_model_name(js.job.compute.model.name);
+      r = start_result(js);
       clock.sleep_until(js.arrival);  // the job's process starts
       JobSpec j = js.job;
       j.cluster.gpu = spec.gpu;
@@ -177,26 +214,15 @@ ShareResult run_shared(Clock& clock, const CostModel& costs, const ShareSpec& sp
       }
       for (const KernelSpan& k : rank.compute_intervals) r.end = std::max(r.end, k.end);
       r.kernels = rank.compute_intervals;
-      const double elapsed = to_seconds(r.end - r.arrival);
-      r.jct_s = elapsed;
-      r.samples_per_s = elapsed > 0 ? static_cast<double>(r.samples) / elapsed : 0;
-      r.gpu_share_pct = elapsed > 0 ? 100.0 * to_seconds(rank.compute_busy) / elapsed : 0;
+      finish_result(r);
+      r.gpu_share_pct = r.jct_s > 0 ? 100.0 * to_seconds(rank.compute_busy) / r.jct_s : 0;
     });
   }
   clock.run_concurrently(std::move(bodies));
 
+  sum_up(out);
   std::vector<KernelSpan> all;
-  double jct_sum = 0;
-  int finished = 0;
-  for (const SharedJobResult& r : out.jobs) {
-    out.makespan = std::max(out.makespan, r.end);
-    all.insert(all.end(), r.kernels.begin(), r.kernels.end());
-    if (r.error.empty()) {
-      jct_sum += r.jct_s;
-      ++finished;
-    }
-  }
-  out.mean_jct_s = finished > 0 ? jct_sum / finished : 0;
+  for (const SharedJobResult& r : out.jobs) all.insert(all.end(), r.kernels.begin(), r.kernels.end());
   out.utilization_pct = utilization(all, out.makespan, spec.utilization_window);
   const std::vector<double> whole = utilization(all, out.makespan, std::max<Duration>(out.makespan, 1));
   out.mean_utilization_pct = whole.empty() ? 0 : whole.front();

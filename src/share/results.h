@@ -1,0 +1,25 @@
+// What run_shared and run_shared_remote (share.h) do alike: check the jobs'
+// models up front, start each job's result from its spec, and sum up the jobs.
+#pragma once
+
+#include <vector>
+
+#include "gpemu/share.h"
+
+namespace gpemu::share_detail {
+
+// Each model job's step cost at its batch (a default StepCost for a fixed-step
+// job); InputError naming the job for an unknown model.
+std::vector<StepCost> model_steps(const CostModel& costs, const ShareSpec& spec);
+
+// A job's result before it runs: its name, batch, priority, slice, model and
+// arrival (its end, until it runs).
+SharedJobResult start_result(const SharedJobSpec& job);
+
+// Throughput and JCT of a job whose end and samples are known.
+void finish_result(SharedJobResult& r);
+
+// The makespan and the mean JCT over the jobs that finished.
+void sum_up(ShareResult& result);
+
+}  // namespace gpemu::share_detail
