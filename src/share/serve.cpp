@@ -117,30 +117,6 @@ std::string string_field(const nlohmann::json& m, const char* key, std::string d
   return it->get<std::string>();
 }
 
-// The share of [from, to) covered by the union of spans.
-double covered_pct(std::vector<std::pair<Time, Time>> spans, Time from, Time to) {
-  if (to <= from) return 0;
-  std::sort(spans.begin(), spans.end());
-  Duration busy = 0;
-  Time run_start = 0, run_end = -1;
-  auto add = [&](Time a, Time b) {
-    a = std::max(a, from);
-    b = std::min(b, to);
-    if (b > a) busy += b - a;
-  };
-  for (const auto& [a, b] : spans) {
-    if (a > run_end) {
-      if (run_end > run_start) add(run_start, run_end);
-      run_start = a;
-      run_end = b;
-    } else {
-      run_end = std::max(run_end, b);
-    }
-  }
-  if (run_end > run_start) add(run_start, run_end);
-  return 100.0 * static_cast<double>(busy) / static_cast<double>(to - from);
-}
-
 }  // namespace
 
 std::filesystem::path default_socket_path() {
@@ -321,10 +297,10 @@ struct ShareServer::Impl {
     std::lock_guard lock(mu);
     for (int g = 0; g < o.gpus; ++g) {
       auto& k = kernels[static_cast<std::size_t>(g)];
-      std::vector<std::pair<Time, Time>> spans;
+      std::vector<BusyInterval> spans;
       for (const KernelRecord& r : k) {
         const Time end = timeline.end_time(r.c);
-        spans.emplace_back(r.c.resolved() ? r.c.known_start(r.d) : end - r.d, end);
+        spans.push_back({r.c.resolved() ? r.c.known_start(r.d) : end - r.d, end});
       }
       while (!k.empty() && k.front().c.resolved() && k.front().c.known_end() < from) k.pop_front();
       nlohmann::json procs = nlohmann::json::array();
@@ -343,7 +319,10 @@ struct ShareServer::Impl {
            {"policy", to_string(o.share.policy)},
            {"memory_total_bytes", o.gpu->reported_memory()},
            {"memory_used_bytes", used},
-           {"utilization_pct", covered_pct(std::move(spans), from, now)},
+           {"utilization_pct",
+            now > from
+                ? 100.0 * utilization_from_intervals("GPU", spans, now - from, from, now).samples.front().busy_fraction
+                : 0.0},
            {"processes", std::move(procs)}});
     }
     return out;

@@ -58,39 +58,16 @@ void validate(const ShareSpec& spec) {
 
 namespace {
 
-// The share of [w0, w0 + window) covered by the union of the sorted spans, per window.
-std::vector<double> utilization(std::vector<KernelSpan> spans, Time end, Duration window) {
+// The share of each window [k * window, (k + 1) * window) of [0, end) in
+// which some kernel ran, in percent (report.h's union of intervals).
+std::vector<double> utilization(const std::vector<KernelSpan>& spans, Time end, Duration window) {
+  if (end <= 0) return {};
+  std::vector<BusyInterval> busy;
+  busy.reserve(spans.size());
+  for (const KernelSpan& k : spans) busy.push_back({k.start, k.end});
   std::vector<double> pct;
-  if (end <= 0) return pct;
-  const auto windows = static_cast<std::size_t>((end + window - 1) / window);
-  std::vector<Duration> busy(windows, 0);
-  std::sort(spans.begin(), spans.end(), [](const KernelSpan& a, const KernelSpan& b) { return a.start < b.start; });
-  Time run_start = 0, run_end = -1;
-  auto add = [&](Time a, Time b) {
-    for (Time t = a; t < b;) {
-      const auto w = static_cast<std::size_t>(t / window);
-      if (w >= windows) break;
-      const Time stop = std::min<Time>(b, static_cast<Time>(w + 1) * window);
-      busy[w] += stop - t;
-      t = stop;
-    }
-  };
-  for (const KernelSpan& s : spans) {
-    if (s.end <= s.start) continue;
-    if (s.start > run_end) {
-      if (run_end > run_start) add(run_start, run_end);
-      run_start = s.start;
-      run_end = s.end;
-    } else {
-      run_end = std::max(run_end, s.end);
-    }
-  }
-  if (run_end > run_start) add(run_start, run_end);
-  for (std::size_t w = 0; w < windows; ++w) {
-    const Time w0 = static_cast<Time>(w) * window;
-    const Duration len = std::min<Time>(end, w0 + window) - w0;
-    pct.push_back(len > 0 ? 100.0 * static_cast<double>(busy[w]) / static_cast<double>(len) : 0);
-  }
+  for (const UtilizationSample& u : utilization_from_intervals("GPU", busy, window, 0, end).samples)
+    pct.push_back(100.0 * u.busy_fraction);
   return pct;
 }
 
