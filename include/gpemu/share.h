@@ -210,7 +210,6 @@ class ShareServer {
   nlohmann::json smi();
   // The same as Prometheus text with DCGM exporter's field names.
   std::string metrics_text();
-  std::size_t clients() const;
 
  private:
   struct Impl;

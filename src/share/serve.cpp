@@ -619,11 +619,6 @@ void ShareServer::stop() {
 }
 nlohmann::json ShareServer::smi() { return impl_->smi(); }
 std::string ShareServer::metrics_text() { return impl_->metrics_text(); }
-std::size_t ShareServer::clients() const {
-  std::lock_guard lock(impl_->mu);
-  return static_cast<std::size_t>(
-      std::count_if(impl_->clients.begin(), impl_->clients.end(), [](const auto& c) { return !c->done; }));
-}
 
 // ---- the client ----------------------------------------------------------------
 
