@@ -456,6 +456,19 @@ zoo::Precision zoo_precision(const ProgramVariant& v);
 // The variant from the older --precision names ("fp32", "amp", "bf16").
 ProgramVariant variant_from_precision(zoo::Precision p);
 
+// A variant as its options spell it: the command line's flags and the
+// Python module's keywords (the same names and defaults).
+struct ProgramVariantNames {
+  std::string matmul_precision = "highest", amp = "autocast", memory_format = "nchw", attention = "eager",
+              fused = "none", cudnn_tf32 = "on";
+  int micro_steps = 1;
+};
+// The variant for a run at `precision` (fp32, amp or bf16 picks AMP on or
+// off and the half type; `amp` picks the AMP flavour). Throws InputError
+// naming the option as a flag ("--matmul-precision") or, with keywords, as a
+// keyword ("matmul_precision"), with the values it accepts.
+ProgramVariant to_variant(const ProgramVariantNames& names, zoo::Precision precision, bool keywords = false);
+
 // What a variant asks that the model cannot express yet: nullopt when
 // everything is modelled, otherwise a sentence naming what is not.
 std::optional<std::string> unsupported_part(const ProgramVariant& v);

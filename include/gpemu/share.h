@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -63,6 +64,11 @@ struct ShareSpec {
   bool trace = false;               // keep the timeline's operations for a trace
   Duration utilization_window = kSecond;
 };
+
+// Gives every job without a cost model the layered cost model of its model
+// spec (job_cost_model: one per precision, optimizer, zero_grad and sequence
+// length among the jobs), with measured profiles from `profiles` where they apply.
+void give_cost_models(ShareSpec& spec, const std::optional<std::filesystem::path>& profiles = std::nullopt);
 
 // Throws InputError naming the first bad field (and its job), its value and
 // what is accepted; a Mig spec whose slices do not fit on the card together

@@ -48,33 +48,10 @@ ModelSpec model_spec(const ModelArgs& a) {
   return m;
 }
 
-AnalyticalOptions analytical_options(const ModelSpec& m) {
-  AnalyticalOptions ao;
-  ao.precision = m.precision;
-  ao.optimizer = m.optimizer;
-  ao.legacy_zero_grad = m.keep_grads;
-  ao.seq_len = m.seq_len;
-  return ao;
-}
-
-zoo::ReplayOptions replay_options(const ModelSpec& m) {
-  zoo::ReplayOptions o;
-  o.precision = m.precision;
-  o.optimizer = m.optimizer;
-  o.keep_grads = m.keep_grads;
-  return o;
-}
-
 std::unique_ptr<CostModel> job_cost_model(const ModelArgs& a, std::vector<std::string>* notes) {
-  const ModelSpec m = model_spec(a);
-  const AnalyticalOptions ao = analytical_options(m);
-  if (a.profiles.empty()) return make_layered_cost_model(std::nullopt, ao);
-  if (!measured_profiles_apply(ao) && notes)
-    notes->push_back(
-        fmt::format("--profiles {} not used: measured profiles are FP32 runs with SGD and zero_grad(); "
-                    "times for {}, {}, zero_grad '{}' come from the analytical model",
-                    a.profiles, zoo::to_string(m.precision), zoo::to_string(m.optimizer), a.zero_grad));
-  return make_layered_cost_model(std::filesystem::path(a.profiles), ao);
+  return gpemu::job_cost_model(model_spec(a),
+                               a.profiles.empty() ? std::nullopt : std::optional<std::filesystem::path>(a.profiles),
+                               notes);
 }
 
 void add_job_options(CLI::App* cmd, JobArgs& a) {

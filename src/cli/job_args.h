@@ -29,8 +29,6 @@ struct ModelArgs {
 void add_model_options(CLI::App* cmd, ModelArgs& a);
 // InputError naming the flag for unknown values.
 ModelSpec model_spec(const ModelArgs& a);
-AnalyticalOptions analytical_options(const ModelSpec& m);
-zoo::ReplayOptions replay_options(const ModelSpec& m);
 // The layered cost model (measured profiles where they apply, then the
 // analytical model) for this model spec; `note` hears why profiles were set
 // aside when they were.

@@ -2,7 +2,6 @@
 // policy (share.h, docs/sharing.md). Parses, runs, prints.
 #include <filesystem>
 #include <iostream>
-#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -66,18 +65,7 @@ void share(const ShareArgs& a) {
   spec.utilization_window = from_seconds(a.window_s);
   spec.trace = !a.trace.empty();
   spec.jobs = file.jobs;
-  // One cost model per program variant the jobs use (precision, optimizer).
-  std::map<std::pair<std::string, std::string>, std::shared_ptr<const CostModel>> models;
-  for (SharedJobSpec& j : spec.jobs) {
-    ModelArgs m;
-    m.gpu = spec.gpu->id;
-    m.profiles = a.profiles;
-    m.precision = std::string(zoo::to_string(j.job.compute.model.precision));
-    m.optimizer = std::string(zoo::to_string(j.job.compute.model.optimizer));
-    auto& c = models[{m.precision, m.optimizer}];
-    if (!c) c = job_cost_model(m);
-    j.costs = c;
-  }
+  give_cost_models(spec, a.profiles.empty() ? std::nullopt : std::optional<std::filesystem::path>(a.profiles));
   if (a.connect && (!a.trace.empty() || !a.report.empty()))
     throw InputError(
         "share --connect: --trace and --report are not available: the server's timeline has the kernels "
@@ -86,8 +74,8 @@ void share(const ShareArgs& a) {
   const ShareResult r = a.connect
                             ? run_shared_remote(a.connect_socket.empty() ? default_socket_path()
                                                                          : std::filesystem::path(a.connect_socket),
-                                                *models.begin()->second, spec)
-                            : run_shared(*clock, *models.begin()->second, spec);
+                                                *spec.jobs.front().costs, spec)
+                            : run_shared(*clock, *spec.jobs.front().costs, spec);
   if (!a.trace.empty()) write_chrome_trace_file(r.trace, r.host_spans, r.trace_devices, a.trace);
   if (!a.report.empty()) write_html_report_file(share_report(r), a.report);
 

@@ -33,28 +33,4 @@ void add_variant_flags(CLI::App* cmd, VariantFlags& f) {
       ->capture_default_str();
 }
 
-ProgramVariant to_variant(const VariantFlags& f, zoo::Precision precision) {
-  ProgramVariant v = variant_from_precision(precision);
-  v.matmul_precision = parse_matmul_precision(f.matmul_precision, "--matmul-precision");
-  if (f.cudnn_tf32 == "on")
-    v.tf32_conv = true;
-  else if (f.cudnn_tf32 == "off")
-    v.tf32_conv = false;
-  else
-    throw InputError(fmt::format("--cudnn-tf32: unknown value '{}'; accepted: on, off", f.cudnn_tf32));
-  const AmpFlavour amp = parse_amp_flavour(f.amp, "--amp");
-  if (v.amp != AmpFlavour::None) {
-    if (amp == AmpFlavour::None)
-      throw InputError("--amp none contradicts --precision amp/bf16; use --precision fp32 for a run without AMP");
-    v.amp = amp;
-  }
-  v.memory_format = parse_memory_format(f.memory_format, "--memory-format");
-  v.attention = parse_attention(f.attention, "--attention");
-  parse_fused_ops(f.fused, v, "--fused");
-  if (f.micro_steps < 1)
-    throw InputError(fmt::format("--micro-steps {}: must be at least 1 (1: no gradient accumulation)", f.micro_steps));
-  v.micro_steps = f.micro_steps;
-  return v;
-}
-
 }  // namespace gpemu::cli

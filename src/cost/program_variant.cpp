@@ -198,4 +198,35 @@ std::string task_model(std::string_view model, std::string_view task) {
                   task, m, cost_detail::join(own)));
 }
 
+ProgramVariant to_variant(const ProgramVariantNames& f, zoo::Precision precision, bool keywords) {
+  const auto name = [keywords](std::string flag) {
+    if (!keywords) return "--" + flag;
+    std::replace(flag.begin(), flag.end(), '-', '_');
+    return flag;
+  };
+  ProgramVariant v = variant_from_precision(precision);
+  v.matmul_precision = parse_matmul_precision(f.matmul_precision, name("matmul-precision"));
+  if (f.cudnn_tf32 == "on")
+    v.tf32_conv = true;
+  else if (f.cudnn_tf32 == "off")
+    v.tf32_conv = false;
+  else
+    throw InputError(fmt::format("{}: unknown value '{}'; accepted: on, off", name("cudnn-tf32"), f.cudnn_tf32));
+  const AmpFlavour amp = parse_amp_flavour(f.amp, name("amp"));
+  if (v.amp != AmpFlavour::None) {
+    if (amp == AmpFlavour::None)
+      throw InputError(fmt::format("{} none contradicts {} amp/bf16; use {} fp32 for a run without AMP", name("amp"),
+                                   name("precision"), name("precision")));
+    v.amp = amp;
+  }
+  v.memory_format = parse_memory_format(f.memory_format, name("memory-format"));
+  v.attention = parse_attention(f.attention, name("attention"));
+  parse_fused_ops(f.fused, v, name("fused"));
+  if (f.micro_steps < 1)
+    throw InputError(
+        fmt::format("{} {}: must be at least 1 (1: no gradient accumulation)", name("micro-steps"), f.micro_steps));
+  v.micro_steps = f.micro_steps;
+  return v;
+}
+
 }  // namespace gpemu

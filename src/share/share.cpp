@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <exception>
 #include <functional>
+#include <map>
 #include <memory>
 #include <set>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -132,6 +134,17 @@ void sum_up(ShareResult& out) {
 }  // namespace share_detail
 
 using namespace share_detail;
+
+void give_cost_models(ShareSpec& spec, const std::optional<std::filesystem::path>& profiles) {
+  std::map<std::tuple<zoo::Precision, zoo::Optimizer, bool, std::int64_t>, std::shared_ptr<const CostModel>> made;
+  for (SharedJobSpec& j : spec.jobs) {
+    if (j.costs) continue;
+    const ModelSpec& m = j.job.compute.model;
+    auto& c = made[{m.precision, m.optimizer, m.keep_grads, m.seq_len}];
+    if (!c) c = job_cost_model(m, profiles);
+    j.costs = c;
+  }
+}
 
 ShareResult run_shared(Clock& clock, const CostModel& costs, const ShareSpec& spec) {
   validate(spec);

@@ -60,9 +60,9 @@ TEST(Cli, ShareRunsJobsOnOneGpuAndRefusesBadInputInOneLine) {
   Result text = run("share --jobs " + jobs.string() + " --clock virtual");
   EXPECT_EQ(text.status, 0) << text.err;
   EXPECT_NE(text.out.find("makespan"), std::string::npos);
-  for (const std::string bad : {"share --jobs " + (dir.path() / "missing.json").string(),
-                                "share --jobs " + jobs.string() + " --policy round-robin",
-                                "share --jobs " + jobs.string() + " --policy mig --clock virtual"}) {
+  for (const std::string& bad : {"share --jobs " + (dir.path() / "missing.json").string(),
+                                 "share --jobs " + jobs.string() + " --policy round-robin",
+                                 "share --jobs " + jobs.string() + " --policy mig --clock virtual"}) {
     Result r = run(bad);
     EXPECT_NE(r.status, 0) << bad;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << bad << ": " << r.err;
