@@ -45,3 +45,18 @@ foreach(f zoo/resnet50.json data/calibration.json configs/dlio/unet3d_a100.yaml)
     message(FATAL_ERROR "the install lacks share/gpemu/${f}")
   endif()
 endforeach()
+
+# The Python module, when this build has one: the installed copy imports and
+# finds the installed data (python3 itself lives elsewhere).
+if(GPEMU_PYTHON_MODULE_DIR)
+  file(WRITE ${GPEMU_WORK_DIR}/import_gpemu.py
+       "import gpemu\nprint(gpemu.__file__)\nprint(gpemu.data_dir())\n")
+  run("importing the installed Python module" ${CMAKE_COMMAND} -E env --unset=GPEMU_DATA_DIR
+      PYTHONPATH=${prefix}/${GPEMU_PYTHON_MODULE_DIR} ${GPEMU_PYTHON} ${GPEMU_WORK_DIR}/import_gpemu.py)
+  message(STATUS "${last_output}")
+  string(FIND "${last_output}" "${prefix}/${GPEMU_PYTHON_MODULE_DIR}/gpemu" at_module)
+  string(FIND "${last_output}" "${installed_data}" at_data)
+  if(at_module EQUAL -1 OR at_data EQUAL -1)
+    message(FATAL_ERROR "the installed Python module did not load from the prefix or read its data:\n${last_output}")
+  endif()
+endif()

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
+
+#include <dlfcn.h>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -21,6 +23,9 @@
 #endif
 #ifndef GPEMU_INSTALL_DATA_DIR
 #define GPEMU_INSTALL_DATA_DIR ""
+#endif
+#ifndef GPEMU_DATA_DIR_FROM_MODULE
+#define GPEMU_DATA_DIR_FROM_MODULE "../../../share/gpemu"
 #endif
 #ifndef GPEMU_DATA_DIR_FROM_BIN
 #define GPEMU_DATA_DIR_FROM_BIN "../share/gpemu"
@@ -130,6 +135,10 @@ std::filesystem::path resolve_data_dir(const DataDirCandidates& c) {
     const fs::path beside = (c.executable.parent_path() / c.from_executable).lexically_normal();
     if (holds_data(beside)) return beside;
   }
+  if (!c.module.empty()) {
+    const fs::path beside = (c.module.parent_path() / c.from_module).lexically_normal();
+    if (holds_data(beside)) return beside;
+  }
   if (holds_data(c.installed)) return c.installed;
   return c.source;
 }
@@ -142,6 +151,16 @@ std::filesystem::path data_dir() {
     c.executable = std::filesystem::read_symlink("/proc/self/exe", ec);
     if (ec) c.executable.clear();
     c.from_executable = GPEMU_DATA_DIR_FROM_BIN;
+    // The object this code is in: the program itself, or a shared object
+    // such as the Python module.
+    Dl_info info{};
+    if (dladdr(reinterpret_cast<void*>(&data_dir), &info) && info.dli_fname) {
+      const std::filesystem::path object = std::filesystem::weakly_canonical(info.dli_fname, ec);
+      if (!ec && object != std::filesystem::weakly_canonical(c.executable, ec)) {
+        c.module = object;
+        c.from_module = GPEMU_DATA_DIR_FROM_MODULE;
+      }
+    }
     c.installed = GPEMU_INSTALL_DATA_DIR;
     c.source = GPEMU_DEFAULT_DATA_DIR;
     return resolve_data_dir(c);

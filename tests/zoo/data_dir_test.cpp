@@ -40,6 +40,21 @@ TEST(DataDir, ConfiguredInstallFolderForAProgramElsewhere) {
   EXPECT_EQ(resolve_data_dir(c), p.data());
 }
 
+TEST(DataDir, InstalledBesideThePythonModule) {
+  // python3 runs from /usr/bin; the module was installed under another prefix,
+  // not the configured one.
+  Prefix p;
+  testing::TempDir python;
+  DataDirCandidates c{"", python / "python3", "../share/gpemu", "/nowhere/share/gpemu", "/src"};
+  c.module = p.root / "lib/python3/dist-packages/gpemu.so";
+  c.from_module = "../../../share/gpemu";
+  EXPECT_EQ(resolve_data_dir(c), p.data().lexically_normal());
+  // A program installed beside its data still comes first.
+  Prefix q;
+  c.executable = q.root / "bin/app";
+  EXPECT_EQ(resolve_data_dir(c), q.data().lexically_normal());
+}
+
 TEST(DataDir, SourceTreeWhenNothingIsInstalled) {
   testing::TempDir elsewhere;
   DataDirCandidates c{"", elsewhere / "app", "../share/gpemu", elsewhere / "share/gpemu", "/src"};

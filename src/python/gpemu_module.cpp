@@ -1,0 +1,449 @@
+// The Python module `gpemu` (pybind11): emulated GPUs for a researcher's own
+// Python code (a loader, a cache, a scheduler prototype) without PyTorch:
+// the catalog, devices with streams, events and the caching allocator on one
+// emulated timeline, gpemu predict, the training job and several jobs on one
+// GPU. A front end like the CLI: every figure comes from the library; this
+// file only converts arguments and results. docs/python.md.
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <Python.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+#include <pybind11/stl/filesystem.h>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "gpemu/catalog.h"
+#include "gpemu/clock.h"
+#include "gpemu/cost_model.h"
+#include "gpemu/device.h"
+#include "gpemu/error.h"
+#include "gpemu/job.h"
+#include "gpemu/report.h"
+#include "gpemu/share.h"
+#include "gpemu/timeline.h"
+#include "gpemu/train.h"
+#include "gpemu/zoo.h"
+
+namespace py = pybind11;
+
+namespace gpemu::python {
+namespace {
+
+// Python's value of a JSON document: the same keys as the CLI's --json.
+py::object to_python(const nlohmann::json& j) { return py::module_::import("json").attr("loads")(j.dump()); }
+
+nlohmann::json from_python(const py::object& o, const char* what) {
+  const std::string text = py::module_::import("json").attr("dumps")(o).cast<std::string>();
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(fmt::format("{}: not representable as JSON ({})", what, e.what()));
+  }
+}
+
+// A duration in seconds from Python: finite and not negative.
+Duration seconds_arg(double s, const char* what) {
+  if (!(s >= 0) || s > 1e9) throw InputError(fmt::format("{} {}: must be seconds from 0 to 1e9", what, s));
+  return from_seconds(s);
+}
+
+std::uint64_t bytes_arg(long long n, const char* what) {
+  if (n < 0) throw InputError(fmt::format("{} {}: a byte count must be 0 or more", what, n));
+  return static_cast<std::uint64_t>(n);
+}
+
+py::dict gpu_dict(const GpuSpec& g) {
+  py::dict d;
+  d["id"] = g.id;
+  d["name"] = g.name;
+  d["vendor"] = g.vendor;
+  d["architecture"] = g.architecture;
+  d["year"] = g.year;
+  d["memory_bytes"] = g.memory_bytes;
+  d["reported_memory_bytes"] = g.reported_memory();
+  d["memory_bandwidth_gbs"] = g.memory_bandwidth_gbs;
+  d["fp32_tflops"] = g.fp32_tflops;
+  d["tf32_tflops"] = g.tf32_tflops;
+  d["fp16_tflops"] = g.fp16_tflops;
+  d["bf16_tflops"] = g.bf16_tflops;
+  d["fp8_tflops"] = g.fp8_tflops;
+  d["sm_count"] = g.sm_count;
+  d["pcie_gen"] = g.pcie_gen;
+  d["pcie_lanes"] = g.pcie_lanes;
+  d["nvlink_gbs"] = g.nvlink_gbs;
+  d["source"] = g.source;
+  return d;
+}
+
+// torch.cuda.memory_stats()'s names for the allocator's counters.
+py::dict memory_stats(const AllocatorStats& s) {
+  py::dict d;
+  d["allocated_bytes.all.current"] = s.allocated_bytes;
+  d["allocated_bytes.all.peak"] = s.peak_allocated_bytes;
+  d["reserved_bytes.all.current"] = s.reserved_bytes;
+  d["reserved_bytes.all.peak"] = s.peak_reserved_bytes;
+  d["requested_bytes.all.current"] = s.requested_bytes;
+  d["requested_bytes.all.peak"] = s.peak_requested_bytes;
+  d["active.all.current"] = s.active_blocks;
+  d["segment.all.current"] = s.segments;
+  d["num_alloc_retries"] = s.num_alloc_retries;
+  d["num_ooms"] = s.num_ooms;
+  d["num_device_alloc"] = s.num_device_alloc;
+  d["num_device_free"] = s.num_device_free;
+  return d;
+}
+
+// One emulated timeline under one clock, and the devices on it.
+class Emulator {
+ public:
+  Emulator(const std::string& clock, bool trace)
+      : clock_(make_clock(parse_clock_kind(clock))), timeline_(std::make_unique<Timeline>(*clock_)) {
+    timeline_->enable_trace(trace);
+  }
+  ~Emulator() {
+    // The devices' work ends before the timeline goes.
+    devices_.clear();
+  }
+
+  Device& add_device(const std::string& gpu) {
+    if (devices_.size() >= 1024) throw InputError("an Emulator holds at most 1024 devices");
+    DeviceOptions o;
+    o.index = static_cast<int>(devices_.size());
+    devices_.push_back(std::make_unique<Device>(*timeline_, find_gpu(gpu), o));
+    return *devices_.back();
+  }
+  const std::vector<std::unique_ptr<Device>>& devices() const { return devices_; }
+  Clock& clock() { return *clock_; }
+  Timeline& timeline() { return *timeline_; }
+
+  void write_trace(const std::filesystem::path& path) const {
+    if (!timeline_->tracing())
+      throw InputError("write_trace: this Emulator records no trace; create it with Emulator(trace=True)");
+    std::vector<TraceDeviceName> names;
+    for (const auto& d : devices_) names.push_back({d->index(), fmt::format("GPU {} ({})", d->index(), d->spec().id)});
+    write_chrome_trace_file(timeline_->trace_records(), timeline_->host_spans(), names, path);
+  }
+
+ private:
+  std::unique_ptr<Clock> clock_;
+  std::unique_ptr<Timeline> timeline_;
+  std::vector<std::unique_ptr<Device>> devices_;
+};
+
+ModelSpec model_spec(const std::string& model, const std::string& precision, const std::string& optimizer,
+                     const std::string& zero_grad, std::int64_t seq_len) {
+  ModelSpec m;
+  m.name = model;
+  m.precision = zoo::parse_precision(precision);
+  m.optimizer = zoo::parse_optimizer(optimizer);
+  if (zero_grad == "zero")
+    m.keep_grads = true;
+  else if (zero_grad == "none")
+    m.keep_grads = false;
+  else
+    throw InputError(
+        fmt::format("zero_grad '{}': expected 'zero' (grads kept, PyTorch < 2.0) or 'none' "
+                    "(set_to_none=True, PyTorch >= 2.0)",
+                    zero_grad));
+  if (seq_len < 0) throw InputError(fmt::format("seq_len {}: must be at least 1 (0: the model's default)", seq_len));
+  m.seq_len = seq_len;
+  return m;
+}
+
+py::object predict(const std::string& gpu, const std::string& model, std::optional<int> batch_size,
+                   const std::string& precision, const std::string& optimizer, const std::string& zero_grad,
+                   std::int64_t seq_len, const std::string& host_memory, bool max_batch,
+                   std::optional<std::filesystem::path> profiles, const std::string& task,
+                   const std::string& matmul_precision, const std::string& cudnn_tf32, const std::string& amp,
+                   const std::string& memory_format, const std::string& attention, const std::string& fused,
+                   int micro_steps) {
+  const ProgramVariantNames variant{matmul_precision, amp, memory_format, attention, fused, cudnn_tf32, micro_steps};
+  PredictRequest r;
+  r.gpu = &find_gpu(gpu);
+  r.model = model_spec(task_model(model, task), precision, optimizer, zero_grad, seq_len);
+  if (host_memory == "pinned")
+    r.host = HostMemoryKind::Pinned;
+  else if (host_memory == "pageable")
+    r.host = HostMemoryKind::Pageable;
+  else
+    throw InputError(fmt::format("host_memory '{}': expected 'pinned' or 'pageable'", host_memory));
+  r.variant = to_variant(variant, r.model.precision, /*keywords=*/true);
+  r.batch_size = batch_size;
+  r.max_batch = max_batch;
+  r.profiles = std::move(profiles);
+  Prediction p;
+  {
+    py::gil_scoped_release unlocked;
+    p = gpemu::predict(r);
+  }
+  nlohmann::json j = prediction_json(p);
+  if (!p.notes.empty()) j["notes"] = p.notes;
+  return to_python(j);
+}
+
+// One training job on in-memory batches (JobSpec in, summary out).
+py::object train(const std::string& model, const std::string& gpu, int batch_size, std::int64_t iterations, int gpus,
+                 int nodes, const std::string& network, const std::string& precision, const std::string& optimizer,
+                 const std::string& zero_grad, std::int64_t seq_len, std::optional<double> step_time_s,
+                 const std::string& sync, bool pin_memory, const std::string& clock,
+                 std::optional<std::filesystem::path> profiles, std::optional<std::filesystem::path> trace,
+                 std::optional<std::filesystem::path> report) {
+  if (iterations < 1) throw InputError(fmt::format("iterations {}: must be at least 1", iterations));
+  if (batch_size < 1) throw InputError(fmt::format("batch_size {}: must be at least 1", batch_size));
+  if (step_time_s && !(*step_time_s >= 0 && *step_time_s <= 1e6))
+    throw InputError(fmt::format("step_time_s {}: must be seconds from 0 to 1e6", *step_time_s));
+  JobSpec spec = step_time_s ? fixed_step_job("job", *step_time_s, batch_size, iterations).job
+                             : model_job("job", model, batch_size, iterations).job;
+  spec.compute.model = model_spec(step_time_s ? "" : model, precision, optimizer, zero_grad, seq_len);
+  spec.compute.sync = parse_sync_mode(sync);
+  spec.data.pin_memory = pin_memory;
+  spec.cluster.gpu = &find_gpu(gpu);
+  spec.cluster.gpus = gpus;
+  spec.cluster.nodes = nodes;
+  if (nodes > 1) spec.cluster.network = parse_network(network);
+  spec.trace = trace.has_value();
+  const std::unique_ptr<CostModel> costs = job_cost_model(spec.compute.model, profiles);
+  const std::unique_ptr<Clock> c = make_clock(parse_clock_kind(clock));
+  nlohmann::json out;
+  {
+    py::gil_scoped_release unlocked;
+    Job job(*c, *costs, spec);
+    const RunRecord rec = job.run();
+    if (trace) {
+      train::add_stall_spans(rec, job.timeline());
+      write_chrome_trace_file(job.timeline().trace_records(), job.timeline().host_spans(), job.trace_devices(), *trace);
+    }
+    if (report) write_html_report_file(train::make_run_report(rec), *report);
+    out = train::summary_json(rec);
+  }
+  if (trace) out["trace"] = trace->string();
+  if (report) out["report"] = report->string();
+  return to_python(out);
+}
+
+// Several jobs on one emulated GPU: the jobs file's content as Python values.
+py::object share(const py::object& jobs, const std::string& gpu, const std::string& policy, const std::string& clock,
+                 double timeslice_ms, double switch_us, std::optional<std::filesystem::path> profiles) {
+  nlohmann::json file = {{"jobs", from_python(jobs, "jobs")}};
+  if (!gpu.empty()) file["gpu"] = gpu;
+  const JobsFile parsed = parse_jobs(file.dump(), "jobs");
+  ShareSpec spec;
+  spec.gpu = &find_gpu(parsed.gpu.empty() ? "v100" : parsed.gpu);
+  spec.options.policy = parse_share_policy(policy);
+  if (!(timeslice_ms > 0 && timeslice_ms <= 1e6))
+    throw InputError(fmt::format("timeslice_ms {}: must be a positive number of milliseconds", timeslice_ms));
+  if (!(switch_us >= 0 && switch_us <= 1e9))
+    throw InputError(fmt::format("switch_us {}: must be microseconds, 0 or more", switch_us));
+  spec.options.timeslice = from_seconds(timeslice_ms / 1e3);
+  spec.options.switch_cost = from_seconds(switch_us / 1e6);
+  spec.jobs = parsed.jobs;
+  give_cost_models(spec, profiles);
+  const std::unique_ptr<Clock> c = make_clock(parse_clock_kind(clock));
+  nlohmann::json out;
+  {
+    py::gil_scoped_release unlocked;
+    out = share_json(run_shared(*c, *spec.jobs.front().costs, spec));
+  }
+  return to_python(out);
+}
+
+}  // namespace
+}  // namespace gpemu::python
+
+PYBIND11_MODULE(gpemu, m) {
+  using namespace gpemu;
+  using gpemu::python::Emulator;
+  m.doc() =
+      "Emulated GPUs for Python programs: devices, streams, events and the caching allocator on an emulated "
+      "timeline; predict; training jobs; several jobs on one GPU. docs/python.md";
+  m.attr("__version__") = "0.1.0";
+
+  // Errors: gpemu.Error (RuntimeError); gpemu.InputError is also a ValueError;
+  // gpemu.OutOfMemoryError, as torch.cuda.OutOfMemoryError, a RuntimeError.
+  static PyObject* error = PyErr_NewException("gpemu.Error", PyExc_RuntimeError, nullptr);
+  static PyObject* input_bases = PyTuple_Pack(2, error, PyExc_ValueError);
+  static PyObject* input_error = PyErr_NewException("gpemu.InputError", input_bases, nullptr);
+  static PyObject* oom_error = PyErr_NewException("gpemu.OutOfMemoryError", error, nullptr);
+  static PyObject* resource_error = PyErr_NewException("gpemu.ResourceError", error, nullptr);
+  m.attr("Error") = py::handle(error);
+  m.attr("InputError") = py::handle(input_error);
+  m.attr("OutOfMemoryError") = py::handle(oom_error);
+  m.attr("ResourceError") = py::handle(resource_error);
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const OutOfMemoryError& e) {
+      PyErr_SetString(oom_error, e.what());
+    } catch (const InputError& e) {
+      PyErr_SetString(input_error, e.what());
+    } catch (const ResourceError& e) {
+      PyErr_SetString(resource_error, e.what());
+    } catch (const Error& e) {
+      PyErr_SetString(error, e.what());
+    }
+  });
+
+  // ---- the catalog and the zoo
+  m.def(
+      "gpus",
+      [] {
+        py::list l;
+        for (const GpuSpec& g : gpu_catalog()) l.append(python::gpu_dict(g));
+        return l;
+      },
+      "Every catalogued GPU as a dict (oldest first), as `gpemu devices --json`.");
+  m.def(
+      "gpu", [](const std::string& name) { return python::gpu_dict(find_gpu(name)); }, py::arg("name"),
+      "One GPU's specification; names are matched forgivingly ('v100', 'Tesla_V100-PCIE-32GB').");
+  m.def("models", &zoo::zoo_models, "The model zoo's models.");
+  m.def(
+      "data_dir", [] { return zoo::data_dir(); },
+      "Where the model zoo and the calibration are read from ($GPEMU_DATA_DIR, else the installed share/gpemu, "
+      "else the source tree).");
+
+  // ---- devices on an emulated timeline
+  py::class_<Event>(m, "Event", "A CUDA event: records where a stream has reached.")
+      .def(py::init<>())
+      .def_property_readonly("recorded", &Event::recorded)
+      .def("query", &Event::query, py::call_guard<py::gil_scoped_release>(),
+           "True when the recorded work has completed (and for an event never recorded).")
+      .def("synchronize", &Event::synchronize, py::call_guard<py::gil_scoped_release>(),
+           "Blocks until the recorded work has completed.")
+      .def(
+          "time", [](Event& e) { return to_seconds(e.time()); }, py::call_guard<py::gil_scoped_release>(),
+          "The emulated time (s) the stream reached this event; blocks until it has.")
+      .def(
+          "elapsed_time", [](Event& start, Event& end) { return to_ms(Event::elapsed(start, end)); }, py::arg("end"),
+          py::call_guard<py::gil_scoped_release>(),
+          "Milliseconds from this event to `end`, as torch.cuda.Event.elapsed_time.");
+
+  py::class_<Stream, std::unique_ptr<Stream, py::nodelete>>(m, "Stream", "A CUDA stream of an emulated device.")
+      .def_property_readonly("id", &Stream::id)
+      .def_property_readonly("non_blocking", &Stream::non_blocking)
+      .def(
+          "launch_kernel",
+          [](Stream& s, double seconds, const std::string& name) {
+            s.launch_kernel(python::seconds_arg(seconds, "launch_kernel"), name);
+          },
+          py::arg("seconds"), py::arg("name") = "kernel",
+          "A kernel that takes `seconds` on the GPU; returns at once (CUDA's asynchronous launch).")
+      .def(
+          "copy_h2d",
+          [](Stream& s, long long bytes, bool pinned, const std::string& name) {
+            py::gil_scoped_release unlocked;
+            s.copy_h2d(python::bytes_arg(bytes, "copy_h2d"), pinned ? HostMemoryKind::Pinned : HostMemoryKind::Pageable,
+                       name);
+          },
+          py::arg("nbytes"), py::arg("pinned") = true, py::arg("name") = "H2D",
+          "Host-to-device copy over the PCIe model; from pageable memory it returns only when done.")
+      .def(
+          "copy_d2h",
+          [](Stream& s, long long bytes, bool pinned, const std::string& name) {
+            py::gil_scoped_release unlocked;
+            s.copy_d2h(python::bytes_arg(bytes, "copy_d2h"), pinned ? HostMemoryKind::Pinned : HostMemoryKind::Pageable,
+                       name);
+          },
+          py::arg("nbytes"), py::arg("pinned") = true, py::arg("name") = "D2H",
+          "Device-to-host copy; to pageable memory it returns only when done.")
+      .def("record", &Stream::record, py::arg("event"), py::keep_alive<2, 1>(),
+           "Records `event` at this point of the stream.")
+      .def("wait", &Stream::wait, py::arg("event"),
+           "Later work on this stream waits for `event` (cudaStreamWaitEvent).")
+      .def("synchronize", &Stream::synchronize, py::call_guard<py::gil_scoped_release>(),
+           "Blocks until all work issued to this stream has completed.")
+      .def("query", &Stream::query, py::call_guard<py::gil_scoped_release>(),
+           "True when all work issued to this stream has completed.");
+
+  py::class_<Device, std::unique_ptr<Device, py::nodelete>>(m, "Device", "An emulated GPU (Emulator.device).")
+      .def_property_readonly("index", &Device::index)
+      .def_property_readonly("gpu", [](const Device& d) { return python::gpu_dict(d.spec()); })
+      .def_property_readonly("default_stream", &Device::default_stream, py::return_value_policy::reference_internal)
+      .def("create_stream", &Device::create_stream, py::arg("non_blocking") = false,
+           py::return_value_policy::reference_internal, "A new stream (lives as long as the device).")
+      .def("synchronize", &Device::synchronize, py::call_guard<py::gil_scoped_release>(),
+           "Blocks until all work on the device has completed.")
+      .def(
+          "malloc",
+          [](Device& d, long long bytes, const Stream* stream) {
+            return d.allocator().allocate(python::bytes_arg(bytes, "malloc"), stream ? stream->id() : 0);
+          },
+          py::arg("nbytes"), py::arg("stream") = py::none(),
+          "An address from the caching allocator (PyTorch's rules); raises gpemu.OutOfMemoryError with "
+          "PyTorch's message when the card's memory is exhausted.")
+      .def(
+          "free", [](Device& d, std::uint64_t ptr) { d.allocator().free(ptr); }, py::arg("ptr"),
+          "Returns a block to the allocator's cache.")
+      .def(
+          "empty_cache", [](Device& d) { d.allocator().empty_cache(); },
+          "Releases cached segments that hold no live block.")
+      .def("memory_allocated", [](const Device& d) { return d.allocator().stats().allocated_bytes; })
+      .def("memory_reserved", [](const Device& d) { return d.allocator().stats().reserved_bytes; })
+      .def("max_memory_allocated", [](const Device& d) { return d.allocator().stats().peak_allocated_bytes; })
+      .def("max_memory_reserved", [](const Device& d) { return d.allocator().stats().peak_reserved_bytes; })
+      .def("reset_peak_memory_stats", [](Device& d) { d.allocator().reset_peak_stats(); })
+      .def(
+          "memory_stats", [](const Device& d) { return python::memory_stats(d.allocator().stats()); },
+          "The allocator's counters under torch.cuda.memory_stats()'s names.")
+      .def_property_readonly("pcie",
+                             [](const Device& d) {
+                               const PcieModel& p = d.pcie();
+                               py::dict out;
+                               out["generation"] = p.generation;
+                               out["lanes"] = p.lanes;
+                               out["pinned_gbs"] = p.pinned_gbs;
+                               out["pageable_gbs"] = p.pageable_gbs;
+                               out["pinned_latency_s"] = to_seconds(p.pinned_latency);
+                               out["pageable_latency_s"] = to_seconds(p.pageable_latency);
+                               return out;
+                             })
+      .def_property_readonly("capacity", [](const Device& d) { return d.allocator().capacity(); })
+      .def_property_readonly("context_bytes", &Device::context_reserve_bytes);
+
+  py::class_<Emulator>(m, "Emulator",
+                       "Emulated GPUs on one timeline under a clock: 'real' (wall time; operations take their "
+                       "emulated time) or 'virtual' (time jumps; drive it from one Python thread).")
+      .def(py::init<const std::string&, bool>(), py::arg("clock") = "virtual", py::arg("trace") = false)
+      .def("device", &Emulator::add_device, py::arg("gpu") = "v100", py::return_value_policy::reference_internal,
+           "A new emulated GPU of the catalogued model `gpu` on this timeline.")
+      .def_property_readonly("clock", [](Emulator& e) { return std::string(e.clock().name()); })
+      .def(
+          "now", [](Emulator& e) { return to_seconds(e.clock().now()); }, "The clock's time in seconds.")
+      .def(
+          "sleep", [](Emulator& e, double s) { e.clock().sleep_for(python::seconds_arg(s, "sleep")); },
+          py::arg("seconds"), py::call_guard<py::gil_scoped_release>(),
+          "The host spends `seconds` (the real clock sleeps; the virtual clock jumps).")
+      .def(
+          "synchronize", [](Emulator& e) { return to_seconds(e.timeline().wait_all()); },
+          py::call_guard<py::gil_scoped_release>(),
+          "Blocks until every device's work has completed; returns the latest end (s).")
+      .def("write_trace", &Emulator::write_trace, py::arg("path"),
+           "Writes the Chrome/Perfetto trace of the work issued (Emulator(trace=True)).");
+
+  // ---- predict, the job, sharing
+  m.def("predict", &python::predict, py::arg("gpu"), py::arg("model"), py::arg("batch_size") = py::none(),
+        py::kw_only(), py::arg("precision") = "fp32", py::arg("optimizer") = "sgd", py::arg("zero_grad") = "zero",
+        py::arg("seq_len") = 0, py::arg("host_memory") = "pinned", py::arg("max_batch") = false,
+        py::arg("profiles") = py::none(), py::arg("task") = "", py::arg("matmul_precision") = "highest",
+        py::arg("cudnn_tf32") = "on", py::arg("amp") = "autocast", py::arg("memory_format") = "nchw",
+        py::arg("attention") = "eager", py::arg("fused") = "none", py::arg("micro_steps") = 1,
+        "One training step's time and memory: the dict `gpemu predict --json` prints.");
+  m.def("train", &python::train, py::kw_only(), py::arg("model") = std::string(kDefaultModel), py::arg("gpu") = "v100",
+        py::arg("batch_size") = 64, py::arg("iterations") = 100, py::arg("gpus") = 1, py::arg("nodes") = 1,
+        py::arg("network") = "100gbe", py::arg("precision") = "fp32", py::arg("optimizer") = "sgd",
+        py::arg("zero_grad") = "zero", py::arg("seq_len") = 0, py::arg("step_time_s") = py::none(),
+        py::arg("sync") = "iteration", py::arg("pin_memory") = true, py::arg("clock") = "virtual",
+        py::arg("profiles") = py::none(), py::arg("trace") = py::none(), py::arg("report") = py::none(),
+        "Runs a training job on in-memory batches and returns `gpemu train --json`'s summary.");
+  m.def("share", &python::share, py::arg("jobs"), py::kw_only(), py::arg("gpu") = "", py::arg("policy") = "fifo",
+        py::arg("clock") = "virtual", py::arg("timeslice_ms") = 2.0, py::arg("switch_us") = 25.0,
+        py::arg("profiles") = py::none(),
+        "Runs jobs (a list of dicts with a jobs file's keys) on one emulated GPU under a policy; returns "
+        "`gpemu share --json`'s result.");
+}
