@@ -48,6 +48,32 @@ struct ExpectedError {
   std::string basis;
 };
 
+// What published step times say of one kind of program (a model family in
+// one precision, "transformer x tf32"): the absolute errors of gpemu's
+// predictions for those rows (`gpemu calibrate --step-times`).
+struct ProgramEvidence {
+  int rows = 0;
+  double p80_pct = 0;     // 80th percentile of the rows' step-time APE: the error stated for the kind
+  double median_pct = 0;  // for people
+  bool operator==(const ProgramEvidence&) const = default;
+};
+// A kind needs this many rows to state its own error; kinds with fewer take
+// the widest error of those that have them.
+inline constexpr int kMinEvidenceRows = 3;
+// The share of a kind's rows its stated error covers.
+inline constexpr double kEvidenceQuantile = 0.8;
+// The q-quantile of `values` as the smallest value with at least q of them
+// at or below it (the stated error covers at least that share); 0 when empty.
+double covering_quantile(std::vector<double> values, double q);
+
+// The precision a program runs its bulk in, as the published step times name
+// it: "amp" (FP16 autocast or pure half), "bf16" (BF16 autocast), "tf32" (FP32
+// on a card with TF32 tensor cores, with matmuls at precision "high" or, for a
+// convolutional family ("cnn", "unet"), cuDNN's TF32 convolutions), else "fp32".
+std::string evidence_precision(const AnalyticalOptions& o, const GpuSpec& gpu, std::string_view model_family);
+// "<family> x <precision>", the key of Calibration::program_errors.
+std::string evidence_kind(std::string_view model_family, std::string_view precision);
+
 // How a family without measurements gets its factors (Calibration::finish).
 enum class FallbackRule {
   Nearest,        // the first calibrated family of family_fallback_order()
@@ -88,6 +114,10 @@ class Calibration {
   //   models_left_out[model family ("cnn", ...)]  a model without a correction
   std::map<std::string, PhaseErrors> in_sample, gpu_left_out, models_left_out;
   std::optional<PhaseErrors> gpu_left_out_overall;
+  // Errors against published step times per kind of program (evidence_kind),
+  // and the file they come from; empty when calibrated without them.
+  std::map<std::string, ProgramEvidence> program_errors;
+  std::string program_errors_source;
   FallbackRule fallback = FallbackRule::Trend;
   // Free text: what it was fitted on, when, with which command.
   std::string source;
@@ -112,9 +142,15 @@ class Calibration {
   // the GPU's family is calibrated and the model has a correction; the
   // models-left-out figure of the model's family when it has none; the
   // GPU-left-out figure when the family is not calibrated (the larger of the
-  // two when both apply). nullopt when the calibration holds no validation.
+  // two when both apply). With `precision` (evidence_precision) and program
+  // errors: at least the published step times' figure for the program's kind,
+  // or, for a kind with fewer than kMinEvidenceRows rows, the widest kind's.
+  // nullopt when the calibration holds no validation.
   std::optional<ExpectedError> expected_error(const GpuSpec& gpu, std::string_view model,
-                                              std::string_view model_family = "cnn") const;
+                                              std::string_view model_family = "cnn",
+                                              std::string_view precision = "") const;
+  // The kind with the widest stated error among those with enough rows; nullptr when none.
+  const std::pair<const std::string, ProgramEvidence>* widest_program_kind() const;
 
   nlohmann::json to_json() const;
   // Throws InputError naming the file and field for malformed input.
@@ -217,7 +253,8 @@ FitQuality fit_quality(const Calibration& calibration, const std::vector<TimeSam
 // ("cnn" for models not in it). The `expected_error_pct` of `gpemu predict`.
 // nullopt when the calibration in use holds no validation figures (the
 // built-in defaults).
-std::optional<ExpectedError> expected_error(const GpuSpec& gpu, std::string_view model);
+std::optional<ExpectedError> expected_error(const GpuSpec& gpu, std::string_view model,
+                                            std::string_view precision = "");
 
 }  // namespace gpemu
 

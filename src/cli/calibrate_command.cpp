@@ -14,6 +14,7 @@
 #include "cli/option_checks.h"
 #include "cli/output.h"
 #include "common/output_path.h"
+#include "cost/step_times.h"
 #include "gpemu/calibration.h"
 #include "gpemu/catalog.h"
 #include "gpemu/cost_model.h"
@@ -23,7 +24,7 @@ namespace gpemu::cli {
 namespace {
 
 struct CalibrateArgs {
-  std::string profiles, out, fallback = "trend";
+  std::string profiles, out, fallback = "trend", step_times;
   bool no_crossval = false, all_rows = false, replace_shipped = false;
   int rounds = 3;
 };
@@ -135,6 +136,15 @@ void run_calibrate(const CalibrateArgs& a) {
     cal = cv.full;
     apply_expected_errors(cal, cv);
   }
+  if (!a.step_times.empty()) {
+    // The errors stated for kinds of programs the profiles do not cover
+    // (transformers, TF32, AMP): the calibration's own errors on published
+    // step times, which it was not fitted on.
+    const StepTimeReport rep = validate_step_times(read_step_times(a.step_times), std::make_shared<Calibration>(cal));
+    cal.program_errors = program_evidence(rep);
+    cal.program_errors_source = fmt::format("gpemu calibrate --step-times {}: {} rows compared",
+                                            std::filesystem::path(a.step_times).filename().string(), rep.points.size());
+  }
   cal.save(out);
 
   Table t({"family", "conv eff", "conv bytes eff", "matmul eff", "memory eff", "bwd factor", "launch fwd us",
@@ -162,6 +172,12 @@ void run_calibrate(const CalibrateArgs& a) {
     for (const auto& [fam, e] : cal.models_left_out)
       std::cout << fmt::format("  models left out ({}) {}\n", fam, errs(e));
   }
+  if (!cal.program_errors.empty()) {
+    std::cout << "\nprogram kinds against published step times (APE %: 80th percentile, the stated error; median)\n";
+    for (const auto& [kind, e] : cal.program_errors)
+      std::cout << fmt::format("  {:<22} {:>3} rows  {:>5.1f}  {:>5.1f}{}\n", kind, e.rows, e.p80_pct, e.median_pct,
+                               e.rows < kMinEvidenceRows ? "  (too few rows: the widest kind's error is stated)" : "");
+  }
   std::cout << "\nwrote " << out.string() << '\n';
 }
 
@@ -176,6 +192,9 @@ void add_calibrate_command(CLI::App& app) {
   cmd->add_option("--out", a->out, "Where to write the new calibration");
   cmd->add_flag("--replace-shipped", a->replace_shipped,
                 "Overwrite data/calibration.json in the data directory, which every prediction uses");
+  cmd->add_option("--step-times", a->step_times,
+                  "Also state errors per kind of program (model family x precision) from published step times "
+                  "(the CSV format of gpemu validate --step-times)");
   cmd->add_flag("--no-crossval", a->no_crossval, "Skip the cross-validation (no expected errors are stored)");
   cmd->add_flag("--all-rows", a->all_rows, "Fit every measured row instead of the thinned batch-size grid");
   cmd->add_option("--rounds", a->rounds, "Alternations of family factors and model corrections")

@@ -380,7 +380,8 @@ StepCost AnalyticalCostModel::step_cost(const GpuSpec& gpu, std::string_view mod
   ro.keep_grads = options_.legacy_zero_grad;
   c.note = fmt::format("analytical model ({} per-operator graph; {} factors {}{})", prog.model(), gpu.architecture,
                        calibration_->origin_of(gpu), corrected ? "; model correction learned on measured GPUs" : "");
-  if (auto e = calibration_->expected_error(gpu, model, zoo::load_model(model).family()))
+  const std::string family = zoo::load_model(model).family();
+  if (auto e = calibration_->expected_error(gpu, model, family, evidence_precision(options_, gpu, family)))
     c.note += fmt::format("; expected error ~{:.0f}% forward, ~{:.0f}% backward ({})", e->pct.forward, e->pct.backward,
                           e->basis);
   zoo::apply_zoo_memory(c, model, batch_size, ro, options_.seq_len);

@@ -52,7 +52,52 @@ PhaseErrors worse(const PhaseErrors& a, const PhaseErrors& b) {
   return {std::max(a.forward, b.forward), std::max(a.backward, b.backward), std::max(a.iteration, b.iteration)};
 }
 
+std::map<std::string, ProgramEvidence> evidence_map(const nlohmann::json& j, const std::string& where) {
+  std::map<std::string, ProgramEvidence> out;
+  if (!j.is_object()) throw InputError(fmt::format("{}: expected an object", where));
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string w = where + "." + it.key();
+    if (!it.value().is_object()) throw InputError(fmt::format("{}: expected an object {{rows, p80, median}}", w));
+    const double rows = number(it.value(), "rows", w);
+    ProgramEvidence e{static_cast<int>(rows), number(it.value(), "p80", w), number(it.value(), "median", w)};
+    if (!(rows >= 1 && rows <= 1e6 && rows == std::floor(rows)))
+      throw InputError(fmt::format("{}: 'rows' is {}; expected a whole number from 1", w, rows));
+    if (e.p80_pct < 0 || e.median_pct < 0) throw InputError(fmt::format("{}: errors must be 0 or more percent", w));
+    out[it.key()] = e;
+  }
+  return out;
+}
+
 }  // namespace
+
+// ---- program evidence ------------------------------------------------------------
+
+double covering_quantile(std::vector<double> values, double q) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const auto n = static_cast<double>(values.size());
+  const auto k = static_cast<std::size_t>(std::max(1.0, std::ceil(q * n - 1e-9)));
+  return values[std::min(k, values.size()) - 1];
+}
+
+std::string evidence_precision(const AnalyticalOptions& o, const GpuSpec& gpu, std::string_view model_family) {
+  if (o.precision == zoo::Precision::AMP_BF16) return "bf16";
+  if (o.precision == zoo::Precision::AMP_FP16) return "amp";
+  const bool convolutional = model_family == "cnn" || model_family == "unet";
+  const bool tf32 = o.tf32_matmul || (convolutional && o.tf32_conv);
+  return tf32 && gpu.peak_tflops(Precision::TF32) ? "tf32" : "fp32";
+}
+
+std::string evidence_kind(std::string_view model_family, std::string_view precision) {
+  return fmt::format("{} x {}", model_family, precision);
+}
+
+const std::pair<const std::string, ProgramEvidence>* Calibration::widest_program_kind() const {
+  const std::pair<const std::string, ProgramEvidence>* widest = nullptr;
+  for (const auto& kv : program_errors)
+    if (kv.second.rows >= kMinEvidenceRows && (!widest || kv.second.p80_pct > widest->second.p80_pct)) widest = &kv;
+  return widest;
+}
 
 // ---- families --------------------------------------------------------------------
 
@@ -217,7 +262,8 @@ void Calibration::fill_trend_factors() {
 }
 
 std::optional<ExpectedError> Calibration::expected_error(const GpuSpec& gpu, std::string_view model,
-                                                         std::string_view model_family) const {
+                                                         std::string_view model_family,
+                                                         std::string_view precision) const {
   const std::string& fam = gpu.architecture;
   const bool calibrated = is_calibrated(fam);
   const bool corrected = has_correction(model);
@@ -250,6 +296,24 @@ std::optional<ExpectedError> Calibration::expected_error(const GpuSpec& gpu, std
     if (g) {
       e = e ? worse(*e, *g) : *g;
       basis.push_back(fmt::format("GPUs left out ({} not calibrated)", fam));
+    }
+  }
+  if (!precision.empty() && !program_errors.empty()) {
+    // Published step times of programs of this kind: the error that covers
+    // kEvidenceQuantile of them, or the widest kind's when this kind has
+    // too few rows to say.
+    const std::string kind = evidence_kind(model_family, precision);
+    const auto it = program_errors.find(kind);
+    const auto* use = it != program_errors.end() && it->second.rows >= kMinEvidenceRows ? &*it : widest_program_kind();
+    if (use) {
+      const double p = use->second.p80_pct;
+      e = e ? worse(*e, PhaseErrors{p, p, p}) : PhaseErrors{p, p, p};
+      basis.push_back(use->first == kind
+                          ? fmt::format("published step times of {} programs: {:.0f}% covers 80% of {} rows", kind, p,
+                                        use->second.rows)
+                          : fmt::format("{} programs {} in the published step times: the widest kind's error ({}, "
+                                        "{:.0f}%)",
+                                        kind, it == program_errors.end() ? "are not" : "are too few", use->first, p));
     }
   }
   if (!e) return std::nullopt;
@@ -293,6 +357,12 @@ nlohmann::json Calibration::to_json() const {
   put("gpu_left_out", gpu_left_out);
   put("models_left_out", models_left_out);
   if (gpu_left_out_overall) ee["gpu_left_out_overall"] = errors_json(*gpu_left_out_overall);
+  if (!program_errors.empty()) {
+    nlohmann::json o = nlohmann::json::object();
+    for (const auto& [k, v] : program_errors) o[k] = {{"rows", v.rows}, {"p80", v.p80_pct}, {"median", v.median_pct}};
+    ee["programs"] = o;
+    ee["programs_source"] = program_errors_source;
+  }
   j["expected_error_pct"] = ee;
   return j;
 }
@@ -363,6 +433,9 @@ Calibration Calibration::from_json(const nlohmann::json& j, const std::string& w
       c.models_left_out = errors_map(*it, w + ".models_left_out");
     if (auto it = ee->find("gpu_left_out_overall"); it != ee->end())
       c.gpu_left_out_overall = errors_from(*it, w + ".gpu_left_out_overall");
+    if (auto it = ee->find("programs"); it != ee->end()) c.program_errors = evidence_map(*it, w + ".programs");
+    if (auto it = ee->find("programs_source"); it != ee->end() && it->is_string())
+      c.program_errors_source = it->get<std::string>();
   }
   c.finish();
   return c;
@@ -413,9 +486,9 @@ std::shared_ptr<const Calibration> load_default_calibration() {
   return c;
 }
 
-std::optional<ExpectedError> expected_error(const GpuSpec& gpu, std::string_view model) {
+std::optional<ExpectedError> expected_error(const GpuSpec& gpu, std::string_view model, std::string_view precision) {
   const zoo::ModelGraph* g = zoo::find_model(model);
-  return load_default_calibration()->expected_error(gpu, model, g ? g->family() : std::string("cnn"));
+  return load_default_calibration()->expected_error(gpu, model, g ? g->family() : std::string("cnn"), precision);
 }
 
 }  // namespace gpemu

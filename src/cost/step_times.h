@@ -87,7 +87,11 @@ struct StepTimePoint {
   RowProgram program;
   std::string family;  // zoo model family ("cnn", "transformer", "recommender", "unet")
   double measured_ms = 0, predicted_ms = 0;
+  std::string precision_kind;             // evidence_precision of its program ("amp")
+  std::string kind;                       // evidence_kind of its program ("cnn x amp")
   std::optional<ExpectedError> expected;  // the prediction's stated error
+  // The same without the published step times' evidence (profiles only).
+  std::optional<ExpectedError> expected_profiles;
   double signed_pct() const { return (predicted_ms / measured_ms - 1) * 100; }
   double ape_pct() const;
   // Whether the actual error is within the stated iteration error.
@@ -103,13 +107,21 @@ struct StepTimeReport {
   // source repository, by how the row is expressed (exact / approximated / unsupported)
   std::map<std::string, ErrorStats> per_gpu, per_family, per_precision, per_group, per_source, per_fit;
   int covered = 0, with_expected = 0;  // rows within their stated error / with one
-  int beyond_2x = 0;                   // rows predicted > 2x or < 0.5x the measurement
+  // Rows within the error that would be stated for them if their own row
+  // were not among the published step times (leave one row out): the
+  // stated error's coverage on rows it has not seen.
+  int covered_leave_one_out = 0;
+  int beyond_2x = 0;  // rows predicted > 2x or < 0.5x the measurement
 };
 
 // Predicts every row gpemu can express (and with options.nearest the others)
 // with `calibration` and compares.
 StepTimeReport validate_step_times(const std::vector<StepTimeRow>& rows, std::shared_ptr<const Calibration> calibration,
                                    const StepTimeOptions& options = {});
+
+// Calibration::program_errors from a report: per kind of program, its rows,
+// the error that covers kEvidenceQuantile of them, and their median.
+std::map<std::string, ProgramEvidence> program_evidence(const StepTimeReport& report);
 
 // Predicted iteration (forward + backward) milliseconds of one row's program.
 double predict_row_ms(const RowProgram& program, int batch_size, const Calibration& calibration);

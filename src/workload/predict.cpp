@@ -225,7 +225,7 @@ Prediction predict(const PredictRequest& r) {
   if (c.forward_provenance == Provenance::Measured && c.backward_provenance == Provenance::Measured)
     p.expected_error = ExpectedError{PhaseErrors{0, 0, 0}, "measured profile replayed"};
   else
-    p.expected_error = expected_error(gpu, r.model.name);
+    p.expected_error = expected_error(gpu, r.model.name, evidence_precision(ao, gpu, g ? g->family() : "cnn"));
   return p;
 }
 

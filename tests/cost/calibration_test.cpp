@@ -237,6 +237,71 @@ TEST(Calibration, ExpectedErrorSaysWhichValidationItComesFrom) {
   EXPECT_FALSE(default_calibration().expected_error(find_gpu("v100"), "resnet50"));
 }
 
+TEST(Calibration, PublishedStepTimesWidenTheErrorOfKindsOfProgramsTheProfilesDoNotCover) {
+  Calibration c;
+  c.families = {{"Volta", volta_truth()}};
+  c.calibrated_families = {"Volta"};
+  c.models["resnet50"] = ModelCorrection{};
+  c.in_sample["Volta"] = {4, 5, 3};
+  c.program_errors = {{"cnn x amp", {7, 30, 20}},
+                      {"cnn x fp32", {3, 2, 1}},
+                      {"transformer x tf32", {7, 15, 6}},
+                      {"unet x fp32", {2, 57, 53}}};
+  c.finish();
+  const GpuSpec& v100 = find_gpu("V100-PCIE-32GB");
+  // Without a precision: the profiles' figures alone.
+  EXPECT_EQ(c.expected_error(v100, "resnet50")->pct, (PhaseErrors{4, 5, 3}));
+  // A kind with its own rows: at least their 80th percentile.
+  auto amp = c.expected_error(v100, "resnet50", "cnn", "amp");
+  ASSERT_TRUE(amp);
+  EXPECT_EQ(amp->pct, (PhaseErrors{30, 30, 30}));
+  EXPECT_NE(amp->basis.find("published step times of cnn x amp programs: 30% covers 80% of 7 rows"), std::string::npos)
+      << amp->basis;
+  EXPECT_NE(amp->basis.find("in-sample"), std::string::npos) << amp->basis;
+  // Never below what the profiles say.
+  EXPECT_EQ(c.expected_error(v100, "resnet50", "cnn", "fp32")->pct, (PhaseErrors{4, 5, 3}));
+  // A kind absent, or with too few rows: the widest kind with enough rows (cnn x amp, not unet x fp32).
+  auto bf16 = c.expected_error(v100, "resnet50", "cnn", "bf16");
+  ASSERT_TRUE(bf16);
+  EXPECT_EQ(bf16->pct, (PhaseErrors{30, 30, 30}));
+  EXPECT_NE(bf16->basis.find("cnn x bf16 programs are not in the published step times"), std::string::npos)
+      << bf16->basis;
+  auto unet = c.expected_error(v100, "unet3d", "unet", "fp32");
+  ASSERT_TRUE(unet);
+  EXPECT_NE(unet->basis.find("are too few"), std::string::npos) << unet->basis;
+  ASSERT_NE(c.widest_program_kind(), nullptr);
+  EXPECT_EQ(c.widest_program_kind()->first, "cnn x amp");
+  // Program evidence alone (no profile validation) still states an error.
+  Calibration only;
+  only.program_errors = c.program_errors;
+  EXPECT_EQ(only.expected_error(find_gpu("H100-SXM5-80GB"), "bert_base", "transformer", "tf32")->pct,
+            (PhaseErrors{15, 15, 15}));
+}
+
+TEST(Calibration, EvidencePrecisionIsWhatTheCardRuns) {
+  AnalyticalOptions o;  // FP32, cuDNN TF32 convolutions on, TF32 matmuls off (PyTorch's defaults)
+  const GpuSpec& a100 = find_gpu("A100-SXM4-80GB");
+  const GpuSpec& v100 = find_gpu("V100-PCIE-32GB");
+  EXPECT_EQ(evidence_precision(o, a100, "cnn"), "tf32");  // its convolutions
+  EXPECT_EQ(evidence_precision(o, a100, "transformer"), "fp32");
+  EXPECT_EQ(evidence_precision(o, v100, "cnn"), "fp32");  // no TF32 on Volta
+  o.tf32_matmul = true;
+  EXPECT_EQ(evidence_precision(o, a100, "transformer"), "tf32");
+  o.precision = zoo::Precision::AMP_FP16;
+  EXPECT_EQ(evidence_precision(o, a100, "transformer"), "amp");
+  o.precision = zoo::Precision::AMP_BF16;
+  EXPECT_EQ(evidence_precision(o, a100, "cnn"), "bf16");
+  EXPECT_EQ(evidence_kind("cnn", "bf16"), "cnn x bf16");
+}
+
+TEST(Calibration, CoveringQuantileCoversAtLeastItsShare) {
+  EXPECT_EQ(covering_quantile({}, 0.8), 0);
+  EXPECT_EQ(covering_quantile({5}, 0.8), 5);
+  EXPECT_EQ(covering_quantile({1, 2, 3, 4, 5}, 0.8), 4);        // 4 of 5 at or below
+  EXPECT_EQ(covering_quantile({9, 1, 2, 3, 4, 5, 6}, 0.8), 6);  // ceil(5.6) = 6 of 7
+  EXPECT_EQ(covering_quantile({3, 1, 2}, 0.8), 3);
+}
+
 TEST(Calibration, FileRoundTripsAndRejectsMalformedInput) {
   Calibration c;
   c.families = {{"Volta", volta_truth()}};
@@ -245,6 +310,8 @@ TEST(Calibration, FileRoundTripsAndRejectsMalformedInput) {
   c.models["resnet50"] = {0.9, 1.1, 1.2, 0.8};
   c.in_sample["Volta"] = {4, 5, 3};
   c.gpu_left_out_overall = PhaseErrors{12, 14, 11};
+  c.program_errors = {{"transformer x amp", {9, 21.5, 12.25}}};
+  c.program_errors_source = "test step times";
   c.source = "test";
   c.rows = 7;
   c.finish();
@@ -258,6 +325,16 @@ TEST(Calibration, FileRoundTripsAndRejectsMalformedInput) {
   EXPECT_EQ(r.calibrated_families, c.calibrated_families);
   EXPECT_EQ(r.source, "test");
   EXPECT_EQ(r.rows, 7);
+  EXPECT_EQ(r.program_errors, c.program_errors);
+  EXPECT_EQ(r.program_errors_source, "test step times");
+  dir.write(
+      "rows.json",
+      R"({"format": "gpemu-calibration/1", "expected_error_pct": {"programs": {"cnn x amp": {"rows": 2.5, "p80": 1, "median": 1}}}})");
+  EXPECT_THROW(Calibration::load(dir.path() / "rows.json"), InputError);
+  dir.write(
+      "neg.json",
+      R"({"format": "gpemu-calibration/1", "expected_error_pct": {"programs": {"cnn x amp": {"rows": 3, "p80": -1, "median": 1}}}})");
+  EXPECT_THROW(Calibration::load(dir.path() / "neg.json"), InputError);
 
   dir.write("bad.json", R"({"format": "gpemu-calibration/1", "families": {"Volta": {"conv_efficiency": -1}}})");
   EXPECT_THROW(Calibration::load(dir.path() / "bad.json"), InputError);

@@ -318,5 +318,25 @@ TEST(StepTimes, SharedCsvEveryRowIsComparedOrListed) {
   }
 }
 
+TEST(StepTimes, TheStatedErrorCoversFourFifthsOfThePublishedRows) {
+  const auto file = shared_step_times();
+  if (!std::filesystem::exists(file)) GTEST_SKIP() << file << " absent";
+  const auto cal = load_default_calibration();
+  if (cal->program_errors.empty()) GTEST_SKIP() << "the calibration in use has no program errors";
+  const StepTimeReport r = validate_step_times(read_step_times(file), cal);
+  ASSERT_EQ(r.with_expected, static_cast<int>(r.points.size()));
+  // The shipped calibration's program errors were computed from these rows
+  // (gpemu calibrate --step-times): each kind's error covers 80 % of its own.
+  EXPECT_GE(r.covered, 0.8 * r.with_expected) << r.covered << " of " << r.with_expected;
+  // The kinds stored are those of the rows compared now.
+  const auto now = program_evidence(r);
+  EXPECT_EQ(now.size(), cal->program_errors.size());
+  for (const auto& [kind, e] : now) {
+    ASSERT_TRUE(cal->program_errors.count(kind)) << kind;
+    EXPECT_EQ(cal->program_errors.at(kind).rows, e.rows) << kind;
+    EXPECT_NEAR(cal->program_errors.at(kind).p80_pct, e.p80_pct, 1e-6) << kind;
+  }
+}
+
 }  // namespace
 }  // namespace gpemu
