@@ -24,6 +24,8 @@
 //    NVLink bridge carry the bridge's figure.
 #include <algorithm>
 
+#include <nlohmann/json.hpp>
+
 #include "gpemu/catalog.h"
 
 namespace gpemu {
@@ -484,6 +486,29 @@ std::optional<double> GpuSpec::peak_tflops(Precision p) const {
   }
   if (tflops <= 0) return std::nullopt;
   return tflops;
+}
+
+nlohmann::json gpu_json(const GpuSpec& g) {
+  return {{"id", g.id},
+          {"name", g.name},
+          {"vendor", g.vendor},
+          {"architecture", g.architecture},
+          {"year", g.year},
+          {"memory_bytes", g.memory_bytes},
+          {"memory_gib", static_cast<double>(g.memory_bytes) / (1ull << 30)},
+          {"reported_memory_bytes", g.reported_memory()},
+          {"memory_bandwidth_gbs", g.memory_bandwidth_gbs},
+          {"fp32_tflops", g.fp32_tflops},
+          {"tf32_tflops", g.tf32_tflops},
+          {"fp16_tflops", g.fp16_tflops},
+          {"bf16_tflops", g.bf16_tflops},
+          {"fp8_tflops", g.fp8_tflops},
+          {"sm_count", g.sm_count},
+          {"pcie_gen", g.pcie_gen},
+          {"pcie_lanes", g.pcie_lanes},
+          {"nvlink_gbs", g.nvlink_gbs},
+          {"aliases", g.aliases},
+          {"source", g.source}};
 }
 
 }  // namespace gpemu

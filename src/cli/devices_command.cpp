@@ -12,29 +12,6 @@ namespace {
 
 std::string tflops(double v) { return v > 0 ? fixed(v, 1) : "-"; }
 
-nlohmann::json to_json(const GpuSpec& g) {
-  return {{"id", g.id},
-          {"name", g.name},
-          {"vendor", g.vendor},
-          {"architecture", g.architecture},
-          {"year", g.year},
-          {"memory_bytes", g.memory_bytes},
-          {"memory_gib", static_cast<double>(g.memory_bytes) / (1ull << 30)},
-          {"reported_memory_bytes", g.reported_memory()},
-          {"memory_bandwidth_gbs", g.memory_bandwidth_gbs},
-          {"fp32_tflops", g.fp32_tflops},
-          {"tf32_tflops", g.tf32_tflops},
-          {"fp16_tflops", g.fp16_tflops},
-          {"bf16_tflops", g.bf16_tflops},
-          {"fp8_tflops", g.fp8_tflops},
-          {"sm_count", g.sm_count},
-          {"pcie_gen", g.pcie_gen},
-          {"pcie_lanes", g.pcie_lanes},
-          {"nvlink_gbs", g.nvlink_gbs},
-          {"aliases", g.aliases},
-          {"source", g.source}};
-}
-
 }  // namespace
 
 void add_devices_command(CLI::App& app) {
@@ -45,7 +22,7 @@ void add_devices_command(CLI::App& app) {
     const auto& gpus = gpu_catalog();
     if (*json) {
       nlohmann::json out = nlohmann::json::array();
-      for (const GpuSpec& g : gpus) out.push_back(to_json(g));
+      for (const GpuSpec& g : gpus) out.push_back(gpu_json(g));
       std::cout << out.dump(2) << '\n';
       return;
     }

@@ -59,29 +59,6 @@ std::uint64_t bytes_arg(long long n, const char* what) {
   return static_cast<std::uint64_t>(n);
 }
 
-py::dict gpu_dict(const GpuSpec& g) {
-  py::dict d;
-  d["id"] = g.id;
-  d["name"] = g.name;
-  d["vendor"] = g.vendor;
-  d["architecture"] = g.architecture;
-  d["year"] = g.year;
-  d["memory_bytes"] = g.memory_bytes;
-  d["reported_memory_bytes"] = g.reported_memory();
-  d["memory_bandwidth_gbs"] = g.memory_bandwidth_gbs;
-  d["fp32_tflops"] = g.fp32_tflops;
-  d["tf32_tflops"] = g.tf32_tflops;
-  d["fp16_tflops"] = g.fp16_tflops;
-  d["bf16_tflops"] = g.bf16_tflops;
-  d["fp8_tflops"] = g.fp8_tflops;
-  d["sm_count"] = g.sm_count;
-  d["pcie_gen"] = g.pcie_gen;
-  d["pcie_lanes"] = g.pcie_lanes;
-  d["nvlink_gbs"] = g.nvlink_gbs;
-  d["source"] = g.source;
-  return d;
-}
-
 // torch.cuda.memory_stats()'s names for the allocator's counters.
 py::dict memory_stats(const AllocatorStats& s) {
   py::dict d;
@@ -295,12 +272,12 @@ PYBIND11_MODULE(gpemu, m) {
       "gpus",
       [] {
         py::list l;
-        for (const GpuSpec& g : gpu_catalog()) l.append(python::gpu_dict(g));
+        for (const GpuSpec& g : gpu_catalog()) l.append(python::to_python(gpu_json(g)));
         return l;
       },
       "Every catalogued GPU as a dict (oldest first), as `gpemu devices --json`.");
   m.def(
-      "gpu", [](const std::string& name) { return python::gpu_dict(find_gpu(name)); }, py::arg("name"),
+      "gpu", [](const std::string& name) { return python::to_python(gpu_json(find_gpu(name))); }, py::arg("name"),
       "One GPU's specification; names are matched forgivingly ('v100', 'Tesla_V100-PCIE-32GB').");
   m.def("models", &zoo::zoo_models, "The model zoo's models.");
   m.def(
@@ -363,7 +340,7 @@ PYBIND11_MODULE(gpemu, m) {
 
   py::class_<Device, std::unique_ptr<Device, py::nodelete>>(m, "Device", "An emulated GPU (Emulator.device).")
       .def_property_readonly("index", &Device::index)
-      .def_property_readonly("gpu", [](const Device& d) { return python::gpu_dict(d.spec()); })
+      .def_property_readonly("gpu", [](const Device& d) { return python::to_python(gpu_json(d.spec())); })
       .def_property_readonly("default_stream", &Device::default_stream, py::return_value_policy::reference_internal)
       .def("create_stream", &Device::create_stream, py::arg("non_blocking") = false,
            py::return_value_policy::reference_internal, "A new stream (lives as long as the device).")
