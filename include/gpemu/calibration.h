@@ -35,18 +35,7 @@ namespace gpemu {
 
 inline constexpr std::string_view kCalibrationFormat = "gpemu-calibration/1";
 
-// Expected absolute percentage error (median APE, %) of a prediction.
-struct PhaseErrors {
-  double forward = 0, backward = 0, iteration = 0;
-  bool operator==(const PhaseErrors&) const = default;
-};
-
-struct ExpectedError {
-  PhaseErrors pct;
-  // Which validation the figures come from, e.g. "in-sample (Volta calibrated
-  // on V100-PCIE-32GB, resnet50 measured)" or "leave-one-GPU-out".
-  std::string basis;
-};
+// PhaseErrors and ExpectedError are in cost_model.h ("cost model").
 
 // What published step times say of one kind of program (a model family in
 // one precision, "transformer x tf32"): the absolute errors of gpemu's

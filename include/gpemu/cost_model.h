@@ -228,6 +228,21 @@ class ProfileDatabase {
 
 namespace gpemu {
 
+// Expected absolute percentage error of a prediction, per phase (%): the
+// median of a validation, or the bound that covers 80 % of a kind of
+// program's published step times (calibration.h, Calibration::expected_error).
+struct PhaseErrors {
+  double forward = 0, backward = 0, iteration = 0;
+  bool operator==(const PhaseErrors&) const = default;
+};
+
+struct ExpectedError {
+  PhaseErrors pct;
+  // Which validation the figures come from, e.g. "in-sample (Volta calibrated
+  // on V100-PCIE-32GB, resnet50 measured)" or "leave-one-GPU-out".
+  std::string basis;
+};
+
 // The cost of one training iteration at one batch size on one GPU.
 struct StepCost {
   // Mean per iteration. backward = loss + zero_grad + backward + optimizer

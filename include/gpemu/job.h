@@ -16,7 +16,8 @@
 #include <string_view>
 #include <vector>
 
-#include "gpemu/calibration.h"
+#include <nlohmann/json_fwd.hpp>
+
 #include "gpemu/catalog.h"
 #include "gpemu/clock.h"
 #include "gpemu/cost_model.h"
