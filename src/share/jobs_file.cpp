@@ -1,5 +1,4 @@
 // The jobs file of `gpemu share` (share.h): JSON, every key checked.
-#include <cmath>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -11,6 +10,7 @@
 #include "gpemu/error.h"
 #include "gpemu/share.h"
 #include "gpemu/zoo.h"
+#include "share/json_fields.h"
 
 namespace gpemu {
 namespace {
@@ -40,34 +40,19 @@ struct Where {
 };
 
 [[noreturn]] void bad(const Where& w, std::string_view key, const nlohmann::json& v, std::string_view expected) {
-  std::string shown = v.dump();
-  if (shown.size() > 60) shown = shown.substr(0, 57) + "...";
-  throw InputError(fmt::format("{} is {}: expected {}", w.at(key), shown, expected));
+  share_detail::bad_field(w.at(key), v, expected);
 }
 
 std::int64_t integer(const Where& w, std::string_view key, const nlohmann::json& v, std::int64_t lo, std::int64_t hi) {
-  const std::string expected = fmt::format("an integer from {} to {}", lo, hi);
-  if (v.is_number_integer()) {
-    if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(hi)) bad(w, key, v, expected);
-    const auto x = v.get<std::int64_t>();
-    if (x < lo || x > hi) bad(w, key, v, expected);
-    return x;
-  }
-  bad(w, key, v, expected);
+  return share_detail::integer_field(w.at(key), v, lo, hi);
 }
 
 double number(const Where& w, std::string_view key, const nlohmann::json& v, double lo, double hi, bool lo_open) {
-  const std::string expected = fmt::format("a number {} {} and at most {}", lo_open ? "above" : "from", lo, hi);
-  if (!v.is_number()) bad(w, key, v, expected);
-  const double x = v.get<double>();
-  if (!std::isfinite(x) || x > hi || x < lo || (lo_open && x == lo)) bad(w, key, v, expected);
-  return x;
+  return share_detail::number_field(w.at(key), v, lo, hi, lo_open);
 }
 
 std::string text(const Where& w, std::string_view key, const nlohmann::json& v) {
-  if (!v.is_string() || v.get<std::string>().empty() || v.get<std::string>().size() > 200)
-    bad(w, key, v, "a non-empty string of at most 200 characters");
-  return v.get<std::string>();
+  return share_detail::text_field(w.at(key), v);
 }
 
 SharedJobSpec parse_job(const nlohmann::json& j, std::size_t index, std::string_view source) {

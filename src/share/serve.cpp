@@ -28,6 +28,7 @@
 #include "common/interrupt.h"
 #include "gpemu/error.h"
 #include "gpemu/share.h"
+#include "share/json_fields.h"
 #include "share/results.h"
 
 namespace gpemu {
@@ -86,35 +87,27 @@ nlohmann::json fail(std::string_view kind, std::string error) {
   return {{"ok", false}, {"kind", kind}, {"oom", kind == "oom"}, {"error", std::move(error)}};
 }
 
-// A field of a request, checked; InputError naming it otherwise.
+// A field of a request, checked (share/json_fields.h); InputError naming it otherwise.
 std::int64_t int_field(const nlohmann::json& m, const char* key, std::int64_t lo, std::int64_t hi, std::int64_t def,
                        bool required = false) {
   auto it = m.find(key);
   if (it == m.end()) {
-    if (required) throw InputError(fmt::format("'{}' is missing: give an integer from {} to {}", key, lo, hi));
+    if (required) throw InputError(fmt::format("'{}' is missing: expected an integer from {} to {}", key, lo, hi));
     return def;
   }
-  if (!it->is_number_integer() ||
-      (it->is_number_unsigned() && it->get<std::uint64_t>() > static_cast<std::uint64_t>(hi)) ||
-      it->get<std::int64_t>() < lo || it->get<std::int64_t>() > hi)
-    throw InputError(fmt::format("'{}' is {}: give an integer from {} to {}", key, it->dump(), lo, hi));
-  return it->get<std::int64_t>();
+  return share_detail::integer_field(fmt::format("'{}'", key), *it, lo, hi);
 }
 
 float demand_field(const nlohmann::json& m, const char* key) {
   auto it = m.find(key);
   if (it == m.end()) return 1.0F;
-  if (!it->is_number() || !(it->get<double>() >= 0) || it->get<double>() > 1)
-    throw InputError(fmt::format("'{}' is {}: give a number from 0 to 1", key, it->dump()));
-  return static_cast<float>(it->get<double>());
+  return static_cast<float>(share_detail::number_field(fmt::format("'{}'", key), *it, 0, 1));
 }
 
 std::string string_field(const nlohmann::json& m, const char* key, std::string def) {
   auto it = m.find(key);
   if (it == m.end()) return def;
-  if (!it->is_string() || it->get<std::string>().size() > 200)
-    throw InputError(fmt::format("'{}' is {}: give a string of at most 200 characters", key, it->dump().substr(0, 60)));
-  return it->get<std::string>();
+  return share_detail::text_field(fmt::format("'{}'", key), *it, /*allow_empty=*/true);
 }
 
 }  // namespace
