@@ -96,7 +96,6 @@ class Emulator {
     devices_.push_back(std::make_unique<Device>(*timeline_, find_gpu(gpu), o));
     return *devices_.back();
   }
-  const std::vector<std::unique_ptr<Device>>& devices() const { return devices_; }
   Clock& clock() { return *clock_; }
   Timeline& timeline() { return *timeline_; }
 
