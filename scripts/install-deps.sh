@@ -10,6 +10,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev
   python3 python3-dev pybind11-dev python3-torch python3-torchvision python3-numpy python3-yaml
+  libtorch-dev
 )
 
 missing=()

@@ -662,6 +662,12 @@ GpuPeaks gpu_peaks(const GpuSpec& gpu, const AnalyticalOptions& options = {});
 // GPU time of one op at a batch size (seconds), before backward_factor and
 // corrections.
 double op_gpu_seconds(const OpProgram::Op& op, double batch, const GpuPeaks& peaks, const FamilyFactors& f);
+// The same with backward_factor applied as the pipeline applies it (autograd
+// backward kernels other than matmuls): the GPU time one op is charged.
+double op_kernel_seconds(const OpProgram::Op& op, double batch, const GpuPeaks& peaks, const FamilyFactors& f);
+// Host time to issue one op (seconds): the family's launch cost of its
+// section, or launch_view_us for a view; times op.weight.
+double op_launch_seconds(const OpProgram::Op& op, const FamilyFactors& f);
 
 struct PhaseSeconds {
   double forward = 0, backward = 0;

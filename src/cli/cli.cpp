@@ -37,6 +37,7 @@ int run(int argc, char** argv) {
   add_share_command(app);
   add_serve_command(app);
   add_smi_command(app);
+  add_torch_command(app);
   install_interrupt_handlers();
   try {
     app.parse(argc, argv);

@@ -18,5 +18,6 @@ void add_analyze_command(CLI::App& app);
 void add_share_command(CLI::App& app);
 void add_serve_command(CLI::App& app);
 void add_smi_command(CLI::App& app);
+void add_torch_command(CLI::App& app);
 
 }  // namespace gpemu::cli

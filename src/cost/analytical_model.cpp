@@ -266,6 +266,10 @@ double launch_seconds(const OpProgram::Op& op, const FamilyFactors& f) {
   return 0;
 }
 
+bool takes_backward_factor(const OpProgram::Op& op) {
+  return op.section == OpProgram::Section::Backward && op.kind != OpProgram::Kind::Matmul;
+}
+
 void pipeline_many(const std::vector<OpProgram::Op>& ops, std::span<const double> batches, const GpuPeaks& peaks,
                    const FamilyFactors& f, double gpu_scale, double host_scale, std::span<double> out) {
   const std::size_t n = batches.size();
@@ -282,7 +286,7 @@ void pipeline_many(const std::vector<OpProgram::Op>& ops, std::span<const double
       continue;
     }
     double scale = gpu_scale * op.weight;
-    if (op.section == OpProgram::Section::Backward && op.kind != OpProgram::Kind::Matmul) scale *= f.backward_factor;
+    if (takes_backward_factor(op)) scale *= f.backward_factor;
     double matrix = peaks.conv_f32;
     if (op.kind == OpProgram::Kind::Matmul) matrix = peaks.matmul_f32;
     if (op.math == OpProgram::Math::F16) matrix = peaks.f16;
@@ -313,6 +317,12 @@ void pipeline_many(const std::vector<OpProgram::Op>& ops, std::span<const double
 }
 
 }  // namespace
+
+double op_kernel_seconds(const OpProgram::Op& op, double batch, const GpuPeaks& peaks, const FamilyFactors& f) {
+  return op_gpu_seconds(op, batch, peaks, f) * (takes_backward_factor(op) ? f.backward_factor : 1.0);
+}
+
+double op_launch_seconds(const OpProgram::Op& op, const FamilyFactors& f) { return launch_seconds(op, f) * op.weight; }
 
 void predict_phase_seconds(const OpProgram& program, bool backward, std::span<const double> batches,
                            const GpuPeaks& peaks, const FamilyFactors& f, const ModelCorrection& c,

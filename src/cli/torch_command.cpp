@@ -1,0 +1,129 @@
+// gpemu torch: runs an unmodified PyTorch script on emulated GPUs
+// (docs/torch.md). The command only checks its options, sets the environment
+// the torch backend reads (src/torch/runtime.h, Settings::from_env) and
+// replaces itself with the Python interpreter; the script's process keeps
+// gpemu's process id, so its exit status is the command's.
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "gpemu/catalog.h"
+#include "gpemu/error.h"
+#include "gpemu/zoo.h"
+
+namespace gpemu::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct TorchArgs {
+  std::string gpu = "v100";
+  int gpus = 1;
+  std::string clock = "real";
+  std::string json, trace, model;
+  std::string python = "/usr/bin/python3";
+  std::vector<std::string> script;
+};
+
+// The folder holding the gpemu_torch package: the build tree's, else the
+// installed one.
+fs::path torch_package_root() {
+#ifdef GPEMU_TORCH_PACKAGE_BUILD_DIR
+  for (const fs::path& root : {fs::path(GPEMU_TORCH_PACKAGE_BUILD_DIR), fs::path(GPEMU_TORCH_PACKAGE_INSTALL_DIR)}) {
+    std::error_code ec;
+    if (fs::is_regular_file(root / "gpemu_torch" / "_backend.so", ec)) return root;
+  }
+  throw InputError(fmt::format("gpemu torch: the torch backend is not in {} nor in {}: build or install gpemu again",
+                               GPEMU_TORCH_PACKAGE_BUILD_DIR, GPEMU_TORCH_PACKAGE_INSTALL_DIR));
+#else
+  throw InputError(
+      "gpemu torch: this gpemu was built without the torch backend; install Debian's libtorch-dev "
+      "(scripts/install-deps.sh does) and build again");
+#endif
+}
+
+void set_env(const char* name, const std::string& value) {
+  if (::setenv(name, value.c_str(), 1) != 0)
+    throw ResourceError(fmt::format("gpemu torch: cannot set {}: {}", name, std::strerror(errno)));
+}
+
+[[noreturn]] void run_script(const TorchArgs& a) {
+  if (a.script.empty()) throw InputError("gpemu torch: no script given: gpemu torch [options] -- script.py [args...]");
+  const fs::path script = a.script.front();
+  std::error_code ec;
+  if (!fs::is_regular_file(script, ec))
+    throw InputError(fmt::format("gpemu torch: script '{}': not a file", script.string()));
+  if (std::ifstream probe(script); !probe)
+    throw InputError(fmt::format("gpemu torch: script '{}': cannot be read", script.string()));
+  (void)find_gpu(a.gpu);  // InputError naming the GPU when it is not catalogued
+  if (a.clock != "real" && a.clock != "virtual")
+    throw InputError(fmt::format("--clock '{}': expected 'real' or 'virtual'", a.clock));
+  if (::access(a.python.c_str(), X_OK) != 0)
+    throw InputError(fmt::format("--python '{}': not an executable ({})", a.python, std::strerror(errno)));
+
+  const fs::path root = torch_package_root();
+  std::string path = (root / "gpemu_torch").string() + ":" + root.string();
+  if (const char* old = std::getenv("PYTHONPATH"); old && *old) path += std::string(":") + old;
+  set_env("PYTHONPATH", path);
+  set_env("GPEMU_TORCH_ACTIVE", "1");
+  set_env("GPEMU_TORCH_GPU", a.gpu);
+  set_env("GPEMU_TORCH_GPUS", std::to_string(a.gpus));
+  set_env("GPEMU_TORCH_CLOCK", a.clock);
+  set_env("GPEMU_TORCH_MAIN_PID", std::to_string(::getpid()));
+  set_env("GPEMU_DATA_DIR", zoo::data_dir().string());
+  if (!a.json.empty()) set_env("GPEMU_TORCH_JSON", fs::absolute(a.json).string());
+  if (!a.trace.empty()) set_env("GPEMU_TORCH_TRACE", fs::absolute(a.trace).string());
+  if (!a.model.empty()) {
+    if (!zoo::has_model(a.model))
+      throw InputError(fmt::format("--model '{}': not a model of the zoo (`gpemu models` lists them)", a.model));
+    set_env("GPEMU_TORCH_MODEL", a.model);
+  }
+
+  std::vector<std::string> args = {a.python};
+  args.insert(args.end(), a.script.begin(), a.script.end());
+  std::vector<char*> argv;
+  for (std::string& s : args) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  ::execv(a.python.c_str(), argv.data());
+  throw ResourceError(fmt::format("gpemu torch: cannot start {}: {}", a.python, std::strerror(errno)));
+}
+
+}  // namespace
+
+void add_torch_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand(
+      "torch", "Run an unmodified PyTorch script on emulated GPUs: gpemu torch [options] -- script.py [args...]");
+  auto a = std::make_shared<TorchArgs>();
+  cmd->add_option("--gpu", a->gpu, "GPU to emulate (`gpemu devices` lists them)")->capture_default_str();
+  cmd->add_option("--gpus", a->gpus, "Emulated GPUs the script sees (torch.cuda.device_count())")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  cmd->add_option("--clock", a->clock,
+                  "real: the script runs in wall time, blocking as a real GPU would; virtual: as fast as the CPU "
+                  "allows, emulated time reported")
+      ->capture_default_str();
+  cmd->add_option("--json", a->json, "Write the run's summary (JSON) here when the script ends");
+  cmd->add_option("--trace", a->trace, "Write a Perfetto/Chrome trace of the emulated GPUs here");
+  cmd->add_option("--model", a->model,
+                  "The zoo model the script trains, if it is one: its learned time correction is applied, as "
+                  "`gpemu predict` applies it (default: none, the per-operator model alone)");
+  cmd->add_option("--python", a->python, "Python interpreter with Debian's CPU-only torch 1.13")->capture_default_str();
+  cmd->add_option("script", a->script, "The script and its arguments (after --)")->required();
+  cmd->prefix_command();
+  cmd->callback([a, cmd] {
+    TorchArgs args = *a;
+    for (const std::string& rest : cmd->remaining()) args.script.push_back(rest);
+    run_script(args);
+  });
+}
+
+}  // namespace gpemu::cli

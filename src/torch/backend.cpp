@@ -1,0 +1,797 @@
+// The c10/ATen half of the torch backend (docs/torch.md): fills the slots a
+// CPU-only torch build leaves empty for CUDA (../shared/design/TORCH.md):
+//  - the device guard for DeviceType::CUDA: device count, per-thread current
+//    device and stream, events (gpemu events on gpemu streams);
+//  - the CUDA allocator: tensors' bytes come from the emulated device's
+//    caching allocator (their data pointers are device addresses that nothing
+//    on the host reads);
+//  - kernels for DispatchKey::CUDA: factories, views, resize_, copy_ (host
+//    to device, device to host, device to device), item(), pinning, and one
+//    boxed kernel for every other op: it runs the op on shape-only (meta)
+//    copies of its arguments (or by a shape rule of its own where torch
+//    1.13 has no meta kernel, or where a composite would pick a CUDA library
+//    path), makes CUDA outputs of the shapes that come back, and charges the
+//    op's time on the current stream through the runtime (runtime.h).
+// Values: tensors on an emulated GPU hold no data; what is copied back to the
+// host reads zero (docs/torch.md says what that changes).
+#include <ATen/ATen.h>
+#include <ATen/EmptyTensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/detail/CUDAHooksInterface.h>
+#include <ATen/ops/_reshape_alias_native.h>
+#include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/unfold_native.h>
+#include <ATen/ops/view_native.h>
+#include <c10/core/Allocator.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <fmt/format.h>
+#include <torch/library.h>
+
+#include <array>
+#include <atomic>
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include "gpemu/error.h"
+#include "torch/op_rules.h"
+#include "torch/runtime.h"
+
+namespace gpemu::torch_backend {
+namespace {
+
+Runtime& rt() { return Runtime::instance(); }
+
+// ---- current device and stream (per thread, as CUDA's) ---------------------
+
+thread_local int t_device = 0;
+thread_local std::array<std::int64_t, kMaxTorchGpus> t_stream{};
+
+int device_of(c10::Device d) { return d.has_index() ? d.index() : t_device; }
+c10::Device cuda_device(int i) { return {c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(i)}; }
+
+void check_device(int index) {
+  const int n = rt().device_count();
+  TORCH_CHECK(index >= 0 && index < n, "CUDA device ", index, " does not exist: gpemu torch emulates ", n, " GPU",
+              n == 1 ? "" : "s", " (--gpus)");
+}
+
+// Sets the thread's current device for a scope (the allocator reads it).
+struct DeviceScope {
+  explicit DeviceScope(int d) : saved(t_device) { t_device = d; }
+  ~DeviceScope() { t_device = saved; }
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+  int saved;
+};
+
+// ---- phase: forward, autograd backward, optimizer ---------------------------
+
+std::thread::id g_main_thread;
+std::atomic<int> g_optimizer_depth{0};
+
+OpProgram::Section current_section() {
+  if (std::this_thread::get_id() == g_main_thread) {
+    return g_optimizer_depth.load(std::memory_order_relaxed) > 0 ? OpProgram::Section::Optimizer
+                                                                 : OpProgram::Section::Forward;
+  }
+  // The autograd engine runs backward on its own device threads.
+  return OpProgram::Section::Backward;
+}
+
+void charge(int device, std::string_view name, c10::ArrayRef<c10::IValue> args, c10::ArrayRef<c10::IValue> outs) {
+  const OpProgram::Op op = live_op(name, current_section(), args, outs);
+  const at::Context& ctx = at::globalContext();
+  rt().issue(device, t_stream[static_cast<std::size_t>(device)], op, name, ctx.allowTF32CuDNN(), ctx.allowTF32CuBLAS());
+}
+
+void charge_view(int device, std::string_view name) {
+  OpProgram::Op op;
+  op.kind = OpProgram::Kind::View;
+  op.section = current_section();
+  rt().issue(device, t_stream[static_cast<std::size_t>(device)], op, name, false, false);
+}
+
+// ---- the device guard ---------------------------------------------------------
+
+struct GuardImpl final : c10::impl::DeviceGuardImplInterface {
+  c10::DeviceType type() const override { return c10::DeviceType::CUDA; }
+  c10::Device exchangeDevice(c10::Device d) const override {
+    const c10::Device old = getDevice();
+    setDevice(d);
+    return old;
+  }
+  c10::Device getDevice() const override { return {c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(t_device)}; }
+  void setDevice(c10::Device d) const override {
+    TORCH_CHECK(d.is_cuda(), "expected a CUDA device, got ", d);
+    const int i = device_of(d);
+    check_device(i);
+    t_device = i;
+  }
+  void uncheckedSetDevice(c10::Device d) const noexcept override {
+    if (d.has_index()) t_device = d.index();
+  }
+  c10::Stream getStream(c10::Device d) const noexcept override {
+    const int i = device_of(d);
+    return c10::Stream(c10::Stream::UNSAFE, cuda_device(i), t_stream[static_cast<std::size_t>(i)]);
+  }
+  c10::Stream getDefaultStream(c10::Device d) const override {
+    return c10::Stream(c10::Stream::UNSAFE, cuda_device(device_of(d)), 0);
+  }
+  c10::Stream getStreamFromGlobalPool(c10::Device d, bool /*high_priority*/) const override {
+    const int i = device_of(d);
+    return c10::Stream(c10::Stream::UNSAFE, cuda_device(i), rt().create_stream(i));
+  }
+  c10::Stream exchangeStream(c10::Stream s) const noexcept override {
+    const c10::Stream old = getStream(s.device());
+    t_stream[static_cast<std::size_t>(s.device_index())] = s.id();
+    return old;
+  }
+  c10::DeviceIndex deviceCount() const noexcept override {
+    try {
+      return static_cast<c10::DeviceIndex>(rt().device_count());
+    } catch (...) {
+      return 0;
+    }
+  }
+  void record(void** event, const c10::Stream& stream, const c10::DeviceIndex /*device*/,
+              const c10::EventFlag /*flag*/) const override {
+    auto* e = static_cast<Event*>(*event);
+    if (e == nullptr) {
+      e = new Event();
+      *event = e;
+    }
+    rt().stream(stream.device_index(), stream.id()).record(*e);
+  }
+  void block(void* event, const c10::Stream& stream) const override {
+    if (event == nullptr) return;
+    rt().stream(stream.device_index(), stream.id()).wait(*static_cast<Event*>(event));
+  }
+  bool queryEvent(void* event) const override { return event == nullptr || static_cast<Event*>(event)->query(); }
+  void destroyEvent(void* event, const c10::DeviceIndex /*device*/) const noexcept override {
+    delete static_cast<Event*>(event);
+  }
+  bool queryStream(const c10::Stream& s) const override { return rt().stream(s.device_index(), s.id()).query(); }
+  void synchronizeStream(const c10::Stream& s) const override { rt().synchronize(s.device_index(), s.id()); }
+};
+
+C10_REGISTER_GUARD_IMPL(CUDA, GuardImpl);
+
+// ---- device memory ------------------------------------------------------------
+
+struct DeviceBlock {
+  int device;
+  CachingAllocator::Ptr ptr;
+};
+
+void free_device_block(void* ctx) {
+  auto* b = static_cast<DeviceBlock*>(ctx);
+  try {
+    rt().device(b->device).allocator().free(b->ptr);
+  } catch (...) {  // NOLINT(bugprone-empty-catch): a deleter must not throw
+  }
+  delete b;
+}
+
+struct DeviceAllocator final : c10::Allocator {
+  c10::DataPtr allocate(size_t n) const override {
+    const int d = t_device;
+    const c10::Device device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(d));
+    if (n == 0) return {nullptr, device};
+    CachingAllocator::Ptr p = 0;
+    try {
+      p = rt().device(d).allocator().allocate(n, static_cast<int>(t_stream[static_cast<std::size_t>(d)]));
+    } catch (const OutOfMemoryError& e) {
+      TORCH_CHECK_WITH(OutOfMemoryError, false, e.what());
+    }
+    return {reinterpret_cast<void*>(p), new DeviceBlock{d, p}, &free_device_block, device};
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
+};
+
+DeviceAllocator g_device_allocator;
+
+at::Tensor new_device_tensor(int device, c10::IntArrayRef sizes, c10::IntArrayRef strides, at::ScalarType dtype) {
+  DeviceScope scope(device);
+  return at::Tensor(at::detail::empty_strided_generic(sizes, strides, &g_device_allocator,
+                                                      c10::DispatchKeySet(c10::DispatchKey::CUDA), dtype));
+}
+
+// ---- pinned host memory -----------------------------------------------------------
+
+std::mutex g_pinned_mutex;
+std::map<std::uintptr_t, std::size_t> g_pinned;  // start -> size
+std::atomic<bool> g_pin_warned{false};
+
+void free_pinned(void* ctx) {
+  auto* buffer = static_cast<HostBuffer*>(ctx);
+  {
+    std::lock_guard lock(g_pinned_mutex);
+    g_pinned.erase(reinterpret_cast<std::uintptr_t>(buffer->data()));
+  }
+  delete buffer;
+}
+
+bool is_pinned_address(const void* p) {
+  const auto a = reinterpret_cast<std::uintptr_t>(p);
+  std::lock_guard lock(g_pinned_mutex);
+  auto it = g_pinned.upper_bound(a);
+  if (it == g_pinned.begin()) return false;
+  --it;
+  return a < it->first + std::max<std::size_t>(it->second, 1);
+}
+
+struct PinnedAllocator final : c10::Allocator {
+  c10::DataPtr allocate(size_t n) const override {
+    HostBuffer* buffer = nullptr;
+    try {
+      buffer = new HostBuffer(std::max<size_t>(n, 1), HostMemoryKind::Pinned, PinMode::Lock);
+    } catch (const ResourceError& e) {
+      // Locking more than RLIMIT_MEMLOCK allows: counted as pinned, not locked.
+      if (!g_pin_warned.exchange(true))
+        std::fprintf(stderr, "gpemu torch: pinned memory is counted but not locked from now on: %s\n", e.what());
+      buffer = new HostBuffer(std::max<size_t>(n, 1), HostMemoryKind::Pinned, PinMode::AccountOnly);
+    }
+    {
+      std::lock_guard lock(g_pinned_mutex);
+      g_pinned[reinterpret_cast<std::uintptr_t>(buffer->data())] = n;
+    }
+    return {buffer->data(), buffer, &free_pinned, c10::Device(c10::DeviceType::CPU)};
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
+};
+
+PinnedAllocator g_pinned_allocator;
+
+// ---- CUDA hooks: what ATen asks of "the CUDA library" ------------------------------
+// hasCUDA() and hasPrimaryContext() let the autograd engine stash and sync
+// the callers' streams; cuDNN stays absent so composites choose the native
+// kernels this backend has shape rules for.
+
+struct Hooks final : at::CUDAHooksInterface {
+  explicit Hooks(at::CUDAHooksArgs /*args*/) {}
+  void initCUDA() const override {}
+  bool hasCUDA() const override { return true; }
+  bool hasCUDART() const override { return true; }
+  bool hasPrimaryContext(int64_t device) const override { return device >= 0 && device < rt().device_count(); }
+  int64_t current_device() const override { return t_device; }
+  int getNumGPUs() const override { return rt().device_count(); }
+  bool isPinnedPtr(void* p) const override { return is_pinned_address(p); }
+  at::Allocator* getPinnedMemoryAllocator() const override { return &g_pinned_allocator; }
+  at::Allocator* getCUDADeviceAllocator() const override { return &g_device_allocator; }
+  at::Device getDeviceFromPtr(void* /*data*/) const override { return cuda_device(t_device); }
+  void deviceSynchronize(int64_t device) const override { rt().synchronize_device(static_cast<int>(device)); }
+  std::string showConfig() const override { return "gpemu emulated CUDA (docs/torch.md)\n"; }
+};
+
+// ---- explicit kernels ------------------------------------------------------------
+
+at::ScalarType scalar_type_or_default(c10::optional<at::ScalarType> dtype) {
+  return dtype.value_or(c10::typeMetaToScalarType(at::get_default_dtype()));
+}
+
+int device_arg(c10::optional<at::Device> device) {
+  const int d = device ? device_of(*device) : t_device;
+  check_device(d);
+  return d;
+}
+
+at::Tensor empty_kernel(c10::SymIntArrayRef size, c10::optional<at::ScalarType> dtype,
+                        c10::optional<at::Layout> /*layout*/, c10::optional<at::Device> device,
+                        c10::optional<bool> /*pin_memory*/, c10::optional<at::MemoryFormat> memory_format) {
+  const int d = device_arg(device);
+  DeviceScope scope(d);
+  return at::Tensor(at::detail::empty_generic(c10::asIntArrayRefSlow(size), &g_device_allocator,
+                                              c10::DispatchKeySet(c10::DispatchKey::CUDA),
+                                              scalar_type_or_default(dtype), memory_format));
+}
+
+at::Tensor empty_strided_kernel(c10::SymIntArrayRef size, c10::SymIntArrayRef stride,
+                                c10::optional<at::ScalarType> dtype, c10::optional<at::Layout> /*layout*/,
+                                c10::optional<at::Device> device, c10::optional<bool> /*pin_memory*/) {
+  return new_device_tensor(device_arg(device), c10::asIntArrayRefSlow(size), c10::asIntArrayRefSlow(stride),
+                           scalar_type_or_default(dtype));
+}
+
+at::Tensor as_strided_kernel(const at::Tensor& self, c10::SymIntArrayRef size, c10::SymIntArrayRef stride,
+                             c10::optional<c10::SymInt> offset) {
+  charge_view(self.get_device(), "as_strided");
+  return at::native::as_strided_tensorimpl(self, c10::asIntArrayRefSlow(size), c10::asIntArrayRefSlow(stride),
+                                           offset ? c10::optional<int64_t>(offset->expect_int()) : c10::nullopt);
+}
+
+at::Tensor view_kernel(const at::Tensor& self, c10::SymIntArrayRef size) {
+  charge_view(self.get_device(), "view");
+  return at::native::view(self, c10::asIntArrayRefSlow(size));
+}
+
+at::Tensor reshape_alias_kernel(const at::Tensor& self, c10::SymIntArrayRef size, c10::SymIntArrayRef stride) {
+  charge_view(self.get_device(), "_reshape_alias");
+  return at::native::_reshape_alias(self, c10::asIntArrayRefSlow(size), c10::asIntArrayRefSlow(stride));
+}
+
+at::Tensor unfold_kernel(const at::Tensor& self, int64_t dim, int64_t size, int64_t step) {
+  charge_view(self.get_device(), "unfold");
+  return at::native::unfold(self, dim, size, step);
+}
+
+// resize_: new sizes, contiguous strides; a larger storage from the device's
+// allocator when the old one is too small (its contents are not data).
+const at::Tensor& resize_kernel(const at::Tensor& self, c10::SymIntArrayRef size,
+                                c10::optional<at::MemoryFormat> memory_format) {
+  const c10::IntArrayRef sizes = c10::asIntArrayRefSlow(size);
+  c10::TensorImpl* impl = self.unsafeGetTensorImpl();
+  impl->set_sizes_contiguous(sizes);
+  if (memory_format && *memory_format != at::MemoryFormat::Preserve) impl->empty_tensor_restride(*memory_format);
+  const auto needed = static_cast<std::size_t>(self.storage_offset() + self.numel()) * self.itemsize();
+  c10::StorageImpl* storage = impl->storage().unsafeGetStorageImpl();
+  if (needed > storage->nbytes()) {
+    DeviceScope scope(self.get_device());
+    storage->set_data_ptr_noswap(g_device_allocator.allocate(needed));
+    storage->set_nbytes(needed);
+  }
+  return self;
+}
+
+double unique_bytes_of(const at::Tensor& t) {
+  return static_cast<double>(t.numel()) * static_cast<double>(t.itemsize());
+}
+
+at::Tensor& copy_kernel(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
+  if (self.numel() == 0) return self;
+  const auto bytes = static_cast<std::uint64_t>(unique_bytes_of(self));
+  if (self.is_cuda() && src.is_cuda()) {
+    const int d = self.get_device();
+    std::array<c10::IValue, 2> args = {self, src};
+    charge(d, "copy_", c10::ArrayRef<c10::IValue>(args.data(), args.size()), {});
+    return self;
+  }
+  if (self.is_cuda()) {
+    const int d = self.get_device();
+    const std::int64_t s = t_stream[static_cast<std::size_t>(d)];
+    const bool pinned = src.is_cpu() && is_pinned_address(src.data_ptr());
+    rt().copy(d, s, /*to_device=*/true, bytes, pinned);
+    if (pinned && !non_blocking) rt().synchronize(d, s);
+    return self;
+  }
+  TORCH_CHECK(src.is_cuda(), "gpemu torch: copy_ from ", src.device(), " to ", self.device(), " is not a CUDA copy");
+  const int d = src.get_device();
+  const std::int64_t s = t_stream[static_cast<std::size_t>(d)];
+  const bool pinned = self.is_cpu() && is_pinned_address(self.data_ptr());
+  rt().copy(d, s, /*to_device=*/false, bytes, pinned);
+  if (pinned && !non_blocking) rt().synchronize(d, s);
+  // The emulated GPU holds no values: the host reads zeros.
+  if (self.is_cpu()) self.zero_();
+  return self;
+}
+
+at::Scalar local_scalar_kernel(const at::Tensor& self) {
+  const int d = self.get_device();
+  rt().synchronize(d, t_stream[static_cast<std::size_t>(d)]);
+  switch (self.scalar_type()) {
+    case at::kBool: return at::Scalar(false);
+    case at::kFloat:
+    case at::kDouble:
+    case at::kHalf:
+    case at::kBFloat16: return at::Scalar(0.0);
+    default: return at::Scalar(static_cast<int64_t>(0));
+  }
+}
+
+at::Tensor pin_memory_kernel(const at::Tensor& self, c10::optional<at::Device> /*device*/) {
+  at::Tensor pinned =
+      at::Tensor(at::detail::empty_strided_generic(self.sizes(), self.strides(), &g_pinned_allocator,
+                                                   c10::DispatchKeySet(c10::DispatchKey::CPU), self.scalar_type()));
+  pinned.copy_(self);
+  return pinned;
+}
+
+bool is_pinned_kernel(const at::Tensor& self, c10::optional<at::Device> /*device*/) {
+  return self.is_cpu() && self.storage().data() != nullptr && is_pinned_address(self.storage().data());
+}
+
+void record_stream_kernel(at::Tensor& /*self*/, c10::Stream /*stream*/) {
+  // The caching allocator does not yet hold blocks for other streams'
+  // pending work (docs/torch.md, "Not yet").
+}
+
+// ---- shape rules: ops with no meta kernel in torch 1.13, and composites that
+// would otherwise choose a CUDA library path ----------------------------------------
+
+using Outs = std::vector<c10::IValue>;
+using Rule = std::function<Outs(c10::ArrayRef<c10::IValue>)>;
+
+at::Tensor meta_like(const at::Tensor& t, c10::optional<at::ScalarType> dtype = c10::nullopt) {
+  return at::empty(t.sizes(), t.options().dtype(dtype.value_or(t.scalar_type())).device(at::kMeta),
+                   t.suggest_memory_format());
+}
+at::Tensor meta_empty(c10::IntArrayRef sizes, at::ScalarType dtype) {
+  return at::empty(sizes, at::TensorOptions().dtype(dtype).device(at::kMeta));
+}
+c10::IValue none() { return at::Tensor(); }  // an undefined tensor, as kernels return one
+bool mask_at(const c10::IValue& v, std::size_t i) {
+  const auto l = v.toListRef();
+  return i < l.size() && l[i].toBool();
+}
+
+std::vector<int64_t> conv_output_size(const at::Tensor& input, const at::Tensor& weight, c10::ArrayRef<c10::IValue> a) {
+  const auto stride = a[3].toIntVector(), padding = a[4].toIntVector(), dilation = a[5].toIntVector();
+  const bool transposed = a[6].toBool();
+  const auto output_padding = a[7].toIntVector();
+  const int64_t groups = a[8].toInt();
+  const int64_t dims = input.dim() - 2;
+  auto at_or_last = [](const std::vector<int64_t>& v, int64_t i) {
+    return v.empty() ? 0 : v[static_cast<std::size_t>(std::min<int64_t>(i, static_cast<int64_t>(v.size()) - 1))];
+  };
+  std::vector<int64_t> out = {input.size(0), transposed ? weight.size(1) * groups : weight.size(0)};
+  for (int64_t i = 0; i < dims; ++i) {
+    const int64_t in = input.size(i + 2), k = weight.size(i + 2);
+    const int64_t s = at_or_last(stride, i), p = at_or_last(padding, i), dl = at_or_last(dilation, i);
+    if (transposed)
+      out.push_back((in - 1) * s - 2 * p + dl * (k - 1) + at_or_last(output_padding, i) + 1);
+    else
+      out.push_back((in + 2 * p - dl * (k - 1) - 1) / s + 1);
+  }
+  return out;
+}
+
+const std::unordered_map<std::string_view, Rule>& shape_rules() {
+  static const std::unordered_map<std::string_view, Rule> rules = [] {
+    std::unordered_map<std::string_view, Rule> r;
+    r["convolution"] = [](c10::ArrayRef<c10::IValue> a) -> Outs {
+      const at::Tensor& input = a[0].toTensor();
+      const at::Tensor& weight = a[1].toTensor();
+      TORCH_CHECK(input.dim() == weight.dim(), "convolution: input of ", input.dim(), " dims, weight of ",
+                  weight.dim());
+      return {at::empty(conv_output_size(input, weight, a), input.options().device(at::kMeta),
+                        input.suggest_memory_format())};
+    };
+    r["convolution_backward"] = [](c10::ArrayRef<c10::IValue> a) -> Outs {
+      const at::Tensor& grad = a[0].toTensor();
+      const at::Tensor& input = a[1].toTensor();
+      const at::Tensor& weight = a[2].toTensor();
+      const c10::IValue& mask = a[10];
+      return {mask_at(mask, 0) ? c10::IValue(meta_like(input, grad.scalar_type())) : none(),
+              mask_at(mask, 1) ? c10::IValue(meta_like(weight)) : none(),
+              mask_at(mask, 2) ? c10::IValue(meta_empty({grad.size(1)}, grad.scalar_type())) : none()};
+    };
+    r["native_batch_norm"] = [](c10::ArrayRef<c10::IValue> a) -> Outs {
+      const at::Tensor& x = a[0].toTensor();
+      const int64_t c = x.size(1);
+      const at::ScalarType stat =
+          (x.scalar_type() == at::kHalf || x.scalar_type() == at::kBFloat16) ? at::kFloat : x.scalar_type();
+      const bool training = a[5].toBool();
+      return {meta_like(x), meta_empty({training ? c : 0}, stat), meta_empty({training ? c : 0}, stat)};
+    };
+    r["native_batch_norm_backward"] = [](c10::ArrayRef<c10::IValue> a) -> Outs {
+      const at::Tensor& x = a[1].toTensor();
+      const int64_t c = x.size(1);
+      const at::ScalarType w = a[2].isTensor() ? a[2].toTensor().scalar_type() : x.scalar_type();
+      const c10::IValue& mask = a[9];
+      return {mask_at(mask, 0) ? c10::IValue(meta_like(x)) : none(),
+              mask_at(mask, 1) ? c10::IValue(meta_empty({c}, w)) : none(),
+              mask_at(mask, 2) ? c10::IValue(meta_empty({c}, w)) : none()};
+    };
+    auto grad_like_input = [](c10::ArrayRef<c10::IValue> a) -> Outs {
+      const at::Tensor& g = a[0].toTensor();
+      if (!a[1].isTensor()) return {meta_like(g)};
+      return {meta_like(a[1].toTensor(), g.scalar_type())};
+    };
+    for (const char* n : {"max_pool2d_with_indices_backward", "max_pool3d_with_indices_backward", "avg_pool2d_backward",
+                          "avg_pool3d_backward", "_adaptive_avg_pool2d_backward", "_adaptive_avg_pool3d_backward",
+                          "adaptive_max_pool2d_backward"})
+      r[n] = grad_like_input;
+    for (const char* n : {"_softmax_backward_data", "_log_softmax_backward_data"})
+      r[n] = [](c10::ArrayRef<c10::IValue> a) -> Outs { return {meta_like(a[0].toTensor())}; };
+    r["embedding_dense_backward"] = [](c10::ArrayRef<c10::IValue> a) -> Outs {
+      const at::Tensor& g = a[0].toTensor();
+      return {meta_empty({a[2].toInt(), g.size(-1)}, g.scalar_type())};
+    };
+    for (const char* n : {"nll_loss_forward", "nll_loss2d_forward"})
+      r[n] = [](c10::ArrayRef<c10::IValue> a) -> Outs {
+        const at::Tensor& x = a[0].toTensor();
+        const at::Tensor& target = a[1].toTensor();
+        if (a[3].toInt() == 0) return {meta_empty(target.sizes(), x.scalar_type()), meta_empty({}, x.scalar_type())};
+        return {meta_empty({}, x.scalar_type()), meta_empty({}, x.scalar_type())};
+      };
+    for (const char* n : {"nll_loss_backward", "nll_loss2d_backward"})
+      r[n] = [](c10::ArrayRef<c10::IValue> a) -> Outs { return {meta_like(a[1].toTensor())}; };
+    r["native_dropout"] = [](c10::ArrayRef<c10::IValue> a) -> Outs {
+      const at::Tensor& x = a[0].toTensor();
+      return {meta_like(x), meta_like(x, at::kBool)};
+    };
+    r["native_dropout_backward"] = [](c10::ArrayRef<c10::IValue> a) -> Outs { return {meta_like(a[0].toTensor())}; };
+    for (const char* n :
+         {"threshold_backward", "gelu_backward", "silu_backward", "hardswish_backward", "hardsigmoid_backward",
+          "sigmoid_backward", "tanh_backward", "leaky_relu_backward", "elu_backward", "softplus_backward"})
+      r[n] = [](c10::ArrayRef<c10::IValue> a) -> Outs { return {meta_like(a[0].toTensor())}; };
+    r["_amp_foreach_non_finite_check_and_unscale_"] = [](c10::ArrayRef<c10::IValue>) -> Outs { return {}; };
+    r["_amp_update_scale_"] = [](c10::ArrayRef<c10::IValue> a) -> Outs { return {a[0]}; };
+    r["native_group_norm_backward"] = [](c10::ArrayRef<c10::IValue> a) -> Outs {
+      const at::Tensor& x = a[1].toTensor();
+      const int64_t c = a[6].toInt();
+      const at::ScalarType w = a[4].isTensor() ? a[4].toTensor().scalar_type() : x.scalar_type();
+      const c10::IValue& mask = a[9];
+      return {mask_at(mask, 0) ? c10::IValue(meta_like(x)) : none(),
+              mask_at(mask, 1) ? c10::IValue(meta_empty({c}, w)) : none(),
+              mask_at(mask, 2) ? c10::IValue(meta_empty({c}, w)) : none()};
+    };
+    r["native_layer_norm_backward"] = [](c10::ArrayRef<c10::IValue> a) -> Outs {
+      const at::Tensor& x = a[1].toTensor();
+      const c10::IValue& mask = a[7];
+      return {mask_at(mask, 0) ? c10::IValue(meta_like(x)) : none(),
+              mask_at(mask, 1) && a[5].isTensor() ? c10::IValue(meta_like(a[5].toTensor())) : none(),
+              mask_at(mask, 2) && a[6].isTensor() ? c10::IValue(meta_like(a[6].toTensor())) : none()};
+    };
+    return r;
+  }();
+  return rules;
+}
+
+// ---- the boxed kernel for every other op ---------------------------------------------
+
+struct MetaArgs {
+  std::vector<std::pair<at::Tensor, at::Tensor>> originals;  // (meta copy, CUDA tensor)
+  int device = -1;
+};
+
+at::Tensor to_meta(const at::Tensor& t, MetaArgs& m) {
+  if (!t.defined() || !t.is_cuda()) return t;
+  if (m.device < 0) m.device = t.get_device();
+  for (const auto& [meta, orig] : m.originals)
+    if (orig.unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) return meta;
+  at::Tensor meta = at::empty_strided(t.sizes(), t.strides(), t.options().device(at::kMeta));
+  if (t.storage_offset() != 0) meta = meta.as_strided(t.sizes(), t.strides(), t.storage_offset());
+  m.originals.emplace_back(meta, t);
+  return meta;
+}
+
+c10::IValue to_meta(const c10::IValue& v, MetaArgs& m) {
+  if (v.isTensor()) return to_meta(v.toTensor(), m);
+  if (v.isTensorList()) {
+    c10::List<at::Tensor> out;
+    for (const at::Tensor& t : v.toTensorVector()) out.push_back(to_meta(t, m));
+    return out;
+  }
+  if (v.isList()) {
+    const auto list = v.toList();
+    bool any_tensor = false;
+    for (const c10::IValue& e : list)
+      if (e.isTensor()) any_tensor = true;
+    if (!any_tensor) return v;
+    c10::impl::GenericList out(list.elementType());
+    for (const c10::IValue& e : list) out.push_back(e.isTensor() ? c10::IValue(to_meta(e.toTensor(), m)) : e);
+    return out;
+  }
+  if (v.isDevice() && v.toDevice().is_cuda()) {
+    if (m.device < 0) m.device = device_of(v.toDevice());
+    return c10::Device(c10::DeviceType::Meta);
+  }
+  return v;
+}
+
+at::Tensor from_meta(const at::Tensor& t, const MetaArgs& m) {
+  if (!t.defined() || !t.is_meta()) return t;
+  for (const auto& [meta, orig] : m.originals) {
+    if (meta.unsafeGetTensorImpl() != t.unsafeGetTensorImpl()) continue;
+    if (orig.sizes() != t.sizes()) {
+      at::Tensor o = orig;
+      o.resize_(t.sizes());  // an out= argument the op resized
+    }
+    return orig;
+  }
+  for (const auto& [meta, orig] : m.originals) {
+    if (!meta.storage().is_alias_of(t.storage())) continue;
+    charge_view(m.device, "view");
+    return at::native::as_strided_tensorimpl(orig, t.sizes(), t.strides(), t.storage_offset());
+  }
+  return new_device_tensor(m.device, t.sizes(), t.strides(), t.scalar_type());
+}
+
+c10::IValue from_meta(const c10::IValue& v, const MetaArgs& m) {
+  if (v.isTensor()) return from_meta(v.toTensor(), m);
+  if (v.isTensorList()) {
+    c10::List<at::Tensor> out;
+    for (const at::Tensor& t : v.toTensorVector()) out.push_back(from_meta(t, m));
+    return out;
+  }
+  return v;
+}
+
+std::mutex g_failed_mutex;
+std::map<std::string, std::string, std::less<>> g_failed;
+
+void emulate_op(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const c10::FunctionSchema& schema = op.schema();
+  std::string_view name = schema.name();
+  if (name.starts_with("aten::")) name.remove_prefix(6);
+  const std::size_t n_args = schema.arguments().size();
+  const std::size_t n_rets = schema.returns().size();
+  MetaArgs m;
+  std::vector<c10::IValue> meta_args;
+  meta_args.reserve(n_args);
+  for (const c10::IValue& v : torch::jit::last(*stack, n_args)) meta_args.push_back(to_meta(v, m));
+  if (m.device < 0) m.device = t_device;
+  check_device(m.device);
+  torch::jit::drop(*stack, n_args);
+
+  Outs meta_outs;
+  const auto& rules = shape_rules();
+  const auto rule = rules.find(name);
+  try {
+    if (rule != rules.end()) {
+      meta_outs = rule->second(meta_args);
+    } else {
+      torch::jit::Stack call(meta_args.begin(), meta_args.end());
+      op.callBoxed(&call);
+      meta_outs.assign(call.begin(), call.end());
+      rt().note_generic(name);
+    }
+  } catch (const c10::Error& e) {
+    std::lock_guard lock(g_failed_mutex);
+    g_failed.emplace(std::string(name), e.what_without_backtrace());
+    TORCH_CHECK(false, "gpemu torch: aten::", name, " has no shape rule on an emulated GPU (",
+                e.what_without_backtrace(),
+                "). Please report it with the model that used it; docs/torch.md lists what is covered.");
+  }
+  TORCH_INTERNAL_ASSERT(meta_outs.size() == n_rets, "gpemu torch: aten::", name, " returned ", meta_outs.size(),
+                        " values, its schema ", n_rets);
+  charge(m.device, name, meta_args, meta_outs);
+  for (const c10::IValue& v : meta_outs) stack->push_back(from_meta(v, m));
+}
+
+// ---- control ops for the Python side (torch.ops.gpemu.*) -----------------------
+
+int64_t op_device_count() { return rt().device_count(); }
+std::string op_gpu_info() {
+  const GpuSpec& g = rt().gpu();
+  return fmt::format("{}|{}|{}|{}|{}", g.name, g.id, g.architecture, g.reported_memory(), g.sm_count);
+}
+std::vector<int64_t> op_memory_stats(int64_t device) {
+  const AllocatorStats s = rt().device(static_cast<int>(device)).allocator().stats();
+  return {static_cast<int64_t>(s.allocated_bytes),   static_cast<int64_t>(s.peak_allocated_bytes),
+          static_cast<int64_t>(s.reserved_bytes),    static_cast<int64_t>(s.peak_reserved_bytes),
+          static_cast<int64_t>(s.requested_bytes),   static_cast<int64_t>(s.peak_requested_bytes),
+          static_cast<int64_t>(s.active_blocks),     static_cast<int64_t>(s.segments),
+          static_cast<int64_t>(s.num_alloc_retries), static_cast<int64_t>(s.num_ooms),
+          static_cast<int64_t>(s.num_device_alloc),  static_cast<int64_t>(s.num_device_free)};
+}
+void op_empty_cache() {
+  for (int i = 0; i < rt().device_count(); ++i) rt().device(i).allocator().empty_cache();
+}
+void op_reset_peak(int64_t device) { rt().device(static_cast<int>(device)).allocator().reset_peak_stats(); }
+void op_synchronize(int64_t device) { rt().synchronize_device(static_cast<int>(device)); }
+int64_t op_current_device() { return t_device; }
+void op_set_device(int64_t device) {
+  check_device(static_cast<int>(device));
+  t_device = static_cast<int>(device);
+}
+int64_t op_current_stream(int64_t device) { return t_stream[static_cast<std::size_t>(device)]; }
+void op_set_stream(int64_t device, int64_t stream) {
+  (void)rt().stream(static_cast<int>(device), stream);
+  t_stream[static_cast<std::size_t>(device)] = stream;
+}
+int64_t op_create_stream(int64_t device) { return rt().create_stream(static_cast<int>(device)); }
+void op_stream_synchronize(int64_t device, int64_t stream) { rt().synchronize(static_cast<int>(device), stream); }
+bool op_stream_query(int64_t device, int64_t stream) { return rt().stream(static_cast<int>(device), stream).query(); }
+double op_now() { return to_seconds(rt().clock().now()); }
+void op_optimizer(bool enter) {
+  if (std::this_thread::get_id() != g_main_thread) return;
+  g_optimizer_depth.fetch_add(enter ? 1 : -1, std::memory_order_relaxed);
+}
+// Events made from Python (torch.cuda.Event), by id.
+std::mutex g_events_mutex;
+std::unordered_map<int64_t, std::unique_ptr<Event>> g_events;
+int64_t g_next_event = 1;
+
+Event& event(int64_t id) {
+  std::lock_guard lock(g_events_mutex);
+  const auto it = g_events.find(id);
+  TORCH_CHECK(it != g_events.end(), "gpemu torch: no CUDA event ", id);
+  return *it->second;
+}
+int64_t op_event_create() {
+  std::lock_guard lock(g_events_mutex);
+  g_events.emplace(g_next_event, std::make_unique<Event>());
+  return g_next_event++;
+}
+void op_event_destroy(int64_t id) {
+  std::lock_guard lock(g_events_mutex);
+  g_events.erase(id);
+}
+void op_event_record(int64_t id, int64_t device, int64_t stream) {
+  rt().stream(static_cast<int>(device), stream).record(event(id));
+}
+void op_event_wait(int64_t id, int64_t device, int64_t stream) {
+  Event& e = event(id);
+  if (e.recorded()) rt().stream(static_cast<int>(device), stream).wait(e);
+}
+bool op_event_query(int64_t id) {
+  Event& e = event(id);
+  return !e.recorded() || e.query();
+}
+void op_event_synchronize(int64_t id) {
+  Event& e = event(id);
+  if (e.recorded()) e.synchronize();
+}
+double op_event_elapsed_ms(int64_t start, int64_t end) {
+  Event& a = event(start);
+  Event& b = event(end);
+  TORCH_CHECK(a.recorded() && b.recorded(),
+              "elapsed_time: both events must have been recorded (and created with enable_timing=True)");
+  return to_ms(Event::elapsed(a, b));
+}
+
+std::string op_summary() { return rt().summary_json(); }
+void op_finish() { rt().finish(); }
+std::string op_op_class(std::string op, bool optimizer) { return std::string(zoo::to_string(classify(op, optimizer))); }
+bool op_hooks_active() { return at::detail::getCUDAHooks().hasCUDA(); }
+std::string op_settings() {
+  const Settings& s = rt().settings();
+  return fmt::format("{}|{}|{}", s.gpu, s.gpus, to_string(s.clock));
+}
+
+}  // namespace
+}  // namespace gpemu::torch_backend
+
+namespace gb = gpemu::torch_backend;
+
+namespace at {
+// The registry's entry ATen looks up on its first call to getCUDAHooks().
+C10_REGISTER_TYPED_CLASS(CUDAHooksRegistry, "CUDAHooks", gb::Hooks)
+}  // namespace at
+
+TORCH_LIBRARY(gpemu, m) {
+  gb::g_main_thread = std::this_thread::get_id();
+  c10::SetAllocator(c10::DeviceType::CUDA, &gb::g_device_allocator);
+  m.def("device_count() -> int", &gb::op_device_count);
+  m.def("gpu_info() -> str", &gb::op_gpu_info);
+  m.def("memory_stats(int device) -> int[]", &gb::op_memory_stats);
+  m.def("empty_cache() -> ()", &gb::op_empty_cache);
+  m.def("reset_peak_memory_stats(int device) -> ()", &gb::op_reset_peak);
+  m.def("synchronize(int device) -> ()", &gb::op_synchronize);
+  m.def("current_device() -> int", &gb::op_current_device);
+  m.def("set_device(int device) -> ()", &gb::op_set_device);
+  m.def("current_stream(int device) -> int", &gb::op_current_stream);
+  m.def("set_stream(int device, int stream) -> ()", &gb::op_set_stream);
+  m.def("create_stream(int device) -> int", &gb::op_create_stream);
+  m.def("stream_synchronize(int device, int stream) -> ()", &gb::op_stream_synchronize);
+  m.def("stream_query(int device, int stream) -> bool", &gb::op_stream_query);
+  m.def("now() -> float", &gb::op_now);
+  m.def("optimizer(bool enter) -> ()", &gb::op_optimizer);
+  m.def("event_create() -> int", &gb::op_event_create);
+  m.def("event_destroy(int id) -> ()", &gb::op_event_destroy);
+  m.def("event_record(int id, int device, int stream) -> ()", &gb::op_event_record);
+  m.def("event_wait(int id, int device, int stream) -> ()", &gb::op_event_wait);
+  m.def("event_query(int id) -> bool", &gb::op_event_query);
+  m.def("event_synchronize(int id) -> ()", &gb::op_event_synchronize);
+  m.def("event_elapsed_ms(int start, int end) -> float", &gb::op_event_elapsed_ms);
+  m.def("summary() -> str", &gb::op_summary);
+  m.def("finish() -> ()", &gb::op_finish);
+  m.def("op_class(str op, bool optimizer) -> str", &gb::op_op_class);
+  m.def("settings() -> str", &gb::op_settings);
+  m.def("hooks_active() -> bool", &gb::op_hooks_active);
+}
+
+TORCH_LIBRARY_IMPL(aten, CUDA, m) {
+  m.impl("empty.memory_format", TORCH_FN(gb::empty_kernel));
+  m.impl("empty_strided", TORCH_FN(gb::empty_strided_kernel));
+  m.impl("as_strided", TORCH_FN(gb::as_strided_kernel));
+  m.impl("view", TORCH_FN(gb::view_kernel));
+  m.impl("_reshape_alias", TORCH_FN(gb::reshape_alias_kernel));
+  m.impl("unfold", TORCH_FN(gb::unfold_kernel));
+  m.impl("resize_", TORCH_FN(gb::resize_kernel));
+  m.impl("copy_", TORCH_FN(gb::copy_kernel));
+  m.impl("_local_scalar_dense", TORCH_FN(gb::local_scalar_kernel));
+  m.impl("_pin_memory", TORCH_FN(gb::pin_memory_kernel));
+  m.impl("is_pinned", TORCH_FN(gb::is_pinned_kernel));
+  m.impl("record_stream", TORCH_FN(gb::record_stream_kernel));
+  // Composites that would pick cuDNN or a slow CUDA path: shape rules instead.
+  m.impl("convolution", torch::CppFunction::makeFromBoxedFunction<&gb::emulate_op>());
+  m.impl("convolution_backward", torch::CppFunction::makeFromBoxedFunction<&gb::emulate_op>());
+}
+
+TORCH_LIBRARY_IMPL(_, CUDA, m) { m.fallback(torch::CppFunction::makeFromBoxedFunction<&gb::emulate_op>()); }

@@ -1,0 +1,47 @@
+"""gpemu's torch backend: emulated CUDA GPUs for an unmodified PyTorch script.
+
+`gpemu torch -- script.py` runs the script with this package first on its
+PYTHONPATH; its sitecustomize (boot/) calls install() in every Python process
+of the run. install() loads the C++ backend (_backend.so) into torch, which
+fills the CUDA device guard, allocator and kernels of a CPU-only torch build,
+and points torch.cuda's Python functions at it. See docs/torch.md.
+"""
+import os
+
+_installed = False
+
+
+def supported_torch():
+    """None when this torch build can be emulated, else why not."""
+    import torch
+
+    if not torch.__version__.startswith("1.13."):
+        return (f"torch {torch.__version__}: gpemu torch supports Debian 12's CPU-only torch 1.13 "
+                "(python3-torch); run the script with /usr/bin/python3")
+    if torch.version.cuda is not None or hasattr(torch._C, "_cuda_getDeviceCount"):
+        return (f"torch {torch.__version__} was built with CUDA {torch.version.cuda}: gpemu torch needs a "
+                "CPU-only build, whose CUDA slots are empty (Debian 12's python3-torch)")
+    return None
+
+
+def install():
+    """Loads the backend into torch and patches torch.cuda. Idempotent."""
+    global _installed
+    if _installed:
+        return
+    import torch
+
+    why = supported_torch()
+    if why is not None:
+        raise RuntimeError("gpemu torch: " + why)
+    torch.ops.load_library(os.path.join(os.path.dirname(__file__), "_backend.so"))
+    from . import _cuda
+
+    _cuda.patch(torch)
+    # The script's own process writes the run's summary and trace when it
+    # ends (gpemu torch --json / --trace); its workers and ranks do not.
+    if os.environ.get("GPEMU_TORCH_MAIN_PID") == str(os.getpid()):
+        import atexit
+
+        atexit.register(torch.ops.gpemu.finish)
+    _installed = True

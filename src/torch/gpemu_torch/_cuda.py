@@ -1,0 +1,262 @@
+"""torch.cuda on emulated GPUs.
+
+A CPU-only torch has torch.cuda's Python code but nothing under it: the
+torch._C._cuda_* functions it calls are missing and it answers "Torch not
+compiled with CUDA enabled". patch() supplies those functions from the C++
+backend (torch.ops.gpemu.*) so that torch.cuda's own code runs (device count,
+current device, memory statistics, empty_cache, ...), and replaces what rests
+on CUDA-only C++ types (streams, events, device properties, the CUDA RNG).
+"""
+import types
+
+_ops = None
+
+
+def _dev(torch, device):
+    """Device index of a device argument (None: the current device)."""
+    if device is None:
+        return _ops.current_device()
+    if isinstance(device, int):
+        return device
+    if isinstance(device, str):
+        device = torch.device(device)
+    if isinstance(device, torch.device):
+        if device.type != "cuda":
+            raise ValueError(f"expected a cuda device, got {device}")
+        return _ops.current_device() if device.index is None else device.index
+    return int(device)
+
+
+# Compute capability by architecture (NVIDIA's CUDA GPUs table).
+_CAPABILITY = {"Kepler": (3, 7), "Maxwell": (5, 2), "Pascal": (6, 0), "Volta": (7, 0), "Turing": (7, 5),
+               "Ampere": (8, 0), "Ada": (8, 9), "Hopper": (9, 0), "Blackwell": (10, 0)}
+
+
+class _DeviceProperties:
+    def __init__(self, name, gpu_id, architecture, total_memory, sm_count):
+        self.name = name
+        self.gpemu_id = gpu_id
+        self.major, self.minor = _CAPABILITY.get(architecture, (8, 0))
+        self.total_memory = total_memory
+        self.multi_processor_count = sm_count
+        self.is_integrated = 0
+        self.is_multi_gpu_board = 0
+
+    def __repr__(self):
+        return (f"_CudaDeviceProperties(name='{self.name}', major={self.major}, minor={self.minor}, "
+                f"total_memory={self.total_memory // (1024 * 1024)}MB, "
+                f"multi_processor_count={self.multi_processor_count})")
+
+
+def _properties():
+    name, gpu_id, arch, memory, sms = _ops.gpu_info().split("|")
+    return _DeviceProperties(name, gpu_id, arch, int(memory), int(sms))
+
+
+def _memory_stats(device):
+    (allocated, peak_allocated, reserved, peak_reserved, requested, peak_requested, active, segments, retries,
+     ooms, device_alloc, device_free) = _ops.memory_stats(device)
+
+    def stat(current, peak):
+        return {"all": {"current": current, "peak": peak, "allocated": peak, "freed": peak - current}}
+
+    return {
+        "allocated_bytes": stat(allocated, peak_allocated),
+        "reserved_bytes": stat(reserved, peak_reserved),
+        "requested_bytes": stat(requested, peak_requested),
+        "active_bytes": stat(allocated, peak_allocated),
+        "active": stat(active, active),
+        "allocation": stat(active, active),
+        "segment": stat(segments, segments),
+        "num_alloc_retries": retries,
+        "num_ooms": ooms,
+        "num_device_alloc": device_alloc,
+        "num_device_free": device_free,
+    }
+
+
+def patch(torch):
+    global _ops
+    _ops = torch.ops.gpemu
+    cuda = torch.cuda
+    C = torch._C
+
+    # The torch._C functions torch.cuda's own code calls.
+    C._cuda_getDeviceCount = lambda: _ops.device_count()
+    C._cuda_init = lambda: None
+    C._cuda_getDevice = lambda: _ops.current_device()
+    C._cuda_setDevice = lambda d: _ops.set_device(d) if d >= 0 else None
+    C._cuda_synchronize = lambda: _ops.synchronize(_ops.current_device())
+    C._cuda_memoryStats = _memory_stats
+    C._cuda_emptyCache = lambda: _ops.empty_cache()
+    C._cuda_resetPeakMemoryStats = lambda d: _ops.reset_peak_memory_stats(d)
+    C._cuda_resetAccumulatedMemoryStats = lambda d: None
+    C._cuda_getArchFlags = lambda: None
+    C._cuda_getCompiledVersion = lambda: 11070
+    C._cuda_canDeviceAccessPeer = lambda a, b: True
+    C._cuda_isInBadFork = lambda: False
+    cuda._initialized = True
+
+    def get_device_properties(device=None):
+        d = _dev(torch, device)
+        if not 0 <= d < _ops.device_count():
+            raise AssertionError("Invalid device id")
+        return _properties()
+
+    def mem_get_info(device=None):
+        d = _dev(torch, device)
+        total = _properties().total_memory
+        return total - _ops.memory_stats(d)[2], total
+
+    class Event:
+        """torch.cuda.Event on an emulated stream: times are the timeline's."""
+
+        def __init__(self, enable_timing=False, blocking=False, interprocess=False):
+            self._id = _ops.event_create()
+            self.enable_timing = enable_timing
+
+        def __del__(self):
+            if _ops is not None and getattr(self, "_id", None) is not None:
+                try:
+                    _ops.event_destroy(self._id)
+                except Exception:  # interpreter shutdown
+                    pass
+
+        def record(self, stream=None):
+            stream = stream or current_stream()
+            _ops.event_record(self._id, stream.device_index, stream.stream_id)
+
+        def wait(self, stream=None):
+            stream = stream or current_stream()
+            _ops.event_wait(self._id, stream.device_index, stream.stream_id)
+
+        def query(self):
+            return _ops.event_query(self._id)
+
+        def synchronize(self):
+            _ops.event_synchronize(self._id)
+
+        def elapsed_time(self, end_event):
+            return _ops.event_elapsed_ms(self._id, end_event._id)
+
+        def __repr__(self):
+            return f"<torch.cuda.Event (gpemu) {self._id}>"
+
+    class Stream:
+        """torch.cuda.Stream on an emulated device."""
+
+        def __new__(cls, device=None, priority=0, stream_id=None, device_index=None, **kwargs):
+            self = object.__new__(cls)
+            self.device_index = _dev(torch, device) if device_index is None else device_index
+            self.stream_id = _ops.create_stream(self.device_index) if stream_id is None else stream_id
+            self.priority = priority
+            return self
+
+        def __init__(self, *args, **kwargs):
+            pass
+
+        @property
+        def device(self):
+            return torch.device("cuda", self.device_index)
+
+        @property
+        def device_type(self):
+            return 1  # DeviceType::CUDA
+
+        def wait_event(self, event):
+            event.wait(self)
+
+        def wait_stream(self, stream):
+            self.wait_event(stream.record_event())
+
+        def record_event(self, event=None):
+            event = event or Event()
+            event.record(self)
+            return event
+
+        def query(self):
+            return _ops.stream_query(self.device_index, self.stream_id)
+
+        def synchronize(self):
+            _ops.stream_synchronize(self.device_index, self.stream_id)
+
+        def __eq__(self, other):
+            return (isinstance(other, Stream) and self.device_index == other.device_index
+                    and self.stream_id == other.stream_id)
+
+        def __hash__(self):
+            return hash((self.device_index, self.stream_id))
+
+        def __repr__(self):
+            return f"<torch.cuda.Stream device=cuda:{self.device_index} cuda_stream={self.stream_id}>"
+
+    def current_stream(device=None):
+        d = _dev(torch, device)
+        return Stream(device_index=d, stream_id=_ops.current_stream(d))
+
+    def default_stream(device=None):
+        return Stream(device_index=_dev(torch, device), stream_id=0)
+
+    def set_stream(stream):
+        if stream is not None:
+            _ops.set_stream(stream.device_index, stream.stream_id)
+
+    def synchronize(device=None):
+        _ops.synchronize(_dev(torch, device))
+
+    # Device RNG: tensors on an emulated GPU hold no values, so seeds have
+    # nothing to act on; they are accepted and ignored.
+    def _ignore(*args, **kwargs):
+        return None
+
+    def initial_seed():
+        return 0
+
+    def is_bf16_supported():
+        return get_device_properties().major >= 8
+
+    names = dict(
+        get_device_properties=get_device_properties, mem_get_info=mem_get_info, Event=Event, Stream=Stream,
+        current_stream=current_stream, default_stream=default_stream, set_stream=set_stream,
+        synchronize=synchronize, manual_seed=_ignore, manual_seed_all=_ignore, seed=_ignore, seed_all=_ignore,
+        set_rng_state=_ignore, set_rng_state_all=_ignore, initial_seed=initial_seed,
+        is_bf16_supported=is_bf16_supported)
+    for name, value in names.items():
+        setattr(cuda, name, value)
+    cuda.get_rng_state = lambda device="cuda": torch.zeros(16, dtype=torch.uint8)
+    cuda.get_rng_state_all = lambda: [cuda.get_rng_state() for _ in range(_ops.device_count())]
+    cuda.streams.Stream = Stream
+    cuda.streams.Event = Event
+    cuda.random.manual_seed = cuda.random.manual_seed_all = _ignore
+    cuda.memory.mem_get_info = mem_get_info
+
+    # Optimizer kernels are charged as the optimizer's: torch.optim wraps
+    # step() and zero_grad() in record_function("Optimizer.step#...").
+    profiler = torch.autograd.profiler
+    base = profiler.record_function
+    if not getattr(base, "_gpemu", False):
+        class record_function(base):
+            _gpemu = True
+
+            def __enter__(self):
+                self._gpemu_optimizer = self.name.startswith("Optimizer.")
+                if self._gpemu_optimizer:
+                    _ops.optimizer(True)
+                return super().__enter__()
+
+            def __exit__(self, *exc):
+                try:
+                    return super().__exit__(*exc)
+                finally:
+                    if self._gpemu_optimizer:
+                        _ops.optimizer(False)
+
+        profiler.record_function = record_function
+
+    # torch.accelerator, for scripts written for newer torch.
+    if not hasattr(torch, "accelerator"):
+        torch.accelerator = types.SimpleNamespace(
+            is_available=lambda: True, device_count=lambda: _ops.device_count(),
+            current_accelerator=lambda *a, **k: torch.device("cuda"),
+            current_device_index=lambda: _ops.current_device(),
+            set_device_index=lambda d: _ops.set_device(_dev(torch, d)), synchronize=synchronize)

@@ -1,0 +1,134 @@
+// The emulated GPUs of one PyTorch process under `gpemu torch` (docs/torch.md).
+//
+// This half of the torch backend knows nothing of torch: it owns the clock,
+// the timeline and the process's emulated devices, maps PyTorch's stream ids
+// to gpemu streams, issues each operator's kernel with the analytical model's
+// per-op cost and paces the host by the calibrated launch cost, exactly as
+// `gpemu predict`'s pipeline does (cost_model.h). backend.cpp, the other
+// half, is the c10/ATen side that calls it.
+//
+// Thread safety: every member may be called from any thread (PyTorch's
+// autograd engine issues backward kernels from its own device threads).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gpemu/calibration.h"
+#include "gpemu/catalog.h"
+#include "gpemu/clock.h"
+#include "gpemu/cost_model.h"
+#include "gpemu/device.h"
+#include "gpemu/timeline.h"
+
+namespace gpemu::torch_backend {
+
+// What `gpemu torch` passes to the script's processes, through the
+// environment (so that DataLoader workers and spawned ranks see it too).
+struct Settings {
+  std::string gpu = "v100";
+  int gpus = 1;
+  ClockKind clock = ClockKind::Real;
+  std::optional<std::filesystem::path> json;   // summary written at exit
+  std::optional<std::filesystem::path> trace;  // Perfetto trace written at exit
+  // A zoo model the script trains: its learned per-phase correction
+  // (calibration.h, ModelCorrection) scales the ops' times, as `gpemu
+  // predict` applies it. Empty: none (the per-op model alone).
+  std::string model;
+
+  // GPEMU_TORCH_GPU, GPEMU_TORCH_GPUS, GPEMU_TORCH_CLOCK, GPEMU_TORCH_JSON,
+  // GPEMU_TORCH_TRACE, GPEMU_TORCH_MODEL; unset ones keep their defaults. InputError naming the
+  // variable for a value that is not accepted.
+  static Settings from_env();
+};
+
+// The largest device count `gpemu torch --gpus` accepts (a DGX-class node has 8;
+// PyTorch's DeviceIndex is an int8).
+inline constexpr int kMaxTorchGpus = 64;
+
+// Counters of one process's run, for the summary.
+struct RunCounters {
+  std::uint64_t kernels = 0;         // ops charged as GPU kernels
+  std::uint64_t views = 0;           // view ops (host time only)
+  std::uint64_t h2d = 0, d2h = 0;    // copies
+  std::uint64_t blocking_syncs = 0;  // item(), synchronize, pageable copies, ...
+};
+
+class Runtime {
+ public:
+  explicit Runtime(Settings settings);
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  // The process's runtime, made from Settings::from_env() on first use.
+  static Runtime& instance();
+
+  const Settings& settings() const { return settings_; }
+  const GpuSpec& gpu() const { return *gpu_; }
+  Clock& clock() { return *clock_; }
+  Timeline& timeline() { return *timeline_; }
+  int device_count() const { return static_cast<int>(devices_.size()); }
+  // InputError naming the index and the count when out of range.
+  Device& device(int index);
+
+  // Streams by PyTorch's stream id on a device: 0 is the default stream.
+  Stream& stream(int device, std::int64_t id);
+  std::int64_t create_stream(int device);
+
+  // Issues one operator on (device, stream): the host spends the op's launch
+  // cost first (the calibrated per-op issue time, so launch-bound programs
+  // are not faster than the real GPU), then the kernel, if it is not a view,
+  // is enqueued and the call returns (CUDA's asynchronous launch).
+  // tf32_conv / tf32_matmul: torch.backends' allow_tf32 switches now.
+  void issue(int device, std::int64_t stream, const OpProgram::Op& op, std::string_view name, bool tf32_conv,
+             bool tf32_matmul);
+  // A host-device copy of `bytes` on (device, stream); a pageable one (or
+  // any device-to-host copy into pageable memory) returns only when done.
+  void copy(int device, std::int64_t stream, bool to_device, std::uint64_t bytes, bool pinned);
+  // A device-to-device copy: a memory-bound kernel reading and writing bytes.
+  void copy_on_device(int device, std::int64_t stream, std::uint64_t bytes);
+  // Blocks the host until the stream's work is done (item(), .cpu(), ...).
+  void synchronize(int device, std::int64_t stream);
+  void synchronize_device(int device);
+
+  const FamilyFactors& factors() const { return factors_; }
+  RunCounters counters() const;
+  // Ops that had no shape rule of their own and ran through the generic
+  // meta path, and ops refused; for the summary.
+  void note_generic(std::string_view op);
+
+  // The summary of the run so far (JSON text).
+  std::string summary_json() const;
+  // Writes the summary and trace files Settings asks for. Idempotent.
+  void finish();
+
+ private:
+  const GpuPeaks& peaks(bool tf32_conv, bool tf32_matmul) const;
+  void pace_host(double seconds);
+
+  Settings settings_;
+  const GpuSpec* gpu_ = nullptr;
+  std::unique_ptr<Clock> clock_;
+  std::unique_ptr<Timeline> timeline_;
+  std::vector<std::unique_ptr<Device>> devices_;
+  FamilyFactors factors_;
+  ModelCorrection correction_;
+  GpuPeaks peaks_[2][2];  // [tf32_conv][tf32_matmul]
+
+  mutable std::mutex mutex_;
+  std::vector<std::vector<Stream*>> streams_;  // [device][id]
+  Time host_ready_ = 0;                        // when the host finishes its last launch
+  RunCounters counters_;
+  std::map<std::string, std::uint64_t, std::less<>> generic_ops_;
+  bool finished_ = false;
+};
+
+}  // namespace gpemu::torch_backend

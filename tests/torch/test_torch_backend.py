@@ -1,0 +1,196 @@
+"""`gpemu torch -- script.py`: unmodified PyTorch code on emulated GPUs.
+
+Run by ctest (python.torch) with GPEMU_BINARY naming the `gpemu` program. Each
+test writes a small script, runs it under `gpemu torch --clock virtual` and
+reads what it printed as JSON: times are the emulated timeline's (exact),
+never the wall clock's."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+import unittest
+
+GPEMU = os.environ.get("GPEMU_BINARY")
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+MIB = 1 << 20
+
+
+def gpemu(*args, check=True):
+    if not GPEMU:
+        raise unittest.SkipTest("GPEMU_BINARY is not set (ctest sets it)")
+    return subprocess.run([GPEMU, *args], check=check, capture_output=True, text=True, timeout=600)
+
+
+def run_script(body, *options):
+    """Runs `body` under gpemu torch; returns the JSON object it printed last."""
+    with tempfile.TemporaryDirectory() as tmp:
+        script = os.path.join(tmp, "script.py")
+        with open(script, "w") as f:
+            f.write("import json, torch\n" + textwrap.dedent(body))
+        out = gpemu("torch", "--clock", "virtual", *options, "--", script, check=False)
+        if out.returncode != 0:
+            raise AssertionError(f"script failed ({out.returncode}):\n{out.stdout}\n{out.stderr}")
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+class Devices(unittest.TestCase):
+    def test_torch_cuda_describes_the_catalogued_cards(self):
+        r = run_script("""
+            p = torch.cuda.get_device_properties(1)
+            print(json.dumps(dict(available=torch.cuda.is_available(), count=torch.cuda.device_count(),
+                                  name=torch.cuda.get_device_name(0), major=p.major, total=p.total_memory,
+                                  accelerator=torch.accelerator.is_available())))
+        """, "--gpu", "h100", "--gpus", "2")
+        h100 = json.loads(gpemu("devices", "--json").stdout)
+        h100 = next(g for g in h100 if g["id"].startswith("H100"))
+        self.assertTrue(r["available"])
+        self.assertEqual(r["count"], 2)
+        self.assertEqual(r["name"], h100["name"])
+        self.assertEqual(r["major"], 9)
+        self.assertTrue(r["accelerator"])
+        self.assertGreater(r["total"], 70 << 30)
+
+    def test_tensors_are_cuda_tensors_to_autograd(self):
+        r = run_script("""
+            x = torch.randn(4, 8, device="cuda:1", requires_grad=True)
+            y = (x * 2).relu().sum()
+            y.backward()
+            print(json.dumps(dict(dev=str(y.device), grad=list(x.grad.shape), grad_dev=str(x.grad.device),
+                                  item=y.item(), cpu=x.detach().cpu().sum().item())))
+        """, "--gpus", "2")
+        self.assertEqual(r["dev"], "cuda:1")
+        self.assertEqual(r["grad"], [4, 8])
+        self.assertEqual(r["grad_dev"], "cuda:1")
+        self.assertEqual(r["item"], 0.0)  # the emulated GPU holds no values
+        self.assertEqual(r["cpu"], 0.0)
+
+
+class Timeline(unittest.TestCase):
+    def test_launch_returns_at_once_and_item_blocks(self):
+        r = run_script("""
+            a = torch.empty(4096, 4096, device="cuda")
+            torch.cuda.synchronize()
+            t0 = torch.ops.gpemu.now()
+            for _ in range(10):
+                b = a @ a
+            t1 = torch.ops.gpemu.now()
+            b.sum().item()
+            t2 = torch.ops.gpemu.now()
+            print(json.dumps(dict(issue=t1 - t0, total=t2 - t0)))
+        """)
+        # Issuing costs the calibrated launch time per op only; the GPU work
+        # (10 x 137 GFLOP on a V100) takes far longer and item() waits for it.
+        self.assertLess(r["issue"], 0.002)
+        self.assertGreater(r["total"], 0.05)
+
+    def test_pinned_non_blocking_copy_overlaps_and_pageable_blocks(self):
+        r = run_script("""
+            pinned = torch.empty(64 << 20, dtype=torch.uint8).pin_memory()
+            pageable = torch.empty(64 << 20, dtype=torch.uint8)
+            torch.cuda.synchronize()
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            t0 = torch.ops.gpemu.now()
+            s.record(); d = pinned.to("cuda", non_blocking=True); e.record()
+            t1 = torch.ops.gpemu.now()
+            torch.cuda.synchronize()
+            pinned_ms = s.elapsed_time(e)
+            t2 = torch.ops.gpemu.now()
+            d2 = pageable.to("cuda", non_blocking=True)
+            t3 = torch.ops.gpemu.now()
+            print(json.dumps(dict(is_pinned=pinned.is_pinned(), issue=t1 - t0, pinned_ms=pinned_ms,
+                                  pageable=t3 - t2)))
+        """)
+        self.assertTrue(r["is_pinned"])
+        self.assertEqual(r["issue"], 0.0)          # returned at once
+        self.assertGreater(r["pinned_ms"], 1.0)    # 64 MiB over PCIe 3 x16
+        self.assertGreater(r["pageable"], r["pinned_ms"] / 1000)  # blocked, at the slower pageable rate
+
+
+class Memory(unittest.TestCase):
+    def test_out_of_memory_is_torchs_error(self):
+        r = run_script("""
+            try:
+                torch.empty(40 << 30, dtype=torch.uint8, device="cuda")
+                print(json.dumps(dict(raised=False)))
+            except torch.cuda.OutOfMemoryError as e:
+                print(json.dumps(dict(raised=True, message=str(e), allocated=torch.cuda.memory_allocated())))
+        """)
+        self.assertTrue(r["raised"])
+        self.assertIn("CUDA out of memory", r["message"])
+        self.assertEqual(r["allocated"], 0)
+
+
+class ResNet50(unittest.TestCase):
+    """The acceptance check of issue 11: ResNet-50, batch 64, V100."""
+
+    def test_memory_and_phase_times_match_predict(self):
+        r = run_script("""
+            import torchvision
+            m = torchvision.models.resnet50().cuda()
+            opt = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+            crit = torch.nn.CrossEntropyLoss().cuda()
+            x = torch.randn(64, 3, 224, 224).pin_memory()
+            t = torch.randint(0, 1000, (64,)).pin_memory()
+            for i in range(3):
+                e0, e1, e2 = (torch.cuda.Event(enable_timing=True) for _ in range(3))
+                xb, tb = x.cuda(non_blocking=True), t.cuda(non_blocking=True)
+                e0.record()
+                loss = crit(m(xb), tb)
+                e1.record()
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                e2.record()
+                loss.item()
+            print(json.dumps(dict(forward=e0.elapsed_time(e1), backward=e1.elapsed_time(e2),
+                                  allocated=torch.cuda.max_memory_allocated(),
+                                  reserved=torch.cuda.max_memory_reserved())))
+        """, "--gpu", "v100", "--model", "resnet50")
+        p = json.loads(gpemu("predict", "--model", "resnet50", "--gpu", "v100", "-b", "64", "--json").stdout)
+        fwd, bwd = p["forward_ms"], p["backward_ms"]
+        self.assertLess(abs(r["forward"] / fwd - 1), 0.10, (r, fwd))
+        self.assertLess(abs(r["backward"] / bwd - 1), 0.10, (r, bwd))
+        self.assertLess(abs(r["allocated"] / (p["peak_allocated_mib"] * MIB) - 1), 0.01, (r, p))
+        self.assertLess(abs(r["reserved"] / (p["peak_reserved_mib"] * MIB) - 1), 0.01, (r, p))
+
+
+class OpTable(unittest.TestCase):
+    def test_live_classes_are_the_tracers(self):
+        sys.path.insert(0, ROOT)
+        from tools.tracer import opclass
+
+        names = sorted(set().union(opclass.CONV, opclass.MATMUL, opclass.NORM, opclass.POOL, opclass.SOFTMAX,
+                                   opclass.REDUCTION, opclass.EMBEDDING, opclass.COPY, opclass.VIEW,
+                                   {"add", "relu_", "gelu"}))
+        r = run_script(f"""
+            names = {names!r}
+            print(json.dumps({{n: [torch.ops.gpemu.op_class(n, False), torch.ops.gpemu.op_class(n, True)]
+                               for n in names}}))
+        """)
+        for n in names:
+            self.assertEqual(r[n], [opclass.classify(n, None), opclass.classify(n, "optimizer")], n)
+
+
+class BadInput(unittest.TestCase):
+    def test_a_missing_script_is_named(self):
+        out = gpemu("torch", "--", "/nonexistent/train.py", check=False)
+        self.assertNotEqual(out.returncode, 0)
+        self.assertIn("/nonexistent/train.py", out.stderr)
+
+    def test_an_unknown_gpu_is_named(self):
+        with tempfile.NamedTemporaryFile("w", suffix=".py") as f:
+            out = gpemu("torch", "--gpu", "v1000x", "--", f.name, check=False)
+        self.assertNotEqual(out.returncode, 0)
+        self.assertIn("v1000x", out.stderr)
+
+    def test_an_unknown_model_is_named(self):
+        with tempfile.NamedTemporaryFile("w", suffix=".py") as f:
+            out = gpemu("torch", "--model", "resnet5000", "--", f.name, check=False)
+        self.assertNotEqual(out.returncode, 0)
+        self.assertIn("resnet5000", out.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
