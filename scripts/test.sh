@@ -3,7 +3,8 @@
 # builds again with AddressSanitizer + UndefinedBehaviorSanitizer (build-asan)
 # and runs the suite there too, except the tests labelled "python" (the
 # tracer's tests: no C++ in them, nothing for a sanitizer to see; and the
-# Python module's, which a sanitizer build does not build) and "install"
+# Python module's and the torch backend's, which a sanitizer build does not
+# build) and "install"
 # (the example consumer: builds a second program, a copy of what the first pass
 # checked) and one C++ test, Validation.SharedGPEmuOomBoundaries: it bisects
 # the batch size at every OOM point of GPEmu's profiles, the same zoo replay and
