@@ -18,6 +18,7 @@
 #include <ATen/EmptyTensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/detail/CUDAHooksInterface.h>
+#include <ATen/record_function.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/unfold_native.h>
@@ -33,7 +34,6 @@
 #include <functional>
 #include <map>
 #include <mutex>
-#include <thread>
 #include <unordered_map>
 
 #include "gpemu/error.h"
@@ -69,17 +69,42 @@ struct DeviceScope {
 };
 
 // ---- phase: forward, autograd backward, optimizer ---------------------------
+// Per thread, from RecordFunction scopes: the autograd engine runs every
+// backward node inside a BACKWARD_FUNCTION scope, and torch.optim runs step()
+// and zero_grad() inside record_function("Optimizer.step#...") /
+// ("Optimizer.zero_grad#..."), a USER_SCOPE. Other threads that issue
+// forward work (DataParallel's parallel_apply) stay forward.
 
-std::thread::id g_main_thread;
-std::atomic<int> g_optimizer_depth{0};
+thread_local int t_backward_depth = 0;
+thread_local int t_optimizer_depth = 0;
+
+struct PhaseContext final : at::ObserverContext {
+  int* depth = nullptr;
+};
+
+std::unique_ptr<at::ObserverContext> phase_enter(const at::RecordFunction& fn) {
+  int* depth = nullptr;
+  if (fn.scope() == at::RecordScope::BACKWARD_FUNCTION) {
+    depth = &t_backward_depth;
+  } else if (fn.scope() == at::RecordScope::USER_SCOPE) {
+    const char* name = fn.name();
+    if (name != nullptr && std::string_view(name).starts_with("Optimizer.")) depth = &t_optimizer_depth;
+  }
+  if (depth == nullptr) return nullptr;
+  ++*depth;
+  auto ctx = std::make_unique<PhaseContext>();
+  ctx->depth = depth;
+  return ctx;
+}
+
+void phase_exit(const at::RecordFunction& /*fn*/, at::ObserverContext* ctx) {
+  if (ctx != nullptr) --*static_cast<PhaseContext*>(ctx)->depth;
+}
 
 OpProgram::Section current_section() {
-  if (std::this_thread::get_id() == g_main_thread) {
-    return g_optimizer_depth.load(std::memory_order_relaxed) > 0 ? OpProgram::Section::Optimizer
-                                                                 : OpProgram::Section::Forward;
-  }
-  // The autograd engine runs backward on its own device threads.
-  return OpProgram::Section::Backward;
+  if (t_optimizer_depth > 0) return OpProgram::Section::Optimizer;
+  if (t_backward_depth > 0) return OpProgram::Section::Backward;
+  return OpProgram::Section::Forward;
 }
 
 void charge(int device, std::string_view name, c10::ArrayRef<c10::IValue> args, c10::ArrayRef<c10::IValue> outs) {
@@ -678,9 +703,12 @@ int64_t op_create_stream(int64_t device) { return rt().create_stream(static_cast
 void op_stream_synchronize(int64_t device, int64_t stream) { rt().synchronize(static_cast<int>(device), stream); }
 bool op_stream_query(int64_t device, int64_t stream) { return rt().stream(static_cast<int>(device), stream).query(); }
 double op_now() { return to_seconds(rt().clock().now()); }
-void op_optimizer(bool enter) {
-  if (std::this_thread::get_id() != g_main_thread) return;
-  g_optimizer_depth.fetch_add(enter ? 1 : -1, std::memory_order_relaxed);
+std::string op_section() {
+  switch (current_section()) {
+    case OpProgram::Section::Backward: return "backward";
+    case OpProgram::Section::Optimizer: return "optimizer";
+    default: return "forward";
+  }
 }
 // Events made from Python (torch.cuda.Event), by id.
 std::mutex g_events_mutex;
@@ -745,7 +773,8 @@ C10_REGISTER_TYPED_CLASS(CUDAHooksRegistry, "CUDAHooks", gb::Hooks)
 }  // namespace at
 
 TORCH_LIBRARY(gpemu, m) {
-  gb::g_main_thread = std::this_thread::get_id();
+  at::addGlobalCallback(at::RecordFunctionCallback(&gb::phase_enter, &gb::phase_exit)
+                            .scopes({at::RecordScope::BACKWARD_FUNCTION, at::RecordScope::USER_SCOPE}));
   c10::SetAllocator(c10::DeviceType::CUDA, &gb::g_device_allocator);
   m.def("device_count() -> int", &gb::op_device_count);
   m.def("gpu_info() -> str", &gb::op_gpu_info);
@@ -761,7 +790,7 @@ TORCH_LIBRARY(gpemu, m) {
   m.def("stream_synchronize(int device, int stream) -> ()", &gb::op_stream_synchronize);
   m.def("stream_query(int device, int stream) -> bool", &gb::op_stream_query);
   m.def("now() -> float", &gb::op_now);
-  m.def("optimizer(bool enter) -> ()", &gb::op_optimizer);
+  m.def("section() -> str", &gb::op_section);
   m.def("event_create() -> int", &gb::op_event_create);
   m.def("event_destroy(int id) -> ()", &gb::op_event_destroy);
   m.def("event_record(int id, int device, int stream) -> ()", &gb::op_event_record);

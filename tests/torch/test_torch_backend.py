@@ -108,6 +108,33 @@ class Timeline(unittest.TestCase):
         self.assertGreater(r["pageable"], r["pinned_ms"] / 1000)  # blocked, at the slower pageable rate
 
 
+class Phases(unittest.TestCase):
+    def test_backward_and_optimizer_ops_are_told_apart(self):
+        r = run_script("""
+            seen = {}
+            class Probe(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    seen["forward"] = torch.ops.gpemu.section()
+                    return x * 2
+                @staticmethod
+                def backward(ctx, g):
+                    seen["backward"] = torch.ops.gpemu.section()
+                    return g * 2
+            class Opt(torch.optim.SGD):
+                def step(self, closure=None):
+                    seen["step"] = torch.ops.gpemu.section()
+                    return super().step(closure)
+            w = torch.zeros(8, device="cuda", requires_grad=True)
+            opt = Opt([w], lr=0.1)
+            Probe.apply(w).sum().backward()
+            opt.step()
+            seen["after"] = torch.ops.gpemu.section()
+            print(json.dumps(seen))
+        """)
+        self.assertEqual(r, {"forward": "forward", "backward": "backward", "step": "optimizer", "after": "forward"})
+
+
 class Memory(unittest.TestCase):
     def test_out_of_memory_is_torchs_error(self):
         r = run_script("""

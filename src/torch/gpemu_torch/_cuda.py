@@ -230,29 +230,6 @@ def patch(torch):
     cuda.random.manual_seed = cuda.random.manual_seed_all = _ignore
     cuda.memory.mem_get_info = mem_get_info
 
-    # Optimizer kernels are charged as the optimizer's: torch.optim wraps
-    # step() and zero_grad() in record_function("Optimizer.step#...").
-    profiler = torch.autograd.profiler
-    base = profiler.record_function
-    if not getattr(base, "_gpemu", False):
-        class record_function(base):
-            _gpemu = True
-
-            def __enter__(self):
-                self._gpemu_optimizer = self.name.startswith("Optimizer.")
-                if self._gpemu_optimizer:
-                    _ops.optimizer(True)
-                return super().__enter__()
-
-            def __exit__(self, *exc):
-                try:
-                    return super().__exit__(*exc)
-                finally:
-                    if self._gpemu_optimizer:
-                        _ops.optimizer(False)
-
-        profiler.record_function = record_function
-
     # torch.accelerator, for scripts written for newer torch.
     if not hasattr(torch, "accelerator"):
         torch.accelerator = types.SimpleNamespace(
