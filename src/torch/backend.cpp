@@ -34,6 +34,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <thread>
 #include <unordered_map>
 
 #include "gpemu/error.h"
@@ -77,6 +78,12 @@ struct DeviceScope {
 
 thread_local int t_backward_depth = 0;
 thread_local int t_optimizer_depth = 0;
+// An autograd device thread: it runs backward work only, also between nodes
+// (the engine's gradient accumulation adds), which the zoo's traces count as
+// backward too. Never the thread that loaded the backend (the script's main
+// thread runs the engine's CPU nodes itself, and forward work after them).
+thread_local bool t_engine_thread = false;
+std::thread::id g_loading_thread;
 
 struct PhaseContext final : at::ObserverContext {
   int* depth = nullptr;
@@ -86,6 +93,7 @@ std::unique_ptr<at::ObserverContext> phase_enter(const at::RecordFunction& fn) {
   int* depth = nullptr;
   if (fn.scope() == at::RecordScope::BACKWARD_FUNCTION) {
     depth = &t_backward_depth;
+    if (!t_engine_thread && std::this_thread::get_id() != g_loading_thread) t_engine_thread = true;
   } else if (fn.scope() == at::RecordScope::USER_SCOPE) {
     const char* name = fn.name();
     if (name != nullptr && std::string_view(name).starts_with("Optimizer.")) depth = &t_optimizer_depth;
@@ -103,7 +111,7 @@ void phase_exit(const at::RecordFunction& /*fn*/, at::ObserverContext* ctx) {
 
 OpProgram::Section current_section() {
   if (t_optimizer_depth > 0) return OpProgram::Section::Optimizer;
-  if (t_backward_depth > 0) return OpProgram::Section::Backward;
+  if (t_backward_depth > 0 || t_engine_thread) return OpProgram::Section::Backward;
   return OpProgram::Section::Forward;
 }
 
@@ -773,6 +781,7 @@ C10_REGISTER_TYPED_CLASS(CUDAHooksRegistry, "CUDAHooks", gb::Hooks)
 }  // namespace at
 
 TORCH_LIBRARY(gpemu, m) {
+  gb::g_loading_thread = std::this_thread::get_id();
   at::addGlobalCallback(at::RecordFunctionCallback(&gb::phase_enter, &gb::phase_exit)
                             .scopes({at::RecordScope::BACKWARD_FUNCTION, at::RecordScope::USER_SCOPE}));
   c10::SetAllocator(c10::DeviceType::CUDA, &gb::g_device_allocator);
