@@ -576,8 +576,16 @@ at::Tensor to_meta(const at::Tensor& t, MetaArgs& m) {
   if (m.device < 0) m.device = t.get_device();
   for (const auto& [meta, orig] : m.originals)
     if (orig.unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) return meta;
-  at::Tensor meta = at::empty_strided(t.sizes(), t.strides(), t.options().device(at::kMeta));
-  if (t.storage_offset() != 0) meta = meta.as_strided(t.sizes(), t.strides(), t.storage_offset());
+  at::Tensor meta;
+  if (t.storage_offset() == 0) {
+    meta = at::empty_strided(t.sizes(), t.strides(), t.options().device(at::kMeta));
+  } else {
+    // A view into a larger storage (a flattened buffer's piece): a meta
+    // storage as large as the view's extent, then the same view of it.
+    int64_t extent = t.storage_offset() + 1;
+    for (int64_t d = 0; d < t.dim(); ++d) extent += (t.size(d) - 1) * t.stride(d);
+    meta = at::empty({extent}, t.options().device(at::kMeta)).as_strided(t.sizes(), t.strides(), t.storage_offset());
+  }
   m.originals.emplace_back(meta, t);
   return meta;
 }
@@ -710,6 +718,10 @@ void op_set_stream(int64_t device, int64_t stream) {
 int64_t op_create_stream(int64_t device) { return rt().create_stream(static_cast<int>(device)); }
 void op_stream_synchronize(int64_t device, int64_t stream) { rt().synchronize(static_cast<int>(device), stream); }
 bool op_stream_query(int64_t device, int64_t stream) { return rt().stream(static_cast<int>(device), stream).query(); }
+// The packed form torch._C.Stream(_cdata) takes (c10::Stream::pack).
+int64_t op_stream_pack(int64_t device, int64_t stream) {
+  return static_cast<int64_t>(c10::Stream(c10::Stream::UNSAFE, cuda_device(static_cast<int>(device)), stream).pack());
+}
 double op_now() { return to_seconds(rt().clock().now()); }
 std::string op_section() {
   switch (current_section()) {
@@ -799,6 +811,7 @@ TORCH_LIBRARY(gpemu, m) {
   m.def("stream_synchronize(int device, int stream) -> ()", &gb::op_stream_synchronize);
   m.def("stream_query(int device, int stream) -> bool", &gb::op_stream_query);
   m.def("now() -> float", &gb::op_now);
+  m.def("stream_pack(int device, int stream) -> int", &gb::op_stream_pack);
   m.def("section() -> str", &gb::op_section);
   m.def("event_create() -> int", &gb::op_event_create);
   m.def("event_destroy(int id) -> ()", &gb::op_event_destroy);

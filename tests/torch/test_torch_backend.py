@@ -108,6 +108,29 @@ class Timeline(unittest.TestCase):
         self.assertGreater(r["pageable"], r["pinned_ms"] / 1000)  # blocked, at the slower pageable rate
 
 
+class DataParallel(unittest.TestCase):
+    def test_replicas_run_on_every_emulated_gpu(self):
+        r = run_script("""
+            import warnings
+            warnings.simplefilter("ignore")
+            net = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3), torch.nn.ReLU(), torch.nn.Flatten(),
+                                      torch.nn.Linear(16 * 30 * 30, 10))
+            m = torch.nn.DataParallel(net).cuda()
+            opt = torch.optim.SGD(m.parameters(), lr=0.1)
+            out = m(torch.randn(8, 3, 32, 32))
+            out.sum().backward()
+            opt.step()
+            torch.cuda.synchronize(1)
+            print(json.dumps(dict(out=list(out.shape), dev=str(out.device),
+                                  grad=str(net[0].weight.grad.device),
+                                  mem=[torch.cuda.max_memory_allocated(d) for d in range(2)])))
+        """, "--gpus", "2")
+        self.assertEqual(r["out"], [8, 10])
+        self.assertEqual(r["dev"], "cuda:0")
+        self.assertEqual(r["grad"], "cuda:0")
+        self.assertGreater(r["mem"][1], 0)  # the replica's parameters and activations
+
+
 class Phases(unittest.TestCase):
     def test_backward_and_optimizer_ops_are_told_apart(self):
         r = run_script("""

@@ -142,13 +142,16 @@ def patch(torch):
         def __repr__(self):
             return f"<torch.cuda.Event (gpemu) {self._id}>"
 
-    class Stream:
-        """torch.cuda.Stream on an emulated device."""
+    class Stream(torch._C.Stream):
+        """torch.cuda.Stream on an emulated device (a torch.Stream, so that
+        record_stream and the other C++ functions taking a stream accept it)."""
 
         def __new__(cls, device=None, priority=0, stream_id=None, device_index=None, **kwargs):
-            self = object.__new__(cls)
-            self.device_index = _dev(torch, device) if device_index is None else device_index
-            self.stream_id = _ops.create_stream(self.device_index) if stream_id is None else stream_id
+            index = _dev(torch, device) if device_index is None else device_index
+            sid = _ops.create_stream(index) if stream_id is None else stream_id
+            self = torch._C.Stream.__new__(cls, _ops.stream_pack(index, sid))
+            self.device_index = index
+            self.stream_id = sid
             self.priority = priority
             return self
 
@@ -229,6 +232,59 @@ def patch(torch):
     cuda.streams.Event = Event
     cuda.random.manual_seed = cuda.random.manual_seed_all = _ignore
     cuda.memory.mem_get_info = mem_get_info
+
+    # torch.nn.parallel's collectives (DataParallel): device-to-device copies
+    # on the emulated devices, each charged as a copy kernel on its stream.
+    def cuda_dev(d):
+        return torch.device("cuda", d)
+
+    def broadcast(tensor, devices):
+        return [tensor if tensor.get_device() == d else tensor.to(cuda_dev(d)) for d in devices]
+
+    def broadcast_out(tensor, out):
+        for o in out:
+            o.copy_(tensor)
+        return out
+
+    def broadcast_coalesced(tensors, devices, buffer_size=0):
+        return [[t if t.get_device() == d else t.to(cuda_dev(d)) for t in tensors] for d in devices]
+
+    def scatter(tensor, devices, chunk_sizes=None, dim=0, streams=None):
+        chunks = tensor.split(list(chunk_sizes), dim) if chunk_sizes else tensor.chunk(len(devices), dim)
+        out = []
+        for i, (d, chunk) in enumerate(zip(devices, chunks)):
+            with torch.cuda.device(d):
+                stream = streams[i] if streams else None
+                if stream is not None:
+                    with torch.cuda.stream(stream):
+                        out.append(chunk.to(cuda_dev(d), non_blocking=True).contiguous())
+                else:
+                    out.append(chunk.to(cuda_dev(d), non_blocking=True).contiguous())
+        return out
+
+    def scatter_out(tensor, out, dim=0, streams=None):
+        chunks = tensor.split([o.size(dim) for o in out], dim)
+        for o, chunk in zip(out, chunks):
+            o.copy_(chunk, non_blocking=True)
+        return out
+
+    def gather(tensors, dim=0, destination=None):
+        if destination is None:
+            destination = _ops.current_device()
+        target = torch.device("cpu") if destination == -1 else cuda_dev(destination)
+        return torch.cat([t.to(target) for t in tensors], dim)
+
+    def gather_out(tensors, out, dim=0):
+        torch.cat([t.to(out.device) for t in tensors], dim, out=out)
+        return out
+
+    C._broadcast = broadcast
+    C._broadcast_out = broadcast_out
+    C._broadcast_coalesced = broadcast_coalesced
+    C._scatter = scatter
+    C._scatter_out = scatter_out
+    C._gather = gather
+    C._gather_out = gather_out
 
     # torch.accelerator, for scripts written for newer torch.
     if not hasattr(torch, "accelerator"):
