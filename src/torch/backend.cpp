@@ -532,6 +532,13 @@ const std::unordered_map<std::string_view, Rule>& shape_rules() {
       };
     for (const char* n : {"nll_loss_backward", "nll_loss2d_backward"})
       r[n] = [](c10::ArrayRef<c10::IValue> a) -> Outs { return {meta_like(a[1].toTensor())}; };
+    r["_embedding_bag_dense_backward"] = [](c10::ArrayRef<c10::IValue> a) -> Outs {
+      const at::Tensor& g = a[0].toTensor();
+      return {meta_empty({a[5].toInt(), g.size(-1)}, g.scalar_type())};
+    };
+    r["_embedding_bag_per_sample_weights_backward"] = [](c10::ArrayRef<c10::IValue> a) -> Outs {
+      return {meta_empty({a[2].toTensor().numel()}, a[0].toTensor().scalar_type())};
+    };
     r["native_dropout"] = [](c10::ArrayRef<c10::IValue> a) -> Outs {
       const at::Tensor& x = a[0].toTensor();
       return {meta_like(x), meta_like(x, at::kBool)};
@@ -558,6 +565,32 @@ const std::unordered_map<std::string_view, Rule>& shape_rules() {
       return {mask_at(mask, 0) ? c10::IValue(meta_like(x)) : none(),
               mask_at(mask, 1) && a[5].isTensor() ? c10::IValue(meta_like(a[5].toTensor())) : none(),
               mask_at(mask, 2) && a[6].isTensor() ? c10::IValue(meta_like(a[6].toTensor())) : none()};
+    };
+    // Fused RNN cells (nn.LSTM / nn.GRU without cuDNN): the pointwise part
+    // of a step; the gate matmuls are separate mm ops.
+    r["_thnn_fused_lstm_cell"] = [](c10::ArrayRef<c10::IValue> a) -> Outs {
+      const at::Tensor& gates = a[0].toTensor();
+      const at::Tensor& cx = a[2].toTensor();
+      return {meta_like(cx, gates.scalar_type()), meta_like(cx, gates.scalar_type()), meta_like(gates)};
+    };
+    r["_thnn_fused_lstm_cell_backward_impl"] = [](c10::ArrayRef<c10::IValue> a) -> Outs {
+      const at::Tensor& cx = a[2].toTensor();
+      const at::Tensor& workspace = a[4].toTensor();
+      return {meta_like(workspace), meta_like(cx),
+              a[5].toBool() ? c10::IValue(meta_empty({workspace.size(1)}, workspace.scalar_type())) : none()};
+    };
+    r["_thnn_fused_gru_cell"] = [](c10::ArrayRef<c10::IValue> a) -> Outs {
+      const at::Tensor& gates = a[0].toTensor();
+      const at::Tensor& hx = a[2].toTensor();
+      return {meta_like(hx, gates.scalar_type()), meta_empty({hx.size(0), hx.size(1) * 5}, gates.scalar_type())};
+    };
+    r["_thnn_fused_gru_cell_backward"] = [](c10::ArrayRef<c10::IValue> a) -> Outs {
+      const at::Tensor& grad = a[0].toTensor();
+      const int64_t b = grad.size(0), h = grad.size(1);
+      const at::ScalarType t = grad.scalar_type();
+      const bool bias = a[2].toBool();
+      return {meta_empty({b, 3 * h}, t), meta_empty({b, 3 * h}, t), meta_like(grad),
+              bias ? c10::IValue(meta_empty({3 * h}, t)) : none(), bias ? c10::IValue(meta_empty({3 * h}, t)) : none()};
     };
     return r;
   }();
@@ -674,8 +707,9 @@ void emulate_op(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   } catch (const c10::Error& e) {
     std::lock_guard lock(g_failed_mutex);
     g_failed.emplace(std::string(name), e.what_without_backtrace());
-    TORCH_CHECK(false, "gpemu torch: aten::", name, " has no shape rule on an emulated GPU (",
-                e.what_without_backtrace(),
+    std::string why = e.what_without_backtrace();
+    if (const auto dot = why.find(". "); dot != std::string::npos) why.resize(dot);
+    TORCH_CHECK(false, "gpemu torch: aten::", name, " has no shape rule on an emulated GPU (", why,
                 "). Please report it with the model that used it; docs/torch.md lists what is covered.");
   }
   TORCH_INTERNAL_ASSERT(meta_outs.size() == n_rets, "gpemu torch: aten::", name, " returned ", meta_outs.size(),
