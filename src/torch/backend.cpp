@@ -369,6 +369,33 @@ const at::Tensor& resize_kernel(const at::Tensor& self, c10::SymIntArrayRef size
   return self;
 }
 
+// set_: the tensor takes another storage (torch.save's storage copies,
+// storage views). Only the tensor's metadata changes.
+at::Tensor& set_storage_offset_kernel(at::Tensor& self, c10::Storage source, c10::SymInt offset,
+                                      c10::SymIntArrayRef size, c10::SymIntArrayRef stride) {
+  c10::TensorImpl* impl = self.unsafeGetTensorImpl();
+  impl->set_storage_keep_dtype(std::move(source));
+  impl->set_storage_offset(offset.expect_int());
+  const c10::IntArrayRef sizes = c10::asIntArrayRefSlow(size);
+  if (stride.empty())
+    impl->set_sizes_contiguous(sizes);
+  else
+    impl->set_sizes_and_strides(sizes, c10::asIntArrayRefSlow(stride));
+  return self;
+}
+
+at::Tensor& set_storage_kernel(at::Tensor& self, c10::Storage source) {
+  const auto n = static_cast<int64_t>(source.nbytes() / self.itemsize());
+  const std::array<c10::SymInt, 1> size = {c10::SymInt(n)};
+  return set_storage_offset_kernel(self, std::move(source), c10::SymInt(0), size, {});
+}
+
+at::Tensor& set_empty_kernel(at::Tensor& self) {
+  c10::Storage storage(c10::Storage::use_byte_size_t(), 0, &g_device_allocator, /*resizable=*/true);
+  const std::array<c10::SymInt, 1> size = {c10::SymInt(0)};
+  return set_storage_offset_kernel(self, std::move(storage), c10::SymInt(0), size, {});
+}
+
 double unique_bytes_of(const at::Tensor& t) {
   return static_cast<double>(t.numel()) * static_cast<double>(t.itemsize());
 }
@@ -874,6 +901,9 @@ TORCH_LIBRARY_IMPL(aten, CUDA, m) {
   m.impl("_pin_memory", TORCH_FN(gb::pin_memory_kernel));
   m.impl("is_pinned", TORCH_FN(gb::is_pinned_kernel));
   m.impl("record_stream", TORCH_FN(gb::record_stream_kernel));
+  m.impl("set_.source_Storage_storage_offset", TORCH_FN(gb::set_storage_offset_kernel));
+  m.impl("set_.source_Storage", TORCH_FN(gb::set_storage_kernel));
+  m.impl("set_", TORCH_FN(gb::set_empty_kernel));
   // Composites that would pick cuDNN or a slow CUDA path: shape rules instead.
   m.impl("convolution", torch::CppFunction::makeFromBoxedFunction<&gb::emulate_op>());
   m.impl("convolution_backward", torch::CppFunction::makeFromBoxedFunction<&gb::emulate_op>());

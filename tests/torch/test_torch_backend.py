@@ -131,6 +131,28 @@ class DataParallel(unittest.TestCase):
         self.assertGreater(r["mem"][1], 0)  # the replica's parameters and activations
 
 
+class Checkpoints(unittest.TestCase):
+    def test_save_load_and_deepcopy_of_cuda_tensors(self):
+        r = run_script("""
+            import copy, io
+            m = torch.nn.Linear(16, 4).cuda()
+            buf = io.BytesIO()
+            torch.save({"model": m.state_dict(), "step": 7}, buf)
+            buf.seek(0)
+            same = torch.load(buf)
+            buf.seek(0)
+            moved = torch.load(buf, map_location="cuda:1")
+            clone = copy.deepcopy(m)
+            print(json.dumps(dict(step=same["step"], dev=str(same["model"]["weight"].device),
+                                  moved=str(moved["model"]["weight"].device),
+                                  shape=list(moved["model"]["weight"].shape),
+                                  clone=str(clone.weight.device),
+                                  distinct=clone.weight.data_ptr() != m.weight.data_ptr())))
+        """, "--gpus", "2")
+        self.assertEqual(r, {"step": 7, "dev": "cuda:0", "moved": "cuda:1", "shape": [4, 16], "clone": "cuda:0",
+                             "distinct": True})
+
+
 class Phases(unittest.TestCase):
     def test_backward_and_optimizer_ops_are_told_apart(self):
         r = run_script("""

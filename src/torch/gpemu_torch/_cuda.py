@@ -286,6 +286,35 @@ def patch(torch):
     C._gather = gather
     C._gather_out = gather_out
 
+    # Storage.cuda() (torch.load(map_location=...) restores storages with it):
+    # torch's own makes torch.UntypedStorage(device="cuda"), which a CPU-only
+    # build refuses; a byte tensor on the emulated device gives the storage.
+    def storage_cuda(self, device=None, non_blocking=False, **kwargs):
+        non_blocking = kwargs.pop("async", non_blocking)
+        if self.is_cuda:
+            if device is None:
+                device = _ops.current_device()
+            if self.get_device() == device:
+                return self
+        index = _dev(torch, device)
+        with torch.cuda.device(index):
+            src = torch.empty(0, dtype=torch.uint8, device=self.device).set_(self)
+            dst = torch.empty(self.nbytes(), dtype=torch.uint8, device=cuda_dev(index))
+            dst.copy_(src, non_blocking)
+            return dst.storage().untyped()
+
+    base_clone = torch.storage._StorageBase.clone
+
+    def storage_clone(self):
+        if self.device.type != "cuda":
+            return base_clone(self)
+        with torch.cuda.device(self.device.index):
+            src = torch.empty(0, dtype=torch.uint8, device=self.device).set_(self)
+            return src.clone().storage().untyped()
+
+    torch.storage._StorageBase.cuda = storage_cuda
+    torch.storage._StorageBase.clone = storage_clone
+
     # torch.accelerator, for scripts written for newer torch.
     if not hasattr(torch, "accelerator"):
         torch.accelerator = types.SimpleNamespace(
