@@ -9,6 +9,7 @@
 #include "scale_bench.h"
 #include "share_bench.h"
 #include "timing_bench.h"
+#include "torch_bench.h"
 #include "virtual_bench.h"
 
 namespace gpemu::cli {
@@ -114,6 +115,17 @@ void add_bench_command(CLI::App& app) {
         c.add_option("--network", o.network, "25gbe, 100gbe, 400gbe or a JSON file")->capture_default_str();
         c.add_option("--sync", o.sync, "Host waits every 'iteration' (loss.item()) or at the 'end'")
             ->capture_default_str();
+      });
+  add_bench<TorchBenchOptions>(
+      *cmd, "torch",
+      "gpemu torch: resnet50 on emulated V100 and H100 under both clocks, against predict, and the emulator's "
+      "cost per op",
+      [](const TorchBenchOptions& o) { return run_torch_bench(o); }, print_torch_bench,
+      [](CLI::App& c, TorchBenchOptions& o) {
+        c.add_option("--iters", o.iters, "Measured iterations per run")
+            ->check(CLI::Range(1, 1000))
+            ->capture_default_str();
+        c.add_option("--warmup", o.warmup, "Iterations before them")->check(CLI::Range(0, 1000))->capture_default_str();
       });
   add_bench<ShareBenchOptions>(
       *cmd, "share",

@@ -40,7 +40,7 @@ int run(int argc, char** argv) {
   add_torch_command(app);
   install_interrupt_handlers();
   try {
-    app.parse(argc, argv);
+    app.parse(split_torch_script_args(argc, argv), argv);
     // A loop that finished its last step as the signal came still ends as
     // interrupted: the user asked to stop.
     throw_if_interrupted();

@@ -5,12 +5,14 @@
 // gpemu's process id, so its exit status is the command's.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
@@ -97,7 +99,35 @@ void set_env(const char* name, const std::string& value) {
   throw ResourceError(fmt::format("gpemu torch: cannot start {}: {}", a.python, std::strerror(errno)));
 }
 
+std::vector<std::string>& script_args() {
+  static std::vector<std::string> args;
+  return args;
+}
+
 }  // namespace
+
+int split_torch_script_args(int argc, char** argv) {
+  if (argc < 2 || std::string_view(argv[1]) != "torch") return argc;
+  // gpemu torch's options that take a value (as --name value or --name=value).
+  static const std::vector<std::string_view> with_value = {"--gpu",   "--gpus",  "--clock", "--json",
+                                                           "--trace", "--model", "--python"};
+  int i = 2, cli_argc = argc;  // i: the script's index; cli_argc: what CLI11 parses
+  while (i < argc) {
+    const std::string_view arg = argv[i];
+    if (arg == "--") {  // the separator: dropped
+      cli_argc = i++;
+      break;
+    }
+    if (!arg.starts_with("-")) {  // the script
+      cli_argc = i;
+      break;
+    }
+    const bool takes_value = std::find(with_value.begin(), with_value.end(), arg) != with_value.end();
+    i += takes_value ? 2 : 1;
+  }
+  for (int j = i; j < argc; ++j) script_args().emplace_back(argv[j]);
+  return cli_argc;
+}
 
 void add_torch_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
@@ -117,11 +147,10 @@ void add_torch_command(CLI::App& app) {
                   "The zoo model the script trains, if it is one: its learned time correction is applied, as "
                   "`gpemu predict` applies it (default: none, the per-operator model alone)");
   cmd->add_option("--python", a->python, "Python interpreter with Debian's CPU-only torch 1.13")->capture_default_str();
-  cmd->add_option("script", a->script, "The script and its arguments (after --)")->required();
-  cmd->prefix_command();
-  cmd->callback([a, cmd] {
+  cmd->footer("The script and its arguments follow the options (after --): they are the script's, untouched.");
+  cmd->callback([a] {
     TorchArgs args = *a;
-    for (const std::string& rest : cmd->remaining()) args.script.push_back(rest);
+    args.script = script_args();
     run_script(args);
   });
 }

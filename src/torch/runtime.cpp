@@ -123,10 +123,20 @@ const GpuPeaks& Runtime::peaks(bool tf32_conv, bool tf32_matmul) const {
 }
 
 void Runtime::pace_host(double seconds) {
+  const Duration launch = from_seconds(seconds);
   Time until = 0;
   {
     std::lock_guard lock(mutex_);
-    host_ready_ = std::max(host_ready_, clock_->now()) + from_seconds(seconds);
+    const Time now = clock_->now();
+    if (clock_->is_virtual()) {
+      // The host's emulated time is all there is: each op costs its launch.
+      host_ready_ = std::max(host_ready_, now) + launch;
+    } else {
+      // The script's Python, torch's dispatch and the emulator's own work
+      // are real time already spent on this op: the op costs the larger of
+      // that and its launch cost, not their sum.
+      host_ready_ = std::max(host_ready_ + launch, now);
+    }
     until = host_ready_;
   }
   clock_->sleep_until(until);

@@ -245,6 +245,17 @@ class OpTable(unittest.TestCase):
             self.assertEqual(r[n], [opclass.classify(n, None), opclass.classify(n, "optimizer")], n)
 
 
+class Command(unittest.TestCase):
+    def test_script_arguments_pass_untouched(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            script = os.path.join(tmp, "args.py")
+            with open(script, "w") as f:
+                f.write("import sys, json; print(json.dumps(sys.argv[1:]))\n")
+            for args in (["--", script], [script], ["--gpu=h100", "--", script], ["--gpus", "2", script]):
+                out = gpemu("torch", *args, "-a", "x", "--", "--gpu", "3", "y")
+                self.assertEqual(json.loads(out.stdout), ["-a", "x", "--", "--gpu", "3", "y"], args)
+
+
 class BadInput(unittest.TestCase):
     def test_a_missing_script_is_named(self):
         out = gpemu("torch", "--", "/nonexistent/train.py", check=False)
