@@ -636,15 +636,17 @@ at::Tensor to_meta(const at::Tensor& t, MetaArgs& m) {
   if (m.device < 0) m.device = t.get_device();
   for (const auto& [meta, orig] : m.originals)
     if (orig.unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) return meta;
-  at::Tensor meta;
-  if (t.storage_offset() == 0) {
-    meta = at::empty_strided(t.sizes(), t.strides(), t.options().device(at::kMeta));
-  } else {
+  // Made directly (not through the dispatcher): this runs for every argument
+  // of every op.
+  at::Tensor meta(at::detail::empty_strided_meta(t.sizes(), t.strides(), t.scalar_type()));
+  if (t.storage_offset() != 0) {
     // A view into a larger storage (a flattened buffer's piece): a meta
     // storage as large as the view's extent, then the same view of it.
     int64_t extent = t.storage_offset() + 1;
     for (int64_t d = 0; d < t.dim(); ++d) extent += (t.size(d) - 1) * t.stride(d);
-    meta = at::empty({extent}, t.options().device(at::kMeta)).as_strided(t.sizes(), t.strides(), t.storage_offset());
+    const std::array<int64_t, 1> whole = {extent}, unit = {1};
+    meta = at::native::as_strided_tensorimpl(at::Tensor(at::detail::empty_strided_meta(whole, unit, t.scalar_type())),
+                                             t.sizes(), t.strides(), t.storage_offset());
   }
   m.originals.emplace_back(meta, t);
   return meta;
