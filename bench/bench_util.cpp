@@ -1,9 +1,12 @@
 #include "bench_util.h"
 
+#include <sys/wait.h>
 #include <time.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <sstream>
 
 #include <fmt/format.h>
 
@@ -50,6 +53,29 @@ std::string grouped(double v) {
     out += digits[i];
   }
   return n < 0 ? "-" + out : out;
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+bool CommandOutput::succeeded() const { return started && WIFEXITED(status) && WEXITSTATUS(status) == 0; }
+
+CommandOutput run_command(const std::string& command) {
+  CommandOutput r;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) return r;
+  r.started = true;
+  std::string out;
+  char buf[4096];
+  while (std::fgets(buf, sizeof buf, pipe) != nullptr) out += buf;
+  r.status = ::pclose(pipe);
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);)
+    if (!line.empty() && line.front() == '{') r.last_json_line = line;
+  return r;
 }
 
 }  // namespace gpemu::bench

@@ -42,4 +42,19 @@ std::string significant(double v, int digits);
 // 1234567 -> "1,234,567".
 std::string grouped(double v);
 
+// `s` quoted for the shell ('it'\''s').
+std::string shell_quote(const std::string& s);
+
+// A command run through the shell (popen) by a benchmark that drives another
+// program (torch's DataLoader, `gpemu torch`): its wait status and the last
+// line of its standard output that starts with '{' (the JSON result the
+// scripts print last). started is false when the shell could not be started.
+struct CommandOutput {
+  bool started = false;
+  int status = -1;
+  std::string last_json_line;
+  bool succeeded() const;  // exited with status 0
+};
+CommandOutput run_command(const std::string& command);
+
 }  // namespace gpemu::bench

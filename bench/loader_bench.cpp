@@ -13,6 +13,7 @@
 #include "bench_util.h"
 #include "gpemu/error.h"
 #include "gpemu/pipeline.h"
+#include "gpemu/zoo.h"
 
 namespace gpemu {
 namespace fs = std::filesystem;
@@ -64,12 +65,6 @@ void warm_page_cache(const std::vector<std::string>& files) {
   }
 }
 
-std::string shell_quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
 struct TorchRun {
   nlohmann::json result;  // null on failure
   std::string error;
@@ -78,7 +73,9 @@ struct TorchRun {
 TorchRun run_torch(const fs::path& dir, const LoaderBenchOptions& o) {
   TorchRun run;
   const std::string script =
-      o.torch_script.empty() ? (fs::path(__FILE__).parent_path() / "torch_loader.py").string() : o.torch_script;
+      // The source tree's bench/ folder (data_dir() is the source tree in a build): __FILE__ is relative to
+      // the build folder, so it named the script only when gpemu ran from there.
+      o.torch_script.empty() ? (zoo::data_dir() / "bench" / "torch_loader.py").string() : o.torch_script;
   if (!fs::exists(script)) {
     run.error = "torch reference script not found: " + script;
     return run;
@@ -89,24 +86,17 @@ TorchRun run_torch(const fs::path& dir, const LoaderBenchOptions& o) {
   }
   const auto log = fs::temp_directory_path() / ("gpemu-torch-loader-" + std::to_string(::getpid()) + ".log");
   std::ostringstream cmd;
-  cmd << shell_quote(o.python) << " " << shell_quote(script) << " --root " << shell_quote(dir.string()) << " --images "
-      << o.images << " --workers " << o.workers << " --batch-size " << o.batch_size << " --prefetch-factor "
-      << o.prefetch_factor << " --size " << o.image_size << " --epochs " << o.epochs << " --seed " << o.seed << " 2>"
-      << shell_quote(log.string());
-  FILE* pipe = ::popen(cmd.str().c_str(), "r");
-  if (pipe == nullptr) {
+  cmd << bench::shell_quote(o.python) << " " << bench::shell_quote(script) << " --root "
+      << bench::shell_quote(dir.string()) << " --images " << o.images << " --workers " << o.workers << " --batch-size "
+      << o.batch_size << " --prefetch-factor " << o.prefetch_factor << " --size " << o.image_size << " --epochs "
+      << o.epochs << " --seed " << o.seed << " 2>" << bench::shell_quote(log.string());
+  const bench::CommandOutput output = bench::run_command(cmd.str());
+  if (!output.started) {
     run.error = "cannot start " + o.python;
     return run;
   }
-  std::string out;
-  char buf[4096];
-  while (std::fgets(buf, sizeof buf, pipe) != nullptr) out += buf;
-  const int status = ::pclose(pipe);
-  std::string last;
-  std::istringstream lines(out);
-  for (std::string line; std::getline(lines, line);) {
-    if (!line.empty() && line.front() == '{') last = line;
-  }
+  const int status = output.status;
+  const std::string& last = output.last_json_line;
   nlohmann::json j;
   try {
     if (!last.empty()) j = nlohmann::json::parse(last);

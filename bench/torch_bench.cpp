@@ -1,13 +1,10 @@
 #include "torch_bench.h"
 
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
 
@@ -30,12 +27,6 @@ struct Run {
 constexpr Run kRuns[] = {{"v100", 64, "virtual"}, {"v100", 64, "real"}, {"h100", 8, "real"}, {"h100", 8, "virtual"}};
 constexpr const char* kModel = "resnet50";
 
-std::string quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
 // Runs the script under `gpemu torch` (this very program); its last JSON line,
 // or {"error": ...}.
 nlohmann::json run_script(const Run& r, const TorchBenchOptions& o) {
@@ -48,27 +39,18 @@ nlohmann::json run_script(const Run& r, const TorchBenchOptions& o) {
   const fs::path log = fs::temp_directory_path() / fmt::format("gpemu-bench-torch-{}.log", ::getpid());
   const std::string cmd =
       fmt::format("{} torch --gpu {} --clock {} --model {} -- {} --model {} --batch {} --iters {} --warmup {} 2>{}",
-                  quote(self.string()), r.gpu, r.clock, kModel, quote(script.string()), kModel, r.batch, o.iters,
-                  o.warmup, quote(log.string()));
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return {{"error", "cannot start " + self.string()}};
-  std::string out;
-  char buf[4096];
-  while (std::fgets(buf, sizeof buf, pipe) != nullptr) out += buf;
-  const int status = ::pclose(pipe);
-  std::string last;
-  std::istringstream lines(out);
-  for (std::string line; std::getline(lines, line);)
-    if (!line.empty() && line.front() == '{') last = line;
+                  bench::shell_quote(self.string()), r.gpu, r.clock, kModel, bench::shell_quote(script.string()),
+                  kModel, r.batch, o.iters, o.warmup, bench::shell_quote(log.string()));
+  const bench::CommandOutput output = bench::run_command(cmd);
   std::ifstream in(log);
   std::string err((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   fs::remove(log, ec);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || last.empty()) {
+  if (!output.succeeded() || output.last_json_line.empty()) {
     if (err.size() > 800) err = "..." + err.substr(err.size() - 800);
-    return {{"error", fmt::format("gpemu torch failed (status {}): {}", status, err)}};
+    return {{"error", fmt::format("gpemu torch failed (status {}): {}", output.status, err)}};
   }
   try {
-    return nlohmann::json::parse(last);
+    return nlohmann::json::parse(output.last_json_line);
   } catch (const std::exception& e) {
     return {{"error", std::string("unreadable output: ") + e.what()}};
   }

@@ -71,6 +71,8 @@ def main():
 
     out = dict(model=a.model, batch=a.batch, iters=a.iters, forward_ms=mean(fwd), backward_ms=mean(bwd),
                iteration_ms=mean(it), wall_ms=mean(wall), ops_per_iteration=mean(ops),
+               peak_allocated_bytes=torch.cuda.max_memory_allocated(),
+               peak_reserved_bytes=torch.cuda.max_memory_reserved(),
                emulated_op_us=per_op_us("cuda"), cpu_op_us=per_op_us("cpu"))
     print(json.dumps(out))
 
