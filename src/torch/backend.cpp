@@ -34,6 +34,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <unordered_map>
 
@@ -629,27 +630,46 @@ const std::unordered_map<std::string_view, Rule>& shape_rules() {
 struct MetaArgs {
   std::vector<std::pair<at::Tensor, at::Tensor>> originals;  // (meta copy, CUDA tensor)
   int device = -1;
+  // Indexing ops take index tensors on the host and move them, as PyTorch's
+  // CUDA kernels do; any other op given a host tensor (other than a 0-dim
+  // one) with CUDA tensors is refused with PyTorch's message.
+  bool host_tensors_allowed = false;
+  std::optional<c10::Device> other_device;  // a tensor on a device the op cannot mix in
 };
 
+at::Tensor meta_copy(const at::Tensor& t);
+
 at::Tensor to_meta(const at::Tensor& t, MetaArgs& m) {
-  if (!t.defined() || !t.is_cuda()) return t;
-  if (m.device < 0) m.device = t.get_device();
+  if (!t.defined()) return t;
+  if (!t.is_cuda()) {
+    if (t.dim() == 0) return t;  // a host scalar joins CUDA tensors in any op
+    if (m.host_tensors_allowed && t.is_cpu()) return meta_copy(t);
+    if (!m.other_device) m.other_device = t.device();
+    return t;
+  }
+  if (m.device < 0)
+    m.device = t.get_device();
+  else if (t.get_device() != m.device && t.dim() > 0 && !m.other_device)
+    m.other_device = t.device();
   for (const auto& [meta, orig] : m.originals)
     if (orig.unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) return meta;
-  // Made directly (not through the dispatcher): this runs for every argument
-  // of every op.
-  at::Tensor meta(at::detail::empty_strided_meta(t.sizes(), t.strides(), t.scalar_type()));
-  if (t.storage_offset() != 0) {
-    // A view into a larger storage (a flattened buffer's piece): a meta
-    // storage as large as the view's extent, then the same view of it.
-    int64_t extent = t.storage_offset() + 1;
-    for (int64_t d = 0; d < t.dim(); ++d) extent += (t.size(d) - 1) * t.stride(d);
-    const std::array<int64_t, 1> whole = {extent}, unit = {1};
-    meta = at::native::as_strided_tensorimpl(at::Tensor(at::detail::empty_strided_meta(whole, unit, t.scalar_type())),
-                                             t.sizes(), t.strides(), t.storage_offset());
-  }
+  at::Tensor meta = meta_copy(t);
   m.originals.emplace_back(meta, t);
   return meta;
+}
+
+// A shape-only copy of t: made directly, not through the dispatcher (this
+// runs for every argument of every op).
+at::Tensor meta_copy(const at::Tensor& t) {
+  if (t.storage_offset() == 0)
+    return at::Tensor(at::detail::empty_strided_meta(t.sizes(), t.strides(), t.scalar_type()));
+  // A view into a larger storage (a flattened buffer's piece): a meta
+  // storage as large as the view's extent, then the same view of it.
+  int64_t extent = t.storage_offset() + 1;
+  for (int64_t d = 0; d < t.dim(); ++d) extent += (t.size(d) - 1) * t.stride(d);
+  const std::array<int64_t, 1> whole = {extent}, unit = {1};
+  return at::native::as_strided_tensorimpl(at::Tensor(at::detail::empty_strided_meta(whole, unit, t.scalar_type())),
+                                           t.sizes(), t.strides(), t.storage_offset());
 }
 
 c10::IValue to_meta(const c10::IValue& v, MetaArgs& m) {
@@ -714,11 +734,14 @@ void emulate_op(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const std::size_t n_args = schema.arguments().size();
   const std::size_t n_rets = schema.returns().size();
   MetaArgs m;
+  m.host_tensors_allowed = name == "index" || name == "index_put" || name == "index_put_" || name == "_index_put_impl_";
   std::vector<c10::IValue> meta_args;
   meta_args.reserve(n_args);
   for (const c10::IValue& v : torch::jit::last(*stack, n_args)) meta_args.push_back(to_meta(v, m));
   if (m.device < 0) m.device = t_device;
   check_device(m.device);
+  TORCH_CHECK(!m.other_device, "Expected all tensors to be on the same device, but found at least two devices, ",
+              cuda_device(m.device), " and ", *m.other_device, "! (aten::", name, ")");
   torch::jit::drop(*stack, n_args);
 
   Outs meta_outs;

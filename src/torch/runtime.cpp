@@ -101,8 +101,7 @@ Device& Runtime::device(int index) {
 }
 
 Stream& Runtime::stream(int device_index, std::int64_t id) {
-  Device& d = device(device_index);
-  (void)d;
+  (void)device(device_index);  // InputError naming a device out of range
   std::lock_guard lock(mutex_);
   const auto& list = streams_[static_cast<std::size_t>(device_index)];
   if (id < 0 || id >= static_cast<std::int64_t>(list.size()))

@@ -67,6 +67,28 @@ class Devices(unittest.TestCase):
         self.assertEqual(r["cpu"], 0.0)
 
 
+class DevicePlacement(unittest.TestCase):
+    def test_mixing_devices_is_refused_as_pytorch_refuses_it(self):
+        r = run_script("""
+            a = torch.ones(4, device="cuda:0")
+            out = {}
+            for name, other in (("cpu", torch.ones(4)), ("cuda1", torch.ones(4, device="cuda:1"))):
+                try:
+                    a + other
+                    out[name] = "ran"
+                except RuntimeError as e:
+                    out[name] = str(e).splitlines()[0]
+            out["scalar"] = list((a + torch.tensor(2.0)).shape)  # a host scalar joins any op
+            out["index"] = list(a[torch.tensor([0, 2])].shape)  # host index tensors are moved
+            print(json.dumps(out))
+        """, "--gpus", "2")
+        self.assertIn("Expected all tensors to be on the same device", r["cpu"])
+        self.assertIn("cuda:0 and cpu", r["cpu"])
+        self.assertIn("cuda:0 and cuda:1", r["cuda1"])
+        self.assertEqual(r["scalar"], [4])
+        self.assertEqual(r["index"], [2])
+
+
 class Timeline(unittest.TestCase):
     def test_launch_returns_at_once_and_item_blocks(self):
         r = run_script("""
