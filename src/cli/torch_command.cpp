@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "common/output_path.h"
 #include "gpemu/catalog.h"
 #include "gpemu/error.h"
 #include "gpemu/zoo.h"
@@ -69,6 +70,8 @@ void set_env(const char* name, const std::string& value) {
   (void)find_gpu(a.gpu);  // InputError naming the GPU when it is not catalogued
   if (a.clock != "real" && a.clock != "virtual")
     throw InputError(fmt::format("--clock '{}': expected 'real' or 'virtual'", a.clock));
+  if (!a.json.empty()) check_output_path(a.json, "--json");
+  if (!a.trace.empty()) check_output_path(a.trace, "--trace");
   if (::access(a.python.c_str(), X_OK) != 0)
     throw InputError(fmt::format("--python '{}': not an executable ({})", a.python, std::strerror(errno)));
 

@@ -260,6 +260,25 @@ class Command(unittest.TestCase):
                 self.assertEqual(json.loads(out.stdout), ["-a", "x", "--", "--gpu", "3", "y"], args)
 
 
+    def test_summary_and_trace_are_written_when_the_script_ends(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            script, summary, trace = (os.path.join(tmp, n) for n in ("s.py", "run.json", "trace.json"))
+            with open(script, "w") as f:
+                f.write("import torch\nx = torch.ones(256, 256, device='cuda')\n(x @ x).sum().item()\n")
+            gpemu("torch", "--clock", "virtual", "--gpu", "a100", "--json", summary, "--trace", trace, "--", script)
+            with open(summary) as f:
+                s = json.load(f)
+            with open(trace) as f:
+                t = json.load(f)
+        self.assertEqual(s["clock"], "virtual")
+        self.assertTrue(s["gpu"].startswith("A100"))
+        self.assertGreaterEqual(s["kernels"], 3)  # fill, mm, sum
+        self.assertGreater(s["emulated_seconds"], 0)
+        events = t["traceEvents"] if isinstance(t, dict) else t
+        names = {e.get("name") for e in events if e.get("ph") == "X"}
+        self.assertIn("mm", names)
+
+
 class BadInput(unittest.TestCase):
     def test_a_missing_script_is_named(self):
         out = gpemu("torch", "--", "/nonexistent/train.py", check=False)
@@ -271,6 +290,12 @@ class BadInput(unittest.TestCase):
             out = gpemu("torch", "--gpu", "v1000x", "--", f.name, check=False)
         self.assertNotEqual(out.returncode, 0)
         self.assertIn("v1000x", out.stderr)
+
+    def test_an_output_path_in_a_missing_folder_is_refused_before_the_run(self):
+        with tempfile.NamedTemporaryFile("w", suffix=".py") as f:
+            out = gpemu("torch", "--json", "/nonexistent/dir/run.json", "--", f.name, check=False)
+        self.assertNotEqual(out.returncode, 0)
+        self.assertIn("/nonexistent/dir/run.json", out.stderr)
 
     def test_an_unknown_model_is_named(self):
         with tempfile.NamedTemporaryFile("w", suffix=".py") as f:
