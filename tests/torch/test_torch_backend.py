@@ -280,6 +280,17 @@ class Command(unittest.TestCase):
 
 
 class BadInput(unittest.TestCase):
+    def test_a_torch_built_with_cuda_is_refused_saying_which_builds_work(self):
+        r = run_script("""
+            import gpemu_torch
+            ok = gpemu_torch.supported_torch()
+            torch.version.cuda = "12.1"  # as a CUDA build of torch says
+            print(json.dumps(dict(ok=ok, refused=gpemu_torch.supported_torch())))
+        """)
+        self.assertIsNone(r["ok"])
+        self.assertIn("built with CUDA 12.1", r["refused"])
+        self.assertIn("CPU-only", r["refused"])
+
     def test_a_missing_script_is_named(self):
         out = gpemu("torch", "--", "/nonexistent/train.py", check=False)
         self.assertNotEqual(out.returncode, 0)

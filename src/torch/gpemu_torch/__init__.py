@@ -18,7 +18,9 @@ def supported_torch():
     if not torch.__version__.startswith("1.13."):
         return (f"torch {torch.__version__}: gpemu torch supports Debian 12's CPU-only torch 1.13 "
                 "(python3-torch); run the script with /usr/bin/python3")
-    if torch.version.cuda is not None or hasattr(torch._C, "_cuda_getDeviceCount"):
+    # torch's compile-time flags (install() supplies torch._C._cuda_* functions, so
+    # their presence says nothing).
+    if torch.version.cuda is not None or torch.backends.cuda.is_built():
         return (f"torch {torch.__version__} was built with CUDA {torch.version.cuda}: gpemu torch needs a "
                 "CPU-only build, whose CUDA slots are empty (Debian 12's python3-torch)")
     return None
