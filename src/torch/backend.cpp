@@ -862,11 +862,6 @@ double op_event_elapsed_ms(int64_t start, int64_t end) {
 std::string op_summary() { return rt().summary_json(); }
 void op_finish() { rt().finish(); }
 std::string op_op_class(std::string op, bool optimizer) { return std::string(zoo::to_string(classify(op, optimizer))); }
-bool op_hooks_active() { return at::detail::getCUDAHooks().hasCUDA(); }
-std::string op_settings() {
-  const Settings& s = rt().settings();
-  return fmt::format("{}|{}|{}", s.gpu, s.gpus, to_string(s.clock));
-}
 
 }  // namespace
 }  // namespace gpemu::torch_backend
@@ -909,8 +904,6 @@ TORCH_LIBRARY(gpemu, m) {
   m.def("summary() -> str", &gb::op_summary);
   m.def("finish() -> ()", &gb::op_finish);
   m.def("op_class(str op, bool optimizer) -> str", &gb::op_op_class);
-  m.def("settings() -> str", &gb::op_settings);
-  m.def("hooks_active() -> bool", &gb::op_hooks_active);
 }
 
 TORCH_LIBRARY_IMPL(aten, CUDA, m) {

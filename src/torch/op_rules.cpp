@@ -1,9 +1,7 @@
 #include "torch/op_rules.h"
 
 #include <algorithm>
-#include <functional>
 #include <optional>
-#include <set>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -262,7 +260,10 @@ double conv_macs(const at::Tensor& inp, const at::Tensor& w, const at::Tensor& o
   return size_at(&out, 0) * prod(out.sizes(), 2) * static_cast<double>(w.numel());
 }
 
-void for_each_tensor(c10::ArrayRef<c10::IValue> values, const std::function<void(std::size_t, const at::Tensor&)>& f) {
+// f(argument index, tensor) for every defined tensor among `values`, also
+// inside tensor lists. A template: it runs for every argument of every op.
+template <class F>
+void for_each_tensor(c10::ArrayRef<c10::IValue> values, F&& f) {
   for (std::size_t i = 0; i < values.size(); ++i) {
     const c10::IValue& v = values[i];
     if (v.isTensor()) {
@@ -396,15 +397,21 @@ double op_flops(std::string_view name, zoo::OpClass cls, c10::ArrayRef<c10::IVal
 
 double op_bytes(std::string_view name, c10::ArrayRef<c10::IValue> args, c10::ArrayRef<c10::IValue> outs) {
   const bool write_only_self = has(kWriteOnlySelf, name);
-  std::set<const void*> seen;
+  // Each tensor counted once per side (an op has a handful: a linear scan).
+  std::vector<const void*> seen;
+  auto first_time = [&seen](const at::Tensor& t) {
+    const void* impl = t.unsafeGetTensorImpl();
+    if (std::find(seen.begin(), seen.end(), impl) != seen.end()) return false;
+    seen.push_back(impl);
+    return true;
+  };
   double read = 0, written = 0;
   for_each_tensor(args, [&](std::size_t i, const at::Tensor& t) {
-    if (!seen.insert(t.unsafeGetTensorImpl()).second) return;
-    if (!(write_only_self && i == 0)) read += unique_bytes(t);
+    if (first_time(t) && !(write_only_self && i == 0)) read += unique_bytes(t);
   });
-  std::set<const void*> seen_out;
+  seen.clear();
   for_each_tensor(outs, [&](std::size_t, const at::Tensor& t) {
-    if (seen_out.insert(t.unsafeGetTensorImpl()).second) written += unique_bytes(t);
+    if (first_time(t)) written += unique_bytes(t);
   });
   return read + written;
 }

@@ -173,13 +173,6 @@ void Runtime::copy(int device_index, std::int64_t stream_id, bool to_device, std
     s.copy_d2h(bytes, kind);
 }
 
-void Runtime::copy_on_device(int device_index, std::int64_t stream_id, std::uint64_t bytes) {
-  OpProgram::Op op;
-  op.kind = OpProgram::Kind::Memory;
-  op.bytes0 = 2.0 * static_cast<double>(bytes);
-  issue(device_index, stream_id, op, "copy_", false, false);
-}
-
 void Runtime::synchronize(int device_index, std::int64_t stream_id) {
   Stream& s = stream(device_index, stream_id);
   {

@@ -93,13 +93,10 @@ class Runtime {
   // A host-device copy of `bytes` on (device, stream); a pageable one (or
   // any device-to-host copy into pageable memory) returns only when done.
   void copy(int device, std::int64_t stream, bool to_device, std::uint64_t bytes, bool pinned);
-  // A device-to-device copy: a memory-bound kernel reading and writing bytes.
-  void copy_on_device(int device, std::int64_t stream, std::uint64_t bytes);
   // Blocks the host until the stream's work is done (item(), .cpu(), ...).
   void synchronize(int device, std::int64_t stream);
   void synchronize_device(int device);
 
-  const FamilyFactors& factors() const { return factors_; }
   RunCounters counters() const;
   // Ops that had no shape rule of their own and ran through the generic
   // meta path, and ops refused; for the summary.
