@@ -12,8 +12,12 @@
 //    1.13 has no meta kernel, or where a composite would pick a CUDA library
 //    path), makes CUDA outputs of the shapes that come back, and charges the
 //    op's time on the current stream through the runtime (runtime.h).
-// Values: tensors on an emulated GPU hold no data; what is copied back to the
-// host reads zero (docs/torch.md says what that changes).
+// Values: tensors on an emulated GPU hold no data, except small ones the host
+// filled: a storage of at most kValueBytes written by a host-to-device copy
+// (or a device copy of such a one, or the process group's exchange) keeps
+// those values until an op writes to it, so copying it back, item() and
+// DDP's parameter check read them. Everything else copied back to the host
+// reads zero (docs/torch.md says what that changes).
 #include <ATen/ATen.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -27,6 +31,7 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <fmt/format.h>
 #include <torch/library.h>
+#include <torch/csrc/distributed/c10d/reducer_timer.hpp>
 
 #include <array>
 #include <atomic>
@@ -156,8 +161,19 @@ struct GuardImpl final : c10::impl::DeviceGuardImplInterface {
     return c10::Stream(c10::Stream::UNSAFE, cuda_device(device_of(d)), 0);
   }
   c10::Stream getStreamFromGlobalPool(c10::Device d, bool /*high_priority*/) const override {
+    // As CUDA's pool: a fixed set of streams per device, handed out in turn
+    // (futures' callbacks take one each time they run).
+    constexpr std::size_t kPoolSize = 32;
     const int i = device_of(d);
-    return c10::Stream(c10::Stream::UNSAFE, cuda_device(i), rt().create_stream(i));
+    static std::mutex mutex;
+    static std::array<std::vector<std::int64_t>, kMaxTorchGpus> pools;
+    static std::array<std::size_t, kMaxTorchGpus> next{};
+    std::lock_guard lock(mutex);
+    auto& pool = pools[static_cast<std::size_t>(i)];
+    auto& n = next[static_cast<std::size_t>(i)];
+    if (pool.size() < kPoolSize) pool.push_back(rt().create_stream(i));
+    const std::int64_t id = pool[n++ % pool.size()];
+    return c10::Stream(c10::Stream::UNSAFE, cuda_device(i), id);
   }
   c10::Stream exchangeStream(c10::Stream s) const noexcept override {
     const c10::Stream old = getStream(s.device());
@@ -194,6 +210,62 @@ struct GuardImpl final : c10::impl::DeviceGuardImplInterface {
 
 C10_REGISTER_GUARD_IMPL(CUDA, GuardImpl);
 
+// ---- values of small tensors the host filled ------------------------------------
+
+constexpr std::size_t kValueBytes = 64 << 10;
+
+std::mutex g_values_mutex;
+// (device, storage data address) -> the storage's bytes, on the host. Every
+// emulated device's allocator hands out the same addresses.
+using ValueKey = std::pair<int, const void*>;
+std::map<ValueKey, at::Tensor> g_values;
+std::atomic<std::size_t> g_value_count{0};
+
+ValueKey value_key(const at::Tensor& t) { return {t.get_device(), t.storage().data()}; }
+
+// t's elements inside a storage's bytes.
+at::Tensor typed_view(const at::Tensor& bytes, const at::Tensor& t) {
+  return bytes.view(t.scalar_type()).as_strided(t.sizes(), t.strides(), t.storage_offset());
+}
+
+bool value_fits(const at::Tensor& t) {
+  const std::size_t n = t.storage().nbytes();
+  return n > 0 && n <= kValueBytes && n % t.itemsize() == 0 && t.storage().data() != nullptr;
+}
+
+void forget_values(const ValueKey& key) {
+  if (g_value_count.load(std::memory_order_relaxed) == 0 || key.second == nullptr) return;
+  std::lock_guard lock(g_values_mutex);
+  if (g_values.erase(key) != 0) g_value_count.fetch_sub(1, std::memory_order_relaxed);
+}
+void forget_values(const at::Tensor& t) { forget_values(value_key(t)); }
+
+// A host copy of t's values; an undefined tensor when they are not known.
+at::Tensor read_values(const at::Tensor& t) {
+  if (g_value_count.load(std::memory_order_relaxed) == 0 || !t.is_cuda()) return {};
+  std::lock_guard lock(g_values_mutex);
+  const auto it = g_values.find(value_key(t));
+  if (it == g_values.end()) return {};
+  return typed_view(it->second, t).clone();
+}
+
+// t (a CUDA tensor) now holds `values` (a host tensor t's size, or one
+// broadcastable to it); the rest of its storage keeps what it held (zero
+// where unknown). A storage too large to keep forgets its values.
+void write_values(const at::Tensor& t, const at::Tensor& values) {
+  if (!value_fits(t)) {
+    forget_values(t);
+    return;
+  }
+  std::lock_guard lock(g_values_mutex);
+  auto [it, added] = g_values.try_emplace(value_key(t));
+  if (added) {
+    it->second = at::zeros({static_cast<int64_t>(t.storage().nbytes())}, at::TensorOptions().dtype(at::kByte));
+    g_value_count.fetch_add(1, std::memory_order_relaxed);
+  }
+  typed_view(it->second, t).copy_(values);
+}
+
 // ---- device memory ------------------------------------------------------------
 
 struct DeviceBlock {
@@ -203,6 +275,7 @@ struct DeviceBlock {
 
 void free_device_block(void* ctx) {
   auto* b = static_cast<DeviceBlock*>(ctx);
+  forget_values(ValueKey{b->device, reinterpret_cast<const void*>(b->ptr)});
   try {
     rt().device(b->device).allocator().free(b->ptr);
   } catch (...) {  // NOLINT(bugprone-empty-catch): a deleter must not throw
@@ -408,6 +481,10 @@ at::Tensor& copy_kernel(at::Tensor& self, const at::Tensor& src, bool non_blocki
     const int d = self.get_device();
     std::array<c10::IValue, 2> args = {self, src};
     charge(d, "copy_", c10::ArrayRef<c10::IValue>(args.data(), args.size()), {});
+    if (const at::Tensor v = read_values(src); v.defined())
+      write_values(self, v);
+    else
+      forget_values(self);
     return self;
   }
   if (self.is_cuda()) {
@@ -416,6 +493,10 @@ at::Tensor& copy_kernel(at::Tensor& self, const at::Tensor& src, bool non_blocki
     const bool pinned = src.is_cpu() && is_pinned_address(src.data_ptr());
     rt().copy(d, s, /*to_device=*/true, bytes, pinned);
     if (pinned && !non_blocking) rt().synchronize(d, s);
+    if (src.is_cpu())
+      write_values(self, src);
+    else
+      forget_values(self);
     return self;
   }
   TORCH_CHECK(src.is_cuda(), "gpemu torch: copy_ from ", src.device(), " to ", self.device(), " is not a CUDA copy");
@@ -424,14 +505,20 @@ at::Tensor& copy_kernel(at::Tensor& self, const at::Tensor& src, bool non_blocki
   const bool pinned = self.is_cpu() && is_pinned_address(self.data_ptr());
   rt().copy(d, s, /*to_device=*/false, bytes, pinned);
   if (pinned && !non_blocking) rt().synchronize(d, s);
-  // The emulated GPU holds no values: the host reads zeros.
-  if (self.is_cpu()) self.zero_();
+  // The values the host gave a small tensor, else zeros.
+  if (self.is_cpu()) {
+    if (const at::Tensor v = read_values(src); v.defined())
+      self.copy_(v);
+    else
+      self.zero_();
+  }
   return self;
 }
 
 at::Scalar local_scalar_kernel(const at::Tensor& self) {
   const int d = self.get_device();
   rt().synchronize(d, t_stream[static_cast<std::size_t>(d)]);
+  if (const at::Tensor v = read_values(self); v.defined()) return v.item();
   switch (self.scalar_type()) {
     case at::kBool: return at::Scalar(false);
     case at::kFloat:
@@ -767,6 +854,21 @@ void emulate_op(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   TORCH_INTERNAL_ASSERT(meta_outs.size() == n_rets, "gpemu torch: aten::", name, " returned ", meta_outs.size(),
                         " values, its schema ", n_rets);
   charge(m.device, name, meta_args, meta_outs);
+  if (g_value_count.load(std::memory_order_relaxed) != 0) {
+    // What the op wrote no longer holds the host's values.
+    const auto& params = schema.arguments();
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      const c10::AliasInfo* alias = params[i].alias_info();
+      if (alias == nullptr || !alias->isWrite()) continue;
+      auto forget = [&](const at::Tensor& written) {
+        for (const auto& [meta, orig] : m.originals)
+          if (meta.unsafeGetTensorImpl() == written.unsafeGetTensorImpl()) forget_values(orig);
+      };
+      if (meta_args[i].isTensor()) forget(meta_args[i].toTensor());
+      if (meta_args[i].isTensorList())
+        for (const at::Tensor& t : meta_args[i].toTensorVector()) forget(t);
+    }
+  }
   for (const c10::IValue& v : meta_outs) stack->push_back(from_meta(v, m));
 }
 
@@ -859,6 +961,68 @@ double op_event_elapsed_ms(int64_t start, int64_t end) {
   return to_ms(Event::elapsed(a, b));
 }
 
+// The emulated NCCL process group's hooks (gpemu_torch/_dist.py).
+c10::optional<at::Tensor> op_values_get(const at::Tensor& t) {
+  at::Tensor v = read_values(t);
+  if (!v.defined()) return c10::nullopt;
+  return v;
+}
+void op_values_set(const at::Tensor& t, const at::Tensor& values) {
+  TORCH_CHECK(t.is_cuda() && values.is_cpu(), "gpemu torch: values_set takes a CUDA tensor and host values");
+  write_values(t, values);
+}
+int64_t op_stream_ready_ns(int64_t device, int64_t stream) {
+  return rt().stream_ready_shared_ns(static_cast<int>(device), stream);
+}
+void op_collective(int64_t device, int64_t stream, std::string kind, int64_t bytes, int64_t world, int64_t start_ns) {
+  TORCH_CHECK(bytes >= 0 && world >= 1, "gpemu torch: collective ", kind, " of ", bytes, " bytes among ", world,
+              " ranks");
+  try {
+    rt().collective(static_cast<int>(device), stream, kind, static_cast<std::uint64_t>(bytes), static_cast<int>(world),
+                    start_ns);
+  } catch (const InputError& e) {
+    TORCH_CHECK(false, "gpemu torch: ", e.what());
+  }
+}
+
+double op_collective_seconds(std::string kind, int64_t bytes, int64_t world) {
+  TORCH_CHECK(bytes >= 0 && world >= 1, "gpemu torch: collective ", kind, " of ", bytes, " bytes among ", world,
+              " ranks");
+  try {
+    return to_seconds(rt().collective_duration(kind, static_cast<std::uint64_t>(bytes), static_cast<int>(world)));
+  } catch (const InputError& e) {
+    TORCH_CHECK(false, "gpemu torch: ", e.what());
+  }
+}
+
+// DDP's reducer times forward, backward and its communication with a Timer
+// of the parameters' device type (its runtime statistics and logs): on an
+// emulated GPU, as CUDA's, with events on the current stream, so what it
+// measures is emulated GPU time.
+class EmulatedTimer final : public c10d::Timer {
+ public:
+  explicit EmulatedTimer(c10::Device device) : device_(device_of(device)) {}
+
+  void record(c10d::Timer::Event what) override {
+    getTimeRef(what) = c10d::current_time_in_nanos();  // the host's time too, as CUDA's timer keeps it
+    gpemu::Event& e = events_[static_cast<std::size_t>(what)];
+    rt().stream(device_, t_stream[static_cast<std::size_t>(device_)]).record(e);
+  }
+
+  c10::optional<int64_t> measureDifference(c10d::Timer::Event start, c10d::Timer::Event end) override {
+    gpemu::Event& a = events_[static_cast<std::size_t>(start)];
+    gpemu::Event& b = events_[static_cast<std::size_t>(end)];
+    if (!a.recorded() || !b.recorded()) return c10::nullopt;
+    const Duration d = gpemu::Event::elapsed(a, b);
+    if (d < 0) return c10::nullopt;
+    return static_cast<int64_t>(d);
+  }
+
+ private:
+  int device_;
+  std::array<gpemu::Event, 5> events_;  // by c10d::Timer::Event
+};
+
 std::string op_summary() { return rt().summary_json(); }
 void op_finish() { rt().finish(); }
 std::string op_op_class(std::string op, bool optimizer) { return std::string(zoo::to_string(classify(op, optimizer))); }
@@ -872,6 +1036,10 @@ namespace at {
 // The registry's entry ATen looks up on its first call to getCUDAHooks().
 C10_REGISTER_TYPED_CLASS(CUDAHooksRegistry, "CUDAHooks", gb::Hooks)
 }  // namespace at
+
+namespace c10d {
+C10_REGISTER_TYPED_CLASS(TimerRegistry, c10::kCUDA, gb::EmulatedTimer);
+}  // namespace c10d
 
 TORCH_LIBRARY(gpemu, m) {
   gb::g_loading_thread = std::this_thread::get_id();
@@ -901,6 +1069,11 @@ TORCH_LIBRARY(gpemu, m) {
   m.def("event_query(int id) -> bool", &gb::op_event_query);
   m.def("event_synchronize(int id) -> ()", &gb::op_event_synchronize);
   m.def("event_elapsed_ms(int start, int end) -> float", &gb::op_event_elapsed_ms);
+  m.def("values_get(Tensor t) -> Tensor?", &gb::op_values_get);
+  m.def("values_set(Tensor t, Tensor values) -> ()", &gb::op_values_set);
+  m.def("stream_ready_ns(int device, int stream) -> int", &gb::op_stream_ready_ns);
+  m.def("collective(int device, int stream, str kind, int bytes, int world, int start_ns) -> ()", &gb::op_collective);
+  m.def("collective_seconds(str kind, int bytes, int world) -> float", &gb::op_collective_seconds);
   m.def("summary() -> str", &gb::op_summary);
   m.def("finish() -> ()", &gb::op_finish);
   m.def("op_class(str op, bool optimizer) -> str", &gb::op_op_class);

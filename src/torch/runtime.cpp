@@ -9,6 +9,7 @@
 
 #include "common/atomic_file.h"
 #include "gpemu/error.h"
+#include "gpemu/interconnect.h"
 #include "gpemu/zoo.h"
 
 namespace gpemu::torch_backend {
@@ -19,6 +20,14 @@ std::optional<std::string> env(const char* name) {
   const char* v = std::getenv(name);
   if (v == nullptr || *v == '\0') return std::nullopt;
   return std::string(v);
+}
+
+// The collectives the process group charges, by name; static, as trace tags
+// keep the name beyond the call.
+std::string_view collective_name(std::string_view kind) {
+  for (std::string_view k : {"all_reduce", "broadcast", "all_gather", "reduce_scatter"})
+    if (k == kind) return k;
+  throw InputError(fmt::format("collective '{}': expected all_reduce, broadcast, all_gather or reduce_scatter", kind));
 }
 
 }  // namespace
@@ -113,7 +122,9 @@ std::int64_t Runtime::create_stream(int device_index) {
   Device& d = device(device_index);
   std::lock_guard lock(mutex_);
   auto& list = streams_[static_cast<std::size_t>(device_index)];
-  list.push_back(&d.create_stream(/*non_blocking=*/false));
+  // PyTorch's streams (torch.cuda.Stream, the pool) are non-blocking: no
+  // implicit ordering with the default stream.
+  list.push_back(&d.create_stream(/*non_blocking=*/true));
   return static_cast<std::int64_t>(list.size()) - 1;
 }
 
@@ -191,6 +202,62 @@ void Runtime::synchronize_device(int device_index) {
   d.synchronize();
 }
 
+Duration Runtime::collective_duration(std::string_view kind, std::uint64_t bytes, int world) {
+  kind = collective_name(kind);
+  if (world < 1) throw InputError(fmt::format("collective {}: world size {} (expected at least 1)", kind, world));
+  auto key = std::make_tuple(std::string(kind), bytes, world);
+  {
+    std::lock_guard lock(mutex_);
+    if (const auto it = collective_durations_.find(key); it != collective_durations_.end()) return it->second;
+  }
+  // The ranks' GPUs as one node of this run's GPU type, alone on a timeline
+  // of their own: the ring's time on idle links.
+  auto clock = make_virtual_clock();
+  Timeline timeline(*clock);
+  NodeOptions options;
+  options.gpus = world;
+  Node node(timeline, *gpu_, options);
+  Communicator comm(node);
+  std::vector<Stream*> streams;
+  for (int r = 0; r < world; ++r) streams.push_back(&node.device(r).default_stream());
+  if (kind == "all_reduce")
+    comm.all_reduce(streams, bytes);
+  else if (kind == "broadcast")
+    comm.broadcast(streams, bytes, 0);
+  else if (kind == "all_gather")
+    comm.all_gather(streams, bytes);
+  else
+    comm.reduce_scatter(streams, bytes);
+  const Duration d = timeline.wait_all();
+  std::lock_guard lock(mutex_);
+  collective_durations_.emplace(std::move(key), d);
+  return d;
+}
+
+void Runtime::collective(int device_index, std::int64_t stream_id, std::string_view kind, std::uint64_t bytes,
+                         int world, std::int64_t start_shared_ns) {
+  kind = collective_name(kind);
+  const Duration d = collective_duration(kind, bytes, world);
+  Stream& s = stream(device_index, stream_id);
+  const auto epoch = clock_->monotonic_epoch_ns();
+  OpSpec spec;
+  spec.lower_bound = std::max<Time>(timeline_->issue_time(), start_shared_ns - epoch.value_or(0));
+  spec.duration = d;
+  spec.tag.name = kind;
+  spec.tag.category = "collective";
+  spec.tag.device = device_index;
+  spec.tag.stream = static_cast<int>(stream_id);
+  s.enqueue(spec, std::nullopt);
+  std::lock_guard lock(mutex_);
+  ++counters_.collectives;
+}
+
+std::int64_t Runtime::stream_ready_shared_ns(int device_index, std::int64_t stream_id) {
+  Stream& s = stream(device_index, stream_id);
+  const Time ready = std::max(timeline_->issue_time(), timeline_->end_time(s.tail()));
+  return ready + clock_->monotonic_epoch_ns().value_or(0);
+}
+
 RunCounters Runtime::counters() const {
   std::lock_guard lock(mutex_);
   return counters_;
@@ -218,6 +285,7 @@ std::string Runtime::summary_json() const {
   j["h2d_copies"] = c.h2d;
   j["d2h_copies"] = c.d2h;
   j["blocking_syncs"] = c.blocking_syncs;
+  j["collectives"] = c.collectives;
   nlohmann::json devs = nlohmann::json::array();
   for (const auto& d : devices_) {
     const AllocatorStats a = d->allocator().stats();

@@ -19,6 +19,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "gpemu/calibration.h"
@@ -59,6 +60,7 @@ struct RunCounters {
   std::uint64_t views = 0;           // view ops (host time only)
   std::uint64_t h2d = 0, d2h = 0;    // copies
   std::uint64_t blocking_syncs = 0;  // item(), synchronize, pageable copies, ...
+  std::uint64_t collectives = 0;     // the emulated NCCL process group's
 };
 
 class Runtime {
@@ -97,6 +99,24 @@ class Runtime {
   void synchronize(int device, std::int64_t stream);
   void synchronize_device(int device);
 
+  // A collective of the emulated NCCL process group (gpemu_torch/_dist.py)
+  // on (device, stream): `kind` is all_reduce, broadcast, all_gather or
+  // reduce_scatter of `bytes` (all_gather: the output; the others: the
+  // input) among `world` ranks, each rank one GPU of a node of this run's GPU
+  // type. It starts after the stream's earlier work and not before
+  // `start_shared_ns` (the latest rank's ready time, shared_ns); its
+  // duration is the ring's time over the node's topology on idle links
+  // (interconnect.h, Communicator). Returns at once.
+  void collective(int device, std::int64_t stream, std::string_view kind, std::uint64_t bytes, int world,
+                  std::int64_t start_shared_ns);
+  // The duration collective() charges (cached per kind, bytes and world).
+  Duration collective_duration(std::string_view kind, std::uint64_t bytes, int world);
+  // When the stream's issued work will be done (provisional), as a time every
+  // rank process reads alike: CLOCK_MONOTONIC nanoseconds under the real clock
+  // (processes started apart share it), the emulated time under the virtual
+  // clock (every process starts its own at zero).
+  std::int64_t stream_ready_shared_ns(int device, std::int64_t stream);
+
   RunCounters counters() const;
   // Ops that had no shape rule of their own and ran through the generic
   // meta path, and ops refused; for the summary.
@@ -125,6 +145,7 @@ class Runtime {
   Time host_ready_ = 0;                        // when the host finishes its last launch
   RunCounters counters_;
   std::map<std::string, std::uint64_t, std::less<>> generic_ops_;
+  std::map<std::tuple<std::string, std::uint64_t, int>, Duration, std::less<>> collective_durations_;
   bool finished_ = false;
 };
 

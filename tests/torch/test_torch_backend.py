@@ -6,6 +6,7 @@ reads what it printed as JSON: times are the emulated timeline's (exact),
 never the wall clock's."""
 import json
 import os
+import socket
 import subprocess
 import sys
 import tempfile
@@ -277,6 +278,145 @@ class Command(unittest.TestCase):
         events = t["traceEvents"] if isinstance(t, dict) else t
         names = {e.get("name") for e in events if e.get("ph") == "X"}
         self.assertIn("mm", names)
+
+
+class Values(unittest.TestCase):
+    def test_small_tensors_keep_the_values_the_host_gave_them(self):
+        r = run_script("""
+            t = torch.tensor([1.5, 2.5, 4.0], device="cuda")
+            n = torch.tensor(7, device="cuda")
+            copy = t.clone()  # a device copy keeps them
+            view = t[1:].cpu().tolist()
+            before = t.cpu().tolist()
+            t.mul_(2)  # an op wrote to it: no longer the host's values
+            big = torch.ones(32 << 10, device="cuda")  # 128 KiB: over the limit
+            print(json.dumps(dict(before=before, view=view, item=n.item(), copy=copy.cpu().tolist(),
+                                  after=t.cpu().tolist(), big=torch.ones(32 << 10).cuda().cpu().sum().item())))
+        """)
+        self.assertEqual(r["before"], [1.5, 2.5, 4.0])
+        self.assertEqual(r["view"], [2.5, 4.0])
+        self.assertEqual(r["item"], 7)
+        self.assertEqual(r["copy"], [1.5, 2.5, 4.0])
+        self.assertEqual(r["after"], [0.0, 0.0, 0.0])
+        self.assertEqual(r["big"], 0.0)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+DDP_SCRIPT = """
+import os, sys
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+def iteration(model, opt, x, y):
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record()
+    torch.nn.functional.cross_entropy(model(x), y).backward()
+    opt.step()
+    opt.zero_grad()
+    e.record()
+    e.synchronize()
+    return s.elapsed_time(e) / 1e3
+
+
+def main(rank, world, port, out):
+    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
+    torch.cuda.set_device(rank)
+    dist.init_process_group("nccl", rank=rank, world_size=world)
+    r = dict(rank=rank, backend=dist.get_backend())
+    t = torch.tensor([rank + 1.0, 10.0], device="cuda")
+    dist.all_reduce(t)
+    r["all_reduce"] = t.cpu().tolist()
+    b = torch.tensor([rank * 7], device="cuda")
+    dist.broadcast(b, src=1)
+    r["broadcast"] = b.item()
+    gathered = [torch.zeros(1, device="cuda") for _ in range(world)]
+    dist.all_gather(gathered, torch.tensor([rank + 0.5], device="cuda"))
+    r["all_gather"] = [g.item() for g in gathered]
+    model = torch.nn.Sequential(torch.nn.Linear(1024, 4096), torch.nn.ReLU(), torch.nn.Linear(4096, 4096),
+                                torch.nn.ReLU(), torch.nn.Linear(4096, 10)).cuda()
+    x, y = torch.randn(256, 1024).cuda(), torch.randint(0, 10, (256,)).cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    r["plain"] = [iteration(model, opt, x, y) for _ in range(3)][-1]
+    ddp = DDP(model, device_ids=[rank])
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
+    r["ddp"] = [iteration(ddp, opt, x, y) for _ in range(4)]
+    stats = ddp._get_ddp_logging_data()
+    r["comm_ns"] = stats["backward_comm_time"]
+    r["overlap_ns"] = stats["backward_compute_comm_overlap_time"]
+    r["buckets"] = [torch.ops.gpemu.collective_seconds("all_reduce", n, world) for n in (4096 * 4096 * 4 + 4096 * 4 + 10 * 4096 * 4 + 40, 1024 * 4096 * 4 + 4096 * 4)]
+    dist.barrier()
+    with open(f"{out}.{rank}", "w") as f:
+        json.dump(r, f)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    mp.spawn(main, args=(2, int(sys.argv[1]), sys.argv[2]), nprocs=2)
+"""
+
+
+class Distributed(unittest.TestCase):
+    def run_ranks(self, body, *options):
+        with tempfile.TemporaryDirectory() as tmp:
+            script, out = os.path.join(tmp, "ddp.py"), os.path.join(tmp, "rank")
+            with open(script, "w") as f:
+                f.write("import json, torch\n" + body)
+            run = gpemu("torch", "--clock", "virtual", *options, "--", script, str(free_port()), out, check=False)
+            ranks = []
+            for r in range(2):
+                if os.path.exists(f"{out}.{r}"):
+                    with open(f"{out}.{r}") as f:
+                        ranks.append(json.load(f))
+            return run, ranks
+
+    def test_nccl_group_moves_small_values_and_ddp_overlaps_backward(self):
+        run, ranks = self.run_ranks(DDP_SCRIPT, "--gpu", "a100", "--gpus", "2")
+        self.assertEqual(run.returncode, 0, run.stderr)
+        self.assertEqual(len(ranks), 2)
+        for r in ranks:
+            self.assertEqual(r["backend"], "nccl")
+            self.assertEqual(r["all_reduce"], [3.0, 20.0])
+            self.assertEqual(r["broadcast"], 7)
+            self.assertEqual(r["all_gather"], [0.5, 1.5])
+            # Gradient all-reduce costs time, but less than it takes: the
+            # buckets overlap backward (DDP's own timer, on emulated events).
+            self.assertGreater(r["ddp"][-1], r["plain"])
+            self.assertGreater(r["overlap_ns"], 0)
+            # The buckets run one after the other on the communication stream.
+            self.assertGreaterEqual(r["comm_ns"], sum(r["buckets"]) * 1e9 * 0.999)
+        # The collectives hold the ranks together: the same emulated times.
+        self.assertEqual(ranks[0]["ddp"], ranks[1]["ddp"])
+
+    def test_a_dead_rank_ends_the_run_with_an_error(self):
+        body = """
+import os, sys
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+
+def main(rank, world, port, out):
+    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
+    torch.cuda.set_device(rank)
+    dist.init_process_group("nccl", rank=rank, world_size=world)
+    if rank == 1:
+        os._exit(3)
+    t = torch.ones(4, device="cuda")
+    dist.all_reduce(t)
+
+
+if __name__ == "__main__":
+    mp.spawn(main, args=(2, int(sys.argv[1]), sys.argv[2]), nprocs=2)
+"""
+        run, _ = self.run_ranks(body, "--gpus", "2")
+        self.assertNotEqual(run.returncode, 0)
+        self.assertIn("exit code 3", run.stderr)
 
 
 class BadInput(unittest.TestCase):

@@ -37,9 +37,10 @@ def install():
     if why is not None:
         raise RuntimeError("gpemu torch: " + why)
     torch.ops.load_library(os.path.join(os.path.dirname(__file__), "_backend.so"))
-    from . import _cuda
+    from . import _cuda, _dist
 
     _cuda.patch(torch)
+    _dist.patch(torch)
     # The script's own process writes the run's summary and trace when it
     # ends (gpemu torch --json / --trace); its workers and ranks do not.
     if os.environ.get("GPEMU_TORCH_MAIN_PID") == str(os.getpid()):

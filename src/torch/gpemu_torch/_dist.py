@@ -1,0 +1,363 @@
+"""DDP's NCCL process group on emulated GPUs (docs/torch.md, "Distributed").
+
+A CPU-only torch has no ProcessGroupNCCL, so `init_process_group("nccl")`
+would fail. patch() supplies one: a process group (a Python subclass of
+c10d's ProcessGroup, which DDP's C++ reducer calls like any other) whose
+collectives
+
+  - are charged on the emulated timeline: each runs on the rank's
+    communication stream (a pool stream, as NCCL's), after the work issued
+    on the calling stream, starting when the last rank is ready (the ranks
+    exchange their ready times), for the ring's time over the node's
+    topology (interconnect.h); the calling stream waits for it only when the
+    work is waited on, as with NCCL, so DDP's bucket all-reduces overlap
+    backward;
+  - never block the issuing thread: the exchange runs on a gloo process group
+    of the same ranks (real sockets, real processes) and the collective is
+    put on the timeline when the exchange completes, on gloo's thread;
+  - move the values of small tensors (at most 64 KiB) the host filled, so
+    that DDP's parameter-shape check, `all_reduce` of a loss or a counter
+    and `broadcast` of a flag give what they give on GPUs. Larger tensors
+    hold no values on an emulated GPU, and nothing is moved for them.
+"""
+import collections
+import datetime
+import threading
+
+import torch
+
+_ops = None
+_VALUE_BYTES = 64 << 10
+
+
+def _nbytes(t):
+    return t.numel() * t.element_size()
+
+
+def _cuda_device(tensors, what):
+    """The one CUDA device the tensors are on (NCCL's rule)."""
+    devices = set()
+    for t in tensors:
+        if not t.is_cuda:
+            raise RuntimeError(f"{what}: tensors must be CUDA and dense (gpemu's emulated NCCL process group); "
+                               f"got one on {t.device}")
+        devices.add(t.device.index)
+    if len(devices) != 1:
+        raise RuntimeError(f"{what}: expected tensors on one GPU per process, got cuda:{sorted(devices)}")
+    return devices.pop()
+
+
+def _host_values(t):
+    """The tensor's values as a host tensor: those the host gave it, else zeros."""
+    v = _ops.values_get(t)
+    return v if v is not None else torch.zeros(t.shape, dtype=t.dtype)
+
+
+class _InOrder:
+    """Puts a group's collectives on the timeline in the order they were
+    issued (NCCL runs them in order on its stream), though their exchanges
+    complete in any order on gloo's threads. One thread at a time drains the
+    queue's head; finish() callables run outside the lock (completing a
+    future runs its callbacks, which may issue more collectives)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._queue = collections.deque()  # entries: [finish callable, or None until ready]
+        self._draining = False
+
+    def add(self):
+        entry = [None]
+        with self._lock:
+            self._queue.append(entry)
+        return entry
+
+    def ready(self, entry, finish):
+        with self._lock:
+            entry[0] = finish
+            if self._draining:
+                return
+            self._draining = True
+        while True:
+            with self._lock:
+                if not self._queue or self._queue[0][0] is None:
+                    self._draining = False
+                    return
+                finish = self._queue.popleft()[0]
+            finish()
+
+
+class NcclOptions:
+    """ProcessGroupNCCL.Options: the fields scripts set are kept."""
+
+    def __init__(self, is_high_priority_stream=False):
+        self.is_high_priority_stream = is_high_priority_stream
+        self._timeout = datetime.timedelta(minutes=30)
+        self.backend = "nccl"
+
+
+def patch(torch):
+    global _ops
+    _ops = torch.ops.gpemu
+    import torch.distributed as dist
+
+    if not dist.is_available():
+        return
+    import torch.distributed.distributed_c10d as c10d
+    from torch._C._distributed_c10d import (AllreduceOptions, BroadcastOptions, ProcessGroup, ReduceOp,
+                                            _create_work_from_future)
+
+    class ProcessGroupNCCL(ProcessGroup):
+        """The emulated NCCL process group (see the module's docstring)."""
+
+        Options = NcclOptions
+
+        def __init__(self, store, rank, size, options=None):
+            super().__init__(rank, size)
+            self.options = options if options is not None else NcclOptions()
+            timeout = getattr(self.options, "_timeout", datetime.timedelta(minutes=30))
+            self._gloo = dist.ProcessGroupGloo(dist.PrefixStore("gpemu-nccl/", store), rank, size, timeout)
+            self._comm_streams = {}
+            self._in_order = _InOrder()
+
+        # -- identity ---------------------------------------------------------------
+        def getBackendName(self):
+            return "nccl"
+
+        def _get_backend_name(self):
+            return "nccl"
+
+        def _set_sequence_number_for_group(self):
+            self._gloo._set_sequence_number_for_group()
+
+        def _get_sequence_number_for_group(self):
+            return self._gloo._get_sequence_number_for_group()
+
+        # -- the common path ------------------------------------------------------------
+        def _comm_stream(self, device):
+            if device not in self._comm_streams:
+                self._comm_streams[device] = _ops.create_stream(device)
+            return self._comm_streams[device]
+
+        def _run(self, kind, what, tensors, nbytes, exchange=None):
+            """Issues one collective on the tensors' device. `exchange`, when
+            given, starts the gloo exchange of values and returns (futures,
+            apply): apply() writes the exchanged values once they are in."""
+            device = _cuda_device(tensors, what)
+            stream = _ops.current_stream(device)
+            comm = self._comm_stream(device)
+            ready = torch.tensor([_ops.stream_ready_ns(device, stream)], dtype=torch.int64)
+            issued = torch.cuda.Event()
+            issued.record(torch.cuda.current_stream(device))
+            opts = AllreduceOptions()
+            opts.reduceOp = ReduceOp.MAX
+            futures = [self._gloo.allreduce([ready], opts).get_future()]
+            apply = None
+            if exchange is not None:
+                more, apply = exchange()
+                futures += more
+            result = torch.futures.Future(devices=[torch.device("cuda", device)])
+            # finish() runs on a gloo thread and must not hold the group: were
+            # its closure the group's last reference, the gloo group would be
+            # destroyed on its own thread, which joins itself.
+            world = self.size()
+
+            def finish():
+                try:
+                    for f in futures:
+                        f.wait()  # raises what the exchange raised (a dead rank)
+                    saved = _ops.current_stream(device)
+                    _ops.set_stream(device, comm)
+                    try:
+                        _ops.event_wait(issued._id, device, comm)
+                        _ops.collective(device, comm, kind, int(nbytes), world, int(ready[0]))
+                        if apply is not None:
+                            apply()
+                        # Completing records an event on this thread's current
+                        # stream, the communication stream: waiters wait for it.
+                        result.set_result(tensors)
+                    finally:
+                        _ops.set_stream(device, saved)
+                except Exception as e:  # noqa: BLE001 - handed to the waiter
+                    if not result.done():
+                        result.set_exception(e)
+
+            in_order = self._in_order
+            entry = in_order.add()
+            torch.futures.collect_all(futures).add_done_callback(lambda _: in_order.ready(entry, finish))
+            # A C++ work (DDP's reducer holds works past the Python objects'
+            # life): waiting makes the waiter's current stream wait for the
+            # communication stream, as NCCL's does.
+            return _create_work_from_future(result)
+
+        def _small(self, tensors):
+            return all(_nbytes(t) <= _VALUE_BYTES for t in tensors)
+
+        # -- collectives ------------------------------------------------------------------
+        def allreduce(self, tensors, opts=None):
+            opts = opts if opts is not None else AllreduceOptions()
+            op = opts.reduceOp
+            exchange = None
+            rank, world = self.rank(), self.size()  # the callbacks must not hold the group (see _run)
+            if self._small(tensors):
+                def exchange():
+                    values = [_host_values(t) for t in tensors]
+                    gopts = AllreduceOptions()
+                    avg = op == ReduceOp.AVG
+                    gopts.reduceOp = ReduceOp.SUM if avg else op
+                    futs = [self._gloo.allreduce([v], gopts).get_future() for v in values]
+
+                    def apply():
+                        for t, v in zip(tensors, values):
+                            _ops.values_set(t, v / world if avg else v)
+                    return futs, apply
+            return self._run("all_reduce", "all_reduce", tensors, sum(_nbytes(t) for t in tensors), exchange)
+
+        def allreduce_coalesced(self, tensors, opts=None):
+            return self.allreduce(tensors, opts)
+
+        def reduce(self, tensors, opts=None):
+            # A ring reduce moves what a broadcast moves, the other way.
+            root = opts.rootRank if opts is not None else 0
+            op = opts.reduceOp if opts is not None else ReduceOp.SUM
+            exchange = None
+            rank, world = self.rank(), self.size()  # the callbacks must not hold the group (see _run)
+            if self._small(tensors):
+                def exchange():
+                    values = [_host_values(t) for t in tensors]
+                    gopts = AllreduceOptions()
+                    gopts.reduceOp = op
+                    futs = [self._gloo.allreduce([v], gopts).get_future() for v in values]
+
+                    def apply():
+                        if rank == root:
+                            for t, v in zip(tensors, values):
+                                _ops.values_set(t, v)
+                    return futs, apply
+            return self._run("broadcast", "reduce", tensors, sum(_nbytes(t) for t in tensors), exchange)
+
+        def broadcast(self, tensors, opts=None):
+            opts = opts if opts is not None else BroadcastOptions()
+            root = opts.rootRank
+            exchange = None
+            rank, world = self.rank(), self.size()  # the callbacks must not hold the group (see _run)
+            if self._small(tensors):
+                def exchange():
+                    values = [_host_values(t) for t in tensors]
+                    gopts = BroadcastOptions()
+                    gopts.rootRank = root
+                    futs = [self._gloo.broadcast([v], gopts).get_future() for v in values]
+
+                    def apply():
+                        for t, v in zip(tensors, values):
+                            _ops.values_set(t, v)
+                    return futs, apply
+            return self._run("broadcast", "broadcast", tensors, sum(_nbytes(t) for t in tensors), exchange)
+
+        def allgather(self, output_tensors, input_tensors, opts=None):
+            outputs = [t for ts in output_tensors for t in ts]
+            exchange = None
+            rank, world = self.rank(), self.size()  # the callbacks must not hold the group (see _run)
+            if self._small(input_tensors):
+                def exchange():
+                    ins = [_host_values(t) for t in input_tensors]
+                    outs = [[torch.empty_like(v) for _ in range(world)] for v in ins]
+                    futs = [self._gloo.allgather(outs, ins).get_future()]
+
+                    def apply():
+                        for ts, vs in zip(output_tensors, outs):
+                            for t, v in zip(ts, vs):
+                                _ops.values_set(t, v)
+                    return futs, apply
+            return self._run("all_gather", "all_gather", input_tensors + outputs,
+                             sum(_nbytes(t) for t in outputs), exchange)
+
+        def _allgather_base(self, output, input, opts=None):
+            exchange = None
+            rank, world = self.rank(), self.size()  # the callbacks must not hold the group (see _run)
+            if _nbytes(input) <= _VALUE_BYTES:
+                def exchange():
+                    v = _host_values(input)
+                    outs = [[torch.empty_like(v) for _ in range(world)]]
+                    futs = [self._gloo.allgather(outs, [v]).get_future()]
+
+                    def apply():
+                        _ops.values_set(output, torch.cat([o.reshape(-1) for o in outs[0]]).view(output.shape))
+                    return futs, apply
+            return self._run("all_gather", "_allgather_base", [input, output], _nbytes(output), exchange)
+
+        def reduce_scatter(self, output_tensors, input_tensors, opts=None):
+            op = opts.reduceOp if opts is not None else ReduceOp.SUM
+            inputs = [t for ts in input_tensors for t in ts]
+            exchange = None
+            rank, world = self.rank(), self.size()  # the callbacks must not hold the group (see _run)
+            if self._small(inputs):
+                def exchange():
+                    values = [torch.stack([_host_values(t) for t in ts]) for ts in input_tensors]
+                    gopts = AllreduceOptions()
+                    gopts.reduceOp = op
+                    futs = [self._gloo.allreduce([v], gopts).get_future() for v in values]
+
+                    def apply():
+                        for t, v in zip(output_tensors, values):
+                            _ops.values_set(t, v[rank])
+                    return futs, apply
+            return self._run("reduce_scatter", "reduce_scatter", output_tensors + inputs,
+                             sum(_nbytes(t) for t in inputs), exchange)
+
+        def _reduce_scatter_base(self, output, input, opts=None):
+            op = opts.reduceOp if opts is not None else ReduceOp.SUM
+            exchange = None
+            rank, world = self.rank(), self.size()  # the callbacks must not hold the group (see _run)
+            if _nbytes(input) <= _VALUE_BYTES:
+                def exchange():
+                    v = _host_values(input)
+                    gopts = AllreduceOptions()
+                    gopts.reduceOp = op
+                    futs = [self._gloo.allreduce([v], gopts).get_future()]
+
+                    def apply():
+                        _ops.values_set(output, v.reshape(world, -1)[rank].view(output.shape))
+                    return futs, apply
+            return self._run("reduce_scatter", "_reduce_scatter_base", [output, input], _nbytes(input), exchange)
+
+        def barrier(self, opts=None):
+            # NCCL's barrier: an all-reduce of one byte on the current GPU,
+            # whose wait blocks the host until it is done; here the host
+            # waits at once (dist.barrier waits anyway).
+            device_ids = getattr(opts, "device_ids", None) or [torch.cuda.current_device()]
+            device = device_ids[0]
+            t = torch.empty(1, dtype=torch.uint8, device=torch.device("cuda", device))
+            work = self._run("all_reduce", "barrier", [t], 1)
+            work.get_future().wait()
+            _ops.stream_synchronize(device, self._comm_stream(device))
+            return work
+
+        def _unsupported(self, name):
+            raise RuntimeError(f"{name}: not emulated by gpemu's NCCL process group yet (docs/torch.md lists "
+                               "all_reduce, broadcast, reduce, all_gather, reduce_scatter and barrier)")
+
+        def alltoall(self, *args, **kwargs):
+            self._unsupported("all_to_all")
+
+        def alltoall_base(self, *args, **kwargs):
+            self._unsupported("all_to_all_single")
+
+        def send(self, *args, **kwargs):
+            self._unsupported("send")
+
+        def recv(self, *args, **kwargs):
+            self._unsupported("recv")
+
+        def recv_anysource(self, *args, **kwargs):
+            self._unsupported("recv")
+
+        def gather(self, *args, **kwargs):
+            self._unsupported("gather")
+
+        def scatter(self, *args, **kwargs):
+            self._unsupported("scatter")
+
+    ProcessGroupNCCL.__module__ = "torch.distributed.distributed_c10d"
+    c10d.ProcessGroupNCCL = ProcessGroupNCCL
+    c10d._NCCL_AVAILABLE = True
+    dist.ProcessGroupNCCL = ProcessGroupNCCL
