@@ -32,7 +32,7 @@ struct TorchArgs {
   std::string gpu = "v100";
   int gpus = 1;
   std::string clock = "real";
-  std::string json, trace, model;
+  std::string json, trace, report, model;
   std::string python = "/usr/bin/python3";
   std::vector<std::string> script;
 };
@@ -72,6 +72,7 @@ void set_env(const char* name, const std::string& value) {
     throw InputError(fmt::format("--clock '{}': expected 'real' or 'virtual'", a.clock));
   if (!a.json.empty()) check_output_path(a.json, "--json");
   if (!a.trace.empty()) check_output_path(a.trace, "--trace");
+  if (!a.report.empty()) check_output_path(a.report, "--report");
   if (::access(a.python.c_str(), X_OK) != 0)
     throw InputError(fmt::format("--python '{}': not an executable ({})", a.python, std::strerror(errno)));
 
@@ -79,14 +80,20 @@ void set_env(const char* name, const std::string& value) {
   std::string path = (root / "gpemu_torch").string() + ":" + root.string();
   if (const char* old = std::getenv("PYTHONPATH"); old && *old) path += std::string(":") + old;
   set_env("PYTHONPATH", path);
+  // A run's settings are its own: none inherited from an enclosing run.
+  for (const char* v :
+       {"GPEMU_TORCH_JSON", "GPEMU_TORCH_TRACE", "GPEMU_TORCH_REPORT", "GPEMU_TORCH_MODEL", "GPEMU_TORCH_PARTS"})
+    ::unsetenv(v);
   set_env("GPEMU_TORCH_ACTIVE", "1");
   set_env("GPEMU_TORCH_GPU", a.gpu);
   set_env("GPEMU_TORCH_GPUS", std::to_string(a.gpus));
   set_env("GPEMU_TORCH_CLOCK", a.clock);
   set_env("GPEMU_TORCH_MAIN_PID", std::to_string(::getpid()));
   set_env("GPEMU_DATA_DIR", zoo::data_dir().string());
+  set_env("GPEMU_TORCH_SCRIPT", a.script.front());
   if (!a.json.empty()) set_env("GPEMU_TORCH_JSON", fs::absolute(a.json).string());
   if (!a.trace.empty()) set_env("GPEMU_TORCH_TRACE", fs::absolute(a.trace).string());
+  if (!a.report.empty()) set_env("GPEMU_TORCH_REPORT", fs::absolute(a.report).string());
   if (!a.model.empty()) {
     if (!zoo::has_model(a.model))
       throw InputError(fmt::format("--model '{}': not a model of the zoo (`gpemu models` lists them)", a.model));
@@ -112,8 +119,8 @@ std::vector<std::string>& script_args() {
 int split_torch_script_args(int argc, char** argv) {
   if (argc < 2 || std::string_view(argv[1]) != "torch") return argc;
   // gpemu torch's options that take a value (as --name value or --name=value).
-  static const std::vector<std::string_view> with_value = {"--gpu",   "--gpus",  "--clock", "--json",
-                                                           "--trace", "--model", "--python"};
+  static const std::vector<std::string_view> with_value = {"--gpu",   "--gpus",   "--clock", "--json",
+                                                           "--trace", "--report", "--model", "--python"};
   int i = 2, cli_argc = argc;  // i: the script's index; cli_argc: what CLI11 parses
   while (i < argc) {
     const std::string_view arg = argv[i];
@@ -146,6 +153,7 @@ void add_torch_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--json", a->json, "Write the run's summary (JSON) here when the script ends");
   cmd->add_option("--trace", a->trace, "Write a Perfetto/Chrome trace of the emulated GPUs here");
+  cmd->add_option("--report", a->report, "Write an HTML report of the run (summary, time per GPU, utilization) here");
   cmd->add_option("--model", a->model,
                   "The zoo model the script trains, if it is one: its learned time correction is applied, as "
                   "`gpemu predict` applies it (default: none, the per-operator model alone)");

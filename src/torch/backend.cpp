@@ -102,7 +102,10 @@ std::unique_ptr<at::ObserverContext> phase_enter(const at::RecordFunction& fn) {
     if (!t_engine_thread && std::this_thread::get_id() != g_loading_thread) t_engine_thread = true;
   } else if (fn.scope() == at::RecordScope::USER_SCOPE) {
     const char* name = fn.name();
-    if (name != nullptr && std::string_view(name).starts_with("Optimizer.")) depth = &t_optimizer_depth;
+    if (name != nullptr && std::string_view(name).starts_with("Optimizer.")) {
+      depth = &t_optimizer_depth;
+      if (std::string_view(name).starts_with("Optimizer.step")) rt().note_optimizer_step();
+    }
   }
   if (depth == nullptr) return nullptr;
   ++*depth;

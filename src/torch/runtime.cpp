@@ -2,14 +2,17 @@
 
 #include <fmt/format.h>
 
+#include <unistd.h>
 #include <algorithm>
 #include <charconv>
 #include <cstdlib>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "common/atomic_file.h"
 #include "gpemu/error.h"
 #include "gpemu/interconnect.h"
+#include "gpemu/report.h"
 #include "gpemu/zoo.h"
 
 namespace gpemu::torch_backend {
@@ -53,6 +56,10 @@ Settings Settings::from_env() {
   }
   if (auto v = env("GPEMU_TORCH_JSON")) s.json = *v;
   if (auto v = env("GPEMU_TORCH_TRACE")) s.trace = *v;
+  if (auto v = env("GPEMU_TORCH_REPORT")) s.report = *v;
+  if (auto v = env("GPEMU_TORCH_SCRIPT")) s.script = *v;
+  if (auto v = env("GPEMU_TORCH_MAIN_PID")) s.main_process = *v == std::to_string(::getpid());
+  if (auto v = env("GPEMU_TORCH_PARTS")) s.parts = *v;
   if (auto v = env("GPEMU_TORCH_MODEL")) {
     if (!zoo::has_model(*v))
       throw InputError(fmt::format("GPEMU_TORCH_MODEL '{}': not a model of the zoo (`gpemu models` lists them)", *v));
@@ -68,7 +75,8 @@ Runtime::Runtime(Settings settings)
       timeline_(std::make_unique<Timeline>(*clock_)) {
   if (settings_.gpus < 1 || settings_.gpus > kMaxTorchGpus)
     throw InputError(fmt::format("gpus {}: expected 1 to {}", settings_.gpus, kMaxTorchGpus));
-  timeline_->enable_trace(settings_.trace.has_value());
+  timeline_->enable_trace(settings_.trace.has_value() || settings_.report.has_value());
+  collective_busy_.assign(static_cast<std::size_t>(settings_.gpus), 0);
   for (int i = 0; i < settings_.gpus; ++i) {
     DeviceOptions o;
     o.index = i;
@@ -167,6 +175,12 @@ void Runtime::issue(int device_index, std::int64_t stream_id, const OpProgram::O
   }
   const double seconds = op_kernel_seconds(op, 0, peaks(tf32_conv, tf32_matmul), factors_) *
                          (forward ? correction_.forward_gpu : correction_.backward_gpu);
+  {
+    std::lock_guard lock(mutex_);
+    (op.section == OpProgram::Section::Optimizer  ? counters_.optimizer_gpu_s
+     : op.section == OpProgram::Section::Backward ? counters_.backward_gpu_s
+                                                  : counters_.forward_gpu_s) += seconds;
+  }
   s.launch_kernel(from_seconds(seconds), name);
 }
 
@@ -250,6 +264,7 @@ void Runtime::collective(int device_index, std::int64_t stream_id, std::string_v
   s.enqueue(spec, std::nullopt);
   std::lock_guard lock(mutex_);
   ++counters_.collectives;
+  collective_busy_[static_cast<std::size_t>(device_index)] += d;
 }
 
 std::int64_t Runtime::stream_ready_shared_ns(int device_index, std::int64_t stream_id) {
@@ -263,6 +278,11 @@ RunCounters Runtime::counters() const {
   return counters_;
 }
 
+void Runtime::note_optimizer_step() {
+  std::lock_guard lock(mutex_);
+  ++counters_.optimizer_steps;
+}
+
 void Runtime::note_generic(std::string_view op) {
   std::lock_guard lock(mutex_);
   auto it = generic_ops_.find(op);
@@ -272,14 +292,26 @@ void Runtime::note_generic(std::string_view op) {
     ++it->second;
 }
 
-std::string Runtime::summary_json() const {
+nlohmann::json Runtime::summary_object() const {
+  const RunCounters c = counters();
+  const double elapsed = to_seconds(clock_->now());
   nlohmann::json j;
   j["gpu"] = gpu_->id;
   j["gpus"] = settings_.gpus;
   j["clock"] = std::string(to_string(settings_.clock));
   j["model_correction"] = settings_.model.empty() ? nlohmann::json(nullptr) : nlohmann::json(settings_.model);
-  j["emulated_seconds"] = to_seconds(clock_->now());
-  const RunCounters c = counters();
+  j["elapsed_s"] = elapsed;
+  j["emulated_seconds"] = elapsed;
+  // The keys `gpemu train --json` has, where they mean the same: an
+  // iteration is an optimizer.step() call; phase times are the GPU time of
+  // the phase's kernels per iteration.
+  j["iterations"] = c.optimizer_steps;
+  const double iters = static_cast<double>(c.optimizer_steps);
+  j["iterations_per_s"] = iters > 0 && elapsed > 0 ? nlohmann::json(iters / elapsed) : nlohmann::json(nullptr);
+  auto per_iter_ms = [&](double s) { return iters > 0 ? nlohmann::json(s / iters * 1e3) : nlohmann::json(nullptr); };
+  j["forward_ms_mean"] = per_iter_ms(c.forward_gpu_s);
+  j["backward_ms_mean"] = per_iter_ms(c.backward_gpu_s);
+  j["optimizer_ms_mean"] = per_iter_ms(c.optimizer_gpu_s);
   j["kernels"] = c.kernels;
   j["view_ops"] = c.views;
   j["h2d_copies"] = c.h2d;
@@ -287,25 +319,114 @@ std::string Runtime::summary_json() const {
   j["blocking_syncs"] = c.blocking_syncs;
   j["collectives"] = c.collectives;
   nlohmann::json devs = nlohmann::json::array();
+  double peak_alloc = 0, peak_reserved = 0, busy_sum = 0;
+  int used = 0;
   for (const auto& d : devices_) {
     const AllocatorStats a = d->allocator().stats();
     const DeviceStats& s = d->stats();
+    const double compute = to_seconds(s.busy[static_cast<int>(Engine::Compute)]);
+    double comm = 0;
+    {
+      std::lock_guard lock(mutex_);
+      comm = to_seconds(collective_busy_[static_cast<std::size_t>(d->index())]);
+    }
     devs.push_back({{"index", d->index()},
                     {"kernels", s.kernels},
-                    {"compute_busy_seconds", to_seconds(s.busy[static_cast<int>(Engine::Compute)])},
+                    {"compute_busy_seconds", compute},
+                    {"h2d_busy_seconds", to_seconds(s.busy[static_cast<int>(Engine::CopyH2D)])},
+                    {"d2h_busy_seconds", to_seconds(s.busy[static_cast<int>(Engine::CopyD2H)])},
+                    {"collective_busy_seconds", comm},
                     {"h2d_bytes", s.h2d_bytes},
                     {"d2h_bytes", s.d2h_bytes},
                     {"peak_allocated_bytes", a.peak_allocated_bytes},
                     {"peak_reserved_bytes", a.peak_reserved_bytes}});
+    peak_alloc = std::max(peak_alloc, static_cast<double>(a.peak_allocated_bytes));
+    peak_reserved = std::max(peak_reserved, static_cast<double>(a.peak_reserved_bytes));
+    if (s.kernels > 0) {
+      busy_sum += compute;
+      ++used;
+    }
   }
   j["devices"] = devs;
+  // Over the GPUs that ran kernels; peaks: the largest GPU's.
+  j["gpu_util_pct"] =
+      used > 0 && elapsed > 0 ? nlohmann::json(100.0 * busy_sum / used / elapsed) : nlohmann::json(nullptr);
+  j["peak_allocated_mib"] = peak_alloc / (1 << 20);
+  j["peak_reserved_mib"] = peak_reserved / (1 << 20);
   nlohmann::json generic = nlohmann::json::object();
   {
     std::lock_guard lock(mutex_);
     for (const auto& [name, n] : generic_ops_) generic[name] = n;
   }
   j["ops_through_meta"] = generic;
-  return j.dump(2);
+  return j;
+}
+
+std::string Runtime::summary_json() const { return summary_object().dump(2); }
+
+namespace {
+
+std::string rank_label() {
+  if (auto r = env("RANK")) return "rank " + *r;
+  return fmt::format("pid {}", ::getpid());
+}
+
+// Merges the ranks' parts into the first process's summary: "processes"
+// lists each process that used an emulated GPU; the top-level counters are
+// their sums, times and peaks their largest, phase means their mean.
+nlohmann::json merge_summaries(nlohmann::json main, const std::vector<nlohmann::json>& parts) {
+  std::vector<nlohmann::json> procs;
+  if (main["kernels"].get<std::uint64_t>() > 0) {
+    nlohmann::json m = main;
+    m["process"] = "main";
+    procs.push_back(std::move(m));
+  }
+  for (const auto& p : parts) procs.push_back(p["summary"]);
+  if (parts.empty()) return main;
+  for (const char* k : {"kernels", "view_ops", "h2d_copies", "d2h_copies", "blocking_syncs", "collectives"}) {
+    std::uint64_t sum = 0;
+    for (const auto& p : procs) sum += p[k].get<std::uint64_t>();
+    main[k] = sum;
+  }
+  for (const char* k : {"elapsed_s", "emulated_seconds", "peak_allocated_mib", "peak_reserved_mib", "iterations"}) {
+    nlohmann::json best = main[k];
+    for (const auto& p : procs)
+      if (!p[k].is_null() && (best.is_null() || p[k].get<double>() > best.get<double>())) best = p[k];
+    main[k] = best;
+  }
+  for (const char* k : {"forward_ms_mean", "backward_ms_mean", "optimizer_ms_mean", "gpu_util_pct"}) {
+    double sum = 0;
+    int n = 0;
+    for (const auto& p : procs)
+      if (!p[k].is_null()) {
+        sum += p[k].get<double>();
+        ++n;
+      }
+    main[k] = n > 0 ? nlohmann::json(sum / n) : nlohmann::json(nullptr);
+  }
+  const double elapsed = main["elapsed_s"].get<double>();
+  main["iterations_per_s"] = elapsed > 0 && !main["iterations"].is_null()
+                                 ? nlohmann::json(main["iterations"].get<double>() / elapsed)
+                                 : nlohmann::json(nullptr);
+  main["processes"] = procs;
+  return main;
+}
+
+}  // namespace
+
+nlohmann::json Runtime::part_object() const {
+  nlohmann::json part;
+  nlohmann::json s = summary_object();
+  s["process"] = rank_label();
+  part["summary"] = std::move(s);
+  const auto epoch = clock_->monotonic_epoch_ns();
+  part["epoch_ns"] = epoch ? nlohmann::json(*epoch) : nlohmann::json(nullptr);
+  nlohmann::json records = nlohmann::json::array();
+  if (timeline_->tracing())
+    for (const TraceRecord& r : timeline_->trace_records())
+      records.push_back({r.name, r.category, r.device, r.stream, r.engine, r.start, r.end});
+  part["records"] = std::move(records);
+  return part;
 }
 
 void Runtime::finish() {
@@ -314,11 +435,115 @@ void Runtime::finish() {
     if (finished_) return;
     finished_ = true;
   }
-  if (settings_.json) write_file_atomically(*settings_.json, summary_json() + "\n", "gpemu torch summary");
-  if (settings_.trace) {
-    std::vector<TraceDeviceName> names;
-    for (const auto& d : devices_) names.push_back({d->index(), fmt::format("GPU {} ({})", d->index(), gpu_->id)});
-    write_chrome_trace_file(timeline_->trace_records(), timeline_->host_spans(), names, *settings_.trace);
+  if (!settings_.main_process) {
+    // A rank: its part, for the first process to merge (only when it used a GPU).
+    const RunCounters c = counters();
+    if (settings_.parts && c.kernels + c.h2d + c.d2h + c.collectives > 0)
+      write_file_atomically(*settings_.parts / fmt::format("{}.json", ::getpid()), part_object().dump(),
+                            "gpemu torch part");
+    return;
+  }
+  std::vector<nlohmann::json> parts;
+  if (settings_.parts && std::filesystem::is_directory(*settings_.parts)) {
+    for (const auto& e : std::filesystem::directory_iterator(*settings_.parts)) {
+      if (e.path().extension() != ".json") continue;
+      std::ifstream in(e.path());
+      parts.push_back(nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false));
+      if (parts.back().is_discarded() || !parts.back().contains("summary")) parts.pop_back();
+    }
+    std::sort(parts.begin(), parts.end(), [](const nlohmann::json& a, const nlohmann::json& b) {
+      return a["summary"]["process"].get<std::string>() < b["summary"]["process"].get<std::string>();
+    });
+  }
+  const nlohmann::json summary = merge_summaries(summary_object(), parts);
+  if (settings_.json) write_file_atomically(*settings_.json, summary.dump(2) + "\n", "gpemu torch summary");
+  if (!settings_.trace && !settings_.report) return;
+
+  // Every process's devices: the first process's as they are, each part's
+  // on rows of its own, its times moved onto the first process's clock
+  // (real clock: the epochs differ; virtual: each process's starts at 0).
+  struct Row {
+    std::string label;
+    int device;
+    const nlohmann::json* stats;
+  };
+  std::vector<TraceRecord> records = timeline_->trace_records();
+  std::vector<TraceDeviceName> names;
+  std::vector<Row> rows;
+  const nlohmann::json main_summary = summary_object();
+  for (const auto& d : devices_) {
+    names.push_back({d->index(), fmt::format("GPU {} ({})", d->index(), gpu_->id)});
+    rows.push_back({fmt::format("GPU {}", d->index()), d->index(), &main_summary["devices"][d->index()]});
+  }
+  const std::int64_t main_epoch = clock_->monotonic_epoch_ns().value_or(0);
+  for (std::size_t p = 0; p < parts.size(); ++p) {
+    const nlohmann::json& part = parts[p];
+    const std::string label = part["summary"]["process"].get<std::string>();
+    const int base = static_cast<int>(p + 1) * kMaxTorchGpus;
+    const std::int64_t shift = part["epoch_ns"].is_null() ? 0 : part["epoch_ns"].get<std::int64_t>() - main_epoch;
+    for (const auto& d : part["summary"]["devices"]) {
+      const int i = d["index"].get<int>();
+      if (d["kernels"].get<std::uint64_t>() == 0 && d["collective_busy_seconds"].get<double>() == 0) continue;
+      names.push_back({base + i, fmt::format("{}: GPU {} ({})", label, i, gpu_->id)});
+      rows.push_back({fmt::format("{} GPU {}", label, i), base + i, &d});
+    }
+    for (const auto& r : part["records"])
+      records.push_back({r[0].get<std::string>(), r[1].get<std::string>(), base + r[2].get<int>(), r[3].get<int>(),
+                         r[4].get<int>(), r[5].get<Time>() + shift, r[6].get<Time>() + shift});
+  }
+  if (settings_.trace) write_chrome_trace_file(records, timeline_->host_spans(), names, *settings_.trace);
+  if (settings_.report) {
+    RunReport report;
+    report.title = fmt::format("gpemu torch: {} on {}x {}", settings_.script.empty() ? "script" : settings_.script,
+                               settings_.gpus, gpu_->name);
+    auto fixed = [](const nlohmann::json& v, const char* unit) {
+      return v.is_null() ? std::string("n/a") : fmt::format("{:.3f}{}", v.get<double>(), unit);
+    };
+    report.summary = {{"GPU", gpu_->name},
+                      {"clock", std::string(to_string(settings_.clock))},
+                      {"emulated time", fixed(summary["elapsed_s"], " s")},
+                      {"iterations (optimizer steps)", summary["iterations"].dump()},
+                      {"iterations/s", fixed(summary["iterations_per_s"], "")},
+                      {"forward GPU time per iteration", fixed(summary["forward_ms_mean"], " ms")},
+                      {"backward GPU time per iteration", fixed(summary["backward_ms_mean"], " ms")},
+                      {"optimizer GPU time per iteration", fixed(summary["optimizer_ms_mean"], " ms")},
+                      {"GPU utilization", fixed(summary["gpu_util_pct"], " %")},
+                      {"peak allocated", fixed(summary["peak_allocated_mib"], " MiB")},
+                      {"peak reserved", fixed(summary["peak_reserved_mib"], " MiB")},
+                      {"kernels", summary["kernels"].dump()},
+                      {"collectives", summary["collectives"].dump()}};
+    const double elapsed = summary["elapsed_s"].get<double>();
+    std::map<int, std::vector<BusyInterval>> busy;
+    for (const TraceRecord& r : records)
+      if (r.category == "kernel") busy[r.device].push_back({r.start, r.end});
+    Time end = 0;
+    for (const TraceRecord& r : records) end = std::max(end, r.end);
+    for (const Row& row : rows) {
+      const nlohmann::json& d = *row.stats;
+      if (d["kernels"].get<std::uint64_t>() == 0 && d["collective_busy_seconds"].get<double>() == 0) continue;
+      const double compute = d["compute_busy_seconds"].get<double>();
+      report.breakdown.push_back({row.label,
+                                  {{"compute", compute},
+                                   {"H2D", d["h2d_busy_seconds"].get<double>()},
+                                   {"D2H", d["d2h_busy_seconds"].get<double>()},
+                                   {"communication", d["collective_busy_seconds"].get<double>()},
+                                   {"idle", std::max(0.0, elapsed - compute)}}});
+      const auto& intervals = busy[row.device];
+      if (end > 0)
+        report.utilization.push_back(
+            utilization_from_intervals(row.label, intervals, std::max<Duration>(end / 100, 1), 0, end));
+    }
+    report.configuration = {{"gpu", gpu_->id},
+                            {"gpus", settings_.gpus},
+                            {"clock", std::string(to_string(settings_.clock))},
+                            {"model_correction", settings_.model.empty() ? "none" : settings_.model},
+                            {"processes", summary.contains("processes") ? summary["processes"].size() : 1}};
+    report.notes = {
+        "Times are gpemu's emulated GPU times (docs/torch.md): each op priced by the analytical model, "
+        "collectives by the interconnect model.",
+        "Breakdown: busy time of each engine; engines and streams overlap, so the parts may sum to more than "
+        "the run's time. Idle: the run's time less compute."};
+    write_html_report_file(report, *settings_.report);
   }
 }
 

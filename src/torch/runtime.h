@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -37,15 +38,24 @@ struct Settings {
   std::string gpu = "v100";
   int gpus = 1;
   ClockKind clock = ClockKind::Real;
-  std::optional<std::filesystem::path> json;   // summary written at exit
-  std::optional<std::filesystem::path> trace;  // Perfetto trace written at exit
+  std::optional<std::filesystem::path> json;    // summary written at exit
+  std::optional<std::filesystem::path> trace;   // Perfetto trace written at exit
+  std::optional<std::filesystem::path> report;  // HTML report written at exit
+  std::string script;                           // what the run runs, for the report's title
+  // The run's first process (the script's), which writes the files; every
+  // other process of the run that used an emulated GPU (a rank) leaves its
+  // part in `parts` (a folder the first process made) for it to merge.
+  bool main_process = true;
+  std::optional<std::filesystem::path> parts;
   // A zoo model the script trains: its learned per-phase correction
   // (calibration.h, ModelCorrection) scales the ops' times, as `gpemu
   // predict` applies it. Empty: none (the per-op model alone).
   std::string model;
 
   // GPEMU_TORCH_GPU, GPEMU_TORCH_GPUS, GPEMU_TORCH_CLOCK, GPEMU_TORCH_JSON,
-  // GPEMU_TORCH_TRACE, GPEMU_TORCH_MODEL; unset ones keep their defaults. InputError naming the
+  // GPEMU_TORCH_TRACE, GPEMU_TORCH_REPORT, GPEMU_TORCH_MODEL,
+  // GPEMU_TORCH_SCRIPT, GPEMU_TORCH_MAIN_PID (main_process: this process's
+  // id, or unset), GPEMU_TORCH_PARTS; unset ones keep their defaults. InputError naming the
   // variable for a value that is not accepted.
   static Settings from_env();
 };
@@ -56,11 +66,15 @@ inline constexpr int kMaxTorchGpus = 64;
 
 // Counters of one process's run, for the summary.
 struct RunCounters {
-  std::uint64_t kernels = 0;         // ops charged as GPU kernels
-  std::uint64_t views = 0;           // view ops (host time only)
-  std::uint64_t h2d = 0, d2h = 0;    // copies
-  std::uint64_t blocking_syncs = 0;  // item(), synchronize, pageable copies, ...
-  std::uint64_t collectives = 0;     // the emulated NCCL process group's
+  std::uint64_t kernels = 0;          // ops charged as GPU kernels
+  std::uint64_t views = 0;            // view ops (host time only)
+  std::uint64_t h2d = 0, d2h = 0;     // copies
+  std::uint64_t blocking_syncs = 0;   // item(), synchronize, pageable copies, ...
+  std::uint64_t collectives = 0;      // the emulated NCCL process group's
+  std::uint64_t optimizer_steps = 0;  // optimizer.step() calls: the run's iterations
+  // GPU time of the kernels charged in each phase (forward, backward,
+  // optimizer), seconds, over every device.
+  double forward_gpu_s = 0, backward_gpu_s = 0, optimizer_gpu_s = 0;
 };
 
 class Runtime {
@@ -121,15 +135,22 @@ class Runtime {
   // Ops that had no shape rule of their own and ran through the generic
   // meta path, and ops refused; for the summary.
   void note_generic(std::string_view op);
+  // An optimizer.step() began (torch.optim's "Optimizer.step#..." scope).
+  void note_optimizer_step();
 
-  // The summary of the run so far (JSON text).
+  // The summary of this process's run so far (JSON text): the keys `gpemu
+  // train --json` has where they mean the same (docs/torch.md, "Outputs").
   std::string summary_json() const;
-  // Writes the summary and trace files Settings asks for. Idempotent.
+  // The first process: writes the summary, trace and report Settings asks
+  // for, with every rank's part merged in. Another process: leaves its part
+  // (when it used an emulated GPU). Idempotent.
   void finish();
 
  private:
   const GpuPeaks& peaks(bool tf32_conv, bool tf32_matmul) const;
   void pace_host(double seconds);
+  nlohmann::json summary_object() const;
+  nlohmann::json part_object() const;
 
   Settings settings_;
   const GpuSpec* gpu_ = nullptr;
@@ -146,6 +167,7 @@ class Runtime {
   RunCounters counters_;
   std::map<std::string, std::uint64_t, std::less<>> generic_ops_;
   std::map<std::tuple<std::string, std::uint64_t, int>, Duration, std::less<>> collective_durations_;
+  std::vector<Duration> collective_busy_;  // per device
   bool finished_ = false;
 };
 

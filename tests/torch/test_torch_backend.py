@@ -265,8 +265,15 @@ class Command(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             script, summary, trace = (os.path.join(tmp, n) for n in ("s.py", "run.json", "trace.json"))
             with open(script, "w") as f:
-                f.write("import torch\nx = torch.ones(256, 256, device='cuda')\n(x @ x).sum().item()\n")
-            gpemu("torch", "--clock", "virtual", "--gpu", "a100", "--json", summary, "--trace", trace, "--", script)
+                f.write("import torch\nx = torch.ones(256, 256, device='cuda')\n(x @ x).sum().item()\n"
+                        "w = torch.nn.Parameter(torch.ones(64, 64, device='cuda'))\n"
+                        "opt = torch.optim.SGD([w], lr=0.1)\n"
+                        "for _ in range(3):\n    (w @ w).sum().backward(); opt.step(); opt.zero_grad()\n")
+            report = os.path.join(tmp, "run.html")
+            gpemu("torch", "--clock", "virtual", "--gpu", "a100", "--json", summary, "--trace", trace,
+                  "--report", report, "--", script)
+            with open(report) as f:
+                page = f.read()
             with open(summary) as f:
                 s = json.load(f)
             with open(trace) as f:
@@ -274,6 +281,15 @@ class Command(unittest.TestCase):
         self.assertEqual(s["clock"], "virtual")
         self.assertTrue(s["gpu"].startswith("A100"))
         self.assertGreaterEqual(s["kernels"], 3)  # fill, mm, sum
+        # gpemu train's keys: an iteration is an optimizer step; phase times per iteration
+        self.assertEqual(s["iterations"], 3)
+        self.assertGreater(s["forward_ms_mean"], 0)
+        self.assertGreater(s["backward_ms_mean"], 0)
+        self.assertGreater(s["optimizer_ms_mean"], 0)
+        self.assertAlmostEqual(s["iterations_per_s"], 3 / s["elapsed_s"])
+        self.assertNotIn("processes", s)  # one process
+        self.assertIn("GPU utilization over time", page)
+        self.assertIn("GPU 0 · compute", page)
         self.assertGreater(s["emulated_seconds"], 0)
         events = t["traceEvents"] if isinstance(t, dict) else t
         names = {e.get("name") for e in events if e.get("ph") == "X"}
@@ -368,7 +384,15 @@ class Distributed(unittest.TestCase):
             script, out = os.path.join(tmp, "ddp.py"), os.path.join(tmp, "rank")
             with open(script, "w") as f:
                 f.write("import json, torch\n" + body)
-            run = gpemu("torch", "--clock", "virtual", *options, "--", script, str(free_port()), out, check=False)
+            summary, report = os.path.join(tmp, "run.json"), os.path.join(tmp, "run.html")
+            run = gpemu("torch", "--clock", "virtual", "--json", summary, "--report", report, *options, "--", script,
+                        str(free_port()), out, check=False)
+            self.summary, self.report = None, None
+            if os.path.exists(summary):
+                with open(summary) as f:
+                    self.summary = json.load(f)
+                with open(report) as f:
+                    self.report = f.read()
             ranks = []
             for r in range(2):
                 if os.path.exists(f"{out}.{r}"):
@@ -393,6 +417,17 @@ class Distributed(unittest.TestCase):
             self.assertGreaterEqual(r["comm_ns"], sum(r["buckets"]) * 1e9 * 0.999)
         # The collectives hold the ranks together: the same emulated times.
         self.assertEqual(ranks[0]["ddp"], ranks[1]["ddp"])
+        # The run's summary and report hold both ranks (each its own process).
+        procs = self.summary["processes"]
+        self.assertEqual(len(procs), 2)
+        self.assertEqual([p["iterations"] for p in procs], [7, 7])  # 3 plain steps, 4 with DDP
+        self.assertEqual(self.summary["iterations"], 7)
+        self.assertGreater(min(p["collectives"] for p in procs), 8)
+        self.assertEqual(self.summary["collectives"], sum(p["collectives"] for p in procs))
+        self.assertGreater(procs[0]["devices"][0]["collective_busy_seconds"], 0)
+        self.assertEqual(procs[1]["devices"][0]["kernels"], 0)  # rank 1 used cuda:1 only
+        self.assertGreater(procs[1]["devices"][1]["kernels"], 0)
+        self.assertEqual(self.report.count("communication:"), 2)
 
     def test_a_dead_rank_ends_the_run_with_an_error(self):
         body = """
@@ -438,9 +473,11 @@ class BadInput(unittest.TestCase):
 
     def test_an_output_path_in_a_missing_folder_is_refused_before_the_run(self):
         with tempfile.NamedTemporaryFile("w", suffix=".py") as f:
-            out = gpemu("torch", "--json", "/nonexistent/dir/run.json", "--", f.name, check=False)
-        self.assertNotEqual(out.returncode, 0)
-        self.assertIn("/nonexistent/dir/run.json", out.stderr)
+            for flag in ("--json", "--trace", "--report"):
+                out = gpemu("torch", flag, "/nonexistent/dir/run.out", "--", f.name, check=False)
+                self.assertNotEqual(out.returncode, 0, flag)
+                self.assertIn("/nonexistent/dir/run.out", out.stderr, flag)
+                self.assertIn(flag, out.stderr)
 
     def test_an_unknown_gpu_or_model_is_named(self):
         for option, value in (("--gpu", "v1000x"), ("--model", "resnet5000")):

@@ -36,15 +36,27 @@ def install():
     why = supported_torch()
     if why is not None:
         raise RuntimeError("gpemu torch: " + why)
+    # The script's own process writes the run's summary, trace and report
+    # when it ends (gpemu torch --json / --trace / --report), with the parts
+    # its ranks (processes it started that used an emulated GPU) left in a
+    # folder it makes for them (before the backend reads the environment)
+    # and removes afterwards.
+    import atexit
+
+    outputs = any(os.environ.get(v) for v in ("GPEMU_TORCH_JSON", "GPEMU_TORCH_TRACE", "GPEMU_TORCH_REPORT"))
+    main = os.environ.get("GPEMU_TORCH_MAIN_PID") == str(os.getpid())
+    if main and outputs and not os.environ.get("GPEMU_TORCH_PARTS"):
+        import shutil
+        import tempfile
+
+        parts = tempfile.mkdtemp(prefix="gpemu-torch-parts-")
+        os.environ["GPEMU_TORCH_PARTS"] = parts
+        atexit.register(shutil.rmtree, parts, True)  # runs after finish (atexit: last in, first out)
     torch.ops.load_library(os.path.join(os.path.dirname(__file__), "_backend.so"))
     from . import _cuda, _dist
 
     _cuda.patch(torch)
     _dist.patch(torch)
-    # The script's own process writes the run's summary and trace when it
-    # ends (gpemu torch --json / --trace); its workers and ranks do not.
-    if os.environ.get("GPEMU_TORCH_MAIN_PID") == str(os.getpid()):
-        import atexit
-
+    if main or (outputs and os.environ.get("GPEMU_TORCH_PARTS")):
         atexit.register(torch.ops.gpemu.finish)
     _installed = True
