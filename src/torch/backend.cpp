@@ -274,13 +274,65 @@ void write_values(const at::Tensor& t, const at::Tensor& values) {
 struct DeviceBlock {
   int device;
   CachingAllocator::Ptr ptr;
+  std::int64_t stream;                    // the stream it was allocated on
+  std::vector<std::int64_t> stream_uses;  // other streams record_stream named
 };
+
+// Blocks freed while other streams (record_stream) may still use them: as
+// PyTorch's caching allocator, each waits for an event on each of those
+// streams before it can be reused; the allocated-bytes figure drops at once.
+struct DeferredFree {
+  int device;
+  CachingAllocator::Ptr ptr;
+  std::uint64_t bytes;
+  std::vector<std::unique_ptr<Event>> events;
+};
+std::mutex g_deferred_mutex;
+std::vector<DeferredFree> g_deferred;
+std::array<std::uint64_t, kMaxTorchGpus> g_deferred_bytes{};
+
+// Returns the deferred blocks of `device` whose streams are done to the
+// allocator (every one of them, waiting for their streams, when `wait`).
+void process_deferred_frees(int device, bool wait) {
+  std::vector<DeferredFree> done;
+  {
+    std::lock_guard lock(g_deferred_mutex);
+    for (auto it = g_deferred.begin(); it != g_deferred.end();) {
+      bool ready = it->device == device;
+      if (ready && !wait)
+        for (const auto& e : it->events) ready = ready && e->query();
+      if (ready) {
+        g_deferred_bytes[static_cast<std::size_t>(device)] -= it->bytes;
+        done.push_back(std::move(*it));
+        it = g_deferred.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (DeferredFree& f : done) {
+    if (wait)
+      for (const auto& e : f.events) e->synchronize();
+    rt().device(f.device).allocator().free(f.ptr);
+  }
+}
 
 void free_device_block(void* ctx) {
   auto* b = static_cast<DeviceBlock*>(ctx);
   forget_values(ValueKey{b->device, reinterpret_cast<const void*>(b->ptr)});
   try {
-    rt().device(b->device).allocator().free(b->ptr);
+    if (b->stream_uses.empty()) {
+      rt().device(b->device).allocator().free(b->ptr);
+    } else {
+      DeferredFree f{b->device, b->ptr, rt().device(b->device).allocator().block_size(b->ptr), {}};
+      for (const std::int64_t s : b->stream_uses) {
+        f.events.push_back(std::make_unique<Event>());
+        rt().stream(b->device, s).record(*f.events.back());
+      }
+      std::lock_guard lock(g_deferred_mutex);
+      g_deferred_bytes[static_cast<std::size_t>(b->device)] += f.bytes;
+      g_deferred.push_back(std::move(f));
+    }
   } catch (...) {  // NOLINT(bugprone-empty-catch): a deleter must not throw
   }
   delete b;
@@ -291,13 +343,28 @@ struct DeviceAllocator final : c10::Allocator {
     const int d = t_device;
     const c10::Device device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(d));
     if (n == 0) return {nullptr, device};
+    const std::int64_t stream = t_stream[static_cast<std::size_t>(d)];
+    process_deferred_frees(d, /*wait=*/false);
     CachingAllocator::Ptr p = 0;
     try {
-      p = rt().device(d).allocator().allocate(n, static_cast<int>(t_stream[static_cast<std::size_t>(d)]));
+      try {
+        p = rt().device(d).allocator().allocate(n, static_cast<int>(stream));
+      } catch (const OutOfMemoryError&) {
+        // As PyTorch before it gives up: wait for the blocks other streams
+        // still use, free them, and try again.
+        bool deferred = false;
+        {
+          std::lock_guard lock(g_deferred_mutex);
+          deferred = g_deferred_bytes[static_cast<std::size_t>(d)] > 0;
+        }
+        if (!deferred) throw;
+        process_deferred_frees(d, /*wait=*/true);
+        p = rt().device(d).allocator().allocate(n, static_cast<int>(stream));
+      }
     } catch (const OutOfMemoryError& e) {
       TORCH_CHECK_WITH(OutOfMemoryError, false, e.what());
     }
-    return {reinterpret_cast<void*>(p), new DeviceBlock{d, p}, &free_device_block, device};
+    return {reinterpret_cast<void*>(p), new DeviceBlock{d, p, stream, {}}, &free_device_block, device};
   }
   c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
 };
@@ -544,9 +611,16 @@ bool is_pinned_kernel(const at::Tensor& self, c10::optional<at::Device> /*device
   return self.is_cpu() && self.storage().data() != nullptr && is_pinned_address(self.storage().data());
 }
 
-void record_stream_kernel(at::Tensor& /*self*/, c10::Stream /*stream*/) {
-  // The caching allocator does not yet hold blocks for other streams'
-  // pending work (docs/torch.md, "Not yet").
+void record_stream_kernel(at::Tensor& self, c10::Stream stream) {
+  // As PyTorch's: the block the tensor's storage lives in is not reused,
+  // once freed, until the work issued on `stream` by then has run.
+  const c10::DataPtr& data = self.storage().data_ptr();
+  if (data.get_deleter() != &free_device_block) return;
+  auto* b = static_cast<DeviceBlock*>(data.get_context());
+  if (stream.id() == b->stream) return;
+  std::lock_guard lock(g_deferred_mutex);
+  if (std::find(b->stream_uses.begin(), b->stream_uses.end(), stream.id()) == b->stream_uses.end())
+    b->stream_uses.push_back(stream.id());
 }
 
 // ---- shape rules: ops with no meta kernel in torch 1.13, and composites that
@@ -884,15 +958,29 @@ std::string op_gpu_info() {
 }
 std::vector<int64_t> op_memory_stats(int64_t device) {
   const AllocatorStats s = rt().device(static_cast<int>(device)).allocator().stats();
-  return {static_cast<int64_t>(s.allocated_bytes),   static_cast<int64_t>(s.peak_allocated_bytes),
-          static_cast<int64_t>(s.reserved_bytes),    static_cast<int64_t>(s.peak_reserved_bytes),
-          static_cast<int64_t>(s.requested_bytes),   static_cast<int64_t>(s.peak_requested_bytes),
-          static_cast<int64_t>(s.active_blocks),     static_cast<int64_t>(s.segments),
-          static_cast<int64_t>(s.num_alloc_retries), static_cast<int64_t>(s.num_ooms),
-          static_cast<int64_t>(s.num_device_alloc),  static_cast<int64_t>(s.num_device_free)};
+  std::uint64_t deferred = 0;  // freed by the script, held for other streams: not allocated (as PyTorch counts)
+  {
+    std::lock_guard lock(g_deferred_mutex);
+    deferred = g_deferred_bytes[static_cast<std::size_t>(device)];
+  }
+  return {static_cast<int64_t>(s.allocated_bytes - deferred),
+          static_cast<int64_t>(s.peak_allocated_bytes),
+          static_cast<int64_t>(s.reserved_bytes),
+          static_cast<int64_t>(s.peak_reserved_bytes),
+          static_cast<int64_t>(s.requested_bytes),
+          static_cast<int64_t>(s.peak_requested_bytes),
+          static_cast<int64_t>(s.active_blocks),
+          static_cast<int64_t>(s.segments),
+          static_cast<int64_t>(s.num_alloc_retries),
+          static_cast<int64_t>(s.num_ooms),
+          static_cast<int64_t>(s.num_device_alloc),
+          static_cast<int64_t>(s.num_device_free)};
 }
 void op_empty_cache() {
-  for (int i = 0; i < rt().device_count(); ++i) rt().device(i).allocator().empty_cache();
+  for (int i = 0; i < rt().device_count(); ++i) {
+    process_deferred_frees(i, /*wait=*/true);
+    rt().device(i).allocator().empty_cache();
+  }
 }
 void op_reset_peak(int64_t device) { rt().device(static_cast<int>(device)).allocator().reset_peak_stats(); }
 void op_synchronize(int64_t device) { rt().synchronize_device(static_cast<int>(device)); }

@@ -296,6 +296,39 @@ class Command(unittest.TestCase):
         self.assertIn("mm", names)
 
 
+class RecordStream(unittest.TestCase):
+    def test_a_block_another_stream_uses_is_not_reused_until_that_stream_is_done(self):
+        body = """
+            MiB = 1 << 20
+            out = {}
+            for record in (False, True):
+                s = torch.cuda.Stream()
+                t = torch.empty(64 * MiB // 4, device="cuda")  # on the default stream
+                with torch.cuda.stream(s):
+                    big = torch.empty(4096, 4096, device="cuda")
+                    for _ in range(20):
+                        big = big @ big  # work on s that t's use waits behind
+                    if record:
+                        t.record_stream(s)
+                    t.add_(1)
+                before, reserved = torch.cuda.memory_allocated(), torch.cuda.memory_reserved()
+                del t
+                freed = before - torch.cuda.memory_allocated()
+                u = torch.empty(64 * MiB // 4, device="cuda")
+                grew = torch.cuda.memory_reserved() - reserved
+                s.synchronize()
+                del u, big
+                torch.cuda.empty_cache()
+                out[str(record)] = dict(freed=freed, grew=grew)
+            print(json.dumps(out))
+        """
+        r = run_script(body)
+        # Without record_stream the default stream reuses the block at once;
+        # with it, the block waits for s and a new segment is reserved.
+        self.assertEqual(r["False"], dict(freed=64 * MIB, grew=0))
+        self.assertEqual(r["True"], dict(freed=64 * MIB, grew=64 * MIB))
+
+
 class Values(unittest.TestCase):
     def test_small_tensors_keep_the_values_the_host_gave_them(self):
         r = run_script("""
