@@ -83,6 +83,9 @@ struct DeviceScope {
 // forward work (DataParallel's parallel_apply) stay forward.
 
 thread_local int t_backward_depth = 0;
+// Inside a call that issues many ops from C++ (gpemu_torch marks DDP's and
+// DataParallel's: Runtime::issue's cpp_loop).
+thread_local int t_cpp_loop_depth = 0;
 thread_local int t_optimizer_depth = 0;
 // An autograd device thread: it runs backward work only, also between nodes
 // (the engine's gradient accumulation adds), which the zoo's traces count as
@@ -127,7 +130,8 @@ OpProgram::Section current_section() {
 void charge(int device, std::string_view name, c10::ArrayRef<c10::IValue> args, c10::ArrayRef<c10::IValue> outs) {
   const OpProgram::Op op = live_op(name, current_section(), args, outs);
   const at::Context& ctx = at::globalContext();
-  rt().issue(device, t_stream[static_cast<std::size_t>(device)], op, name, ctx.allowTF32CuDNN(), ctx.allowTF32CuBLAS());
+  rt().issue(device, t_stream[static_cast<std::size_t>(device)], op, name, ctx.allowTF32CuDNN(), ctx.allowTF32CuBLAS(),
+             t_cpp_loop_depth > 0);
 }
 
 void charge_view(int device, std::string_view name) {
@@ -1114,6 +1118,8 @@ class EmulatedTimer final : public c10d::Timer {
   std::array<gpemu::Event, 5> events_;  // by c10d::Timer::Event
 };
 
+void op_cpp_loop(bool enter) { t_cpp_loop_depth = std::max(0, t_cpp_loop_depth + (enter ? 1 : -1)); }
+
 std::string op_summary() { return rt().summary_json(); }
 void op_finish() { rt().finish(); }
 std::string op_op_class(std::string op, bool optimizer) { return std::string(zoo::to_string(classify(op, optimizer))); }
@@ -1165,6 +1171,7 @@ TORCH_LIBRARY(gpemu, m) {
   m.def("stream_ready_ns(int device, int stream) -> int", &gb::op_stream_ready_ns);
   m.def("collective(int device, int stream, str kind, int bytes, int world, int start_ns) -> ()", &gb::op_collective);
   m.def("collective_seconds(str kind, int bytes, int world) -> float", &gb::op_collective_seconds);
+  m.def("cpp_loop(bool enter) -> ()", &gb::op_cpp_loop);
   m.def("summary() -> str", &gb::op_summary);
   m.def("finish() -> ()", &gb::op_finish);
   m.def("op_class(str op, bool optimizer) -> str", &gb::op_op_class);

@@ -161,10 +161,13 @@ void Runtime::pace_host(double seconds) {
 }
 
 void Runtime::issue(int device_index, std::int64_t stream_id, const OpProgram::Op& op, std::string_view name,
-                    bool tf32_conv, bool tf32_matmul) {
+                    bool tf32_conv, bool tf32_matmul, bool cpp_loop) {
   Stream& s = stream(device_index, stream_id);
   const bool forward = op.section == OpProgram::Section::Forward || op.section == OpProgram::Section::Loss;
-  pace_host(op_launch_seconds(op, factors_) * (forward ? correction_.forward_host : correction_.backward_host));
+  const double launch = cpp_loop && forward && op.kind != OpProgram::Kind::View
+                            ? factors_.launch_backward_us * 1e-6 * op.weight
+                            : op_launch_seconds(op, factors_);
+  pace_host(launch * (forward ? correction_.forward_host : correction_.backward_host));
   {
     std::lock_guard lock(mutex_);
     if (op.kind == OpProgram::Kind::View) {

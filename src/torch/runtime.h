@@ -104,8 +104,12 @@ class Runtime {
   // are not faster than the real GPU), then the kernel, if it is not a view,
   // is enqueued and the call returns (CUDA's asynchronous launch).
   // tf32_conv / tf32_matmul: torch.backends' allow_tf32 switches now.
+  // cpp_loop: the op is one of many a single call issues from C++ (DDP's
+  // bucket and buffer copies, DataParallel's scatter): its host cost is the
+  // C++ launch path's (the calibrated backward cost), not the forward's,
+  // which folds in the Python of a module's forward.
   void issue(int device, std::int64_t stream, const OpProgram::Op& op, std::string_view name, bool tf32_conv,
-             bool tf32_matmul);
+             bool tf32_matmul, bool cpp_loop = false);
   // A host-device copy of `bytes` on (device, stream); a pageable one (or
   // any device-to-host copy into pageable memory) returns only when done.
   void copy(int device, std::int64_t stream, bool to_device, std::uint64_t bytes, bool pinned);

@@ -296,6 +296,27 @@ class Command(unittest.TestCase):
         self.assertIn("mm", names)
 
 
+class HostCost(unittest.TestCase):
+    def test_ops_a_cpp_loop_issues_pay_the_cpp_launch_cost(self):
+        # torch's comm.broadcast_coalesced is one C++ call issuing a copy per
+        # tensor; the same copies from a Python loop pay the forward per-op
+        # cost, which folds in Python (calibration: launch_forward_us).
+        r = run_script("""
+            import torch.cuda.comm as comm
+            ts = [torch.zeros(16, device="cuda:0") for _ in range(50)]
+            torch.cuda.synchronize()
+            t0 = torch.ops.gpemu.now()
+            comm.broadcast_coalesced(ts, [0, 1])
+            t1 = torch.ops.gpemu.now()
+            for t in ts:
+                t.to("cuda:1")
+            t2 = torch.ops.gpemu.now()
+            print(json.dumps(dict(cpp=t1 - t0, python=t2 - t1)))
+        """, "--gpu", "a100", "--gpus", "2")
+        self.assertGreater(r["cpp"], 0)
+        self.assertLess(r["cpp"], r["python"] / 4)
+
+
 class RecordStream(unittest.TestCase):
     def test_a_block_another_stream_uses_is_not_reused_until_that_stream_is_done(self):
         body = """

@@ -7,6 +7,7 @@ backend (torch.ops.gpemu.*) so that torch.cuda's own code runs (device count,
 current device, memory statistics, empty_cache, ...), and replaces what rests
 on CUDA-only C++ types (streams, events, device properties, the CUDA RNG).
 """
+import functools
 import types
 
 _ops = None
@@ -73,6 +74,22 @@ def _memory_stats(device):
         "num_device_alloc": device_alloc,
         "num_device_free": device_free,
     }
+
+
+def cpp_loop(fn):
+    """fn issues many ops from one call, as a C++ function of torch's does:
+    they pay the C++ launch cost, not the forward's per-op cost, which folds
+    in a module's Python (Runtime::issue, cpp_loop)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        _ops.cpp_loop(True)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _ops.cpp_loop(False)
+
+    return wrapper
 
 
 def patch(torch):
@@ -278,13 +295,14 @@ def patch(torch):
         torch.cat([t.to(out.device) for t in tensors], dim, out=out)
         return out
 
-    C._broadcast = broadcast
-    C._broadcast_out = broadcast_out
-    C._broadcast_coalesced = broadcast_coalesced
-    C._scatter = scatter
-    C._scatter_out = scatter_out
-    C._gather = gather
-    C._gather_out = gather_out
+    # torch's are C++ loops: their copies pay the C++ launch cost (cpp_loop).
+    C._broadcast = cpp_loop(broadcast)
+    C._broadcast_out = cpp_loop(broadcast_out)
+    C._broadcast_coalesced = cpp_loop(broadcast_coalesced)
+    C._scatter = cpp_loop(scatter)
+    C._scatter_out = cpp_loop(scatter_out)
+    C._gather = cpp_loop(gather)
+    C._gather_out = cpp_loop(gather_out)
 
     # Storage.cuda() (torch.load(map_location=...) restores storages with it):
     # torch's own makes torch.UntypedStorage(device="cuda"), which a CPU-only

@@ -357,6 +357,14 @@ def patch(torch):
         def scatter(self, *args, **kwargs):
             self._unsupported("scatter")
 
+    # DDP's C++ loops over parameters and buffers (the model broadcast at
+    # construction, the buffer broadcast before each forward, the shape
+    # check): their copies pay the C++ launch cost.
+    from ._cuda import cpp_loop
+
+    dist._broadcast_coalesced = cpp_loop(dist._broadcast_coalesced)
+    dist._verify_params_across_processes = cpp_loop(dist._verify_params_across_processes)
+
     ProcessGroupNCCL.__module__ = "torch.distributed.distributed_c10d"
     c10d.ProcessGroupNCCL = ProcessGroupNCCL
     c10d._NCCL_AVAILABLE = True
