@@ -934,6 +934,26 @@ void emulate_op(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   }
   TORCH_INTERNAL_ASSERT(meta_outs.size() == n_rets, "gpemu torch: aten::", name, " returned ", meta_outs.size(),
                         " values, its schema ", n_rets);
+  if (rule != rules.end()) {
+    // A shape rule gives an op's functional outputs; an out= overload
+    // (torch's structured ops reach it from their functional form, with the
+    // output already made) returns the arguments it writes instead.
+    const auto& params = schema.arguments();
+    for (std::size_t r = 0; r < n_rets; ++r) {
+      const c10::AliasInfo* ret = schema.returns()[r].alias_info();
+      if (ret == nullptr || !ret->isWrite()) continue;
+      for (std::size_t i = 0; i < params.size(); ++i) {
+        const c10::AliasInfo* arg = params[i].alias_info();
+        if (arg != nullptr && arg->isWrite() && arg->beforeSets() == ret->beforeSets() && meta_args[i].isTensor()) {
+          at::Tensor out = meta_args[i].toTensor();
+          const at::Tensor& shaped = meta_outs[r].toTensor();
+          if (out.sizes() != shaped.sizes()) out.resize_(shaped.sizes());
+          meta_outs[r] = out;
+          break;
+        }
+      }
+    }
+  }
   charge(m.device, name, meta_args, meta_outs);
   if (g_value_count.load(std::memory_order_relaxed) != 0) {
     // What the op wrote no longer holds the host's values.

@@ -232,6 +232,19 @@ class ResNet50(unittest.TestCase):
         self.assertLess(abs(r["peak_allocated_bytes"] / (p["peak_allocated_mib"] * MIB) - 1), 0.01, r)
         self.assertLess(abs(r["peak_reserved_bytes"] / (p["peak_reserved_mib"] * MIB) - 1), 0.01, r)
 
+    def test_the_script_runs_out_of_memory_at_the_batch_predict_says(self):
+        largest = json.loads(gpemu("predict", "--model", "resnet50", "--gpu", "v100", "--max-batch", "--json").stdout)
+        n = largest["max_batch"]
+        runs = {}
+        for b in (n, n + 1):
+            out = gpemu("torch", "--clock", "virtual", "--gpu", "v100", "--",
+                        os.path.join(ROOT, "bench", "torch_bench.py"), "--batch", str(b), "--iters", "1", "--warmup",
+                        "1", "--micro-ops", "10", check=False)
+            runs[b] = (out.returncode, out.stderr.strip().splitlines()[-1] if out.stderr.strip() else "")
+        self.assertEqual(runs[n][0], 0, runs[n])
+        self.assertNotEqual(runs[n + 1][0], 0)
+        self.assertIn("torch.cuda.OutOfMemoryError: CUDA out of memory", runs[n + 1][1])
+
 
 class OpTable(unittest.TestCase):
     def test_live_classes_are_the_tracers(self):
