@@ -1138,6 +1138,7 @@ class EmulatedTimer final : public c10d::Timer {
   std::array<gpemu::Event, 5> events_;  // by c10d::Timer::Event
 };
 
+void op_host_span(std::string name, double start, double end) { rt().host_span(std::move(name), start, end); }
 void op_cpp_loop(bool enter) { t_cpp_loop_depth = std::max(0, t_cpp_loop_depth + (enter ? 1 : -1)); }
 
 std::string op_summary() { return rt().summary_json(); }
@@ -1192,6 +1193,7 @@ TORCH_LIBRARY(gpemu, m) {
   m.def("collective(int device, int stream, str kind, int bytes, int world, int start_ns) -> ()", &gb::op_collective);
   m.def("collective_seconds(str kind, int bytes, int world) -> float", &gb::op_collective_seconds);
   m.def("cpp_loop(bool enter) -> ()", &gb::op_cpp_loop);
+  m.def("host_span(str name, float start, float end) -> ()", &gb::op_host_span);
   m.def("summary() -> str", &gb::op_summary);
   m.def("finish() -> ()", &gb::op_finish);
   m.def("op_class(str op, bool optimizer) -> str", &gb::op_op_class);

@@ -25,6 +25,11 @@ std::optional<std::string> env(const char* name) {
   return std::string(v);
 }
 
+std::string rank_label() {
+  if (auto r = env("RANK")) return "rank " + *r;
+  return fmt::format("pid {}", ::getpid());
+}
+
 // The collectives the process group charges, by name; static, as trace tags
 // keep the name beyond the call.
 std::string_view collective_name(std::string_view kind) {
@@ -286,6 +291,13 @@ void Runtime::note_optimizer_step() {
   ++counters_.optimizer_steps;
 }
 
+void Runtime::host_span(std::string name, double start_s, double end_s) {
+  const Time start = from_seconds(start_s), end = from_seconds(end_s);
+  if (!timeline_->tracing() || end <= start) return;
+  timeline_->add_host_span(
+      {std::move(name), "loader", settings_.main_process ? "host" : "host " + rank_label(), 0, start, end});
+}
+
 void Runtime::note_generic(std::string_view op) {
   std::lock_guard lock(mutex_);
   auto it = generic_ops_.find(op);
@@ -369,11 +381,6 @@ std::string Runtime::summary_json() const { return summary_object().dump(2); }
 
 namespace {
 
-std::string rank_label() {
-  if (auto r = env("RANK")) return "rank " + *r;
-  return fmt::format("pid {}", ::getpid());
-}
-
 // Merges the ranks' parts into the first process's summary: "processes"
 // lists each process that used an emulated GPU; the top-level counters are
 // their sums, times and peaks their largest, phase means their mean.
@@ -429,6 +436,11 @@ nlohmann::json Runtime::part_object() const {
     for (const TraceRecord& r : timeline_->trace_records())
       records.push_back({r.name, r.category, r.device, r.stream, r.engine, r.start, r.end});
   part["records"] = std::move(records);
+  nlohmann::json spans = nlohmann::json::array();
+  if (timeline_->tracing())
+    for (const HostSpan& h : timeline_->host_spans())
+      spans.push_back({h.name, h.category, h.process, h.thread, h.start, h.end});
+  part["spans"] = std::move(spans);
   return part;
 }
 
@@ -494,7 +506,15 @@ void Runtime::finish() {
       records.push_back({r[0].get<std::string>(), r[1].get<std::string>(), base + r[2].get<int>(), r[3].get<int>(),
                          r[4].get<int>(), r[5].get<Time>() + shift, r[6].get<Time>() + shift});
   }
-  if (settings_.trace) write_chrome_trace_file(records, timeline_->host_spans(), names, *settings_.trace);
+  std::vector<HostSpan> spans = timeline_->host_spans();
+  for (const auto& part : parts) {
+    const std::int64_t shift = part["epoch_ns"].is_null() ? 0 : part["epoch_ns"].get<std::int64_t>() - main_epoch;
+    if (part.contains("spans"))
+      for (const auto& h : part["spans"])
+        spans.push_back({h[0].get<std::string>(), h[1].get<std::string>(), h[2].get<std::string>(), h[3].get<int>(),
+                         h[4].get<Time>() + shift, h[5].get<Time>() + shift});
+  }
+  if (settings_.trace) write_chrome_trace_file(records, spans, names, *settings_.trace);
   if (settings_.report) {
     RunReport report;
     report.title = fmt::format("gpemu torch: {} on {}x {}", settings_.script.empty() ? "script" : settings_.script,

@@ -141,6 +141,10 @@ class Runtime {
   void note_generic(std::string_view op);
   // An optimizer.step() began (torch.optim's "Optimizer.step#..." scope).
   void note_optimizer_step();
+  // A span of the script's host for the trace (from start to end, in the
+  // clock's seconds): the DataLoader's waits for a batch. Dropped when no
+  // trace or report is written, and when empty.
+  void host_span(std::string name, double start_s, double end_s);
 
   // The summary of this process's run so far (JSON text): the keys `gpemu
   // train --json` has where they mean the same (docs/torch.md, "Outputs").

@@ -521,6 +521,24 @@ if __name__ == "__main__":
         self.assertIn("exit code 3", run.stderr)
 
 
+class LoaderSpans(unittest.TestCase):
+    def test_the_trace_shows_the_scripts_waits_for_its_dataloader(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            script, trace = os.path.join(tmp, "s.py"), os.path.join(tmp, "trace.json")
+            with open(script, "w") as f:
+                f.write("import torch\nfrom torch.utils.data import DataLoader, TensorDataset\n"
+                        "for (x,) in DataLoader(TensorDataset(torch.zeros(16, 8)), batch_size=4):\n"
+                        "    x.cuda()\n")
+            # The real clock: under the virtual one a wait for the host takes no emulated time.
+            gpemu("torch", "--clock", "real", "--trace", trace, "--", script)
+            with open(trace) as f:
+                t = json.load(f)
+        events = t["traceEvents"] if isinstance(t, dict) else t
+        spans = [e for e in events if e.get("name") == "DataLoader next batch"]
+        self.assertEqual(len(spans), 5)  # 4 batches and the call that ends the loop
+        self.assertTrue(all(e["dur"] > 0 for e in spans))
+
+
 class BadInput(unittest.TestCase):
     def test_a_torch_built_with_cuda_is_refused_saying_which_builds_work(self):
         r = run_script("""

@@ -295,6 +295,21 @@ def patch(torch):
         torch.cat([t.to(out.device) for t in tensors], dim, out=out)
         return out
 
+    # The trace shows where the script waited for its DataLoader (the
+    # workers' own work is in their processes and is not drawn).
+    from torch.utils.data import dataloader
+
+    next_batch = dataloader._BaseDataLoaderIter.__next__
+
+    def traced_next(self):
+        start = _ops.now()
+        try:
+            return next_batch(self)
+        finally:
+            _ops.host_span("DataLoader next batch", start, _ops.now())
+
+    dataloader._BaseDataLoaderIter.__next__ = traced_next
+
     # torch's are C++ loops: their copies pay the C++ launch cost (cpp_loop).
     C._broadcast = cpp_loop(broadcast)
     C._broadcast_out = cpp_loop(broadcast_out)
