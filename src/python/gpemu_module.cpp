@@ -422,4 +422,72 @@ PYBIND11_MODULE(gpemu, m) {
         py::arg("profiles") = py::none(),
         "Runs jobs (a list of dicts with a jobs file's keys) on one emulated GPU under a policy; returns "
         "`gpemu share --json`'s result.");
+
+  // ---- a process's connection to `gpemu serve` (docs/sharing.md)
+  py::class_<ServeClient>(m, "ServeClient",
+                          "A connection to `gpemu serve`: this process's own CUDA context, caching allocator "
+                          "and stream on one of the server's emulated GPUs, shared with the server's other "
+                          "clients under its policy. Times are the server's emulated seconds.")
+      .def(py::init(
+               [](const std::string& socket, const std::string& name, int gpu, int priority, const std::string& mig) {
+                 ClientHello hello;
+                 hello.name = name;
+                 hello.gpu = gpu;
+                 hello.priority = priority;
+                 hello.mig = mig;
+                 py::gil_scoped_release release;
+                 return std::make_unique<ServeClient>(
+                     socket.empty() ? default_socket_path() : std::filesystem::path(socket), hello);
+               }),
+           py::arg("socket") = "", py::kw_only(), py::arg("name") = "python", py::arg("gpu") = 0,
+           py::arg("priority") = 0, py::arg("mig") = "",
+           "Connects to the server at `socket` (default: gpemu serve's) and attaches to its GPU `gpu`.")
+      .def_property_readonly("gpu", [](const ServeClient& c) { return python::to_python(c.hello_reply()["gpu"]); })
+      .def_property_readonly("client",
+                             [](const ServeClient& c) { return python::to_python(c.hello_reply()["client"]); })
+      .def("malloc", &ServeClient::malloc, py::arg("bytes"), py::call_guard<py::gil_scoped_release>(),
+           "Allocates device memory from this client's caching allocator; returns the address. "
+           "OutOfMemoryError (PyTorch's message) when the shared GPU has no room.")
+      .def("free", &ServeClient::free, py::arg("ptr"), py::call_guard<py::gil_scoped_release>())
+      .def(
+          "kernel",
+          [](ServeClient& c, double seconds, float sm, float bw) {
+            c.kernel(python::seconds_arg(seconds, "kernel"), KernelDemand{sm, bw});
+          },
+          py::arg("seconds"), py::kw_only(), py::arg("sm") = 1.0f, py::arg("bw") = 1.0f,
+          py::call_guard<py::gil_scoped_release>(),
+          "Launches a kernel of `seconds` (alone on the GPU; sm and bw: the shares of the SMs and memory "
+          "bandwidth it keeps busy) and returns at once.")
+      .def(
+          "sync", [](ServeClient& c) { return to_seconds(c.sync()); }, py::call_guard<py::gil_scoped_release>(),
+          "Blocks until this client's work is done; returns when it ended (s).")
+      .def(
+          "batch",
+          [](ServeClient& c, double seconds, float sm, float bw) {
+            return to_seconds(c.batch(python::seconds_arg(seconds, "batch"), KernelDemand{sm, bw}));
+          },
+          py::arg("seconds"), py::kw_only(), py::arg("sm") = 1.0f, py::arg("bw") = 1.0f,
+          py::call_guard<py::gil_scoped_release>(), "A kernel and a sync: one step of a GPEmu-style job.")
+      .def(
+          "memory",
+          [](ServeClient& c) {
+            nlohmann::json r;
+            {
+              py::gil_scoped_release release;
+              r = c.request({{"op", "memory"}});
+            }
+            return python::to_python(r);
+          },
+          "This client's allocator figures (the server's reply to `memory`).")
+      .def(
+          "smi",
+          [](ServeClient& c) {
+            nlohmann::json r;
+            {
+              py::gil_scoped_release release;
+              r = c.request({{"op", "smi"}});
+            }
+            return python::to_python(r["gpus"]);
+          },
+          "What `gpemu smi --json` prints: every GPU of the server with its processes.");
 }

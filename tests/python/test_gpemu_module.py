@@ -244,3 +244,70 @@ class Jobs(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class Serve(unittest.TestCase):
+    """Python processes as clients of `gpemu serve`: memory and time of one shared GPU."""
+
+    def setUp(self):
+        if not GPEMU:
+            raise unittest.SkipTest("GPEMU_BINARY is not set (ctest sets it)")
+        self.tmp = tempfile.mkdtemp()
+        self.socket = os.path.join(self.tmp, "serve.sock")
+        self.server = subprocess.Popen([GPEMU, "serve", "--gpu", "a100", "--policy", "timeslice", "--socket",
+                                        self.socket], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        for _ in range(200):  # readiness, not timing: the socket appears when the server listens
+            if os.path.exists(self.socket) or self.server.poll() is not None:
+                break
+            subprocess.run(["sleep", "0.05"])
+        self.assertTrue(os.path.exists(self.socket), self.server.stderr.read() if self.server.poll() else "")
+
+    def tearDown(self):
+        self.server.terminate()
+        self.server.wait(timeout=30)
+        self.server.stderr.close()
+        import shutil
+
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def test_two_clients_share_one_gpus_memory_and_time(self):
+        a = gpemu.ServeClient(self.socket, name="job-a")
+        b = gpemu.ServeClient(self.socket, name="job-b")
+        self.assertEqual(a.gpu["index"], 0)
+        self.assertTrue(a.gpu["id"].startswith("A100"))
+        room = a.gpu["memory_bytes"]
+        big = a.malloc(room * 3 // 4)
+        with self.assertRaises(gpemu.OutOfMemoryError) as e:  # what a holds, b cannot have
+            b.malloc(room // 2)
+        self.assertIn("CUDA out of memory", str(e.exception))
+        a.free(big)
+        # a's caching allocator keeps the freed segment, as PyTorch's does: still no room for b
+        self.assertEqual(a.memory()["allocated_bytes"], 0)
+        self.assertGreaterEqual(a.memory()["reserved_bytes"], room * 3 // 4)
+        with self.assertRaises(gpemu.OutOfMemoryError):
+            b.malloc(room // 2)
+        del a  # a process that ends gives its memory back
+        for _ in range(200):  # the server notices the closed connection on its own thread
+            try:
+                b.free(b.malloc(room // 2))
+                break
+            except gpemu.OutOfMemoryError:
+                subprocess.run(["sleep", "0.05"])
+        else:
+            self.fail("b never got the memory a held")
+        # Time: b's kernel alone takes its length; with another's beside it under time-slicing, longer.
+        a = gpemu.ServeClient(self.socket, name="job-a")
+        t1 = b.batch(0.010)
+        alone = b.batch(0.010) - t1  # back to back: the second starts when the first ends
+        t3 = b.batch(0.001)
+        a.kernel(0.5)  # long enough that b's next kernel surely meets it
+        shared = b.batch(0.010) - t3
+        self.assertGreaterEqual(alone, 0.010)
+        self.assertGreater(shared, alone * 1.5)
+        names = sorted(p["name"] for p in a.smi()[0]["processes"])
+        self.assertEqual(names, ["job-a", "job-b"])
+
+    def test_a_missing_server_is_named(self):
+        with self.assertRaises(gpemu.Error) as e:
+            gpemu.ServeClient(os.path.join(self.tmp, "none.sock"))
+        self.assertIn("none.sock", str(e.exception))
