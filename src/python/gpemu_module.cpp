@@ -36,6 +36,12 @@ namespace py = pybind11;
 namespace gpemu::python {
 namespace {
 
+// One request to `gpemu serve` without arguments, the GIL released.
+nlohmann::json serve_request(ServeClient& c, const char* op) {
+  py::gil_scoped_release release;
+  return c.request({{"op", op}});
+}
+
 // Python's value of a JSON document: the same keys as the CLI's --json.
 py::object to_python(const nlohmann::json& j) { return py::module_::import("json").attr("loads")(j.dump()); }
 
@@ -469,25 +475,9 @@ PYBIND11_MODULE(gpemu, m) {
           py::arg("seconds"), py::kw_only(), py::arg("sm") = 1.0f, py::arg("bw") = 1.0f,
           py::call_guard<py::gil_scoped_release>(), "A kernel and a sync: one step of a GPEmu-style job.")
       .def(
-          "memory",
-          [](ServeClient& c) {
-            nlohmann::json r;
-            {
-              py::gil_scoped_release release;
-              r = c.request({{"op", "memory"}});
-            }
-            return python::to_python(r);
-          },
+          "memory", [](ServeClient& c) { return python::to_python(python::serve_request(c, "memory")); },
           "This client's allocator figures (the server's reply to `memory`).")
       .def(
-          "smi",
-          [](ServeClient& c) {
-            nlohmann::json r;
-            {
-              py::gil_scoped_release release;
-              r = c.request({{"op", "smi"}});
-            }
-            return python::to_python(r["gpus"]);
-          },
+          "smi", [](ServeClient& c) { return python::to_python(python::serve_request(c, "smi")["gpus"]); },
           "What `gpemu smi --json` prints: every GPU of the server with its processes.");
 }

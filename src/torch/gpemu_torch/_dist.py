@@ -192,24 +192,33 @@ def patch(torch):
         def _small(self, tensors):
             return all(_nbytes(t) <= _VALUE_BYTES for t in tensors)
 
+        def _each(self, tensors, start, finish):
+            """The value exchange of a collective that moves each tensor on
+            its own (all_reduce, reduce, broadcast), when all are small:
+            start(values) launches the gloo op on a tensor's host values,
+            finish(tensor, values) writes the result. (None: nothing moves.)
+            finish must not hold the group (see _run)."""
+            if not self._small(tensors):
+                return None
+
+            def exchange():
+                values = [_host_values(t) for t in tensors]
+                futs = [start(v).get_future() for v in values]
+
+                def apply():
+                    for t, v in zip(tensors, values):
+                        finish(t, v)
+                return futs, apply
+            return exchange
+
         # -- collectives ------------------------------------------------------------------
         def allreduce(self, tensors, opts=None):
-            opts = opts if opts is not None else AllreduceOptions()
-            op = opts.reduceOp
-            exchange = None
-            rank, world = self.rank(), self.size()  # the callbacks must not hold the group (see _run)
-            if self._small(tensors):
-                def exchange():
-                    values = [_host_values(t) for t in tensors]
-                    gopts = AllreduceOptions()
-                    avg = op == ReduceOp.AVG
-                    gopts.reduceOp = ReduceOp.SUM if avg else op
-                    futs = [self._gloo.allreduce([v], gopts).get_future() for v in values]
-
-                    def apply():
-                        for t, v in zip(tensors, values):
-                            _ops.values_set(t, v / world if avg else v)
-                    return futs, apply
+            op = (opts if opts is not None else AllreduceOptions()).reduceOp
+            avg, world = op == ReduceOp.AVG, self.size()
+            gopts = AllreduceOptions()
+            gopts.reduceOp = ReduceOp.SUM if avg else op  # gloo has no AVG
+            exchange = self._each(tensors, lambda v: self._gloo.allreduce([v], gopts),
+                                  lambda t, v: _ops.values_set(t, v / world if avg else v))
             return self._run("all_reduce", "all_reduce", tensors, sum(_nbytes(t) for t in tensors), exchange)
 
         def allreduce_coalesced(self, tensors, opts=None):
@@ -218,39 +227,17 @@ def patch(torch):
         def reduce(self, tensors, opts=None):
             # A ring reduce moves what a broadcast moves, the other way.
             root = opts.rootRank if opts is not None else 0
-            op = opts.reduceOp if opts is not None else ReduceOp.SUM
-            exchange = None
-            rank, world = self.rank(), self.size()  # the callbacks must not hold the group (see _run)
-            if self._small(tensors):
-                def exchange():
-                    values = [_host_values(t) for t in tensors]
-                    gopts = AllreduceOptions()
-                    gopts.reduceOp = op
-                    futs = [self._gloo.allreduce([v], gopts).get_future() for v in values]
-
-                    def apply():
-                        if rank == root:
-                            for t, v in zip(tensors, values):
-                                _ops.values_set(t, v)
-                    return futs, apply
+            gopts = AllreduceOptions()
+            gopts.reduceOp = opts.reduceOp if opts is not None else ReduceOp.SUM
+            is_root = self.rank() == root
+            exchange = self._each(tensors, lambda v: self._gloo.allreduce([v], gopts),
+                                  lambda t, v: _ops.values_set(t, v) if is_root else None)
             return self._run("broadcast", "reduce", tensors, sum(_nbytes(t) for t in tensors), exchange)
 
         def broadcast(self, tensors, opts=None):
-            opts = opts if opts is not None else BroadcastOptions()
-            root = opts.rootRank
-            exchange = None
-            rank, world = self.rank(), self.size()  # the callbacks must not hold the group (see _run)
-            if self._small(tensors):
-                def exchange():
-                    values = [_host_values(t) for t in tensors]
-                    gopts = BroadcastOptions()
-                    gopts.rootRank = root
-                    futs = [self._gloo.broadcast([v], gopts).get_future() for v in values]
-
-                    def apply():
-                        for t, v in zip(tensors, values):
-                            _ops.values_set(t, v)
-                    return futs, apply
+            gopts = BroadcastOptions()
+            gopts.rootRank = (opts if opts is not None else BroadcastOptions()).rootRank
+            exchange = self._each(tensors, lambda v: self._gloo.broadcast([v], gopts), _ops.values_set)
             return self._run("broadcast", "broadcast", tensors, sum(_nbytes(t) for t in tensors), exchange)
 
         def allgather(self, output_tensors, input_tensors, opts=None):
