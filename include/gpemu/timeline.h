@@ -256,6 +256,8 @@ struct TraceDeviceName {
   int device;
   std::string name;  // e.g. "GPU 0 (V100-PCIE-32GB)"
 };
+// The name every front end gives a GPU's row: "GPU 0 (V100-PCIE-32GB)".
+std::string trace_gpu_name(int index, std::string_view gpu_id);
 
 void write_chrome_trace(const std::vector<TraceRecord>& records, const std::vector<HostSpan>& spans,
                         const std::vector<TraceDeviceName>& devices, std::ostream& out);

@@ -87,4 +87,6 @@ void write_chrome_trace_file(const std::vector<TraceRecord>& records, const std:
   write_file_atomically(path, text.view(), "trace file");
 }
 
+std::string trace_gpu_name(int index, std::string_view gpu_id) { return fmt::format("GPU {} ({})", index, gpu_id); }
+
 }  // namespace gpemu

@@ -999,7 +999,7 @@ nlohmann::json run_dlio_workload(const DlioWorkload& w, const DlioRunOptions& o)
   if (rec.stopped) report_stopped(result, rec.stopped, o);
   if (o.on_timeline) {
     std::vector<TraceDeviceName> names;
-    for (int r : ranks) names.push_back({r, fmt::format("GPU {} ({})", r, gpu.id)});
+    for (int r : ranks) names.push_back({r, trace_gpu_name(r, gpu.id)});
     o.on_timeline(job.timeline(), names);
   }
   if (o.on_record) o.on_record(rec);

@@ -109,7 +109,7 @@ class Emulator {
     if (!timeline_->tracing())
       throw InputError("write_trace: this Emulator records no trace; create it with Emulator(trace=True)");
     std::vector<TraceDeviceName> names;
-    for (const auto& d : devices_) names.push_back({d->index(), fmt::format("GPU {} ({})", d->index(), d->spec().id)});
+    for (const auto& d : devices_) names.push_back({d->index(), trace_gpu_name(d->index(), d->spec().id)});
     write_chrome_trace_file(timeline_->trace_records(), timeline_->host_spans(), names, path);
   }
 

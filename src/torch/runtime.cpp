@@ -173,18 +173,17 @@ void Runtime::issue(int device_index, std::int64_t stream_id, const OpProgram::O
                             ? factors_.launch_backward_us * 1e-6 * op.weight
                             : op_launch_seconds(op, factors_);
   pace_host(launch * (forward ? correction_.forward_host : correction_.backward_host));
+  const bool view = op.kind == OpProgram::Kind::View;
+  const double seconds = view ? 0
+                              : op_kernel_seconds(op, 0, peaks(tf32_conv, tf32_matmul), factors_) *
+                                    (forward ? correction_.forward_gpu : correction_.backward_gpu);
   {
     std::lock_guard lock(mutex_);
-    if (op.kind == OpProgram::Kind::View) {
+    if (view) {
       ++counters_.views;
       return;
     }
     ++counters_.kernels;
-  }
-  const double seconds = op_kernel_seconds(op, 0, peaks(tf32_conv, tf32_matmul), factors_) *
-                         (forward ? correction_.forward_gpu : correction_.backward_gpu);
-  {
-    std::lock_guard lock(mutex_);
     (op.section == OpProgram::Section::Optimizer  ? counters_.optimizer_gpu_s
      : op.section == OpProgram::Section::Backward ? counters_.backward_gpu_s
                                                   : counters_.forward_gpu_s) += seconds;
@@ -487,7 +486,7 @@ void Runtime::finish() {
   std::vector<Row> rows;
   const nlohmann::json main_summary = summary_object();
   for (const auto& d : devices_) {
-    names.push_back({d->index(), fmt::format("GPU {} ({})", d->index(), gpu_->id)});
+    names.push_back({d->index(), trace_gpu_name(d->index(), gpu_->id)});
     rows.push_back({fmt::format("GPU {}", d->index()), d->index(), &main_summary["devices"][d->index()]});
   }
   const std::int64_t main_epoch = clock_->monotonic_epoch_ns().value_or(0);
@@ -499,7 +498,7 @@ void Runtime::finish() {
     for (const auto& d : part["summary"]["devices"]) {
       const int i = d["index"].get<int>();
       if (d["kernels"].get<std::uint64_t>() == 0 && d["collective_busy_seconds"].get<double>() == 0) continue;
-      names.push_back({base + i, fmt::format("{}: GPU {} ({})", label, i, gpu_->id)});
+      names.push_back({base + i, fmt::format("{}: {}", label, trace_gpu_name(i, gpu_->id))});
       rows.push_back({fmt::format("{} GPU {}", label, i), base + i, &d});
     }
     for (const auto& r : part["records"])

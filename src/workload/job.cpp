@@ -425,7 +425,7 @@ Device& Job::device(int gpu) {
 std::vector<TraceDeviceName> Job::trace_devices() const {
   std::vector<TraceDeviceName> out;
   for (const auto& r : ranks_)
-    out.push_back({r->device->index(), fmt::format("GPU {} ({})", r->device->index(), spec_.cluster.gpu->id)});
+    out.push_back({r->device->index(), trace_gpu_name(r->device->index(), spec_.cluster.gpu->id)});
   return out;
 }
 
