@@ -294,10 +294,12 @@ struct DeferredFree {
 std::mutex g_deferred_mutex;
 std::vector<DeferredFree> g_deferred;
 std::array<std::uint64_t, kMaxTorchGpus> g_deferred_bytes{};
+std::atomic<std::size_t> g_deferred_count{0};  // lets allocations skip the lock when nothing waits
 
 // Returns the deferred blocks of `device` whose streams are done to the
 // allocator (every one of them, waiting for their streams, when `wait`).
 void process_deferred_frees(int device, bool wait) {
+  if (g_deferred_count.load(std::memory_order_relaxed) == 0) return;
   std::vector<DeferredFree> done;
   {
     std::lock_guard lock(g_deferred_mutex);
@@ -307,6 +309,7 @@ void process_deferred_frees(int device, bool wait) {
         for (const auto& e : it->events) ready = ready && e->query();
       if (ready) {
         g_deferred_bytes[static_cast<std::size_t>(device)] -= it->bytes;
+        g_deferred_count.fetch_sub(1, std::memory_order_relaxed);
         done.push_back(std::move(*it));
         it = g_deferred.erase(it);
       } else {
@@ -336,6 +339,7 @@ void free_device_block(void* ctx) {
       std::lock_guard lock(g_deferred_mutex);
       g_deferred_bytes[static_cast<std::size_t>(b->device)] += f.bytes;
       g_deferred.push_back(std::move(f));
+      g_deferred_count.fetch_add(1, std::memory_order_relaxed);
     }
   } catch (...) {  // NOLINT(bugprone-empty-catch): a deleter must not throw
   }

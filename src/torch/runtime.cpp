@@ -469,7 +469,8 @@ void Runtime::finish() {
       return a["summary"]["process"].get<std::string>() < b["summary"]["process"].get<std::string>();
     });
   }
-  const nlohmann::json summary = merge_summaries(summary_object(), parts);
+  const nlohmann::json main_summary = summary_object();
+  const nlohmann::json summary = merge_summaries(main_summary, parts);
   if (settings_.json) write_file_atomically(*settings_.json, summary.dump(2) + "\n", "gpemu torch summary");
   if (!settings_.trace && !settings_.report) return;
 
@@ -484,7 +485,6 @@ void Runtime::finish() {
   std::vector<TraceRecord> records = timeline_->trace_records();
   std::vector<TraceDeviceName> names;
   std::vector<Row> rows;
-  const nlohmann::json main_summary = summary_object();
   for (const auto& d : devices_) {
     names.push_back({d->index(), trace_gpu_name(d->index(), gpu_->id)});
     rows.push_back({fmt::format("GPU {}", d->index()), d->index(), &main_summary["devices"][d->index()]});

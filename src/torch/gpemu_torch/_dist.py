@@ -319,31 +319,6 @@ def patch(torch):
             _ops.stream_synchronize(device, self._comm_stream(device))
             return work
 
-        def _unsupported(self, name):
-            raise RuntimeError(f"{name}: not emulated by gpemu's NCCL process group yet (docs/torch.md lists "
-                               "all_reduce, broadcast, reduce, all_gather, reduce_scatter and barrier)")
-
-        def alltoall(self, *args, **kwargs):
-            self._unsupported("all_to_all")
-
-        def alltoall_base(self, *args, **kwargs):
-            self._unsupported("all_to_all_single")
-
-        def send(self, *args, **kwargs):
-            self._unsupported("send")
-
-        def recv(self, *args, **kwargs):
-            self._unsupported("recv")
-
-        def recv_anysource(self, *args, **kwargs):
-            self._unsupported("recv")
-
-        def gather(self, *args, **kwargs):
-            self._unsupported("gather")
-
-        def scatter(self, *args, **kwargs):
-            self._unsupported("scatter")
-
     # DDP's C++ loops over parameters and buffers (the model broadcast at
     # construction, the buffer broadcast before each forward, the shape
     # check): their copies pay the C++ launch cost.
@@ -352,6 +327,16 @@ def patch(torch):
     dist._broadcast_coalesced = cpp_loop(dist._broadcast_coalesced)
     dist._verify_params_across_processes = cpp_loop(dist._verify_params_across_processes)
 
+    def unsupported(name):
+        def method(self, *args, **kwargs):
+            raise RuntimeError(f"{name}: not emulated by gpemu's NCCL process group yet (docs/torch.md lists "
+                               "all_reduce, broadcast, reduce, all_gather, reduce_scatter and barrier)")
+        return method
+
+    for method, name in (("alltoall", "all_to_all"), ("alltoall_base", "all_to_all_single"), ("send", "send"),
+                         ("recv", "recv"), ("recv_anysource", "recv"), ("gather", "gather"),
+                         ("scatter", "scatter")):
+        setattr(ProcessGroupNCCL, method, unsupported(name))
     ProcessGroupNCCL.__module__ = "torch.distributed.distributed_c10d"
     c10d.ProcessGroupNCCL = ProcessGroupNCCL
     c10d._NCCL_AVAILABLE = True
