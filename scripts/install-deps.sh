@@ -9,7 +9,7 @@ packages=(
   libjpeg62-turbo-dev liburing-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev
-  python3 python3-dev pybind11-dev python3-torch python3-torchvision python3-numpy python3-yaml
+  python3 python3-dev pybind11-dev python3-torch python3-torchvision python3-numpy python3-yaml python3-matplotlib
   libtorch-dev
 )
 

@@ -1,8 +1,8 @@
 // The data pipeline: datasets, the real data loader (I/O, JPEG decoding, transforms,
 // staging, its cache), the modelled loader, and the batch sources a job draws from.
 //
-// Sections: dataset, io, sampler, loader cache, staging, jpeg, transform, generator, loader, batch source, loader
-// model.
+// Sections: dataset, io, sampler, loader cache, storage model, staging, jpeg, transform, generator, loader, batch
+// source, loader model.
 #pragma once
 
 #include <array>
@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <list>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -273,12 +274,19 @@ class Sampler {
 
 // ==== loader cache ====
 //
-// A loader-side, in-memory cache of sample bytes with the MinIO policy of the
-// DataStall paper (Mohan et al., VLDB 2021): admit items until the capacity
-// is reached, then never evict. With a random order every epoch, this keeps
-// a fixed subset of the dataset in memory and gives a steady hit rate of
-// about capacity / dataset size, instead of the thrashing an LRU page cache
-// shows when the dataset is a little larger than memory.
+// A loader-side, in-memory cache of sample bytes, with one of two admission
+// policies; neither evicts:
+//  - MinIO (the DataStall paper, Mohan et al., VLDB 2021): admit items until
+//    the capacity is reached, then never evict. With a random order every
+//    epoch, this keeps a fixed subset of the dataset in memory and gives a
+//    steady hit rate of about capacity / dataset size, instead of the
+//    thrashing an LRU page cache shows when the dataset is a little larger
+//    than memory.
+//  - SFF, small file first (GPEmu, VLDB 2025): MinIO that admits only items
+//    no larger than the largest size s such that every sample of size <= s
+//    fits in the capacity together (sff_size_limit). On storage whose cost is
+//    mostly per request (a disk's seek), caching many small files saves more
+//    requests than caching the same bytes of large ones.
 //
 // Items are keyed by (path, offset). Bytes stay put once admitted, so a span
 // returned by lookup() is valid for the cache's lifetime.
@@ -286,22 +294,46 @@ class Sampler {
 
 namespace gpemu::pipeline {
 
+enum class CachePolicy { Minio, Sff };
+std::string_view to_string(CachePolicy p);  // "minio", "sff"
+// Accepts "minio" and "sff"; InputError naming what is accepted otherwise.
+CachePolicy parse_cache_policy(std::string_view name);
+
+// What a cache admits: items of at most max_item_bytes while they fit.
+struct CacheAdmission {
+  std::uint64_t capacity = 0;
+  std::uint64_t max_item_bytes = UINT64_MAX;
+  CachePolicy policy = CachePolicy::Minio;
+  bool admits(std::uint64_t used, std::uint64_t bytes) const {
+    return bytes <= max_item_bytes && used <= capacity && bytes <= capacity - used;
+  }
+};
+
+// SFF's size limit over a dataset's samples (GPEmu's rule: sort the sizes,
+// take the longest prefix whose sum fits in `capacity`, the limit is its
+// last size); 0 when not even the smallest sample fits.
+std::uint64_t sff_size_limit(const Dataset& dataset, std::uint64_t capacity);
+// The admission of a cache of `capacity` bytes under `policy` for this dataset.
+CacheAdmission cache_admission(const Dataset& dataset, std::uint64_t capacity, CachePolicy policy);
+
 class LoaderCache {
  public:
-  explicit LoaderCache(std::uint64_t capacity_bytes);
+  explicit LoaderCache(std::uint64_t capacity_bytes);  // MinIO
+  explicit LoaderCache(CacheAdmission admission);
 
   // The cached bytes, counting a hit; or nullopt, counting a miss.
   std::optional<std::span<const std::byte>> lookup(const std::string& path, std::uint64_t offset);
-  // Admits a copy of data if it fits in what is left of the capacity and the
-  // key is not cached yet. Returns whether it was admitted.
+  // Admits a copy of data if the policy admits it in what is left of the
+  // capacity and the key is not cached yet. Returns whether it was admitted.
   bool admit(const std::string& path, std::uint64_t offset, std::span<const std::byte> data);
 
-  std::uint64_t capacity_bytes() const { return capacity_; }
+  std::uint64_t capacity_bytes() const { return admission_.capacity; }
+  const CacheAdmission& admission() const { return admission_; }
   std::uint64_t used_bytes() const { return used_.load(); }
   std::size_t entries() const;
   std::uint64_t hits() const { return hits_.load(); }
   std::uint64_t misses() const { return misses_.load(); }
-  std::uint64_t rejected() const { return rejected_.load(); }  // admissions refused for lack of room
+  std::uint64_t rejected() const { return rejected_.load(); }  // admissions refused (no room, or too large for SFF)
 
  private:
   struct Entry {
@@ -310,10 +342,99 @@ class LoaderCache {
   };
   static std::string key(const std::string& path, std::uint64_t offset);
 
-  const std::uint64_t capacity_;
+  const CacheAdmission admission_;
   mutable std::shared_mutex mu_;
   std::unordered_map<std::string, Entry> map_;
   std::atomic<std::uint64_t> used_{0}, hits_{0}, misses_{0}, rejected_{0};
+};
+
+}  // namespace gpemu::pipeline
+
+// ==== storage model ====
+//
+// Storage as a queued server, for the modelled loader: a device serves
+// `parallelism` requests at once (a disk's one head; an SSD's or NFS
+// server's concurrent requests), first come first served. A request of b
+// bytes that starts service at t ends at
+//
+//   max(t + latency + b / bytes_per_s,  channel_free + b / total_bytes_per_s)
+//
+// where the second term (only when total_bytes_per_s > 0) is a channel all
+// requests' bytes pass one after another (a SATA link, a NIC), and
+// channel_free is when it finished the previous request's bytes. A slot is
+// busy until its request ends. Presets (docs/pipeline.md "Storage" gives
+// every figure's source):
+//   hdd:  4.4 ms + b / 108 MB/s, 1 request at a time (GPEmu's testbed HDD,
+//         its measured random-read throughput per request size, fitted)
+//   ssd:  90 us + b / 530 MB/s, 32 at once, 530 MB/s in all (SATA III SSD)
+//   nvme: 80 us + b / 3.2 GB/s, 64 at once, 3.2 GB/s in all (PCIe 3 x4 NVMe)
+//   nfs:  500 us + b / 117 MB/s, 16 at once, 117 MB/s in all (NFS over 1 GbE)
+// A JSON file gives its own: {"name", "latency_us", "bandwidth_mb_s",
+// "parallelism", "total_bandwidth_mb_s" (optional), "source" (optional)}.
+//
+// PageCacheModel is the kernel's page cache in front of it as an LRU of
+// samples with a capacity in bytes (what a cgroup memory limit gave the
+// original experiments).
+// Thread safety: one owner each (a modelled loader).
+
+namespace gpemu::pipeline {
+
+struct StorageDevice {
+  std::string name;
+  Duration latency = 0;          // per request: seek and rotation, flash read, RPC round trip
+  double bytes_per_s = 0;        // one request's transfer rate
+  int parallelism = 1;           // requests in service at once
+  double total_bytes_per_s = 0;  // the shared channel; 0: none
+  std::string source;            // where the figures come from
+};
+
+// "hdd", "ssd", "nvme", "nfs", or a JSON file (see above). InputError naming
+// the spec (or the file and key) and what is accepted.
+StorageDevice parse_storage(std::string_view spec);
+std::vector<std::string> storage_presets();
+// InputError unless latency >= 0, bandwidths > 0 (total >= 0) and finite,
+// and parallelism in [1, 65536].
+void validate(const StorageDevice& d);
+// The device as one of `ranks` loaders that share it sees it (each gets an
+// even share of its parallelism and bandwidth; fewer slots than ranks
+// stretch a slot's service time): the modelled loaders of a job's ranks do
+// not queue at one server together.
+StorageDevice shared_by(const StorageDevice& d, int ranks);
+
+class StorageServer {
+ public:
+  explicit StorageServer(StorageDevice device);  // validates it
+  // A request of `bytes` that arrives at `arrival` (not earlier than the
+  // previous request's arrival); returns when it ends.
+  Time serve(Time arrival, std::uint64_t bytes);
+  const StorageDevice& device() const { return device_; }
+  std::uint64_t requests() const { return requests_; }
+  std::uint64_t bytes() const { return bytes_; }
+
+ private:
+  StorageDevice device_;
+  std::vector<Time> slot_free_;  // a min-heap
+  Time channel_free_ = 0;
+  Time last_arrival_ = 0;
+  std::uint64_t requests_ = 0, bytes_ = 0;
+};
+
+class PageCacheModel {
+ public:
+  explicit PageCacheModel(std::uint64_t capacity_bytes);
+  // Whether sample `key` of `bytes` is resident (a hit, now the most recently
+  // used); a miss makes it resident, evicting the least recently used
+  // samples, unless it is larger than the capacity.
+  bool access(std::size_t key, std::uint64_t bytes);
+  void clear();
+  std::uint64_t capacity_bytes() const { return capacity_; }
+  std::uint64_t resident_bytes() const { return used_; }
+
+ private:
+  std::uint64_t capacity_;
+  std::uint64_t used_ = 0;
+  std::list<std::pair<std::size_t, std::uint64_t>> lru_;  // front: most recent
+  std::unordered_map<std::size_t, std::list<std::pair<std::size_t, std::uint64_t>>::iterator> where_;
 };
 
 }  // namespace gpemu::pipeline
@@ -673,8 +794,9 @@ struct LoaderOptions {
   // construction when io_uring is unavailable (built without liburing, or
   // refused by the kernel or a sandbox). Combines with direct_io.
   ReadMethod read_method = ReadMethod::Pread;
-  std::uint64_t cache_bytes = 0;       // loader cache capacity; 0: no cache
-  std::shared_ptr<LoaderCache> cache;  // a cache to share; overrides cache_bytes
+  std::uint64_t cache_bytes = 0;                  // loader cache capacity; 0: no cache
+  CachePolicy cache_policy = CachePolicy::Minio;  // its admission (with cache_bytes)
+  std::shared_ptr<LoaderCache> cache;             // a cache to share; overrides cache_bytes and cache_policy
 };
 
 struct SampleError {
@@ -736,6 +858,14 @@ struct LoaderStats {
   std::uint64_t bytes_read = 0;
   std::uint64_t cache_hits = 0;
   std::uint64_t cache_misses = 0;
+  std::uint64_t cache_resident_bytes = 0;  // in the loader cache, at the time of asking
+  // The modelled loader with a storage model: the page cache in front of the
+  // storage, and what the storage served.
+  std::uint64_t page_cache_hits = 0;
+  std::uint64_t page_cache_misses = 0;
+  std::uint64_t page_cache_resident_bytes = 0;
+  std::uint64_t storage_requests = 0;
+  std::uint64_t storage_bytes = 0;
   std::uint64_t out_of_order = 0;  // batches finished before an earlier one
   std::uint64_t staging_allocations = 0;
   std::uint64_t staging_reuses = 0;
@@ -951,6 +1081,24 @@ struct LoaderModelOptions {
   // Loader threads on the machine: set to world_size * max(1, num_workers)
   // by the caller when several loaders run at once; 0: this loader's own.
   int loader_threads = 0;
+  // Where reads come from. Without a storage device every read costs the
+  // page-cache read above (the dataset is in memory). With one, a read that
+  // misses the loader cache and the page cache costs read_per_sample of CPU,
+  // then waits for the device (StorageServer, shared by this loader's
+  // workers; shared_by() its ranks).
+  std::optional<StorageDevice> storage;
+  // The page cache in front of the storage (LRU of samples), bytes; it lasts
+  // across epochs unless page_cache_cold, which drops it before each.
+  std::uint64_t page_cache_bytes = UINT64_MAX;
+  bool page_cache_cold = false;
+  // The loader cache (LoaderCache's policies), bytes; a hit costs a memory
+  // copy at read_bytes_per_s. 0: none.
+  std::uint64_t cache_bytes = 0;
+  CachePolicy cache_policy = CachePolicy::Minio;
+  // Loaders of a job's ranks each model their own page cache and loader
+  // cache of an even share of these capacities, and their share of the
+  // storage (shared_by): set by the job to world_size.
+  int ranks_sharing = 1;
 };
 
 // The model's figures for one sample (exposed for tests and docs).
@@ -979,9 +1127,16 @@ class ModelledLoader : public BatchSource {
   // The CPU share factor in effect (>= 1).
   double share() const { return share_; }
   const Sampler& sampler() const { return sampler_; }
+  LoaderStats stats() const override;
 
  private:
   Time finish_of(std::size_t i);
+  // With a storage device or a loader cache: workers' sample reads simulated
+  // in time order (the storage queue and the caches see them as they happen).
+  bool simulated() const { return storage_ != nullptr || admission_.capacity > 0; }
+  Time simulate_until_finished(std::size_t i);
+  Duration sample_step(std::size_t idx, Time& t);
+  Duration scaled(Duration d) const;
 
   Clock& clock_;
   Dataset dataset_;
@@ -1002,6 +1157,25 @@ class ModelledLoader : public BatchSource {
   std::vector<Duration> read_, decode_;
   std::vector<Time> worker_free_;
   std::size_t next_ = 0;
+
+  // The simulated path: per worker, the batch it works on (or none), the
+  // next sample in it and when its next read starts; the next batch it takes.
+  struct WorkerState {
+    std::size_t batch = SIZE_MAX;
+    std::size_t pos = 0;
+    Time t = 0;
+    Time started = 0;
+    Duration read = 0, decode = 0;
+    std::size_t next_batch = 0;
+  };
+  std::vector<WorkerState> workers_;
+  std::unique_ptr<StorageServer> storage_;
+  std::unique_ptr<PageCacheModel> page_cache_;
+  CacheAdmission admission_;
+  std::vector<bool> cached_;  // per dataset sample: in the loader cache
+  std::uint64_t cache_used_ = 0;
+  Time consumer_dispatch_ = -1;  // num_workers == 0: when next() asked for the batch
+  LoaderStats stats_;
 };
 
 }  // namespace gpemu::pipeline

@@ -166,6 +166,14 @@ namespace gpemu::train {
 // peak_allocated_mib}).
 nlohmann::json summary_json(const RunRecord& r);
 
+// What the loaders of all ranks read and cached (their LoaderStats summed):
+// samples, bytes_read (past the loader cache), cache_hits, cache_misses,
+// cache_hit_pct, cache_resident_pct (of dataset_bytes, at the end), and with
+// a storage model page_cache_hits, page_cache_hit_pct, page_cache_resident_pct,
+// storage_requests, bytes_from_storage. Percentages are null when nothing
+// was looked up (or dataset_bytes is 0).
+nlohmann::json loader_stats_json(const std::vector<pipeline::LoaderStats>& stats, std::uint64_t dataset_bytes);
+
 // Summary rows for people ("epoch time" -> "12.3 s"), in report order.
 std::vector<SummaryRow> summary_rows(const RunRecord& r);
 

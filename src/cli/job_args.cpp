@@ -1,6 +1,7 @@
 #include "cli/job_args.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include <fmt/format.h>
@@ -97,6 +98,12 @@ void add_job_options(CLI::App* cmd, JobArgs& a) {
       ->capture_default_str();
   cmd->add_option("--cores", a.cores,
                   "Modelled loader (virtual clock): CPU cores the loaders share (default: this machine's)");
+  cmd->add_option("--decode-us", a.decode_us,
+                  "Modelled loader: CPU microseconds to decode and transform one JPEG, fixed part (default 800)")
+      ->check(finite_number_in(0, 1e9));
+  cmd->add_option("--decode-ns-per-byte", a.decode_ns_per_byte,
+                  "Modelled loader: CPU nanoseconds of JPEG decoding per byte of the file (default 15)")
+      ->check(finite_number_in(0, 1e9));
   cmd->add_option("--bucket-cap-mb", a.bucket_cap_mb, "DDP gradient bucket size, MiB")
       ->capture_default_str()
       ->check(finite_number_in(1.0 / 1024, 1024.0 * 1024));
@@ -198,6 +205,9 @@ JobSpec job_spec(const JobArgs& a) {
   lo.world_size = a.gpus;
   lo.read_method = pipeline::parse_read_method(a.read_method);
   s.data.model.cores = a.cores;
+  if (a.decode_us >= 0)
+    s.data.model.decode_per_sample = static_cast<Duration>(std::llround(a.decode_us * kMicrosecond));
+  if (a.decode_ns_per_byte >= 0) s.data.model.decode_ns_per_byte = a.decode_ns_per_byte;
   validate(s);
   return s;
 }

@@ -59,6 +59,8 @@ struct JobArgs {
   std::string pin_mode = "auto";
   std::string read_method = "pread";
   int cores = 0;
+  double decode_us = -1;  // modelled loader's CPU costs per decoded JPEG; -1: the model's defaults
+  double decode_ns_per_byte = -1;
   bool json = false;
 };
 void add_job_options(CLI::App* cmd, JobArgs& a);

@@ -35,6 +35,9 @@ struct TrainArgs {
   bool synthetic = false;
   int epochs = 1;
   std::string cache_bytes = "0";
+  std::string cache_policy = "minio";
+  std::string storage;           // modelled loader: a storage device
+  std::string page_cache_bytes;  // modelled loader: the page cache in front of it; empty: unlimited
   bool cold = false;
   std::string trace;
   std::string report;
@@ -75,9 +78,14 @@ void reject_for_dlio(CLI::App* cmd) {
                                              "--host-memory",
                                              "--pin-mode",
                                              "--cache-bytes",
+                                             "--cache-policy",
+                                             "--storage",
+                                             "--page-cache-bytes",
                                              "--cold",
                                              "--read-method",
                                              "--cores",
+                                             "--decode-us",
+                                             "--decode-ns-per-byte",
                                              "--bucket-cap-mb",
                                              "--sync",
                                              "--cv",
@@ -143,10 +151,26 @@ void train(const TrainArgs& a, CLI::App* cmd) {
   // error, and the command still fails.
   spec.schedule.keep_partial = true;
   const std::uint64_t cache_bytes = gpemu::parse_byte_size(a.cache_bytes, "--cache-bytes");
+  const pipeline::CachePolicy cache_policy = pipeline::parse_cache_policy(a.cache_policy);
+  if (cache_bytes == 0 && cmd->get_option("--cache-policy")->count() > 0)
+    throw InputError(fmt::format("--cache-policy {} needs a loader cache: give --cache-bytes too", a.cache_policy));
+  if (!a.page_cache_bytes.empty() && a.storage.empty())
+    throw InputError(
+        "--page-cache-bytes is the page cache in front of a modelled storage device: give --storage too (without "
+        "it every read is a memory read)");
 
   // What feeds the GPUs: a folder, in-memory batches, or the default dataset.
   // -n without --data keeps the workload-only runs of earlier versions.
   const bool synthetic = !virtual_data && (a.synthetic || (j.data.empty() && a.iterations >= 0));
+  if (!a.storage.empty() && clock_kind != ClockKind::Virtual)
+    throw InputError(fmt::format(
+        "--storage {} models a device for the modelled loader (--clock virtual); the real loader reads the storage "
+        "the data is on",
+        a.storage));
+  if (!a.storage.empty() && synthetic)
+    throw InputError(fmt::format(
+        "--storage {} has nothing to read with in-memory batches: give a dataset (--virtual-dataset or --data)",
+        a.storage));
   std::vector<std::string> notes;
   std::filesystem::path data_dir;
   if (!synthetic && !virtual_data) data_dir = training_data_dir(j.data, j.json, &notes);
@@ -169,16 +193,26 @@ void train(const TrainArgs& a, CLI::App* cmd) {
         virtual_data ? pipeline::virtual_dataset(j.virtual_dataset, j.seed) : pipeline::open_image_folder(data_dir);
     dataset_images = spec.data.dataset.size();
     dataset_bytes = spec.data.dataset.total_bytes();
-    if (cache_bytes > 0)
-      spec.data.loader.cache = std::make_shared<pipeline::LoaderCache>(cache_bytes);  // one per machine
     if (clock_kind == ClockKind::Virtual) {
       loader_kind = "modelled";
       spec.data.source = DataSource::Modelled;
-      if (a.cold) notes.push_back("--cold has no effect on the modelled loader (it reads no files)");
-      if (cache_bytes > 0) notes.push_back("--cache-bytes has no effect on the modelled loader");
+      pipeline::LoaderModelOptions& m = spec.data.model;
+      m.cache_bytes = cache_bytes;
+      m.cache_policy = cache_policy;
+      if (!a.storage.empty()) {
+        m.storage = pipeline::parse_storage(a.storage);
+        if (!a.page_cache_bytes.empty())
+          m.page_cache_bytes = gpemu::parse_byte_size(a.page_cache_bytes, "--page-cache-bytes");
+        m.page_cache_cold = a.cold;
+      } else if (a.cold) {
+        notes.push_back("--cold has no effect on the modelled loader without --storage (every read is a memory read)");
+      }
       if (read_method != pipeline::ReadMethod::Pread)
         notes.push_back("--read-method has no effect on the modelled loader (it reads no files)");
     } else {
+      if (cache_bytes > 0)  // one per machine
+        spec.data.loader.cache = std::make_shared<pipeline::LoaderCache>(
+            pipeline::cache_admission(spec.data.dataset, cache_bytes, cache_policy));
       loader_kind = "real";
       spec.data.source = DataSource::Loader;
       spec.data.cold = a.cold;
@@ -241,6 +275,8 @@ void train(const TrainArgs& a, CLI::App* cmd) {
                            {"pin_memory", spec.data.pin_memory},
                            {"pin_mode", pin_mode_used},
                            {"cache_bytes", cache_bytes},
+                           {"cache_policy", pipeline::to_string(cache_policy)},
+                           {"storage", a.storage},
                            {"cold", a.cold},
                            {"read_method", pipeline::to_string(read_method)}};
   if (j.model.seq_len > 0) config["seq_len"] = j.model.seq_len;
@@ -276,6 +312,19 @@ void train(const TrainArgs& a, CLI::App* cmd) {
       out["data"] = virtual_data ? spec.data.dataset.root : data_dir.string();
       out["dataset_images"] = dataset_images;
       out["dataset_bytes"] = dataset_bytes;
+      nlohmann::json reads = train::loader_stats_json(rec.loader_stats, dataset_bytes);
+      reads["cache_bytes"] = cache_bytes;
+      reads["cache_policy"] = cache_bytes > 0 ? nlohmann::json(pipeline::to_string(cache_policy)) : nlohmann::json();
+      if (clock_kind == ClockKind::Virtual) {
+        const pipeline::LoaderModelOptions& m = spec.data.model;
+        reads["storage"] = m.storage ? nlohmann::json(m.storage->name) : nlohmann::json();
+        if (m.storage) {
+          reads["page_cache_bytes"] =
+              m.page_cache_bytes == UINT64_MAX ? nlohmann::json("unlimited") : nlohmann::json(m.page_cache_bytes);
+          reads["page_cache_cold"] = m.page_cache_cold;
+        }
+      }
+      out["reads"] = reads;
     }
     out["virtual_dataset"] = virtual_data;
     if (!a.trace.empty()) out["trace"] = a.trace;
@@ -355,7 +404,19 @@ void add_train_command(CLI::App& app) {
                   "Loader cache (MinIO policy) shared by the GPUs' loaders, e.g. 512M; 0: none")
       ->capture_default_str()
       ->check(byte_size());
-  cmd->add_flag("--cold", a->cold, "Evict the dataset's files from the page cache before each epoch");
+  cmd->add_option("--cache-policy", a->cache_policy,
+                  "What the loader cache admits: minio (until full) or sff (small files first: only files no larger "
+                  "than the largest size whose smaller files all fit)")
+      ->capture_default_str();
+  cmd->add_option("--storage", a->storage,
+                  "Modelled loader (--clock virtual): read from a modelled device, hdd, ssd, nvme, nfs or a JSON file "
+                  "(default: every read from memory)");
+  cmd->add_option("--page-cache-bytes", a->page_cache_bytes,
+                  "With --storage: the page cache in front of it (LRU), e.g. 4G; 0: none (default: unlimited)")
+      ->check(byte_size());
+  cmd->add_flag("--cold", a->cold,
+                "Evict the dataset's files from the page cache before each epoch (with --storage: empty the "
+                "modelled page cache)");
   cmd->add_option("--trace", a->trace,
                   "Write a Chrome/Perfetto trace (GPU tracks, loader workers, stalls) to this file");
   cmd->add_option("--report", a->report, "Write an HTML report with charts to this file");

@@ -1,12 +1,10 @@
 // Network presets and the JSON file form of a NetworkSpec. Figures and their
 // sources: docs/interconnect.md, "Network".
 #include <cmath>
-#include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
+#include "common/json_spec_file.h"
 #include "gpemu/error.h"
 #include "gpemu/interconnect.h"
 
@@ -62,62 +60,18 @@ NetworkSpec network_preset(std::string_view name) {
 }
 
 NetworkSpec load_network_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in)
-    throw InputError(fmt::format(
-        "network file {}: cannot be read; give a preset (25gbe, 100gbe, 400gbe) or a readable JSON file", path));
-  std::stringstream text;
-  text << in.rdbuf();
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text.str());
-  } catch (const nlohmann::json::parse_error& e) {
-    throw InputError(fmt::format("network file {}: not valid JSON ({})", path, e.what()));
-  }
-  if (!j.is_object())
-    throw InputError(fmt::format(
-        "network file {}: expected a JSON object with line_rate_gbps, achievable_fraction, latency_us", path));
-  static const char* const kKeys[] = {"name",       "line_rate_gbps", "achievable_fraction",
-                                      "latency_us", "nics_per_node",  "switch_oversubscription",
-                                      "source"};
-  for (const auto& [key, value] : j.items()) {
-    bool known = false;
-    for (const char* k : kKeys) known = known || key == k;
-    if (!known)
-      throw InputError(
-          fmt::format("network file {}: unknown key '{}'; accepted: name, line_rate_gbps, achievable_fraction, "
-                      "latency_us, nics_per_node, switch_oversubscription, source",
-                      path, key));
-  }
-  auto number = [&](const char* key, bool required, double fallback, double lo, double hi, bool lo_open) {
-    if (!j.contains(key)) {
-      if (required) throw InputError(fmt::format("network file {}: missing key '{}'", path, key));
-      return fallback;
-    }
-    const auto& v = j[key];
-    if (!v.is_number()) throw InputError(fmt::format("network file {}: '{}' must be a number", path, key));
-    const double x = v.get<double>();
-    if (!std::isfinite(x) || (lo_open ? x <= lo : x < lo) || x > hi)
-      throw InputError(
-          fmt::format("network file {}: '{}' is {}; accepted {}{}, {}]", path, key, x, lo_open ? "(" : "[", lo, hi));
-    return x;
-  };
-  auto text_of = [&](const char* key, std::string fallback) {
-    if (!j.contains(key)) return fallback;
-    if (!j[key].is_string()) throw InputError(fmt::format("network file {}: '{}' must be a string", path, key));
-    return j[key].get<std::string>();
-  };
+  const JsonSpecFile j("network file", path,
+                       {"name", "line_rate_gbps", "achievable_fraction", "latency_us", "nics_per_node",
+                        "switch_oversubscription", "source"},
+                       "a preset (25gbe, 100gbe, 400gbe)");
   NetworkSpec n;
-  n.name = text_of("name", path);
-  n.line_rate_gbps = number("line_rate_gbps", true, 0, 0, 1e5, true);
-  n.achievable_fraction = number("achievable_fraction", true, 0, 0, 1, true);
-  n.latency = static_cast<Duration>(std::llround(number("latency_us", true, 0, 0, 1e6, false) * kMicrosecond));
-  const double nics = number("nics_per_node", false, 1, 1, 64, false);
-  if (nics != std::floor(nics))
-    throw InputError(fmt::format("network file {}: 'nics_per_node' must be a whole number", path));
-  n.nics_per_node = static_cast<int>(nics);
-  n.switch_oversubscription = number("switch_oversubscription", false, 1, 1, 1000, false);
-  n.source = text_of("source", fmt::format("user file {}", path));
+  n.name = j.text("name", path);
+  n.line_rate_gbps = j.number("line_rate_gbps", true, 0, 0, 1e5, true);
+  n.achievable_fraction = j.number("achievable_fraction", true, 0, 0, 1, true);
+  n.latency = static_cast<Duration>(std::llround(j.number("latency_us", true, 0, 0, 1e6) * kMicrosecond));
+  n.nics_per_node = static_cast<int>(j.whole("nics_per_node", false, 1, 1, 64));
+  n.switch_oversubscription = j.number("switch_oversubscription", false, 1, 1, 1000);
+  n.source = j.text("source", fmt::format("user file {}", path));
   return n;
 }
 

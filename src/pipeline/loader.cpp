@@ -102,7 +102,11 @@ struct DataLoader::Impl {
                 SamplerOptions{opt.shuffle, opt.seed, opt.rank, opt.world_size, opt.drop_uneven_shards}),
         origin(std::chrono::steady_clock::now()) {
     images = opt.decode_images && dataset.samples.front().format == SampleFormat::Jpeg;
-    cache = opt.cache ? opt.cache : (opt.cache_bytes > 0 ? std::make_shared<LoaderCache>(opt.cache_bytes) : nullptr);
+    cache = opt.cache
+                ? opt.cache
+                : (opt.cache_bytes > 0
+                       ? std::make_shared<LoaderCache>(cache_admission(dataset, opt.cache_bytes, opt.cache_policy))
+                       : nullptr);
     const std::size_t in_flight = static_cast<std::size_t>(opt.prefetch_factor) * std::max(opt.num_workers, 1);
     pool = StagingPool::create(opt.pin_memory ? HostMemoryKind::Pinned : HostMemoryKind::Pageable, opt.pin_mode,
                                in_flight + 2);
@@ -533,6 +537,7 @@ LoaderStats DataLoader::stats() const {
   {
     std::lock_guard lock(impl_->mu);
     s.out_of_order = impl_->out_of_order;
+    if (impl_->cache) s.cache_resident_bytes = impl_->cache->used_bytes();
   }
   s.staging_allocations = impl_->pool->allocations();
   s.staging_reuses = impl_->pool->reuses();

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 #include <thread>
 
 #include <fmt/format.h>
@@ -64,6 +65,125 @@ ModelledLoader::ModelledLoader(Clock& clock, Dataset dataset, LoaderOptions opti
   share_ = std::max(1.0, static_cast<double>(threads) / cores);
   output_bytes_per_image_ = 3ull * static_cast<std::uint64_t>(options_.transform.height) *
                             static_cast<std::uint64_t>(options_.transform.width) * sizeof(float);
+  const int ranks = std::max(1, model_.ranks_sharing);
+  if (model_.storage) {
+    storage_ = std::make_unique<StorageServer>(shared_by(*model_.storage, ranks));
+    page_cache_ = std::make_unique<PageCacheModel>(model_.page_cache_bytes / static_cast<std::uint64_t>(ranks));
+  }
+  if (model_.cache_bytes > 0) {
+    admission_ = cache_admission(dataset_, model_.cache_bytes / static_cast<std::uint64_t>(ranks), model_.cache_policy);
+    cached_.assign(dataset_.size(), false);
+  }
+}
+
+Duration ModelledLoader::scaled(Duration d) const {
+  return share_ == 1.0 ? d : static_cast<Duration>(std::llround(static_cast<double>(d) * share_));
+}
+
+// One sample's read and decode by a worker whose step starts at t; t moves to
+// its end. Returns the time spent reading (the rest decoded).
+Duration ModelledLoader::sample_step(std::size_t idx, Time& t) {
+  const Sample& s = dataset_.samples[idx];
+  const Time t0 = t;
+  const double bytes = static_cast<double>(s.length);
+  auto copy = [&] {
+    return model_.read_bytes_per_s > 0
+               ? ns_from_double(bytes * 1e9 / model_.read_bytes_per_s, bytes / model_.read_bytes_per_s, "s")
+               : Duration{0};
+  };
+  if (admission_.capacity > 0 && cached_[idx]) {
+    ++stats_.cache_hits;
+    t += scaled(copy());
+  } else {
+    if (admission_.capacity > 0) ++stats_.cache_misses;
+    if (storage_ && !page_cache_->access(idx, s.length)) {
+      ++stats_.page_cache_misses;
+      stats_.storage_bytes += s.length;
+      ++stats_.storage_requests;
+      t = storage_->serve(t + scaled(model_.read_per_sample), s.length);
+    } else {
+      if (storage_) ++stats_.page_cache_hits;
+      t += scaled(model_.read_per_sample + copy());
+    }
+    stats_.bytes_read += s.length;
+    if (admission_.capacity > 0 && admission_.admits(cache_used_, s.length)) {
+      cached_[idx] = true;
+      cache_used_ += s.length;
+    }
+  }
+  const Duration read = t - t0;
+  t += scaled(model_sample_cost(s, options_.decode_images, model_).decode);
+  return read;
+}
+
+// The simulated path: every worker's next sample read happens in time order,
+// so the storage queue and the caches see requests as they arrive. A batch's
+// dispatch is known once the batch prefetch_factor * workers before it was
+// delivered; batch i's is known when next() asks for it, and any batch
+// dispatched later starts after batch i is delivered, so the steps taken
+// here (all no later than batch i's last) are final.
+Time ModelledLoader::simulate_until_finished(std::size_t i) {
+  const std::size_t workers = workers_.size();
+  const std::size_t in_flight = static_cast<std::size_t>(options_.prefetch_factor) * workers;
+  auto dispatch = [&](std::size_t b) -> Time {
+    if (options_.num_workers == 0) return b == next_ ? consumer_dispatch_ : -1;
+    if (b < in_flight) return epoch_start_;
+    return delivered_[b - in_flight];
+  };
+  while (finish_[i] < 0) {
+    std::size_t best = workers;
+    Time best_t = 0;
+    for (std::size_t w = 0; w < workers; ++w) {
+      const WorkerState& ws = workers_[w];
+      Time t;
+      if (ws.batch != SIZE_MAX) {
+        t = ws.t;
+      } else {
+        if (ws.next_batch >= batches_.size()) continue;
+        const Time d = dispatch(ws.next_batch);
+        if (d < 0) continue;
+        t = std::max(d, worker_free_[w]);
+      }
+      if (best == workers || t < best_t) {
+        best = w;
+        best_t = t;
+      }
+    }
+    if (best == workers) throw std::logic_error("modelled loader: no worker can take the batch asked for");
+    WorkerState& ws = workers_[best];
+    if (ws.batch == SIZE_MAX) {
+      ws.batch = ws.next_batch;
+      ws.next_batch += workers;
+      ws.pos = 0;
+      ws.t = ws.started = best_t;
+      ws.read = ws.decode = 0;
+    }
+    const std::vector<std::size_t>& batch = batches_[ws.batch];
+    const Time before = ws.t;
+    const Duration read = sample_step(batch[ws.pos], ws.t);
+    ws.read += read;
+    ws.decode += ws.t - before - read;
+    if (++ws.pos < batch.size()) continue;
+    const std::size_t b = ws.batch;
+    finish_[b] = ws.t + scaled(model_.collate_per_batch);
+    read_[b] = ws.read;
+    decode_[b] = ws.decode;
+    worker_free_[best] = finish_[b];
+    ws.batch = SIZE_MAX;
+    if (trace_ && trace_->tracing()) {
+      const int track = options_.num_workers == 0 ? -1 : static_cast<int>(best);
+      trace_->add_host_span({fmt::format("batch {}", b), "loader", loader_trace_process(options_.rank, track),
+                             std::max(track, 0), ws.started, finish_[b]});
+    }
+  }
+  return finish_[i];
+}
+
+LoaderStats ModelledLoader::stats() const {
+  LoaderStats s = stats_;
+  s.cache_resident_bytes = cache_used_;
+  if (page_cache_) s.page_cache_resident_bytes = page_cache_->resident_bytes();
+  return s;
 }
 
 void ModelledLoader::begin_epoch(std::uint64_t epoch) {
@@ -84,10 +204,14 @@ void ModelledLoader::begin_epoch(std::uint64_t epoch) {
   decode_.assign(batches_.size(), 0);
   worker_free_.assign(static_cast<std::size_t>(std::max(1, options_.num_workers)), epoch_start_);
   next_ = 0;
+  workers_.assign(worker_free_.size(), WorkerState{});
+  for (std::size_t w = 0; w < workers_.size(); ++w) workers_[w].next_batch = w;
+  if (page_cache_ && model_.page_cache_cold) page_cache_->clear();
 }
 
 Time ModelledLoader::finish_of(std::size_t i) {
   if (finish_[i] >= 0) return finish_[i];
+  if (simulated()) return simulate_until_finished(i);
   Duration read = 0, decode = 0;
   for (std::size_t idx : batches_[i]) {
     const SampleCost c = model_sample_cost(dataset_.samples[idx], options_.decode_images, model_);
@@ -95,7 +219,6 @@ Time ModelledLoader::finish_of(std::size_t i) {
     decode += c.decode;
   }
   const Duration collate = model_.collate_per_batch;
-  auto scaled = [&](Duration d) { return share_ == 1.0 ? d : static_cast<Duration>(std::llround(d * share_)); };
   read_[i] = scaled(read);
   decode_[i] = scaled(decode);
   const Duration cost = read_[i] + decode_[i] + scaled(collate);
@@ -130,6 +253,7 @@ std::optional<LoadedBatch> ModelledLoader::next(const SleepFn& sleep_until) {
   if (!begun_) begin_epoch(0);
   if (next_ >= batches_.size()) return std::nullopt;
   const std::size_t i = next_;
+  if (options_.num_workers == 0) consumer_dispatch_ = clock_.now();
   // Batches are computed in order; a batch's dispatch depends only on
   // earlier deliveries, so everything it needs is known now.
   const Time ready = finish_of(i);
@@ -157,6 +281,8 @@ std::optional<LoadedBatch> ModelledLoader::next(const SleepFn& sleep_until) {
   b.ready = ready;
   b.read = read_[i];
   b.decode = decode_[i];
+  ++stats_.batches;
+  stats_.samples += batches_[i].size();
   return b;
 }
 
@@ -171,15 +297,24 @@ std::size_t ModelledLoader::samples_per_epoch() const {
 
 std::string ModelledLoader::describe() const {
   return fmt::format(
-      "modelled loader: {} worker{}, prefetch factor {}, {}; per sample {} us read + {} ns/byte"
-      "{}, CPU share x{}",
-      options_.num_workers, options_.num_workers == 1 ? "" : "s", options_.prefetch_factor,
-      options_.pin_memory ? "pinned" : "pageable", to_us(model_.read_per_sample),
-      model_.read_bytes_per_s > 0 ? fmt::format("{:.3g}", 1e9 / model_.read_bytes_per_s) : std::string("0"),
-      options_.decode_images
-          ? fmt::format(", decode {} us + {} ns/byte", to_us(model_.decode_per_sample), model_.decode_ns_per_byte)
-          : std::string(),
-      fmt::format("{:.2f}", share_));
+             "modelled loader: {} worker{}, prefetch factor {}, {}; per sample {} us read + {} ns/byte"
+             "{}, CPU share x{}",
+             options_.num_workers, options_.num_workers == 1 ? "" : "s", options_.prefetch_factor,
+             options_.pin_memory ? "pinned" : "pageable", to_us(model_.read_per_sample),
+             model_.read_bytes_per_s > 0 ? fmt::format("{:.3g}", 1e9 / model_.read_bytes_per_s) : std::string("0"),
+             options_.decode_images ? fmt::format(", decode {} us + {} ns/byte", to_us(model_.decode_per_sample),
+                                                  model_.decode_ns_per_byte)
+                                    : std::string(),
+             fmt::format("{:.2f}", share_)) +
+         (storage_ ? fmt::format("; storage {}, page cache {}{}", storage_->device().name,
+                                 model_.page_cache_bytes == UINT64_MAX
+                                     ? std::string("unlimited")
+                                     : fmt::format("{:.1f} MiB", page_cache_->capacity_bytes() / 1048576.0),
+                                 model_.page_cache_cold ? " (dropped each epoch)" : "")
+                   : std::string()) +
+         (admission_.capacity > 0 ? fmt::format("; loader cache {:.1f} MiB ({})", admission_.capacity / 1048576.0,
+                                                to_string(admission_.policy))
+                                  : std::string());
 }
 
 }  // namespace gpemu::pipeline

@@ -21,6 +21,42 @@ std::int64_t total_iterations(const RunSummary& r) {
 
 }  // namespace
 
+nlohmann::json loader_stats_json(const std::vector<pipeline::LoaderStats>& stats, std::uint64_t dataset_bytes) {
+  pipeline::LoaderStats t;
+  for (const pipeline::LoaderStats& s : stats) {
+    t.samples += s.samples;
+    t.bytes_read += s.bytes_read;
+    t.cache_hits += s.cache_hits;
+    t.cache_misses += s.cache_misses;
+    t.cache_resident_bytes += s.cache_resident_bytes;
+    t.page_cache_hits += s.page_cache_hits;
+    t.page_cache_misses += s.page_cache_misses;
+    t.page_cache_resident_bytes += s.page_cache_resident_bytes;
+    t.storage_requests += s.storage_requests;
+    t.storage_bytes += s.storage_bytes;
+  }
+  auto pct = [](double part, double whole) {
+    return whole > 0 ? nlohmann::json(100.0 * part / whole) : nlohmann::json();
+  };
+  nlohmann::json j = {
+      {"samples", t.samples},
+      {"bytes_read", t.bytes_read},
+      {"cache_hits", t.cache_hits},
+      {"cache_misses", t.cache_misses},
+      {"cache_hit_pct", pct(static_cast<double>(t.cache_hits), static_cast<double>(t.cache_hits + t.cache_misses))},
+      {"cache_resident_pct", pct(static_cast<double>(t.cache_resident_bytes), static_cast<double>(dataset_bytes))}};
+  if (t.page_cache_hits + t.page_cache_misses > 0) {
+    j["page_cache_hits"] = t.page_cache_hits;
+    j["page_cache_hit_pct"] =
+        pct(static_cast<double>(t.page_cache_hits), static_cast<double>(t.page_cache_hits + t.page_cache_misses));
+    j["page_cache_resident_pct"] =
+        pct(static_cast<double>(t.page_cache_resident_bytes), static_cast<double>(dataset_bytes));
+    j["storage_requests"] = t.storage_requests;
+    j["bytes_from_storage"] = t.storage_bytes;
+  }
+  return j;
+}
+
 nlohmann::json summary_json(const RunRecord& rec) {
   const RunSummary r = summarize(rec);
   const std::int64_t its = total_iterations(r);

@@ -864,6 +864,7 @@ std::vector<std::function<void()>> Job::host_threads(JobObserver* observer) {
         lo.cache.reset();
         pipeline::LoaderModelOptions m = d.model;
         if (m.loader_threads == 0) m.loader_threads = gpus * std::max(1, lo.num_workers);
+        m.ranks_sharing = gpus;
         return std::make_unique<pipeline::ModelledLoader>(clock_, d.dataset, lo, m, timeline_);
       }
       case DataSource::Custom: return d.custom(g, clock_, *timeline_);

@@ -187,6 +187,47 @@ TEST(CliTrain, AVirtualDatasetFeedsTheModelledLoaderAtFullScale) {
   }
 }
 
+TEST(CliTrain, StorageCachesAndTheirFiguresInTheJson) {
+  const std::string base = "train --virtual-dataset imagenette10g --clock virtual --epochs 2 --json --storage hdd ";
+  auto minio = json_of(run_gpemu(base + "--page-cache-bytes 0 --cache-bytes 2G"));
+  auto sff = json_of(run_gpemu(base + "--page-cache-bytes 0 --cache-bytes 2G --cache-policy sff"));
+  for (const auto* j : {&minio, &sff}) {
+    const auto& r = (*j)["reads"];
+    EXPECT_EQ(r["storage"], "hdd");
+    EXPECT_EQ(r["page_cache_bytes"], 0);
+    EXPECT_EQ(r["samples"], 2 * 87473);
+    // Every sample the loader cache missed was a request to the disk.
+    EXPECT_EQ(r["storage_requests"].get<std::uint64_t>() + r["cache_hits"].get<std::uint64_t>(), 2u * 87473);
+    EXPECT_LE(r["cache_resident_pct"].get<double>(), 100.0 * 2147483648.0 / (*j)["dataset_bytes"].get<double>());
+    EXPECT_GT(r["cache_resident_pct"].get<double>(), 20.0);
+  }
+  EXPECT_EQ(sff["reads"]["cache_policy"], "sff");
+  // The same bytes in more, smaller files: more hits, fewer disk requests, a shorter second epoch.
+  EXPECT_GT(sff["reads"]["cache_hits"].get<double>(), 1.5 * minio["reads"]["cache_hits"].get<double>());
+  EXPECT_LT(sff["epoch_times_s"][1].get<double>(), minio["epoch_times_s"][1].get<double>());
+  // An unlimited page cache: the second epoch reads nothing from the disk.
+  auto warm = json_of(run_gpemu(base));
+  EXPECT_EQ(warm["reads"]["storage_requests"], 87473);
+  EXPECT_EQ(warm["reads"]["page_cache_bytes"], "unlimited");
+  EXPECT_DOUBLE_EQ(warm["reads"]["page_cache_resident_pct"].get<double>(), 100.0);
+  auto cold = json_of(run_gpemu(base + "--cold"));
+  EXPECT_EQ(cold["reads"]["storage_requests"], 2 * 87473);
+
+  for (const std::string args :
+       {"--clock real --storage hdd -n 1", "--clock virtual --virtual-dataset imagenette10g --page-cache-bytes 1G -n 1",
+        "--clock virtual --virtual-dataset imagenette10g --cache-policy sff -n 1",
+        "--clock virtual --virtual-dataset imagenette10g --cache-bytes 1G --cache-policy lru -n 1",
+        "--clock virtual --virtual-dataset imagenette10g --storage tape -n 1"}) {
+    Outcome r = run_gpemu("train " + args);
+    EXPECT_NE(r.status, 0) << args;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << ": " << r.err;
+  }
+  EXPECT_NE(run_gpemu("train --clock real --storage hdd -n 1").err.find("modelled loader"), std::string::npos);
+  EXPECT_NE(run_gpemu("train --clock virtual --virtual-dataset imagenette10g --cache-policy sff -n 1")
+                .err.find("--cache-bytes"),
+            std::string::npos);
+}
+
 TEST(CliTrain, BadOptionsAreOneLine) {
   for (std::string args :
        {"train --gpus 0 -n 1", "train --synthetic --data /tmp -n 1", "train --pin-mode glue -n 1",

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <thread>
 
 #include "support/pipeline_test_util.h"
@@ -80,6 +81,40 @@ TEST(LoaderCache, SecondEpochHitsWhatTheFirstAdmitted) {
   EXPECT_EQ(read1, 15u * 1000);
   EXPECT_EQ(loader.cache()->used_bytes(), 25'000u);
   EXPECT_EQ(loader.stats().cache_hits, 25u);
+}
+
+TEST(LoaderCache, SmallFileFirstInTheRealLoaderKeepsTheSmallFiles) {
+  testing::TempDir dir;
+  std::string list;
+  for (int i = 0; i < 8; ++i) {
+    const std::string name = std::to_string(i) + ".bin";
+    const std::vector<std::byte> data = bytes(i % 2 ? 1500 : 500, i);
+    std::ofstream(dir.path() / name, std::ios::binary)
+        .write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
+    list += name + "\n";
+  }
+  std::ofstream(dir.path() / "list.txt") << list;
+  LoaderOptions o;
+  o.batch_size = 2;
+  o.num_workers = 2;
+  o.shuffle = true;
+  o.cache_bytes = 2000;  // the four 500-byte files exactly
+  o.cache_policy = CachePolicy::Sff;
+  DataLoader loader(open_file_list(dir.path() / "list.txt"), o);
+  EXPECT_EQ(loader.cache()->admission().max_item_bytes, 500u);
+  std::size_t hits1 = 0, read1 = 0;
+  for (std::uint64_t epoch = 0; epoch < 2; ++epoch) {
+    loader.begin_epoch(epoch);
+    while (auto b = loader.next()) {
+      if (epoch == 1) {
+        hits1 += b->cache_hits;
+        read1 += b->bytes_read;
+      }
+    }
+  }
+  EXPECT_EQ(hits1, 4u);
+  EXPECT_EQ(read1, 4u * 1500);
+  EXPECT_EQ(loader.stats().cache_resident_bytes, 2000u);
 }
 
 }  // namespace

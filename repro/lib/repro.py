@@ -1,0 +1,153 @@
+"""What every reproduction item shares: finding gpemu and the reference data,
+running gpemu, recording inputs with their sources, comparing relative effects
+with the references, and writing the item's CSV, JSON and PNG.
+
+An item's run.py builds an Item, runs gpemu, calls compare() per point and
+finish(). The CSV has one row per compared point; check.py reads it.
+"""
+
+import argparse
+import csv
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+CSV_COLUMNS = ["item", "point", "metric", "ours", "reference", "reference_kind", "primary", "difference",
+               "tolerance", "verdict", "note"]
+
+
+def gpemu_binary():
+    path = os.environ.get("GPEMU") or os.path.join(REPO, "build", "gpemu")
+    if not os.access(path, os.X_OK):
+        sys.exit(f"repro: no gpemu program at {path}: build it (README) or set GPEMU to its path")
+    return path
+
+
+def reference_dir():
+    """The shared folder of published figures, or None when it is not there."""
+    path = os.environ.get("GPEMU_REPRO_REFERENCE") or os.path.join(REPO, "..", "shared", "reference", "published",
+                                                                     "repro")
+    return path if os.path.isdir(path) else None
+
+
+def parse_point(point):
+    """'epoch_time@cached_pct=20;cache=minio' -> ('epoch_time', {'cached_pct': '20', 'cache': 'minio'})."""
+    series, _, where = point.partition("@")
+    keys = {}
+    for part in where.split(";") if where else []:
+        k, _, v = part.partition("=")
+        keys[k] = v
+    return series, keys
+
+
+def read_reference(name):
+    """Rows of one reference figure file as dicts, each with 'series' and 'at' (the point's keys)."""
+    folder = reference_dir()
+    path = os.path.join(folder, name)
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    for r in rows:
+        r["series"], r["at"] = parse_point(r["point"])
+        r["value"] = float(r["value"])
+    return rows
+
+
+def arguments(description):
+    p = argparse.ArgumentParser(description=description)
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--quick", action="store_true", help="fewer points, for CI (the default)")
+    mode.add_argument("--full", action="store_true", help="every point of the figure")
+    p.add_argument("--clock", choices=["virtual", "real"], default="virtual",
+                   help="virtual: the modelled loader at the original scale; real: a small smoke run on real files")
+    p.add_argument("--out", help="folder for the CSV, JSON and PNG (default: out/ beside run.sh)")
+    return p
+
+
+class Item:
+    def __init__(self, name, title, args, script_dir):
+        self.name = name
+        self.title = title
+        self.args = args
+        self.full = bool(args.full)
+        self.out = args.out or os.path.join(script_dir, "out")
+        os.makedirs(self.out, exist_ok=True)
+        self.inputs = []
+        self.rows = []
+        self.runs = []
+        self.emulated_s = 0.0
+        self.wall_s = 0.0
+        if reference_dir() is None:
+            print(f"{name}: skipped: the reference data (../shared/reference/published/repro) is not here")
+            sys.exit(0)
+
+    def input(self, name, value, source):
+        """An input of the experiment and where it comes from (setup, a gpemu benchmark, or the anchor)."""
+        self.inputs.append({"name": name, "value": value, "source": source})
+
+    def train(self, args, label=""):
+        """Runs `gpemu train ... --json` and returns its JSON."""
+        cmd = [gpemu_binary(), "train", "--json"] + [str(a) for a in args]
+        start = time.monotonic()
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        wall = time.monotonic() - start
+        if proc.returncode != 0:
+            sys.exit(f"{self.name}: gpemu failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stderr}")
+        out = json.loads(proc.stdout)
+        self.emulated_s += out.get("elapsed_s", 0.0)
+        self.wall_s += wall
+        self.runs.append({"label": label, "command": " ".join(cmd[1:]), "wall_s": wall,
+                          "elapsed_s": out.get("elapsed_s")})
+        return out
+
+    def compare(self, point, metric, ours, reference, reference_kind, primary=True, tolerance=10.0,
+                mode="relative", note=""):
+        """One compared point. mode 'relative': difference = (ours - ref) / ref in %; 'points': ours - ref in
+        percentage points. A primary point passes when |difference| <= tolerance; other references are printed
+        beside it (verdict 'info'); 'anchor' marks the declared anchor, not counted."""
+        if mode == "relative":
+            diff = (ours - reference) / reference * 100.0 if reference else math.inf
+        else:
+            diff = ours - reference
+        if primary == "anchor":
+            verdict = "anchor"
+        elif primary:
+            verdict = "pass" if abs(diff) <= tolerance else "fail"
+        else:
+            verdict = "info"
+        unit = "%" if mode == "relative" else " points"
+        self.rows.append({"item": self.name, "point": point, "metric": metric, "ours": f"{ours:.6g}",
+                          "reference": f"{reference:.6g}", "reference_kind": reference_kind,
+                          "primary": "anchor" if primary == "anchor" else ("yes" if primary else "no"),
+                          "difference": f"{diff:+.2f}{unit}", "tolerance": f"{tolerance:g}{unit}",
+                          "verdict": verdict, "note": note})
+
+    def finish(self, plot):
+        """Writes result.csv, inputs.json and the PNG (plot(axes) draws it), then runs the checker."""
+        csv_path = os.path.join(self.out, "result.csv")
+        with open(csv_path, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=CSV_COLUMNS)
+            w.writeheader()
+            w.writerows(self.rows)
+        with open(os.path.join(self.out, "inputs.json"), "w") as f:
+            json.dump({"item": self.name, "title": self.title, "mode": "full" if self.full else "quick",
+                       "clock": self.args.clock, "inputs": self.inputs, "runs": self.runs}, f, indent=2)
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        fig, ax = plt.subplots(figsize=(6.4, 4.2))
+        plot(ax)
+        ax.set_title(self.title, fontsize=10)
+        fig.tight_layout()
+        fig.savefig(os.path.join(self.out, "plot.png"), dpi=110)
+        plt.close(fig)
+        if self.wall_s > 0 and self.args.clock == "virtual":
+            print(f"{self.name}: {self.emulated_s:.1f} emulated s in {self.wall_s:.2f} wall s "
+                  f"({self.emulated_s / self.wall_s:.0f} emulated s per wall s)")
+        sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        import check
+        return check.report([csv_path])
