@@ -41,9 +41,7 @@ def main():
     # Anchor: alexnet on one core is CPU-bound; its time per image is linear in
     # the fixed CPU cost, so two probes give the line.
     anchor = ref[("alexnet", 1)]
-    t0 = 1.0 / images_per_s("alexnet", 1, 0.0)
-    t1 = 1.0 / images_per_s("alexnet", 1, 8000.0)
-    decode_us = 8000.0 * (1.0 / anchor - t0) / (t1 - t0)
+    decode_us = repro.decode_us_for_one_core(item, "v100", anchor)
     item.input("decode_us", round(decode_us, 1),
                f"anchor: alexnet's 1-core throughput, {anchor} images/s (datastall_cpu.csv), solved for the modelled "
                "loader's fixed CPU time per image (the per-byte part kept at 15 ns/B)")

@@ -68,6 +68,24 @@ def arguments(description):
     return p
 
 
+def solve_linear(run, target, x0=0.0, x1=8000.0):
+    """The x at which run(x) == target, for a run linear in x (an epoch that is CPU-bound, as a function of the
+    loader's fixed CPU time per image): two probes give the line."""
+    y0, y1 = run(x0), run(x1)
+    return x0 + (x1 - x0) * (target - y0) / (y1 - y0)
+
+
+def decode_us_for_one_core(item, gpu, images_per_s):
+    """The modelled loader's fixed CPU time per image (us) at which AlexNet with one worker on one core delivers
+    `images_per_s` (DataStall Fig. 5's 1-core point on GPEmu's testbed). AlexNet there is CPU-bound."""
+    def seconds_per_image(decode_us):
+        out = item.train(["--clock", "virtual", "--virtual-dataset", "imagenette10g", "--model", "alexnet", "--gpu",
+                          gpu, "-b", "256", "--workers", "1", "--cores", "1", "--epochs", "1",
+                          "--decode-us", f"{decode_us:.3f}"], f"anchor probe, decode {decode_us:.0f} us")
+        return out["elapsed_s"] / out["samples"]
+    return solve_linear(seconds_per_image, 1.0 / images_per_s)
+
+
 class Item:
     def __init__(self, name, title, args, script_dir):
         self.name = name

@@ -54,9 +54,7 @@ def main():
     # The anchor: the 100 %-cached MinIO epoch is CPU-bound, linear in the
     # per-image CPU cost; two probes give the line, the solution is checked.
     anchor = ref[("minio", 100)]
-    e0, _ = epoch("minio", 100, 0.0)
-    e1, _ = epoch("minio", 100, 8000.0)
-    decode_us = 8000.0 * (anchor - e0) / (e1 - e0)
+    decode_us = repro.solve_linear(lambda x: epoch("minio", 100, x)[0], anchor)
     item.input("decode_us", round(decode_us, 1),
                f"anchor: the 100 %-cached MinIO epoch, {anchor} s (sff_epoch.csv), solved for the modelled loader's "
                "fixed CPU time per image (the per-byte part kept at 15 ns/B)")
