@@ -75,6 +75,9 @@ struct Dataset {
   std::vector<Sample> samples;
   std::vector<std::string> classes;  // ImageFolder: class names, index = label
   std::size_t ignored_files = 0;     // files skipped because of their extension
+  // Samples per file of a grouped dataset (open_grouped_dataset, grouped()):
+  // samples i*k .. i*k + k - 1 are one file, in order; 1 otherwise.
+  std::size_t group_size = 1;
 
   std::size_t size() const { return samples.size(); }
   // The distinct files behind the samples, in first-use order.
@@ -113,6 +116,41 @@ struct DlioOptions {
 Dataset open_dlio_dataset(const std::filesystem::path& dir, const DlioOptions& options);
 
 Dataset open_file_list(const std::filesystem::path& list_file);
+
+// Grouped datasets (GPEmu's file grouping): `gpemu dataset group` packs a
+// dataset's samples `group_size` to a file, so a loader reads a file's
+// samples with one seek. The folder holds group-NNNNNNNN.bin files (the
+// samples' bytes back to back) and index.tsv: a first line
+// "# gpemu grouped dataset: <k> samples per file", then one line per sample,
+// "<file>\t<offset>\t<length>\t<label>\t<jpeg|bytes>", in group order.
+// `order` "random" (seeded) packs a random mix of samples into each file (what
+// GPEmu's accuracy runs found harmless); "sequential" keeps the dataset's order
+// (an ImageFolder's is by class, which cost accuracy there).
+struct GroupedDatasetSummary {
+  std::size_t samples = 0;
+  std::size_t files = 0;
+  std::uint64_t total_bytes = 0;
+};
+// `out` must be missing or empty (InputError otherwise); on an error or an
+// interruption everything it created is removed, and while it runs the folder
+// holds kIncompleteDatasetMarker.
+GroupedDatasetSummary write_grouped_dataset(const Dataset& dataset, const std::filesystem::path& out,
+                                            std::size_t group_size, std::string_view order, std::uint64_t seed);
+// Whether `dir` holds a grouped dataset's index.
+bool is_grouped_dataset(const std::filesystem::path& dir);
+// Opens one, checking every line (fields, a plain file name in the folder,
+// the byte range inside the file, whole groups in order); InputError naming
+// the file and line otherwise.
+Dataset open_grouped_dataset(const std::filesystem::path& dir);
+// A folder to train on: a grouped dataset, else an ImageFolder.
+Dataset open_dataset_folder(const std::filesystem::path& dir);
+
+// The dataset with its samples packed `group_size` to a file, in order
+// (sample i into group i / group_size at the running offset), for datasets
+// described by sizes (a virtual dataset, whose files become "virtual:<name>/
+// group-<g>"): the layout `gpemu dataset group` writes, without writing it.
+// InputError for a group size of 0.
+Dataset grouped(const Dataset& dataset, std::size_t group_size);
 
 // Datasets described by their sizes, without files: for the modelled loader
 // (virtual clock) at an original experiment's scale, which no test machine
@@ -241,6 +279,13 @@ std::uint64_t page_cache_resident_bytes(const std::vector<std::string>& files);
 //  - drop_uneven == true: the list is cut to floor(N / world_size) *
 //    world_size entries; the last N mod world_size entries of the permutation
 //    are not visited that epoch.
+//
+// Groups (group_size k > 1, a grouped dataset: samples i*k .. i*k + k - 1 are
+// one file): the permutation, padding and sharding above apply to the
+// ceil(N / k) groups, and each group is expanded to its samples in file
+// order, so a worker reads a group's samples one after another (GPEmu's file
+// grouping). With world_size > 1 every group must be whole (N mod k == 0,
+// InputError otherwise): a partial group would give ranks unequal counts.
 // Thread safety: immutable after construction.
 
 namespace gpemu::pipeline {
@@ -251,6 +296,7 @@ struct SamplerOptions {
   int rank = 0;
   int world_size = 1;
   bool drop_uneven = false;
+  std::size_t group_size = 1;
 };
 
 class Sampler {
@@ -268,6 +314,7 @@ class Sampler {
   std::size_t dataset_size_;
   SamplerOptions options_;
   std::size_t per_rank_;
+  std::size_t items_;  // what is permuted: samples, or groups
 };
 
 }  // namespace gpemu::pipeline
@@ -794,10 +841,17 @@ struct LoaderOptions {
   // construction when io_uring is unavailable (built without liburing, or
   // refused by the kernel or a sandbox). Combines with direct_io.
   ReadMethod read_method = ReadMethod::Pread;
+  // Samples per file of a grouped dataset: the sampler shuffles and shards
+  // groups (sampler.h); 1: samples.
+  std::size_t group_size = 1;
   std::uint64_t cache_bytes = 0;                  // loader cache capacity; 0: no cache
   CachePolicy cache_policy = CachePolicy::Minio;  // its admission (with cache_bytes)
   std::shared_ptr<LoaderCache> cache;             // a cache to share; overrides cache_bytes and cache_policy
 };
+
+// The sampler options of a loader's options (shuffle, seed, rank, world
+// size, uneven shards, groups).
+SamplerOptions sampler_options(const LoaderOptions& o);
 
 struct SampleError {
   std::size_t index;  // dataset index
@@ -1135,7 +1189,8 @@ class ModelledLoader : public BatchSource {
   // in time order (the storage queue and the caches see them as they happen).
   bool simulated() const { return storage_ != nullptr || admission_.capacity > 0; }
   Time simulate_until_finished(std::size_t i);
-  Duration sample_step(std::size_t idx, Time& t);
+  struct WorkerState;
+  Duration sample_step(WorkerState& ws, Time& t);
   Duration scaled(Duration d) const;
 
   Clock& clock_;
@@ -1163,6 +1218,7 @@ class ModelledLoader : public BatchSource {
   struct WorkerState {
     std::size_t batch = SIZE_MAX;
     std::size_t pos = 0;
+    std::size_t fetched_until = 0;  // batch positions before this were read by one request with an earlier one
     Time t = 0;
     Time started = 0;
     Duration read = 0, decode = 0;

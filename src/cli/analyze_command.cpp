@@ -46,10 +46,11 @@ void analyze(const AnalyzeArgs& args) {
   const bool virtual_data = !a.virtual_dataset.empty();
   const std::filesystem::path data_dir = virtual_data ? std::filesystem::path() : training_data_dir(a.data, a.json);
   o.dataset =
-      virtual_data ? pipeline::virtual_dataset(a.virtual_dataset, a.seed) : pipeline::open_image_folder(data_dir);
+      virtual_data ? pipeline::virtual_dataset(a.virtual_dataset, a.seed) : pipeline::open_dataset_folder(data_dir);
   const std::string data_name = virtual_data ? o.dataset.root : data_dir.string();
   o.loader = o.job.data.loader;
-  o.model.cores = a.cores;
+  o.loader.group_size = o.dataset.group_size;
+  o.model = o.job.data.model;  // --cores, --decode-us, --decode-ns-per-byte
   o.storage.read_per_sample = static_cast<Duration>(args.storage_latency_us * 1000.0);
   o.storage.bytes_per_s = args.storage_mb_per_s * 1e6;
 

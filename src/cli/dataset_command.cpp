@@ -59,6 +59,33 @@ void synth(const SynthArgs& a) {
   std::cout << fmt::format("train on it: gpemu train --data {}\n", a.out);
 }
 
+struct GroupArgs {
+  std::string data, out, order = "random";
+  long long size = 0;
+  std::uint64_t seed = 0;
+  bool json = false;
+};
+
+void group(const GroupArgs& a) {
+  if (a.size < 1) throw InputError(fmt::format("--size {} is impossible: give 1 or more samples per file", a.size));
+  std::error_code ec;
+  const pipeline::Dataset source = std::filesystem::is_regular_file(a.data, ec) ? pipeline::open_file_list(a.data)
+                                                                                : pipeline::open_image_folder(a.data);
+  const pipeline::GroupedDatasetSummary s =
+      pipeline::write_grouped_dataset(source, a.out, static_cast<std::size_t>(a.size), a.order, a.seed);
+  if (a.json) {
+    const nlohmann::json j = {{"data", a.data},       {"out", a.out},
+                              {"group_size", a.size}, {"order", a.order},
+                              {"seed", a.seed},       {"samples", s.samples},
+                              {"files", s.files},     {"total_bytes", s.total_bytes}};
+    std::cout << j.dump(2) << '\n';
+    return;
+  }
+  std::cout << fmt::format("wrote {} samples of {} in {} files of {} to {}\n", s.samples, a.data, s.files, a.size,
+                           a.out);
+  std::cout << fmt::format("train on it: gpemu train --data {} (files are shuffled as units, read by groups)\n", a.out);
+}
+
 }  // namespace
 
 void add_dataset_command(CLI::App& app) {
@@ -75,6 +102,20 @@ void add_dataset_command(CLI::App& app) {
   s->add_option("--seed", a->seed, "Seed")->capture_default_str();
   s->add_flag("--json", a->json, "Machine-readable output");
   s->callback([a] { synth(*a); });
+
+  auto g = std::make_shared<GroupArgs>();
+  auto* gc = cmd->add_subcommand(
+      "group", "Pack a dataset's samples N to a file with an index (GPEmu's file grouping: one seek per file)");
+  gc->add_option("--data", g->data, "ImageFolder (or a file list) to pack")->required();
+  gc->add_option("--out", g->out, "New or empty folder to write (group-NNNNNNNN.bin and index.tsv)")->required();
+  gc->add_option("--size", g->size, "Samples per file")->required();
+  gc->add_option("--order", g->order,
+                 "random: a seeded mix of samples in each file; sequential: the dataset's order (by class for an "
+                 "ImageFolder)")
+      ->capture_default_str();
+  gc->add_option("--seed", g->seed, "Seed of the random order")->capture_default_str();
+  gc->add_flag("--json", g->json, "Machine-readable output");
+  gc->callback([g] { group(*g); });
 }
 
 }  // namespace gpemu::cli

@@ -38,6 +38,7 @@ struct TrainArgs {
   std::string cache_policy = "minio";
   std::string storage;           // modelled loader: a storage device
   std::string page_cache_bytes;  // modelled loader: the page cache in front of it; empty: unlimited
+  int group_size = 1;            // samples per file (virtual datasets), shuffled and read by groups
   bool cold = false;
   std::string trace;
   std::string report;
@@ -81,6 +82,7 @@ void reject_for_dlio(CLI::App* cmd) {
                                              "--cache-policy",
                                              "--storage",
                                              "--page-cache-bytes",
+                                             "--group-size",
                                              "--cold",
                                              "--read-method",
                                              "--cores",
@@ -190,7 +192,16 @@ void train(const TrainArgs& a, CLI::App* cmd) {
   } else {
     if (a.iterations >= 0) spec.schedule.max_iterations = a.iterations;
     spec.data.dataset =
-        virtual_data ? pipeline::virtual_dataset(j.virtual_dataset, j.seed) : pipeline::open_image_folder(data_dir);
+        virtual_data ? pipeline::virtual_dataset(j.virtual_dataset, j.seed) : pipeline::open_dataset_folder(data_dir);
+    if (a.group_size > 1) {
+      if (!virtual_data)
+        throw InputError(fmt::format(
+            "--group-size {} packs a dataset described by sizes (--virtual-dataset); files are packed by 'gpemu "
+            "dataset group --size {}', whose folder --data then reads by groups",
+            a.group_size, a.group_size));
+      spec.data.dataset = pipeline::grouped(spec.data.dataset, static_cast<std::size_t>(a.group_size));
+    }
+    spec.data.loader.group_size = spec.data.dataset.group_size;
     dataset_images = spec.data.dataset.size();
     dataset_bytes = spec.data.dataset.total_bytes();
     if (clock_kind == ClockKind::Virtual) {
@@ -277,6 +288,7 @@ void train(const TrainArgs& a, CLI::App* cmd) {
                            {"cache_bytes", cache_bytes},
                            {"cache_policy", pipeline::to_string(cache_policy)},
                            {"storage", a.storage},
+                           {"group_size", spec.data.dataset.group_size},
                            {"cold", a.cold},
                            {"read_method", pipeline::to_string(read_method)}};
   if (j.model.seq_len > 0) config["seq_len"] = j.model.seq_len;
@@ -314,6 +326,7 @@ void train(const TrainArgs& a, CLI::App* cmd) {
       out["dataset_bytes"] = dataset_bytes;
       nlohmann::json reads = train::loader_stats_json(rec.loader_stats, dataset_bytes);
       reads["cache_bytes"] = cache_bytes;
+      reads["group_size"] = spec.data.dataset.group_size;
       reads["cache_policy"] = cache_bytes > 0 ? nlohmann::json(pipeline::to_string(cache_policy)) : nlohmann::json();
       if (clock_kind == ClockKind::Virtual) {
         const pipeline::LoaderModelOptions& m = spec.data.model;
@@ -411,6 +424,11 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--storage", a->storage,
                   "Modelled loader (--clock virtual): read from a modelled device, hdd, ssd, nvme, nfs or a JSON file "
                   "(default: every read from memory)");
+  cmd->add_option("--group-size", a->group_size,
+                  "With --virtual-dataset: pack the samples N to a file, shuffle and shard whole files, and read a "
+                  "file's samples with one request (GPEmu's file grouping)")
+      ->capture_default_str()
+      ->check(whole_number_in(1, 1 << 20));
   cmd->add_option("--page-cache-bytes", a->page_cache_bytes,
                   "With --storage: the page cache in front of it (LRU), e.g. 4G; 0: none (default: unlimited)")
       ->check(byte_size());

@@ -885,7 +885,7 @@ nlohmann::json run_dlio_workload(const DlioWorkload& w, const DlioRunOptions& o)
       std::unique_ptr<pipeline::BatchSource> src;
       const HostMemoryKind mem = lo.pin_memory ? HostMemoryKind::Pinned : HostMemoryKind::Pageable;
       if (d.synthetic) {
-        pipeline::SamplerOptions so{lo.shuffle, lo.seed, lo.rank, lo.world_size, lo.drop_uneven_shards};
+        const pipeline::SamplerOptions so = pipeline::sampler_options(lo);
         src = std::make_unique<pipeline::SyntheticSource>(clk, pipeline::Sampler(ds->size(), so),
                                                           static_cast<int>(batch), record, mem);
       } else {
@@ -895,7 +895,7 @@ nlohmann::json run_dlio_workload(const DlioWorkload& w, const DlioRunOptions& o)
         src = std::make_unique<pipeline::PipelineSource>(clk, *ds, lo, so);
       }
       if (!modelled_loading) return src;
-      pipeline::SamplerOptions so{lo.shuffle, lo.seed, lo.rank, lo.world_size, lo.drop_uneven_shards};
+      const pipeline::SamplerOptions so = pipeline::sampler_options(lo);
       return std::make_unique<ModelledLoading>(std::move(src), tl, storage_link(tl), w.reader.read_threads,
                                                std::max(1, w.reader.prefetch_size), w.reader.preprocess_time,
                                                derive_seed(static_cast<std::uint64_t>(w.train.seed), rank, 3), *ds, so,

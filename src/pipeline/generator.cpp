@@ -11,6 +11,7 @@
 #include "common/interrupt.h"
 #include "common/random.h"
 #include "gpemu/error.h"
+#include "pipeline/dataset_folder.h"
 #include "pipeline/npy.h"
 #include "pipeline/tfrecord.h"
 
@@ -19,13 +20,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Each file appears whole (a killed run leaves at most a "*.tmp-<pid>" that no
-// reader takes for data), and a failed write carries the OS reason.
 void write_file(const fs::path& path, std::span<const std::byte> head, std::span<const std::byte> body = {}) {
-  AtomicFile out(path, "dataset file");
-  out.write(head.data(), head.size());
-  out.write(body.data(), body.size());
-  out.commit();
+  write_dataset_file(path, head, body);
 }
 
 void make_dir(const fs::path& dir) {
@@ -175,12 +171,20 @@ ImageDatasetSummary generate_image_dataset(const fs::path& dir, int num_classes,
   return s;
 }
 
-ImageDatasetSummary synthesize_image_folder(const fs::path& dir, int num_classes, std::size_t num_images,
-                                            std::uint64_t seed, double median_kb) {
+// Each file appears whole (a killed run leaves at most a "*.tmp-<pid>" that no
+// reader takes for data), and a failed write carries the OS reason.
+void write_dataset_file(const fs::path& path, std::span<const std::byte> head, std::span<const std::byte> body) {
+  AtomicFile out(path, "dataset file");
+  out.write(head.data(), head.size());
+  out.write(body.data(), body.size());
+  out.commit();
+}
+
+void write_new_dataset_folder(const fs::path& dir, const std::string& what, const std::function<void()>& write) {
   std::error_code ec;
-  const bool existed = exists_or_throw(dir, "dataset synth --out");
+  const bool existed = exists_or_throw(dir, what);
   if (existed) {
-    if (!is_folder(dir, "dataset synth --out")) throw InputError("'" + dir.string() + "' exists and is not a folder");
+    if (!is_folder(dir, what)) throw InputError("'" + dir.string() + "' exists and is not a folder");
     if (!fs::is_empty(dir, ec))
       throw InputError("'" + dir.string() +
                        "' is not empty; give a new or empty folder (a dataset written into it "
@@ -190,9 +194,8 @@ ImageDatasetSummary synthesize_image_folder(const fs::path& dir, int num_classes
   const fs::path incomplete = dir / kIncompleteDatasetMarker;
   try {
     write_file(incomplete, {});
-    const ImageDatasetSummary s = generate_image_dataset(dir, num_classes, num_images, seed, median_kb);
+    write();
     fs::remove(incomplete);
-    return s;
   } catch (...) {
     // Only what this call created: the folder was empty or absent.
     if (existed) {
@@ -202,6 +205,14 @@ ImageDatasetSummary synthesize_image_folder(const fs::path& dir, int num_classes
     }
     throw;
   }
+}
+
+ImageDatasetSummary synthesize_image_folder(const fs::path& dir, int num_classes, std::size_t num_images,
+                                            std::uint64_t seed, double median_kb) {
+  ImageDatasetSummary s;
+  write_new_dataset_folder(dir, "dataset synth --out",
+                           [&] { s = generate_image_dataset(dir, num_classes, num_images, seed, median_kb); });
+  return s;
 }
 
 std::vector<std::byte> dlio_record_bytes(std::uint64_t seed, std::size_t file, std::size_t sample,

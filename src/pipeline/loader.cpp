@@ -98,8 +98,7 @@ struct DataLoader::Impl {
   Impl(Dataset ds, LoaderOptions o)
       : dataset(std::move(ds)),
         opt(std::move(o)),
-        sampler(dataset.size(),
-                SamplerOptions{opt.shuffle, opt.seed, opt.rank, opt.world_size, opt.drop_uneven_shards}),
+        sampler(dataset.size(), sampler_options(opt)),
         origin(std::chrono::steady_clock::now()) {
     images = opt.decode_images && dataset.samples.front().format == SampleFormat::Jpeg;
     cache = opt.cache

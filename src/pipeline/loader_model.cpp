@@ -24,16 +24,6 @@ void validate(const LoaderOptions& o, const LoaderModelOptions& m) {
     throw InputError("loader model: cores and loader threads must not be negative");
 }
 
-SamplerOptions sampler_options(const LoaderOptions& o) {
-  SamplerOptions s;
-  s.shuffle = o.shuffle;
-  s.seed = o.seed;
-  s.rank = o.rank;
-  s.world_size = o.world_size;
-  s.drop_uneven = o.drop_uneven_shards;
-  return s;
-}
-
 }  // namespace
 
 SampleCost model_sample_cost(const Sample& sample, bool decode_images, const LoaderModelOptions& m) {
@@ -80,9 +70,13 @@ Duration ModelledLoader::scaled(Duration d) const {
   return share_ == 1.0 ? d : static_cast<Duration>(std::llround(static_cast<double>(d) * share_));
 }
 
-// One sample's read and decode by a worker whose step starts at t; t moves to
-// its end. Returns the time spent reading (the rest decoded).
-Duration ModelledLoader::sample_step(std::size_t idx, Time& t) {
+// The worker's next sample: its read and decode, starting at t; t moves to
+// its end. Returns the time spent reading (the rest decoded). A read from the
+// device takes the run of samples that follow it in the batch and in the file
+// (a group's samples, one seek); those then read from memory.
+Duration ModelledLoader::sample_step(WorkerState& ws, Time& t) {
+  const std::vector<std::size_t>& batch = batches_[ws.batch];
+  const std::size_t idx = batch[ws.pos];
   const Sample& s = dataset_.samples[idx];
   const Time t0 = t;
   const double bytes = static_cast<double>(s.length);
@@ -96,11 +90,21 @@ Duration ModelledLoader::sample_step(std::size_t idx, Time& t) {
     t += scaled(copy());
   } else {
     if (admission_.capacity > 0) ++stats_.cache_misses;
-    if (storage_ && !page_cache_->access(idx, s.length)) {
+    const bool fetched = ws.pos < ws.fetched_until;
+    if (storage_ && !page_cache_->access(idx, s.length) && !fetched) {
       ++stats_.page_cache_misses;
-      stats_.storage_bytes += s.length;
+      std::uint64_t bytes_run = s.length;
+      std::size_t end = ws.pos + 1;
+      for (; end < batch.size(); ++end) {
+        const Sample& prev = dataset_.samples[batch[end - 1]];
+        const Sample& next = dataset_.samples[batch[end]];
+        if (next.path != prev.path || next.offset != prev.offset + prev.length) break;
+        bytes_run += next.length;
+      }
+      ws.fetched_until = end;
+      stats_.storage_bytes += bytes_run;
       ++stats_.storage_requests;
-      t = storage_->serve(t + scaled(model_.read_per_sample), s.length);
+      t = storage_->serve(t + scaled(model_.read_per_sample), bytes_run);
     } else {
       if (storage_) ++stats_.page_cache_hits;
       t += scaled(model_.read_per_sample + copy());
@@ -154,13 +158,13 @@ Time ModelledLoader::simulate_until_finished(std::size_t i) {
     if (ws.batch == SIZE_MAX) {
       ws.batch = ws.next_batch;
       ws.next_batch += workers;
-      ws.pos = 0;
+      ws.pos = ws.fetched_until = 0;
       ws.t = ws.started = best_t;
       ws.read = ws.decode = 0;
     }
     const std::vector<std::size_t>& batch = batches_[ws.batch];
     const Time before = ws.t;
-    const Duration read = sample_step(batch[ws.pos], ws.t);
+    const Duration read = sample_step(ws, ws.t);
     ws.read += read;
     ws.decode += ws.t - before - read;
     if (++ws.pos < batch.size()) continue;

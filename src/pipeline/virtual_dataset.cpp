@@ -117,6 +117,23 @@ std::vector<std::uint64_t> parse_sample_sizes(std::string_view text, const std::
   return sizes;
 }
 
+Dataset grouped(const Dataset& dataset, std::size_t group_size) {
+  if (group_size < 1) throw InputError("a group size of 0 is impossible: give 1 (no groups) or more samples per file");
+  Dataset g = dataset;
+  if (group_size == 1) return g;
+  std::uint64_t offset = 0;
+  for (std::size_t i = 0; i < g.samples.size(); ++i) {
+    if (i % group_size == 0) offset = 0;
+    Sample& s = g.samples[i];
+    s.path = fmt::format("{}/group-{}", dataset.root, i / group_size);
+    s.offset = offset;
+    offset += s.length;
+  }
+  g.root = fmt::format("{} in groups of {}", dataset.root, group_size);
+  g.group_size = group_size;
+  return g;
+}
+
 Dataset virtual_dataset(std::string_view spec, std::uint64_t seed) {
   for (const Preset& p : kPresets) {
     if (spec != p.name) continue;

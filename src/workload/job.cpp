@@ -401,8 +401,10 @@ Job::Job(Clock& clock, const CostModel& costs, JobSpec spec)
     if (per_epoch == 0 && d.source == DataSource::Synthetic && !d.synthetic_over_dataset) {
       per_epoch = d.synthetic_batches;
     } else if (per_epoch == 0 && d.source != DataSource::Custom && d.dataset.size() > 0) {
-      const pipeline::Sampler sampler(d.dataset.size(), pipeline::SamplerOptions{d.loader.shuffle, d.loader.seed, 0,
-                                                                                 gpus, d.loader.drop_uneven_shards});
+      pipeline::LoaderOptions lo = d.loader;
+      lo.rank = 0;
+      lo.world_size = gpus;
+      const pipeline::Sampler sampler(d.dataset.size(), pipeline::sampler_options(lo));
       const auto b = static_cast<std::size_t>(spec_.batch_size);
       const bool drop_last = d.loader.drop_last || d.source == DataSource::Synthetic;
       per_epoch = static_cast<std::int64_t>(drop_last ? sampler.size() / b : (sampler.size() + b - 1) / b);
@@ -846,7 +848,7 @@ std::vector<std::function<void()>> Job::host_threads(JobObserver* observer) {
         const std::uint64_t bytes =
             d.synthetic_bytes_per_sample > 0 ? d.synthetic_bytes_per_sample : cost_.input_bytes_per_sample;
         if (d.synthetic_over_dataset) {
-          pipeline::SamplerOptions so{lo.shuffle, lo.seed, lo.rank, lo.world_size, lo.drop_uneven_shards};
+          const pipeline::SamplerOptions so = pipeline::sampler_options(lo);
           return std::make_unique<pipeline::SyntheticSource>(clock_, pipeline::Sampler(d.dataset.size(), so), batch,
                                                              bytes, mem);
         }

@@ -228,6 +228,40 @@ TEST(CliTrain, StorageCachesAndTheirFiguresInTheJson) {
             std::string::npos);
 }
 
+TEST(CliTrain, GroupedFilesAreReadWithFewerRequests) {
+  const std::string base =
+      "train --virtual-dataset imagenette10g --clock virtual --epochs 1 --json --storage hdd --model alexnet -b 256 ";
+  auto single = json_of(run_gpemu(base));
+  auto grouped = json_of(run_gpemu(base + "--group-size 64"));
+  EXPECT_EQ(single["reads"]["storage_requests"], 87473);
+  // 1,367 files of 64; a batch of 256 that cuts a file reads its rest apart.
+  EXPECT_GE(grouped["reads"]["storage_requests"].get<int>(), 1367);
+  EXPECT_LT(grouped["reads"]["storage_requests"].get<int>(), 2 * 1367);
+  EXPECT_EQ(grouped["reads"]["group_size"], 64);
+  EXPECT_EQ(grouped["reads"]["bytes_from_storage"], single["reads"]["bytes_from_storage"]);
+  EXPECT_LT(grouped["epoch_times_s"][0].get<double>(), single["epoch_times_s"][0].get<double>() / 2);
+  Outcome folder = run_gpemu("train --clock real --data /tmp --group-size 8 -n 1");
+  EXPECT_NE(folder.status, 0);
+  EXPECT_NE(folder.err.find("--group-size 8"), std::string::npos) << folder.err;
+}
+
+TEST(CliTrain, ADatasetGroupedOnDiskTrainsByGroups) {
+  TempFolder dir;
+  const std::string images = make_dataset(dir), groups = (dir / "groups").string();
+  auto g = json_of(run_gpemu("dataset group --data " + images + " --out " + groups + " --size 4 --json"));
+  EXPECT_EQ(g["files"], 4);
+  EXPECT_EQ(g["samples"], 16);
+  auto j = json_of(run_gpemu("train --data " + groups + " --clock real -b 4 --workers 1 --epochs 1 --json"));
+  EXPECT_EQ(j["dataset_images"], 16);
+  EXPECT_EQ(j["reads"]["group_size"], 4);
+  EXPECT_EQ(j["samples"], 16);
+  EXPECT_EQ(j["reads"]["bytes_read"], g["total_bytes"]);
+  Outcome again = run_gpemu("dataset group --data " + images + " --out " + groups + " --size 4");
+  EXPECT_NE(again.status, 0);  // not empty: refused, nothing touched
+  EXPECT_NE(again.err.find("not empty"), std::string::npos) << again.err;
+  EXPECT_NE(run_gpemu("dataset group --data " + images + " --out " + groups + "2 --size 0").status, 0);
+}
+
 TEST(CliTrain, BadOptionsAreOneLine) {
   for (std::string args :
        {"train --gpus 0 -n 1", "train --synthetic --data /tmp -n 1", "train --pin-mode glue -n 1",

@@ -95,5 +95,77 @@ TEST(Sampler, RejectsBadRank) {
   EXPECT_THROW(Sampler(10, {false, 0, 0, 0, false}), InputError);
 }
 
+TEST(Sampler, GroupsAreShuffledAndShardedWholeInFileOrder) {
+  SamplerOptions o;
+  o.shuffle = true;
+  o.seed = 3;
+  o.group_size = 4;
+  const Sampler one(10, o);  // groups {0-3}, {4-7}, {8, 9}
+  EXPECT_EQ(one.size(), 10u);
+  for (std::uint64_t epoch = 0; epoch < 4; ++epoch) {
+    const std::vector<std::size_t> order = one.indices(epoch);
+    ASSERT_EQ(order.size(), 10u);
+    std::vector<std::size_t> sorted = order;
+    std::sort(sorted.begin(), sorted.end());
+    std::vector<std::size_t> all(10);
+    std::iota(all.begin(), all.end(), std::size_t{0});
+    EXPECT_EQ(sorted, all);
+    // Each group's samples come together and in file order.
+    for (std::size_t i = 0; i < order.size(); ++i) {
+      const bool starts_group = order[i] % 4 == 0;
+      if (!starts_group) EXPECT_EQ(order[i], order[i - 1] + 1) << "epoch " << epoch << " position " << i;
+    }
+  }
+  EXPECT_NE(one.indices(0), one.indices(1));  // the groups' order changes with the epoch
+
+  o.world_size = 2;
+  o.rank = 1;
+  const Sampler half(16, o);  // 4 groups, 2 per rank
+  EXPECT_EQ(half.size(), 8u);
+  const std::vector<std::size_t> mine = half.indices(0);
+  EXPECT_EQ(mine.size(), 8u);
+  EXPECT_EQ(mine[0] % 4, 0u);
+  EXPECT_EQ(mine[4] % 4, 0u);
+  o.rank = 0;
+  std::vector<std::size_t> both = Sampler(16, o).indices(0);
+  both.insert(both.end(), mine.begin(), mine.end());
+  std::sort(both.begin(), both.end());
+  EXPECT_EQ(std::adjacent_find(both.begin(), both.end()), both.end());  // disjoint shards
+  EXPECT_EQ(both.size(), 16u);
+  try {
+    Sampler(10, o);  // a partial group cannot be shared by two ranks
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("partial group"), std::string::npos) << e.what();
+  }
+  o.group_size = 0;
+  EXPECT_THROW(Sampler(10, o), InputError);
+}
+
+TEST(Sampler, GroupedDatasetsPackSamplesInOrder) {
+  Dataset d;
+  d.root = "virtual:five";
+  for (std::uint64_t b : {10, 20, 30, 40, 50}) {
+    Sample s;
+    s.path = "virtual:five/x";
+    s.length = b;
+    s.label = static_cast<std::int64_t>(b);
+    d.samples.push_back(s);
+  }
+  const Dataset g = grouped(d, 2);
+  ASSERT_EQ(g.size(), 5u);
+  EXPECT_EQ(g.samples[0].path, "virtual:five/group-0");
+  EXPECT_EQ(g.samples[1].path, "virtual:five/group-0");
+  EXPECT_EQ(g.samples[1].offset, 10u);
+  EXPECT_EQ(g.samples[2].path, "virtual:five/group-1");
+  EXPECT_EQ(g.samples[2].offset, 0u);
+  EXPECT_EQ(g.samples[3].offset, 30u);
+  EXPECT_EQ(g.samples[4].path, "virtual:five/group-2");
+  EXPECT_EQ(g.samples[4].label, 50);
+  EXPECT_EQ(g.total_bytes(), d.total_bytes());
+  EXPECT_EQ(grouped(d, 1).samples[3].path, "virtual:five/x");
+  EXPECT_THROW(grouped(d, 0), InputError);
+}
+
 }  // namespace
 }  // namespace gpemu::pipeline

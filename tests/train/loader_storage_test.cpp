@@ -131,6 +131,40 @@ TEST(LoaderStorage, LoaderCachePoliciesAdmitByTheirRules) {
   EXPECT_LT(hits[0], hits[1]);
 }
 
+TEST(LoaderStorage, AGroupIsReadWithOneRequest) {
+  // Eight 100 KB samples, four to a file: a batch of four is one file, one
+  // request of 1 ms + 4 ms, where single files take four of 2 ms.
+  for (const std::size_t k : {1u, 4u}) {
+    auto clock = make_virtual_clock();
+    pipeline::LoaderOptions o = loader_options(4, 1);
+    o.group_size = k;
+    ModelledLoader l(*clock, pipeline::grouped(memory_dataset(8), k), o, through_disk(0));
+    l.begin_epoch(0);
+    const std::vector<Time> ready = ready_times(l, *clock);
+    const pipeline::LoaderStats s = l.stats();
+    if (k == 1) {
+      EXPECT_EQ(ready, (std::vector<Time>{8 * ms, 16 * ms}));
+      EXPECT_EQ(s.storage_requests, 8u);
+    } else {
+      EXPECT_EQ(ready, (std::vector<Time>{5 * ms, 10 * ms}));
+      EXPECT_EQ(s.storage_requests, 2u);
+      EXPECT_EQ(s.storage_bytes, 800000u);
+    }
+  }
+  // Groups of three in batches of four: a batch ends inside a group, whose
+  // rest the next batch reads with a request of its own.
+  auto clock = make_virtual_clock();
+  pipeline::LoaderOptions o = loader_options(4, 1);
+  o.shuffle = false;
+  o.group_size = 3;
+  ModelledLoader l(*clock, pipeline::grouped(memory_dataset(6), 3), o, through_disk(0));
+  l.begin_epoch(0);
+  // Batch 0: group 0 (1 + 3 ms), then sample 3 of group 1 (1 + 1 ms) -> 6 ms;
+  // batch 1: samples 4-5 of group 1 (1 + 2 ms) -> 9 ms.
+  EXPECT_EQ(ready_times(l, *clock), (std::vector<Time>{6 * ms, 9 * ms}));
+  EXPECT_EQ(l.stats().storage_requests, 3u);
+}
+
 TEST(LoaderStorage, DescribesItsStorageAndCaches) {
   auto clock = make_virtual_clock();
   LoaderModelOptions m = through_disk(0);
