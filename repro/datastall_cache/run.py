@@ -20,7 +20,8 @@ def main():
     item = repro.Item("datastall_cache", "DataStall Fig. 4(b): fetch stall vs share cached, ResNet-18, HDD", args,
                       HERE)
     if args.clock == "real":
-        sys.exit("datastall_cache: --clock real is not built: it needs an HDD and a cgroup memory limit")
+        print("datastall_cache: skipped: --clock real is not built: it needs an HDD and a cgroup memory limit")
+        return 0
     ref = {}
     for r in repro.read_reference("datastall_cache.csv"):
         ref[(r["series"], int(r["at"]["cached_pct"]))] = r["value"]

@@ -20,7 +20,8 @@ def main():
     args = repro.arguments(__doc__.splitlines()[0]).parse_args()
     item = repro.Item("datastall_cpu", "DataStall Fig. 5: images/s vs CPU cores, 1 emulated V100", args, HERE)
     if args.clock == "real":
-        sys.exit("datastall_cpu: --clock real is not built: the sweep is of CPU cores this machine does not have")
+        print("datastall_cpu: skipped: --clock real is not built: the sweep is of CPU cores this machine does not have")
+        return 0
     ref = {}
     for r in repro.read_reference("datastall_cpu.csv"):
         ref[(r["series"], int(r["at"]["cores"]))] = r["value"]

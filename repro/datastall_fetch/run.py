@@ -22,7 +22,8 @@ def main():
     item = repro.Item("datastall_fetch", "DataStall Fig. 3: fetch stall per model, 8 V100s (GPEmu mode), SSD",
                       args, HERE)
     if args.clock == "real":
-        sys.exit("datastall_fetch: --clock real is not built: it needs an SSD and a cgroup memory limit")
+        print("datastall_fetch: skipped: --clock real is not built: it needs an SSD and a cgroup memory limit")
+        return 0
     ref = {}
     for r in repro.read_reference("datastall_fetch.csv"):
         ref[(r["at"]["model"], r["reference_kind"])] = r["value"] * 100.0

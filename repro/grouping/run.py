@@ -19,7 +19,8 @@ def main():
     args = repro.arguments(__doc__.splitlines()[0]).parse_args()
     item = repro.Item("grouping", "File grouping: AlexNet, 2 P100s (GPEmu mode), HDD, cold epoch", args, HERE)
     if args.clock == "real":
-        sys.exit("grouping: --clock real is not built: it needs an HDD and grouped files on it")
+        print("grouping: skipped: --clock real is not built: it needs an HDD and grouped files on it")
+        return 0
     ref = {}
     for r in repro.read_reference("grouping.csv"):
         if "group_size" in r["at"]:
