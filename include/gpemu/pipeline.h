@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <functional>
 #include <list>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -473,6 +474,7 @@ class PageCacheModel {
   // used); a miss makes it resident, evicting the least recently used
   // samples, unless it is larger than the capacity.
   bool access(std::size_t key, std::uint64_t bytes);
+  bool contains(std::size_t key) const { return where_.count(key) != 0; }  // without touching it
   void clear();
   std::uint64_t capacity_bytes() const { return capacity_; }
   std::uint64_t resident_bytes() const { return used_; }
@@ -841,6 +843,13 @@ struct LoaderOptions {
   // construction when io_uring is unavailable (built without liburing, or
   // refused by the kernel or a sandbox). Combines with direct_io.
   ReadMethod read_method = ReadMethod::Pread;
+  // Superbatches (GPEmu's async loader): with IoUring, a worker that starts
+  // the first of k of its batches submits the reads of all k at once and
+  // keeps the later ones' bytes (a copy, up to k batches of raw bytes per
+  // worker) until it builds them. 1: a batch's reads only. Needs IoUring
+  // (InputError otherwise); the modelled loader submits them to its storage
+  // model the same way.
+  std::size_t superbatch = 1;
   // Samples per file of a grouped dataset: the sampler shuffles and shards
   // groups (sampler.h); 1: samples.
   std::size_t group_size = 1;
@@ -1188,9 +1197,15 @@ class ModelledLoader : public BatchSource {
   // With a storage device or a loader cache: workers' sample reads simulated
   // in time order (the storage queue and the caches see them as they happen).
   bool simulated() const { return storage_ != nullptr || admission_.capacity > 0; }
+  // io_uring reads or superbatches with a storage device: a worker submits
+  // whole batches' reads at once.
+  bool submits_batches() const {
+    return storage_ != nullptr && (options_.read_method == ReadMethod::IoUring || options_.superbatch > 1);
+  }
   Time simulate_until_finished(std::size_t i);
   struct WorkerState;
   Duration sample_step(WorkerState& ws, Time& t);
+  void submit_reads(WorkerState& ws, Time t);
   Duration scaled(Duration d) const;
 
   Clock& clock_;
@@ -1219,6 +1234,9 @@ class ModelledLoader : public BatchSource {
     std::size_t batch = SIZE_MAX;
     std::size_t pos = 0;
     std::size_t fetched_until = 0;  // batch positions before this were read by one request with an earlier one
+    // Submitted batches: per position, when its bytes are in memory; -1: a
+    // cache or page-cache hit, read at its turn.
+    std::map<std::size_t, std::vector<Time>> ready;
     Time t = 0;
     Time started = 0;
     Duration read = 0, decode = 0;

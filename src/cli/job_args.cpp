@@ -96,6 +96,11 @@ void add_job_options(CLI::App* cmd, JobArgs& a) {
                   "How loader workers read samples: 'pread' (one at a time) or 'io_uring' (all of a batch's reads "
                   "at once; needs liburing and a kernel that allows io_uring)")
       ->capture_default_str();
+  cmd->add_option("--superbatch", a.superbatch,
+                  "A loader worker submits the reads of k of its batches at once (GPEmu's async loader; io_uring "
+                  "reads in the real loader, queued together at the modelled storage)")
+      ->capture_default_str()
+      ->check(whole_number_in(1, 4096));
   cmd->add_option("--cores", a.cores,
                   "Modelled loader (virtual clock): CPU cores the loaders share (default: this machine's)");
   cmd->add_option("--decode-us", a.decode_us,
@@ -204,6 +209,8 @@ JobSpec job_spec(const JobArgs& a) {
   lo.seed = a.seed;
   lo.world_size = a.gpus;
   lo.read_method = pipeline::parse_read_method(a.read_method);
+  if (a.superbatch > 1) lo.read_method = pipeline::ReadMethod::IoUring;  // a superbatch is io_uring reads
+  lo.superbatch = static_cast<std::size_t>(a.superbatch);
   s.data.model.cores = a.cores;
   if (a.decode_us >= 0)
     s.data.model.decode_per_sample = static_cast<Duration>(std::llround(a.decode_us * kMicrosecond));

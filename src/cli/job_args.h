@@ -58,6 +58,7 @@ struct JobArgs {
   std::string host_memory;               // older spelling: pinned / pageable
   std::string pin_mode = "auto";
   std::string read_method = "pread";
+  int superbatch = 1;  // batches whose reads a worker submits at once (io_uring)
   int cores = 0;
   double decode_us = -1;  // modelled loader's CPU costs per decoded JPEG; -1: the model's defaults
   double decode_ns_per_byte = -1;

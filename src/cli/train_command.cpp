@@ -85,6 +85,7 @@ void reject_for_dlio(CLI::App* cmd) {
                                              "--group-size",
                                              "--cold",
                                              "--read-method",
+                                             "--superbatch",
                                              "--cores",
                                              "--decode-us",
                                              "--decode-ns-per-byte",
@@ -218,8 +219,10 @@ void train(const TrainArgs& a, CLI::App* cmd) {
       } else if (a.cold) {
         notes.push_back("--cold has no effect on the modelled loader without --storage (every read is a memory read)");
       }
-      if (read_method != pipeline::ReadMethod::Pread)
-        notes.push_back("--read-method has no effect on the modelled loader (it reads no files)");
+      if (read_method != pipeline::ReadMethod::Pread && a.storage.empty())
+        notes.push_back(
+            "--read-method and --superbatch have no effect on the modelled loader without --storage (every read is a "
+            "memory read)");
     } else {
       if (cache_bytes > 0)  // one per machine
         spec.data.loader.cache = std::make_shared<pipeline::LoaderCache>(
@@ -326,6 +329,7 @@ void train(const TrainArgs& a, CLI::App* cmd) {
       out["dataset_bytes"] = dataset_bytes;
       nlohmann::json reads = train::loader_stats_json(rec.loader_stats, dataset_bytes);
       reads["cache_bytes"] = cache_bytes;
+      reads["superbatch"] = spec.data.loader.superbatch;
       reads["group_size"] = spec.data.dataset.group_size;
       reads["cache_policy"] = cache_bytes > 0 ? nlohmann::json(pipeline::to_string(cache_policy)) : nlohmann::json();
       if (clock_kind == ClockKind::Virtual) {

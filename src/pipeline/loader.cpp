@@ -32,6 +32,16 @@ struct Task {
   std::uint64_t epoch = 0;
   std::size_t index = 0;
   std::vector<std::size_t> indices;
+  // Superbatch: the first of a worker's k batches carries the later ones, to read with it.
+  std::vector<std::pair<std::size_t, std::vector<std::size_t>>> ahead;
+};
+
+// A later batch's bytes, read with an earlier one of its superbatch.
+struct Stored {
+  std::uint64_t generation = 0;
+  std::vector<std::vector<std::byte>> bytes;  // per position in the batch
+  std::vector<std::string> errors;
+  std::vector<char> from_cache;  // counted as a hit when read, not as a read
 };
 
 struct Result {
@@ -51,8 +61,9 @@ struct WorkerContext {
   WorkerContext(int id, const LoaderOptions& o, const FileReader::NoteFn& note) : id(id), reader(o.direct_io, note) {
     // The ring holds a whole batch, so all of its reads can be in flight at once.
     if (o.read_method == ReadMethod::IoUring)
-      uring = std::make_unique<IoUringReader>(static_cast<unsigned>(std::min<std::size_t>(o.batch_size, 1u << 16)),
-                                              o.direct_io, note);
+      uring = std::make_unique<IoUringReader>(
+          static_cast<unsigned>(std::min<std::size_t>(o.batch_size * std::max<std::size_t>(o.superbatch, 1), 4096)),
+          o.direct_io, note);
   }
   int id;
   FileReader reader;
@@ -61,6 +72,8 @@ struct WorkerContext {
   std::vector<ReadRequest> requests;      // the batch's cache misses
   std::vector<std::size_t> request_slot;  // their positions in the batch
   std::vector<Fetched> fetched;           // per position in the batch
+  std::map<std::size_t, Stored> stored;   // superbatch: later batches' bytes, by batch index
+  Stored stored_in_use;                   // the batch being built from kept bytes
 };
 
 void validate(const LoaderOptions& o, const Dataset& ds) {
@@ -81,6 +94,10 @@ void validate(const LoaderOptions& o, const Dataset& ds) {
   }
   if (ds.samples.empty()) bad("dataset '" + ds.root + "' has no samples");
   if (o.read_method == ReadMethod::IoUring && !io_uring_support().available) bad(io_uring_support().message());
+  if (o.superbatch < 1 || o.superbatch > 4096) bad("superbatch " + std::to_string(o.superbatch) + " must be 1 to 4096");
+  if (o.superbatch > 1 && o.read_method != ReadMethod::IoUring)
+    bad("a superbatch of " + std::to_string(o.superbatch) +
+        " submits several batches' reads at once, which needs io_uring reads (read method 'io_uring')");
   if (o.decode_images) {
     bool jpeg = false, bytes = false;
     for (const auto& s : ds.samples) (s.format == SampleFormat::Jpeg ? jpeg : bytes) = true;
@@ -192,6 +209,31 @@ struct DataLoader::Impl {
     ctx.fetched.assign(task.indices.size(), Fetched{});
     ctx.requests.clear();
     ctx.request_slot.clear();
+    // Read with an earlier batch of its superbatch: take the kept bytes
+    // (what was kept for an abandoned epoch goes).
+    if (!ctx.stored.empty() && ctx.stored.begin()->second.generation != task.generation) ctx.stored.clear();
+    if (auto it = ctx.stored.find(task.index); it != ctx.stored.end()) {
+      Stored& st = it->second;
+      if (st.generation == task.generation) {
+        for (std::size_t k = 0; k < task.indices.size(); ++k) {
+          ctx.fetched[k].bytes = st.bytes[k];
+          ctx.fetched[k].error = st.errors[k];
+          const Sample& s = dataset.samples[task.indices[k]];
+          if (st.from_cache[k]) {
+            ++b.cache_hits;
+          } else if (st.errors[k].empty()) {
+            if (cache) ++b.cache_misses;
+            count_read(s, st.bytes[k], b);
+          }
+        }
+        b.timing.read_ns += now() - t0;
+        // Freed with the next read_ahead; the spans stay valid through this batch's build.
+        ctx.stored_in_use = std::move(st);
+        ctx.stored.erase(it);
+        return;
+      }
+      ctx.stored.erase(it);
+    }
     std::size_t place = 0;
     for (std::size_t k = 0; k < task.indices.size(); ++k) {
       const Sample& s = dataset.samples[task.indices[k]];
@@ -204,8 +246,40 @@ struct DataLoader::Impl {
       ctx.requests.push_back(ReadRequest{s.path, s.offset, s.length, destination});
       ctx.request_slot.push_back(k);
     }
+    // The later batches of a superbatch: their misses join the same submission.
+    const std::size_t own = ctx.requests.size();
+    std::vector<std::pair<std::size_t, std::size_t>> later_slot;  // (ahead batch, position) per extra request
+    std::vector<Stored> later(task.ahead.size());
+    for (std::size_t a = 0; a < task.ahead.size(); ++a) {
+      const std::vector<std::size_t>& indices = task.ahead[a].second;
+      later[a].generation = task.generation;
+      later[a].bytes.resize(indices.size());
+      later[a].errors.resize(indices.size());
+      later[a].from_cache.assign(indices.size(), 0);
+      for (std::size_t k = 0; k < indices.size(); ++k) {
+        const Sample& s = dataset.samples[indices[k]];
+        if (cache) {
+          if (auto c = cache->lookup(s.path, s.offset)) {
+            later[a].bytes[k].assign(c->begin(), c->end());
+            later[a].from_cache[k] = 1;
+            continue;
+          }
+        }
+        ctx.requests.push_back(ReadRequest{s.path, s.offset, s.length, nullptr});
+        later_slot.emplace_back(a, k);
+      }
+    }
     const auto results = ctx.uring->read_batch(ctx.requests);
-    for (std::size_t j = 0; j < results.size(); ++j) {
+    for (std::size_t j = own; j < results.size(); ++j) {
+      const auto [a, k] = later_slot[j - own];
+      if (!results[j].ok()) {
+        later[a].errors[k] = results[j].error;
+        continue;
+      }
+      later[a].bytes[k].assign(results[j].bytes.begin(), results[j].bytes.end());
+    }
+    for (std::size_t a = 0; a < task.ahead.size(); ++a) ctx.stored[task.ahead[a].first] = std::move(later[a]);
+    for (std::size_t j = 0; j < own; ++j) {
       Fetched& f = ctx.fetched[ctx.request_slot[j]];
       if (!results[j].ok()) {
         f.error = results[j].error;
@@ -414,7 +488,13 @@ struct DataLoader::Impl {
     next_deliver_shared = next_deliver;
     while (next_dispatch < plan.size() && next_dispatch - next_deliver < limit) {
       const auto w = next_dispatch % static_cast<std::size_t>(opt.num_workers);
-      queues[w].push_back(Task{generation.load(), epoch, next_dispatch, plan[next_dispatch]});
+      Task task{generation.load(), epoch, next_dispatch, plan[next_dispatch], {}};
+      // The first of each k of this worker's batches reads the next k - 1 with it.
+      const std::size_t workers = static_cast<std::size_t>(opt.num_workers);
+      if (opt.superbatch > 1 && (next_dispatch / workers) % opt.superbatch == 0)
+        for (std::size_t m = 1; m < opt.superbatch && next_dispatch + m * workers < plan.size(); ++m)
+          task.ahead.emplace_back(next_dispatch + m * workers, plan[next_dispatch + m * workers]);
+      queues[w].push_back(std::move(task));
       worker_cv[w].notify_one();
       ++next_dispatch;
     }

@@ -85,13 +85,18 @@ Duration ModelledLoader::sample_step(WorkerState& ws, Time& t) {
                ? ns_from_double(bytes * 1e9 / model_.read_bytes_per_s, bytes / model_.read_bytes_per_s, "s")
                : Duration{0};
   };
+  const auto submitted = ws.ready.find(ws.batch);
+  const Time ready = submitted != ws.ready.end() ? submitted->second[ws.pos] : -1;
   if (admission_.capacity > 0 && cached_[idx]) {
     ++stats_.cache_hits;
     t += scaled(copy());
   } else {
     if (admission_.capacity > 0) ++stats_.cache_misses;
     const bool fetched = ws.pos < ws.fetched_until;
-    if (storage_ && !page_cache_->access(idx, s.length) && !fetched) {
+    if (ready >= 0) {  // submitted with its batch: wait for it
+      ++stats_.page_cache_misses;
+      t = std::max(t, ready);
+    } else if (storage_ && !page_cache_->access(idx, s.length) && !fetched) {
       ++stats_.page_cache_misses;
       std::uint64_t bytes_run = s.length;
       std::size_t end = ws.pos + 1;
@@ -118,6 +123,49 @@ Duration ModelledLoader::sample_step(WorkerState& ws, Time& t) {
   const Duration read = t - t0;
   t += scaled(model_sample_cost(s, options_.decode_images, model_).decode);
   return read;
+}
+
+// io_uring reads: a worker starting a batch submits, in one call, the reads of
+// every sample of it that no cache holds (a run of a file's samples as one
+// request), and with superbatches those of its next k - 1 batches too; the
+// device queues them all at once. The samples are then decoded in order, each
+// once its bytes are in.
+void ModelledLoader::submit_reads(WorkerState& ws, Time t) {
+  const std::size_t workers = workers_.size();
+  const std::size_t k = options_.superbatch;
+  std::vector<std::size_t> batches = {ws.batch};
+  if (k > 1 && (ws.batch / workers) % k == 0)
+    for (std::size_t m = 1; m < k && ws.batch + m * workers < batches_.size(); ++m)
+      batches.push_back(ws.batch + m * workers);
+  const Time arrival = t + scaled(model_.read_per_sample);
+  for (const std::size_t b : batches) {
+    const std::vector<std::size_t>& batch = batches_[b];
+    std::vector<Time>& ready = ws.ready[b];
+    ready.assign(batch.size(), -1);
+    for (std::size_t pos = 0; pos < batch.size();) {
+      const std::size_t idx = batch[pos];
+      if ((admission_.capacity > 0 && cached_[idx]) || page_cache_->contains(idx)) {
+        ++pos;
+        continue;
+      }
+      std::uint64_t bytes_run = dataset_.samples[idx].length;
+      std::size_t end = pos + 1;
+      for (; end < batch.size(); ++end) {
+        const Sample& prev = dataset_.samples[batch[end - 1]];
+        const Sample& next = dataset_.samples[batch[end]];
+        if (next.path != prev.path || next.offset != prev.offset + prev.length || page_cache_->contains(batch[end]))
+          break;
+        bytes_run += next.length;
+      }
+      const Time done = storage_->serve(arrival, bytes_run);
+      ++stats_.storage_requests;
+      stats_.storage_bytes += bytes_run;
+      for (; pos < end; ++pos) {
+        ready[pos] = done;
+        page_cache_->access(batch[pos], dataset_.samples[batch[pos]].length);
+      }
+    }
+  }
 }
 
 // The simulated path: every worker's next sample read happens in time order,
@@ -161,6 +209,7 @@ Time ModelledLoader::simulate_until_finished(std::size_t i) {
       ws.pos = ws.fetched_until = 0;
       ws.t = ws.started = best_t;
       ws.read = ws.decode = 0;
+      if (submits_batches() && ws.ready.count(ws.batch) == 0) submit_reads(ws, ws.t);
     }
     const std::vector<std::size_t>& batch = batches_[ws.batch];
     const Time before = ws.t;
@@ -173,6 +222,7 @@ Time ModelledLoader::simulate_until_finished(std::size_t i) {
     read_[b] = ws.read;
     decode_[b] = ws.decode;
     worker_free_[best] = finish_[b];
+    ws.ready.erase(b);
     ws.batch = SIZE_MAX;
     if (trace_ && trace_->tracing()) {
       const int track = options_.num_workers == 0 ? -1 : static_cast<int>(best);

@@ -241,6 +241,41 @@ TEST(IoUring, LoaderEpochsDeliverTheSameBatchesAsPread) {
   }
 }
 
+TEST(IoUring, SuperbatchesDeliverTheSameBatchesAsPread) {
+  SKIP_UNLESS_IO_URING();
+  LoaderOptions o;
+  o.batch_size = 2;
+  o.shuffle = true;
+  o.seed = 5;
+  o.transform.height = 24;
+  o.transform.width = 32;
+  o.num_workers = 2;
+  for (const bool records : {false, true}) {
+    SCOPED_TRACE(records ? "records" : "images");
+    const Dataset& ds = records ? datasets().records : datasets().images;
+    o.cache_bytes = records ? 6000 : 0;
+    o.read_method = ReadMethod::Pread;
+    o.superbatch = 1;
+    const Delivered want = run_epochs(ds, o, 2);
+    o.read_method = ReadMethod::IoUring;
+    o.superbatch = 3;  // each worker reads three of its batches at once, keeping two
+    const Delivered got = run_epochs(ds, o, 2);
+    EXPECT_EQ(got.indices, want.indices);
+    EXPECT_EQ(got.labels, want.labels);
+    EXPECT_TRUE(got.data == want.data);
+    EXPECT_EQ(got.bytes_read, want.bytes_read);
+    EXPECT_EQ(got.cache_hits, want.cache_hits);
+  }
+  // A superbatch is io_uring reads: with pread it is refused, saying so.
+  o.read_method = ReadMethod::Pread;
+  try {
+    DataLoader l(datasets().images, o);
+    FAIL() << "a superbatch over pread was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("io_uring"), std::string::npos) << e.what();
+  }
+}
+
 TEST(IoUring, LoaderSkipAndStopStillApplyPerSample) {
   SKIP_UNLESS_IO_URING();
   TempDir dir;

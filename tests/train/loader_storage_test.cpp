@@ -165,6 +165,41 @@ TEST(LoaderStorage, AGroupIsReadWithOneRequest) {
   EXPECT_EQ(l.stats().storage_requests, 3u);
 }
 
+TEST(LoaderStorage, IoUringAndSuperbatchesSubmitBatchesOfReadsAtOnce) {
+  // A device that serves eight 2 ms requests at once; one worker, batches of
+  // four, 1 ms of decode per sample.
+  auto wide = [] {
+    LoaderModelOptions m = through_disk(ms);
+    m.storage->parallelism = 8;
+    return m;
+  };
+  auto run = [&](pipeline::ReadMethod method, std::size_t superbatch) {
+    auto clock = make_virtual_clock();
+    pipeline::LoaderOptions o = loader_options(4, 1);
+    o.read_method = method;
+    o.superbatch = superbatch;
+    ModelledLoader l(*clock, memory_dataset(8), o, wide());
+    l.begin_epoch(0);
+    return ready_times(l, *clock);
+  };
+  // pread: read 2 ms, decode 1 ms, four times a batch.
+  EXPECT_EQ(run(pipeline::ReadMethod::Pread, 1), (std::vector<Time>{12 * ms, 24 * ms}));
+  // io_uring: a batch's four reads together (2 ms), then four decodes.
+  EXPECT_EQ(run(pipeline::ReadMethod::IoUring, 1), (std::vector<Time>{6 * ms, 12 * ms}));
+  // A superbatch of two: both batches' reads at 0, done at 2 ms.
+  EXPECT_EQ(run(pipeline::ReadMethod::IoUring, 2), (std::vector<Time>{6 * ms, 10 * ms}));
+  // One head: the reads queue whatever is submitted, so io_uring only overlaps decodes with reads.
+  auto clock = make_virtual_clock();
+  pipeline::LoaderOptions o = loader_options(4, 1);
+  o.superbatch = 2;
+  ModelledLoader l(*clock, memory_dataset(8), o, through_disk(ms));
+  l.begin_epoch(0);
+  // Reads end at 2, 4, ..., 16 ms; batch 0 decodes the first four by 9 ms,
+  // batch 1 the rest as they arrive: the last at 16 + 1 ms.
+  EXPECT_EQ(ready_times(l, *clock), (std::vector<Time>{9 * ms, 17 * ms}));
+  EXPECT_EQ(l.stats().storage_requests, 8u);
+}
+
 TEST(LoaderStorage, DescribesItsStorageAndCaches) {
   auto clock = make_virtual_clock();
   LoaderModelOptions m = through_disk(0);
