@@ -15,6 +15,7 @@ namespace gpemu::pipeline {
 namespace {
 
 constexpr int kMaxParallelism = 65536;
+constexpr double kMinBandwidthMbS = 1e-3;
 
 StorageDevice device(std::string name, double latency_us, double mb_s, int parallelism, double total_mb_s,
                      std::string source) {
@@ -83,10 +84,16 @@ StorageDevice parse_storage(std::string_view spec) {
   const JsonSpecFile j("storage file", path,
                        {"name", "latency_us", "bandwidth_mb_s", "parallelism", "total_bandwidth_mb_s", "source"},
                        fmt::format("a preset ({})", preset_list()));
+  // Bandwidths from 1 KB/s: anything slower would put a sample's read past the clock's range.
+  const double total = j.number("total_bandwidth_mb_s", false, 0, 0, 1e9);
+  if (total > 0 && total < kMinBandwidthMbS)
+    throw InputError(
+        fmt::format("storage file {}: 'total_bandwidth_mb_s' is {}; accepted 0 (no shared channel) or {} "
+                    "to 1e9",
+                    path, total, kMinBandwidthMbS));
   StorageDevice d = device(j.text("name", path), j.number("latency_us", true, 0, 0, 1e7),
-                           j.number("bandwidth_mb_s", true, 0, 0, 1e9, true),
-                           static_cast<int>(j.whole("parallelism", false, 1, 1, kMaxParallelism)),
-                           j.number("total_bandwidth_mb_s", false, 0, 0, 1e9), "");
+                           j.number("bandwidth_mb_s", true, 0, kMinBandwidthMbS, 1e9),
+                           static_cast<int>(j.whole("parallelism", false, 1, 1, kMaxParallelism)), total, "");
   d.source = j.text("source", fmt::format("user file {}", path));
   validate(d);
   return d;

@@ -78,6 +78,10 @@ TEST(StorageServer, PresetsAndFiles) {
   };
   EXPECT_NE(error_of(R"({"latency_us": 1})").find("missing key 'bandwidth_mb_s'"), std::string::npos);
   EXPECT_NE(error_of(R"({"latency_us": 1, "bandwidth_mb_s": 0})").find("'bandwidth_mb_s' is 0"), std::string::npos);
+  EXPECT_NE(error_of(R"({"latency_us": 1, "bandwidth_mb_s": 1e-300})").find("'bandwidth_mb_s'"), std::string::npos);
+  EXPECT_NE(error_of(R"({"latency_us": 1, "bandwidth_mb_s": 1, "total_bandwidth_mb_s": 1e-9})")
+                .find("'total_bandwidth_mb_s'"),
+            std::string::npos);
   EXPECT_NE(error_of(R"({"latency_us": 1, "bandwidth_mb_s": 5, "parallelism": 2.5})").find("whole number"),
             std::string::npos);
   EXPECT_NE(error_of(R"({"latency_us": 1, "bandwidth_mb_s": 5, "heads": 2})").find("unknown key 'heads'"),
