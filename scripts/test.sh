@@ -2,9 +2,10 @@
 # Set-up and test: installs dependencies, builds, and runs every test; then
 # builds again with AddressSanitizer + UndefinedBehaviorSanitizer (build-asan)
 # and runs the suite there too, except the tests labelled "python" (the
-# tracer's tests: no C++ in them, nothing for a sanitizer to see; and the
+# tracer's tests: no C++ in them, nothing for a sanitizer to see; the
 # Python module's and the torch backend's, which a sanitizer build does not
-# build) and "install"
+# build; and the reproduction suite's, Python driving the first build's gpemu)
+# and "install"
 # (the example consumer: builds a second program, a copy of what the first pass
 # checked) and one C++ test, Validation.SharedGPEmuOomBoundaries: it bisects
 # the batch size at every OOM point of GPEmu's profiles, the same zoo replay and
