@@ -30,7 +30,7 @@ JsonSpecFile::JsonSpecFile(std::string what, std::string path, std::vector<std::
   text << in.rdbuf();
   try {
     json_ = nlohmann::json::parse(text.str());
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // a syntax error, or a number past a double's range
     throw InputError(fmt::format("{} {}: not valid JSON ({})", what_, path_, e.what()));
   }
   std::string accepted;

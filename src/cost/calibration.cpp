@@ -447,7 +447,7 @@ Calibration Calibration::load(const std::filesystem::path& file) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // a syntax error, or a number past a double's range
     throw InputError(
         fmt::format("{}: not valid JSON ({}); expected a {} file", file.string(), e.what(), kCalibrationFormat));
   }

@@ -368,7 +368,7 @@ ModelGraph ModelGraph::load(const std::filesystem::path& file) {
   json doc;
   try {
     doc = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // a syntax error, or a number past a double's range
     g->fail(fmt::format("not valid JSON ({}); expected a gpemu-zoo/1 file written by tools/tracer", e.what()));
   }
   if (!doc.is_object()) g->fail("expected a JSON object (a gpemu-zoo/1 file written by tools/tracer)");

@@ -342,6 +342,8 @@ TEST(Calibration, FileRoundTripsAndRejectsMalformedInput) {
   EXPECT_THROW(Calibration::load(dir.path() / "wrong.json"), InputError);
   dir.write("broken.json", "{");
   EXPECT_THROW(Calibration::load(dir.path() / "broken.json"), InputError);
+  dir.write("huge.json", R"({"format": "gpemu-calibration/1", "families": {"Volta": {"conv_efficiency": 1e770}}})");
+  EXPECT_THROW(Calibration::load(dir.path() / "huge.json"), InputError);  // a number past a double's range
   EXPECT_THROW(Calibration::load(dir.path() / "absent.json"), InputError);
 }
 
