@@ -63,11 +63,8 @@ def main():
         ax.plot(shares, [stall[s] for s in shares], marker="o", color="tab:red", label="fetch stall (gpemu)")
         ax.plot(ref_shares, [ref[("fetch_stall", s)] for s in ref_shares], marker="o", linestyle="--", alpha=0.5,
                 color="tab:red", label="fetch stall (GPEmu artifact)")
-        ax.set_xlabel("share of the dataset in the page cache (%)")
-        ax.set_ylabel("fetch stall per epoch (s)")
-        ax.legend(fontsize=7)
 
-    return item.finish(plot)
+    return item.finish(plot, xlabel="share of the dataset in the page cache (%)", ylabel="fetch stall per epoch (s)")
 
 
 if __name__ == "__main__":

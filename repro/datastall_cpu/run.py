@@ -68,11 +68,8 @@ def main():
             ax.plot(cores, [ours[(model, c)] for c in cores], marker="o", color=colors[model], label=f"{model} (gpemu)")
             ax.plot(all_cores, [ref[(model, c)] for c in all_cores], marker="o", linestyle="--", alpha=0.5,
                     color=colors[model], label=f"{model} (GPEmu artifact)")
-        ax.set_xlabel("CPU cores (one loader worker each)")
-        ax.set_ylabel("images/s")
-        ax.legend(fontsize=7)
 
-    return item.finish(plot)
+    return item.finish(plot, xlabel="CPU cores (one loader worker each)", ylabel="images/s")
 
 
 if __name__ == "__main__":

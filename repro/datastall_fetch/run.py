@@ -78,10 +78,8 @@ def main():
         ax.bar([x + w for x in xs], [ref[(m, "paper")] for m in models], w, label="DataStall paper", color="tab:gray")
         ax.set_xticks(list(xs))
         ax.set_xticklabels(models, rotation=20, fontsize=7)
-        ax.set_ylabel("fetch stall (% of the epoch)")
-        ax.legend(fontsize=7)
 
-    return item.finish(plot)
+    return item.finish(plot, xlabel="model", ylabel="fetch stall (% of the epoch)")
 
 
 if __name__ == "__main__":

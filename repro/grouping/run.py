@@ -68,11 +68,8 @@ def main():
         ax.plot(ref_sizes, [ref[("stall", k)] for k in ref_sizes], marker="s", linestyle="--", alpha=0.5,
                 color="tab:orange", label="stall (GPEmu artifact)")
         ax.set_xscale("log", base=2)
-        ax.set_xlabel("images per file")
-        ax.set_ylabel("seconds per epoch")
-        ax.legend(fontsize=7)
 
-    return item.finish(plot)
+    return item.finish(plot, xlabel="images per file", ylabel="seconds per epoch")
 
 
 if __name__ == "__main__":

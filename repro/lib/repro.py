@@ -144,8 +144,9 @@ class Item:
                           "difference": f"{diff:+.2f}{unit}", "tolerance": f"{tolerance:g}{unit}",
                           "verdict": verdict, "note": note})
 
-    def finish(self, plot):
-        """Writes result.csv, inputs.json and the PNG (plot(axes) draws it), then runs the checker."""
+    def finish(self, plot, xlabel, ylabel):
+        """Writes result.csv, inputs.json and the PNG (plot(axes) draws the series; the axes' labels, legend and
+        title are set here), then runs the checker."""
         csv_path = os.path.join(self.out, "result.csv")
         with open(csv_path, "w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=CSV_COLUMNS)
@@ -159,6 +160,9 @@ class Item:
         import matplotlib.pyplot as plt
         fig, ax = plt.subplots(figsize=(6.4, 4.2))
         plot(ax)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.legend(fontsize=7)
         ax.set_title(self.title, fontsize=10)
         fig.tight_layout()
         fig.savefig(os.path.join(self.out, "plot.png"), dpi=110)

@@ -91,11 +91,8 @@ def main():
             ax.plot(shares, [ours[(system, s)] for s in shares], color=color, marker=marker, label=f"{label} (gpemu)")
             ax.plot(ref_shares, [ref[(system, s)] for s in ref_shares], color=color, marker=marker, linestyle="--",
                     alpha=0.5, label=f"{label} (GPEmu artifact)")
-        ax.set_xlabel("share of the dataset that fits the cache (%)")
-        ax.set_ylabel("epoch time (s)")
-        ax.legend(fontsize=7)
 
-    return item.finish(plot)
+    return item.finish(plot, xlabel="share of the dataset that fits the cache (%)", ylabel="epoch time (s)")
 
 
 def real_clock_smoke(item):
@@ -144,12 +141,10 @@ def real_clock_smoke(item):
             ax.plot(xs, [hits[("real", policy, s)] for s in xs], marker="o", color=color, label=f"{policy} (real)")
             ax.plot(xs, [hits[("virtual", policy, s)] for s in xs], marker="o", linestyle="--", alpha=0.5,
                     color=color, label=f"{policy} (modelled)")
-        ax.set_xlabel("share of the dataset that fits the cache (%)")
-        ax.set_ylabel("loader-cache hits over two epochs")
-        ax.legend(fontsize=7)
 
     item.title = "SFF vs MinIO on real files: real loader against the modelled one"
-    return item.finish(plot)
+    return item.finish(plot, xlabel="share of the dataset that fits the cache (%)",
+                       ylabel="loader-cache hits over two epochs")
 
 
 if __name__ == "__main__":

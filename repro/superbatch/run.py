@@ -54,11 +54,8 @@ def main():
                alpha=0.6)
         ax.set_xticks(list(xs))
         ax.set_xticklabels(labels)
-        ax.set_xlabel("loader (superbatch size)")
-        ax.set_ylabel("epoch time (s)")
-        ax.legend(fontsize=7)
 
-    return item.finish(plot)
+    return item.finish(plot, xlabel="loader (superbatch size)", ylabel="epoch time (s)")
 
 
 if __name__ == "__main__":

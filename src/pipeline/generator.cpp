@@ -20,10 +20,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-void write_file(const fs::path& path, std::span<const std::byte> head, std::span<const std::byte> body = {}) {
-  write_dataset_file(path, head, body);
-}
-
 void make_dir(const fs::path& dir) {
   std::error_code ec;
   fs::create_directories(dir, ec);
@@ -156,7 +152,7 @@ ImageDatasetSummary generate_image_dataset(const fs::path& dir, int num_classes,
     const auto jpeg = maker.make(target);
     char name[32];
     std::snprintf(name, sizeof name, "img_%08zu.JPEG", i);
-    write_file(class_dirs[i % class_dirs.size()] / name, jpeg);
+    write_dataset_file(class_dirs[i % class_dirs.size()] / name, jpeg);
     sizes.push_back(jpeg.size());
   }
   ImageDatasetSummary s;
@@ -193,7 +189,7 @@ void write_new_dataset_folder(const fs::path& dir, const std::string& what, cons
   make_dir(dir);
   const fs::path incomplete = dir / kIncompleteDatasetMarker;
   try {
-    write_file(incomplete, {});
+    write_dataset_file(incomplete, {});
     write();
     fs::remove(incomplete);
   } catch (...) {
@@ -251,7 +247,7 @@ std::vector<std::string> generate_dlio_dataset(const fs::path& dir, const DlioGe
     switch (o.format) {
       case DlioFormat::Npy:
         path += ".npy";
-        write_file(path, make_npy_header("|u1", shape), records);
+        write_dataset_file(path, make_npy_header("|u1", shape), records);
         break;
       case DlioFormat::Npz: {
         path += ".npz";
@@ -267,11 +263,11 @@ std::vector<std::string> generate_dlio_dataset(const fs::path& dir, const DlioGe
       }
       case DlioFormat::Raw:
         path += ".bin";
-        write_file(path, records);
+        write_dataset_file(path, records);
         break;
       case DlioFormat::Jpeg:
         path += ".jpg";
-        write_file(path, maker.make(static_cast<double>(o.record_length)));
+        write_dataset_file(path, maker.make(static_cast<double>(o.record_length)));
         break;
       case DlioFormat::Tfrecord: {
         path += ".tfrecord";
@@ -280,7 +276,7 @@ std::vector<std::string> generate_dlio_dataset(const fs::path& dir, const DlioGe
           const std::span<const std::byte> sample(records.data() + s * o.record_length, o.record_length);
           append_tfrecord(file, example_with_image(sample));
         }
-        write_file(path, file);
+        write_dataset_file(path, file);
         break;
       }
     }

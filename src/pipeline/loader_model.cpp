@@ -24,6 +24,24 @@ void validate(const LoaderOptions& o, const LoaderModelOptions& m) {
     throw InputError("loader model: cores and loader threads must not be negative");
 }
 
+// The run of samples a device request starting at batch[pos] reads: the ones
+// after it in the batch that continue it in the same file (a group's samples,
+// sequential records) and that the page cache does not hold.
+struct Run {
+  std::size_t end = 0;  // one past its last position in the batch
+  std::uint64_t bytes = 0;
+};
+Run run_from(const Dataset& d, const std::vector<std::size_t>& batch, std::size_t pos, const PageCacheModel& pc) {
+  Run r{pos + 1, d.samples[batch[pos]].length};
+  for (; r.end < batch.size(); ++r.end) {
+    const Sample& prev = d.samples[batch[r.end - 1]];
+    const Sample& next = d.samples[batch[r.end]];
+    if (next.path != prev.path || next.offset != prev.offset + prev.length || pc.contains(batch[r.end])) break;
+    r.bytes += next.length;
+  }
+  return r;
+}
+
 }  // namespace
 
 SampleCost model_sample_cost(const Sample& sample, bool decode_images, const LoaderModelOptions& m) {
@@ -79,17 +97,12 @@ Duration ModelledLoader::sample_step(WorkerState& ws, Time& t) {
   const std::size_t idx = batch[ws.pos];
   const Sample& s = dataset_.samples[idx];
   const Time t0 = t;
-  const double bytes = static_cast<double>(s.length);
-  auto copy = [&] {
-    return model_.read_bytes_per_s > 0
-               ? ns_from_double(bytes * 1e9 / model_.read_bytes_per_s, bytes / model_.read_bytes_per_s, "s")
-               : Duration{0};
-  };
   const auto submitted = ws.ready.find(ws.batch);
   const Time ready = submitted != ws.ready.end() ? submitted->second[ws.pos] : -1;
   if (admission_.capacity > 0 && cached_[idx]) {
     ++stats_.cache_hits;
-    t += scaled(copy());
+    // A copy from the loader's memory: the page-cache read without its per-sample syscalls.
+    t += scaled(model_sample_cost(s, false, model_).read - model_.read_per_sample);
   } else {
     if (admission_.capacity > 0) ++stats_.cache_misses;
     const bool fetched = ws.pos < ws.fetched_until;
@@ -98,21 +111,12 @@ Duration ModelledLoader::sample_step(WorkerState& ws, Time& t) {
       t = std::max(t, ready);
     } else if (storage_ && !page_cache_->access(idx, s.length) && !fetched) {
       ++stats_.page_cache_misses;
-      std::uint64_t bytes_run = s.length;
-      std::size_t end = ws.pos + 1;
-      for (; end < batch.size(); ++end) {
-        const Sample& prev = dataset_.samples[batch[end - 1]];
-        const Sample& next = dataset_.samples[batch[end]];
-        if (next.path != prev.path || next.offset != prev.offset + prev.length) break;
-        bytes_run += next.length;
-      }
-      ws.fetched_until = end;
-      stats_.storage_bytes += bytes_run;
-      ++stats_.storage_requests;
-      t = storage_->serve(t + scaled(model_.read_per_sample), bytes_run);
+      const Run run = run_from(dataset_, batch, ws.pos, *page_cache_);
+      ws.fetched_until = run.end;
+      t = storage_->serve(t + scaled(model_.read_per_sample), run.bytes);
     } else {
       if (storage_) ++stats_.page_cache_hits;
-      t += scaled(model_.read_per_sample + copy());
+      t += scaled(model_sample_cost(s, false, model_).read);
     }
     stats_.bytes_read += s.length;
     if (admission_.capacity > 0 && admission_.admits(cache_used_, s.length)) {
@@ -148,19 +152,9 @@ void ModelledLoader::submit_reads(WorkerState& ws, Time t) {
         ++pos;
         continue;
       }
-      std::uint64_t bytes_run = dataset_.samples[idx].length;
-      std::size_t end = pos + 1;
-      for (; end < batch.size(); ++end) {
-        const Sample& prev = dataset_.samples[batch[end - 1]];
-        const Sample& next = dataset_.samples[batch[end]];
-        if (next.path != prev.path || next.offset != prev.offset + prev.length || page_cache_->contains(batch[end]))
-          break;
-        bytes_run += next.length;
-      }
-      const Time done = storage_->serve(arrival, bytes_run);
-      ++stats_.storage_requests;
-      stats_.storage_bytes += bytes_run;
-      for (; pos < end; ++pos) {
+      const Run run = run_from(dataset_, batch, pos, *page_cache_);
+      const Time done = storage_->serve(arrival, run.bytes);
+      for (; pos < run.end; ++pos) {
         ready[pos] = done;
         page_cache_->access(batch[pos], dataset_.samples[batch[pos]].length);
       }
@@ -236,7 +230,11 @@ Time ModelledLoader::simulate_until_finished(std::size_t i) {
 LoaderStats ModelledLoader::stats() const {
   LoaderStats s = stats_;
   s.cache_resident_bytes = cache_used_;
-  if (page_cache_) s.page_cache_resident_bytes = page_cache_->resident_bytes();
+  if (storage_) {  // the device counts what it served
+    s.storage_requests = storage_->requests();
+    s.storage_bytes = storage_->bytes();
+    s.page_cache_resident_bytes = page_cache_->resident_bytes();
+  }
   return s;
 }
 
