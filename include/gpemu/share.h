@@ -171,7 +171,11 @@ JobsFile parse_jobs(std::string_view text, std::string_view source);
 // "free" {ptr}, "kernel" {ns, sm, bw} (returns at once), "copy" {dir, bytes,
 // pinned}, "sync", "batch" {ns, sm, bw} (a kernel and a sync: one step of a
 // GPEmu-style job), "memory", "smi", "bye". A reply is {"ok": true, ...} or
-// {"ok": false, "error": "...", "oom": bool}.
+// {"ok": false, "error": "...", "oom": bool}. The GPU work of a process with
+// several streams and events (a PyTorch script under `gpemu torch --connect`)
+// adds "stream" (creates one), a "stream" field on kernel, copy, sync, batch
+// and malloc, "record" / "wait" / "query" / "event_sync" / "elapsed" /
+// "event_free" of the client's own event ids, "empty_cache" and "reset_peak".
 //
 // Isolation: the socket's folder and the socket are the starting user's
 // alone (0700 / 0600), and every peer's credentials (SO_PEERCRED) must be
@@ -245,6 +249,14 @@ class ServeClient {
   // One round trip. Throws Error when the connection fails; returns the
   // server's reply, {"ok": false, ...} included.
   nlohmann::json request(const nlohmann::json& message);
+  // One round trip with the reply checked: OutOfMemoryError for an OOM,
+  // InputError for a refused field, Error for any other refusal.
+  nlohmann::json call(const nlohmann::json& message) { return checked(message); }
+  // Sends a request whose reply nobody waits for (a kernel launch, an event
+  // record: CUDA returns at once): its reply is read, and checked, before
+  // the next request's, so a refusal surfaces there as call() would throw
+  // it. Saves a round trip per op.
+  void post(const nlohmann::json& message);
   // The requests with their replies checked: OutOfMemoryError for an OOM,
   // Error for any other refusal.
   std::uint64_t malloc(std::uint64_t bytes);
@@ -256,8 +268,10 @@ class ServeClient {
 
  private:
   nlohmann::json checked(const nlohmann::json& message);
+  void drain();  // reads the posted requests' replies
   int fd_ = -1;
   std::string buffer_;
+  int posted_ = 0;
   nlohmann::json hello_;
 };
 

@@ -21,6 +21,7 @@
 #include "common/output_path.h"
 #include "gpemu/catalog.h"
 #include "gpemu/error.h"
+#include "gpemu/share.h"
 #include "gpemu/zoo.h"
 
 namespace gpemu::cli {
@@ -35,6 +36,12 @@ struct TorchArgs {
   std::string json, trace, report, model;
   std::string python = "/usr/bin/python3";
   std::vector<std::string> script;
+  // Attached to gpemu serve: the socket (empty: the default one).
+  bool connect = false;
+  std::string socket;
+  int priority = 0;
+  std::string mig;
+  bool gpu_given = false;
 };
 
 // The folder holding the gpemu_torch package: the build tree's, else the
@@ -70,6 +77,27 @@ void set_env(const char* name, const std::string& value) {
   (void)find_gpu(a.gpu);  // InputError naming the GPU when it is not catalogued
   if (a.clock != "real" && a.clock != "virtual")
     throw InputError(fmt::format("--clock '{}': expected 'real' or 'virtual'", a.clock));
+  std::string served_gpu;
+  if (a.connect) {
+    if (a.gpu_given) throw InputError("--gpu with --connect: the GPU is the server's (gpemu serve --gpu)");
+    if (a.clock != "real")
+      throw InputError("--clock virtual with --connect: a script sharing gpemu serve's GPUs runs in wall time");
+    if (!a.trace.empty() || !a.report.empty())
+      throw InputError(
+          "--trace / --report with --connect: the GPU's timeline is the server's; watch it with gpemu smi");
+    // The server is there and has the GPUs asked for, before the script starts.
+    const fs::path socket = a.socket.empty() ? default_socket_path() : fs::path(a.socket);
+    ServeClient monitor(socket);
+    const nlohmann::json smi = monitor.request({{"op", "smi"}});
+    if (!smi.value("ok", false) || !smi.contains("gpus") || smi["gpus"].empty())
+      throw Error(fmt::format("--connect: {} did not describe its GPUs", socket.string()));
+    if (a.gpus > static_cast<int>(smi["gpus"].size()))
+      throw InputError(fmt::format("--gpus {} with --connect: the server at {} has {} GPU{} (gpemu serve --gpus)",
+                                   a.gpus, socket.string(), smi["gpus"].size(), smi["gpus"].size() == 1 ? "" : "s"));
+    served_gpu = smi["gpus"][0]["id"].get<std::string>();
+  } else if (!a.socket.empty() || a.priority != 0 || !a.mig.empty()) {
+    throw InputError("--socket, --priority and --mig are for a script attached to gpemu serve: add --connect");
+  }
   if (!a.json.empty()) check_output_path(a.json, "--json");
   if (!a.trace.empty()) check_output_path(a.trace, "--trace");
   if (!a.report.empty()) check_output_path(a.report, "--report");
@@ -81,11 +109,16 @@ void set_env(const char* name, const std::string& value) {
   if (const char* old = std::getenv("PYTHONPATH"); old && *old) path += std::string(":") + old;
   set_env("PYTHONPATH", path);
   // A run's settings are its own: none inherited from an enclosing run.
-  for (const char* v :
-       {"GPEMU_TORCH_JSON", "GPEMU_TORCH_TRACE", "GPEMU_TORCH_REPORT", "GPEMU_TORCH_MODEL", "GPEMU_TORCH_PARTS"})
+  for (const char* v : {"GPEMU_TORCH_JSON", "GPEMU_TORCH_TRACE", "GPEMU_TORCH_REPORT", "GPEMU_TORCH_MODEL",
+                        "GPEMU_TORCH_PARTS", "GPEMU_TORCH_SERVE", "GPEMU_TORCH_PRIORITY", "GPEMU_TORCH_MIG"})
     ::unsetenv(v);
   set_env("GPEMU_TORCH_ACTIVE", "1");
-  set_env("GPEMU_TORCH_GPU", a.gpu);
+  set_env("GPEMU_TORCH_GPU", a.connect ? served_gpu : a.gpu);
+  if (a.connect) {
+    set_env("GPEMU_TORCH_SERVE", fs::absolute(a.socket.empty() ? default_socket_path() : fs::path(a.socket)).string());
+    set_env("GPEMU_TORCH_PRIORITY", std::to_string(a.priority));
+    if (!a.mig.empty()) set_env("GPEMU_TORCH_MIG", a.mig);
+  }
   set_env("GPEMU_TORCH_GPUS", std::to_string(a.gpus));
   set_env("GPEMU_TORCH_CLOCK", a.clock);
   set_env("GPEMU_TORCH_MAIN_PID", std::to_string(::getpid()));
@@ -119,8 +152,9 @@ std::vector<std::string>& script_args() {
 int split_torch_script_args(int argc, char** argv) {
   if (argc < 2 || std::string_view(argv[1]) != "torch") return argc;
   // gpemu torch's options that take a value (as --name value or --name=value).
-  static const std::vector<std::string_view> with_value = {"--gpu",   "--gpus",   "--clock", "--json",
-                                                           "--trace", "--report", "--model", "--python"};
+  static const std::vector<std::string_view> with_value = {"--gpu",    "--gpus",     "--clock", "--json",
+                                                           "--trace",  "--report",   "--model", "--python",
+                                                           "--socket", "--priority", "--mig"};
   int i = 2, cli_argc = argc;  // i: the script's index; cli_argc: what CLI11 parses
   while (i < argc) {
     const std::string_view arg = argv[i];
@@ -158,10 +192,17 @@ void add_torch_command(CLI::App& app) {
                   "The zoo model the script trains, if it is one: its learned time correction is applied, as "
                   "`gpemu predict` applies it (default: none, the per-operator model alone)");
   cmd->add_option("--python", a->python, "Python interpreter with Debian's CPU-only torch 1.13")->capture_default_str();
+  cmd->add_flag("--connect", a->connect,
+                "Share a running `gpemu serve`'s GPUs with other processes (its card, its policy, wall time)");
+  cmd->add_option("--socket", a->socket, "With --connect: the server's socket (default: gpemu serve's default)");
+  cmd->add_option("--priority", a->priority, "With --connect, policy priority: larger goes first")
+      ->check(CLI::Range(-1000, 1000));
+  cmd->add_option("--mig", a->mig, "With --connect, policy mig: this script's slice, e.g. 3g.20gb");
   cmd->footer("The script and its arguments follow the options (after --): they are the script's, untouched.");
-  cmd->callback([a] {
+  cmd->callback([a, cmd] {
     TorchArgs args = *a;
     args.script = script_args();
+    args.gpu_given = cmd->count("--gpu") > 0;
     run_script(args);
   });
 }

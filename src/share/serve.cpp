@@ -19,6 +19,7 @@
 #include <cstring>
 #include <deque>
 #include <list>
+#include <map>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -38,7 +39,10 @@ constexpr std::size_t kMaxLine = 1 << 20;              // a request longer than 
 constexpr std::int64_t kMaxKernelNs = 3600 * kSecond;  // an hour per kernel
 constexpr std::size_t kMaxKernelRecords = 1 << 16;     // per GPU, for utilisation
 constexpr int kMaxGpus = 64;
-constexpr int kLaunchQueue = 1024;  // kernels a client may have in flight, as CUDA's launch queue
+constexpr int kLaunchQueue = 1024;                      // kernels a client may have in flight, as CUDA's launch queue
+constexpr std::size_t kMaxStreams = 1024;               // streams a client may create
+constexpr std::size_t kMaxEvents = 1 << 16;             // events a client may hold at once
+constexpr std::int64_t kMaxEventId = INT64_C(1) << 53;  // ids JSON numbers carry exactly
 
 std::string errno_text(int e) { return std::strerror(e); }
 
@@ -128,7 +132,16 @@ struct ShareServer::Impl {
     int gpu = -1;
     std::unique_ptr<Device> device;
     std::set<CachingAllocator::Ptr> live;
-    int queued = 0;  // kernels issued since the client last waited for its stream
+    std::vector<Stream*> streams;  // [0] the default stream; then the ones it created
+    // Its events by its own ids, with what each captured (the stream's tail
+    // at the record), so that a wait for one can be stopped with the server.
+    // Declared after the device: they go before it.
+    struct Recorded {
+      std::unique_ptr<Event> event = std::make_unique<Event>();
+      Completion captured;
+    };
+    std::map<std::int64_t, Recorded> events;
+    int queued = 0;  // kernels issued since the client last waited for a stream
     std::thread thread;
     std::atomic<bool> done{false};
   };
@@ -367,6 +380,7 @@ struct ShareServer::Impl {
       auto device = std::make_unique<Device>(timeline, *o.gpu, d);
       std::lock_guard lock(mu);
       c.device = std::move(device);
+      c.streams = {&c.device->default_stream()};
       c.gpu = g;
       return {{"ok", true},
               {"client", c.id},
@@ -385,20 +399,40 @@ struct ShareServer::Impl {
     if (op == "bye") return {{"ok", true}};
     if (!c.device) return fail("protocol", fmt::format("'{}' before hello: say hello first", op));
     Device& dev = *c.device;
-    Stream& s = dev.default_stream();
     CachingAllocator& alloc = dev.allocator();
-    auto wait_stream = [&] {
-      c.queued = 0;
-      // Waits on the clock in slices, so that stopping the server never
-      // waits for a long kernel of a client's.
-      return timeline.wait(s.tail(), [this](Time t) {
+    // The stream a request names ("stream", default 0: the default stream).
+    const auto stream_of = [&]() -> Stream& {
+      const auto id = int_field(m, "stream", 0, static_cast<std::int64_t>(kMaxStreams), 0);
+      if (static_cast<std::size_t>(id) >= c.streams.size())
+        throw InputError(fmt::format("stream {}: this client has streams 0 to {}", id, c.streams.size() - 1));
+      return *c.streams[static_cast<std::size_t>(id)];
+    };
+    // Waits on the clock in slices, so that stopping the server never waits
+    // for a long kernel of a client's.
+    const auto wait_for = [&](const Completion& done) {
+      return timeline.wait(done, [this](Time t) {
         while (clock->now() < t) {
           if (stopping) throw Error("the server is stopping");
           clock->sleep_until(std::min<Time>(t, clock->now() + 100 * kMillisecond));
         }
       });
     };
-    auto issue_kernel = [&]() {
+    const auto wait_stream = [&](Stream& s) {
+      c.queued = 0;
+      return wait_for(s.tail());
+    };
+    const auto event_of = [&](bool create) -> Client::Recorded& {
+      const std::int64_t id = int_field(m, "event", 1, kMaxEventId, 0, true);
+      auto it = c.events.find(id);
+      if (it == c.events.end()) {
+        if (!create) throw InputError(fmt::format("event {}: not an event this client recorded", id));
+        if (c.events.size() >= kMaxEvents)
+          throw InputError(fmt::format("event {}: this client holds {} events already (free some)", id, kMaxEvents));
+        it = c.events.emplace(id, Client::Recorded{}).first;
+      }
+      return it->second;
+    };
+    const auto issue_kernel = [&](Stream& s) {
       const Duration ns = int_field(m, "ns", 0, kMaxKernelNs, 0, true);
       const KernelDemand demand{demand_field(m, "sm"), demand_field(m, "bw")};
       SharedGpu& gpu = *gpus[static_cast<std::size_t>(c.gpu)];
@@ -416,14 +450,14 @@ struct ShareServer::Impl {
       record_kernel(c.gpu, k, ns);
       // CUDA's launch queue is bounded: a launch into a full one blocks
       // until the stream drains (and the timeline's pending work stays bounded).
-      if (++c.queued >= kLaunchQueue) wait_stream();
+      if (++c.queued >= kLaunchQueue) wait_stream(s);
     };
     if (op == "malloc") {
       const auto bytes =
           static_cast<std::uint64_t>(int_field(m, "bytes", 0, static_cast<std::int64_t>(kMaxByteSize), 0, true));
-      const CachingAllocator::Ptr p = alloc.allocate(bytes);
+      const CachingAllocator::Ptr p = alloc.allocate(bytes, stream_of().id());
       if (p) c.live.insert(p);
-      return {{"ok", true}, {"ptr", p}};
+      return {{"ok", true}, {"ptr", p}, {"size", p ? alloc.block_size(p) : 0}};
     }
     if (op == "free") {
       const auto p = static_cast<CachingAllocator::Ptr>(int_field(m, "ptr", 0, INT64_MAX, 0, true));
@@ -433,10 +467,11 @@ struct ShareServer::Impl {
       return {{"ok", true}};
     }
     if (op == "kernel") {
-      issue_kernel();
+      issue_kernel(stream_of());
       return {{"ok", true}};
     }
     if (op == "copy") {
+      Stream& s = stream_of();
       const std::string dir = string_field(m, "dir", "h2d");
       if (dir != "h2d" && dir != "d2h") throw InputError(fmt::format("copy: 'dir' is '{}': give h2d or d2h", dir));
       const auto bytes = static_cast<std::uint64_t>(int_field(m, "bytes", 0, std::int64_t{1} << 36, 0, true));
@@ -444,6 +479,9 @@ struct ShareServer::Impl {
       if (pinned != m.end() && !pinned->is_boolean()) throw InputError("copy: 'pinned' must be true or false");
       const HostMemoryKind kind =
           pinned == m.end() || pinned->get<bool>() ? HostMemoryKind::Pinned : HostMemoryKind::Pageable;
+      // A pageable copy returns when done (the host copies through a staging
+      // buffer); the Device blocks on the timeline for it, which cannot be
+      // stopped: copies are bounded (64 GiB over the link) so it ends.
       if (dir == "h2d")
         s.copy_h2d(bytes, kind);
       else
@@ -451,8 +489,67 @@ struct ShareServer::Impl {
       return {{"ok", true}};
     }
     if (op == "sync" || op == "batch") {
-      if (op == "batch") issue_kernel();
-      return {{"ok", true}, {"end_ns", wait_stream()}};
+      Stream& s = stream_of();
+      if (op == "batch") issue_kernel(s);
+      if (const auto all = m.find("device"); all != m.end()) {
+        if (!all->is_boolean()) throw InputError("sync: 'device' must be true or false");
+        if (all->get<bool>()) {
+          Time end = 0;
+          for (Stream* t : c.streams) end = std::max(end, wait_stream(*t));
+          return {{"ok", true}, {"end_ns", end}};
+        }
+      }
+      return {{"ok", true}, {"end_ns", wait_stream(s)}};
+    }
+    if (op == "stream") {
+      if (c.streams.size() >= kMaxStreams)
+        throw InputError(fmt::format("stream: this client has {} streams, the most a client may have", kMaxStreams));
+      // PyTorch's streams are non-blocking: no implicit order with the default stream.
+      c.streams.push_back(&dev.create_stream(/*non_blocking=*/true));
+      return {{"ok", true}, {"stream", c.streams.size() - 1}};
+    }
+    if (op == "record") {
+      Stream& s = stream_of();
+      Client::Recorded& e = event_of(/*create=*/true);
+      s.record(*e.event);
+      e.captured = s.tail();
+      return {{"ok", true}};
+    }
+    if (op == "wait") {
+      Stream& s = stream_of();
+      s.wait(*event_of(/*create=*/false).event);
+      return {{"ok", true}};
+    }
+    if (op == "query") {
+      if (m.contains("event")) return {{"ok", true}, {"done", event_of(/*create=*/false).event->query()}};
+      return {{"ok", true}, {"done", stream_of().query()}};
+    }
+    if (op == "event_sync") {
+      Client::Recorded& e = event_of(/*create=*/false);
+      return {{"ok", true}, {"end_ns", wait_for(e.captured)}};
+    }
+    if (op == "elapsed") {
+      const std::int64_t a = int_field(m, "start", 1, kMaxEventId, 0, true);
+      const std::int64_t b = int_field(m, "end", 1, kMaxEventId, 0, true);
+      const auto ia = c.events.find(a), ib = c.events.find(b);
+      if (ia == c.events.end() || ib == c.events.end())
+        throw InputError(
+            fmt::format("elapsed: event {} was not recorded by this client", ia == c.events.end() ? a : b));
+      wait_for(ia->second.captured);
+      wait_for(ib->second.captured);
+      return {{"ok", true}, {"ms", to_ms(Event::elapsed(*ia->second.event, *ib->second.event))}};
+    }
+    if (op == "event_free") {
+      c.events.erase(int_field(m, "event", 1, kMaxEventId, 0, true));
+      return {{"ok", true}};
+    }
+    if (op == "empty_cache") {
+      alloc.empty_cache();
+      return {{"ok", true}};
+    }
+    if (op == "reset_peak") {
+      alloc.reset_peak_stats();
+      return {{"ok", true}};
     }
     if (op == "memory") {
       const AllocatorStats a = alloc.stats();
@@ -461,10 +558,19 @@ struct ShareServer::Impl {
               {"reserved_bytes", a.reserved_bytes},
               {"peak_allocated_bytes", a.peak_allocated_bytes},
               {"peak_reserved_bytes", a.peak_reserved_bytes},
+              {"requested_bytes", a.requested_bytes},
+              {"peak_requested_bytes", a.peak_requested_bytes},
+              {"active_blocks", a.active_blocks},
+              {"segments", a.segments},
+              {"num_alloc_retries", a.num_alloc_retries},
+              {"num_ooms", a.num_ooms},
+              {"num_device_alloc", a.num_device_alloc},
+              {"num_device_free", a.num_device_free},
               {"capacity_bytes", alloc.capacity()}};
     }
-    return fail("input", fmt::format("unknown op '{}'; ops: hello, malloc, free, kernel, copy, sync, batch, memory, "
-                                     "smi, bye",
+    return fail("input", fmt::format("unknown op '{}'; ops: hello, malloc, free, kernel, copy, sync, batch, stream, "
+                                     "record, wait, query, event_sync, elapsed, event_free, empty_cache, reset_peak, "
+                                     "memory, smi, bye",
                                      op.substr(0, 40)));
   }
 
@@ -518,6 +624,8 @@ struct ShareServer::Impl {
       if (c->device) {
         for (CachingAllocator::Ptr p : c->live) c->device->allocator().free(p);
         c->live.clear();
+        c->events.clear();
+        c->streams.clear();
         c->device.reset();
       }
     }
@@ -654,8 +762,42 @@ ServeClient::~ServeClient() {
   ::close(fd_);
 }
 
+namespace {
+constexpr int kMaxPosted = 256;  // replies left unread at most (well within a socket's buffers)
+}  // namespace
+
+void ServeClient::post(const nlohmann::json& message) {
+  if (fd_ < 0) throw Error("gpemu serve: not connected");
+  if (posted_ >= kMaxPosted) drain();
+  if (!write_all(fd_, line_of(message))) throw Error("gpemu serve: the connection is closed");
+  ++posted_;
+}
+
+void ServeClient::drain() {
+  std::string first_error;
+  bool oom = false, input = false;
+  for (; posted_ > 0; --posted_) {
+    std::string line;
+    if (read_line(fd_, buffer_, line, -1) != Read::Line) {
+      posted_ = 0;
+      throw Error("gpemu serve: the server closed the connection");
+    }
+    const nlohmann::json r = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (first_error.empty() && (r.is_discarded() || !r.value("ok", false))) {
+      first_error = r.is_discarded() ? "a reply that is not JSON" : r.value("error", std::string("refused"));
+      oom = !r.is_discarded() && r.value("oom", false);
+      input = !r.is_discarded() && r.value("kind", std::string()) == "input";
+    }
+  }
+  if (first_error.empty()) return;
+  if (oom) throw OutOfMemoryError(first_error, 0);
+  if (input) throw InputError(first_error);
+  throw Error(first_error);
+}
+
 nlohmann::json ServeClient::request(const nlohmann::json& message) {
   if (fd_ < 0) throw Error("gpemu serve: not connected");
+  drain();
   if (!write_all(fd_, line_of(message))) throw Error("gpemu serve: the connection is closed");
   std::string line;
   const Read r = read_line(fd_, buffer_, line, -1);
@@ -672,6 +814,7 @@ nlohmann::json ServeClient::checked(const nlohmann::json& message) {
   if (r.value("ok", false)) return r;
   const std::string error = r.value("error", std::string("refused"));
   if (r.value("oom", false)) throw OutOfMemoryError(error, 0);
+  if (r.value("kind", std::string()) == "input") throw InputError(error);
   throw Error(error);
 }
 

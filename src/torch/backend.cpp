@@ -35,6 +35,7 @@
 
 #include <array>
 #include <atomic>
+#include <cmath>
 #include <cstdio>
 #include <functional>
 #include <map>
@@ -59,6 +60,8 @@ thread_local std::array<std::int64_t, kMaxTorchGpus> t_stream{};
 
 int device_of(c10::Device d) { return d.has_index() ? d.index() : t_device; }
 c10::Device cuda_device(int i) { return {c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(i)}; }
+// c10's event handles (void*) carry the runtime's event ids.
+std::int64_t event_id(void* event) { return static_cast<std::int64_t>(reinterpret_cast<std::intptr_t>(event)); }
 
 void check_device(int index) {
   const int n = rt().device_count();
@@ -196,22 +199,23 @@ struct GuardImpl final : c10::impl::DeviceGuardImplInterface {
   }
   void record(void** event, const c10::Stream& stream, const c10::DeviceIndex /*device*/,
               const c10::EventFlag /*flag*/) const override {
-    auto* e = static_cast<Event*>(*event);
-    if (e == nullptr) {
-      e = new Event();
-      *event = e;
-    }
-    rt().stream(stream.device_index(), stream.id()).record(*e);
+    // c10's event handle holds the runtime's event id.
+    if (*event == nullptr) *event = reinterpret_cast<void*>(static_cast<std::intptr_t>(rt().event_create()));
+    rt().event_record(event_id(*event), stream.device_index(), stream.id());
   }
   void block(void* event, const c10::Stream& stream) const override {
     if (event == nullptr) return;
-    rt().stream(stream.device_index(), stream.id()).wait(*static_cast<Event*>(event));
+    rt().event_wait(event_id(event), stream.device_index(), stream.id());
   }
-  bool queryEvent(void* event) const override { return event == nullptr || static_cast<Event*>(event)->query(); }
+  bool queryEvent(void* event) const override { return event == nullptr || rt().event_query(event_id(event)); }
   void destroyEvent(void* event, const c10::DeviceIndex /*device*/) const noexcept override {
-    delete static_cast<Event*>(event);
+    if (event == nullptr) return;
+    try {
+      rt().event_destroy(event_id(event));
+    } catch (...) {  // NOLINT(bugprone-empty-catch): noexcept; the server is gone, and the event with it
+    }
   }
-  bool queryStream(const c10::Stream& s) const override { return rt().stream(s.device_index(), s.id()).query(); }
+  bool queryStream(const c10::Stream& s) const override { return rt().stream_query(s.device_index(), s.id()); }
   void synchronizeStream(const c10::Stream& s) const override { rt().synchronize(s.device_index(), s.id()); }
 };
 
@@ -289,7 +293,7 @@ struct DeferredFree {
   int device;
   CachingAllocator::Ptr ptr;
   std::uint64_t bytes;
-  std::vector<std::unique_ptr<Event>> events;
+  std::vector<std::int64_t> events;  // the runtime's event ids
 };
 std::mutex g_deferred_mutex;
 std::vector<DeferredFree> g_deferred;
@@ -306,7 +310,7 @@ void process_deferred_frees(int device, bool wait) {
     for (auto it = g_deferred.begin(); it != g_deferred.end();) {
       bool ready = it->device == device;
       if (ready && !wait)
-        for (const auto& e : it->events) ready = ready && e->query();
+        for (const std::int64_t e : it->events) ready = ready && rt().event_query(e);
       if (ready) {
         g_deferred_bytes[static_cast<std::size_t>(device)] -= it->bytes;
         g_deferred_count.fetch_sub(1, std::memory_order_relaxed);
@@ -318,9 +322,11 @@ void process_deferred_frees(int device, bool wait) {
     }
   }
   for (DeferredFree& f : done) {
-    if (wait)
-      for (const auto& e : f.events) e->synchronize();
-    rt().device(f.device).allocator().free(f.ptr);
+    for (const std::int64_t e : f.events) {
+      if (wait) rt().event_synchronize(e);
+      rt().event_destroy(e);
+    }
+    rt().free(f.device, f.ptr);
   }
 }
 
@@ -329,12 +335,12 @@ void free_device_block(void* ctx) {
   forget_values(ValueKey{b->device, reinterpret_cast<const void*>(b->ptr)});
   try {
     if (b->stream_uses.empty()) {
-      rt().device(b->device).allocator().free(b->ptr);
+      rt().free(b->device, b->ptr);
     } else {
-      DeferredFree f{b->device, b->ptr, rt().device(b->device).allocator().block_size(b->ptr), {}};
+      DeferredFree f{b->device, b->ptr, rt().block_size(b->device, b->ptr), {}};
       for (const std::int64_t s : b->stream_uses) {
-        f.events.push_back(std::make_unique<Event>());
-        rt().stream(b->device, s).record(*f.events.back());
+        f.events.push_back(rt().event_create());
+        rt().event_record(f.events.back(), b->device, s);
       }
       std::lock_guard lock(g_deferred_mutex);
       g_deferred_bytes[static_cast<std::size_t>(b->device)] += f.bytes;
@@ -356,7 +362,7 @@ struct DeviceAllocator final : c10::Allocator {
     CachingAllocator::Ptr p = 0;
     try {
       try {
-        p = rt().device(d).allocator().allocate(n, static_cast<int>(stream));
+        p = rt().allocate(d, n, stream);
       } catch (const OutOfMemoryError&) {
         // As PyTorch before it gives up: wait for the blocks other streams
         // still use, free them, and try again.
@@ -367,7 +373,7 @@ struct DeviceAllocator final : c10::Allocator {
         }
         if (!deferred) throw;
         process_deferred_frees(d, /*wait=*/true);
-        p = rt().device(d).allocator().allocate(n, static_cast<int>(stream));
+        p = rt().allocate(d, n, stream);
       }
     } catch (const OutOfMemoryError& e) {
       TORCH_CHECK_WITH(OutOfMemoryError, false, e.what());
@@ -985,7 +991,7 @@ std::string op_gpu_info() {
   return fmt::format("{}|{}|{}|{}|{}", g.name, g.id, g.architecture, g.reported_memory(), g.sm_count);
 }
 std::vector<int64_t> op_memory_stats(int64_t device) {
-  const AllocatorStats s = rt().device(static_cast<int>(device)).allocator().stats();
+  const AllocatorStats s = rt().memory_stats(static_cast<int>(device));
   std::uint64_t deferred = 0;  // freed by the script, held for other streams: not allocated (as PyTorch counts)
   {
     std::lock_guard lock(g_deferred_mutex);
@@ -1007,10 +1013,10 @@ std::vector<int64_t> op_memory_stats(int64_t device) {
 void op_empty_cache() {
   for (int i = 0; i < rt().device_count(); ++i) {
     process_deferred_frees(i, /*wait=*/true);
-    rt().device(i).allocator().empty_cache();
+    rt().empty_cache(i);
   }
 }
-void op_reset_peak(int64_t device) { rt().device(static_cast<int>(device)).allocator().reset_peak_stats(); }
+void op_reset_peak(int64_t device) { rt().reset_peak_stats(static_cast<int>(device)); }
 void op_synchronize(int64_t device) { rt().synchronize_device(static_cast<int>(device)); }
 int64_t op_current_device() { return t_device; }
 void op_set_device(int64_t device) {
@@ -1019,12 +1025,12 @@ void op_set_device(int64_t device) {
 }
 int64_t op_current_stream(int64_t device) { return t_stream[static_cast<std::size_t>(device)]; }
 void op_set_stream(int64_t device, int64_t stream) {
-  (void)rt().stream(static_cast<int>(device), stream);
+  rt().check_stream(static_cast<int>(device), stream);
   t_stream[static_cast<std::size_t>(device)] = stream;
 }
 int64_t op_create_stream(int64_t device) { return rt().create_stream(static_cast<int>(device)); }
 void op_stream_synchronize(int64_t device, int64_t stream) { rt().synchronize(static_cast<int>(device), stream); }
-bool op_stream_query(int64_t device, int64_t stream) { return rt().stream(static_cast<int>(device), stream).query(); }
+bool op_stream_query(int64_t device, int64_t stream) { return rt().stream_query(static_cast<int>(device), stream); }
 // The packed form torch._C.Stream(_cdata) takes (c10::Stream::pack).
 int64_t op_stream_pack(int64_t device, int64_t stream) {
   return static_cast<int64_t>(c10::Stream(c10::Stream::UNSAFE, cuda_device(static_cast<int>(device)), stream).pack());
@@ -1037,47 +1043,23 @@ std::string op_section() {
     default: return "forward";
   }
 }
-// Events made from Python (torch.cuda.Event), by id.
-std::mutex g_events_mutex;
-std::unordered_map<int64_t, std::unique_ptr<Event>> g_events;
-int64_t g_next_event = 1;
-
-Event& event(int64_t id) {
-  std::lock_guard lock(g_events_mutex);
-  const auto it = g_events.find(id);
-  TORCH_CHECK(it != g_events.end(), "gpemu torch: no CUDA event ", id);
-  return *it->second;
-}
-int64_t op_event_create() {
-  std::lock_guard lock(g_events_mutex);
-  g_events.emplace(g_next_event, std::make_unique<Event>());
-  return g_next_event++;
-}
-void op_event_destroy(int64_t id) {
-  std::lock_guard lock(g_events_mutex);
-  g_events.erase(id);
-}
+// Events made from Python (torch.cuda.Event): the runtime's ids.
+int64_t op_event_create() { return rt().event_create(); }
+void op_event_destroy(int64_t id) { rt().event_destroy(id); }
 void op_event_record(int64_t id, int64_t device, int64_t stream) {
-  rt().stream(static_cast<int>(device), stream).record(event(id));
+  rt().event_record(id, static_cast<int>(device), stream);
 }
 void op_event_wait(int64_t id, int64_t device, int64_t stream) {
-  Event& e = event(id);
-  if (e.recorded()) rt().stream(static_cast<int>(device), stream).wait(e);
+  rt().event_wait(id, static_cast<int>(device), stream);
 }
-bool op_event_query(int64_t id) {
-  Event& e = event(id);
-  return !e.recorded() || e.query();
-}
-void op_event_synchronize(int64_t id) {
-  Event& e = event(id);
-  if (e.recorded()) e.synchronize();
-}
+bool op_event_query(int64_t id) { return rt().event_query(id); }
+void op_event_synchronize(int64_t id) { rt().event_synchronize(id); }
 double op_event_elapsed_ms(int64_t start, int64_t end) {
-  Event& a = event(start);
-  Event& b = event(end);
-  TORCH_CHECK(a.recorded() && b.recorded(),
-              "elapsed_time: both events must have been recorded (and created with enable_timing=True)");
-  return to_ms(Event::elapsed(a, b));
+  try {
+    return rt().event_elapsed_ms(start, end);
+  } catch (const InputError& e) {
+    TORCH_CHECK(false, e.what());
+  }
 }
 
 // The emulated NCCL process group's hooks (gpemu_torch/_dist.py).
@@ -1121,25 +1103,35 @@ double op_collective_seconds(std::string kind, int64_t bytes, int64_t world) {
 class EmulatedTimer final : public c10d::Timer {
  public:
   explicit EmulatedTimer(c10::Device device) : device_(device_of(device)) {}
+  ~EmulatedTimer() override {
+    for (const std::int64_t e : events_)
+      if (e != 0) try {
+          rt().event_destroy(e);
+        } catch (...) {  // NOLINT(bugprone-empty-catch): a destructor; the server is gone, and the event with it
+        }
+  }
+  EmulatedTimer(const EmulatedTimer&) = delete;
+  EmulatedTimer& operator=(const EmulatedTimer&) = delete;
 
   void record(c10d::Timer::Event what) override {
     getTimeRef(what) = c10d::current_time_in_nanos();  // the host's time too, as CUDA's timer keeps it
-    gpemu::Event& e = events_[static_cast<std::size_t>(what)];
-    rt().stream(device_, t_stream[static_cast<std::size_t>(device_)]).record(e);
+    std::int64_t& e = events_[static_cast<std::size_t>(what)];
+    if (e == 0) e = rt().event_create();
+    rt().event_record(e, device_, t_stream[static_cast<std::size_t>(device_)]);
   }
 
   c10::optional<int64_t> measureDifference(c10d::Timer::Event start, c10d::Timer::Event end) override {
-    gpemu::Event& a = events_[static_cast<std::size_t>(start)];
-    gpemu::Event& b = events_[static_cast<std::size_t>(end)];
-    if (!a.recorded() || !b.recorded()) return c10::nullopt;
-    const Duration d = gpemu::Event::elapsed(a, b);
-    if (d < 0) return c10::nullopt;
-    return static_cast<int64_t>(d);
+    const std::int64_t a = events_[static_cast<std::size_t>(start)];
+    const std::int64_t b = events_[static_cast<std::size_t>(end)];
+    if (a == 0 || b == 0) return c10::nullopt;
+    const double ms = rt().event_elapsed_ms(a, b);
+    if (ms < 0) return c10::nullopt;
+    return static_cast<int64_t>(std::llround(ms * 1e6));
   }
 
  private:
   int device_;
-  std::array<gpemu::Event, 5> events_;  // by c10d::Timer::Event
+  std::array<std::int64_t, 5> events_{};  // by c10d::Timer::Event: the runtime's ids, 0 until recorded
 };
 
 void op_host_span(std::string name, double start, double end) { rt().host_span(std::move(name), start, end); }

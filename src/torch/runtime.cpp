@@ -38,6 +38,23 @@ std::string_view collective_name(std::string_view kind) {
   throw InputError(fmt::format("collective '{}': expected all_reduce, broadcast, all_gather or reduce_scatter", kind));
 }
 
+// What the op keeps busy when alone, by the roofline at the card's peaks
+// (the same rule as job.h's roofline_demand, per op): a server's mps and mig
+// policies slow kernels by it.
+KernelDemand op_demand(const OpProgram::Op& op, const GpuPeaks& peaks) {
+  double peak = peaks.vector_f32;
+  if (op.kind == OpProgram::Kind::Conv || op.kind == OpProgram::Kind::Matmul) {
+    peak = op.kind == OpProgram::Kind::Conv ? peaks.conv_f32 : peaks.matmul_f32;
+    if (op.math == OpProgram::Math::F16) peak = peaks.f16;
+    if (op.math == OpProgram::Math::BF16) peak = peaks.bf16;
+  }
+  const double compute = peak > 0 ? op.flops0 / peak : 0;
+  const double memory = peaks.bandwidth > 0 ? op.bytes0 / peaks.bandwidth : 0;
+  const double busiest = std::max(compute, memory);
+  if (!(busiest > 0)) return {};
+  return {static_cast<float>(compute / busiest), static_cast<float>(memory / busiest)};
+}
+
 }  // namespace
 
 Settings Settings::from_env() {
@@ -65,6 +82,23 @@ Settings Settings::from_env() {
   if (auto v = env("GPEMU_TORCH_SCRIPT")) s.script = *v;
   if (auto v = env("GPEMU_TORCH_MAIN_PID")) s.main_process = *v == std::to_string(::getpid());
   if (auto v = env("GPEMU_TORCH_PARTS")) s.parts = *v;
+  if (auto v = env("GPEMU_TORCH_SERVE")) s.serve = *v;
+  if (auto v = env("GPEMU_TORCH_PRIORITY")) {
+    int n = 0;
+    const auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), n);
+    if (ec != std::errc() || end != v->data() + v->size() || n < -1000 || n > 1000)
+      throw InputError(fmt::format("GPEMU_TORCH_PRIORITY '{}': expected a whole number from -1000 to 1000", *v));
+    s.priority = n;
+  }
+  if (auto v = env("GPEMU_TORCH_MIG")) s.mig = *v;
+  if (s.serve && (s.trace || s.report))
+    throw InputError(
+        "GPEMU_TORCH_TRACE / GPEMU_TORCH_REPORT with GPEMU_TORCH_SERVE: the GPU's timeline is the server's; "
+        "watch it with gpemu smi (a trace of a shared GPU comes from gpemu share --trace)");
+  if (s.serve && s.clock == ClockKind::Virtual)
+    throw InputError(
+        "GPEMU_TORCH_CLOCK 'virtual' with GPEMU_TORCH_SERVE: a script attached to gpemu serve runs under the real "
+        "clock (the server's GPUs are shared with other processes in wall time)");
   if (auto v = env("GPEMU_TORCH_MODEL")) {
     if (!zoo::has_model(*v))
       throw InputError(fmt::format("GPEMU_TORCH_MODEL '{}': not a model of the zoo (`gpemu models` lists them)", *v));
@@ -72,6 +106,23 @@ Settings Settings::from_env() {
   }
   return s;
 }
+
+namespace {
+
+// The GPU of a server's hello reply.
+const GpuSpec& served_gpu(const nlohmann::json& hello, const std::filesystem::path& socket) {
+  const auto it = hello.find("gpu");
+  if (it == hello.end() || !it->contains("id") || !(*it)["id"].is_string())
+    throw Error(fmt::format("gpemu serve at {} did not say which GPU it emulates", socket.string()));
+  return find_gpu((*it)["id"].get<std::string>());
+}
+
+std::string client_name(const Settings& s) {
+  const std::string script = s.script.empty() ? "torch" : std::filesystem::path(s.script).filename().string();
+  return fmt::format("{} ({})", script, rank_label());
+}
+
+}  // namespace
 
 Runtime::Runtime(Settings settings)
     : settings_(std::move(settings)),
@@ -82,11 +133,23 @@ Runtime::Runtime(Settings settings)
     throw InputError(fmt::format("gpus {}: expected 1 to {}", settings_.gpus, kMaxTorchGpus));
   timeline_->enable_trace(settings_.trace.has_value() || settings_.report.has_value());
   collective_busy_.assign(static_cast<std::size_t>(settings_.gpus), 0);
-  for (int i = 0; i < settings_.gpus; ++i) {
-    DeviceOptions o;
-    o.index = i;
-    devices_.push_back(std::make_unique<Device>(*timeline_, *gpu_, o));
-    streams_.push_back({&devices_.back()->default_stream()});
+  if (settings_.serve) {
+    // Each device is a client of the server's GPU of the same index.
+    for (int i = 0; i < settings_.gpus; ++i) {
+      auto r = std::make_unique<Remote>();
+      r->client = std::make_unique<ServeClient>(*settings_.serve, ClientHello{client_name(settings_), i,
+                                                                              settings_.priority, settings_.mig});
+      const GpuSpec& g = served_gpu(r->client->hello_reply(), *settings_.serve);
+      if (i == 0) gpu_ = &g;
+      remote_.push_back(std::move(r));
+    }
+  } else {
+    for (int i = 0; i < settings_.gpus; ++i) {
+      DeviceOptions o;
+      o.index = i;
+      devices_.push_back(std::make_unique<Device>(*timeline_, *gpu_, o));
+      streams_.push_back({&devices_.back()->default_stream()});
+    }
   }
   const auto calibration = load_default_calibration();
   factors_ = calibration->factors(*gpu_);
@@ -105,7 +168,12 @@ Runtime::~Runtime() {
     finish();
   } catch (...) {  // NOLINT(bugprone-empty-catch): a destructor at exit has no one to tell
   }
+  {
+    std::lock_guard lock(events_mutex_);
+    local_events_.clear();
+  }
   devices_.clear();  // the devices' work ends before the timeline goes
+  remote_.clear();   // says bye
 }
 
 Runtime& Runtime::instance() {
@@ -115,15 +183,34 @@ Runtime& Runtime::instance() {
   return *runtime;
 }
 
-Device& Runtime::device(int index) {
+void Runtime::check_device(int index) const {
   if (index < 0 || index >= device_count())
     throw InputError(fmt::format("CUDA device {}: this run emulates {} GPU{} (gpemu torch --gpus)", index,
                                  device_count(), device_count() == 1 ? "" : "s"));
+}
+
+Device& Runtime::device(int index) {
+  check_device(index);
   return *devices_[static_cast<std::size_t>(index)];
 }
 
+nlohmann::json Runtime::call(int device_index, nlohmann::json message) {
+  check_device(device_index);
+  Remote& r = *remote_[static_cast<std::size_t>(device_index)];
+  std::lock_guard lock(r.mutex);
+  return r.client->call(message);
+}
+
+void Runtime::post(int device_index, nlohmann::json message) {
+  check_device(device_index);
+  Remote& r = *remote_[static_cast<std::size_t>(device_index)];
+  std::lock_guard lock(r.mutex);
+  r.client->post(message);
+}
+
 Stream& Runtime::stream(int device_index, std::int64_t id) {
-  (void)device(device_index);  // InputError naming a device out of range
+  Device& d = device(device_index);
+  (void)d;
   std::lock_guard lock(mutex_);
   const auto& list = streams_[static_cast<std::size_t>(device_index)];
   if (id < 0 || id >= static_cast<std::int64_t>(list.size()))
@@ -131,7 +218,27 @@ Stream& Runtime::stream(int device_index, std::int64_t id) {
   return *list[static_cast<std::size_t>(id)];
 }
 
+void Runtime::check_stream(int device_index, std::int64_t id) {
+  if (!remote()) {
+    (void)stream(device_index, id);
+    return;
+  }
+  check_device(device_index);
+  Remote& r = *remote_[static_cast<std::size_t>(device_index)];
+  std::lock_guard lock(r.mutex);
+  if (id < 0 || id >= r.streams)
+    throw InputError(fmt::format("CUDA stream {} on device {}: no such stream", id, device_index));
+}
+
 std::int64_t Runtime::create_stream(int device_index) {
+  if (remote()) {
+    check_device(device_index);
+    Remote& r = *remote_[static_cast<std::size_t>(device_index)];
+    std::lock_guard lock(r.mutex);
+    const auto id = r.client->call({{"op", "stream"}})["stream"].get<std::int64_t>();
+    r.streams = id + 1;
+    return id;
+  }
   Device& d = device(device_index);
   std::lock_guard lock(mutex_);
   auto& list = streams_[static_cast<std::size_t>(device_index)];
@@ -139,6 +246,212 @@ std::int64_t Runtime::create_stream(int device_index) {
   // implicit ordering with the default stream.
   list.push_back(&d.create_stream(/*non_blocking=*/true));
   return static_cast<std::int64_t>(list.size()) - 1;
+}
+
+bool Runtime::stream_query(int device_index, std::int64_t id) {
+  if (!remote()) return stream(device_index, id).query();
+  check_stream(device_index, id);
+  return call(device_index, {{"op", "query"}, {"stream", id}})["done"].get<bool>();
+}
+
+// ---- memory -----------------------------------------------------------------------
+
+CachingAllocator::Ptr Runtime::allocate(int device_index, std::uint64_t bytes, std::int64_t stream_id) {
+  if (!remote()) return device(device_index).allocator().allocate(bytes, static_cast<int>(stream_id));
+  check_device(device_index);
+  Remote& r = *remote_[static_cast<std::size_t>(device_index)];
+  std::lock_guard lock(r.mutex);
+  const nlohmann::json reply = r.client->call({{"op", "malloc"}, {"bytes", bytes}, {"stream", stream_id}});
+  const auto p = reply["ptr"].get<CachingAllocator::Ptr>();
+  if (p != 0) r.block_sizes[p] = reply["size"].get<std::uint64_t>();
+  return p;
+}
+
+void Runtime::free(int device_index, CachingAllocator::Ptr p) {
+  if (!remote()) {
+    device(device_index).allocator().free(p);
+    return;
+  }
+  if (p == 0) return;
+  check_device(device_index);
+  Remote& r = *remote_[static_cast<std::size_t>(device_index)];
+  std::lock_guard lock(r.mutex);
+  r.block_sizes.erase(p);
+  r.client->post({{"op", "free"}, {"ptr", p}});
+}
+
+std::uint64_t Runtime::block_size(int device_index, CachingAllocator::Ptr p) {
+  if (!remote()) return device(device_index).allocator().block_size(p);
+  check_device(device_index);
+  Remote& r = *remote_[static_cast<std::size_t>(device_index)];
+  std::lock_guard lock(r.mutex);
+  const auto it = r.block_sizes.find(p);
+  if (it == r.block_sizes.end()) throw std::invalid_argument("block_size: not a live allocation");
+  return it->second;
+}
+
+AllocatorStats Runtime::memory_stats(int device_index) {
+  if (!remote()) return device(device_index).allocator().stats();
+  const nlohmann::json m = call(device_index, {{"op", "memory"}});
+  AllocatorStats a;
+  a.allocated_bytes = m.value("allocated_bytes", std::uint64_t{0});
+  a.reserved_bytes = m.value("reserved_bytes", std::uint64_t{0});
+  a.peak_allocated_bytes = m.value("peak_allocated_bytes", std::uint64_t{0});
+  a.peak_reserved_bytes = m.value("peak_reserved_bytes", std::uint64_t{0});
+  a.requested_bytes = m.value("requested_bytes", std::uint64_t{0});
+  a.peak_requested_bytes = m.value("peak_requested_bytes", std::uint64_t{0});
+  a.active_blocks = m.value("active_blocks", std::uint64_t{0});
+  a.segments = m.value("segments", std::uint64_t{0});
+  a.num_alloc_retries = m.value("num_alloc_retries", std::uint64_t{0});
+  a.num_ooms = m.value("num_ooms", std::uint64_t{0});
+  a.num_device_alloc = m.value("num_device_alloc", std::uint64_t{0});
+  a.num_device_free = m.value("num_device_free", std::uint64_t{0});
+  return a;
+}
+
+void Runtime::empty_cache(int device_index) {
+  if (!remote())
+    device(device_index).allocator().empty_cache();
+  else
+    call(device_index, {{"op", "empty_cache"}});
+}
+
+void Runtime::reset_peak_stats(int device_index) {
+  if (!remote())
+    device(device_index).allocator().reset_peak_stats();
+  else
+    call(device_index, {{"op", "reset_peak"}});
+}
+
+// ---- events -----------------------------------------------------------------------
+
+Event& Runtime::local_event(std::int64_t id) {
+  std::lock_guard lock(events_mutex_);
+  const auto it = local_events_.find(id);
+  if (it == local_events_.end()) throw InputError(fmt::format("CUDA event {}: no such event", id));
+  return *it->second;
+}
+
+std::int64_t Runtime::event_create() {
+  std::lock_guard lock(events_mutex_);
+  const std::int64_t id = next_event_++;
+  if (remote())
+    remote_events_.emplace(id, -1);
+  else
+    local_events_.emplace(id, std::make_unique<Event>());
+  return id;
+}
+
+void Runtime::event_destroy(std::int64_t id) {
+  int recorded_on = -1;
+  {
+    std::lock_guard lock(events_mutex_);
+    if (!remote()) {
+      local_events_.erase(id);
+      return;
+    }
+    const auto it = remote_events_.find(id);
+    if (it == remote_events_.end()) return;
+    recorded_on = it->second;
+    remote_events_.erase(it);
+  }
+  if (recorded_on >= 0) post(recorded_on, {{"op", "event_free"}, {"event", id}});
+}
+
+void Runtime::event_record(std::int64_t id, int device_index, std::int64_t stream_id) {
+  if (!remote()) {
+    stream(device_index, stream_id).record(local_event(id));
+    return;
+  }
+  check_stream(device_index, stream_id);
+  int before = -1;
+  {
+    std::lock_guard lock(events_mutex_);
+    const auto it = remote_events_.find(id);
+    if (it == remote_events_.end()) throw InputError(fmt::format("CUDA event {}: no such event", id));
+    before = it->second;
+    it->second = device_index;
+  }
+  if (before >= 0 && before != device_index) post(before, {{"op", "event_free"}, {"event", id}});
+  post(device_index, {{"op", "record"}, {"event", id}, {"stream", stream_id}});
+}
+
+void Runtime::event_wait(std::int64_t id, int device_index, std::int64_t stream_id) {
+  if (!remote()) {
+    Event& e = local_event(id);
+    if (e.recorded()) stream(device_index, stream_id).wait(e);
+    return;
+  }
+  check_stream(device_index, stream_id);
+  int on = -1;
+  {
+    std::lock_guard lock(events_mutex_);
+    const auto it = remote_events_.find(id);
+    if (it == remote_events_.end()) throw InputError(fmt::format("CUDA event {}: no such event", id));
+    on = it->second;
+  }
+  if (on < 0) return;
+  if (on == device_index) {
+    post(device_index, {{"op", "wait"}, {"event", id}, {"stream", stream_id}});
+  } else {
+    // Another GPU's event: each GPU is its own client of the server, so the
+    // host waits for it (later work on the stream is then ordered after it).
+    call(on, {{"op", "event_sync"}, {"event", id}});
+  }
+}
+
+bool Runtime::event_query(std::int64_t id) {
+  if (!remote()) {
+    Event& e = local_event(id);
+    return !e.recorded() || e.query();
+  }
+  int on = -1;
+  {
+    std::lock_guard lock(events_mutex_);
+    const auto it = remote_events_.find(id);
+    if (it == remote_events_.end()) throw InputError(fmt::format("CUDA event {}: no such event", id));
+    on = it->second;
+  }
+  return on < 0 || call(on, {{"op", "query"}, {"event", id}})["done"].get<bool>();
+}
+
+void Runtime::event_synchronize(std::int64_t id) {
+  if (!remote()) {
+    Event& e = local_event(id);
+    if (e.recorded()) e.synchronize();
+    return;
+  }
+  int on = -1;
+  {
+    std::lock_guard lock(events_mutex_);
+    const auto it = remote_events_.find(id);
+    if (it == remote_events_.end()) throw InputError(fmt::format("CUDA event {}: no such event", id));
+    on = it->second;
+  }
+  if (on >= 0) call(on, {{"op", "event_sync"}, {"event", id}});
+}
+
+double Runtime::event_elapsed_ms(std::int64_t start, std::int64_t end) {
+  const char* const not_recorded =
+      "elapsed_time: both events must have been recorded (and created with enable_timing=True)";
+  if (!remote()) {
+    Event& a = local_event(start);
+    Event& b = local_event(end);
+    if (!a.recorded() || !b.recorded()) throw InputError(not_recorded);
+    return to_ms(Event::elapsed(a, b));
+  }
+  int on_a = -1, on_b = -1;
+  {
+    std::lock_guard lock(events_mutex_);
+    const auto a = remote_events_.find(start), b = remote_events_.find(end);
+    if (a == remote_events_.end() || b == remote_events_.end())
+      throw InputError(fmt::format("CUDA event {}: no such event", a == remote_events_.end() ? start : end));
+    on_a = a->second;
+    on_b = b->second;
+  }
+  if (on_a < 0 || on_b < 0) throw InputError(not_recorded);
+  if (on_a != on_b) throw InputError("elapsed_time: the events were recorded on different GPUs");
+  return call(on_a, {{"op", "elapsed"}, {"start", start}, {"end", end}})["ms"].get<double>();
 }
 
 const GpuPeaks& Runtime::peaks(bool tf32_conv, bool tf32_matmul) const {
@@ -167,7 +480,7 @@ void Runtime::pace_host(double seconds) {
 
 void Runtime::issue(int device_index, std::int64_t stream_id, const OpProgram::Op& op, std::string_view name,
                     bool tf32_conv, bool tf32_matmul, bool cpp_loop) {
-  Stream& s = stream(device_index, stream_id);
+  check_stream(device_index, stream_id);
   const bool forward = op.section == OpProgram::Section::Forward || op.section == OpProgram::Section::Loss;
   const double launch = cpp_loop && forward && op.kind != OpProgram::Kind::View
                             ? factors_.launch_backward_us * 1e-6 * op.weight
@@ -188,16 +501,43 @@ void Runtime::issue(int device_index, std::int64_t stream_id, const OpProgram::O
      : op.section == OpProgram::Section::Backward ? counters_.backward_gpu_s
                                                   : counters_.forward_gpu_s) += seconds;
   }
-  s.launch_kernel(from_seconds(seconds), name);
+  if (remote()) {
+    const KernelDemand d = op_demand(op, peaks(tf32_conv, tf32_matmul));
+    Remote& r = *remote_[static_cast<std::size_t>(device_index)];
+    std::lock_guard lock(r.mutex);
+    r.client->post(
+        {{"op", "kernel"}, {"ns", from_seconds(seconds)}, {"stream", stream_id}, {"sm", d.sm}, {"bw", d.bw}});
+    ++r.kernels;
+    r.kernel_time += from_seconds(seconds);
+    return;
+  }
+  stream(device_index, stream_id).launch_kernel(from_seconds(seconds), name);
 }
 
 void Runtime::copy(int device_index, std::int64_t stream_id, bool to_device, std::uint64_t bytes, bool pinned) {
-  Stream& s = stream(device_index, stream_id);
+  check_stream(device_index, stream_id);
   {
     std::lock_guard lock(mutex_);
     ++(to_device ? counters_.h2d : counters_.d2h);
     if (!pinned) ++counters_.blocking_syncs;
   }
+  if (remote()) {
+    // A pinned copy returns at once; a pageable one when done (its reply).
+    const nlohmann::json m = {{"op", "copy"},
+                              {"dir", to_device ? "h2d" : "d2h"},
+                              {"bytes", bytes},
+                              {"pinned", pinned},
+                              {"stream", stream_id}};
+    if (pinned)
+      post(device_index, m);
+    else
+      call(device_index, m);
+    Remote& r = *remote_[static_cast<std::size_t>(device_index)];
+    std::lock_guard lock(r.mutex);
+    (to_device ? r.h2d_bytes : r.d2h_bytes) += bytes;
+    return;
+  }
+  Stream& s = stream(device_index, stream_id);
   const HostMemoryKind kind = pinned ? HostMemoryKind::Pinned : HostMemoryKind::Pageable;
   if (to_device)
     s.copy_h2d(bytes, kind);
@@ -206,21 +546,27 @@ void Runtime::copy(int device_index, std::int64_t stream_id, bool to_device, std
 }
 
 void Runtime::synchronize(int device_index, std::int64_t stream_id) {
-  Stream& s = stream(device_index, stream_id);
+  check_stream(device_index, stream_id);
   {
     std::lock_guard lock(mutex_);
     ++counters_.blocking_syncs;
   }
-  s.synchronize();
+  if (remote())
+    call(device_index, {{"op", "sync"}, {"stream", stream_id}});
+  else
+    stream(device_index, stream_id).synchronize();
 }
 
 void Runtime::synchronize_device(int device_index) {
-  Device& d = device(device_index);
+  check_device(device_index);
   {
     std::lock_guard lock(mutex_);
     ++counters_.blocking_syncs;
   }
-  d.synchronize();
+  if (remote())
+    call(device_index, {{"op", "sync"}, {"device", true}});
+  else
+    device(device_index).synchronize();
 }
 
 Duration Runtime::collective_duration(std::string_view kind, std::uint64_t bytes, int world) {
@@ -259,8 +605,20 @@ void Runtime::collective(int device_index, std::int64_t stream_id, std::string_v
                          int world, std::int64_t start_shared_ns) {
   kind = collective_name(kind);
   const Duration d = collective_duration(kind, bytes, world);
-  Stream& s = stream(device_index, stream_id);
   const auto epoch = clock_->monotonic_epoch_ns();
+  if (remote()) {
+    // The server orders work per client: the ring starts when the host has
+    // reached the latest rank's ready time (stream_ready_shared_ns left the
+    // stream drained), as a kernel of the ring's time.
+    check_stream(device_index, stream_id);
+    clock_->sleep_until(start_shared_ns - epoch.value_or(0));
+    call(device_index, {{"op", "kernel"}, {"ns", d}, {"stream", stream_id}});
+    std::lock_guard lock(mutex_);
+    ++counters_.collectives;
+    collective_busy_[static_cast<std::size_t>(device_index)] += d;
+    return;
+  }
+  Stream& s = stream(device_index, stream_id);
   OpSpec spec;
   spec.lower_bound = std::max<Time>(timeline_->issue_time(), start_shared_ns - epoch.value_or(0));
   spec.duration = d;
@@ -275,6 +633,11 @@ void Runtime::collective(int device_index, std::int64_t stream_id, std::string_v
 }
 
 std::int64_t Runtime::stream_ready_shared_ns(int device_index, std::int64_t stream_id) {
+  if (remote()) {
+    // The server's clock is not this process's: drain the stream, then it is ready now.
+    call(device_index, {{"op", "sync"}, {"stream", stream_id}});
+    return clock_->now() + clock_->monotonic_epoch_ns().value_or(0);
+  }
   Stream& s = stream(device_index, stream_id);
   const Time ready = std::max(timeline_->issue_time(), timeline_->end_time(s.tail()));
   return ready + clock_->monotonic_epoch_ns().value_or(0);
@@ -306,7 +669,7 @@ void Runtime::note_generic(std::string_view op) {
     ++it->second;
 }
 
-nlohmann::json Runtime::summary_object() const {
+nlohmann::json Runtime::summary_object() {
   const RunCounters c = counters();
   const double elapsed = to_seconds(clock_->now());
   nlohmann::json j;
@@ -314,6 +677,7 @@ nlohmann::json Runtime::summary_object() const {
   j["gpus"] = settings_.gpus;
   j["clock"] = std::string(to_string(settings_.clock));
   j["model_correction"] = settings_.model.empty() ? nlohmann::json(nullptr) : nlohmann::json(settings_.model);
+  j["serve"] = settings_.serve ? nlohmann::json(settings_.serve->string()) : nlohmann::json(nullptr);
   j["elapsed_s"] = elapsed;
   j["emulated_seconds"] = elapsed;
   // The keys `gpemu train --json` has, where they mean the same: an
@@ -335,16 +699,28 @@ nlohmann::json Runtime::summary_object() const {
   nlohmann::json devs = nlohmann::json::array();
   double peak_alloc = 0, peak_reserved = 0, busy_sum = 0;
   int used = 0;
-  for (const auto& d : devices_) {
-    const AllocatorStats a = d->allocator().stats();
-    const DeviceStats& s = d->stats();
+  for (int i = 0; i < device_count(); ++i) {
+    // Attached: the server's allocator; the kernels' time alone, not what
+    // the server's policy made of it (gpemu smi has the GPU's utilisation).
+    const AllocatorStats a = memory_stats(i);
+    DeviceStats s;
+    if (remote()) {
+      Remote& r = *remote_[static_cast<std::size_t>(i)];
+      std::lock_guard lock(r.mutex);
+      s.kernels = r.kernels;
+      s.busy[static_cast<int>(Engine::Compute)] = r.kernel_time;
+      s.h2d_bytes = r.h2d_bytes;
+      s.d2h_bytes = r.d2h_bytes;
+    } else {
+      s = devices_[static_cast<std::size_t>(i)]->stats();
+    }
     const double compute = to_seconds(s.busy[static_cast<int>(Engine::Compute)]);
     double comm = 0;
     {
       std::lock_guard lock(mutex_);
-      comm = to_seconds(collective_busy_[static_cast<std::size_t>(d->index())]);
+      comm = to_seconds(collective_busy_[static_cast<std::size_t>(i)]);
     }
-    devs.push_back({{"index", d->index()},
+    devs.push_back({{"index", i},
                     {"kernels", s.kernels},
                     {"compute_busy_seconds", compute},
                     {"h2d_busy_seconds", to_seconds(s.busy[static_cast<int>(Engine::CopyH2D)])},
@@ -376,7 +752,7 @@ nlohmann::json Runtime::summary_object() const {
   return j;
 }
 
-std::string Runtime::summary_json() const { return summary_object().dump(2); }
+std::string Runtime::summary_json() { return summary_object().dump(2); }
 
 namespace {
 
@@ -423,7 +799,7 @@ nlohmann::json merge_summaries(nlohmann::json main, const std::vector<nlohmann::
 
 }  // namespace
 
-nlohmann::json Runtime::part_object() const {
+nlohmann::json Runtime::part_object() {
   nlohmann::json part;
   nlohmann::json s = summary_object();
   s["process"] = rank_label();

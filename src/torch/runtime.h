@@ -7,6 +7,12 @@
 // `gpemu predict`'s pipeline does (cost_model.h). backend.cpp, the other
 // half, is the c10/ATen side that calls it.
 //
+// Attached to `gpemu serve` (Settings::serve), the process owns no emulated
+// GPU of its own: each of its devices is a client of one of the server's
+// GPUs, and its kernels, copies, streams, events and memory are the server's,
+// so several scripts' work meets on one emulated GPU under the server's
+// policy. The host is still paced here, by the same launch costs.
+//
 // Thread safety: every member may be called from any thread (PyTorch's
 // autograd engine issues backward kernels from its own device threads).
 #pragma once
@@ -28,6 +34,7 @@
 #include "gpemu/clock.h"
 #include "gpemu/cost_model.h"
 #include "gpemu/device.h"
+#include "gpemu/share.h"
 #include "gpemu/timeline.h"
 
 namespace gpemu::torch_backend {
@@ -51,11 +58,17 @@ struct Settings {
   // (calibration.h, ModelCorrection) scales the ops' times, as `gpemu
   // predict` applies it. Empty: none (the per-op model alone).
   std::string model;
+  // A `gpemu serve` socket: the devices are that server's GPUs 0 to gpus-1
+  // (its card, its policy; the clock is real), `gpu` is not used.
+  std::optional<std::filesystem::path> serve;
+  int priority = 0;  // the server's policy priority: larger first
+  std::string mig;   // the server's policy mig: this process's slice
 
   // GPEMU_TORCH_GPU, GPEMU_TORCH_GPUS, GPEMU_TORCH_CLOCK, GPEMU_TORCH_JSON,
   // GPEMU_TORCH_TRACE, GPEMU_TORCH_REPORT, GPEMU_TORCH_MODEL,
   // GPEMU_TORCH_SCRIPT, GPEMU_TORCH_MAIN_PID (main_process: this process's
-  // id, or unset), GPEMU_TORCH_PARTS; unset ones keep their defaults. InputError naming the
+  // id, or unset), GPEMU_TORCH_PARTS, GPEMU_TORCH_SERVE,
+  // GPEMU_TORCH_PRIORITY, GPEMU_TORCH_MIG; unset ones keep their defaults. InputError naming the
   // variable for a value that is not accepted.
   static Settings from_env();
 };
@@ -91,13 +104,37 @@ class Runtime {
   const GpuSpec& gpu() const { return *gpu_; }
   Clock& clock() { return *clock_; }
   Timeline& timeline() { return *timeline_; }
-  int device_count() const { return static_cast<int>(devices_.size()); }
+  int device_count() const { return settings_.gpus; }
+  bool remote() const { return !remote_.empty(); }
   // InputError naming the index and the count when out of range.
-  Device& device(int index);
+  void check_device(int index) const;
 
   // Streams by PyTorch's stream id on a device: 0 is the default stream.
-  Stream& stream(int device, std::int64_t id);
+  // InputError for an id the device does not have.
+  void check_stream(int device, std::int64_t id);
   std::int64_t create_stream(int device);
+  // True when all work issued to the stream has completed.
+  bool stream_query(int device, std::int64_t id);
+
+  // The device's memory (its caching allocator's, here or the server's):
+  // OutOfMemoryError with PyTorch's message when it does not fit.
+  CachingAllocator::Ptr allocate(int device, std::uint64_t bytes, std::int64_t stream);
+  void free(int device, CachingAllocator::Ptr p);
+  std::uint64_t block_size(int device, CachingAllocator::Ptr p);
+  AllocatorStats memory_stats(int device);
+  void empty_cache(int device);
+  void reset_peak_stats(int device);
+
+  // CUDA events by id (cudaEvent_t): created unrecorded; an event never
+  // recorded is complete and waiting for it is a no-op, as in CUDA.
+  std::int64_t event_create();
+  void event_destroy(std::int64_t id);  // ignores an unknown id
+  void event_record(std::int64_t id, int device, std::int64_t stream);
+  void event_wait(std::int64_t id, int device, std::int64_t stream);
+  bool event_query(std::int64_t id);
+  void event_synchronize(std::int64_t id);
+  // InputError unless both were recorded (on the same GPU, when attached).
+  double event_elapsed_ms(std::int64_t start, std::int64_t end);
 
   // Issues one operator on (device, stream): the host spends the op's launch
   // cost first (the calibrated per-op issue time, so launch-bound programs
@@ -148,7 +185,7 @@ class Runtime {
 
   // The summary of this process's run so far (JSON text): the keys `gpemu
   // train --json` has where they mean the same (docs/torch.md, "Outputs").
-  std::string summary_json() const;
+  std::string summary_json();
   // The first process: writes the summary, trace and report Settings asks
   // for, with every rank's part merged in. Another process: leaves its part
   // (when it used an emulated GPU). Idempotent.
@@ -157,14 +194,30 @@ class Runtime {
  private:
   const GpuPeaks& peaks(bool tf32_conv, bool tf32_matmul) const;
   void pace_host(double seconds);
-  nlohmann::json summary_object() const;
-  nlohmann::json part_object() const;
+  Device& device(int index);
+  Stream& stream(int device, std::int64_t id);
+  // Attached: one round trip to device's client (serialised per client).
+  nlohmann::json call(int device, nlohmann::json message);
+  // Attached: a request whose reply is checked before the next one's (ServeClient::post).
+  void post(int device, nlohmann::json message);
+  Event& local_event(std::int64_t id);
+  nlohmann::json summary_object();
+  nlohmann::json part_object();
 
   Settings settings_;
   const GpuSpec* gpu_ = nullptr;
   std::unique_ptr<Clock> clock_;
   std::unique_ptr<Timeline> timeline_;
-  std::vector<std::unique_ptr<Device>> devices_;
+  std::vector<std::unique_ptr<Device>> devices_;  // none when attached
+  struct Remote {
+    std::unique_ptr<ServeClient> client;
+    std::mutex mutex;
+    std::int64_t streams = 1;                                    // the server's stream ids 0 to streams-1
+    std::map<CachingAllocator::Ptr, std::uint64_t> block_sizes;  // live blocks
+    std::uint64_t kernels = 0, h2d_bytes = 0, d2h_bytes = 0;
+    Duration kernel_time = 0;  // the kernels' time alone
+  };
+  std::vector<std::unique_ptr<Remote>> remote_;  // per device when attached
   FamilyFactors factors_;
   ModelCorrection correction_;
   GpuPeaks peaks_[2][2];  // [tf32_conv][tf32_matmul]
@@ -177,6 +230,12 @@ class Runtime {
   std::map<std::tuple<std::string, std::uint64_t, int>, Duration, std::less<>> collective_durations_;
   std::vector<Duration> collective_busy_;  // per device
   bool finished_ = false;
+
+  // Events: here, the Event; attached, the device it was last recorded on (-1: never).
+  std::mutex events_mutex_;
+  std::int64_t next_event_ = 1;
+  std::map<std::int64_t, std::unique_ptr<Event>> local_events_;
+  std::map<std::int64_t, int> remote_events_;
 };
 
 }  // namespace gpemu::torch_backend

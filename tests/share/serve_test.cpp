@@ -78,6 +78,68 @@ TEST(Serve, AClientAllocatesLaunchesAndSynchronizes) {
   EXPECT_GE(c.sync(), end + kMillisecond);
 }
 
+// What a PyTorch script's process needs beyond one stream: streams of its
+// own, events recorded, waited for and timed, per-stream and whole-device
+// syncs (gpemu torch --connect).
+TEST(Serve, StreamsAndEventsOrderAClientsWork) {
+  TempDir dir;
+  Served s(options(dir));
+  ServeClient c(s.server.socket_path(), {"torch", 0, 0, ""});
+  const auto s1 = c.call({{"op", "stream"}})["stream"].get<int>();
+  const auto s2 = c.call({{"op", "stream"}})["stream"].get<int>();
+  EXPECT_EQ(s1, 1);
+  EXPECT_EQ(s2, 2);
+  // A long kernel on stream 1, an event after it; stream 2 waits for the
+  // event, so its short kernel cannot end before the long one has.
+  c.call({{"op", "kernel"}, {"ns", 300 * kMillisecond}, {"stream", s1}});
+  c.call({{"op", "record"}, {"event", 7}, {"stream", s1}});
+  c.call({{"op", "wait"}, {"event", 7}, {"stream", s2}});
+  c.call({{"op", "kernel"}, {"ns", kMillisecond}, {"stream", s2}});
+  const Time event_end = c.call({{"op", "event_sync"}, {"event", 7}})["end_ns"].get<Time>();
+  const Time s2_end = c.call({{"op", "sync"}, {"stream", s2}})["end_ns"].get<Time>();
+  EXPECT_GE(s2_end, event_end + kMillisecond);
+  EXPECT_TRUE(c.call({{"op", "query"}, {"event", 7}})["done"].get<bool>());
+  EXPECT_TRUE(c.call({{"op", "query"}, {"stream", s1}})["done"].get<bool>());
+  // Timing events: at least the kernel between them.
+  c.call({{"op", "record"}, {"event", 8}, {"stream", s1}});
+  c.call({{"op", "kernel"}, {"ns", 20 * kMillisecond}, {"stream", s1}});
+  c.call({{"op", "record"}, {"event", 9}, {"stream", s1}});
+  EXPECT_GE(c.call({{"op", "elapsed"}, {"start", 8}, {"end", 9}})["ms"].get<double>(), 20.0);
+  // A device-wide sync waits for every stream.
+  c.call({{"op", "kernel"}, {"ns", 5 * kMillisecond}, {"stream", s2}});
+  const Time all = c.call({{"op", "sync"}, {"device", true}})["end_ns"].get<Time>();
+  EXPECT_GE(all, c.call({{"op", "sync"}, {"stream", s2}})["end_ns"].get<Time>());
+  // Allocations name their stream; the reply has the block's size.
+  const auto m = c.call({{"op", "malloc"}, {"bytes", 1000}, {"stream", s1}});
+  EXPECT_EQ(m["size"], 1024);
+  c.call({{"op", "event_free"}, {"event", 7}});
+  // Bad streams and events are errors to this client, named.
+  for (const nlohmann::json& bad :
+       {nlohmann::json{{"op", "kernel"}, {"ns", 1}, {"stream", 3}}, nlohmann::json{{"op", "wait"}, {"event", 7}},
+        nlohmann::json{{"op", "record"}, {"event", 0}}, nlohmann::json{{"op", "elapsed"}, {"start", 8}, {"end", 70}},
+        nlohmann::json{{"op", "sync"}, {"device", "yes"}}}) {
+    const auto r = c.request(bad);
+    EXPECT_FALSE(r["ok"].get<bool>()) << bad.dump();
+    EXPECT_EQ(r["kind"], "input") << bad.dump() << " -> " << r.dump();
+  }
+  EXPECT_THROW(c.call({{"op", "query"}, {"event", 12345}}), InputError);
+}
+
+// Posted requests (a launch returns at once): their replies are read before
+// the next call's, and a refused one surfaces there.
+TEST(Serve, PostedRequestsAreCheckedAtTheNextCall) {
+  TempDir dir;
+  Served s(options(dir));
+  ServeClient c(s.server.socket_path(), {"poster", 0, 0, ""});
+  for (int i = 0; i < 600; ++i) c.post({{"op", "kernel"}, {"ns", 1000}});  // past the unread-reply bound
+  const Time end = c.sync();
+  EXPECT_GE(end, 600 * 1000);
+  c.post({{"op", "kernel"}, {"ns", -5}});
+  c.post({{"op", "kernel"}, {"ns", 1000}});
+  EXPECT_THROW(c.sync(), InputError);
+  EXPECT_GE(c.sync(), end + 1000);  // the good one after the bad one ran; the connection goes on
+}
+
 TEST(Serve, ABadRequestIsAnErrorToThatClientOnly) {
   TempDir dir;
   Served s(options(dir));

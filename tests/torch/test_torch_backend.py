@@ -539,6 +539,127 @@ class LoaderSpans(unittest.TestCase):
         self.assertTrue(all(e["dur"] > 0 for e in spans))
 
 
+class Serve(unittest.TestCase):
+    """Scripts under `gpemu torch --connect` share a `gpemu serve` GPU: its card, its memory, its
+    policy. Asserts what is exact under any timing: memory, errors, the server's process list."""
+
+    def setUp(self):
+        if not GPEMU:
+            raise unittest.SkipTest("GPEMU_BINARY is not set (ctest sets it)")
+        self.tmp = tempfile.TemporaryDirectory()
+        self.sock = os.path.join(self.tmp.name, "serve.sock")
+        self.server = subprocess.Popen([GPEMU, "serve", "--gpu", "V100-PCIE-16GB", "--policy", "fifo", "--socket",
+                                        self.sock], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.assertTrue(self.wait_for(lambda: os.path.exists(self.sock)), "the server made no socket")
+
+    def tearDown(self):
+        self.server.terminate()
+        self.server.wait(timeout=60)
+        self.tmp.cleanup()
+
+    @staticmethod
+    def wait_for(condition, tries=600):
+        """Polls `condition` every 50 ms, at most `tries` times (a bound, not a timing assertion)."""
+        import time
+        for _ in range(tries):
+            if condition():
+                return True
+            time.sleep(0.05)
+        return False
+
+    def smi(self):
+        return json.loads(gpemu("smi", "--socket", self.sock, "--json").stdout)["gpus"]
+
+    def script(self, name, body):
+        path = os.path.join(self.tmp.name, name)
+        with open(path, "w") as f:
+            f.write("import json, os, sys, time, torch\n" + textwrap.dedent(body))
+        return path
+
+    def test_two_scripts_share_the_servers_card_and_memory(self):
+        flag, release = os.path.join(self.tmp.name, "holds"), os.path.join(self.tmp.name, "release")
+        holder = self.script("holder.py", f"""
+            x = torch.empty(10 << 30, dtype=torch.uint8, device="cuda")
+            open({flag!r}, "w").close()
+            for _ in range(1200):
+                if os.path.exists({release!r}):
+                    break
+                time.sleep(0.05)
+            print(json.dumps(dict(allocated=torch.cuda.memory_allocated())))
+        """)
+        trainer = self.script("trainer.py", """
+            out = dict(name=torch.cuda.get_device_name(0))
+            try:
+                torch.empty(8 << 30, dtype=torch.uint8, device="cuda")
+                out["big"] = "fitted"
+            except torch.cuda.OutOfMemoryError as e:
+                out["big"] = "oom"
+            model = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3), torch.nn.ReLU(), torch.nn.Flatten(),
+                                        torch.nn.Linear(16 * 30 * 30, 10)).cuda()
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            side = torch.cuda.Stream()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(3):
+                x = torch.randn(32, 3, 32, 32).pin_memory().cuda(non_blocking=True)
+                loss = model(x).sum()
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+            end.record()
+            with torch.cuda.stream(side):
+                y = torch.ones(1024, device="cuda") * 2
+            side.synchronize()
+            torch.cuda.synchronize()
+            out.update(elapsed_ms=start.elapsed_time(end), done=end.query(),
+                       allocated=torch.cuda.memory_allocated(), reserved=torch.cuda.memory_reserved())
+            print(json.dumps(out))
+        """)
+        a = subprocess.Popen([GPEMU, "torch", "--connect", "--socket", self.sock, "--", holder],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            self.assertTrue(self.wait_for(lambda: os.path.exists(flag) or a.poll() is not None), "holder never held")
+            self.assertTrue(os.path.exists(flag), a.stderr.read() if a.poll() is not None else "")
+            procs = self.smi()[0]["processes"]
+            self.assertEqual(len(procs), 1)
+            self.assertIn("holder.py", procs[0]["name"])
+            self.assertGreaterEqual(procs[0]["memory_bytes"], 10 << 30)
+            b = gpemu("torch", "--connect", "--socket", self.sock, "--", trainer, check=False)
+            self.assertEqual(b.returncode, 0, b.stderr)
+            r = json.loads(b.stdout.strip().splitlines()[-1])
+            # 8 GiB fits a 16 GB V100 alone, not beside the holder's 10 GiB.
+            self.assertEqual(r["big"], "oom")
+            self.assertEqual(r["name"], self.smi()[0]["name"])  # the server's card
+            self.assertGreater(r["elapsed_ms"], 0)
+            self.assertTrue(r["done"])
+            self.assertGreater(r["allocated"], 0)
+            self.assertGreaterEqual(r["reserved"], r["allocated"])
+        finally:
+            open(release, "w").close()
+            out, err = a.communicate(timeout=120)
+        self.assertEqual(a.returncode, 0, err)
+        self.assertGreaterEqual(json.loads(out.strip().splitlines()[-1])["allocated"], 10 << 30)
+        # Both processes are gone from the server, their memory with them.
+        self.assertTrue(self.wait_for(lambda: self.smi()[0]["processes"] == []), self.smi())
+        self.assertEqual(self.smi()[0]["memory_used_bytes"], 0)
+
+    def test_what_connect_cannot_do_is_refused_before_the_script_runs(self):
+        script = self.script("noop.py", "print('ran')\n")
+        for options, said in ((["--clock", "virtual"], "--clock virtual"), (["--gpu", "a100"], "--gpu"),
+                              (["--gpus", "2"], "has 1 GPU"), (["--trace", os.path.join(self.tmp.name, "t.json")],
+                                                               "--trace")):
+            out = gpemu("torch", "--connect", "--socket", self.sock, *options, "--", script, check=False)
+            self.assertNotEqual(out.returncode, 0, options)
+            self.assertIn(said, out.stderr, options)
+            self.assertNotIn("ran", out.stdout)
+        missing = os.path.join(self.tmp.name, "nobody.sock")
+        out = gpemu("torch", "--connect", "--socket", missing, "--", script, check=False)
+        self.assertNotEqual(out.returncode, 0)
+        self.assertIn(missing, out.stderr)
+        out = gpemu("torch", "--priority", "3", "--", script, check=False)
+        self.assertIn("add --connect", out.stderr)
+
+
 class BadInput(unittest.TestCase):
     def test_a_torch_built_with_cuda_is_refused_saying_which_builds_work(self):
         r = run_script("""
