@@ -5,6 +5,7 @@
 // source, loader model.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -160,6 +161,8 @@ Dataset grouped(const Dataset& dataset, std::size_t group_size);
 //    classes;
 //  - "imagenette10g": GPEmu's Imagenette-10G, 87,473 JPEG files in 10
 //    classes (Imagenette copied up to about 10 GB);
+//  - "imagenette": Imagenette's training split (full size), 9,469 JPEG files
+//    in 10 classes;
 //  - "sizes=FILE": one sample size in bytes per line (blank lines and lines
 //    starting with '#' skipped), 1 byte to 1 TiB each, at most 20,000,000
 //    samples and a file of at most 1 GiB; one class.
@@ -1128,6 +1131,15 @@ class PipelineSource : public BatchSource {
 
 namespace gpemu::pipeline {
 
+// The CPU cores of one machine that several jobs' modelled loaders share.
+// Thread-safe.
+struct CpuPool {
+  explicit CpuPool(int cores) : cores(cores) {}
+  const int cores;
+  std::atomic<int> threads{0};
+  double share() const { return std::max(1.0, static_cast<double>(threads.load()) / std::max(1, cores)); }
+};
+
 struct LoaderModelOptions {
   // Per sample: open + pread from the page cache (syscalls, lookups).
   Duration read_per_sample = 60 * kMicrosecond;
@@ -1144,6 +1156,11 @@ struct LoaderModelOptions {
   // Loader threads on the machine: set to world_size * max(1, num_workers)
   // by the caller when several loaders run at once; 0: this loader's own.
   int loader_threads = 0;
+  // Loaders that come and go on one machine (jobs sharing a node): each
+  // loader adds its threads to the pool while it exists, and a batch's CPU
+  // costs are scaled by max(1, the pool's threads / its cores) when the
+  // batch is costed. Overrides cores and loader_threads. Null: none.
+  std::shared_ptr<CpuPool> cpu_pool;
   // Where reads come from. Without a storage device every read costs the
   // page-cache read above (the dataset is in memory). With one, a read that
   // misses the loader cache and the page cache costs read_per_sample of CPU,
@@ -1180,6 +1197,9 @@ class ModelledLoader : public BatchSource {
   // impossible options, as DataLoader.
   ModelledLoader(Clock& clock, Dataset dataset, LoaderOptions options, LoaderModelOptions model = {},
                  Timeline* trace = nullptr);
+  ~ModelledLoader() override;  // its threads leave the CPU pool
+  ModelledLoader(const ModelledLoader&) = delete;
+  ModelledLoader& operator=(const ModelledLoader&) = delete;
 
   void begin_epoch(std::uint64_t epoch) override;
   std::optional<LoadedBatch> next(const SleepFn& sleep_until) override;
@@ -1187,8 +1207,8 @@ class ModelledLoader : public BatchSource {
   std::size_t samples_per_epoch() const override;
   std::string describe() const override;
 
-  // The CPU share factor in effect (>= 1).
-  double share() const { return share_; }
+  // The CPU share factor in effect now (>= 1).
+  double share() const { return model_.cpu_pool ? model_.cpu_pool->share() : share_; }
   const Sampler& sampler() const { return sampler_; }
   LoaderStats stats() const override;
 

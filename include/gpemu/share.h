@@ -41,7 +41,10 @@ struct SharedJobSpec {
   // One GPU's job. run_shared sets its GPU, its place on the shared GPU and
   // keep_partial; the rest (model, batch, data, schedule) is the job's.
   JobSpec job;
-  Time arrival = 0;  // when the job's process starts
+  Time arrival = 0;  // when the job's process starts (with `after`: this long after that job's end)
+  // A job of the spec (an earlier one) after whose end this one starts: a
+  // queue of jobs run one after another (a scheduler's). Empty: none.
+  std::string after;
   int priority = 0;  // SharePolicy::Priority: larger first
   std::string mig;   // SharePolicy::Mig: the profile of its slice
   // Its cost model (each precision and optimizer has its own); null: the
@@ -49,11 +52,17 @@ struct SharedJobSpec {
   std::shared_ptr<const CostModel> costs;
 };
 
-// A model's training job (in-memory batches, always ready), or GPEmu's shape
+// A model's training job (in-memory batches, always ready; or, with
+// with_dataset, batches of a dataset described by its sizes from a modelled
+// loader), or GPEmu's shape
 // of a job: a fixed GPU time per step and nothing else (no copy, no memory).
 SharedJobSpec model_job(std::string name, std::string model, int batch_size, std::int64_t iterations, Time arrival = 0);
 SharedJobSpec fixed_step_job(std::string name, double step_s, int batch_size, std::int64_t iterations,
                              Time arrival = 0);
+// The job reads `dataset` (a pipeline::virtual_dataset spec) through a
+// modelled loader of `workers` workers for `epochs` epochs (its iterations
+// then cap the steps, 0: none). InputError for an unknown dataset.
+void with_dataset(SharedJobSpec& job, std::string_view dataset, int workers, std::uint64_t epochs);
 
 inline constexpr std::size_t kMaxSharedJobs = 1024;
 
@@ -63,6 +72,9 @@ struct ShareSpec {
   std::vector<SharedJobSpec> jobs;  // 1 to kMaxSharedJobs, distinct names
   bool trace = false;               // keep the timeline's operations for a trace
   Duration utilization_window = kSecond;
+  // CPU cores of the machine the jobs' modelled data loaders share
+  // (pipeline::CpuPool); 0: this machine's.
+  int cpu_cores = 0;
 };
 
 // Gives every job without a cost model the layered cost model of its model
@@ -127,7 +139,8 @@ struct ShareResult {
 ShareResult run_shared(Clock& clock, const CostModel& costs, const ShareSpec& spec);
 
 // The result as JSON (every figure above; utilization as a list of percent).
-nlohmann::json share_json(const ShareResult& result);
+// with_steps: each job's steps too ("steps": {"end_s": [...], "samples": [...]}).
+nlohmann::json share_json(const ShareResult& result, bool with_steps = false);
 // The result as an HTML report's data (report.h): the summary, each job's
 // time split into its kernels' time alone and the rest, the GPU's
 // utilisation over time (all jobs, then each job's), each job's step times.
@@ -145,10 +158,16 @@ RunReport share_report(const ShareResult& result);
 //       priority: 1            # policy priority
 //       mig: 3g.20gb           # policy mig
 //       precision: amp         # as --precision; optimizer: adam, as --optimizer
+//       dataset: imagenette    # batches from a modelled loader over a virtual dataset ...
+//       epochs: 5              #   ... for this many epochs (instead of iterations)
+//       workers: 3             #   its loader's workers (default 4), prefetch_factor (2),
+//       decode_us: 800         #   its CPU costs per image (as gpemu train --decode-us / --decode-ns-per-byte)
+//       after: a               # starts arrival_s after job a ends (a queue)
 // Throws InputError naming the file, the job and the key for a bad file,
 // an unknown key, a wrong type or an out-of-range value.
 struct JobsFile {
   std::string gpu;  // "" when the file names none
+  int cores = 0;    // "cores": the machine's cores the loaders share; 0 when the file names none
   std::vector<SharedJobSpec> jobs;
 };
 JobsFile load_jobs_file(const std::filesystem::path& path);

@@ -57,6 +57,12 @@ def read_reference(name):
     return rows
 
 
+def read_csv(name):
+    """Rows of a reference file that is a table of its own (muri_jobs.csv, salus_jobs.csv) as dicts."""
+    with open(os.path.join(reference_dir(), name), newline="") as f:
+        return list(csv.DictReader(f))
+
+
 def arguments(description):
     p = argparse.ArgumentParser(description=description)
     mode = p.add_mutually_exclusive_group()
@@ -120,6 +126,25 @@ class Item:
         self.wall_s += wall
         self.runs.append({"label": label, "command": " ".join(cmd[1:]), "wall_s": wall,
                           "elapsed_s": out.get("elapsed_s")})
+        return out
+
+    def share(self, jobs_file, args, label=""):
+        """Runs `gpemu share --jobs FILE ... --json` on a jobs file (a dict, written to the output folder) and
+        returns its JSON."""
+        path = os.path.join(self.out, f"jobs-{len(self.runs)}.json")
+        with open(path, "w") as f:
+            json.dump(jobs_file, f, indent=1)
+        cmd = [gpemu_binary(), "share", "--json", "--jobs", path] + [str(a) for a in args]
+        start = time.monotonic()
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        wall = time.monotonic() - start
+        if proc.returncode != 0:
+            sys.exit(f"{self.name}: gpemu failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stderr}")
+        out = json.loads(proc.stdout)
+        self.emulated_s += out.get("makespan_s", 0.0)
+        self.wall_s += wall
+        self.runs.append({"label": label, "command": " ".join(cmd[1:]), "wall_s": wall,
+                          "elapsed_s": out.get("makespan_s")})
         return out
 
     def compare(self, point, metric, ours, reference, reference_kind, primary=True, tolerance=10.0,

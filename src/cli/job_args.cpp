@@ -79,8 +79,8 @@ void add_job_options(CLI::App* cmd, JobArgs& a) {
       ->check(whole_number_in(1, 1'000'000));
   cmd->add_option("--data", a.data, "ImageFolder dataset to train on (default: the cached synthetic dataset)");
   cmd->add_option("--virtual-dataset", a.virtual_dataset,
-                  "Sizes without files, for --clock virtual at full scale: imagenet1k, imagenette10g or sizes=FILE "
-                  "(one size in bytes per line)");
+                  "Sizes without files, for --clock virtual at full scale: imagenet1k, imagenette10g, imagenette or "
+                  "sizes=FILE (one size in bytes per line)");
   cmd->add_option("--workers", a.workers, "Loader worker threads per GPU (default: cores / GPUs, 1 to 8)")
       ->check(whole_number_in(0, 1024));
   cmd->add_option("--prefetch-factor", a.prefetch_factor, "Batches in flight per worker")->capture_default_str();

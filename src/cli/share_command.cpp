@@ -54,6 +54,8 @@ struct ShareArgs {
   bool json = false;
   bool connect = false;
   std::string connect_socket;  // --connect [SOCKET]: "" for the default
+  int cores = 0;               // 0: the jobs file's, else this machine's
+  bool steps = false;
 };
 
 void share(const ShareArgs& a) {
@@ -65,6 +67,7 @@ void share(const ShareArgs& a) {
   spec.utilization_window = from_seconds(a.window_s);
   spec.trace = !a.trace.empty();
   spec.jobs = file.jobs;
+  spec.cpu_cores = a.cores > 0 ? a.cores : file.cores;
   give_cost_models(spec, a.profiles.empty() ? std::nullopt : std::optional<std::filesystem::path>(a.profiles));
   if (a.connect && (!a.trace.empty() || !a.report.empty()))
     throw InputError(
@@ -80,7 +83,7 @@ void share(const ShareArgs& a) {
   if (!a.report.empty()) write_html_report_file(share_report(r), a.report);
 
   if (a.json) {
-    nlohmann::json j = share_json(r);
+    nlohmann::json j = share_json(r, a.steps);
     if (!a.trace.empty()) j["trace"] = a.trace;
     if (!a.report.empty()) j["report"] = a.report;
     std::cout << j.dump(2) << '\n';
@@ -139,6 +142,10 @@ void add_share_command(CLI::App& app) {
   cmd->add_option("--trace", a->trace, "Write a Perfetto/Chrome trace of the shared GPU to this file");
   cmd->add_option("--report", a->report, "Write an HTML report with charts to this file");
   cmd->add_flag("--json", a->json, "Machine-readable output");
+  cmd->add_flag("--steps", a->steps, "With --json: each job's step end times and samples");
+  cmd->add_option("--cores", a->cores,
+                  "CPU cores the jobs' data loaders share (default: the jobs file's 'cores', else this machine's)")
+      ->check(CLI::Range(1, 1 << 16));
   cmd->add_option("--connect", a->connect_socket,
                   "Run the jobs as clients of a running 'gpemu serve' (its socket; default: the default socket)")
       ->expected(0, 1)

@@ -82,10 +82,16 @@ ModelledLoader::ModelledLoader(Clock& clock, Dataset dataset, LoaderOptions opti
     admission_ = cache_admission(dataset_, model_.cache_bytes / static_cast<std::uint64_t>(ranks), model_.cache_policy);
     cached_.assign(dataset_.size(), false);
   }
+  if (model_.cpu_pool) model_.cpu_pool->threads += std::max(1, options_.num_workers);  // last: nothing throws after
+}
+
+ModelledLoader::~ModelledLoader() {
+  if (model_.cpu_pool) model_.cpu_pool->threads -= std::max(1, options_.num_workers);
 }
 
 Duration ModelledLoader::scaled(Duration d) const {
-  return share_ == 1.0 ? d : static_cast<Duration>(std::llround(static_cast<double>(d) * share_));
+  const double share = this->share();
+  return share == 1.0 ? d : static_cast<Duration>(std::llround(static_cast<double>(d) * share));
 }
 
 // The worker's next sample: its read and decode, starting at t; t moves to
@@ -357,7 +363,7 @@ std::string ModelledLoader::describe() const {
              options_.decode_images ? fmt::format(", decode {} us + {} ns/byte", to_us(model_.decode_per_sample),
                                                   model_.decode_ns_per_byte)
                                     : std::string(),
-             fmt::format("{:.2f}", share_)) +
+             fmt::format("{:.2f}", share())) +
          (storage_ ? fmt::format("; storage {}, page cache {}{}", storage_->device().name,
                                  model_.page_cache_bytes == UINT64_MAX
                                      ? std::string("unlimited")

@@ -60,8 +60,12 @@ struct Preset {
 // ILSVRC-2012 train: 1,281,167 images in 1,000 classes (Russakovsky et al.,
 // IJCV 2015, table 2). Imagenette-10G: vmtouch's "Files: 87473" over its train
 // folder in GPEmu's DataStall artifact (mengwanguc/gpemu, rep/datastall); 10
-// classes, Imagenette's.
-constexpr Preset kPresets[] = {{"imagenet1k", 1'281'167, 1000}, {"imagenette10g", 87'473, 10}};
+// classes, Imagenette's. Imagenette: fast.ai's imagenette2 (full size) training
+// split, 9,469 images of 10 ImageNet classes (github.com/fastai/imagenette;
+// GPEmu's sharing runs log 74 batches of 128 per epoch of it).
+constexpr Preset kPresets[] = {{"imagenet1k", 1'281'167, 1000},
+                               {"imagenette10g", 87'473, 10},
+                               {"imagenette", 9'469, 10}};
 
 constexpr std::uint64_t kMaxSampleBytes = 1ull << 40;
 // ImageNet-21k's 14 M images fit; each sample costs about 100 bytes of memory.
@@ -164,9 +168,11 @@ Dataset virtual_dataset(std::string_view spec, std::uint64_t seed) {
     if (in.bad()) throw InputError(fmt::format("--virtual-dataset sizes=: cannot read '{}'", one_line_message(path)));
     return make(fmt::format("virtual:{}", path), parse_sample_sizes(text.str(), one_line_message(path)), 1, seed);
   }
-  throw InputError(fmt::format(
-      "--virtual-dataset '{}': unknown; accepted imagenet1k, imagenette10g or sizes=FILE (one size in bytes per line)",
-      printable_excerpt(spec, 200)));
+  throw InputError(
+      fmt::format("--virtual-dataset '{}': unknown; accepted imagenet1k, imagenette10g, imagenette or sizes=FILE (one "
+                  "size in bytes "
+                  "per line)",
+                  printable_excerpt(spec, 200)));
 }
 
 }  // namespace gpemu::pipeline

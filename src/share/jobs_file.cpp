@@ -22,8 +22,16 @@ constexpr double kMaxArrivalS = 1e7;   // 116 days
 constexpr double kMaxComputeS = 3600;  // an hour per step
 constexpr int kMaxPriority = 1000;
 
-const std::set<std::string, std::less<>> kJobKeys = {"name",      "model",    "compute_s", "batch_size", "iterations",
-                                                     "arrival_s", "priority", "mig",       "precision",  "optimizer"};
+constexpr std::int64_t kMaxEpochs = 1'000'000;
+constexpr int kMaxWorkers = 1024;
+constexpr double kMaxDecodeUs = 1e9;
+constexpr int kMaxCores = 1 << 16;
+
+const std::set<std::string, std::less<>> kJobKeys = {"name",       "model",           "compute_s", "batch_size",
+                                                     "iterations", "arrival_s",       "priority",  "mig",
+                                                     "precision",  "optimizer",       "dataset",   "epochs",
+                                                     "workers",    "prefetch_factor", "decode_us", "decode_ns_per_byte",
+                                                     "after"};
 
 std::string accepted_keys() {
   std::string s;
@@ -73,12 +81,40 @@ SharedJobSpec parse_job(const nlohmann::json& j, std::size_t index, std::string_
   int batch = 64;
   if (auto it = j.find("batch_size"); it != j.end())
     batch = static_cast<int>(integer(w, "batch_size", *it, 1, kMaxBatch));
-  std::int64_t iterations = 100;
+  const bool has_dataset = j.contains("dataset");
+  for (const char* key : {"epochs", "workers", "prefetch_factor", "decode_us", "decode_ns_per_byte"})
+    if (!has_dataset && j.contains(key))
+      throw InputError(fmt::format("{}: {}: '{}' is for a job with a 'dataset' (its batches come from a loader)",
+                                   source, w.job, key));
+  if (has_dataset && has_fixed)
+    throw InputError(
+        fmt::format("{}: {}: 'dataset' is for a 'model' job; a 'compute_s' job's steps need no data", source, w.job));
+  std::int64_t iterations = has_dataset ? 0 : 100;
   if (auto it = j.find("iterations"); it != j.end()) iterations = integer(w, "iterations", *it, 1, kMaxIterations);
   SharedJobSpec s = has_model ? model_job(name, text(w, "model", j.at("model")), batch, iterations)
                               : fixed_step_job(name, number(w, "compute_s", j.at("compute_s"), 0, kMaxComputeS, true),
                                                batch, iterations);
   JobSpec& job = s.job;
+  if (has_dataset) {
+    std::uint64_t epochs = 1;
+    if (auto it = j.find("epochs"); it != j.end())
+      epochs = static_cast<std::uint64_t>(integer(w, "epochs", *it, 1, kMaxEpochs));
+    int workers = 4;
+    if (auto it = j.find("workers"); it != j.end())
+      workers = static_cast<int>(integer(w, "workers", *it, 0, kMaxWorkers));
+    try {
+      with_dataset(s, text(w, "dataset", j.at("dataset")), workers, epochs);
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("{}: {}: {}", source, w.job, e.what()));
+    }
+    if (iterations > 0) job.schedule.max_iterations = iterations;
+    if (auto it = j.find("prefetch_factor"); it != j.end())
+      job.data.loader.prefetch_factor = static_cast<int>(integer(w, "prefetch_factor", *it, 1, 1024));
+    if (auto it = j.find("decode_us"); it != j.end())
+      job.data.model.decode_per_sample = from_seconds(number(w, "decode_us", *it, 0, kMaxDecodeUs, false) * 1e-6);
+    if (auto it = j.find("decode_ns_per_byte"); it != j.end())
+      job.data.model.decode_ns_per_byte = number(w, "decode_ns_per_byte", *it, 0, kMaxDecodeUs, false);
+  }
   try {
     if (auto it = j.find("precision"); it != j.end())
       job.compute.model.precision = zoo::parse_precision(text(w, "precision", *it));
@@ -92,6 +128,7 @@ SharedJobSpec parse_job(const nlohmann::json& j, std::size_t index, std::string_
   if (auto it = j.find("priority"); it != j.end())
     s.priority = static_cast<int>(integer(w, "priority", *it, -kMaxPriority, kMaxPriority));
   if (auto it = j.find("mig"); it != j.end()) s.mig = text(w, "mig", *it);
+  if (auto it = j.find("after"); it != j.end()) s.after = text(w, "after", *it);
   return s;
 }
 
@@ -107,6 +144,15 @@ SharedJobSpec model_job(std::string name, std::string model, int batch_size, std
   s.job.data.synthetic_batches = iterations;
   s.job.schedule.epochs = 1;
   return s;
+}
+
+void with_dataset(SharedJobSpec& s, std::string_view dataset, int workers, std::uint64_t epochs) {
+  JobSpec& job = s.job;
+  job.data.source = DataSource::Modelled;
+  job.data.dataset = pipeline::virtual_dataset(dataset);
+  job.data.loader.num_workers = workers;
+  job.schedule.epochs = epochs;
+  job.schedule.max_iterations = -1;
 }
 
 SharedJobSpec fixed_step_job(std::string name, double step_s, int batch_size, std::int64_t iterations, Time arrival) {
@@ -135,10 +181,12 @@ JobsFile parse_jobs(std::string_view text_in, std::string_view source) {
   const Where top{source, ""};
   if (!root.is_object()) bad(top, "(file)", root, "an object with 'jobs' (and optionally 'gpu')");
   for (const auto& [key, value] : root.items())
-    if (key != "jobs" && key != "gpu")
-      throw InputError(fmt::format("{}: unknown key '{}'; the file takes 'gpu' and 'jobs'", source, key));
+    if (key != "jobs" && key != "gpu" && key != "cores")
+      throw InputError(fmt::format("{}: unknown key '{}'; the file takes 'gpu', 'cores' and 'jobs'", source, key));
   JobsFile out;
   if (auto it = root.find("gpu"); it != root.end()) out.gpu = text(top, "gpu", *it);
+  if (auto it = root.find("cores"); it != root.end())
+    out.cores = static_cast<int>(integer(top, "cores", *it, 1, kMaxCores));
   auto jobs = root.find("jobs");
   if (jobs == root.end() || !jobs->is_array() || jobs->empty() || jobs->size() > kMaxSharedJobs)
     bad(top, "jobs", jobs == root.end() ? nlohmann::json() : *jobs,
@@ -149,6 +197,11 @@ JobsFile parse_jobs(std::string_view text_in, std::string_view source) {
     if (!names.insert(out.jobs.back().name).second)
       throw InputError(fmt::format("{}: job {}: the name '{}' is taken by an earlier job; names must differ", source,
                                    i + 1, out.jobs.back().name));
+    const std::string& after = out.jobs.back().after;
+    if (!after.empty() && (after == out.jobs.back().name || !names.contains(after)))
+      throw InputError(
+          fmt::format("{}: job {} ('{}'): 'after' is '{}': name an earlier job (a queue runs in file order)", source,
+                      i + 1, out.jobs.back().name, after));
   }
   return out;
 }

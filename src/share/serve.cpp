@@ -833,6 +833,12 @@ Time ServeClient::batch(Duration ns, KernelDemand d) {
 ShareResult run_shared_remote(const std::filesystem::path& socket, const CostModel& costs, ShareSpec spec) {
   if (spec.jobs.empty() || spec.jobs.size() > kMaxSharedJobs)
     throw InputError(fmt::format("share --connect: {} jobs: give 1 to {}", spec.jobs.size(), kMaxSharedJobs));
+  for (const SharedJobSpec& j : spec.jobs)
+    if (!j.after.empty() || j.job.data.source != DataSource::Synthetic)
+      throw InputError(fmt::format(
+          "share --connect: job '{}': 'after' and 'dataset' run in one process only (gpemu share without --connect); "
+          "a server's clients are in-memory steps",
+          j.name));
   {
     // The server's card and policy.
     ServeClient monitor(socket);

@@ -1,11 +1,13 @@
 #include "gpemu/share.h"
 
 #include <algorithm>
+#include <atomic>
 #include <exception>
 #include <functional>
 #include <map>
 #include <memory>
 #include <set>
+#include <thread>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -21,6 +23,9 @@ void validate(const ShareSpec& spec) {
   if (!spec.gpu) throw InputError("share: no GPU given; give one of 'gpemu devices'");
   if (spec.jobs.empty() || spec.jobs.size() > kMaxSharedJobs)
     throw InputError(fmt::format("share: {} jobs: give 1 to {}", spec.jobs.size(), kMaxSharedJobs));
+  if (spec.cpu_cores < 0)
+    throw InputError(
+        fmt::format("share: {} CPU cores: give a positive count, or 0 for this machine's", spec.cpu_cores));
   if (spec.utilization_window <= 0)
     throw InputError(fmt::format("share: utilisation window {} ns: it must be positive", spec.utilization_window));
   // The policy's own checks (a card without MIG, a bad quantum), on a scratch GPU.
@@ -33,6 +38,9 @@ void validate(const ShareSpec& spec) {
     const std::string who = fmt::format("share: job {} ('{}')", i + 1, j.name);
     if (!names.insert(j.name).second) throw InputError(fmt::format("{}: the name is taken by an earlier job", who));
     if (j.arrival < 0) throw InputError(fmt::format("{}: arrival {} ns is before the start", who, j.arrival));
+    if (!j.after.empty() && (j.after == j.name || !names.contains(j.after)))
+      throw InputError(
+          fmt::format("{}: after '{}': name an earlier job (a queue runs in the spec's order)", who, j.after));
     if (spec.options.policy == SharePolicy::Mig) {
       if (j.mig.empty())
         throw InputError(
@@ -59,6 +67,8 @@ void validate(const ShareSpec& spec) {
 }
 
 namespace {
+
+constexpr Duration kAfterPoll = 10 * kMillisecond;
 
 // The share of each window [k * window, (k + 1) * window) of [0, end) in
 // which some kernel ran, in percent (report.h's union of intervals).
@@ -162,14 +172,38 @@ ShareResult run_shared(Clock& clock, const CostModel& costs, const ShareSpec& sp
   out.memory_capacity_bytes = gpu.memory().capacity();
   out.jobs.resize(spec.jobs.size());
 
+  // The machine's cores, which the jobs' loaders share while they run.
+  const auto cpu = std::make_shared<pipeline::CpuPool>(
+      spec.cpu_cores > 0 ? spec.cpu_cores : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  // Which job ends when, for the jobs queued after it (`after`).
+  std::map<std::string, std::size_t, std::less<>> index_of;
+  for (std::size_t i = 0; i < spec.jobs.size(); ++i) index_of.emplace(spec.jobs[i].name, i);
+  std::unique_ptr<std::atomic<bool>[]> ended(new std::atomic<bool>[spec.jobs.size()]);
+  for (std::size_t i = 0; i < spec.jobs.size(); ++i) ended[i] = false;
+
   std::vector<std::function<void()>> bodies;
   for (std::size_t i = 0; i < spec.jobs.size(); ++i) {
     bodies.push_back([&, i] {
       const SharedJobSpec& js = spec.jobs[i];
       SharedJobResult& r = out.jobs[i];
       r = start_result(js);
-      clock.sleep_until(js.arrival);  // the job's process starts
+      // Marks the job ended (for the jobs queued after it) however it ends.
+      struct Ended {
+        std::atomic<bool>& flag;
+        ~Ended() { flag = true; }
+      } mark{ended[i]};
+      if (!js.after.empty()) {
+        // Queued: polls the job before it on the clock (every kAfterPoll), then
+        // starts its delay after that job's end: exactly then when the delay
+        // is at least the poll, else within the poll of it.
+        const std::size_t k = index_of.at(js.after);
+        while (!ended[k]) clock.sleep_until(clock.now() + kAfterPoll);
+        r.arrival = std::max(clock.now(), out.jobs[k].end + js.arrival);
+        r.end = r.arrival;
+      }
+      clock.sleep_until(r.arrival);  // the job's process starts
       JobSpec j = js.job;
+      if (j.data.source == DataSource::Modelled) j.data.model.cpu_pool = cpu;
       j.cluster.gpu = spec.gpu;
       j.cluster.gpus = 1;
       j.cluster.nodes = 1;
@@ -227,7 +261,7 @@ ShareResult run_shared(Clock& clock, const CostModel& costs, const ShareSpec& sp
   return out;
 }
 
-nlohmann::json share_json(const ShareResult& r) {
+nlohmann::json share_json(const ShareResult& r, bool with_steps) {
   nlohmann::json jobs = nlohmann::json::array();
   for (const SharedJobResult& j : r.jobs) {
     nlohmann::json o = {{"name", j.name},
@@ -246,6 +280,11 @@ nlohmann::json share_json(const ShareResult& r) {
                         {"peak_reserved_bytes", j.peak_reserved_bytes},
                         {"finished", j.error.empty()},
                         {"error", j.error.empty() ? nlohmann::json() : nlohmann::json(j.error)}};
+    if (with_steps) {
+      nlohmann::json ends = nlohmann::json::array();
+      for (const Time t : j.step_ends) ends.push_back(to_seconds(t));
+      o["steps"] = {{"end_s", std::move(ends)}, {"samples", j.step_samples}};
+    }
     jobs.push_back(std::move(o));
   }
   nlohmann::json out = {{"gpu", r.gpu},

@@ -127,7 +127,7 @@ TEST(VirtualDataset, BadInputNamesTheFileLineAndWhatIsAccepted) {
       EXPECT_NE(what.find("1 to 1099511627776"), std::string::npos) << what;
     }
   }
-  EXPECT_NE(std::string(error_of("imagenet22k")).find("accepted imagenet1k, imagenette10g or sizes=FILE"),
+  EXPECT_NE(std::string(error_of("imagenet22k")).find("accepted imagenet1k, imagenette10g, imagenette or sizes=FILE"),
             std::string::npos);
   EXPECT_NE(error_of("sizes=/nonexistent/s.txt").find("/nonexistent/s.txt"), std::string::npos);
   TempDir dir;

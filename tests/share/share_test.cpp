@@ -175,6 +175,79 @@ TEST(JobsFile, BadInputIsNamedWithWhatIsAccepted) {
   EXPECT_EQ(ok.jobs[0].priority, 2);
 }
 
+TEST(JobsFile, DatasetsQueuesAndCoresAreCheckedToo) {
+  const char* errors[][2] = {
+      {R"({"jobs": [{"model": "alexnet", "epochs": 2}]})", "'epochs' is for a job with a 'dataset'"},
+      {R"({"jobs": [{"compute_s": 1, "dataset": "imagenette"}]})", "'dataset' is for a 'model' job"},
+      {R"({"jobs": [{"model": "alexnet", "dataset": "imagenet22k"}]})", "imagenet22k"},
+      {R"({"jobs": [{"model": "alexnet", "dataset": "imagenette", "workers": -1}]})", "'workers'"},
+      {R"({"jobs": [{"name": "a", "model": "alexnet", "after": "b"}, {"name": "b", "model": "alexnet"}]})",
+       "name an earlier job"},
+      {R"({"jobs": [{"name": "a", "model": "alexnet", "after": "a"}]})", "name an earlier job"},
+      {R"({"cores": 0, "jobs": [{"model": "alexnet"}]})", "'cores'"}};
+  for (const auto& [text, said] : errors) EXPECT_NE(jobs_error(text).find(said), std::string::npos) << text;
+  const JobsFile ok = parse_jobs(R"({"cores": 24, "jobs": [{"name": "a", "model": "alexnet", "dataset": "imagenette",
+      "epochs": 3, "workers": 23, "decode_us": 3000, "prefetch_factor": 4}, {"name": "b", "model": "resnet18",
+      "after": "a", "arrival_s": 2}]})",
+                                 "t");
+  EXPECT_EQ(ok.cores, 24);
+  const JobSpec& a = ok.jobs[0].job;
+  EXPECT_EQ(a.data.source, DataSource::Modelled);
+  EXPECT_EQ(a.data.dataset.size(), 9469u);  // Imagenette's training split
+  EXPECT_EQ(a.schedule.epochs, 3u);
+  EXPECT_EQ(a.data.loader.num_workers, 23);
+  EXPECT_EQ(a.data.loader.prefetch_factor, 4);
+  EXPECT_EQ(a.data.model.decode_per_sample, 3 * kMillisecond);
+  EXPECT_EQ(ok.jobs[1].after, "a");
+}
+
+// A queue: the job after another starts its delay after that one's end, to the nanosecond.
+TEST(Share, AJobQueuedAfterAnotherStartsItsDelayAfterItsEnd) {
+  std::vector<SharedJobSpec> jobs = {fixed_job("a", 0.25, 64, 40, 1), fixed_job("b", 0.5, 64, 10, 3)};
+  jobs[1].after = "a";
+  const ShareResult r = run("V100", SharePolicy::Fifo, jobs);
+  ASSERT_TRUE(r.jobs[0].error.empty() && r.jobs[1].error.empty());
+  EXPECT_EQ(r.jobs[0].end, from_seconds(1 + 40 * 0.25));
+  EXPECT_EQ(r.jobs[1].arrival, r.jobs[0].end + from_seconds(3));
+  EXPECT_EQ(r.jobs[1].end, r.jobs[1].arrival + from_seconds(10 * 0.5));
+  EXPECT_EQ(r.makespan, r.jobs[1].end);
+  // An earlier job is required: the spec is refused otherwise.
+  jobs[0].after = "b";
+  EXPECT_THROW(run("V100", SharePolicy::Fifo, jobs), InputError);
+}
+
+// Jobs whose batches come from modelled loaders share the machine's cores:
+// two CPU-bound jobs on as many cores as one job's workers take about twice
+// as long as one alone; with a core per worker they do not slow each other
+// down through the CPU.
+TEST(Share, DatasetJobsShareTheMachinesCores) {
+  auto job = [](const std::string& name) {
+    SharedJobSpec j = gpemu::model_job(name, "alexnet", 32, 0);
+    with_dataset(j, "imagenette", 4, 1);
+    j.job.schedule.max_iterations = 40;
+    j.job.data.model.decode_per_sample = 20 * kMillisecond;  // CPU-bound: 0.16 s of CPU per batch per worker
+    return j;
+  };
+  auto jct = [&](int cores, std::vector<SharedJobSpec> jobs) {
+    static const auto costs = make_cost_model(std::nullopt);
+    const std::unique_ptr<Clock> clock = make_virtual_clock();
+    ShareSpec spec;
+    spec.gpu = &find_gpu("V100");
+    spec.options.policy = SharePolicy::Mps;
+    spec.cpu_cores = cores;
+    spec.jobs = std::move(jobs);
+    const ShareResult r = run_shared(*clock, *costs, spec);
+    for (const SharedJobResult& j : r.jobs) EXPECT_TRUE(j.error.empty()) << j.error;
+    EXPECT_EQ(r.jobs.front().iterations, 40);
+    return r.jobs.front().jct_s;
+  };
+  const double alone = jct(4, {job("a")});
+  const double crowded = jct(4, {job("a"), job("b")});
+  const double roomy = jct(8, {job("a"), job("b")});
+  EXPECT_GT(crowded, 1.8 * alone);
+  EXPECT_LT(roomy, 1.1 * alone);
+}
+
 TEST(Share, AnUnknownModelOrMigOffPolicyIsRefusedUpFront) {
   EXPECT_THROW(run("V100", SharePolicy::Fifo, {model_job("a", "resnet9000", 32, 2)}), InputError);
   SharedJobSpec a = model_job("a", "resnet50", 32, 2);

@@ -79,6 +79,30 @@ TEST(LoaderModel, SampleCostAndBatchBytes) {
   EXPECT_EQ(b->decode, 4 * kMillisecond);
 }
 
+// Loaders of jobs sharing a machine: each adds its workers to the pool while
+// it exists, and a batch costed while the pool is crowded costs more.
+TEST(LoaderModel, LoadersSharingACpuPoolSlowEachOtherWhileTheyExist) {
+  auto clock = make_virtual_clock();
+  auto pool = std::make_shared<pipeline::CpuPool>(4);
+  LoaderModelOptions m = per_sample_cost(10 * kMillisecond);
+  m.cpu_pool = pool;
+  ModelledLoader a(*clock, memory_dataset(8), loader_options(1, 4, 1), m);
+  EXPECT_EQ(pool->threads, 4);
+  EXPECT_EQ(a.share(), 1.0);
+  a.begin_epoch(0);
+  EXPECT_EQ(a.next({})->ready, 10 * kMillisecond);  // alone: 4 workers on 4 cores
+  {
+    ModelledLoader b(*clock, memory_dataset(8), loader_options(1, 4, 1), m);
+    EXPECT_EQ(pool->threads, 8);
+    EXPECT_EQ(a.share(), 2.0);
+    // Batch 4 (worker 0's second) is costed now, with 8 threads on 4 cores.
+    for (int i = 0; i < 3; ++i) (void)a.next({});
+    EXPECT_EQ(a.next({})->ready, 10 * kMillisecond + 20 * kMillisecond);
+  }
+  EXPECT_EQ(pool->threads, 4);  // b is gone
+  EXPECT_EQ(a.share(), 1.0);
+}
+
 TEST(LoaderModel, RefusesImpossibleOptions) {
   auto clock = make_virtual_clock();
   auto o = loader_options(4, 1);
