@@ -294,6 +294,11 @@ class ServeClient {
   nlohmann::json hello_;
 };
 
+// The "memory" reply's allocator figures (every AllocatorStats field, under
+// its own name), written by the server and read by clients.
+nlohmann::json allocator_stats_json(const AllocatorStats& stats);
+AllocatorStats allocator_stats_from_json(const nlohmann::json& reply);  // absent fields: 0
+
 // `gpemu share --connect`: the spec's jobs as clients of a running server
 // (on its GPU 0, whose card and policy are the server's: spec.gpu and
 // spec.options are replaced by them),

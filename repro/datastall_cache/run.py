@@ -16,12 +16,8 @@ SETUP = "mengwanguc/gpemu:plots/rep/stall/cache/plt-ds-cache.py and ds-cache-emu
 
 
 def main():
-    args = repro.arguments(__doc__.splitlines()[0]).parse_args()
-    item = repro.Item("datastall_cache", "DataStall Fig. 4(b): fetch stall vs share cached, ResNet-18, HDD", args,
-                      HERE)
-    if args.clock == "real":
-        print("datastall_cache: skipped: --clock real is not built: it needs an HDD and a cgroup memory limit")
-        return 0
+    item = repro.start("datastall_cache", "DataStall Fig. 4(b): fetch stall vs share cached, ResNet-18, HDD",
+                       __doc__, HERE, "it needs an HDD and a cgroup memory limit")
     ref = {}
     for r in repro.read_reference("datastall_cache.csv"):
         ref[(r["series"], int(r["at"]["cached_pct"]))] = r["value"]

@@ -17,11 +17,8 @@ MODELS = ["alexnet", "resnet18", "mobilenet_v2", "resnet50"]
 
 
 def main():
-    args = repro.arguments(__doc__.splitlines()[0]).parse_args()
-    item = repro.Item("datastall_cpu", "DataStall Fig. 5: images/s vs CPU cores, 1 emulated V100", args, HERE)
-    if args.clock == "real":
-        print("datastall_cpu: skipped: --clock real is not built: the sweep is of CPU cores this machine does not have")
-        return 0
+    item = repro.start("datastall_cpu", "DataStall Fig. 5: images/s vs CPU cores, 1 emulated V100", __doc__, HERE,
+                       "the sweep is of CPU cores this machine does not have")
     ref = {}
     for r in repro.read_reference("datastall_cpu.csv"):
         ref[(r["series"], int(r["at"]["cores"]))] = r["value"]

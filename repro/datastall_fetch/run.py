@@ -18,12 +18,8 @@ MODELS = ["alexnet", "resnet18", "shufflenet_v2_x0_5", "mobilenet_v2", "resnet50
 
 
 def main():
-    args = repro.arguments(__doc__.splitlines()[0]).parse_args()
-    item = repro.Item("datastall_fetch", "DataStall Fig. 3: fetch stall per model, 8 V100s (GPEmu mode), SSD",
-                      args, HERE)
-    if args.clock == "real":
-        print("datastall_fetch: skipped: --clock real is not built: it needs an SSD and a cgroup memory limit")
-        return 0
+    item = repro.start("datastall_fetch", "DataStall Fig. 3: fetch stall per model, 8 V100s (GPEmu mode), SSD",
+                       __doc__, HERE, "it needs an SSD and a cgroup memory limit")
     ref = {}
     for r in repro.read_reference("datastall_fetch.csv"):
         ref[(r["at"]["model"], r["reference_kind"])] = r["value"] * 100.0

@@ -16,11 +16,8 @@ SETUP = ("mengwanguc/gpufs@Haoran_inter_gpu_study:emulator/datastall/optimizatio
 
 
 def main():
-    args = repro.arguments(__doc__.splitlines()[0]).parse_args()
-    item = repro.Item("grouping", "File grouping: AlexNet, 2 P100s (GPEmu mode), HDD, cold epoch", args, HERE)
-    if args.clock == "real":
-        print("grouping: skipped: --clock real is not built: it needs an HDD and grouped files on it")
-        return 0
+    item = repro.start("grouping", "File grouping: AlexNet, 2 P100s (GPEmu mode), HDD, cold epoch", __doc__, HERE,
+                       "it needs an HDD and grouped files on it")
     ref = {}
     for r in repro.read_reference("grouping.csv"):
         if "group_size" in r["at"]:

@@ -92,6 +92,16 @@ def decode_us_for_one_core(item, gpu, images_per_s):
     return solve_linear(seconds_per_image, 1.0 / images_per_s)
 
 
+def start(name, title, doc, script_dir, real_clock_needs=None):
+    """Parses an item's arguments (its docstring's first line describes it) and makes its Item.
+    real_clock_needs: why the item has no --clock real form (it then says so and exits 0); None when it has one."""
+    args = arguments(doc.splitlines()[0]).parse_args()
+    if args.clock == "real" and real_clock_needs:
+        print(f"{name}: skipped: --clock real is not built: {real_clock_needs}")
+        sys.exit(0)
+    return Item(name, title, args, script_dir)
+
+
 class Item:
     def __init__(self, name, title, args, script_dir):
         self.name = name
@@ -113,20 +123,24 @@ class Item:
         """An input of the experiment and where it comes from (setup, a gpemu benchmark, or the anchor)."""
         self.inputs.append({"name": name, "value": value, "source": source})
 
-    def train(self, args, label=""):
-        """Runs `gpemu train ... --json` and returns its JSON."""
-        cmd = [gpemu_binary(), "train", "--json"] + [str(a) for a in args]
+    def run(self, cmd, label, emulated_key):
+        """Runs a gpemu command that prints JSON, records it (wall time, emulated time: the JSON's
+        `emulated_key`) and returns the JSON; a failure ends the item with gpemu's message."""
         start = time.monotonic()
         proc = subprocess.run(cmd, capture_output=True, text=True)
         wall = time.monotonic() - start
         if proc.returncode != 0:
             sys.exit(f"{self.name}: gpemu failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stderr}")
         out = json.loads(proc.stdout)
-        self.emulated_s += out.get("elapsed_s", 0.0)
+        self.emulated_s += out.get(emulated_key, 0.0)
         self.wall_s += wall
         self.runs.append({"label": label, "command": " ".join(cmd[1:]), "wall_s": wall,
-                          "elapsed_s": out.get("elapsed_s")})
+                          "elapsed_s": out.get(emulated_key)})
         return out
+
+    def train(self, args, label=""):
+        """Runs `gpemu train ... --json` and returns its JSON."""
+        return self.run([gpemu_binary(), "train", "--json"] + [str(a) for a in args], label, "elapsed_s")
 
     def share(self, jobs_file, args, label=""):
         """Runs `gpemu share --jobs FILE ... --json` on a jobs file (a dict, written to the output folder) and
@@ -134,18 +148,8 @@ class Item:
         path = os.path.join(self.out, f"jobs-{len(self.runs)}.json")
         with open(path, "w") as f:
             json.dump(jobs_file, f, indent=1)
-        cmd = [gpemu_binary(), "share", "--json", "--jobs", path] + [str(a) for a in args]
-        start = time.monotonic()
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        wall = time.monotonic() - start
-        if proc.returncode != 0:
-            sys.exit(f"{self.name}: gpemu failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stderr}")
-        out = json.loads(proc.stdout)
-        self.emulated_s += out.get("makespan_s", 0.0)
-        self.wall_s += wall
-        self.runs.append({"label": label, "command": " ".join(cmd[1:]), "wall_s": wall,
-                          "elapsed_s": out.get("makespan_s")})
-        return out
+        return self.run([gpemu_binary(), "share", "--json", "--jobs", path] + [str(a) for a in args], label,
+                        "makespan_s")
 
     def compare(self, point, metric, ours, reference, reference_kind, primary=True, tolerance=10.0,
                 mode="relative", note=""):

@@ -20,11 +20,8 @@ CORES = 24
 
 
 def main():
-    args = repro.arguments(__doc__.splitlines()[0]).parse_args()
-    item = repro.Item("muri", "Muri: makespan, SRTF vs Muri-S, 10 jobs on 1 emulated V100", args, HERE)
-    if args.clock == "real":
-        print("muri: skipped: --clock real is not built: the schedules take 400-600 s of wall time")
-        return 0
+    item = repro.start("muri", "Muri: makespan, SRTF vs Muri-S, 10 jobs on 1 emulated V100", __doc__, HERE,
+                       "the schedules take 400-600 s of wall time")
     jobs = repro.read_csv("muri_jobs.csv")
     ref = {r["point"]: r["value"] for r in repro.read_reference("muri_jct.csv")}
     for name, value in [("jobs", "; ".join(f"{j['model']} x{j['epochs']} epochs, {j['workers']} workers"

@@ -18,11 +18,8 @@ BATCHES_PER_EPOCH = 74  # Imagenette's 9,469 training images in batches of 128 (
 
 
 def main():
-    args = repro.arguments(__doc__.splitlines()[0]).parse_args()
-    item = repro.Item("salus", "Salus: 3 ResNet-50 jobs time-sharing 1 emulated P100", args, HERE)
-    if args.clock == "real":
-        print("salus: skipped: --clock real is not built: the run takes 11 minutes of wall time")
-        return 0
+    item = repro.start("salus", "Salus: 3 ResNet-50 jobs time-sharing 1 emulated P100", __doc__, HERE,
+                       "the run takes 11 minutes of wall time")
     rows = repro.read_csv("salus_jobs.csv")
     jobs = []
     for r in rows:

@@ -17,12 +17,11 @@ SYSTEMS = {"page_cache": "OS page cache (LRU)", "minio": "MinIO", "sff_minio": "
 
 
 def main():
-    args = repro.arguments(__doc__.splitlines()[0]).parse_args()
-    item = repro.Item("sff", "Small-file-first cache: AlexNet, 1 emulated P100, HDD, Imagenette-10G", args, HERE)
+    item = repro.start("sff", "Small-file-first cache: AlexNet, 1 emulated P100, HDD, Imagenette-10G", __doc__, HERE)
     ref = {(r["at"]["cache"], int(r["at"]["cached_pct"])): r["value"] for r in repro.read_reference("sff_epoch.csv")}
     shares = [20, 40, 60, 80, 100] if item.full else [20, 60, 100]
 
-    if args.clock == "real":
+    if item.args.clock == "real":
         return real_clock_smoke(item)
 
     base = ["--clock", "virtual", "--virtual-dataset", "imagenette10g", "--model", "alexnet", "--gpu", "p100",

@@ -16,11 +16,8 @@ SETUP = "mengwanguc/gpufs@fix-superbatch:emulator/datastall/figures/superbatch/r
 
 
 def main():
-    args = repro.arguments(__doc__.splitlines()[0]).parse_args()
-    item = repro.Item("superbatch", "Async loader and superbatches: AlexNet, 1 P100, HDD, cold epoch", args, HERE)
-    if args.clock == "real":
-        print("superbatch: skipped: --clock real is not built: it needs an HDD")
-        return 0
+    item = repro.start("superbatch", "Async loader and superbatches: AlexNet, 1 P100, HDD, cold epoch", __doc__, HERE,
+                       "it needs an HDD")
     ref = {}
     for r in repro.read_reference("superbatch.csv"):
         ref[r["at"]["config"] + ("" if "superbatch" not in r["at"] else r["at"]["superbatch"])] = r["value"]

@@ -116,6 +116,35 @@ std::string string_field(const nlohmann::json& m, const char* key, std::string d
 
 }  // namespace
 
+namespace {
+// Every AllocatorStats field with its name on the wire.
+constexpr std::pair<const char*, std::uint64_t AllocatorStats::*> kAllocatorFields[] = {
+    {"allocated_bytes", &AllocatorStats::allocated_bytes},
+    {"reserved_bytes", &AllocatorStats::reserved_bytes},
+    {"requested_bytes", &AllocatorStats::requested_bytes},
+    {"peak_allocated_bytes", &AllocatorStats::peak_allocated_bytes},
+    {"peak_reserved_bytes", &AllocatorStats::peak_reserved_bytes},
+    {"peak_requested_bytes", &AllocatorStats::peak_requested_bytes},
+    {"active_blocks", &AllocatorStats::active_blocks},
+    {"segments", &AllocatorStats::segments},
+    {"num_alloc_retries", &AllocatorStats::num_alloc_retries},
+    {"num_ooms", &AllocatorStats::num_ooms},
+    {"num_device_alloc", &AllocatorStats::num_device_alloc},
+    {"num_device_free", &AllocatorStats::num_device_free}};
+}  // namespace
+
+nlohmann::json allocator_stats_json(const AllocatorStats& stats) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [name, field] : kAllocatorFields) j[name] = stats.*field;
+  return j;
+}
+
+AllocatorStats allocator_stats_from_json(const nlohmann::json& reply) {
+  AllocatorStats a;
+  for (const auto& [name, field] : kAllocatorFields) a.*field = reply.value(name, std::uint64_t{0});
+  return a;
+}
+
 std::filesystem::path default_socket_path() {
   if (const char* x = std::getenv("XDG_RUNTIME_DIR"); x && *x) return std::filesystem::path(x) / "gpemu/serve.sock";
   return std::filesystem::path(fmt::format("/tmp/gpemu-{}", ::geteuid())) / "serve.sock";
@@ -552,21 +581,10 @@ struct ShareServer::Impl {
       return {{"ok", true}};
     }
     if (op == "memory") {
-      const AllocatorStats a = alloc.stats();
-      return {{"ok", true},
-              {"allocated_bytes", a.allocated_bytes},
-              {"reserved_bytes", a.reserved_bytes},
-              {"peak_allocated_bytes", a.peak_allocated_bytes},
-              {"peak_reserved_bytes", a.peak_reserved_bytes},
-              {"requested_bytes", a.requested_bytes},
-              {"peak_requested_bytes", a.peak_requested_bytes},
-              {"active_blocks", a.active_blocks},
-              {"segments", a.segments},
-              {"num_alloc_retries", a.num_alloc_retries},
-              {"num_ooms", a.num_ooms},
-              {"num_device_alloc", a.num_device_alloc},
-              {"num_device_free", a.num_device_free},
-              {"capacity_bytes", alloc.capacity()}};
+      nlohmann::json r = allocator_stats_json(alloc.stats());
+      r["ok"] = true;
+      r["capacity_bytes"] = alloc.capacity();
+      return r;
     }
     return fail("input", fmt::format("unknown op '{}'; ops: hello, malloc, free, kernel, copy, sync, batch, stream, "
                                      "record, wait, query, event_sync, elapsed, event_free, empty_cache, reset_peak, "

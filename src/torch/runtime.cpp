@@ -292,21 +292,7 @@ std::uint64_t Runtime::block_size(int device_index, CachingAllocator::Ptr p) {
 
 AllocatorStats Runtime::memory_stats(int device_index) {
   if (!remote()) return device(device_index).allocator().stats();
-  const nlohmann::json m = call(device_index, {{"op", "memory"}});
-  AllocatorStats a;
-  a.allocated_bytes = m.value("allocated_bytes", std::uint64_t{0});
-  a.reserved_bytes = m.value("reserved_bytes", std::uint64_t{0});
-  a.peak_allocated_bytes = m.value("peak_allocated_bytes", std::uint64_t{0});
-  a.peak_reserved_bytes = m.value("peak_reserved_bytes", std::uint64_t{0});
-  a.requested_bytes = m.value("requested_bytes", std::uint64_t{0});
-  a.peak_requested_bytes = m.value("peak_requested_bytes", std::uint64_t{0});
-  a.active_blocks = m.value("active_blocks", std::uint64_t{0});
-  a.segments = m.value("segments", std::uint64_t{0});
-  a.num_alloc_retries = m.value("num_alloc_retries", std::uint64_t{0});
-  a.num_ooms = m.value("num_ooms", std::uint64_t{0});
-  a.num_device_alloc = m.value("num_device_alloc", std::uint64_t{0});
-  a.num_device_free = m.value("num_device_free", std::uint64_t{0});
-  return a;
+  return allocator_stats_from_json(call(device_index, {{"op", "memory"}}));
 }
 
 void Runtime::empty_cache(int device_index) {
@@ -358,20 +344,22 @@ void Runtime::event_destroy(std::int64_t id) {
   if (recorded_on >= 0) post(recorded_on, {{"op", "event_free"}, {"event", id}});
 }
 
+int Runtime::remote_event_device(std::int64_t id, std::optional<int> record_on) {
+  std::lock_guard lock(events_mutex_);
+  const auto it = remote_events_.find(id);
+  if (it == remote_events_.end()) throw InputError(fmt::format("CUDA event {}: no such event", id));
+  const int before = it->second;
+  if (record_on) it->second = *record_on;
+  return before;
+}
+
 void Runtime::event_record(std::int64_t id, int device_index, std::int64_t stream_id) {
   if (!remote()) {
     stream(device_index, stream_id).record(local_event(id));
     return;
   }
   check_stream(device_index, stream_id);
-  int before = -1;
-  {
-    std::lock_guard lock(events_mutex_);
-    const auto it = remote_events_.find(id);
-    if (it == remote_events_.end()) throw InputError(fmt::format("CUDA event {}: no such event", id));
-    before = it->second;
-    it->second = device_index;
-  }
+  const int before = remote_event_device(id, device_index);
   if (before >= 0 && before != device_index) post(before, {{"op", "event_free"}, {"event", id}});
   post(device_index, {{"op", "record"}, {"event", id}, {"stream", stream_id}});
 }
@@ -383,13 +371,7 @@ void Runtime::event_wait(std::int64_t id, int device_index, std::int64_t stream_
     return;
   }
   check_stream(device_index, stream_id);
-  int on = -1;
-  {
-    std::lock_guard lock(events_mutex_);
-    const auto it = remote_events_.find(id);
-    if (it == remote_events_.end()) throw InputError(fmt::format("CUDA event {}: no such event", id));
-    on = it->second;
-  }
+  const int on = remote_event_device(id);
   if (on < 0) return;
   if (on == device_index) {
     post(device_index, {{"op", "wait"}, {"event", id}, {"stream", stream_id}});
@@ -405,13 +387,7 @@ bool Runtime::event_query(std::int64_t id) {
     Event& e = local_event(id);
     return !e.recorded() || e.query();
   }
-  int on = -1;
-  {
-    std::lock_guard lock(events_mutex_);
-    const auto it = remote_events_.find(id);
-    if (it == remote_events_.end()) throw InputError(fmt::format("CUDA event {}: no such event", id));
-    on = it->second;
-  }
+  const int on = remote_event_device(id);
   return on < 0 || call(on, {{"op", "query"}, {"event", id}})["done"].get<bool>();
 }
 
@@ -421,13 +397,7 @@ void Runtime::event_synchronize(std::int64_t id) {
     if (e.recorded()) e.synchronize();
     return;
   }
-  int on = -1;
-  {
-    std::lock_guard lock(events_mutex_);
-    const auto it = remote_events_.find(id);
-    if (it == remote_events_.end()) throw InputError(fmt::format("CUDA event {}: no such event", id));
-    on = it->second;
-  }
+  const int on = remote_event_device(id);
   if (on >= 0) call(on, {{"op", "event_sync"}, {"event", id}});
 }
 
@@ -440,15 +410,7 @@ double Runtime::event_elapsed_ms(std::int64_t start, std::int64_t end) {
     if (!a.recorded() || !b.recorded()) throw InputError(not_recorded);
     return to_ms(Event::elapsed(a, b));
   }
-  int on_a = -1, on_b = -1;
-  {
-    std::lock_guard lock(events_mutex_);
-    const auto a = remote_events_.find(start), b = remote_events_.find(end);
-    if (a == remote_events_.end() || b == remote_events_.end())
-      throw InputError(fmt::format("CUDA event {}: no such event", a == remote_events_.end() ? start : end));
-    on_a = a->second;
-    on_b = b->second;
-  }
+  const int on_a = remote_event_device(start), on_b = remote_event_device(end);
   if (on_a < 0 || on_b < 0) throw InputError(not_recorded);
   if (on_a != on_b) throw InputError("elapsed_time: the events were recorded on different GPUs");
   return call(on_a, {{"op", "elapsed"}, {"start", start}, {"end", end}})["ms"].get<double>();

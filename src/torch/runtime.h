@@ -201,6 +201,9 @@ class Runtime {
   // Attached: a request whose reply is checked before the next one's (ServeClient::post).
   void post(int device, nlohmann::json message);
   Event& local_event(std::int64_t id);
+  // Attached: the GPU event `id` was last recorded on (-1: never); with
+  // record_on, it is recorded there from now on. InputError for an unknown id.
+  int remote_event_device(std::int64_t id, std::optional<int> record_on = std::nullopt);
   nlohmann::json summary_object();
   nlohmann::json part_object();
 
