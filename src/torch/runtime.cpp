@@ -109,14 +109,6 @@ Settings Settings::from_env() {
 
 namespace {
 
-// The GPU of a server's hello reply.
-const GpuSpec& served_gpu(const nlohmann::json& hello, const std::filesystem::path& socket) {
-  const auto it = hello.find("gpu");
-  if (it == hello.end() || !it->contains("id") || !(*it)["id"].is_string())
-    throw Error(fmt::format("gpemu serve at {} did not say which GPU it emulates", socket.string()));
-  return find_gpu((*it)["id"].get<std::string>());
-}
-
 std::string client_name(const Settings& s) {
   const std::string script = s.script.empty() ? "torch" : std::filesystem::path(s.script).filename().string();
   return fmt::format("{} ({})", script, rank_label());
@@ -134,15 +126,17 @@ Runtime::Runtime(Settings settings)
   timeline_->enable_trace(settings_.trace.has_value() || settings_.report.has_value());
   collective_busy_.assign(static_cast<std::size_t>(settings_.gpus), 0);
   if (settings_.serve) {
-    // Each device is a client of the server's GPU of the same index.
-    for (int i = 0; i < settings_.gpus; ++i) {
-      auto r = std::make_unique<Remote>();
-      r->client = std::make_unique<ServeClient>(*settings_.serve, ClientHello{client_name(settings_), i,
-                                                                              settings_.priority, settings_.mig});
-      const GpuSpec& g = served_gpu(r->client->hello_reply(), *settings_.serve);
-      if (i == 0) gpu_ = &g;
-      remote_.push_back(std::move(r));
-    }
+    // Each device is a client of the server's GPU of the same index, from
+    // its first use on (a process holds a CUDA context only on the GPUs it
+    // touches). The card is the server's.
+    ServeClient monitor(*settings_.serve);
+    const nlohmann::json smi = monitor.call({{"op", "smi"}});
+    const auto& gpus = smi.at("gpus");
+    if (gpus.empty() || static_cast<int>(gpus.size()) < settings_.gpus)
+      throw InputError(
+          fmt::format("gpus {}: the server at {} has {}", settings_.gpus, settings_.serve->string(), gpus.size()));
+    gpu_ = &find_gpu(gpus[0].at("id").get<std::string>());
+    for (int i = 0; i < settings_.gpus; ++i) remote_.push_back(std::make_unique<Remote>());
   } else {
     for (int i = 0; i < settings_.gpus; ++i) {
       DeviceOptions o;
@@ -194,18 +188,25 @@ Device& Runtime::device(int index) {
   return *devices_[static_cast<std::size_t>(index)];
 }
 
+ServeClient& Runtime::attached(Remote& r, int device_index) {
+  if (!r.client)
+    r.client = std::make_unique<ServeClient>(*settings_.serve, ClientHello{client_name(settings_), device_index,
+                                                                           settings_.priority, settings_.mig});
+  return *r.client;
+}
+
 nlohmann::json Runtime::call(int device_index, nlohmann::json message) {
   check_device(device_index);
   Remote& r = *remote_[static_cast<std::size_t>(device_index)];
   std::lock_guard lock(r.mutex);
-  return r.client->call(message);
+  return attached(r, device_index).call(message);
 }
 
 void Runtime::post(int device_index, nlohmann::json message) {
   check_device(device_index);
   Remote& r = *remote_[static_cast<std::size_t>(device_index)];
   std::lock_guard lock(r.mutex);
-  r.client->post(message);
+  attached(r, device_index).post(message);
 }
 
 Stream& Runtime::stream(int device_index, std::int64_t id) {
@@ -235,7 +236,7 @@ std::int64_t Runtime::create_stream(int device_index) {
     check_device(device_index);
     Remote& r = *remote_[static_cast<std::size_t>(device_index)];
     std::lock_guard lock(r.mutex);
-    const auto id = r.client->call({{"op", "stream"}})["stream"].get<std::int64_t>();
+    const auto id = attached(r, device_index).call({{"op", "stream"}})["stream"].get<std::int64_t>();
     r.streams = id + 1;
     return id;
   }
@@ -261,7 +262,8 @@ CachingAllocator::Ptr Runtime::allocate(int device_index, std::uint64_t bytes, s
   check_device(device_index);
   Remote& r = *remote_[static_cast<std::size_t>(device_index)];
   std::lock_guard lock(r.mutex);
-  const nlohmann::json reply = r.client->call({{"op", "malloc"}, {"bytes", bytes}, {"stream", stream_id}});
+  const nlohmann::json reply =
+      attached(r, device_index).call({{"op", "malloc"}, {"bytes", bytes}, {"stream", stream_id}});
   const auto p = reply["ptr"].get<CachingAllocator::Ptr>();
   if (p != 0) r.block_sizes[p] = reply["size"].get<std::uint64_t>();
   return p;
@@ -277,7 +279,7 @@ void Runtime::free(int device_index, CachingAllocator::Ptr p) {
   Remote& r = *remote_[static_cast<std::size_t>(device_index)];
   std::lock_guard lock(r.mutex);
   r.block_sizes.erase(p);
-  r.client->post({{"op", "free"}, {"ptr", p}});
+  attached(r, device_index).post({{"op", "free"}, {"ptr", p}});
 }
 
 std::uint64_t Runtime::block_size(int device_index, CachingAllocator::Ptr p) {
@@ -290,23 +292,34 @@ std::uint64_t Runtime::block_size(int device_index, CachingAllocator::Ptr p) {
   return it->second;
 }
 
+// Attached, the memory queries of a GPU the process has not used answer
+// without connecting (as CUDA's do not create a context).
+std::optional<nlohmann::json> Runtime::call_if_attached(int device_index, nlohmann::json message) {
+  check_device(device_index);
+  Remote& r = *remote_[static_cast<std::size_t>(device_index)];
+  std::lock_guard lock(r.mutex);
+  if (!r.client) return std::nullopt;
+  return r.client->call(message);
+}
+
 AllocatorStats Runtime::memory_stats(int device_index) {
   if (!remote()) return device(device_index).allocator().stats();
-  return allocator_stats_from_json(call(device_index, {{"op", "memory"}}));
+  const auto reply = call_if_attached(device_index, {{"op", "memory"}});
+  return reply ? allocator_stats_from_json(*reply) : AllocatorStats{};
 }
 
 void Runtime::empty_cache(int device_index) {
   if (!remote())
     device(device_index).allocator().empty_cache();
   else
-    call(device_index, {{"op", "empty_cache"}});
+    call_if_attached(device_index, {{"op", "empty_cache"}});
 }
 
 void Runtime::reset_peak_stats(int device_index) {
   if (!remote())
     device(device_index).allocator().reset_peak_stats();
   else
-    call(device_index, {{"op", "reset_peak"}});
+    call_if_attached(device_index, {{"op", "reset_peak"}});
 }
 
 // ---- events -----------------------------------------------------------------------
@@ -467,8 +480,8 @@ void Runtime::issue(int device_index, std::int64_t stream_id, const OpProgram::O
     const KernelDemand d = op_demand(op, peaks(tf32_conv, tf32_matmul));
     Remote& r = *remote_[static_cast<std::size_t>(device_index)];
     std::lock_guard lock(r.mutex);
-    r.client->post(
-        {{"op", "kernel"}, {"ns", from_seconds(seconds)}, {"stream", stream_id}, {"sm", d.sm}, {"bw", d.bw}});
+    attached(r, device_index)
+        .post({{"op", "kernel"}, {"ns", from_seconds(seconds)}, {"stream", stream_id}, {"sm", d.sm}, {"bw", d.bw}});
     ++r.kernels;
     r.kernel_time += from_seconds(seconds);
     return;
@@ -664,9 +677,13 @@ nlohmann::json Runtime::summary_object() {
   for (int i = 0; i < device_count(); ++i) {
     // Attached: the server's allocator; the kernels' time alone, not what
     // the server's policy made of it (gpemu smi has the GPU's utilisation).
-    const AllocatorStats a = memory_stats(i);
+    AllocatorStats a;
     DeviceStats s;
     if (remote()) {
+      try {
+        a = memory_stats(i);
+      } catch (const Error&) {  // NOLINT(bugprone-empty-catch): a server gone by the script's exit leaves 0s
+      }
       Remote& r = *remote_[static_cast<std::size_t>(i)];
       std::lock_guard lock(r.mutex);
       s.kernels = r.kernels;
@@ -674,6 +691,7 @@ nlohmann::json Runtime::summary_object() {
       s.h2d_bytes = r.h2d_bytes;
       s.d2h_bytes = r.d2h_bytes;
     } else {
+      a = devices_[static_cast<std::size_t>(i)]->allocator().stats();
       s = devices_[static_cast<std::size_t>(i)]->stats();
     }
     const double compute = to_seconds(s.busy[static_cast<int>(Engine::Compute)]);

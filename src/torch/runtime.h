@@ -196,8 +196,14 @@ class Runtime {
   void pace_host(double seconds);
   Device& device(int index);
   Stream& stream(int device, std::int64_t id);
+  struct Remote;
+  // Attached: device's client of the server, connected on first use (the
+  // caller holds r.mutex).
+  ServeClient& attached(Remote& r, int device);
   // Attached: one round trip to device's client (serialised per client).
   nlohmann::json call(int device, nlohmann::json message);
+  // Attached: the reply, or nullopt when the process has not used the GPU yet.
+  std::optional<nlohmann::json> call_if_attached(int device, nlohmann::json message);
   // Attached: a request whose reply is checked before the next one's (ServeClient::post).
   void post(int device, nlohmann::json message);
   Event& local_event(std::int64_t id);

@@ -643,6 +643,28 @@ class Serve(unittest.TestCase):
         self.assertTrue(self.wait_for(lambda: self.smi()[0]["processes"] == []), self.smi())
         self.assertEqual(self.smi()[0]["memory_used_bytes"], 0)
 
+    def test_a_script_holds_a_context_only_on_the_gpus_it_uses(self):
+        sock = os.path.join(self.tmp.name, "two.sock")
+        server = subprocess.Popen([GPEMU, "serve", "--gpu", "V100-PCIE-16GB", "--gpus", "2", "--socket", sock],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            self.assertTrue(self.wait_for(lambda: os.path.exists(sock)), "the server made no socket")
+            script = self.script("second.py", f"""
+                x = torch.ones(1000, device="cuda:1")
+                smi = json.loads(__import__("subprocess").run([{GPEMU!r}, "smi", "--socket", {sock!r}, "--json"],
+                                                              capture_output=True, text=True).stdout)["gpus"]
+                print(json.dumps(dict(count=torch.cuda.device_count(), on0=len(smi[0]["processes"]),
+                                      on1=len(smi[1]["processes"]), mem0=torch.cuda.memory_allocated(0),
+                                      mem1=torch.cuda.memory_allocated(1))))
+            """)
+            out = gpemu("torch", "--connect", "--socket", sock, "--gpus", "2", "--", script, check=False)
+            self.assertEqual(out.returncode, 0, out.stderr)
+            r = json.loads(out.stdout.strip().splitlines()[-1])
+            self.assertEqual(r, dict(count=2, on0=0, on1=1, mem0=0, mem1=4096))
+        finally:
+            server.terminate()
+            server.wait(timeout=60)
+
     def test_what_connect_cannot_do_is_refused_before_the_script_runs(self):
         script = self.script("noop.py", "print('ran')\n")
         for options, said in ((["--clock", "virtual"], "--clock virtual"), (["--gpu", "a100"], "--gpu"),
