@@ -479,5 +479,20 @@ PYBIND11_MODULE(gpemu, m) {
           "This client's allocator figures (the server's reply to `memory`).")
       .def(
           "smi", [](ServeClient& c) { return python::to_python(python::serve_request(c, "smi")["gpus"]); },
-          "What `gpemu smi --json` prints: every GPU of the server with its processes.");
+          "What `gpemu smi --json` prints: every GPU of the server with its processes.")
+      .def(
+          "request",
+          [](ServeClient& c, const py::object& message) {
+            const nlohmann::json m = python::from_python(message, "request");
+            nlohmann::json reply;
+            {
+              py::gil_scoped_release release;
+              reply = c.call(m);
+            }
+            return python::to_python(reply);
+          },
+          py::arg("message"),
+          "Any request of the protocol (docs/sharing.md, 'Wire protocol'), e.g. {'op': 'stream'} or "
+          "{'op': 'record', 'event': 1, 'stream': 1}; returns the reply. A refusal raises gpemu.InputError, "
+          "gpemu.OutOfMemoryError or gpemu.Error.");
 }

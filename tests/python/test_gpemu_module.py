@@ -307,6 +307,17 @@ class Serve(unittest.TestCase):
         names = sorted(p["name"] for p in a.smi()[0]["processes"])
         self.assertEqual(names, ["job-a", "job-b"])
 
+    def test_any_request_of_the_protocol_streams_and_events_included(self):
+        c = gpemu.ServeClient(self.socket, name="streams")
+        s = c.request({"op": "stream"})["stream"]
+        c.request({"op": "kernel", "ns": 20_000_000, "stream": s})
+        c.request({"op": "record", "event": 1, "stream": s})
+        end = c.request({"op": "event_sync", "event": 1})["end_ns"]
+        self.assertGreaterEqual(c.request({"op": "sync", "device": True})["end_ns"], end)
+        self.assertTrue(c.request({"op": "query", "event": 1})["done"])
+        with self.assertRaises(gpemu.InputError):
+            c.request({"op": "wait", "event": 99, "stream": s})
+
     def test_a_missing_server_is_named(self):
         with self.assertRaises(gpemu.Error) as e:
             gpemu.ServeClient(os.path.join(self.tmp, "none.sock"))
