@@ -170,8 +170,7 @@ Dataset virtual_dataset(std::string_view spec, std::uint64_t seed) {
   }
   throw InputError(
       fmt::format("--virtual-dataset '{}': unknown; accepted imagenet1k, imagenette10g, imagenette or sizes=FILE (one "
-                  "size in bytes "
-                  "per line)",
+                  "size in bytes per line)",
                   printable_excerpt(spec, 200)));
 }
 

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/message_text.h"
 #include "gpemu/error.h"
 #include "gpemu/share.h"
 #include "gpemu/zoo.h"
@@ -165,7 +166,9 @@ SharedJobSpec fixed_step_job(std::string name, double step_s, int batch_size, st
   return s;
 }
 
-JobsFile parse_jobs(std::string_view text_in, std::string_view source) {
+namespace {
+
+JobsFile parse_jobs_text(std::string_view text_in, std::string_view source) {
   if (text_in.size() > kMaxJobsFileBytes)
     throw InputError(fmt::format("{}: {} bytes is too large for a jobs file (at most {} MiB)", source, text_in.size(),
                                  kMaxJobsFileBytes >> 20));
@@ -206,12 +209,26 @@ JobsFile parse_jobs(std::string_view text_in, std::string_view source) {
   return out;
 }
 
+}  // namespace
+
+JobsFile parse_jobs(std::string_view text, std::string_view source) {
+  try {
+    return parse_jobs_text(text, source);
+  } catch (const InputError& e) {
+    // The file's keys, names and values are quoted in messages; a message
+    // stays one line whatever bytes they hold.
+    throw InputError(one_line_message(e.what()));
+  }
+}
+
 JobsFile load_jobs_file(const std::filesystem::path& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
-    throw InputError(fmt::format("jobs file {}: is a directory; give a JSON file", path.string()));
+    throw InputError(fmt::format("jobs file {}: is a directory; give a JSON file", one_line_message(path.string())));
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(fmt::format("jobs file {}: cannot be opened (missing or unreadable)", path.string()));
+  if (!in)
+    throw InputError(
+        fmt::format("jobs file {}: cannot be opened (missing or unreadable)", one_line_message(path.string())));
   std::string text;
   char buf[65536];
   while (in.read(buf, sizeof buf) || in.gcount() > 0) {

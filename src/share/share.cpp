@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/message_text.h"
 #include "gpemu/error.h"
 #include "gpemu/report.h"
 #include "share/results.h"
@@ -35,12 +36,12 @@ void validate(const ShareSpec& spec) {
   std::set<std::string, std::less<>> names;
   for (std::size_t i = 0; i < spec.jobs.size(); ++i) {
     const SharedJobSpec& j = spec.jobs[i];
-    const std::string who = fmt::format("share: job {} ('{}')", i + 1, j.name);
+    const std::string who = fmt::format("share: job {} ('{}')", i + 1, one_line_message(j.name));
     if (!names.insert(j.name).second) throw InputError(fmt::format("{}: the name is taken by an earlier job", who));
     if (j.arrival < 0) throw InputError(fmt::format("{}: arrival {} ns is before the start", who, j.arrival));
     if (!j.after.empty() && (j.after == j.name || !names.contains(j.after)))
-      throw InputError(
-          fmt::format("{}: after '{}': name an earlier job (a queue runs in the spec's order)", who, j.after));
+      throw InputError(fmt::format("{}: after '{}': name an earlier job (a queue runs in the spec's order)", who,
+                                   one_line_message(j.after)));
     if (spec.options.policy == SharePolicy::Mig) {
       if (j.mig.empty())
         throw InputError(
@@ -105,7 +106,7 @@ std::vector<StepCost> model_steps(const CostModel& costs, const ShareSpec& spec)
     try {
       steps[i] = (j.costs ? *j.costs : costs).step_cost(*spec.gpu, j.job.compute.model.name, j.job.batch_size);
     } catch (const InputError& e) {
-      throw InputError(fmt::format("share: job {} ('{}'): {}", i + 1, j.name, e.what()));
+      throw InputError(fmt::format("share: job {} ('{}'): {}", i + 1, one_line_message(j.name), e.what()));
     }
   }
   return steps;

@@ -186,6 +186,13 @@ TEST(JobsFile, DatasetsQueuesAndCoresAreCheckedToo) {
       {R"({"jobs": [{"name": "a", "model": "alexnet", "after": "a"}]})", "name an earlier job"},
       {R"({"cores": 0, "jobs": [{"model": "alexnet"}]})", "'cores'"}};
   for (const auto& [text, said] : errors) EXPECT_NE(jobs_error(text).find(said), std::string::npos) << text;
+  // Keys and names are quoted on one line whatever bytes they hold (found by the jobs_json fuzz harness).
+  for (const char* text : {"{\"jobs\": [{\"model\": \"alexnet\", \"it\\nerations\": 5}]}",
+                           "{\"jobs\": [{\"name\": \"a\\nb\", \"model\": \"alexnet\", \"workers\": 1}]}"}) {
+    const std::string e = jobs_error(text);
+    EXPECT_NE(e, "") << text;
+    EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+  }
   const JobsFile ok = parse_jobs(R"({"cores": 24, "jobs": [{"name": "a", "model": "alexnet", "dataset": "imagenette",
       "epochs": 3, "workers": 23, "decode_us": 3000, "prefetch_factor": 4}, {"name": "b", "model": "resnet18",
       "after": "a", "arrival_s": 2}]})",
