@@ -294,6 +294,11 @@ class ServeClient {
   nlohmann::json hello_;
 };
 
+// The GPUs a running server describes (its "smi" reply's "gpus": index, id,
+// name, policy, memory, processes), at least one. Error when nothing serves
+// `socket` or the reply has none.
+nlohmann::json served_gpus(const std::filesystem::path& socket);
+
 // The "memory" reply's allocator figures (every AllocatorStats field, under
 // its own name), written by the server and read by clients.
 nlohmann::json allocator_stats_json(const AllocatorStats& stats);

@@ -78,6 +78,7 @@ void set_env(const char* name, const std::string& value) {
   if (a.clock != "real" && a.clock != "virtual")
     throw InputError(fmt::format("--clock '{}': expected 'real' or 'virtual'", a.clock));
   std::string served_gpu;
+  fs::path socket;
   if (a.connect) {
     if (a.gpu_given) throw InputError("--gpu with --connect: the GPU is the server's (gpemu serve --gpu)");
     if (a.clock != "real")
@@ -86,15 +87,12 @@ void set_env(const char* name, const std::string& value) {
       throw InputError(
           "--trace / --report with --connect: the GPU's timeline is the server's; watch it with gpemu smi");
     // The server is there and has the GPUs asked for, before the script starts.
-    const fs::path socket = a.socket.empty() ? default_socket_path() : fs::path(a.socket);
-    ServeClient monitor(socket);
-    const nlohmann::json smi = monitor.request({{"op", "smi"}});
-    if (!smi.value("ok", false) || !smi.contains("gpus") || smi["gpus"].empty())
-      throw Error(fmt::format("--connect: {} did not describe its GPUs", socket.string()));
-    if (a.gpus > static_cast<int>(smi["gpus"].size()))
+    socket = fs::absolute(a.socket.empty() ? default_socket_path() : fs::path(a.socket));
+    const nlohmann::json gpus = served_gpus(socket);
+    if (a.gpus > static_cast<int>(gpus.size()))
       throw InputError(fmt::format("--gpus {} with --connect: the server at {} has {} GPU{} (gpemu serve --gpus)",
-                                   a.gpus, socket.string(), smi["gpus"].size(), smi["gpus"].size() == 1 ? "" : "s"));
-    served_gpu = smi["gpus"][0]["id"].get<std::string>();
+                                   a.gpus, socket.string(), gpus.size(), gpus.size() == 1 ? "" : "s"));
+    served_gpu = gpus[0]["id"].get<std::string>();
   } else if (!a.socket.empty() || a.priority != 0 || !a.mig.empty()) {
     throw InputError("--socket, --priority and --mig are for a script attached to gpemu serve: add --connect");
   }
@@ -115,7 +113,7 @@ void set_env(const char* name, const std::string& value) {
   set_env("GPEMU_TORCH_ACTIVE", "1");
   set_env("GPEMU_TORCH_GPU", a.connect ? served_gpu : a.gpu);
   if (a.connect) {
-    set_env("GPEMU_TORCH_SERVE", fs::absolute(a.socket.empty() ? default_socket_path() : fs::path(a.socket)).string());
+    set_env("GPEMU_TORCH_SERVE", socket.string());
     set_env("GPEMU_TORCH_PRIORITY", std::to_string(a.priority));
     if (!a.mig.empty()) set_env("GPEMU_TORCH_MIG", a.mig);
   }

@@ -27,6 +27,7 @@
 #include <fmt/format.h>
 
 #include "common/interrupt.h"
+#include "common/message_text.h"
 #include "gpemu/error.h"
 #include "gpemu/share.h"
 #include "share/json_fields.h"
@@ -114,9 +115,6 @@ std::string string_field(const nlohmann::json& m, const char* key, std::string d
   return share_detail::text_field(fmt::format("'{}'", key), *it, /*allow_empty=*/true);
 }
 
-}  // namespace
-
-namespace {
 // Every AllocatorStats field with its name on the wire.
 constexpr std::pair<const char*, std::uint64_t AllocatorStats::*> kAllocatorFields[] = {
     {"allocated_bytes", &AllocatorStats::allocated_bytes},
@@ -131,6 +129,17 @@ constexpr std::pair<const char*, std::uint64_t AllocatorStats::*> kAllocatorFiel
     {"num_ooms", &AllocatorStats::num_ooms},
     {"num_device_alloc", &AllocatorStats::num_device_alloc},
     {"num_device_free", &AllocatorStats::num_device_free}};
+
+// A refused request's reply as the exception it stands for.
+[[noreturn]] void throw_refusal(const nlohmann::json& reply) {
+  const std::string error = reply.value("error", std::string("refused"));
+  if (reply.value("oom", false)) throw OutOfMemoryError(error, 0);
+  if (reply.value("kind", std::string()) == "input") throw InputError(error);
+  throw Error(error);
+}
+
+constexpr int kMaxPosted = 256;  // replies a client leaves unread at most (well within a socket's buffers)
+
 }  // namespace
 
 nlohmann::json allocator_stats_json(const AllocatorStats& stats) {
@@ -780,10 +789,6 @@ ServeClient::~ServeClient() {
   ::close(fd_);
 }
 
-namespace {
-constexpr int kMaxPosted = 256;  // replies left unread at most (well within a socket's buffers)
-}  // namespace
-
 void ServeClient::post(const nlohmann::json& message) {
   if (fd_ < 0) throw Error("gpemu serve: not connected");
   if (posted_ >= kMaxPosted) drain();
@@ -792,25 +797,18 @@ void ServeClient::post(const nlohmann::json& message) {
 }
 
 void ServeClient::drain() {
-  std::string first_error;
-  bool oom = false, input = false;
+  nlohmann::json first_refusal;  // every reply is read; the first refusal is thrown
   for (; posted_ > 0; --posted_) {
     std::string line;
     if (read_line(fd_, buffer_, line, -1) != Read::Line) {
       posted_ = 0;
       throw Error("gpemu serve: the server closed the connection");
     }
-    const nlohmann::json r = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (first_error.empty() && (r.is_discarded() || !r.value("ok", false))) {
-      first_error = r.is_discarded() ? "a reply that is not JSON" : r.value("error", std::string("refused"));
-      oom = !r.is_discarded() && r.value("oom", false);
-      input = !r.is_discarded() && r.value("kind", std::string()) == "input";
-    }
+    nlohmann::json r = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (r.is_discarded()) r = {{"ok", false}, {"error", "gpemu serve: a reply that is not JSON"}};
+    if (first_refusal.is_null() && !r.value("ok", false)) first_refusal = std::move(r);
   }
-  if (first_error.empty()) return;
-  if (oom) throw OutOfMemoryError(first_error, 0);
-  if (input) throw InputError(first_error);
-  throw Error(first_error);
+  if (!first_refusal.is_null()) throw_refusal(first_refusal);
 }
 
 nlohmann::json ServeClient::request(const nlohmann::json& message) {
@@ -830,10 +828,7 @@ nlohmann::json ServeClient::request(const nlohmann::json& message) {
 nlohmann::json ServeClient::checked(const nlohmann::json& message) {
   nlohmann::json r = request(message);
   if (r.value("ok", false)) return r;
-  const std::string error = r.value("error", std::string("refused"));
-  if (r.value("oom", false)) throw OutOfMemoryError(error, 0);
-  if (r.value("kind", std::string()) == "input") throw InputError(error);
-  throw Error(error);
+  throw_refusal(r);
 }
 
 std::uint64_t ServeClient::malloc(std::uint64_t bytes) {
@@ -848,6 +843,14 @@ Time ServeClient::batch(Duration ns, KernelDemand d) {
   return checked({{"op", "batch"}, {"ns", ns}, {"sm", d.sm}, {"bw", d.bw}})["end_ns"].get<Time>();
 }
 
+nlohmann::json served_gpus(const std::filesystem::path& socket) {
+  ServeClient monitor(socket);
+  const nlohmann::json s = monitor.request({{"op", "smi"}});
+  if (!s.value("ok", false) || !s.contains("gpus") || !s["gpus"].is_array() || s["gpus"].empty())
+    throw Error(fmt::format("gpemu serve at {} did not describe its GPUs", socket.string()));
+  return s["gpus"];
+}
+
 ShareResult run_shared_remote(const std::filesystem::path& socket, const CostModel& costs, ShareSpec spec) {
   if (spec.jobs.empty() || spec.jobs.size() > kMaxSharedJobs)
     throw InputError(fmt::format("share --connect: {} jobs: give 1 to {}", spec.jobs.size(), kMaxSharedJobs));
@@ -856,15 +859,12 @@ ShareResult run_shared_remote(const std::filesystem::path& socket, const CostMod
       throw InputError(fmt::format(
           "share --connect: job '{}': 'after' and 'dataset' run in one process only (gpemu share without --connect); "
           "a server's clients are in-memory steps",
-          j.name));
+          one_line_message(j.name)));
   {
     // The server's card and policy.
-    ServeClient monitor(socket);
-    const nlohmann::json s = monitor.request({{"op", "smi"}});
-    if (!s.value("ok", false) || !s.contains("gpus") || s["gpus"].empty())
-      throw Error(fmt::format("share --connect: {} did not describe its GPUs", socket.string()));
-    spec.gpu = &find_gpu(s["gpus"][0]["id"].get<std::string>());
-    spec.options.policy = parse_share_policy(s["gpus"][0]["policy"].get<std::string>());
+    const nlohmann::json gpus = served_gpus(socket);
+    spec.gpu = &find_gpu(gpus[0]["id"].get<std::string>());
+    spec.options.policy = parse_share_policy(gpus[0]["policy"].get<std::string>());
   }
   ShareResult out;
   out.gpu = spec.gpu->id;

@@ -129,10 +129,8 @@ Runtime::Runtime(Settings settings)
     // Each device is a client of the server's GPU of the same index, from
     // its first use on (a process holds a CUDA context only on the GPUs it
     // touches). The card is the server's.
-    ServeClient monitor(*settings_.serve);
-    const nlohmann::json smi = monitor.call({{"op", "smi"}});
-    const auto& gpus = smi.at("gpus");
-    if (gpus.empty() || static_cast<int>(gpus.size()) < settings_.gpus)
+    const nlohmann::json gpus = served_gpus(*settings_.serve);
+    if (static_cast<int>(gpus.size()) < settings_.gpus)
       throw InputError(
           fmt::format("gpus {}: the server at {} has {}", settings_.gpus, settings_.serve->string(), gpus.size()));
     gpu_ = &find_gpu(gpus[0].at("id").get<std::string>());
@@ -188,6 +186,11 @@ Device& Runtime::device(int index) {
   return *devices_[static_cast<std::size_t>(index)];
 }
 
+Runtime::Remote& Runtime::remote_of(int device_index) {
+  check_device(device_index);
+  return *remote_[static_cast<std::size_t>(device_index)];
+}
+
 ServeClient& Runtime::attached(Remote& r, int device_index) {
   if (!r.client)
     r.client = std::make_unique<ServeClient>(*settings_.serve, ClientHello{client_name(settings_), device_index,
@@ -196,15 +199,13 @@ ServeClient& Runtime::attached(Remote& r, int device_index) {
 }
 
 nlohmann::json Runtime::call(int device_index, nlohmann::json message) {
-  check_device(device_index);
-  Remote& r = *remote_[static_cast<std::size_t>(device_index)];
+  Remote& r = remote_of(device_index);
   std::lock_guard lock(r.mutex);
   return attached(r, device_index).call(message);
 }
 
 void Runtime::post(int device_index, nlohmann::json message) {
-  check_device(device_index);
-  Remote& r = *remote_[static_cast<std::size_t>(device_index)];
+  Remote& r = remote_of(device_index);
   std::lock_guard lock(r.mutex);
   attached(r, device_index).post(message);
 }
@@ -224,20 +225,17 @@ void Runtime::check_stream(int device_index, std::int64_t id) {
     (void)stream(device_index, id);
     return;
   }
-  check_device(device_index);
-  Remote& r = *remote_[static_cast<std::size_t>(device_index)];
-  std::lock_guard lock(r.mutex);
-  if (id < 0 || id >= r.streams)
+  // Lock-free: every op checks its stream (streams are only ever added).
+  if (id < 0 || id >= remote_of(device_index).streams.load(std::memory_order_acquire))
     throw InputError(fmt::format("CUDA stream {} on device {}: no such stream", id, device_index));
 }
 
 std::int64_t Runtime::create_stream(int device_index) {
   if (remote()) {
-    check_device(device_index);
-    Remote& r = *remote_[static_cast<std::size_t>(device_index)];
+    Remote& r = remote_of(device_index);
     std::lock_guard lock(r.mutex);
     const auto id = attached(r, device_index).call({{"op", "stream"}})["stream"].get<std::int64_t>();
-    r.streams = id + 1;
+    r.streams.store(id + 1, std::memory_order_release);
     return id;
   }
   Device& d = device(device_index);
@@ -259,8 +257,7 @@ bool Runtime::stream_query(int device_index, std::int64_t id) {
 
 CachingAllocator::Ptr Runtime::allocate(int device_index, std::uint64_t bytes, std::int64_t stream_id) {
   if (!remote()) return device(device_index).allocator().allocate(bytes, static_cast<int>(stream_id));
-  check_device(device_index);
-  Remote& r = *remote_[static_cast<std::size_t>(device_index)];
+  Remote& r = remote_of(device_index);
   std::lock_guard lock(r.mutex);
   const nlohmann::json reply =
       attached(r, device_index).call({{"op", "malloc"}, {"bytes", bytes}, {"stream", stream_id}});
@@ -275,8 +272,7 @@ void Runtime::free(int device_index, CachingAllocator::Ptr p) {
     return;
   }
   if (p == 0) return;
-  check_device(device_index);
-  Remote& r = *remote_[static_cast<std::size_t>(device_index)];
+  Remote& r = remote_of(device_index);
   std::lock_guard lock(r.mutex);
   r.block_sizes.erase(p);
   attached(r, device_index).post({{"op", "free"}, {"ptr", p}});
@@ -284,8 +280,7 @@ void Runtime::free(int device_index, CachingAllocator::Ptr p) {
 
 std::uint64_t Runtime::block_size(int device_index, CachingAllocator::Ptr p) {
   if (!remote()) return device(device_index).allocator().block_size(p);
-  check_device(device_index);
-  Remote& r = *remote_[static_cast<std::size_t>(device_index)];
+  Remote& r = remote_of(device_index);
   std::lock_guard lock(r.mutex);
   const auto it = r.block_sizes.find(p);
   if (it == r.block_sizes.end()) throw std::invalid_argument("block_size: not a live allocation");
@@ -295,8 +290,7 @@ std::uint64_t Runtime::block_size(int device_index, CachingAllocator::Ptr p) {
 // Attached, the memory queries of a GPU the process has not used answer
 // without connecting (as CUDA's do not create a context).
 std::optional<nlohmann::json> Runtime::call_if_attached(int device_index, nlohmann::json message) {
-  check_device(device_index);
-  Remote& r = *remote_[static_cast<std::size_t>(device_index)];
+  Remote& r = remote_of(device_index);
   std::lock_guard lock(r.mutex);
   if (!r.client) return std::nullopt;
   return r.client->call(message);
@@ -478,7 +472,7 @@ void Runtime::issue(int device_index, std::int64_t stream_id, const OpProgram::O
   }
   if (remote()) {
     const KernelDemand d = op_demand(op, peaks(tf32_conv, tf32_matmul));
-    Remote& r = *remote_[static_cast<std::size_t>(device_index)];
+    Remote& r = remote_of(device_index);
     std::lock_guard lock(r.mutex);
     attached(r, device_index)
         .post({{"op", "kernel"}, {"ns", from_seconds(seconds)}, {"stream", stream_id}, {"sm", d.sm}, {"bw", d.bw}});
@@ -503,12 +497,12 @@ void Runtime::copy(int device_index, std::int64_t stream_id, bool to_device, std
                               {"bytes", bytes},
                               {"pinned", pinned},
                               {"stream", stream_id}};
-    if (pinned)
-      post(device_index, m);
-    else
-      call(device_index, m);
-    Remote& r = *remote_[static_cast<std::size_t>(device_index)];
+    Remote& r = remote_of(device_index);
     std::lock_guard lock(r.mutex);
+    if (pinned)
+      attached(r, device_index).post(m);
+    else
+      attached(r, device_index).call(m);
     (to_device ? r.h2d_bytes : r.d2h_bytes) += bytes;
     return;
   }
@@ -684,7 +678,7 @@ nlohmann::json Runtime::summary_object() {
         a = memory_stats(i);
       } catch (const Error&) {  // NOLINT(bugprone-empty-catch): a server gone by the script's exit leaves 0s
       }
-      Remote& r = *remote_[static_cast<std::size_t>(i)];
+      Remote& r = remote_of(i);
       std::lock_guard lock(r.mutex);
       s.kernels = r.kernels;
       s.busy[static_cast<int>(Engine::Compute)] = r.kernel_time;

@@ -17,6 +17,7 @@
 // autograd engine issues backward kernels from its own device threads).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -197,6 +198,8 @@ class Runtime {
   Device& device(int index);
   Stream& stream(int device, std::int64_t id);
   struct Remote;
+  // Attached: the device's connection state (InputError for a bad index).
+  Remote& remote_of(int device);
   // Attached: device's client of the server, connected on first use (the
   // caller holds r.mutex).
   ServeClient& attached(Remote& r, int device);
@@ -221,7 +224,7 @@ class Runtime {
   struct Remote {
     std::unique_ptr<ServeClient> client;
     std::mutex mutex;
-    std::int64_t streams = 1;                                    // the server's stream ids 0 to streams-1
+    std::atomic<std::int64_t> streams{1};                        // the server's stream ids 0 to streams-1
     std::map<CachingAllocator::Ptr, std::uint64_t> block_sizes;  // live blocks
     std::uint64_t kernels = 0, h2d_bytes = 0, d2h_bytes = 0;
     Duration kernel_time = 0;  // the kernels' time alone
