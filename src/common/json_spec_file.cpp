@@ -1,4 +1,5 @@
 #include "common/json_spec_file.h"
+#include "common/message_text.h"
 
 #include <cmath>
 #include <fstream>
@@ -40,7 +41,7 @@ JsonSpecFile::JsonSpecFile(std::string what, std::string path, std::vector<std::
   for (const auto& [key, value] : json_.items()) {
     bool known = false;
     for (const std::string& k : keys) known = known || key == k;
-    if (!known) throw InputError(fmt::format("{} {}: unknown key '{}'; accepted: {}", what_, path_, key, accepted));
+    if (!known) throw InputError(fmt::format("{} {}: unknown key '{}'; accepted: {}", what_, path_, one_line_message(key), accepted));
   }
 }
 
