@@ -41,7 +41,9 @@ JsonSpecFile::JsonSpecFile(std::string what, std::string path, std::vector<std::
   for (const auto& [key, value] : json_.items()) {
     bool known = false;
     for (const std::string& k : keys) known = known || key == k;
-    if (!known) throw InputError(fmt::format("{} {}: unknown key '{}'; accepted: {}", what_, path_, one_line_message(key), accepted));
+    if (!known)
+      throw InputError(
+          fmt::format("{} {}: unknown key '{}'; accepted: {}", what_, path_, one_line_message(key), accepted));
   }
 }
 
