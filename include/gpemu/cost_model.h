@@ -629,6 +629,10 @@ class OpProgram {
     // Share of iterations the op runs in: 1 / micro_steps for the optimizer
     // update under gradient accumulation. Multiplies its GPU and host time.
     double weight = 1;
+    // A convolution with no Winograd/FFT algorithm (three spatial
+    // dimensions): it does every multiply of the direct count, so its FLOP
+    // term runs at most at the GEMM efficiency (direct_conv_efficiency()).
+    bool direct_conv = false;
   };
 
   // Builds the program of `model`. Ops of the zoo's forward range up to the
@@ -658,6 +662,12 @@ struct GpuPeaks {
   double conv_f32 = 0, matmul_f32 = 0, f16 = 0, bf16 = 0, vector_f32 = 0, bandwidth = 0;
 };
 GpuPeaks gpu_peaks(const GpuSpec& gpu, const AnalyticalOptions& options = {});
+
+// The fraction of the peak a convolution's FLOP term runs at: the family's
+// conv_efficiency (fitted on 2-D CNNs, above 1 where Winograd does fewer
+// multiplies than the direct count), capped at the GEMM efficiency for a
+// direct_conv op (3-D: implicit GEMM only; docs/analytical-model.md).
+double conv_flop_efficiency(const OpProgram::Op& op, const FamilyFactors& f);
 
 // GPU time of one op at a batch size (seconds), before backward_factor and
 // corrections.

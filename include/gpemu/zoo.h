@@ -40,6 +40,7 @@ enum class Phase { Forward, Backward, Optimizer };
 // Operator classes of docs/model-zoo.md ("Operator classes").
 enum class OpClass {
   Conv,
+  Conv3d,  // three spatial dimensions: no Winograd/FFT algorithm
   Matmul,
   Norm,
   Pooling,

@@ -25,7 +25,8 @@ bool is_loss_kind(std::string_view k) {
 
 OpProgram::Kind kind_of(zoo::OpClass c) {
   switch (c) {
-    case zoo::OpClass::Conv: return OpProgram::Kind::Conv;
+    case zoo::OpClass::Conv:
+    case zoo::OpClass::Conv3d: return OpProgram::Kind::Conv;
     case zoo::OpClass::Matmul: return OpProgram::Kind::Matmul;
     case zoo::OpClass::View: return OpProgram::Kind::View;
     default: return OpProgram::Kind::Memory;
@@ -119,6 +120,7 @@ OpProgram OpProgram::compile(const zoo::ModelGraph& model, const AnalyticalOptio
     Op op;
     op.kind = kind_of(a.op_class);
     op.math = math_of(a.dtype);
+    op.direct_conv = a.op_class == zoo::OpClass::Conv3d;
     op.flops1 = b.flops - a.flops;
     op.flops0 = a.flops - op.flops1;
     const double by1 = a.bytes_read + a.bytes_written, by2 = b.bytes_read + b.bytes_written,
@@ -203,6 +205,10 @@ OpProgram OpProgram::compile(const zoo::ModelGraph& model, const AnalyticalOptio
 
 // ---- the math -----------------------------------------------------------------
 
+double conv_flop_efficiency(const OpProgram::Op& op, const FamilyFactors& f) {
+  return op.direct_conv ? std::min(f.conv_efficiency, f.matmul_efficiency) : f.conv_efficiency;
+}
+
 GpuPeaks gpu_peaks(const GpuSpec& gpu, const AnalyticalOptions& options) {
   if (gpu.fp32_tflops <= 0 || gpu.memory_bandwidth_gbs <= 0)
     throw InputError(
@@ -240,7 +246,10 @@ double op_gpu_seconds(const OpProgram::Op& op, double batch, const GpuPeaks& pea
   };
   switch (op.kind) {
     case Kind::Conv:
-      return op.weight * (flops / (matrix_peak(peaks.conv_f32) * f.conv_efficiency) +
+      if (op.math != OpProgram::Math::F32)
+        return op.weight * std::max(flops / (matrix_peak(peaks.conv_f32) * f.matmul_efficiency),
+                                    bytes / (peaks.bandwidth * f.memory_efficiency));
+      return op.weight * (flops / (matrix_peak(peaks.conv_f32) * conv_flop_efficiency(op, f)) +
                           bytes / (peaks.bandwidth * f.conv_bytes_efficiency));
     case Kind::Matmul:
       return op.weight * std::max(flops / (matrix_peak(peaks.matmul_f32) * f.matmul_efficiency),
@@ -291,26 +300,23 @@ void pipeline_many(const std::vector<OpProgram::Op>& ops, std::span<const double
     if (op.kind == OpProgram::Kind::Matmul) matrix = peaks.matmul_f32;
     if (op.math == OpProgram::Math::F16) matrix = peaks.f16;
     if (op.math == OpProgram::Math::BF16) matrix = peaks.bf16;
-    switch (op.kind) {
-      case OpProgram::Kind::Conv: {
-        const double a = scale / (matrix * f.conv_efficiency), c = scale * inv_bw_conv;
-        for (std::size_t r = 0; r < n; ++r) {
-          const double b = batches[r];
-          out[r] = std::max(out[r], host) + (op.flops0 + op.flops1 * b) * a + (op.bytes0 + op.bytes1 * b) * c;
-        }
-        break;
-      }
-      case OpProgram::Kind::Matmul:
-      case OpProgram::Kind::Memory: {
-        const double a = scale / (op.kind == OpProgram::Kind::Matmul ? matrix * f.matmul_efficiency : 1.0 / inv_vec),
-                     c = scale * inv_bw_mem;
-        for (std::size_t r = 0; r < n; ++r) {
-          const double b = batches[r];
-          out[r] = std::max(out[r], host) + std::max((op.flops0 + op.flops1 * b) * a, (op.bytes0 + op.bytes1 * b) * c);
-        }
-        break;
-      }
-      case OpProgram::Kind::View: break;
+    // FP32 and TF32 convolutions: the calibrated sum of a FLOP and a bytes
+    // term; everything else (half-precision convolutions included, see
+    // op_gpu_seconds): the roofline, the larger of the two.
+    const bool summed = op.kind == OpProgram::Kind::Conv && op.math == OpProgram::Math::F32;
+    double a = 0, c = scale * inv_bw_mem;
+    if (summed) {
+      a = scale / (matrix * conv_flop_efficiency(op, f));
+      c = scale * inv_bw_conv;
+    } else if (op.kind == OpProgram::Kind::Memory) {
+      a = scale * inv_vec;
+    } else {
+      a = scale / (matrix * f.matmul_efficiency);
+    }
+    for (std::size_t r = 0; r < n; ++r) {
+      const double b = batches[r];
+      const double flop_s = (op.flops0 + op.flops1 * b) * a, byte_s = (op.bytes0 + op.bytes1 * b) * c;
+      out[r] = std::max(out[r], host) + (summed ? flop_s + byte_s : std::max(flop_s, byte_s));
     }
   }
   for (std::size_t r = 0; r < n; ++r) out[r] = std::max(out[r], host);

@@ -430,6 +430,9 @@ OpProgram::Op live_op(std::string_view name, OpProgram::Section section, c10::Ar
   std::optional<at::ScalarType> first;
   for_each_tensor(args, [&](std::size_t, const at::Tensor& t) {
     if (!first) first = t.scalar_type();
+    // A 3-D convolution (5-D input or weight) has no Winograd path, as the
+    // tracer's conv3d class says for the zoo.
+    if (cls == zoo::OpClass::Conv && t.dim() == 5) op.direct_conv = true;
   });
   if (first == at::kHalf) op.math = OpProgram::Math::F16;
   if (first == at::kBFloat16) op.math = OpProgram::Math::BF16;

@@ -64,6 +64,7 @@ std::string_view to_string(Phase p) {
 std::string_view to_string(OpClass c) {
   switch (c) {
     case OpClass::Conv: return "conv";
+    case OpClass::Conv3d: return "conv3d";
     case OpClass::Matmul: return "matmul";
     case OpClass::Norm: return "norm";
     case OpClass::Pooling: return "pooling";

@@ -68,10 +68,56 @@ TEST(AnalyticalModel, Tf32ForConvolutionsNotForMatmulsByDefault) {
   EXPECT_DOUBLE_EQ(t.conv_f32, 19.5e12);
   EXPECT_DOUBLE_EQ(t.matmul_f32, 156e12);
   EXPECT_DOUBLE_EQ(d.f16, 312e12);
-  // AMP ops use the tensor-core rate.
+  // AMP ops use the tensor-core rate, a half convolution at the GEMM
+  // efficiency (no Winograd on tensor cores).
   Op conv16{Kind::Conv, Section::Forward, OpProgram::Math::F16, 0, 312e12, 0, 0};
   FamilyFactors f = round_factors();
-  EXPECT_NEAR(op_gpu_seconds(conv16, 1, d, f), 1.0 / 0.5, 1e-12);
+  EXPECT_NEAR(op_gpu_seconds(conv16, 1, d, f), 1.0 / 0.8, 1e-12);
+}
+
+TEST(AnalyticalModel, HalfConvolutionIsARooflineNotTheFp32Sum) {
+  // The FP32 conv form (calibrated FLOP term + bytes term at
+  // conv_bytes_efficiency) is fitted on FP32 CUDA-core convolutions; a half
+  // convolution on tensor cores takes the larger of its FLOP time at the GEMM
+  // efficiency and its bytes at the memory efficiency, like a matmul.
+  const GpuPeaks p = gpu_peaks(find_gpu("A100-SXM4-40GB"));
+  const FamilyFactors f = round_factors();
+  Op compute{Kind::Conv, Section::Forward, OpProgram::Math::F16, 0, 249.6e12, 0, 1e9};
+  EXPECT_NEAR(op_gpu_seconds(compute, 1, p, f), 249.6e12 / (312e12 * 0.8), 1e-12);  // 1 s: FLOP-bound
+  Op memory{Kind::Conv, Section::Forward, OpProgram::Math::F16, 0, 1e12, 0, 1555e9 * 0.6};
+  EXPECT_NEAR(op_gpu_seconds(memory, 2, p, f), 2.0, 1e-12);  // bytes-bound: 1 s per sample
+  Op bf16 = compute;
+  bf16.math = OpProgram::Math::BF16;
+  EXPECT_NEAR(op_gpu_seconds(bf16, 1, p, f), 1.0, 1e-12);  // A100: BF16 peak = FP16 peak
+  // The pipelined phase charges the same kernel time.
+  const OpProgram prog("half", {compute, memory}, {});
+  FamilyFactors quiet = f;
+  quiet.launch_forward_us = 0;
+  EXPECT_NEAR(predict_phase_seconds(prog, false, 1, p, quiet), 2.0, 1e-9);
+}
+
+TEST(AnalyticalModel, ThreeDConvolutionDoesEveryDirectMultiply) {
+  // conv_efficiency above 1 is Winograd on 2-D 3x3 convolutions; a 3-D
+  // convolution (direct_conv) runs its FLOP term at most at the GEMM
+  // efficiency; its bytes term is the FP32 form's.
+  const GpuPeaks p = gpu_peaks(find_gpu("V100-PCIE-32GB"));
+  FamilyFactors f = round_factors();
+  f.conv_efficiency = 2.5;
+  Op conv2d{Kind::Conv, Section::Forward, OpProgram::Math::F32, 0, 14e12, 0, 225e9};
+  Op conv3d = conv2d;
+  conv3d.direct_conv = true;
+  EXPECT_NEAR(op_gpu_seconds(conv2d, 1, p, f), 1 / 2.5 + 1, 1e-12);
+  EXPECT_NEAR(op_gpu_seconds(conv3d, 1, p, f), 1 / 0.8 + 1, 1e-12);
+  EXPECT_DOUBLE_EQ(conv_flop_efficiency(conv3d, f), 0.8);
+  f.conv_efficiency = 0.5;  // below the GEMM's: the cap does not raise it
+  EXPECT_DOUBLE_EQ(conv_flop_efficiency(conv3d, f), 0.5);
+  // The zoo's 3D U-Net marks its convolutions (class conv3d), ResNet-50's are 2-D.
+  int direct = 0, convs = 0;
+  for (const Op& op : OpProgram::compile(zoo::load_model("unet3d")).forward())
+    if (op.kind == Kind::Conv) ++convs, direct += op.direct_conv;
+  EXPECT_GT(convs, 0);
+  EXPECT_EQ(direct, convs);
+  for (const Op& op : OpProgram::compile(zoo::load_model("resnet50")).forward()) EXPECT_FALSE(op.direct_conv);
 }
 
 TEST(AnalyticalModel, Mi300xUsesTheUnpackedVectorRateForNonMatrixWork) {

@@ -235,6 +235,7 @@ TEST(ZooLoader, ParsesNamesOfEnums) {
   EXPECT_THROW(parse_precision("int8"), InputError);
   EXPECT_THROW(parse_optimizer("lamb"), InputError);
   EXPECT_EQ(parse_op_class("conv"), OpClass::Conv);
+  EXPECT_EQ(parse_op_class("conv3d"), OpClass::Conv3d);
   EXPECT_EQ(parse_op_class("nope"), std::nullopt);
 }
 

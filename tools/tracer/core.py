@@ -222,7 +222,7 @@ class Recorder(TorchDispatchMode):
                 par_seen.add(vkey)
                 par += ub
         base = opclass.classify(name, None)
-        cls = opclass.classify(name, self.phase)
+        cls = opclass.spatial_class(opclass.classify(name, self.phase), flat_in)
         op = OpRec()
         op.name = name
         op.cls = cls

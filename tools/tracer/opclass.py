@@ -7,7 +7,8 @@ docs/model-zoo.md ("FLOP rules"); keep the two in step.
 from math import prod
 
 CLASSES = (
-    "conv",         # convolution forward / backward
+    "conv",         # convolution forward / backward (1-D and 2-D)
+    "conv3d",       # convolution with three spatial dimensions (no Winograd path)
     "matmul",       # mm, addmm, bmm, baddbmm, mv, dot (linear layers decompose to these)
     "norm",         # batch / layer / group / instance norm kernels
     "elementwise",  # pointwise math, activations, dropout, masking
@@ -109,6 +110,16 @@ def classify(name, phase):
     if name in COPY:
         return "copy"
     return "elementwise"
+
+
+def spatial_class(cls, inputs):
+    """`cls` refined by the operands: a convolution whose input or weight has
+    five dimensions (N, C, D, H, W) is "conv3d". cuDNN's Winograd and FFT
+    algorithms that let 2-D 3x3 convolutions beat the direct FLOP count do not
+    apply to 3-D ones, so the cost model treats them apart."""
+    if cls == "conv" and any(x.dim() == 5 for x in inputs):
+        return "conv3d"
+    return cls
 
 
 def _numel(shape):

@@ -80,6 +80,23 @@ class ConvLayer(unittest.TestCase):
         self.assertEqual(ops[2][4:7], (2 * 864, 864, 864))
 
 
+
+class Conv3dLayer(unittest.TestCase):
+    """Conv3d(1, 4, 3, padding=1) on a 2x1x8x8x8 input: class conv3d, 2-D stays conv."""
+
+    def test_class(self):
+        spec = spec_of(lambda: nn.Conv3d(1, 4, 3, padding=1, device=META),
+                       lambda B, S: ((torch.empty(B, 1, 8, 8, 8, device=META),), None),
+                       square_loss)
+        raw = trace_once(spec, 2, optimizers=("sgd",))
+        for name in ("convolution", "convolution_backward"):
+            (i, op), = ops_named(raw, name)
+            self.assertEqual(op[1], "conv3d", name)
+        (i, op), = ops_named(raw, "convolution")
+        out_el = 2 * 4 * 8 * 8 * 8
+        self.assertEqual(op[3], 2 * out_el * 27 + out_el)   # the FLOP rule is the same as 2-D's
+
+
 class LinearLayer(unittest.TestCase):
     """Linear(64, 32) on a 4x64 input, fp32."""
 
