@@ -1,6 +1,7 @@
 #include "crossval_bench.h"
 
 #include <filesystem>
+#include <iostream>
 
 #include <fmt/format.h>
 
@@ -37,6 +38,7 @@ nlohmann::json run_crossval_bench(const CrossvalBenchOptions& options) {
                     dir.string()));
   dir = std::filesystem::weakly_canonical(dir);
   const ProfileDatabase db = ProfileDatabase::load(dir);
+  for (const std::string& w : db.warnings()) std::cerr << "gpemu: warning: " << w << '\n';
   const std::vector<TimeSample> samples = measured_time_samples(db);
   CrossValidationOptions o;
   o.model_folds = options.model_folds;

@@ -145,8 +145,13 @@ std::string_view to_string(ProfileLayout layout);
 // the GPU; it is subtracted here (3x224x224 FP32 images, so
 // input_bytes_per_sample = 602112). Memory is read as MiB. Throws InputError
 // naming the file and line for a malformed file, and the path for an
-// unresolvable GPU directory.
-std::vector<Profile> read_gpemu_artifact(const std::filesystem::path& dir);
+// unresolvable GPU directory. With `skipped` (GPEmu's complete profiled_data
+// has fitted rows with impossible values and folders missing a file), a
+// malformed row is left out ("<file>:<line>: ...; row skipped") and a model
+// folder whose table cannot be read at all is left out ("...; folder <path>
+// skipped"), each appended to `skipped` once, and the rest is read; an
+// unresolvable GPU directory or a pair in two folders still throws.
+std::vector<Profile> read_gpemu_artifact(const std::filesystem::path& dir, std::vector<std::string>* skipped = nullptr);
 
 // The identifier in the "format" field of gpemu's own profile files.
 inline constexpr std::string_view kNativeProfileFormat = "gpemu-profile/1";
@@ -175,6 +180,8 @@ class ProfileDatabase {
   static std::vector<ProfileLayout> detect_layouts(const std::filesystem::path& dir);
   // Loads every profile under `dir`, whichever layouts it holds. Throws
   // InputError when it holds neither, or when a (GPU, model) pair appears twice.
+  // GPEmu's layout is read leniently: its malformed rows and unreadable
+  // folders are skipped and listed in warnings() (read_gpemu_artifact).
   static ProfileDatabase load(const std::filesystem::path& dir);
 
   // Adds a profile; InputError when its (GPU, model) pair is already present
@@ -192,9 +199,12 @@ class ProfileDatabase {
   // Canonical ids of all GPUs with a profile, sorted.
   std::vector<std::string> gpus() const;
   bool empty() const { return profiles_.empty(); }
+  // What load() skipped, one line each, naming the file and line or folder.
+  const std::vector<std::string>& warnings() const { return warnings_; }
 
  private:
   std::vector<Profile> profiles_;
+  std::vector<std::string> warnings_;
   std::map<std::pair<std::string, std::string>, std::size_t> index_;  // (gpu, model) -> profiles_
   std::vector<ProfileLayout> layouts_;
 };

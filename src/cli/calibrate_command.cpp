@@ -108,6 +108,7 @@ void run_calibrate(const CalibrateArgs& a) {
   const std::filesystem::path out = calibration_target(a);
   check_output_path(out, a.replace_shipped ? "--replace-shipped" : "--out");
   const ProfileDatabase db = ProfileDatabase::load(a.profiles);
+  print_warnings(db.warnings());
   const std::vector<TimeSample> samples = measured_time_samples(db);
   if (samples.empty())
     throw InputError(fmt::format("{}: no measured forward/backward rows of models in the zoo", a.profiles));

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include "gpemu/error.h"
 
 #include <unistd.h>
@@ -47,5 +48,9 @@ void ProgressBar::finish() {
 
 double mib(std::uint64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
 std::string fixed(double v, int decimals) { return fmt::format("{:.{}f}", v, decimals); }
+
+void print_warnings(const std::vector<std::string>& lines) {
+  for (const std::string& line : lines) std::cerr << "gpemu: warning: " << line << '\n';
+}
 
 }  // namespace gpemu::cli

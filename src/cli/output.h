@@ -39,6 +39,9 @@ class ProgressBar {
 
 double mib(std::uint64_t bytes);
 
+// "gpemu: warning: <line>" on stderr for each line (what a loader skipped).
+void print_warnings(const std::vector<std::string>& lines);
+
 std::string fixed(double v, int decimals);
 
 }  // namespace gpemu::cli

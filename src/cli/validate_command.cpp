@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/output.h"
 #include "common/atomic_file.h"
 #include "common/output_path.h"
 #include "cost/step_times.h"
@@ -73,6 +74,7 @@ void run_validate(const ValidateArgs& a) {
   if (!a.plot.empty()) check_output_path(a.plot, "--plot");
   if (!a.points.empty()) check_output_path(a.points, "--points");
   const ProfileDatabase db = ProfileDatabase::load(a.profiles);
+  print_warnings(db.warnings());
   std::shared_ptr<const Calibration> cal = calibration_for(a);
   ValidationOptions o;
   o.memory = !a.no_memory;

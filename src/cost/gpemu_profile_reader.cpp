@@ -34,9 +34,12 @@ struct Table {
 
 // Reads a CSV with a header naming `batch_column` and `value_columns` (any
 // order, any case, extra columns ignored); values must be finite and >= 0.
-// `value_unit` describes the values for messages ("seconds", "MiB").
+// `value_unit` describes the values for messages ("seconds", "MiB"). With
+// `skipped`, a malformed row is left out and its message, ending "row
+// skipped", appended there instead of thrown; a file without a usable header
+// or any usable row still throws.
 Table read_table(const fs::path& file, std::string_view batch_column, std::span<const std::string_view> value_columns,
-                 std::string_view value_unit, double max_value) {
+                 std::string_view value_unit, double max_value, std::vector<std::string>* skipped = nullptr) {
   const std::string path = file.string();
   std::vector<std::string_view> expected{batch_column};
   expected.insert(expected.end(), value_columns.begin(), value_columns.end());
@@ -65,10 +68,9 @@ Table read_table(const fs::path& file, std::string_view batch_column, std::span<
   Table table;
   table.columns.resize(value_columns.size());
   std::map<int, int> seen;  // batch size -> line
-  for (std::size_t i = first + 1; i < lines.size(); ++i) {
-    if (trim(lines[i]).empty()) continue;
-    const int line = static_cast<int>(i) + 1;
-    std::vector<std::string_view> fields = split_csv(lines[i]);
+  // One row, checked whole before any of it is kept.
+  auto read_row = [&](std::string_view row, int line) {
+    std::vector<std::string_view> fields = split_csv(row);
     if (fields.size() != header.size())
       throw InputError(fmt::format("{}:{}: {} fields, but the header has {}; expected rows like '{}'", path, line,
                                    fields.size(), header.size(), expected_header));
@@ -79,25 +81,37 @@ Table read_table(const fs::path& file, std::string_view batch_column, std::span<
           fmt::format("{}:{}: {} '{}' is not a batch size; expected a whole number >= 1 "
                       "(\"64\" or \"64.0\")",
                       path, line, batch_column, quoted_excerpt(batch_text)));
-    if (auto [it, fresh] = seen.emplace(*batch, line); !fresh)
+    if (auto it = seen.find(*batch); it != seen.end())
       throw InputError(
           fmt::format("{}:{}: batch size {} appears twice (first on line {}); expected "
                       "one row per batch size",
                       path, line, *batch, it->second));
+    std::vector<double> values;
     for (std::size_t c = 0; c < value_columns.size(); ++c) {
       std::string_view value_text = fields[index[c + 1]];
       auto value = parse_number(value_text);
       if (!value || *value < 0 || *value > max_value)
         throw InputError(fmt::format("{}:{}: {} '{}' is invalid; expected a number from 0 to {:g} ({})", path, line,
                                      value_columns[c], quoted_excerpt(value_text), max_value, value_unit));
-      table.columns[c].push_back(*value);
+      values.push_back(*value);
     }
+    seen.emplace(*batch, line);
+    for (std::size_t c = 0; c < values.size(); ++c) table.columns[c].push_back(values[c]);
     table.batch_sizes.push_back(*batch);
     table.lines.push_back(line);
+  };
+  for (std::size_t i = first + 1; i < lines.size(); ++i) {
+    if (trim(lines[i]).empty()) continue;
+    try {
+      read_row(lines[i], static_cast<int>(i) + 1);
+    } catch (const InputError& e) {
+      if (!skipped) throw;
+      skipped->push_back(fmt::format("{}; row skipped", e.what()));
+    }
   }
   if (table.batch_sizes.empty())
-    throw InputError(
-        fmt::format("{}:{}: no rows after the header; expected one row per batch size", path, header_line + 1));
+    throw InputError(fmt::format("{}:{}: no {}rows after the header; expected one row per batch size", path,
+                                 header_line + 1, skipped ? "valid " : ""));
   return table;
 }
 
@@ -111,9 +125,9 @@ Series column_series(const Table& table, std::size_t column) {
   return s;
 }
 
-Series read_time_series(const fs::path& file) {
+Series read_time_series(const fs::path& file, std::vector<std::string>* skipped) {
   static constexpr std::string_view kValue[] = {"Time_In_SECONDS"};
-  return column_series(read_table(file, "Batch_Size", kValue, "seconds", kMaxProfileSeconds), 0);
+  return column_series(read_table(file, "Batch_Size", kValue, "seconds", kMaxProfileSeconds, skipped), 0);
 }
 
 double read_single_number(const fs::path& file) {
@@ -161,6 +175,10 @@ const GpuSpec& resolve_gpu_folder(const fs::path& folder) {
 // Collects profiles by (GPU id, model) while the tree is walked.
 class Collector {
  public:
+  // With `skipped`, a model folder whose table cannot be read (a missing or
+  // malformed file) is reported there and left out instead of thrown.
+  explicit Collector(std::vector<std::string>* skipped) : skipped_(skipped) {}
+
   // Calls fn(profile, model_folder) for every <GPU>/<model> folder under root.
   template <typename Fn>
   void each_model(const fs::path& root, Fn&& fn) {
@@ -176,14 +194,25 @@ class Collector {
         if (!fresh)
           throw InputError(fmt::format("{} and {} both hold {}/{}; expected one folder per GPU and model",
                                        it->second.string(), model_folder.string(), gpu.id, model));
-        fn(get(gpu.id, model), model_folder);
+        try {
+          fn(get(gpu.id, model), model_folder);
+        } catch (const InputError& e) {
+          if (!skipped_) throw;
+          skipped_->push_back(fmt::format("{}; folder {} skipped", e.what(), model_folder.string()));
+        }
       }
     }
   }
 
+  // The profiles that hold something: a pair whose every folder was skipped
+  // is left out.
   std::vector<Profile> take() {
     std::vector<Profile> out;
-    for (auto& [key, p] : profiles_) out.push_back(std::move(p));
+    for (auto& [key, p] : profiles_) {
+      const bool empty = p.forward_s.empty() && p.backward_s.empty() && p.transfer_s.empty() && !p.model_transfer_s &&
+                         p.peak_allocated_mib.empty() && !p.oom_batch_size;
+      if (!empty) out.push_back(std::move(p));
+    }
     return out;
   }
 
@@ -197,6 +226,7 @@ class Collector {
     return it->second;
   }
   std::map<std::pair<std::string, std::string>, Profile> profiles_;
+  std::vector<std::string>* skipped_;
 };
 
 fs::path required_file(const fs::path& folder, std::string_view name) {
@@ -228,20 +258,20 @@ void drop_from(Series& series, int batch_size) {
 
 }  // namespace
 
-std::vector<Profile> read_gpemu_artifact(const fs::path& dir) {
+std::vector<Profile> read_gpemu_artifact(const fs::path& dir, std::vector<std::string>* skipped) {
   if (!is_folder(dir, "profiles"))
     throw InputError(fmt::format("{}: not a folder; expected GPEmu's profiled_data folder", dir.string()));
-  Collector collector;
+  Collector collector(skipped);
 
-  collector.each_model(dir / "time" / "compute" / "forward", [](Profile& p, const fs::path& folder) {
-    p.forward_s = read_time_series(required_file(folder, "time_by_batch_size.csv"));
+  collector.each_model(dir / "time" / "compute" / "forward", [&](Profile& p, const fs::path& folder) {
+    p.forward_s = read_time_series(required_file(folder, "time_by_batch_size.csv"), skipped);
     split_tail(p.forward_s, p.oom_batch_size);
   });
-  collector.each_model(dir / "time" / "compute" / "backward", [](Profile& p, const fs::path& folder) {
-    p.backward_s = read_time_series(required_file(folder, "time_by_batch_size.csv"));
+  collector.each_model(dir / "time" / "compute" / "backward", [&](Profile& p, const fs::path& folder) {
+    p.backward_s = read_time_series(required_file(folder, "time_by_batch_size.csv"), skipped);
     split_tail(p.backward_s, p.oom_batch_size);
   });
-  collector.each_model(dir / "time" / "transfer", [](Profile& p, const fs::path& folder) {
+  collector.each_model(dir / "time" / "transfer", [&](Profile& p, const fs::path& folder) {
     fs::path data = folder / "data_transfer_time_by_batch_size.csv";
     fs::path model = folder / "model_transfer_time.txt";
     const bool has_data = exists_or_throw(data, "profiles"), has_model = exists_or_throw(model, "profiles");
@@ -252,13 +282,16 @@ std::vector<Profile> read_gpemu_artifact(const fs::path& dir) {
                       folder.string()));
     // GPEmu timed copies from pageable memory; transfers never ran out of
     // memory, so these tables carry no extrapolated tail.
-    if (has_data) p.transfer_s = read_time_series(data);
-    if (has_model) p.model_transfer_s = read_single_number(model);
+    // Both read before either is kept: a folder is used whole or skipped whole.
+    Series transfer = has_data ? read_time_series(data, skipped) : Series{};
+    const std::optional<double> model_s = has_model ? std::optional(read_single_number(model)) : std::nullopt;
+    if (has_data) p.transfer_s = std::move(transfer);
+    if (model_s) p.model_transfer_s = *model_s;
     p.transfer_host_memory = HostMemoryKind::Pageable;
   });
-  collector.each_model(dir / "memory", [](Profile& p, const fs::path& folder) {
+  collector.each_model(dir / "memory", [&](Profile& p, const fs::path& folder) {
     static constexpr std::string_view kColumns[] = {"peak", "persistent"};
-    Table t = read_table(required_file(folder, "memory.csv"), "batch_size", kColumns, "MiB", kMaxProfileMiB);
+    Table t = read_table(required_file(folder, "memory.csv"), "batch_size", kColumns, "MiB", kMaxProfileMiB, skipped);
     p.peak_allocated_mib = column_series(t, 0);
     p.persistent_mib = column_series(t, 1);
   });

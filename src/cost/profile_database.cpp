@@ -64,7 +64,7 @@ ProfileDatabase ProfileDatabase::load(const fs::path& dir) {
                     dir.string()));
   for (ProfileLayout layout : db.layouts_) {
     std::vector<Profile> found =
-        layout == ProfileLayout::GPEmuArtifact ? read_gpemu_artifact(dir) : read_native_profiles(dir);
+        layout == ProfileLayout::GPEmuArtifact ? read_gpemu_artifact(dir, &db.warnings_) : read_native_profiles(dir);
     for (Profile& p : found) db.add(std::move(p));
   }
   return db;

@@ -63,6 +63,22 @@ std::string slurp(const fs::path& p) {
   return {std::istreambuf_iterator<char>(in), {}};
 }
 
+TEST(CliValidate, AnImpossibleRowIsAWarningAndTheRestIsValidated) {
+  TinyDir d;
+  // GPEmu's fitted rows include impossible values (a negative persistent).
+  d.write("memory/Tesla_V100-PCIE-32GB/resnet18/memory.csv",
+          "batch_size,peak,persistent\n1,180.0,134.5\n2,215.0,-7\n4,290.0,136.2\n");
+  const Output r = gpemu("validate --profiles " + d.root.string() + " --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::string file = (d.root / "memory/Tesla_V100-PCIE-32GB/resnet18/memory.csv").string();
+  EXPECT_NE(r.err.find("gpemu: warning: " + file + ":3: persistent '-7' is invalid"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("row skipped"), std::string::npos) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  // Forward and backward rows of all three batch sizes are still validated.
+  EXPECT_EQ(j["overall"]["iteration"]["n"], 3) << j["overall"].dump();
+  EXPECT_EQ(j["overall"]["peak_memory"]["n"], 2);  // the skipped row is not compared
+}
+
 TEST(CliValidate, JsonHasTheDocumentedKeys) {
   TinyDir d;
   const Output r = gpemu("validate --profiles " + d.root.string() + " --json");

@@ -1,5 +1,6 @@
 // Reading GPEmu's profiled_data layout: good trees, and every malformed file
 // reported with its path, line and what would be accepted.
+#include <algorithm>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -46,6 +47,51 @@ void write_good_tree(const TempDir& dir) {
                 "\n"
                 "8.0,500.0," +
                 std::to_string(100 + 8 * kImageMiB) + "\n");
+}
+
+// GPEmu's complete profiled_data has fitted rows with impossible values and
+// folders missing a file: read leniently, each is reported once, naming the
+// file and line or the folder, and the rest is read.
+TEST(GPEmuReader, LenientReadSkipsBadRowsAndFoldersAndReadsTheRest) {
+  TempDir dir;
+  write_good_tree(dir);
+  dir.write(kMemory, "batch_size,peak,persistent\n1,150,100.6\n2,200,-3.5\n4,300,102.3\n");
+  dir.write(kBackward, "Batch_Size,Time_In_SECONDS\n1,0.020\n2,lots\n2,0.025\n");
+  // A second model whose forward folder has no table.
+  dir.write("time/compute/forward/Tesla_V100-PCIE-32GB/othernet/notes.txt", "no table here");
+  dir.write("memory/Tesla_V100-PCIE-32GB/othernet/memory.csv", "batch_size,peak,persistent\n1,50,40\n");
+  // Strictly, the first problem stops the read.
+  EXPECT_THROW(read_gpemu_artifact(dir.path()), InputError);
+
+  std::vector<std::string> skipped;
+  std::vector<Profile> profiles = read_gpemu_artifact(dir.path(), &skipped);
+  ASSERT_EQ(skipped.size(), 3u);
+  const std::string memory = (dir.path() / kMemory).string(), backward = (dir.path() / kBackward).string();
+  auto said = [&](std::string_view what) {
+    return std::count_if(skipped.begin(), skipped.end(),
+                         [&](const std::string& s) { return s.find(what) != std::string::npos; });
+  };
+  EXPECT_EQ(said(memory + ":3: persistent '-3.5' is invalid"), 1);
+  EXPECT_EQ(said(backward + ":3: Time_In_SECONDS 'lots' is invalid"), 1);
+  EXPECT_EQ(said("time_by_batch_size.csv: missing file"), 1);
+  EXPECT_EQ(said("row skipped"), 2);
+  EXPECT_EQ(said("folder " + (dir.path() / "time/compute/forward/Tesla_V100-PCIE-32GB/othernet").string() + " skipped"),
+            1);
+  ASSERT_EQ(profiles.size(), 2u);
+  const Profile& other = profiles[0].model == "othernet" ? profiles[0] : profiles[1];
+  const Profile& tiny = profiles[0].model == "othernet" ? profiles[1] : profiles[0];
+  EXPECT_TRUE(other.forward_s.empty());
+  ASSERT_EQ(other.peak_allocated_mib.size(), 1u);
+  ASSERT_EQ(tiny.peak_allocated_mib.size(), 2u);  // batch 2's row is out, 1 and 4 are in
+  EXPECT_EQ(tiny.peak_allocated_mib[1].batch_size, 4);
+  ASSERT_EQ(tiny.backward_s.size(), 2u);  // the bad row is out; the later row for batch 2 is read
+  EXPECT_DOUBLE_EQ(tiny.backward_s[1].value, 0.025);
+  EXPECT_EQ(tiny.forward_s.size(), 4u);  // untouched
+
+  // ProfileDatabase::load reads GPEmu's layout this way and keeps the lines.
+  const ProfileDatabase db = ProfileDatabase::load(dir.path());
+  EXPECT_EQ(db.warnings(), skipped);
+  EXPECT_EQ(db.profiles().size(), 2u);
 }
 
 TEST(GPEmuReader, ReadsAGoodTree) {
