@@ -113,11 +113,13 @@ TEST(AnalyticalModel, ThreeDConvolutionDoesEveryDirectMultiply) {
   EXPECT_DOUBLE_EQ(conv_flop_efficiency(conv3d, f), 0.5);
   // The zoo's 3D U-Net marks its convolutions (class conv3d), ResNet-50's are 2-D.
   int direct = 0, convs = 0;
-  for (const Op& op : OpProgram::compile(zoo::load_model("unet3d")).forward())
+  const OpProgram unet = OpProgram::compile(zoo::load_model("unet3d"));
+  const OpProgram resnet = OpProgram::compile(zoo::load_model("resnet50"));
+  for (const Op& op : unet.forward())
     if (op.kind == Kind::Conv) ++convs, direct += op.direct_conv;
   EXPECT_GT(convs, 0);
   EXPECT_EQ(direct, convs);
-  for (const Op& op : OpProgram::compile(zoo::load_model("resnet50")).forward()) EXPECT_FALSE(op.direct_conv);
+  for (const Op& op : resnet.forward()) EXPECT_FALSE(op.direct_conv);
 }
 
 TEST(AnalyticalModel, Mi300xUsesTheUnpackedVectorRateForNonMatrixWork) {
