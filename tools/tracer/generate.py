@@ -40,8 +40,9 @@ def main(argv=None):
     ap.add_argument("--out", help="output file (with a single --model)")
     ap.add_argument("--out-dir", default="zoo", help="output folder (default: zoo)")
     ap.add_argument("--list", action="store_true", help="list model names and exit")
-    ap.add_argument("--precision", action="append", choices=["fp32", "amp"],
-                    help="variants to trace (default: both)")
+    ap.add_argument("--precision", action="append", choices=["fp32", "amp", "half"],
+                    help="variants to trace (default: the model's own list: fp32 and amp, "
+                         "plus half (pure FP16, apex O2-like) for transformers)")
     ap.add_argument("--optimizer", action="append", choices=["sgd", "adam"],
                     help="optimizer sections (default: both)")
     args = ap.parse_args(argv)
@@ -54,7 +55,7 @@ def main(argv=None):
         ap.error("give --model NAME or --all")
     if args.out and len(names) != 1:
         ap.error("--out needs exactly one --model")
-    precisions = tuple(args.precision or ("fp32", "amp"))
+    precisions = tuple(args.precision) if args.precision else None
     optimizers = tuple(args.optimizer or ("sgd", "adam"))
     failed = []
     for name in names:
@@ -62,7 +63,7 @@ def main(argv=None):
         path = args.out or os.path.join(args.out_dir, name + ".json")
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
         try:
-            _write(spec, path, precisions, optimizers)
+            _write(spec, path, precisions or spec.precisions, optimizers)
         except Exception as e:  # keep going with --all, report at the end
             if len(names) == 1:
                 raise

@@ -33,6 +33,9 @@ NORM = {"native_batch_norm", "native_batch_norm_backward", "cudnn_batch_norm",
         "native_group_norm", "native_group_norm_backward", "_native_batch_norm_legit",
         "batch_norm_elemt", "batch_norm_stats", "batch_norm_backward_reduce",
         "batch_norm_backward_elemt", "batch_norm_gather_stats_with_counts"}
+# The tracer's own fused kernels (fused.py; never seen by the live torch backend)
+FUSED = {"bias_dropout_add_layer_norm": "norm", "bias_dropout_add_layer_norm_backward": "norm",
+         "bias_gelu": "elementwise", "bias_gelu_backward": "elementwise"}
 POOL = {"max_pool2d_with_indices", "max_pool2d_with_indices_backward",
         "max_pool3d_with_indices", "max_pool3d_with_indices_backward", "max_pool2d",
         "avg_pool2d", "avg_pool2d_backward", "avg_pool3d", "avg_pool3d_backward",
@@ -81,6 +84,8 @@ ELEMENTWISE_FLOPS = {
     "_foreach_addcmul_": 3, "_foreach_addcdiv_": 3, "_foreach_addcmul": 3,
     "_foreach_addcdiv": 3, "_foreach_lerp_": 3,
     "_amp_foreach_non_finite_check_and_unscale_": 2,
+    # fused.py: the bias add and the activation (or its derivative and the product)
+    "bias_gelu": 2, "bias_gelu_backward": 3,
 }
 # no flops at all (pure data movement / rng / fills)
 ZERO_FLOP_ELEMENTWISE = {"bernoulli_", "bernoulli", "normal_", "uniform_", "random_",
@@ -93,6 +98,8 @@ def classify(name, phase):
         return "view"
     if phase == "optimizer":
         return "optimizer"
+    if name in FUSED:
+        return FUSED[name]
     if name in CONV:
         return "conv"
     if name in MATMUL:

@@ -8,6 +8,14 @@ The iteration is the steady state of a standard loop:
     scaler.scale(loss).backward()              # amp: loss * scale  -> "backward"
     scaler.unscale_/optimizer.step()/update    # one section per optimizer -> "optimizer"
 
+Precision "half" is pure-half training as apex's O2 level runs it: the model's
+parameters and float inputs are FP16 (BatchNorm stays FP32), every op runs in
+the dtype of its inputs (no autocast), the loss is scaled, and the optimizer
+works on FP32 master copies of the FP16 parameters: each step copies the FP16
+gradients into FP32 master gradients, unscales them, updates the masters and
+copies them back into the FP16 parameters (FP32 parameters are their own
+masters).
+
 Optimizer state (SGD momentum buffers, Adam exp_avg/exp_avg_sq) already exists,
 as it does from the second iteration on. Everything runs on meta tensors.
 """
@@ -20,6 +28,9 @@ END = -1  # free index: alive until the end of the iteration (or persistent)
 
 OPTIMIZERS = ("sgd", "adam")
 PRECISIONS = ("fp32", "amp")
+# Traced only where a model's spec asks for it (ModelSpec.half): pure-half
+# training is what transformer benchmarks run; see the module docstring.
+ALL_PRECISIONS = ("fp32", "amp", "half")
 
 
 def make_optimizer(kind, params):
@@ -49,9 +60,33 @@ def _state_tensors(opt):
     return out
 
 
+def _to_pure_half(model):
+    """apex O2's cast: a copy of the model in FP16, BatchNorm kept in FP32."""
+    import copy
+    m = copy.deepcopy(model)
+    m.half()
+    for mod in m.modules():
+        if isinstance(mod, torch.nn.modules.batchnorm._BatchNorm):
+            mod.float()
+    return m
+
+
+def _half_inputs(x):
+    if isinstance(x, torch.Tensor):
+        return x.half() if x.dtype == torch.float32 else x
+    if isinstance(x, (tuple, list)):
+        return type(x)(_half_inputs(y) for y in x)
+    return x
+
+
 def trace_once(spec, B, S=None, precision="fp32", optimizers=OPTIMIZERS):
     """Returns a raw trace: plain Python lists with concrete numbers."""
+    if precision not in ALL_PRECISIONS:
+        raise ValueError(f"unknown precision {precision!r}; expected one of {ALL_PRECISIONS}")
+    half = precision == "half"
     model = spec.build()
+    if half:
+        model = _to_pure_half(model)
     model.train()
     params = [p for p in model.parameters() if p.requires_grad]
     rec = Recorder()
@@ -60,21 +95,31 @@ def trace_once(spec, B, S=None, precision="fp32", optimizers=OPTIMIZERS):
         if b.is_meta:
             rec.register(b, BUFFER)
     args, target = spec.inputs(B, S)
+    if half:
+        args = _half_inputs(args)
     targets = list(target) if isinstance(target, (tuple, list)) else [target]
     for x in list(args) + targets:
         if isinstance(x, torch.Tensor):
             rec.register(x, INPUT)
     for b in getattr(spec, "extra_persistent", lambda m: [])(model):
         rec.register(b, BUFFER)
-    opts = {k: make_optimizer(k, params) for k in optimizers}
+    # pure half: the optimizer updates FP32 master copies of the FP16
+    # parameters; FP32 ones (BatchNorm's) are their own masters, as in apex.
+    masters = params
+    if half:
+        masters = [p.detach().float().requires_grad_() if p.dtype != torch.float32 else p for p in params]
+        for p, m in zip(params, masters):
+            if m is not p:
+                rec.register(m, STATE)
+    opts = {k: make_optimizer(k, masters) for k in optimizers}
 
-    amp = precision == "amp"
+    amp = precision in ("amp", "half")
     if amp:
         scale = torch.full((1,), 65536.0, device="meta")
         growth_tracker = torch.zeros((1,), dtype=torch.int32, device="meta")
         rec.register(scale, STATE)
         rec.register(growth_tracker, STATE)
-    sem = CudaSemantics(torch.float16 if amp else None)
+    sem = CudaSemantics(torch.float16 if precision == "amp" else None)
 
     with sem, rec:
         rec.phase = "forward"
@@ -119,6 +164,11 @@ def trace_once(spec, B, S=None, precision="fp32", optimizers=OPTIMIZERS):
         with rec:
             rec.phase = "optimizer"
             grads = [p.grad for p in params]
+            if half:
+                # apex's model_grads_to_master_grads: FP16 grads -> FP32 master grads
+                grads = [g.float() for g in grads]
+                for m, g in zip(masters, grads):
+                    m.grad = g
             if amp:
                 inv_scale = scale.double().reciprocal().float()
                 found_inf = torch.full((1,), 0.0, device="meta")
@@ -128,6 +178,15 @@ def trace_once(spec, B, S=None, precision="fp32", optimizers=OPTIMIZERS):
             if amp:
                 torch._amp_update_scale_(scale, growth_tracker, found_inf, 2.0, 0.5, 2000)
                 del inv_scale, found_inf
+            if half:
+                # master_params_to_model_params; the master grads die with the step
+                with torch.no_grad():
+                    for p, m in zip(params, masters):
+                        if m is not p:
+                            p.copy_(m)
+                for p, m in zip(params, masters):
+                    if m is not p:
+                        m.grad = None
             del grads
         rec.poll()
         for tid in rec.watch:

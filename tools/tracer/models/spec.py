@@ -9,10 +9,12 @@ class ModelSpec:
     seq: default sequence length for sequence models (None: no S variable).
     input_desc: human-readable per-sample input. default_batch: batch size used
     for the header's reference shape. cache: build once and reuse the module.
+    precisions: the traced variants; pure half ("half", apex O2-like) is traced
+    for transformers, the models benchmarks train that way.
     """
 
     def __init__(self, name, family, build, inputs, loss, input_desc, default_batch,
-                 seq=None, notes="", config=None, cache=True, fit_seqs=None):
+                 seq=None, notes="", config=None, cache=True, fit_seqs=None, precisions=None):
         self.name = name
         self.family = family
         self._build = build
@@ -26,6 +28,8 @@ class ModelSpec:
         self.cache = cache
         self.fit_seqs = fit_seqs
         self._model = None
+        self.precisions = tuple(precisions) if precisions else (
+            ("fp32", "amp", "half") if family == "transformer" else ("fp32", "amp"))
 
     def build(self):
         if not self.cache:

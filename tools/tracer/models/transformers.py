@@ -15,14 +15,22 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .spec import ModelSpec
+from .. import fused as fz
 
 META = "meta"
 
 
 # ----------------------------------------------------------------------------- BERT
 class BertLayer(nn.Module):
-    def __init__(self, h, heads, inter, drop, eps):
+    """fused: the output projections' bias + dropout + residual add + LayerNorm
+    and the intermediate projection's bias + GELU run as one kernel each
+    (tools/tracer/fused.py), as DeepLearningExamples' NVFuser-scripted layers
+    and Megatron's fused kernels run them; the matmuls are then bias-free."""
+
+    def __init__(self, h, heads, inter, drop, eps, fused=False):
         super().__init__()
+        self.fused = fused
+        self.drop = drop
         self.heads = heads
         self.q = nn.Linear(h, h, device=META)
         self.k = nn.Linear(h, h, device=META)
@@ -47,6 +55,11 @@ class BertLayer(nn.Module):
         scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(d)
         probs = self.attn_drop(F.softmax(scores, dim=-1))
         ctx = torch.matmul(probs, v).permute(0, 2, 1, 3).contiguous().view(b, s, h)
+        if self.fused:
+            p = self.drop if self.training else 0.0
+            x = fz.bias_dropout_add_layer_norm(F.linear(ctx, self.o.weight), self.o.bias, x, self.ln1, p)
+            a = fz.bias_gelu(F.linear(x, self.fc1.weight), self.fc1.bias)
+            return fz.bias_dropout_add_layer_norm(F.linear(a, self.fc2.weight), self.fc2.bias, x, self.ln2, p)
         x = self.ln1(self.o_drop(self.o(ctx)) + x)
         y = self.fc_drop(self.fc2(F.gelu(self.fc1(x))))
         return self.ln2(y + x)
@@ -57,12 +70,14 @@ class BertMLM(nn.Module):
     "pretraining" (DeepLearningExamples' BertForPreTraining: the MLM decoder
     runs only on the masked positions, gathered with index_select, plus the
     pooler and the next-sentence head) or "squad" (BertForQuestionAnswering:
-    one Linear(h, 2) for start/end logits, no pooler, no MLM head)."""
+    one Linear(h, 2) for start/end logits, no pooler, no MLM head).
+    fused: the layers' fused chains (BertLayer) and the MLM transform's bias + GELU."""
 
     def __init__(self, vocab=30522, hidden=768, layers=12, heads=12, inter=3072,
-                 max_pos=512, type_vocab=2, drop=0.1, eps=1e-12, head="mlm_all"):
+                 max_pos=512, type_vocab=2, drop=0.1, eps=1e-12, head="mlm_all", fused=False):
         super().__init__()
         self.head = head
+        self.fused = fused
         self.word = nn.Embedding(vocab, hidden, device=META)
         self.pos = nn.Embedding(max_pos, hidden, device=META)
         self.tok_type = nn.Embedding(type_vocab, hidden, device=META)
@@ -70,7 +85,7 @@ class BertMLM(nn.Module):
         self.emb_drop = nn.Dropout(drop)
         self.register_buffer("position_ids",
                              torch.empty(1, max_pos, dtype=torch.long, device=META))
-        self.layers = nn.ModuleList(BertLayer(hidden, heads, inter, drop, eps)
+        self.layers = nn.ModuleList(BertLayer(hidden, heads, inter, drop, eps, fused)
                                     for _ in range(layers))
         self.vocab = vocab
         if head == "squad":
@@ -96,7 +111,10 @@ class BertMLM(nn.Module):
         if self.head == "pretraining":
             pooled = torch.tanh(self.pooler(x[:, 0]))
             x = torch.index_select(x.reshape(-1, x.shape[-1]), 0, masked)
-        x = self.head_ln(F.gelu(self.head_dense(x)))
+        if self.fused:
+            x = self.head_ln(fz.bias_gelu(F.linear(x, self.head_dense.weight), self.head_dense.bias))
+        else:
+            x = self.head_ln(F.gelu(self.head_dense(x)))
         logits = F.linear(x, self.word.weight, self.decoder_bias)
         if self.head == "pretraining":
             return logits, self.nsp(pooled)
@@ -345,6 +363,17 @@ def transformer_specs():
             config=dict(cfg, dropout=0.1, head="squad (Linear(h, 2) start/end)"),
             notes="BertForQuestionAnswering: start/end logits from one Linear(h, 2), "
                   "mean of the two cross-entropies; no pooler, no MLM head, no padding mask"))
+        # The same heads with fused bias-GELU and bias-dropout-residual-LayerNorm
+        # chains (tools/tracer/fused.py): --fused layer_norm,gelu.
+        for head, base in (("pretraining", specs[-2]), ("squad", specs[-1])):
+            specs.append(ModelSpec(
+                name=f"{name}_{head}_fused", family="transformer",
+                build=(lambda c=cfg, hd=head: BertMLM(**c, head=hd, fused=True)),
+                inputs=base.inputs, loss=base.loss, input_desc=base.input_desc,
+                default_batch=base.default_batch, seq=base.seq, fit_seqs=base.fit_seqs,
+                config=dict(base.config, fused="bias+GELU, bias+dropout+residual+LayerNorm"),
+                notes=base.notes + "; fused bias+GELU and bias+dropout+residual-add+LayerNorm "
+                      "kernels (NVFuser / apex / Megatron style), bias-free matmuls"))
     for name, cfg in (("gpt2_small", GPT2_SMALL), ("gpt2_medium", GPT2_MEDIUM)):
         specs.append(ModelSpec(
             name=name, family="transformer", build=(lambda c=cfg: GPT2LM(**c)),

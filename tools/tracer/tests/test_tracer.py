@@ -201,6 +201,106 @@ class MlpLifetimes(unittest.TestCase):
                 self.assertLess(tid, n_t + len(sec["tensors"]))
 
 
+class PureHalf(unittest.TestCase):
+    """Linear(64, 32) + BatchNorm1d(32) + Linear(32, 10), precision "half" (apex O2):
+    FP16 weights and matmuls, BatchNorm in FP32, FP32 master weights updated by
+    the optimizer and copied back."""
+
+    @classmethod
+    def setUpClass(cls):
+        spec = spec_of(
+            lambda: nn.Sequential(nn.Linear(64, 32, device=META), nn.BatchNorm1d(32, device=META),
+                                  nn.Linear(32, 10, device=META)),
+            lambda B, S: ((torch.empty(B, 64, device=META),),
+                          torch.empty(B, dtype=torch.long, device=META)),
+            F.cross_entropy)
+        cls.raw = trace_once(spec, 4, precision="half", optimizers=("adam",))
+
+    def test_weights_and_matmuls_are_half_batchnorm_float(self):
+        tens = self.raw["main"]["tensors"]
+        params = [tens[p] for p, _ in self.raw["main"]["param_grad"]]
+        # Linear 64x32 + bias, BatchNorm weight + bias, Linear 32x10 + bias
+        self.assertEqual([t[4] for t in params], ["f16", "f16", "f32", "f32", "f16", "f16"])
+        self.assertEqual([t[0] for t in params], [64 * 32 * 2, 32 * 2, 32 * 4, 32 * 4, 32 * 10 * 2, 10 * 2])
+        addmms = [o for _, o in ops_named(self.raw, "addmm")]
+        self.assertEqual(len(addmms), 2)
+        self.assertTrue(all(o[2] == "f16" for o in addmms))
+        self.assertEqual(addmms[0][4], 32 * 2 + 4 * 64 * 2 + 64 * 32 * 2)  # b + x + W, all FP16
+
+    def test_no_autocast_casts_in_forward(self):
+        fwd_end = self.raw["main"]["phases"]["forward"][1]
+        copies = [o for o in self.raw["main"]["ops"][:fwd_end] if o[0] == "_to_copy"]
+        # only the batch-norm boundary casts and the loss's .float()
+        self.assertLessEqual(len(copies), 3)
+
+    def test_optimizer_updates_fp32_masters_and_copies_back(self):
+        sec = self.raw["sections"]["adam"]
+        half_params = 4  # the Linear weights and biases; BatchNorm's are FP32, their own masters
+        grad_casts = [o for o in sec["ops"] if o[0] == "_to_copy" and o[4] > 8]  # not the scale's
+        self.assertEqual(len(grad_casts), half_params)
+        self.assertEqual(sum(o[5] for o in grad_casts), (64 * 32 + 32 + 32 * 10 + 10) * 4)
+        copy_back = [o for o in sec["ops"] if o[0] == "copy_"]
+        self.assertEqual(len(copy_back), half_params)
+        self.assertEqual(sum(o[5] for o in copy_back), (64 * 32 + 32 + 32 * 10 + 10) * 2)
+        adam_sqrt = [o for o in sec["ops"] if o[0] == "sqrt"]
+        self.assertEqual(len(adam_sqrt), 6)  # every parameter is updated
+        self.assertTrue(any(o[0] == "_amp_foreach_non_finite_check_and_unscale_" for o in sec["ops"]))
+        # masters exist before the step, as FP32 state
+        tens = self.raw["main"]["tensors"]
+        masters = [t for t in tens if t[3] == "state" and t[4] == "f32" and t[1] == -1]
+        # the four masters and the loss scale (a 1-element FP32 tensor)
+        self.assertEqual(sum(t[0] for t in masters), (64 * 32 + 32 + 32 * 10 + 10) * 4 + 4)
+
+
+class FusedChains(unittest.TestCase):
+    """A one-layer BERT with fused bias-GELU and bias-dropout-residual-LayerNorm
+    chains (tools/tracer/fused.py) against the same layer eager."""
+
+    @classmethod
+    def setUpClass(cls):
+        from tools.tracer.models import transformers as tf
+        cfg = dict(vocab=97, hidden=32, layers=1, heads=2, inter=64, max_pos=128)
+        cls.B, cls.S, cls.h, cls.inter = 2, 16, 32, 64
+        raw = {}
+        for fused in (False, True):
+            spec = spec_of(lambda f=fused: tf.BertMLM(**cfg, head="squad", fused=f), tf._squad_inputs,
+                           tf._squad_loss, seq=16)
+            raw[fused] = trace_once(spec, cls.B, cls.S, precision="fp32", optimizers=())
+        cls.eager, cls.fused = raw[False], raw[True]
+
+    def kernels(self, raw):
+        return [o for o in raw["main"]["ops"] if o[1] != "view"]
+
+    def test_fused_chains_are_single_ops_forward_and_backward(self):
+        names = [o[0] for o in self.kernels(self.fused)]
+        self.assertEqual(names.count("bias_dropout_add_layer_norm"), 2)
+        self.assertEqual(names.count("bias_dropout_add_layer_norm_backward"), 2)
+        self.assertEqual(names.count("bias_gelu"), 1)
+        self.assertEqual(names.count("bias_gelu_backward"), 1)
+        self.assertNotIn("gelu", names)
+        # the embedding LayerNorm stays eager; the layer's two are fused
+        self.assertEqual(names.count("native_layer_norm"), 1)
+        self.assertEqual(names.count("native_layer_norm"), [o[0] for o in self.kernels(self.eager)].count(
+            "native_layer_norm") - 2)
+
+    def test_one_bias_gelu_reads_its_inputs_once_and_writes_once(self):
+        (i, op), = ops_named(self.fused, "bias_gelu")
+        n = self.B * self.S * self.inter
+        self.assertEqual(op[1], "elementwise")
+        self.assertEqual(op[4], 4 * n + 4 * self.inter)  # x and the bias
+        self.assertEqual(op[5], 4 * n)                   # y
+        self.assertEqual(op[3], 2 * n)
+        self.assertEqual(op[6], 4 * self.inter)          # the bias is a parameter
+
+    def test_fewer_kernels_and_bytes_same_matmul_flops(self):
+        ek, fk = self.kernels(self.eager), self.kernels(self.fused)
+        self.assertLess(len(fk), len(ek))
+        self.assertLess(sum(o[4] + o[5] for o in fk), sum(o[4] + o[5] for o in ek))
+        mm = lambda ks: sum(o[3] for o in ks if o[1] == "matmul")  # noqa: E731
+        # the bias adds moved out of the matmuls into the fused kernels
+        self.assertEqual(mm(ek) - mm(fk), self.B * self.S * (2 * self.h + self.inter) * 1)
+
+
 class PolynomialFit(unittest.TestCase):
     def test_cnn_batch_polynomial_matches_direct_trace(self):
         def build():
@@ -298,7 +398,9 @@ class ModelZoo(unittest.TestCase):
         for n in TORCHVISION_MODELS + ["bert_base", "bert_large", "gpt2_small", "gpt2_medium",
                                        "bert_base_pretraining", "bert_large_pretraining",
                                        "bert_base_squad", "bert_large_squad",
-                                       "vit_b_16", "llama2_7b", "dlrm_mlperf", "unet3d"]:
+                                       "vit_b_16", "llama2_7b", "dlrm_mlperf", "unet3d",
+                                       "bert_base_pretraining_fused", "bert_large_pretraining_fused",
+                                       "bert_base_squad_fused", "bert_large_squad_fused"]:
             self.assertIn(n, models.REGISTRY)
 
 
@@ -325,7 +427,8 @@ class CommittedZoo(unittest.TestCase):
                     self.assertIn(key, m)
                 self.assertIn("version", doc["tracer"])
                 self.assertIn("torch", doc["tracer"])
-                self.assertEqual(set(doc["variants"]), {"fp32", "amp"})
+                # every model's own list: the transformers add pure half
+                self.assertEqual(set(doc["variants"]), set(models.get(m["name"]).precisions))
                 self.assertEqual(zoofile.validate(doc), [])
                 self.assertLess(os.path.getsize(f), 2 * 1024 * 1024)
                 if m["name"] == "resnet18":

@@ -1,0 +1,120 @@
+"""Fused kernels as single operators, for the zoo's fused programs.
+
+Benchmarks of transformers run chains of memory-bound ops as one kernel each:
+DeepLearningExamples' BERT scripts its layers with NVFuser (bias + GELU, and
+bias + dropout + residual add + LayerNorm), Megatron and apex ship the same
+chains as CUDA kernels. A fused chain reads its inputs once and writes its
+outputs once, instead of writing and re-reading every intermediate.
+
+torch 1.13 has no such kernels for meta tensors, so they are defined here as
+operators of the `gpemu` namespace with meta implementations (shapes and
+dtypes only), wrapped in autograd Functions whose backward is one fused
+operator too. The recorder sees them as any aten operator: one op, its bytes
+the unique bytes of its arguments and results. Parameter-gradient reductions
+(the bias grads) stay separate `sum` kernels, as in the fused implementations.
+
+    bias_gelu(x, bias)                      y = gelu(x + bias)
+    bias_gelu_backward(grad, x, bias)       grad * gelu'(x + bias)
+    bias_dropout_add_layer_norm(x, bias, residual, weight, ln_bias, p, eps)
+        pre = dropout(x + bias, p) + residual; y = layer_norm(pre)
+        -> (y, pre, mask, mean, rstd)
+    bias_dropout_add_layer_norm_backward(grad, pre, mask, mean, rstd, weight, p)
+        -> (grad_x, grad_pre, grad_weight, grad_ln_bias)
+"""
+import torch
+
+_LIB = torch.library.Library("gpemu", "DEF")
+_LIB.define("bias_gelu(Tensor x, Tensor bias) -> Tensor")
+_LIB.define("bias_gelu_backward(Tensor grad, Tensor x, Tensor bias) -> Tensor")
+_LIB.define("bias_dropout_add_layer_norm(Tensor x, Tensor bias, Tensor residual, Tensor weight, "
+            "Tensor ln_bias, float p, float eps) -> (Tensor, Tensor, Tensor, Tensor, Tensor)")
+_LIB.define("bias_dropout_add_layer_norm_backward(Tensor grad, Tensor pre, Tensor mask, Tensor mean, "
+            "Tensor rstd, Tensor weight, float p) -> (Tensor, Tensor, Tensor, Tensor)")
+
+# The names the recorder sees (operator classes in opclass.py).
+OPS = ("bias_gelu", "bias_gelu_backward", "bias_dropout_add_layer_norm",
+       "bias_dropout_add_layer_norm_backward")
+
+
+def _rows(x):
+    return tuple(x.shape[:-1]) + (1,)
+
+
+def _bias_gelu_meta(x, bias):
+    return torch.empty_like(x)
+
+
+def _bias_gelu_backward_meta(grad, x, bias):
+    return torch.empty_like(x)
+
+
+def _bdaln_meta(x, bias, residual, weight, ln_bias, p, eps):
+    stats = torch.float32
+    return (torch.empty_like(x), torch.empty_like(x), torch.empty(x.shape, dtype=torch.bool, device=x.device),
+            torch.empty(_rows(x), dtype=stats, device=x.device), torch.empty(_rows(x), dtype=stats, device=x.device))
+
+
+def _bdaln_backward_meta(grad, pre, mask, mean, rstd, weight, p):
+    return (torch.empty_like(pre), torch.empty_like(pre), torch.empty_like(weight), torch.empty_like(weight))
+
+
+def _below_autograd(name):
+    """The autograd kernel: none of these operators is differentiated by
+    autograd (the Functions below give their backward), so it only passes the
+    call on to the kernels below, where the recorder sees it."""
+    op = getattr(torch.ops.gpemu, name)
+
+    def kernel(*args):
+        guard = torch._C._AutoDispatchBelowAutograd()  # noqa: F841 (an RAII guard, alive for the call)
+        return op(*args)
+    return kernel
+
+
+for _name, _meta in (("bias_gelu", _bias_gelu_meta), ("bias_gelu_backward", _bias_gelu_backward_meta),
+                     ("bias_dropout_add_layer_norm", _bdaln_meta),
+                     ("bias_dropout_add_layer_norm_backward", _bdaln_backward_meta)):
+    _LIB.impl(_name, _meta, "Meta")
+    _LIB.impl(_name, _below_autograd(_name), "AutogradMeta")
+
+
+def _bias_grad(g):
+    return g.sum(dim=tuple(range(g.dim() - 1)))
+
+
+class BiasGelu(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, bias):
+        ctx.save_for_backward(x, bias)
+        return torch.ops.gpemu.bias_gelu(x, bias)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, bias = ctx.saved_tensors
+        gx = torch.ops.gpemu.bias_gelu_backward(grad, x, bias)
+        return gx, _bias_grad(gx)
+
+
+class BiasDropoutAddLayerNorm(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, bias, residual, weight, ln_bias, p, eps):
+        y, pre, mask, mean, rstd = torch.ops.gpemu.bias_dropout_add_layer_norm(x, bias, residual, weight, ln_bias,
+                                                                                p, eps)
+        ctx.save_for_backward(pre, mask, mean, rstd, weight)
+        ctx.p = p
+        return y
+
+    @staticmethod
+    def backward(ctx, grad):
+        pre, mask, mean, rstd, weight = ctx.saved_tensors
+        gx, gpre, gw, gb = torch.ops.gpemu.bias_dropout_add_layer_norm_backward(grad, pre, mask, mean, rstd,
+                                                                                  weight, ctx.p)
+        return gx, _bias_grad(gx), gpre, gw, gb, None, None
+
+
+def bias_gelu(x, bias):
+    return BiasGelu.apply(x, bias)
+
+
+def bias_dropout_add_layer_norm(x, bias, residual, ln, p, training=True):
+    """`ln`: the nn.LayerNorm whose weight, bias and eps are used."""
+    return BiasDropoutAddLayerNorm.apply(x, bias, residual, ln.weight, ln.bias, p if training else 0.0, ln.eps)
