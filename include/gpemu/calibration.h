@@ -56,7 +56,8 @@ inline constexpr double kEvidenceQuantile = 0.8;
 double covering_quantile(std::vector<double> values, double q);
 
 // The precision a program runs its bulk in, as the published step times name
-// it: "amp" (FP16 autocast or pure half), "bf16" (BF16 autocast), "tf32" (FP32
+// it: "amp" (FP16 autocast), "bf16" (BF16 autocast), "half" / "half_bf16" (pure
+// half, apex O2-like: another program, with evidence of its own), "tf32" (FP32
 // on a card with TF32 tensor cores, with matmuls at precision "high" or, for a
 // convolutional family ("cnn", "unet"), cuDNN's TF32 convolutions), else "fp32".
 std::string evidence_precision(const AnalyticalOptions& o, const GpuSpec& gpu, std::string_view model_family);

@@ -508,6 +508,17 @@ std::string describe(const ProgramVariant& v);
 // Throws InputError naming the task and the accepted ones for that model.
 std::string task_model(std::string_view model, std::string_view task);
 
+// The zoo graph a variant of `model` runs. Fused LayerNorm and GELU chains are
+// graphs of their own, `<model>_fused` (bias + dropout + residual add +
+// LayerNorm, and bias + GELU, as one kernel each; traced for BERT's
+// pretraining and squad heads): with v.fused_layer_norm and v.fused_gelu the
+// result is that graph, and a model named `..._fused` sets both in `v`.
+// Throws InputError naming `what` (the flag or keyword) when only one of the
+// two is asked, or when the model has no fused graph.
+std::string variant_model(const std::string& model, ProgramVariant& v, std::string_view what = "--fused");
+// Whether the zoo graph `model` is a fused one (named `..._fused`).
+bool is_fused_graph(std::string_view model);
+
 }  // namespace gpemu
 
 // ==== analytical model ====

@@ -129,7 +129,16 @@ struct ModelSpec {
   // < 2.0's default and how GPEmu measured); false: set_to_none=True.
   bool keep_grads = true;
   std::int64_t seq_len = 0;  // sequence models; 0: the model's default
+  // The program variant (matmul precision, AMP flavour, memory format,
+  // attention, fused ops, micro-steps); nullopt: variant_from_precision
+  // (precision). When set, precision is zoo_precision(*variant): set both
+  // with set_program_variant.
+  std::optional<ProgramVariant> variant;
 };
+// The variant the model runs: its own, or the one its precision names.
+ProgramVariant program_variant(const ModelSpec& m);
+// Sets the variant and the zoo precision it is traced in (pure half: the half trace).
+void set_program_variant(ModelSpec& m, const ProgramVariant& v);
 
 // Where a step's GPU time comes from.
 enum class StepTime {
@@ -474,8 +483,6 @@ struct PredictRequest {
   std::optional<int> batch_size;
   bool max_batch = false;  // also find the largest batch that fits (zoo models)
   HostMemoryKind host = HostMemoryKind::Pinned;
-  // nullopt: variant_from_precision(model.precision).
-  std::optional<ProgramVariant> variant;
   // Measured profiles (GPEmu or gpemu layout); nullopt: the analytical model alone.
   std::optional<std::filesystem::path> profiles;
 };

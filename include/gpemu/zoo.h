@@ -60,10 +60,18 @@ enum class Role { Param, Buffer, Input, State, Grad, Act, External };
 // FP32: the fp32 trace. AMP_FP16: FP16 autocast with GradScaler (the amp
 // trace). AMP_BF16: BF16 autocast, no loss scaling (the amp trace without the
 // scaler ops; tensor sizes are those of the fp16 trace, bf16 being 2 bytes too).
-enum class Precision { FP32, AMP_FP16, AMP_BF16 };
+// HALF_FP16: pure-half training as apex O2 runs it (the half trace: FP16
+// parameters and activations, FP32 master weights in the optimizer, loss
+// scaling). HALF_BF16: the half trace without the scaler ops, in BF16.
+// Only models whose zoo file has a half trace (the transformers) offer them.
+enum class Precision { FP32, AMP_FP16, AMP_BF16, HALF_FP16, HALF_BF16 };
+inline constexpr int kPrecisionCount = 5;
+inline bool is_bf16(Precision p) { return p == Precision::AMP_BF16 || p == Precision::HALF_BF16; }
+inline bool is_pure_half(Precision p) { return p == Precision::HALF_FP16 || p == Precision::HALF_BF16; }
 enum class Optimizer { SGD, Adam };
 
-// "forward", "conv", "param", "fp32" / "amp" / "bf16", "sgd" / "adam".
+// "forward", "conv", "param", "fp32" / "amp" / "bf16" / "half" / "half_bf16",
+// "sgd" / "adam".
 std::string_view to_string(Phase p);
 std::string_view to_string(OpClass c);
 std::string_view to_string(Role r);

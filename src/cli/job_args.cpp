@@ -8,6 +8,7 @@
 
 #include "cli/option_checks.h"
 #include "cli/options.h"
+#include "cli/variant_flags.h"
 #include "gpemu/catalog.h"
 #include "gpemu/clock.h"
 #include "gpemu/error.h"
@@ -26,12 +27,16 @@ void add_model_options(CLI::App* cmd, ModelArgs& a) {
                   "zero: zero_grad() keeps the grads (PyTorch < 2.0 default); none: set_to_none=True")
       ->capture_default_str();
   cmd->add_option("--profiles", a.profiles, "Directory of measured profiles (GPEmu or gpemu layout)");
+  add_task_option(cmd, a.task);
+  add_variant_flags(cmd, a.variant);
 }
 
 ModelSpec model_spec(const ModelArgs& a) {
   ModelSpec m;
-  m.name = a.model;
   m.precision = zoo::parse_precision(a.precision);
+  ProgramVariant v = to_variant(a.variant, m.precision);
+  m.name = variant_model(task_model(a.model, a.task), v);
+  set_program_variant(m, v);
   m.optimizer = zoo::parse_optimizer(a.optimizer);
   if (a.zero_grad == "zero")
     m.keep_grads = true;

@@ -25,9 +25,13 @@ struct ModelArgs {
   std::int64_t seq_len = 0;
   std::string precision = "fp32", optimizer = "sgd", zero_grad = "zero";
   std::string profiles;
+  std::string task;             // --task: BERT's heads (task_model)
+  ProgramVariantNames variant;  // --matmul-precision, --amp, ... (cli/variant_flags.h)
 };
+// Registers --gpu ... --profiles, --task and the program-variant flags.
 void add_model_options(CLI::App* cmd, ModelArgs& a);
-// InputError naming the flag for unknown values.
+// InputError naming the flag for unknown values. The model is task_model(model,
+// task); the variant is to_variant(variant, precision), set with set_program_variant.
 ModelSpec model_spec(const ModelArgs& a);
 // The layered cost model (measured profiles where they apply, then the
 // analytical model) for this model spec; `note` hears why profiles were set

@@ -43,11 +43,12 @@ PredictRequest request(const PredictArgs& a) {
   m.precision = a.precision;
   m.optimizer = a.optimizer;
   m.zero_grad = a.zero_grad;
+  m.task = a.task;
+  m.variant = a.variant;
   PredictRequest r;
   r.gpu = &find_gpu(a.gpu);
   r.host = parse_host_memory(a.host_memory);
   r.model = model_spec(m);
-  r.variant = to_variant(a.variant, r.model.precision);
   r.batch_size = a.batch_size;
   r.max_batch = a.max_batch;
   if (!a.profiles.empty()) r.profiles = std::filesystem::path(a.profiles);
@@ -131,15 +132,9 @@ void add_predict_command(CLI::App& app) {
   cmd->add_option("--host-memory", a->host_memory, "Host memory the batch is copied from: pinned or pageable")
       ->capture_default_str();
   cmd->add_flag("--json", a->json, "Machine-readable output");
-  cmd->add_option(
-      "--task", a->task,
-      "BERT: pretraining (masked-only MLM + NSP heads) or squad (QA head); default: the zoo model as named");
+  add_task_option(cmd, a->task);
   add_variant_flags(cmd, a->variant);
-  cmd->callback([a] {
-    PredictArgs b = *a;
-    b.model = task_model(b.model, b.task);
-    predict(b);
-  });
+  cmd->callback([a] { predict(*a); });
 }
 
 }  // namespace gpemu::cli

@@ -98,7 +98,15 @@ void reject_for_dlio(CLI::App* cmd) {
                                              "--zero-grad",
                                              "--seq-len",
                                              "--nodes",
-                                             "--network"};
+                                             "--network",
+                                             "--task",
+                                             "--matmul-precision",
+                                             "--cudnn-tf32",
+                                             "--amp",
+                                             "--memory-format",
+                                             "--attention",
+                                             "--fused",
+                                             "--micro-steps"};
   std::vector<std::string> given;
   for (const char* name : kMeaningless) {
     const CLI::Option* o = cmd->get_option_no_throw(name);
@@ -277,6 +285,7 @@ void train(const TrainArgs& a, CLI::App* cmd) {
                            {"batch_size", spec.batch_size},
                            {"global_batch_size", static_cast<std::int64_t>(spec.batch_size) * j.gpus},
                            {"precision", j.model.precision},
+                           {"program_variant", describe(program_variant(spec.compute.model))},
                            {"optimizer", j.model.optimizer},
                            {"zero_grad", j.model.zero_grad},
                            {"clock", j.clock},
@@ -319,6 +328,7 @@ void train(const TrainArgs& a, CLI::App* cmd) {
     out["pin_memory"] = spec.data.pin_memory;
     out["pin_mode"] = pin_mode_used;
     out["precision"] = j.model.precision;
+    out["program_variant"] = describe(program_variant(spec.compute.model));
     out["optimizer"] = j.model.optimizer;
     out["zero_grad"] = j.model.zero_grad;
     if (j.model.seq_len > 0) out["seq_len"] = j.model.seq_len;

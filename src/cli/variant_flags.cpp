@@ -33,4 +33,10 @@ void add_variant_flags(CLI::App* cmd, VariantFlags& f) {
       ->capture_default_str();
 }
 
+void add_task_option(CLI::App* cmd, std::string& task) {
+  cmd->add_option(
+      "--task", task,
+      "BERT: pretraining (masked-only MLM + NSP heads) or squad (QA head); default: the zoo model as named");
+}
+
 }  // namespace gpemu::cli

@@ -14,5 +14,7 @@ namespace gpemu::cli {
 using VariantFlags = ProgramVariantNames;
 
 void add_variant_flags(CLI::App* cmd, VariantFlags& flags);
+// --task (BERT's heads: pretraining, squad; see task_model).
+void add_task_option(CLI::App* cmd, std::string& task);
 
 }  // namespace gpemu::cli

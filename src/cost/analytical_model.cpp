@@ -106,6 +106,11 @@ OpProgram OpProgram::compile(const zoo::ModelGraph& model, const AnalyticalOptio
   const ProgramVariant& variant = options.variant;
   if (auto missing = unsupported_part(variant))
     throw InputError(fmt::format("{} for {}: {}", describe(variant), model.name(), *missing));
+  if ((variant.fused_layer_norm || variant.fused_gelu) && !is_fused_graph(model.name()))
+    throw InputError(
+        fmt::format("{} for {}: fused LayerNorm/GELU chains are the zoo's {}_fused graph, not {} "
+                    "(variant_model() picks it)",
+                    describe(variant), model.name(), model.name(), model.name()));
   const std::int64_t seq = options.seq_len;
   const auto at = [&](std::int64_t b) { return model.ops(zoo::Shape{b, seq}, options.precision, options.optimizer); };
   const std::vector<zoo::OpCost> o1 = at(1), o2 = at(2), o4 = at(4);

@@ -81,6 +81,10 @@ double covering_quantile(std::vector<double> values, double q) {
 }
 
 std::string evidence_precision(const AnalyticalOptions& o, const GpuSpec& gpu, std::string_view model_family) {
+  // Pure half is another program than autocast (no casts, FP16 softmax and
+  // LayerNorm, master weights): evidence of its own.
+  if (o.precision == zoo::Precision::HALF_FP16) return "half";
+  if (o.precision == zoo::Precision::HALF_BF16) return "half_bf16";
   if (o.precision == zoo::Precision::AMP_BF16) return "bf16";
   if (o.precision == zoo::Precision::AMP_FP16) return "amp";
   const bool convolutional = model_family == "cnn" || model_family == "unet";

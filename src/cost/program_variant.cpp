@@ -136,13 +136,15 @@ std::string fused_ops_string(const ProgramVariant& v) {
 
 zoo::Precision zoo_precision(const ProgramVariant& v) {
   if (v.amp == AmpFlavour::None) return zoo::Precision::FP32;
+  if (v.amp == AmpFlavour::PureHalf)
+    return v.half == HalfType::BF16 ? zoo::Precision::HALF_BF16 : zoo::Precision::HALF_FP16;
   return v.half == HalfType::BF16 ? zoo::Precision::AMP_BF16 : zoo::Precision::AMP_FP16;
 }
 
 ProgramVariant variant_from_precision(zoo::Precision p) {
   ProgramVariant v;
-  if (p != zoo::Precision::FP32) v.amp = AmpFlavour::Autocast;
-  if (p == zoo::Precision::AMP_BF16) v.half = HalfType::BF16;
+  if (p != zoo::Precision::FP32) v.amp = zoo::is_pure_half(p) ? AmpFlavour::PureHalf : AmpFlavour::Autocast;
+  if (zoo::is_bf16(p)) v.half = HalfType::BF16;
   return v;
 }
 
@@ -156,10 +158,7 @@ AnalyticalOptions to_analytical_options(const ProgramVariant& v, AnalyticalOptio
 
 std::optional<std::string> unsupported_part(const ProgramVariant& v) {
   std::vector<std::string> missing;
-  if (v.amp == AmpFlavour::PureHalf) missing.push_back("pure-half AMP (apex O2)");
   if (v.attention == AttentionKernel::Fused) missing.push_back("fused scaled-dot-product attention");
-  if (v.fused_layer_norm) missing.push_back("fused LayerNorm");
-  if (v.fused_gelu) missing.push_back("fused bias-GELU");
   if (v.micro_steps < 1) missing.push_back(fmt::format("{} micro-steps (at least 1)", v.micro_steps));
   if (missing.empty()) return std::nullopt;
   return fmt::format("{} {} not modelled: the model zoo has no graph for {} yet", cost_detail::join(missing),
@@ -196,6 +195,32 @@ std::string task_model(std::string_view model, std::string_view task) {
       fmt::format("--task '{}' for {}: only BERT models have task variants (pretraining, squad); "
                   "other models accept their own task ({})",
                   task, m, cost_detail::join(own)));
+}
+
+bool is_fused_graph(std::string_view model) {
+  constexpr std::string_view kSuffix = "_fused";
+  return model.size() > kSuffix.size() && model.substr(model.size() - kSuffix.size()) == kSuffix;
+}
+
+std::string variant_model(const std::string& model, ProgramVariant& v, std::string_view what) {
+  if (is_fused_graph(model)) {
+    v.fused_layer_norm = v.fused_gelu = true;
+    return model;
+  }
+  if (!v.fused_layer_norm && !v.fused_gelu) return model;
+  if (v.fused_layer_norm != v.fused_gelu)
+    throw InputError(
+        fmt::format("{} {}: the zoo's fused graphs fuse LayerNorm and GELU together (bias + dropout + residual add + "
+                    "LayerNorm, and bias + GELU, one kernel each, as NVFuser, apex and Megatron run them); accepted: "
+                    "layer_norm,gelu (optionally with optimizer), all, optimizer, none",
+                    what, fused_ops_string(v)));
+  const std::string fused = model + "_fused";
+  if (!zoo::has_model(fused))
+    throw InputError(
+        fmt::format("{} {}: {} has no fused graph in the zoo; fused LayerNorm/GELU chains are traced for BERT's "
+                    "pretraining and squad heads (--model bert_base|bert_large --task pretraining|squad)",
+                    what, fused_ops_string(v), model));
+  return fused;
 }
 
 ProgramVariant to_variant(const ProgramVariantNames& f, zoo::Precision precision, bool keywords) {

@@ -15,12 +15,10 @@ namespace gpemu {
 namespace {
 
 // The closest program the model can run: the parts unsupported_part() names
-// replaced by what the zoo has (pure half by autocast, fused kernels by eager ones).
+// replaced by what the zoo has (fused attention by eager attention).
 AnalyticalOptions nearest_options(AnalyticalOptions o) {
   ProgramVariant v = o.variant;
-  if (v.amp == AmpFlavour::PureHalf) v.amp = AmpFlavour::Autocast;
   v.attention = AttentionKernel::Eager;
-  v.fused_layer_norm = v.fused_gelu = false;
   v.micro_steps = std::max(v.micro_steps, 1);
   return to_analytical_options(v, o);
 }

@@ -337,12 +337,25 @@ RowProgram row_program(const StepTimeRow& row) {
     v.attention = AttentionKernel::Fused;
   else if (row.attention == "unknown")
     unsup.push_back("attention kernel unknown");
-  if (row.fused_ops == "some")
+  if (row.fused_ops == "some") {
     approx.push_back("fused_ops 'some' (which kernels is not stated) as unfused kernels");
-  else if (row.fused_ops == "most")
-    unsup.push_back("fused_ops 'most': most elementwise and normalisation work fused (the zoo traces eager kernels)");
-  else if (row.fused_ops == "unknown")
+  } else if (row.fused_ops == "most") {
+    // The zoo's fused graphs: bias-GELU and bias-dropout-residual-LayerNorm
+    // chains as one kernel each, and a multi-tensor optimizer.
+    if (!p.zoo_model.empty() && zoo::has_model(p.zoo_model + "_fused")) {
+      v.fused_layer_norm = v.fused_gelu = v.fused_optimizer = true;
+      p.zoo_model += "_fused";
+      approx.push_back(
+          "fused_ops 'most' as the zoo's fused graph (bias-GELU and bias-dropout-residual-LayerNorm chains, "
+          "multi-tensor optimizer); other elementwise work eager");
+    } else {
+      unsup.push_back(fmt::format(
+          "fused_ops 'most': most elementwise and normalisation work fused (the zoo has no fused graph of {})",
+          p.zoo_model.empty() ? base : p.zoo_model));
+    }
+  } else if (row.fused_ops == "unknown") {
     unsup.push_back("fused_ops unknown");
+  }
   if (auto missing = unsupported_part(v)) unsup.push_back(*missing);
   if (row.includes_h2d == "yes")
     approx.push_back("the batch's host-to-device copy is inside the measured time (overlapped); not added");

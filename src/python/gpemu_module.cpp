@@ -156,7 +156,9 @@ py::object predict(const std::string& gpu, const std::string& model, std::option
     r.host = HostMemoryKind::Pageable;
   else
     throw InputError(fmt::format("host_memory '{}': expected 'pinned' or 'pageable'", host_memory));
-  r.variant = to_variant(variant, r.model.precision, /*keywords=*/true);
+  ProgramVariant v = to_variant(variant, r.model.precision, /*keywords=*/true);
+  r.model.name = variant_model(r.model.name, v, "fused");
+  set_program_variant(r.model, v);
   r.batch_size = batch_size;
   r.max_batch = max_batch;
   r.profiles = std::move(profiles);

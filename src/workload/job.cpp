@@ -355,9 +355,10 @@ Job::Job(Clock& clock, const CostModel& costs, JobSpec spec)
     if (const zoo::ModelGraph* g = zoo::find_model(spec_.compute.model.name)) {
       const auto totals = g->phase_totals(zoo::Shape{spec_.batch_size, spec_.compute.model.seq_len},
                                           spec_.compute.model.precision, spec_.compute.model.optimizer);
-      const Precision p = spec_.compute.model.precision == zoo::Precision::AMP_FP16   ? Precision::FP16
-                          : spec_.compute.model.precision == zoo::Precision::AMP_BF16 ? Precision::BF16
-                                                                                      : Precision::FP32;
+      const zoo::Precision mp = spec_.compute.model.precision;
+      const Precision p = mp == zoo::Precision::FP32 ? Precision::FP32
+                          : zoo::is_bf16(mp)         ? Precision::BF16
+                                                     : Precision::FP16;
       const auto& fwd = totals[static_cast<int>(zoo::Phase::Forward)];
       const auto& bwd = totals[static_cast<int>(zoo::Phase::Backward)];
       const auto& opt = totals[static_cast<int>(zoo::Phase::Optimizer)];

@@ -17,12 +17,24 @@
 
 namespace gpemu {
 
+ProgramVariant program_variant(const ModelSpec& m) {
+  return m.variant ? *m.variant : variant_from_precision(m.precision);
+}
+
+void set_program_variant(ModelSpec& m, const ProgramVariant& v) {
+  m.variant = v;
+  m.precision = zoo_precision(v);
+}
+
 AnalyticalOptions analytical_options(const ModelSpec& m) {
   AnalyticalOptions ao;
-  ao.precision = m.precision;
   ao.optimizer = m.optimizer;
   ao.legacy_zero_grad = m.keep_grads;
   ao.seq_len = m.seq_len;
+  ao = to_analytical_options(program_variant(m), ao);
+  if (ao.precision != m.precision)
+    throw Error(fmt::format("model spec of {}: precision {} but a variant traced in {} (use set_program_variant)",
+                            m.name, zoo::to_string(m.precision), zoo::to_string(ao.precision)));
   return ao;
 }
 
@@ -91,7 +103,7 @@ void check_request(const PredictRequest& r) {
     throw InputError(fmt::format("sequence length {} is impossible: it must be at least 1", r.model.seq_len));
   if (r.batch_size && *r.batch_size < 1)
     throw InputError(fmt::format("batch size {} is impossible: it must be at least 1", *r.batch_size));
-  if (r.model.precision == zoo::Precision::AMP_BF16 && !gpu.peak_tflops(Precision::BF16))
+  if (zoo::is_bf16(r.model.precision) && !gpu.peak_tflops(Precision::BF16))
     // PyTorch's autocast checks torch.cuda.is_bf16_supported() and, on such a
     // card, disables itself with a warning: the run would be FP32.
     throw InputError(
@@ -129,7 +141,7 @@ Prediction predict_max_batch(const PredictRequest& r, const ProgramVariant& v, c
   const zoo::Shape shape = g.resolve(zoo::Shape{1, r.model.seq_len});
   std::optional<int> evidence;
   if (r.profiles) {
-    auto costs = cost_model_for(r, to_analytical_options(v, analytical_options(r.model)), p.notes);
+    auto costs = cost_model_for(r, analytical_options(r.model), p.notes);
     try {
       evidence = costs->step_cost(*r.gpu, r.model.name, 1).oom_evidence_batch;
     } catch (const InputError&) {
@@ -156,7 +168,7 @@ Prediction predict_max_batch(const PredictRequest& r, const ProgramVariant& v, c
 Prediction predict(const PredictRequest& r) {
   check_request(r);
   const GpuSpec& gpu = *r.gpu;
-  const ProgramVariant v = r.variant ? *r.variant : variant_from_precision(r.model.precision);
+  const ProgramVariant v = program_variant(r.model);
   // Whether a batch fits is decided as a real card decides it: replayed until
   // the allocator's layout settles (docs/zoo-memory.md, "Out-of-memory points").
   const zoo::ReplayOptions opts = zoo::oom_replay_options(replay_options(r.model));
@@ -165,7 +177,7 @@ Prediction predict(const PredictRequest& r) {
 
   Prediction p = base_prediction(r, v);
   const int batch = *r.batch_size;
-  const AnalyticalOptions ao = to_analytical_options(v, analytical_options(r.model));
+  const AnalyticalOptions ao = analytical_options(r.model);
   auto costs = cost_model_for(r, ao, p.notes);
   StepCost c = costs->step_cost(gpu, r.model.name, batch);
   zoo::apply_zoo_memory(c, r.model.name, batch, opts, r.model.seq_len);

@@ -80,8 +80,8 @@ struct ModelGraph::Impl {
   std::vector<OpClass> kind_class;
   std::vector<std::string> dtype_names;  // file dtypes, then "bf16" if absent
   int f16 = -1, bf16 = -1;
-  std::vector<Role> roles;  // file role index -> Role
-  GraphPlan plans[3][2];    // [precision][optimizer]
+  std::vector<Role> roles;              // file role index -> Role
+  GraphPlan plans[kPrecisionCount][2];  // [precision][optimizer]
 
   [[noreturn]] void fail(const std::string& what) const {
     throw InputError(fmt::format("{}: {}", file.string(), what));
@@ -89,6 +89,11 @@ struct ModelGraph::Impl {
 
   const GraphPlan& plan(Precision p, Optimizer o) const {
     const GraphPlan& pl = plans[static_cast<int>(p)][static_cast<int>(o)];
+    if (!pl.valid && is_pure_half(p) && !plans[static_cast<int>(p)][1 - static_cast<int>(o)].valid)
+      throw InputError(
+          fmt::format("{}: {} has no pure-half (apex O2-like) trace: the zoo traces pure half for transformers only; "
+                      "accepted for it: --amp autocast (AMP with FP32 weights)",
+                      file.string(), name));
     if (!pl.valid)
       throw InputError(fmt::format("{}: the zoo file has no {} trace with the {} optimizer", file.string(),
                                    to_string(p), to_string(o)));
@@ -435,7 +440,8 @@ ModelGraph ModelGraph::load(const std::filesystem::path& file) {
   }
 
   const json& variants = get_obj(*g, doc, "variants", "");
-  for (const auto& [key, prec] : {std::pair{"fp32", Precision::FP32}, {"amp", Precision::AMP_FP16}}) {
+  for (const auto& [key, prec] :
+       {std::pair{"fp32", Precision::FP32}, {"amp", Precision::AMP_FP16}, {"half", Precision::HALF_FP16}}) {
     if (!variants.contains(key)) continue;
     const std::string where = fmt::format("variants.{}.", key);
     const json& vj = variants[key];
@@ -468,8 +474,10 @@ ModelGraph ModelGraph::load(const std::filesystem::path& file) {
       Table sec = read_table(*g, opts[okey], sw);
       validate(*g, sec, sw, n_main, t_main, t_main + static_cast<int>(sec.t_size.size()));
       g->plans[static_cast<int>(prec)][static_cast<int>(opt)] = build_plan(*g, v, sec, false);
-      if (prec == Precision::AMP_FP16)
-        g->plans[static_cast<int>(Precision::AMP_BF16)][static_cast<int>(opt)] = build_plan(*g, v, sec, true);
+      if (prec != Precision::FP32) {
+        const Precision bf16 = prec == Precision::AMP_FP16 ? Precision::AMP_BF16 : Precision::HALF_BF16;
+        g->plans[static_cast<int>(bf16)][static_cast<int>(opt)] = build_plan(*g, v, sec, true);
+      }
     }
   }
   if (!g->plans[0][0].valid && !g->plans[0][1].valid)

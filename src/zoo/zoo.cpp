@@ -98,6 +98,8 @@ std::string_view to_string(Precision p) {
     case Precision::FP32: return "fp32";
     case Precision::AMP_FP16: return "amp";
     case Precision::AMP_BF16: return "bf16";
+    case Precision::HALF_FP16: return "half";
+    case Precision::HALF_BF16: return "half_bf16";
   }
   return "?";
 }

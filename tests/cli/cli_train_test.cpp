@@ -305,4 +305,29 @@ TEST(CliTrain, ModelOptionsAndMemoryAgreeWithPredict) {
   EXPECT_NE(oom.err.find("out of memory"), std::string::npos) << oom.err;
 }
 
+// The program variant is a train input as it is a predict input: the same
+// flags pick the same graph and give the same step (virtual clock, no noise,
+// no warm-up), and a DLIO run, whose YAML replaces the model, refuses them.
+TEST(CliTrainVariant, TaskAndVariantFlagsTrainWhatPredictPredicts) {
+  const std::string flags =
+      "--gpu A100-SXM4-80GB --model bert_base --task squad --seq-len 384 -b 16 --precision amp --amp pure_half "
+      "--fused layer_norm,gelu";
+  const auto t = json_of(run_gpemu("train " + flags + " --clock virtual -n 3 --cv 0 --warmup 1 --synthetic --json"));
+  const auto p = json_of(run_gpemu("predict " + flags + " --json"));
+  EXPECT_EQ(t["model"], "bert_base_squad_fused");
+  EXPECT_EQ(t["program_variant"], p["program_variant"]);
+  EXPECT_NE(t["program_variant"].get<std::string>().find("amp pure_half fp16"), std::string::npos);
+  EXPECT_NEAR(t["forward_ms_mean"].get<double>(), p["forward_ms"].get<double>(), 1e-6 * p["forward_ms"].get<double>());
+  EXPECT_NEAR(t["backward_ms_mean"].get<double>(), p["backward_ms"].get<double>(),
+              1e-6 * p["backward_ms"].get<double>());
+  const Outcome bad = run_gpemu("train --model bert_base --amp o3 --clock virtual -n 1 --synthetic");
+  EXPECT_NE(bad.status, 0);
+  EXPECT_NE(bad.err.find("--amp"), std::string::npos) << bad.err;
+  const Outcome dlio = run_gpemu("train --dlio-config " +
+                                 (std::filesystem::path(GPEMU_SOURCE_DIR) / "configs/dlio/unet3d_a100.yaml").string() +
+                                 " --matmul-precision high");
+  EXPECT_NE(dlio.status, 0);
+  EXPECT_NE(dlio.err.find("--matmul-precision"), std::string::npos) << dlio.err;
+}
+
 }  // namespace

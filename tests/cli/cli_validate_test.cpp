@@ -249,7 +249,7 @@ TEST(CliValidate, StepTimesListRowsItCannotExpressAndComparesTheRest) {
   d.write("st.csv", std::string(kStepTimeHeader) +
                         "V100-SXM2-16GB,resnet50,fp32,128,,classification,sgd,fp32,fp32,none,nchw,n/a,none,n/a,no,"
                         "yes,1,inferred,346.88,369 img/s,lambdal/deeplearning-benchmark@a:b,n\n"
-                        "V100-SXM2-32GB,bert_large,amp,16,384,squad,adamw,fp16,n/a,pure_half,n/a,eager,some,n/a,"
+                        "V100-SXM2-32GB,bert_large,amp,16,384,squad,adamw,fp16,n/a,pure_half,n/a,fused,some,n/a,"
                         "yes,yes,1,stated,307.69,52 seq/s,NVIDIA/DeepLearningExamples@a:b,n\n");
   const Output r = gpemu("validate --step-times " + (d.root / "st.csv").string() + " --json");
   ASSERT_EQ(r.status, 0) << r.err;
@@ -259,7 +259,7 @@ TEST(CliValidate, StepTimesListRowsItCannotExpressAndComparesTheRest) {
   EXPECT_EQ(j["rows"][0]["gpu"], "V100-SXM2-16GB");
   ASSERT_EQ(j["not_compared"].size(), 1u);
   EXPECT_EQ(j["not_compared"][0]["line"], 3);
-  EXPECT_NE(j["not_compared"][0]["why"].dump().find("pure-half"), std::string::npos);
+  EXPECT_NE(j["not_compared"][0]["why"].dump().find("fused scaled-dot-product attention"), std::string::npos);
   for (const char* k : {"per_gpu", "per_family", "per_precision", "per_family_precision", "per_source"})
     EXPECT_TRUE(j.contains(k)) << k;
 
@@ -294,9 +294,31 @@ TEST(CliPredict, VariantFlagsChangeTheProgram) {
   EXPECT_EQ(a["model"], "bert_base_squad");
   EXPECT_LT(b["iteration_ms"].get<double>(), a["iteration_ms"].get<double>());  // TF32 GEMMs
   EXPECT_NE(b["program_variant"].get<std::string>().find("matmul precision high"), std::string::npos);
-  const Output refused = gpemu("predict --gpu A100-SXM4-80GB --model bert_base -b 8 --precision amp --amp pure_half");
+  const Output autocast =
+      gpemu("predict --gpu A100-SXM4-80GB --model bert_base --task squad -b 32 --seq-len 384 --precision amp --json");
+  const Output pure = gpemu(
+      "predict --gpu A100-SXM4-80GB --model bert_base --task squad -b 32 --seq-len 384 --precision amp --amp "
+      "pure_half --json");
+  ASSERT_EQ(autocast.status, 0) << autocast.err;
+  ASSERT_EQ(pure.status, 0) << pure.err;
+  const auto c = nlohmann::json::parse(autocast.out), p = nlohmann::json::parse(pure.out);
+  EXPECT_EQ(p["precision"], "half");
+  EXPECT_NE(p["program_variant"].get<std::string>().find("amp pure_half fp16"), std::string::npos);
+  EXPECT_LT(p["iteration_ms"].get<double>(), c["iteration_ms"].get<double>());
+  EXPECT_LT(p["peak_allocated_mib"].get<double>(), c["peak_allocated_mib"].get<double>());
+  const Output refused = gpemu("predict --gpu A100-SXM4-80GB --model resnet50 -b 8 --precision amp --amp pure_half");
   EXPECT_NE(refused.status, 0);
   EXPECT_NE(refused.err.find("pure-half"), std::string::npos) << refused.err;
+  const Output fused = gpemu(
+      "predict --gpu A100-SXM4-80GB --model bert_base --task squad -b 32 --seq-len 384 --precision amp --amp "
+      "pure_half --fused layer_norm,gelu --json");
+  ASSERT_EQ(fused.status, 0) << fused.err;
+  const auto fj = nlohmann::json::parse(fused.out);
+  EXPECT_EQ(fj["model"], "bert_base_squad_fused");
+  EXPECT_LT(fj["iteration_ms"].get<double>(), p["iteration_ms"].get<double>());
+  const Output gelu_only = gpemu("predict --gpu A100-SXM4-80GB --model bert_base --task squad -b 8 --fused gelu");
+  EXPECT_NE(gelu_only.status, 0);
+  EXPECT_NE(gelu_only.err.find("layer_norm,gelu"), std::string::npos) << gelu_only.err;
   const Output badflag = gpemu("predict --gpu A100-SXM4-80GB --model bert_base -b 8 --matmul-precision medium");
   EXPECT_NE(badflag.status, 0);
   EXPECT_NE(badflag.err.find("--matmul-precision"), std::string::npos) << badflag.err;

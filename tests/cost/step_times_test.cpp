@@ -284,7 +284,7 @@ TEST(ProgramVariant, VariantsWithoutAGraphAreRefusedNotIgnored) {
   ProgramVariant v = variant_from_precision(zoo::Precision::AMP_FP16);
   v.amp = AmpFlavour::PureHalf;
   try {
-    OpProgram::compile(zoo::load_model("bert_base"), to_analytical_options(v, {}));
+    OpProgram::compile(zoo::load_model("resnet18"), to_analytical_options(v, {}));  // no half trace
     FAIL() << "no error";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("pure-half"), std::string::npos) << e.what();
@@ -292,6 +292,68 @@ TEST(ProgramVariant, VariantsWithoutAGraphAreRefusedNotIgnored) {
   ProgramVariant a;
   a.attention = AttentionKernel::Fused;
   EXPECT_THROW(OpProgram::compile(zoo::load_model("bert_base"), to_analytical_options(a, {})), InputError);
+}
+
+TEST(ProgramVariant, PureHalfRunsTheHalfTraceAndIsFasterThanAutocast) {
+  const zoo::ModelGraph& g = zoo::load_model("bert_large_squad");
+  ProgramVariant autocast = variant_from_precision(zoo::Precision::AMP_FP16);
+  ProgramVariant pure = autocast;
+  pure.amp = AmpFlavour::PureHalf;
+  EXPECT_EQ(zoo_precision(pure), zoo::Precision::HALF_FP16);
+  EXPECT_EQ(variant_from_precision(zoo::Precision::HALF_BF16).amp, AmpFlavour::PureHalf);
+  AnalyticalOptions base;
+  base.optimizer = zoo::Optimizer::Adam;
+  base.seq_len = 384;
+  const AnalyticalOptions ao = to_analytical_options(autocast, base), po = to_analytical_options(pure, base);
+  EXPECT_EQ(po.precision, zoo::Precision::HALF_FP16);
+  const OpProgram a = OpProgram::compile(g, ao), p = OpProgram::compile(g, po);
+  // No autocast casts and no FP32 softmax/LayerNorm: fewer kernels, fewer bytes.
+  EXPECT_LT(p.forward().size(), a.forward().size());
+  const GpuSpec& gpu = find_gpu("A100-SXM4-80GB");
+  const double ta = phase_sum(a, gpu, ao, 32), tp = phase_sum(p, gpu, po, 32);
+  EXPECT_LT(tp, 0.9 * ta);
+  EXPECT_GT(tp, 0.3 * ta);
+}
+
+TEST(ProgramVariant, FusedLayerNormAndGeluRunTheFusedGraph) {
+  ProgramVariant v;
+  EXPECT_EQ(variant_model("bert_large_squad", v), "bert_large_squad");  // nothing fused: the model itself
+  v.fused_layer_norm = v.fused_gelu = true;
+  EXPECT_EQ(variant_model("bert_large_squad", v), "bert_large_squad_fused");
+  ProgramVariant named;
+  EXPECT_EQ(variant_model("bert_base_pretraining_fused", named), "bert_base_pretraining_fused");
+  EXPECT_TRUE(named.fused_layer_norm && named.fused_gelu);  // the graph says what it fuses
+  ProgramVariant one;
+  one.fused_gelu = true;
+  try {
+    variant_model("bert_large_squad", one);
+    FAIL() << "gelu alone";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("--fused gelu"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("layer_norm,gelu"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(variant_model("resnet50", v), InputError);  // no fused graph
+  // The eager graph with a fused variant is refused, not run as eager.
+  EXPECT_THROW(OpProgram::compile(zoo::load_model("bert_large_squad"), to_analytical_options(v, {})), InputError);
+
+  // Fewer kernels, and not slower, than the eager program.
+  AnalyticalOptions base;
+  base.seq_len = 384;
+  ProgramVariant eager = variant_from_precision(zoo::Precision::HALF_FP16);
+  ProgramVariant fused = eager;
+  fused.fused_layer_norm = fused.fused_gelu = true;
+  const AnalyticalOptions eo = to_analytical_options(eager, base), fo = to_analytical_options(fused, base);
+  const OpProgram e = OpProgram::compile(zoo::load_model("bert_large_squad"), eo);
+  const OpProgram f = OpProgram::compile(zoo::load_model("bert_large_squad_fused"), fo);
+  auto kernels = [](const OpProgram& p) {
+    std::size_t n = 0;
+    for (const auto* ops : {&p.forward(), &p.backward()})
+      for (const auto& op : *ops) n += op.kind != OpProgram::Kind::View;
+    return n;
+  };
+  EXPECT_LT(kernels(f), kernels(e) - 24 * 4);  // at least two chains of 24 layers, forward and backward
+  const GpuSpec& gpu = find_gpu("H100-SXM5-80GB");
+  EXPECT_LT(phase_sum(f, gpu, fo, 32), phase_sum(e, gpu, eo, 32));
 }
 
 // ---- the shared published step times -------------------------------------------

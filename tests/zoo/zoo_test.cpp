@@ -227,6 +227,55 @@ TEST(ZooLoader, Bf16DropsTheLossScaling) {
   }
 }
 
+// Pure half (apex O2-like): FP16 parameters and kernels, FP32 master weights
+// as optimizer state, and the BF16 form without the scaler's ops.
+TEST(ZooLoader, PureHalfHasHalfWeightsAndFp32Masters) {
+  const ModelGraph g = ModelGraph::load(kZoo / "bert_base_squad.json");
+  const Shape s{4, 128};
+  const auto half_grads = g.param_grads(s, Precision::HALF_FP16);
+  const auto fp32_grads = g.param_grads(s, Precision::FP32);
+  ASSERT_EQ(half_grads.size(), fp32_grads.size());
+  std::uint64_t half_params = 0, fp32_params = 0;
+  for (std::size_t i = 0; i < half_grads.size(); ++i) {
+    half_params += half_grads[i].param_bytes;
+    fp32_params += fp32_grads[i].param_bytes;
+    EXPECT_EQ(half_grads[i].grad_bytes, half_grads[i].param_bytes);
+  }
+  EXPECT_EQ(2 * half_params, fp32_params);
+  // The masters: FP32 state alive before the step, as big as the FP32 weights
+  // (plus the 1-element loss scale).
+  std::uint64_t state_before = 0, state_before_amp = 0;
+  for (const auto& t : g.tensors(s, Precision::HALF_FP16, Optimizer::SGD))
+    if (t.role == Role::State && t.alloc == -1) state_before += t.bytes;
+  for (const auto& t : g.tensors(s, Precision::AMP_FP16, Optimizer::SGD))
+    if (t.role == Role::State && t.alloc == -1) state_before_amp += t.bytes;
+  EXPECT_EQ(state_before - state_before_amp, fp32_params);
+  // Every matmul runs in FP16, and no autocast cast of a weight is left.
+  int matmuls = 0;
+  for (const auto& o : g.ops(s, Precision::HALF_FP16, Optimizer::SGD))
+    if (o.op_class == OpClass::Matmul) {
+      ++matmuls;
+      EXPECT_EQ(o.dtype, "f16");
+    }
+  EXPECT_GT(matmuls, 100);
+  EXPECT_LT(g.op_count(Precision::HALF_FP16, Optimizer::SGD), g.op_count(Precision::AMP_FP16, Optimizer::SGD));
+  // BF16 pure half: the half trace without loss scaling, in BF16.
+  const auto bf = g.ops(s, Precision::HALF_BF16, Optimizer::Adam);
+  EXPECT_EQ(g.ops(s, Precision::HALF_FP16, Optimizer::Adam).size() - bf.size(), 7u);
+  for (const auto& o : bf) EXPECT_NE(o.dtype, "f16");
+}
+
+TEST(ZooLoader, PureHalfOfAModelWithoutAHalfTraceNamesTheAlternative) {
+  const ModelGraph g = ModelGraph::load(kZoo / "resnet18.json");
+  try {
+    (void)g.ops(Shape{}, Precision::HALF_FP16, Optimizer::SGD);
+    FAIL() << "resnet18 has no half trace";
+  } catch (const gpemu::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("no pure-half"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("--amp autocast"), std::string::npos) << e.what();
+  }
+}
+
 TEST(ZooLoader, ParsesNamesOfEnums) {
   EXPECT_EQ(parse_precision("FP32"), Precision::FP32);
   EXPECT_EQ(parse_precision("amp"), Precision::AMP_FP16);
