@@ -259,12 +259,13 @@ RowProgram row_program(const StepTimeRow& row) {
   // The model and its task.
   const std::string base = zoo::canonical_name(row.model);
   std::string nearest = base;
-  if (base == "dlrm_mlperf") {
-    // The CSV's DLRM is DeepLearningExamples' (gpu_training_step_times.md:
-    // ~15 GB of tables, sparse embedding gradients and updates).
-    unsup.push_back(
-        "DeepLearningExamples' DLRM (sparse embedding gradients and updates, ~15 GB of tables) is not in "
-        "the zoo; zoo dlrm_mlperf has MLPerf's ~24 B-parameter tables with dense gradients");
+  const bool dle_dlrm = base == "dlrm_mlperf" && row.source_repo() == "NVIDIA/DeepLearningExamples";
+  if (dle_dlrm) {
+    // The CSV's DLRM rows are DeepLearningExamples' Criteo 1TB "small" model
+    // (gpu_training_step_times.md: ~15 GB of tables, sparse embedding
+    // gradients and updates): the zoo's dlrm_dle.
+    p.zoo_model = "dlrm_dle";
+    approx.push_back("DeepLearningExamples' DLRM as the zoo's dlrm_dle (FL=15 tables, sparse gradients)");
   } else if (row.task == "pretraining") {
     if (row.mlm_positions == "masked") {
       p.zoo_model = base + "_pretraining";
@@ -341,8 +342,13 @@ RowProgram row_program(const StepTimeRow& row) {
     approx.push_back("fused_ops 'some' (which kernels is not stated) as unfused kernels");
   } else if (row.fused_ops == "most") {
     // The zoo's fused graphs: bias-GELU and bias-dropout-residual-LayerNorm
-    // chains as one kernel each, and a multi-tensor optimizer.
-    if (!p.zoo_model.empty() && zoo::has_model(p.zoo_model + "_fused")) {
+    // chains as one kernel each, and a multi-tensor optimizer; dlrm_dle has
+    // DeepLearningExamples' fused kernels in its one graph.
+    if (dle_dlrm) {
+      approx.push_back(
+          "fused_ops 'most' as dlrm_dle's fused gather, dot-interaction and sparse-update kernels; CUDA graphs "
+          "and apex's fused MLP not modelled");
+    } else if (!p.zoo_model.empty() && zoo::has_model(p.zoo_model + "_fused")) {
       v.fused_layer_norm = v.fused_gelu = v.fused_optimizer = true;
       p.zoo_model += "_fused";
       approx.push_back(

@@ -94,6 +94,12 @@ struct ModelGraph::Impl {
           fmt::format("{}: {} has no pure-half (apex O2-like) trace: the zoo traces pure half for transformers only; "
                       "accepted for it: --amp autocast (AMP with FP32 weights)",
                       file.string(), name));
+    const Optimizer other = o == Optimizer::SGD ? Optimizer::Adam : Optimizer::SGD;
+    if (!pl.valid && plans[static_cast<int>(p)][static_cast<int>(other)].valid)
+      throw InputError(
+          fmt::format("{}: {} is traced with the {} optimizer only (the model's notes say why); "
+                      "accepted: --optimizer {}",
+                      file.string(), name, to_string(other), to_string(other)));
     if (!pl.valid)
       throw InputError(fmt::format("{}: the zoo file has no {} trace with the {} optimizer", file.string(),
                                    to_string(p), to_string(o)));

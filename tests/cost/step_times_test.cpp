@@ -113,14 +113,28 @@ TEST(StepTimes, MapsRowsOntoExactApproximatedAndUnsupportedPrograms) {
   EXPECT_EQ(squad.options.seq_len, 384);
   EXPECT_EQ(squad.zoo_model, zoo::has_model("bert_large_squad") ? "bert_large_squad" : "");
 
-  // DeepLearningExamples' DLRM trains sparse embeddings: not the zoo's program.
+  // DeepLearningExamples' DLRM trains sparse embeddings: the zoo's dlrm_dle,
+  // its fused kernels part of that graph; another source's DLRM stays MLPerf's.
   const RowProgram dlrm = row_program(
       row_from("V100-SXM2-32GB,dlrm_mlperf,amp,65536,,recommendation,sgd,fp16,n/a,autocast,n/a,n/a,most,n/a,yes,yes,1,"
                "stated,31.36,x,NVIDIA/DeepLearningExamples@a:b,n\r\n"));
-  EXPECT_EQ(dlrm.fit, RowFit::Unsupported);
-  ASSERT_FALSE(dlrm.unsupported.empty());
-  EXPECT_NE(dlrm.unsupported[0].find("sparse"), std::string::npos);
-  EXPECT_TRUE(dlrm.nearest_available);
+  EXPECT_EQ(dlrm.fit, RowFit::Approximated);
+  EXPECT_EQ(dlrm.zoo_model, "dlrm_dle");
+  EXPECT_TRUE(dlrm.unsupported.empty());
+  EXPECT_EQ(dlrm.options.precision, zoo::Precision::AMP_FP16);
+  const RowProgram other = row_program(
+      row_from("V100-SXM2-32GB,dlrm_mlperf,amp,2048,,recommendation,sgd,fp16,n/a,autocast,n/a,n/a,none,n/a,yes,yes,1,"
+               "stated,31.36,x,someone/else@a:b,n\r\n"));
+  EXPECT_EQ(other.zoo_model, "dlrm_mlperf");
+
+  // A fused attention kernel is not in the zoo: listed, with eager attention as the nearest.
+  const RowProgram fused_attention = row_program(
+      row_from("A100-SXM4-80GB,bert_large,amp,32,384,squad,adamw,fp16,n/a,pure_half,n/a,fused,some,n/a,yes,yes,1,"
+               "inferred,300,x,NVIDIA/DeepLearningExamples@a:b,n\r\n"));
+  EXPECT_EQ(fused_attention.fit, RowFit::Unsupported);
+  ASSERT_FALSE(fused_attention.unsupported.empty());
+  EXPECT_NE(fused_attention.unsupported[0].find("attention"), std::string::npos);
+  EXPECT_TRUE(fused_attention.nearest_available);
 
   // An unknown GPU: no nearest program at all.
   const RowProgram gpu = row_program(row_from(
@@ -141,10 +155,10 @@ TEST(StepTimes, LambOverMicroStepsIsAdamAmortised) {
 
 TEST(StepTimes, UnsupportedRowsAreListedUnlessTheNearestProgramIsAsked) {
   TempDir d;
-  const std::string dlrm =
-      "V100-SXM2-32GB,dlrm_mlperf,amp,65536,,recommendation,sgd,fp16,n/a,autocast,n/a,n/a,most,n/a,yes,yes,1,"
-      "stated,31.36,x,NVIDIA/DeepLearningExamples@a:b,n\r\n";
-  const auto rows = read_step_times(d.write("t.csv", kHeader + kExactRow + dlrm));
+  const std::string fused_attention =
+      "A100-SXM4-80GB,bert_large,amp,32,384,squad,adamw,fp16,n/a,pure_half,n/a,fused,some,n/a,yes,yes,1,"
+      "inferred,300,x,NVIDIA/DeepLearningExamples@a:b,n\r\n";
+  const auto rows = read_step_times(d.write("t.csv", kHeader + kExactRow + fused_attention));
   const auto cal = std::make_shared<const Calibration>(default_calibration());
   const StepTimeReport listed = validate_step_times(rows, cal);
   ASSERT_EQ(listed.points.size(), 1u);
@@ -158,7 +172,7 @@ TEST(StepTimes, UnsupportedRowsAreListedUnlessTheNearestProgramIsAsked) {
   EXPECT_EQ(nearest.points.size(), 2u);
   EXPECT_TRUE(nearest.not_compared.empty());
   EXPECT_EQ(nearest.per_fit.at("unsupported").n, 1);
-  EXPECT_EQ(nearest.per_family.at("recommender").n, 1);
+  EXPECT_EQ(nearest.per_family.at("transformer").n, 1);
 }
 
 TEST(StepTimes, PredictionIsForwardPlusBackwardOfTheRowsProgram) {

@@ -265,6 +265,29 @@ TEST(ZooLoader, PureHalfHasHalfWeightsAndFp32Masters) {
   for (const auto& o : bf) EXPECT_NE(o.dtype, "f16");
 }
 
+// DeepLearningExamples' DLRM: the joint table's gradient is the looked-up
+// rows' values, never a table-sized tensor, and it trains with SGD only.
+TEST(ZooLoader, DleDlrmHasSparseTableGradients) {
+  const ModelGraph g = ModelGraph::load(kZoo / "dlrm_dle.json");
+  const Shape s{65536, 0};
+  const std::uint64_t table = 32709138ull * 128 * 4;
+  bool found = false;
+  for (const auto& pg : g.param_grads(s)) {
+    if (pg.param_bytes != table) continue;
+    found = true;
+    EXPECT_EQ(pg.grad_bytes, 65536ull * 26 * 128 * 4);
+  }
+  EXPECT_TRUE(found);
+  for (const auto& t : g.tensors(s, Precision::FP32, Optimizer::SGD))
+    if (t.role != Role::Param) EXPECT_LT(t.bytes, table / 8);
+  try {
+    (void)g.ops(s, Precision::FP32, Optimizer::Adam);
+    FAIL() << "dlrm_dle has no adam trace";
+  } catch (const gpemu::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("--optimizer sgd"), std::string::npos) << e.what();
+  }
+}
+
 TEST(ZooLoader, PureHalfOfAModelWithoutAHalfTraceNamesTheAlternative) {
   const ModelGraph g = ModelGraph::load(kZoo / "resnet18.json");
   try {

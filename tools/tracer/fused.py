@@ -58,23 +58,24 @@ def _bdaln_backward_meta(grad, pre, mask, mean, rstd, weight, p):
     return (torch.empty_like(pre), torch.empty_like(pre), torch.empty_like(weight), torch.empty_like(weight))
 
 
-def _below_autograd(name):
-    """The autograd kernel: none of these operators is differentiated by
-    autograd (the Functions below give their backward), so it only passes the
-    call on to the kernels below, where the recorder sees it."""
-    op = getattr(torch.ops.gpemu, name)
+def register(lib, namespace, kernels):
+    """Registers each (name, meta kernel) of `kernels` in `lib` (namespace
+    `namespace`): the meta kernel, and an autograd kernel that only passes the
+    call on to the kernels below, where the recorder sees it (none of these
+    operators is differentiated by autograd: their Functions give the backward)."""
+    for name, meta in kernels:
+        op = getattr(getattr(torch.ops, namespace), name)
 
-    def kernel(*args):
-        guard = torch._C._AutoDispatchBelowAutograd()  # noqa: F841 (an RAII guard, alive for the call)
-        return op(*args)
-    return kernel
+        def below_autograd(*args, op=op):
+            guard = torch._C._AutoDispatchBelowAutograd()  # noqa: F841 (an RAII guard, alive for the call)
+            return op(*args)
+        lib.impl(name, meta, "Meta")
+        lib.impl(name, below_autograd, "AutogradMeta")
 
 
-for _name, _meta in (("bias_gelu", _bias_gelu_meta), ("bias_gelu_backward", _bias_gelu_backward_meta),
-                     ("bias_dropout_add_layer_norm", _bdaln_meta),
-                     ("bias_dropout_add_layer_norm_backward", _bdaln_backward_meta)):
-    _LIB.impl(_name, _meta, "Meta")
-    _LIB.impl(_name, _below_autograd(_name), "AutogradMeta")
+register(_LIB, "gpemu", (("bias_gelu", _bias_gelu_meta), ("bias_gelu_backward", _bias_gelu_backward_meta),
+                         ("bias_dropout_add_layer_norm", _bdaln_meta),
+                         ("bias_dropout_add_layer_norm_backward", _bdaln_backward_meta)))
 
 
 def _bias_grad(g):

@@ -25,9 +25,10 @@ def _write(spec, path, precisions, optimizers):
     os.replace(tmp, path)
     m = doc["model"]
     B, S = m["ref"]["B"], m["ref"].get("S")
-    pk = live_peak(doc, "fp32", "adam", B, S) if "fp32" in doc["variants"] else 0
+    opt = "adam" if "adam" in optimizers else optimizers[0]
+    pk = live_peak(doc, "fp32", opt, B, S) if "fp32" in doc["variants"] else 0
     print(f"{spec.name:22s} params {m['params']:>14,d}  fwd {m['fwd_flops_per_sample'] / 1e9:10.3f}"
-          f" GFLOP/sample  live-peak(fp32,adam,B={B}) {pk / 2**30:8.2f} GiB  "
+          f" GFLOP/sample  live-peak(fp32,{opt},B={B}) {pk / 2**30:8.2f} GiB  "
           f"{len(text) / 1024:8.1f} KiB  {time.time() - t0:6.1f}s", flush=True)
     return doc
 
@@ -44,7 +45,8 @@ def main(argv=None):
                     help="variants to trace (default: the model's own list: fp32 and amp, "
                          "plus half (pure FP16, apex O2-like) for transformers)")
     ap.add_argument("--optimizer", action="append", choices=["sgd", "adam"],
-                    help="optimizer sections (default: both)")
+                    help="optimizer sections (default: the model's own list, ModelSpec.optimizers: "
+                         "sgd and adam; sgd alone for dlrm_dle)")
     args = ap.parse_args(argv)
     if args.list:
         for name, s in models.REGISTRY.items():
@@ -56,14 +58,14 @@ def main(argv=None):
     if args.out and len(names) != 1:
         ap.error("--out needs exactly one --model")
     precisions = tuple(args.precision) if args.precision else None
-    optimizers = tuple(args.optimizer or ("sgd", "adam"))
+    optimizers = tuple(args.optimizer) if args.optimizer else None
     failed = []
     for name in names:
         spec = models.get(name)
         path = args.out or os.path.join(args.out_dir, name + ".json")
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
         try:
-            _write(spec, path, precisions or spec.precisions, optimizers)
+            _write(spec, path, precisions or spec.precisions, optimizers or spec.optimizers)
         except Exception as e:  # keep going with --all, report at the end
             if len(names) == 1:
                 raise

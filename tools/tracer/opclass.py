@@ -33,9 +33,11 @@ NORM = {"native_batch_norm", "native_batch_norm_backward", "cudnn_batch_norm",
         "native_group_norm", "native_group_norm_backward", "_native_batch_norm_legit",
         "batch_norm_elemt", "batch_norm_stats", "batch_norm_backward_reduce",
         "batch_norm_backward_elemt", "batch_norm_gather_stats_with_counts"}
-# The tracer's own fused kernels (fused.py; never seen by the live torch backend)
+# The tracer's own kernels (fused.py, recsys.py; never seen by the live torch backend)
 FUSED = {"bias_dropout_add_layer_norm": "norm", "bias_dropout_add_layer_norm_backward": "norm",
-         "bias_gelu": "elementwise", "bias_gelu_backward": "elementwise"}
+         "bias_gelu": "elementwise", "bias_gelu_backward": "elementwise",
+         "embedding_gather": "embedding", "embedding_gather_backward": "embedding",
+         "sparse_sgd_": "embedding", "dot_interaction": "matmul", "dot_interaction_backward": "matmul"}
 POOL = {"max_pool2d_with_indices", "max_pool2d_with_indices_backward",
         "max_pool3d_with_indices", "max_pool3d_with_indices_backward", "max_pool2d",
         "avg_pool2d", "avg_pool2d_backward", "avg_pool3d", "avg_pool3d_backward",
@@ -86,6 +88,8 @@ ELEMENTWISE_FLOPS = {
     "_amp_foreach_non_finite_check_and_unscale_": 2,
     # fused.py: the bias add and the activation (or its derivative and the product)
     "bias_gelu": 2, "bias_gelu_backward": 3,
+    # recsys.py: weight -= lr * value per updated element
+    "sparse_sgd_": 2,
 }
 # no flops at all (pure data movement / rng / fills)
 ZERO_FLOP_ELEMENTWISE = {"bernoulli_", "bernoulli", "normal_", "uniform_", "random_",
@@ -198,6 +202,13 @@ def flops(name, cls, args, kwargs, outs, torch):
         return 2 * m * n + m
     if name in ("dot", "vdot"):
         return 2 * a[0].numel()
+    if name in ("dot_interaction", "dot_interaction_backward"):
+        # recsys.py: the F x F dot products of F = tables + 1 vectors of width D
+        # per sample (the kernel runs the full batched GEMM); backward one such
+        # product for the gradient of the features
+        dense, emb = (a[0], a[1]) if name == "dot_interaction" else (a[1], a[2])
+        f = emb.shape[1] + 1
+        return 2 * dense.shape[0] * f * f * dense.shape[1]
     if name == "addr":
         return 2 * a[1].numel() * a[2].numel()
     if cls == "norm":
@@ -232,6 +243,8 @@ def flops(name, cls, args, kwargs, outs, torch):
         if name in ("binary_cross_entropy", "binary_cross_entropy_with_logits", "mse_loss"):
             per = 3
         return per * x.numel()
+    if name == "sparse_sgd_":
+        return 2 * a[2].numel()
     if cls == "embedding":
         # gathers move data only; accumulating scatters add every incoming element once
         if name in ("embedding_dense_backward", "_embedding_bag_dense_backward",

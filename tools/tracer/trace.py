@@ -16,6 +16,11 @@ gradients into FP32 master gradients, unscales them, updates the masters and
 copies them back into the FP16 parameters (FP32 parameters are their own
 masters).
 
+A parameter carrying a `_gpemu_sparse` holder (recsys.SparseGrad: an embedding
+table trained with sparse gradients) gets no dense gradient: its gradient is
+the holder's (rows, values), and each optimizer section updates only those
+rows (recsys.sparse_sgd; SGD only, as torch's sparse gradients allow).
+
 Optimizer state (SGD momentum buffers, Adam exp_avg/exp_avg_sq) already exists,
 as it does from the second iteration on. Everything runs on meta tensors.
 """
@@ -23,6 +28,7 @@ import torch
 
 from .core import Recorder, PARAM, BUFFER, INPUT, STATE, GRAD
 from .cudasem import CudaSemantics
+from . import recsys
 
 END = -1  # free index: alive until the end of the iteration (or persistent)
 
@@ -33,11 +39,12 @@ PRECISIONS = ("fp32", "amp")
 ALL_PRECISIONS = ("fp32", "amp", "half")
 
 
-def make_optimizer(kind, params):
+def make_optimizer(kind, params, momentum=0.9):
     if kind == "sgd":
-        opt = torch.optim.SGD(params, lr=0.1, momentum=0.9, foreach=False)
-        for p in params:
-            opt.state[p]["momentum_buffer"] = torch.zeros_like(p)
+        opt = torch.optim.SGD(params, lr=0.1, momentum=momentum, foreach=False)
+        if momentum:
+            for p in params:
+                opt.state[p]["momentum_buffer"] = torch.zeros_like(p)
         return opt
     if kind == "adam":
         opt = torch.optim.Adam(params, lr=1e-3, foreach=False)
@@ -111,7 +118,12 @@ def trace_once(spec, B, S=None, precision="fp32", optimizers=OPTIMIZERS):
         for p, m in zip(params, masters):
             if m is not p:
                 rec.register(m, STATE)
-    opts = {k: make_optimizer(k, masters) for k in optimizers}
+    sparse = [p for p in params if hasattr(p, "_gpemu_sparse")]
+    if sparse and (half or any(k != "sgd" for k in optimizers)):
+        raise ValueError(f"{spec.name}: tables with sparse gradients are traced with SGD in fp32/amp only")
+    dense_masters = [m for p, m in zip(params, masters) if not hasattr(p, "_gpemu_sparse")]
+    momentum = getattr(spec, "sgd_momentum", 0.9)
+    opts = {k: make_optimizer(k, dense_masters, momentum) for k in optimizers}
 
     amp = precision in ("amp", "half")
     if amp:
@@ -137,9 +149,10 @@ def trace_once(spec, B, S=None, precision="fp32", optimizers=OPTIMIZERS):
     main_tensor_count = len(rec.tensors)
     grad_ids = []
     for p in params:
-        if p.grad is None:
+        g = p._gpemu_sparse.values if hasattr(p, "_gpemu_sparse") else p.grad
+        if g is None:
             raise RuntimeError(f"{spec.name}: a parameter got no gradient")
-        tid = rec.tid_of(p.grad)
+        tid = rec.tid_of(g)
         rec.tensors[tid].role = GRAD
         grad_ids.append(tid)
     # everything still alive survives to the end of the iteration
@@ -163,7 +176,8 @@ def trace_once(spec, B, S=None, precision="fp32", optimizers=OPTIMIZERS):
             rec.register(st, STATE)
         with rec:
             rec.phase = "optimizer"
-            grads = [p.grad for p in params]
+            grads = [p.grad for p in params if not hasattr(p, "_gpemu_sparse")]
+            grads += [p._gpemu_sparse.values for p in sparse]  # GradScaler unscales their values too
             if half:
                 # apex's model_grads_to_master_grads: FP16 grads -> FP32 master grads
                 grads = [g.float() for g in grads]
@@ -175,6 +189,8 @@ def trace_once(spec, B, S=None, precision="fp32", optimizers=OPTIMIZERS):
                 torch._amp_foreach_non_finite_check_and_unscale_(grads, found_inf, inv_scale)
                 # (GradScaler reads found_inf back to the host here: a D2H sync)
             opt.step()
+            for p in sparse:
+                recsys.sparse_sgd(p, p._gpemu_sparse, 0.1)
             if amp:
                 torch._amp_update_scale_(scale, growth_tracker, found_inf, 2.0, 0.5, 2000)
                 del inv_scale, found_inf
@@ -218,6 +234,8 @@ def trace_once(spec, B, S=None, precision="fp32", optimizers=OPTIMIZERS):
                 free = END
             tens.append((nbytes, alloc, free, role, dt))
         sections[kind] = {"ops": ops, "tensors": tens}
+    for p in sparse:
+        p._gpemu_sparse.clear()
     rec.close()
     n_params = sum(p.numel() for p in params)
     return {"main": main, "sections": sections, "params": n_params,

@@ -1,11 +1,19 @@
-"""DLRM-style recommender (embedding tables + bottom/top MLPs + dot interaction),
-written with plain torch.nn after the DLRM paper (Naumov et al., 2019), with
-the MLPerf Training DLRM (Criteo Terabyte) configuration."""
+"""DLRM-style recommenders (embedding tables + bottom/top MLPs + dot interaction),
+written with plain torch.nn after the DLRM paper (Naumov et al., 2019):
+
+* dlrm_mlperf: the MLPerf Training DLRM (Criteo Terabyte) configuration, one
+  nn.Embedding per table, dense gradients;
+* dlrm_dle: DLRM as NVIDIA DeepLearningExamples trains it on one GPU (Criteo
+  1TB with frequency threshold 15, its "small" ~15 GB model): one joint table
+  gathered by one fused kernel, sparse embedding gradients and a sparse SGD
+  update of the looked-up rows, the dot interaction as one kernel, plain SGD
+  without momentum (tools/tracer/recsys.py)."""
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 from .spec import ModelSpec
+from .. import recsys
 
 META = "meta"
 
@@ -55,6 +63,38 @@ class DLRM(nn.Module):
         return self.top(r).squeeze(1)
 
 
+# Criteo 1TB categorical cardinalities after DeepLearningExamples' preprocessing
+# with frequency threshold 15 (its "small" model; 32,709,138 rows, 15.6 GiB of
+# FP32 rows at dimension 128, the README's ~15 GB).
+DLE_TABLES = [7912889, 33823, 17139, 7339, 20046, 4, 7105, 1382, 63, 5554114, 582469, 245828, 11,
+              2209, 10667, 104, 4, 968, 15, 8165896, 2675940, 7156453, 302516, 12022, 97, 35]
+DLE_DLRM = {
+    "dense_features": 13, "embedding_dim": 128, "tables": DLE_TABLES,
+    "bottom_mlp": [512, 256, 128], "top_mlp": [1024, 1024, 512, 256, 1],
+    "interaction": "dot (one kernel), no self-interaction, padded to a multiple of 8",
+    "embeddings": "one joint table, fused gather, sparse gradients, sparse SGD",
+}
+
+
+class DLEDLRM(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        d = c["embedding_dim"]
+        self.bottom = _mlp([c["dense_features"]] + c["bottom_mlp"], last_act=True)
+        self.weight = nn.Parameter(torch.empty(sum(c["tables"]), d, device=META))
+        self.weight._gpemu_sparse = recsys.SparseGrad()
+        self.register_buffer("offsets", torch.empty(len(c["tables"]), dtype=torch.long, device=META))
+        width = recsys.interaction_width(d, len(c["tables"]) + 1)
+        self.top = _mlp([width] + c["top_mlp"], last_act=False)
+
+    def forward(self, dense, sparse):
+        x = self.bottom(dense)
+        emb = recsys.embedding_gather(self.weight, self.offsets, sparse, self.weight._gpemu_sparse)
+        if emb.dtype != x.dtype:  # AMP: the features meet the bottom MLP's half output
+            emb = emb.to(x.dtype)
+        return self.top(recsys.dot_interaction(x, emb)).squeeze(1)
+
+
 def _inputs(B, S=None):
     dense = torch.empty(B, 13, device=META)
     sparse = torch.empty(B, len(MLPERF_TABLES), dtype=torch.long, device=META)
@@ -75,6 +115,28 @@ def dlrm_specs():
         default_batch=2048, config=dict(MLPERF_DLRM),
         notes="MLPerf DLRM sizes (Criteo Terabyte, 40M max rows, ~24B parameters). One "
               "lookup per table (nn.Embedding; Criteo is one-hot). Embedding gradients are "
-              "DENSE (sparse gradients cannot run on meta tensors): the reference trains "
-              "with sparse SGD updates, so grads/optimizer state of the tables are "
-              "overstated here. BCE-with-logits loss (sigmoid folded into the loss).")]
+              "DENSE: the reference trains with sparse SGD updates, so grads/optimizer state "
+              "of the tables are overstated here (dlrm_dle traces sparse gradients). BCE-with-logits loss (sigmoid folded into the loss)."),
+        _dle_spec()]
+
+
+def _dle_inputs(B, S=None):
+    dense = torch.empty(B, 13, device=META)
+    sparse = torch.empty(B, len(DLE_TABLES), dtype=torch.long, device=META)
+    click = torch.empty(B, device=META)
+    return (dense, sparse), click
+
+
+def _dle_spec():
+    spec = ModelSpec(
+        name="dlrm_dle", family="recommender", build=lambda: DLEDLRM(DLE_DLRM),
+        inputs=_dle_inputs, loss=_loss,
+        input_desc="13 dense features (fp32) + 26 categorical ids (int64, one per table); click label",
+        default_batch=65536, config=dict(DLE_DLRM),
+        notes="DeepLearningExamples' single-GPU DLRM on Criteo 1TB FL=15 (~15.6 GiB of tables): one "
+              "joint table, fused gather, SPARSE gradients (B x 26 rows and values) and a sparse SGD "
+              "update of those rows, dot-interaction kernel, plain SGD without momentum; traced "
+              "with the SGD section only (fp32 and amp)")
+    spec.optimizers = ("sgd",)
+    spec.sgd_momentum = 0.0
+    return spec

@@ -10,7 +10,8 @@ class ModelSpec:
     input_desc: human-readable per-sample input. default_batch: batch size used
     for the header's reference shape. cache: build once and reuse the module.
     precisions: the traced variants; pure half ("half", apex O2-like) is traced
-    for transformers, the models benchmarks train that way.
+    for transformers, the models benchmarks train that way. optimizers: the
+    traced optimizer sections; sgd_momentum: SGD's momentum (0: no buffers).
     """
 
     def __init__(self, name, family, build, inputs, loss, input_desc, default_batch,
@@ -28,6 +29,8 @@ class ModelSpec:
         self.cache = cache
         self.fit_seqs = fit_seqs
         self._model = None
+        self.optimizers = ("sgd", "adam")
+        self.sgd_momentum = 0.9
         self.precisions = tuple(precisions) if precisions else (
             ("fp32", "amp", "half") if family == "transformer" else ("fp32", "amp"))
 

@@ -301,6 +301,57 @@ class FusedChains(unittest.TestCase):
         self.assertEqual(mm(ek) - mm(fk), self.B * self.S * (2 * self.h + self.inter) * 1)
 
 
+class SparseEmbeddings(unittest.TestCase):
+    """A small DeepLearningExamples-style DLRM (tools/tracer/recsys.py): three
+    tables of 1000 + 50 + 2000 rows of width 8 in one joint table, batch 4."""
+
+    @classmethod
+    def setUpClass(cls):
+        from tools.tracer.models import dlrm
+        cfg = dict(dlrm.DLE_DLRM, embedding_dim=8, tables=[1000, 50, 2000], bottom_mlp=[16, 8],
+                   top_mlp=[16, 1])
+        spec = spec_of(lambda: dlrm.DLEDLRM(cfg),
+                       lambda B, S: ((torch.empty(B, 13, device=META),
+                                      torch.empty(B, 3, dtype=torch.long, device=META)),
+                                     torch.empty(B, device=META)), dlrm._loss)
+        spec.sgd_momentum = 0.0
+        cls.B, cls.T, cls.D, cls.rows = 4, 3, 8, 3050
+        cls.raw = trace_once(spec, cls.B, optimizers=("sgd",))
+        cls.tens = cls.raw["main"]["tensors"]
+
+    def test_the_table_gets_a_sparse_gradient_not_a_table_sized_one(self):
+        table = [self.tens[p] for p, _ in self.raw["main"]["param_grad"] if self.tens[p][0] == self.rows * 8 * 4]
+        self.assertEqual(len(table), 1)
+        (p, g), = [(p, g) for p, g in self.raw["main"]["param_grad"] if self.tens[p][0] == self.rows * 8 * 4]
+        self.assertEqual(self.tens[g][0], self.B * self.T * self.D * 4)  # values of the looked-up rows
+        self.assertEqual(self.tens[g][3], "grad")
+        self.assertFalse(any(t[0] >= self.rows * 8 * 4 for t in self.tens if t[3] in ("grad", "act", "state")))
+
+    def test_gather_and_update_touch_only_the_looked_up_rows(self):
+        n = self.B * self.T
+        (i, gather), = ops_named(self.raw, "embedding_gather")
+        self.assertEqual(gather[1], "embedding")
+        self.assertEqual(gather[4], n * self.D * 4 + n * 8 + self.T * 8)  # rows, ids, offsets
+        self.assertEqual(gather[5], n * self.D * 4)
+        (i, upd), = ops_named(self.raw, "sparse_sgd_", part="sgd")
+        self.assertEqual(upd[4], n * self.D * 4 + n * 8 + n * self.D * 4)  # rows read, row ids, values
+        self.assertEqual(upd[5], n * self.D * 4)
+        self.assertEqual(upd[3], 2 * n * self.D)
+
+    def test_interaction_is_one_kernel_each_way(self):
+        (i, fwd), = ops_named(self.raw, "dot_interaction")
+        (j, bwd), = ops_named(self.raw, "dot_interaction_backward")
+        f = self.T + 1
+        self.assertEqual(fwd[1], "matmul")
+        self.assertEqual(fwd[3], 2 * self.B * f * f * self.D)
+        self.assertEqual(self.tens[fwd[8][0]][0], self.B * 16 * 4)  # 8 + 6 pairs, padded to 16
+        self.assertGreater(j, i)
+
+    def test_plain_sgd_has_no_momentum_state(self):
+        self.assertEqual(ops_named(self.raw, "mul_", part="sgd"), [])
+        self.assertFalse(any(t[3] == "state" for t in self.raw["sections"]["sgd"]["tensors"]))
+
+
 class PolynomialFit(unittest.TestCase):
     def test_cnn_batch_polynomial_matches_direct_trace(self):
         def build():
@@ -400,7 +451,7 @@ class ModelZoo(unittest.TestCase):
                                        "bert_base_squad", "bert_large_squad",
                                        "vit_b_16", "llama2_7b", "dlrm_mlperf", "unet3d",
                                        "bert_base_pretraining_fused", "bert_large_pretraining_fused",
-                                       "bert_base_squad_fused", "bert_large_squad_fused"]:
+                                       "bert_base_squad_fused", "bert_large_squad_fused", "dlrm_dle"]:
             self.assertIn(n, models.REGISTRY)
 
 
