@@ -29,6 +29,10 @@ namespace gpemu {
 struct CrossvalBenchOptions {
   // GPEmu or gpemu profiles; empty: <data dir>/../shared/reference/gpemu-profiles.
   std::string profiles;
+  // The published step times (docs/validation.md); empty:
+  // <data dir>/../shared/reference/published/gpu_training_step_times.csv,
+  // skipped with a note when that file is absent.
+  std::string step_times;
   int model_folds = 5;
   int rounds = 3;  // calibration rounds (family factors <-> model corrections)
   double robust_scale =
@@ -41,6 +45,11 @@ struct CrossvalBenchOptions {
     o.memory = false;
     return o;
   }
+  // The inputs of `given` (its files), kept when --quick replaces the rest.
+  void keep_inputs(const CrossvalBenchOptions& given) {
+    profiles = given.profiles;
+    step_times = given.step_times;
+  }
 };
 
 // Returns {"benchmark": "crossval", "profiles", "rows", "seconds",
@@ -50,6 +59,10 @@ struct CrossvalBenchOptions {
 //   "models_left_out": {"overall": E, "folds": [{"models": [...], "errors": E,
 //                       "per_gpu": {...}}]},
 //   "memory": {"peak_memory": stats, "oom_agreement_pct", "oom_exact_pct"},
+//   "step_times": {"file", "rows", "gpu_left_out": {gpu: {"family", "rows",
+//                  "median_ape_pct", "median_ape_in_sample_pct", "within", "left_out"}},
+//                  "gpu_left_out_median_ape_pct", "source_left_out": {source: {"rows",
+//                  "median_ape_pct", "within"}}} (or {"skipped": why}),
 //   "targets": {...}, "met": {...}}
 // with E = {"forward", "backward", "iteration"} median APE %. Throws
 // InputError when the profile folder is missing.

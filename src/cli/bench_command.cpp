@@ -32,7 +32,11 @@ void add_bench(CLI::App& parent, const char* name, const char* what, Run run, Pr
   cmd->callback([a, run, print] {
     Options o = a->options;
     if constexpr (requires { Options::quick(); })
-      if (a->quick) o = Options::quick();
+      if (a->quick) {
+        o = Options::quick();
+        // What the flags name (input files) survives --quick.
+        if constexpr (requires { o.keep_inputs(a->options); }) o.keep_inputs(a->options);
+      }
     const nlohmann::json result = run(o);
     if (a->json)
       std::cout << result.dump(2) << '\n';
@@ -92,10 +96,14 @@ void add_bench_command(CLI::App& app) {
         c.add_option("--steps", o.steps, "Measured steps")->capture_default_str();
       });
   add_bench<CrossvalBenchOptions>(
-      *cmd, "crossval", "Analytical cost model: leave-one-GPU-out and leave-models-out errors on measured profiles",
+      *cmd, "crossval",
+      "Analytical cost model: leave-one-GPU-out and leave-models-out errors on measured profiles and published step "
+      "times",
       [](const CrossvalBenchOptions& o) { return run_crossval_bench(o); }, print_crossval_bench,
       [](CLI::App& c, CrossvalBenchOptions& o) {
         c.add_option("--profiles", o.profiles, "Measured profiles (default: ../shared/reference/gpemu-profiles)");
+        c.add_option("--step-times", o.step_times,
+                     "Published step times (default: ../shared/reference/published/gpu_training_step_times.csv)");
         c.add_option("--folds", o.model_folds, "Folds over the models")->capture_default_str();
         c.add_option("--robust-scale", o.robust_scale,
                      "Pseudo-Huber scale of the calibration's log errors (0: least squares)")

@@ -2,6 +2,7 @@
 // (include/gpemu/step_times.h): predictions per row, error tables.
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
 #include <fmt/format.h>
 
@@ -21,6 +22,32 @@ AnalyticalOptions nearest_options(AnalyticalOptions o) {
   v.attention = AttentionKernel::Eager;
   v.micro_steps = std::max(v.micro_steps, 1);
   return to_analytical_options(v, o);
+}
+
+// Per group (group_of), its rows with a stated error and how many fall within
+// the error that the rows outside the group alone would state for them: the
+// program evidence rebuilt without the group, the profiles' figure kept.
+std::map<std::string, StepTimeReport::Coverage> coverage_leaving_out(
+    const std::vector<StepTimePoint>& points, const std::function<std::string(const StepTimePoint&)>& group_of) {
+  std::map<std::string, StepTimeReport::Coverage> out;
+  for (const StepTimePoint& p : points) {
+    if (!p.expected) continue;
+    const std::string group = group_of(p);
+    std::map<std::string, std::vector<double>> ape;
+    for (const StepTimePoint& q : points)
+      if (group_of(q) != group) ape[q.kind].push_back(q.ape_pct());
+    Calibration without;  // program evidence only, from the other groups' rows
+    for (const auto& [k, v] : ape)
+      without.program_errors[k] =
+          ProgramEvidence{static_cast<int>(v.size()), covering_quantile(v, kEvidenceQuantile), 0};
+    double stated = p.expected_profiles ? p.expected_profiles->pct.iteration : 0;
+    if (auto e = without.expected_error(find_gpu(p.program.gpu_id), p.program.zoo_model, p.family, p.precision_kind))
+      stated = std::max(stated, e->pct.iteration);
+    StepTimeReport::Coverage& c = out[group];
+    ++c.rows;
+    if (p.ape_pct() <= stated) ++c.covered;
+  }
+  return out;
 }
 
 ErrorStats stats_of(const std::vector<const StepTimePoint*>& pts) {
@@ -90,26 +117,11 @@ StepTimeReport validate_step_times(const std::vector<StepTimeRow>& rows, std::sh
     const double ratio = p.predicted_ms / p.measured_ms;
     if (ratio > 2 || ratio < 0.5) ++r.beyond_2x;
   }
-  // Leave one row out: the error stated for a row from the other rows alone.
-  std::map<std::string, std::vector<const StepTimePoint*>> kinds;
-  for (const StepTimePoint& p : r.points) kinds[p.kind].push_back(&p);
-  for (const StepTimePoint& p : r.points) {
-    if (!p.expected) continue;
-    std::map<std::string, ProgramEvidence> others;
-    for (const auto& [k, pts] : kinds) {
-      std::vector<double> ape;
-      for (const StepTimePoint* q : pts)
-        if (q != &p) ape.push_back(q->ape_pct());
-      if (!ape.empty())
-        others[k] = ProgramEvidence{static_cast<int>(ape.size()), covering_quantile(ape, kEvidenceQuantile), 0};
-    }
-    Calibration without;  // program evidence only, from the other rows
-    without.program_errors = std::move(others);
-    double stated = p.expected_profiles ? p.expected_profiles->pct.iteration : 0;
-    if (auto e = without.expected_error(find_gpu(p.program.gpu_id), p.program.zoo_model, p.family, p.precision_kind))
-      stated = std::max(stated, e->pct.iteration);
-    if (p.ape_pct() <= stated) ++r.covered_leave_one_out;
-  }
+  for (const auto& [row, c] :
+       coverage_leaving_out(r.points, [](const StepTimePoint& p) { return std::to_string(p.row.line); }))
+    r.covered_leave_one_out += c.covered;
+  r.gpu_left_out = coverage_leaving_out(r.points, [](const StepTimePoint& p) { return p.row.gpu; });
+  r.source_left_out = coverage_leaving_out(r.points, [](const StepTimePoint& p) { return p.row.source_repo(); });
   r.overall = stats_of(all);
   auto fill = [](const auto& from, std::map<std::string, ErrorStats>& to) {
     for (const auto& [k, v] : from) to[k] = stats_of(v);
@@ -154,9 +166,16 @@ nlohmann::json step_time_json(const StepTimeReport& r) {
   j["per_source"] = map_json(r.per_source);
   j["per_fit"] = map_json(r.per_fit);
   j["beyond_2x"] = r.beyond_2x;
+  auto coverage_json = [](const std::map<std::string, StepTimeReport::Coverage>& m) {
+    nlohmann::json o = nlohmann::json::object();
+    for (const auto& [k, c] : m) o[k] = {{"rows", c.rows}, {"within", c.covered}};
+    return o;
+  };
   j["within_expected_error"] = {{"rows", r.covered},
                                 {"of", r.with_expected},
-                                {"rows_leave_one_out", r.covered_leave_one_out}};
+                                {"rows_leave_one_out", r.covered_leave_one_out},
+                                {"gpu_left_out", coverage_json(r.gpu_left_out)},
+                                {"source_left_out", coverage_json(r.source_left_out)}};
   nlohmann::json rows = nlohmann::json::array();
   for (const StepTimePoint& p : r.points) {
     nlohmann::json x = {{"line", p.row.line},
@@ -210,8 +229,21 @@ void print_step_times(const StepTimeReport& r, std::ostream& out) {
   table("per source", r.per_source);
   table("per program fit", r.per_fit);
   out << fmt::format(
-      "rows beyond 2x: {} of {}; within their stated expected error: {} of {} (leave one row out: {} of {})\n\n",
+      "rows beyond 2x: {} of {}; within their stated expected error: {} of {} (leave one row out: {} of {})\n",
       r.beyond_2x, r.points.size(), r.covered, r.with_expected, r.covered_leave_one_out, r.with_expected);
+  auto left_out = [&out](std::string_view what, const std::map<std::string, StepTimeReport::Coverage>& m) {
+    int rows = 0, covered = 0;
+    std::string each;
+    for (const auto& [k, c] : m) {
+      rows += c.rows;
+      covered += c.covered;
+      each += fmt::format("{}{} {}/{}", each.empty() ? "" : ", ", k, c.covered, c.rows);
+    }
+    out << fmt::format("within the error stated from the other {}' rows: {} of {} ({})\n", what, covered, rows, each);
+  };
+  left_out("GPUs", r.gpu_left_out);
+  left_out("sources", r.source_left_out);
+  out << '\n';
   std::vector<const StepTimePoint*> worst;
   for (const StepTimePoint& p : r.points) worst.push_back(&p);
   std::sort(worst.begin(), worst.end(),

@@ -111,6 +111,13 @@ struct StepTimeReport {
   // were not among the published step times (leave one row out): the
   // stated error's coverage on rows it has not seen.
   int covered_leave_one_out = 0;
+  // The same with a whole GPU's rows, or a whole source's, left out of the
+  // evidence: per GPU / source repository, its rows with a stated error and
+  // how many fall within the error stated from the other GPUs' (sources') rows.
+  struct Coverage {
+    int rows = 0, covered = 0;
+  };
+  std::map<std::string, Coverage> gpu_left_out, source_left_out;
   int beyond_2x = 0;  // rows predicted > 2x or < 0.5x the measurement
 };
 

@@ -233,6 +233,10 @@ TEST(CliBench, CrossvalIsRegistered) {
   const Output r = gpemu("bench crossval --help");
   EXPECT_EQ(r.status, 0);
   EXPECT_NE(r.out.find("--profiles"), std::string::npos);
+  EXPECT_NE(r.out.find("--step-times"), std::string::npos);
+  const Output missing = gpemu("bench crossval --quick --step-times /nonexistent/st.csv");
+  EXPECT_NE(missing.status, 0);
+  EXPECT_NE(missing.err.find("/nonexistent/st.csv"), std::string::npos) << missing.err;
 }
 
 }  // namespace

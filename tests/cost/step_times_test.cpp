@@ -412,6 +412,49 @@ TEST(StepTimes, TheStatedErrorCoversFourFifthsOfThePublishedRows) {
     EXPECT_EQ(cal->program_errors.at(kind).rows, e.rows) << kind;
     EXPECT_NEAR(cal->program_errors.at(kind).p80_pct, e.p80_pct, 1e-6) << kind;
   }
+  // Every published row is a program gpemu expresses (issue 9), and the rows
+  // left out a GPU or a source at a time partition the rows.
+  EXPECT_TRUE(r.not_compared.empty());
+  for (const auto* left_out : {&r.gpu_left_out, &r.source_left_out}) {
+    int rows = 0;
+    for (const auto& [group, c] : *left_out) {
+      rows += c.rows;
+      EXPECT_LE(c.covered, c.rows) << group;
+    }
+    EXPECT_EQ(rows, r.with_expected);
+  }
+  EXPECT_EQ(r.gpu_left_out.size(), r.per_gpu.size());
+  EXPECT_EQ(r.source_left_out.size(), r.per_source.size());
+}
+
+// Leaving a group out takes its rows out of the evidence a row's error is
+// stated from: a kind seen only in one GPU's rows falls back to the widest
+// kind's error for them, so a row far outside its own kind's error can be
+// covered then, and a row inside it can drop out.
+TEST(StepTimes, LeavingAGpuOutStatesTheErrorFromTheOtherGpusRows) {
+  TempDir d;
+  // Three resnet50 FP32 rows on a V100 (one kind, cnn x fp32), and a TF32
+  // A100 row of another kind.
+  const std::string rows =
+      "V100-SXM2-16GB,resnet50,fp32,128,,classification,sgd,fp32,fp32,none,nchw,n/a,none,n/a,no,yes,1,inferred,"
+      "346.88,x,a/b@c:d,n\r\n"
+      "V100-SXM2-16GB,resnet50,fp32,64,,classification,sgd,fp32,fp32,none,nchw,n/a,none,n/a,no,yes,1,inferred,"
+      "180,x,a/b@c:d,n\r\n"
+      "V100-SXM2-16GB,resnet50,fp32,32,,classification,sgd,fp32,fp32,none,nchw,n/a,none,n/a,no,yes,1,inferred,"
+      "95,x,e/f@c:d,n\r\n"
+      "A100-SXM4-80GB,resnet50,tf32,256,,classification,sgd,tf32,tf32,none,nchw,n/a,none,n/a,no,yes,1,inferred,"
+      "272.9,x,e/f@c:d,n\r\n";
+  const auto read = read_step_times(d.write("t.csv", kHeader + rows));
+  const StepTimeReport r = validate_step_times(read, load_default_calibration());
+  ASSERT_EQ(r.points.size(), 4u);
+  ASSERT_EQ(r.gpu_left_out.size(), 2u);
+  EXPECT_EQ(r.gpu_left_out.at("V100-SXM2-16GB").rows, 3);
+  EXPECT_EQ(r.gpu_left_out.at("A100-SXM4-80GB").rows, 1);
+  EXPECT_EQ(r.source_left_out.at("a/b").rows, 2);
+  EXPECT_EQ(r.source_left_out.at("e/f").rows, 2);
+  const auto j = step_time_json(r);
+  EXPECT_EQ(j["within_expected_error"]["gpu_left_out"]["V100-SXM2-16GB"]["rows"], 3);
+  EXPECT_TRUE(j["within_expected_error"]["source_left_out"].contains("e/f"));
 }
 
 }  // namespace
