@@ -120,6 +120,12 @@ class Calibration {
   ModelCorrection correction(std::string_view model) const;
   bool has_correction(std::string_view model) const;
   bool is_calibrated(std::string_view family) const;
+  // Whether `gpu`'s die was measured: a calibrated GPU of its family has the
+  // same chip (or is that GPU). A10 (GA102) is not, its family's A100 (GA100)
+  // is; without calibrated_gpus (older files) the family decides.
+  bool measured_die(const GpuSpec& gpu) const;
+  // The dies of a family's calibrated GPUs, for people ("GA100").
+  std::string calibrated_chips(const std::string& family) const;
   std::string origin_of(std::string_view family) const;
   // Where a GPU's factors come from (its own trend entry, else its family's).
   std::string origin_of(const GpuSpec& gpu) const;

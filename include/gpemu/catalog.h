@@ -25,11 +25,15 @@ std::string_view to_string(Precision p);
 Precision parse_precision(std::string_view s);
 
 struct GpuSpec {
-  std::string id;                  // canonical id, e.g. "V100-PCIE-32GB"
-  std::string name;                // marketing name, e.g. "NVIDIA Tesla V100 PCIe 32 GB"
-  std::string vendor;              // "NVIDIA" or "AMD"
-  std::string architecture;        // "Kepler", "Maxwell", "Pascal", "Volta", "Turing", "Ampere", "Ada", "Hopper",
-                                   // "Blackwell", "CDNA3"
+  std::string id;            // canonical id, e.g. "V100-PCIE-32GB"
+  std::string name;          // marketing name, e.g. "NVIDIA Tesla V100 PCIe 32 GB"
+  std::string vendor;        // "NVIDIA" or "AMD"
+  std::string architecture;  // "Kepler", "Maxwell", "Pascal", "Volta", "Turing", "Ampere", "Ada", "Hopper",
+                             // "Blackwell", "CDNA3"
+  // The die, e.g. "GV100", "GA100", "GA102": cards of one architecture on
+  // different dies (A100's GA100, A10's GA102) are different machines, and a
+  // calibration on one die says nothing in-sample about another.
+  std::string chip;
   int year = 0;                    // launch year
   std::uint64_t memory_bytes = 0;  // device memory capacity: the marketed "GB" taken as GiB (docs/catalog.md)
   // What the driver reports as the card's total memory: cudaMemGetInfo()'s

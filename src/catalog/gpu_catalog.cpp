@@ -43,6 +43,7 @@ std::vector<GpuSpec> build_catalog() {
        .name = "NVIDIA Tesla K80 (one GK210 die of the dual-GPU board)",
        .vendor = "NVIDIA",
        .architecture = "Kepler",
+       .chip = "GK210",
        .year = 2014,
        .memory_bytes = GiB(12),
        .reported_memory_bytes = MiB(11441),  // nvidia-smi 11441 MiB per die, ECC on; PyTorch "11.17 GiB total capacity"
@@ -62,6 +63,7 @@ std::vector<GpuSpec> build_catalog() {
        .name = "NVIDIA Tesla M40 12 GB",
        .vendor = "NVIDIA",
        .architecture = "Maxwell",
+       .chip = "GM200",
        .year = 2015,
        .memory_bytes = GiB(12),
        .reported_memory_bytes = MiB(11448),  // nvidia-smi 11448 MiB with ECC on (12215 MiB with ECC off)
@@ -77,6 +79,7 @@ std::vector<GpuSpec> build_catalog() {
        .name = "NVIDIA Tesla M40 24 GB",
        .vendor = "NVIDIA",
        .architecture = "Maxwell",
+       .chip = "GM200",
        .year = 2016,
        .memory_bytes = GiB(24),
        .reported_memory_bytes = MiB(22945),  // nvidia-smi 22945 MiB with ECC on
@@ -92,6 +95,7 @@ std::vector<GpuSpec> build_catalog() {
        .name = "NVIDIA Tesla P100 PCIe 16 GB",
        .vendor = "NVIDIA",
        .architecture = "Pascal",
+       .chip = "GP100",
        .year = 2016,
        .memory_bytes = GiB(16),
        .reported_memory_bytes = MiB(16280),  // PyTorch "15.90 GiB total capacity"
@@ -108,6 +112,7 @@ std::vector<GpuSpec> build_catalog() {
        .name = "NVIDIA Tesla V100 PCIe 16 GB",
        .vendor = "NVIDIA",
        .architecture = "Volta",
+       .chip = "GV100",
        .year = 2017,
        .memory_bytes = GiB(16),
        .reported_memory_bytes = MiB(16160),  // PyTorch "15.78 GiB total capacity"
@@ -124,6 +129,7 @@ std::vector<GpuSpec> build_catalog() {
        .name = "NVIDIA Tesla V100 SXM2 16 GB",
        .vendor = "NVIDIA",
        .architecture = "Volta",
+       .chip = "GV100",
        .year = 2017,
        .memory_bytes = GiB(16),
        .reported_memory_bytes = MiB(16160),  // PyTorch "15.78 GiB total capacity"
@@ -141,6 +147,7 @@ std::vector<GpuSpec> build_catalog() {
        .name = "NVIDIA Tesla V100 PCIe 32 GB",
        .vendor = "NVIDIA",
        .architecture = "Volta",
+       .chip = "GV100",
        .year = 2018,
        .memory_bytes = GiB(32),
        .reported_memory_bytes = MiB(32510),  // PyTorch "31.75 GiB total capacity"
@@ -157,6 +164,7 @@ std::vector<GpuSpec> build_catalog() {
        .name = "NVIDIA Tesla V100 SXM2 32 GB",
        .vendor = "NVIDIA",
        .architecture = "Volta",
+       .chip = "GV100",
        .year = 2018,
        .memory_bytes = GiB(32),
        .reported_memory_bytes = MiB(32510),  // PyTorch "31.75 GiB total capacity"
@@ -176,6 +184,7 @@ std::vector<GpuSpec> build_catalog() {
        .name = "NVIDIA Quadro RTX 6000",
        .vendor = "NVIDIA",
        .architecture = "Turing",
+       .chip = "TU102",
        .year = 2018,
        .memory_bytes = GiB(24),
        .reported_memory_bytes = MiB(24218),  // PyTorch "23.65 GiB total capacity" (24 GB Turing, ECC off)
@@ -193,6 +202,7 @@ std::vector<GpuSpec> build_catalog() {
        .name = "NVIDIA T4",
        .vendor = "NVIDIA",
        .architecture = "Turing",
+       .chip = "TU104",
        .year = 2018,
        .memory_bytes = GiB(16),
        // PyTorch "14.75 GiB total capacity" (ECC on; newer drivers report ~14.56 GiB).
@@ -210,6 +220,7 @@ std::vector<GpuSpec> build_catalog() {
        .name = "NVIDIA A100 SXM4 40 GB",
        .vendor = "NVIDIA",
        .architecture = "Ampere",
+       .chip = "GA100",
        .year = 2020,
        .memory_bytes = GiB(40),
        .reported_memory_bytes = MiB(40536),  // PyTorch "39.59 GiB total capacity"
@@ -231,6 +242,7 @@ std::vector<GpuSpec> build_catalog() {
        .name = "NVIDIA A100 PCIe 40 GB",
        .vendor = "NVIDIA",
        .architecture = "Ampere",
+       .chip = "GA100",
        .year = 2020,
        .memory_bytes = GiB(40),
        .reported_memory_bytes = MiB(40536),  // estimate: as the SXM4 40 GB card, PyTorch "39.59 GiB total capacity"
@@ -250,6 +262,7 @@ std::vector<GpuSpec> build_catalog() {
        .name = "NVIDIA A100 SXM4 80 GB",
        .vendor = "NVIDIA",
        .architecture = "Ampere",
+       .chip = "GA100",
        .year = 2020,
        .memory_bytes = GiB(80),
        .reported_memory_bytes = MiB(81254),  // PyTorch "79.35 GiB total capacity" (79.15-79.35 GiB by driver)
@@ -269,6 +282,7 @@ std::vector<GpuSpec> build_catalog() {
        .name = "NVIDIA A10",
        .vendor = "NVIDIA",
        .architecture = "Ampere",
+       .chip = "GA102",
        .year = 2021,
        .memory_bytes = GiB(24),
        // Estimate: PyTorch reports 22.03-22.15 GiB on 24 GB Ampere/Ada GDDR6 cards with ECC on.
@@ -289,6 +303,7 @@ std::vector<GpuSpec> build_catalog() {
        .name = "NVIDIA A100 PCIe 80 GB",
        .vendor = "NVIDIA",
        .architecture = "Ampere",
+       .chip = "GA100",
        .year = 2021,
        .memory_bytes = GiB(80),
        // Estimate: PyTorch "79.15 GiB total capacity" (79.15-79.35 GiB by driver).
@@ -309,6 +324,7 @@ std::vector<GpuSpec> build_catalog() {
        .name = "NVIDIA H100 SXM5 80 GB",
        .vendor = "NVIDIA",
        .architecture = "Hopper",
+       .chip = "GH100",
        .year = 2022,
        .memory_bytes = GiB(80),
        .reported_memory_bytes = MiB(81050),  // PyTorch "79.15 GiB total capacity" (79.11-79.25 GiB by driver)
@@ -331,6 +347,7 @@ std::vector<GpuSpec> build_catalog() {
        .name = "NVIDIA H100 PCIe 80 GB",
        .vendor = "NVIDIA",
        .architecture = "Hopper",
+       .chip = "GH100",
        .year = 2022,
        .memory_bytes = GiB(80),
        .reported_memory_bytes = MiB(81050),  // estimate: as the SXM5 card, PyTorch "79.15 GiB total capacity"
@@ -352,6 +369,7 @@ std::vector<GpuSpec> build_catalog() {
        .name = "NVIDIA L4",
        .vendor = "NVIDIA",
        .architecture = "Ada",
+       .chip = "AD104",
        .year = 2023,
        .memory_bytes = GiB(24),
        .reported_memory_bytes = MiB(22559),  // PyTorch "22.03 GiB total capacity" (ECC on)
@@ -374,6 +392,7 @@ std::vector<GpuSpec> build_catalog() {
        .name = "AMD Instinct MI300X",
        .vendor = "AMD",
        .architecture = "CDNA3",
+       .chip = "Aqua Vanjaram (MI300X)",
        .year = 2023,
        .memory_bytes = GiB(192),
        .reported_memory_bytes = MiB(196588),  // PyTorch (ROCm) "191.98 GiB total capacity"
@@ -398,6 +417,7 @@ std::vector<GpuSpec> build_catalog() {
        .name = "NVIDIA GH200 Grace Hopper Superchip (96 GB HBM3)",
        .vendor = "NVIDIA",
        .architecture = "Hopper",
+       .chip = "GH100",
        .year = 2023,
        .memory_bytes = GiB(96),
        // Estimate: 96 GiB less the H100's driver reservation (~870 MiB).
@@ -420,6 +440,7 @@ std::vector<GpuSpec> build_catalog() {
        .name = "NVIDIA H200 SXM 141 GB",
        .vendor = "NVIDIA",
        .architecture = "Hopper",
+       .chip = "GH100",
        .year = 2024,
        .memory_bytes = GiB(141),
        .reported_memory_bytes = MiB(143155),  // PyTorch "139.80 GiB total capacity"
@@ -444,6 +465,7 @@ std::vector<GpuSpec> build_catalog() {
        .name = "NVIDIA B200 (HGX/DGX B200)",
        .vendor = "NVIDIA",
        .architecture = "Blackwell",
+       .chip = "GB100",
        .year = 2024,
        .memory_bytes = GiB(180),
        .reported_memory_bytes = MiB(182630),  // PyTorch "178.35 GiB total capacity"
@@ -493,6 +515,7 @@ nlohmann::json gpu_json(const GpuSpec& g) {
           {"name", g.name},
           {"vendor", g.vendor},
           {"architecture", g.architecture},
+          {"chip", g.chip},
           {"year", g.year},
           {"memory_bytes", g.memory_bytes},
           {"memory_gib", static_cast<double>(g.memory_bytes) / (1ull << 30)},

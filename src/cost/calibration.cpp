@@ -265,11 +265,38 @@ void Calibration::fill_trend_factors() {
   }
 }
 
+bool Calibration::measured_die(const GpuSpec& gpu) const {
+  auto it = calibrated_gpus.find(gpu.architecture);
+  if (it == calibrated_gpus.end()) return calibrated_gpus.empty();  // a file without the list: by family
+  for (const std::string& id : it->second) {
+    if (id == gpu.id) return true;
+    const GpuSpec* g = try_find_gpu(id);
+    if (g && !g->chip.empty() && g->chip == gpu.chip) return true;
+  }
+  return false;
+}
+
+std::string Calibration::calibrated_chips(const std::string& family) const {
+  std::vector<std::string> chips;
+  if (auto it = calibrated_gpus.find(family); it != calibrated_gpus.end())
+    for (const std::string& id : it->second) {
+      const GpuSpec* g = try_find_gpu(id);
+      const std::string c = g && !g->chip.empty() ? g->chip : id;
+      if (std::find(chips.begin(), chips.end(), c) == chips.end()) chips.push_back(c);
+    }
+  std::string out;
+  for (const std::string& c : chips) out += (out.empty() ? "" : ", ") + c;
+  return out;
+}
+
 std::optional<ExpectedError> Calibration::expected_error(const GpuSpec& gpu, std::string_view model,
                                                          std::string_view model_family,
                                                          std::string_view precision) const {
   const std::string& fam = gpu.architecture;
-  const bool calibrated = is_calibrated(fam);
+  // In-sample only for a die the profiles measured: A10 (GA102) takes
+  // Ampere's factors from A100 (GA100) profiles, but nothing measured it.
+  const std::string measured_chips = calibrated_chips(fam);
+  const bool calibrated = is_calibrated(fam) && measured_die(gpu);
   const bool corrected = has_correction(model);
   std::optional<PhaseErrors> e;
   std::vector<std::string> basis;
@@ -299,7 +326,10 @@ std::optional<ExpectedError> Calibration::expected_error(const GpuSpec& gpu, std
     if (auto it = gpu_left_out.find(fam); it != gpu_left_out.end()) g = it->second;
     if (g) {
       e = e ? worse(*e, *g) : *g;
-      basis.push_back(fmt::format("GPUs left out ({} not calibrated)", fam));
+      basis.push_back(is_calibrated(fam)
+                          ? fmt::format("GPUs left out ({} is {}; {} was calibrated on {} only)", gpu.id,
+                                        gpu.chip.empty() ? "an unknown die" : gpu.chip, fam, measured_chips)
+                          : fmt::format("GPUs left out ({} not calibrated)", fam));
     }
   }
   if (!precision.empty() && !program_errors.empty()) {

@@ -278,6 +278,27 @@ TEST(Calibration, PublishedStepTimesWidenTheErrorOfKindsOfProgramsTheProfilesDoN
             (PhaseErrors{15, 15, 15}));
 }
 
+// Issue 9: a card whose die was never measured is never in-sample, even when
+// its architecture family was calibrated on another die (A10 is GA102, the
+// profiles' A100 is GA100); V100-SXM2 shares V100-PCIE's GV100.
+TEST(Calibration, ACardOfAnUnmeasuredDieIsNotInSample) {
+  const auto c = load_default_calibration();
+  if (c->calibrated_gpus.empty()) GTEST_SKIP() << "the calibration in use lists no calibrated GPUs";
+  EXPECT_EQ(find_gpu("A10").chip, "GA102");
+  EXPECT_EQ(find_gpu("A100-SXM4-80GB").chip, "GA100");
+  EXPECT_FALSE(c->measured_die(find_gpu("A10")));
+  EXPECT_TRUE(c->measured_die(find_gpu("A100-SXM4-80GB")));
+  EXPECT_TRUE(c->measured_die(find_gpu("V100-SXM2-16GB")));
+  const auto a10 = c->expected_error(find_gpu("A10"), "resnet50", "cnn");
+  const auto a100 = c->expected_error(find_gpu("A100-SXM4-80GB"), "resnet50", "cnn");
+  ASSERT_TRUE(a10 && a100);
+  EXPECT_EQ(a10->basis.find("in-sample"), std::string::npos) << a10->basis;
+  EXPECT_NE(a10->basis.find("GA102"), std::string::npos) << a10->basis;
+  EXPECT_NE(a100->basis.find("in-sample"), std::string::npos) << a100->basis;
+  EXPECT_GE(a10->pct.iteration, a100->pct.iteration);
+  for (const GpuSpec& g : gpu_catalog()) EXPECT_FALSE(g.chip.empty()) << g.id;
+}
+
 TEST(Calibration, EvidencePrecisionIsWhatTheCardRuns) {
   AnalyticalOptions o;  // FP32, cuDNN TF32 convolutions on, TF32 matmuls off (PyTorch's defaults)
   const GpuSpec& a100 = find_gpu("A100-SXM4-80GB");
