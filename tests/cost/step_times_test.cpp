@@ -271,7 +271,9 @@ TEST(ProgramVariant, MicroStepsSpreadTheUpdateAndFusedOptimizerIsOneKernel) {
   const double t1 = phase_sum(plain, gpu, o, 64), t8 = phase_sum(a, gpu, ao, 64);
   EXPECT_LT(t8, t1);
   for (const auto& op : a.backward())
-    if (op.section == OpProgram::Section::Optimizer) EXPECT_DOUBLE_EQ(op.weight, 1.0 / 8);
+    if (op.section == OpProgram::Section::Optimizer) {
+      EXPECT_DOUBLE_EQ(op.weight, 1.0 / 8);
+    }
 }
 
 TEST(ProgramVariant, HalfConvolutionsOnNchwPayTransposesChannelsLastDoesNot) {

@@ -279,7 +279,9 @@ TEST(ZooLoader, DleDlrmHasSparseTableGradients) {
   }
   EXPECT_TRUE(found);
   for (const auto& t : g.tensors(s, Precision::FP32, Optimizer::SGD))
-    if (t.role != Role::Param) EXPECT_LT(t.bytes, table / 8);
+    if (t.role != Role::Param) {
+      EXPECT_LT(t.bytes, table / 8);
+    }
   try {
     (void)g.ops(s, Precision::FP32, Optimizer::Adam);
     FAIL() << "dlrm_dle has no adam trace";
