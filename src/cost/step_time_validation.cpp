@@ -29,19 +29,26 @@ AnalyticalOptions nearest_options(AnalyticalOptions o) {
 // program evidence rebuilt without the group, the profiles' figure kept.
 std::map<std::string, StepTimeReport::Coverage> coverage_leaving_out(
     const std::vector<StepTimePoint>& points, const std::function<std::string(const StepTimePoint&)>& group_of) {
-  std::map<std::string, StepTimeReport::Coverage> out;
-  for (const StepTimePoint& p : points) {
-    if (!p.expected) continue;
-    const std::string group = group_of(p);
+  std::vector<std::string> groups;
+  for (const StepTimePoint& p : points) groups.push_back(group_of(p));
+  std::map<std::string, Calibration> without;  // per group: program evidence from the other groups' rows
+  for (const std::string& group : groups) {
+    if (without.count(group)) continue;
     std::map<std::string, std::vector<double>> ape;
-    for (const StepTimePoint& q : points)
-      if (group_of(q) != group) ape[q.kind].push_back(q.ape_pct());
-    Calibration without;  // program evidence only, from the other groups' rows
+    for (std::size_t i = 0; i < points.size(); ++i)
+      if (groups[i] != group) ape[points[i].kind].push_back(points[i].ape_pct());
+    Calibration& c = without[group];
     for (const auto& [k, v] : ape)
-      without.program_errors[k] =
-          ProgramEvidence{static_cast<int>(v.size()), covering_quantile(v, kEvidenceQuantile), 0};
+      c.program_errors[k] = ProgramEvidence{static_cast<int>(v.size()), covering_quantile(v, kEvidenceQuantile), 0};
+  }
+  std::map<std::string, StepTimeReport::Coverage> out;
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    const StepTimePoint& p = points[i];
+    if (!p.expected) continue;
+    const std::string& group = groups[i];
     double stated = p.expected_profiles ? p.expected_profiles->pct.iteration : 0;
-    if (auto e = without.expected_error(find_gpu(p.program.gpu_id), p.program.zoo_model, p.family, p.precision_kind))
+    if (auto e = without.at(group).expected_error(find_gpu(p.program.gpu_id), p.program.zoo_model, p.family,
+                                                  p.precision_kind))
       stated = std::max(stated, e->pct.iteration);
     StepTimeReport::Coverage& c = out[group];
     ++c.rows;

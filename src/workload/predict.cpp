@@ -122,21 +122,20 @@ void check_request(const PredictRequest& r) {
     throw InputError("--batch-size is required (or --max-batch to find the largest that fits)");
 }
 
-Prediction base_prediction(const PredictRequest& r, const ProgramVariant& v) {
+Prediction base_prediction(const PredictRequest& r) {
   Prediction p;
   p.gpu = r.gpu->id;
   p.host = r.host;
   p.precision = r.model.precision;
   p.optimizer = r.model.optimizer;
   p.keep_grads = r.model.keep_grads;
-  p.program_variant = describe(v);
+  p.program_variant = describe(program_variant(r.model));
   return p;
 }
 
 // Only the largest batch that fits, from the zoo's replay.
-Prediction predict_max_batch(const PredictRequest& r, const ProgramVariant& v, const zoo::ReplayOptions& opts,
-                             std::uint64_t capacity) {
-  Prediction p = base_prediction(r, v);
+Prediction predict_max_batch(const PredictRequest& r, const zoo::ReplayOptions& opts, std::uint64_t capacity) {
+  Prediction p = base_prediction(r);
   const zoo::ModelGraph& g = zoo_graph_for_max_batch(r.model.name);
   const zoo::Shape shape = g.resolve(zoo::Shape{1, r.model.seq_len});
   std::optional<int> evidence;
@@ -168,14 +167,13 @@ Prediction predict_max_batch(const PredictRequest& r, const ProgramVariant& v, c
 Prediction predict(const PredictRequest& r) {
   check_request(r);
   const GpuSpec& gpu = *r.gpu;
-  const ProgramVariant v = program_variant(r.model);
   // Whether a batch fits is decided as a real card decides it: replayed until
   // the allocator's layout settles (docs/zoo-memory.md, "Out-of-memory points").
   const zoo::ReplayOptions opts = zoo::oom_replay_options(replay_options(r.model));
   const std::uint64_t capacity = zoo::oom_capacity(gpu);
-  if (!r.batch_size) return predict_max_batch(r, v, opts, capacity);
+  if (!r.batch_size) return predict_max_batch(r, opts, capacity);
 
-  Prediction p = base_prediction(r, v);
+  Prediction p = base_prediction(r);
   const int batch = *r.batch_size;
   const AnalyticalOptions ao = analytical_options(r.model);
   auto costs = cost_model_for(r, ao, p.notes);

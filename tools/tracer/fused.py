@@ -82,17 +82,25 @@ def _bias_grad(g):
     return g.sum(dim=tuple(range(g.dim() - 1)))
 
 
-class BiasGelu(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x, bias):
-        ctx.save_for_backward(x, bias)
-        return torch.ops.gpemu.bias_gelu(x, bias)
+def saved_inputs_function(forward_op, backward_op, grads=lambda g: g):
+    """An autograd Function for a fused operator that saves its inputs and
+    whose backward is one operator of (grad, *inputs); `grads` turns that
+    operator's result into the inputs' gradients."""
+    class Fn(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, *inputs):
+            ctx.save_for_backward(*inputs)
+            return forward_op(*inputs)
 
-    @staticmethod
-    def backward(ctx, grad):
-        x, bias = ctx.saved_tensors
-        gx = torch.ops.gpemu.bias_gelu_backward(grad, x, bias)
-        return gx, _bias_grad(gx)
+        @staticmethod
+        def backward(ctx, grad):
+            return grads(backward_op(grad, *ctx.saved_tensors))
+    return Fn
+
+
+# the bias grad is a separate reduction of the input's grad, as in the fused implementations
+BiasGelu = saved_inputs_function(torch.ops.gpemu.bias_gelu, torch.ops.gpemu.bias_gelu_backward,
+                                 lambda gx: (gx, _bias_grad(gx)))
 
 
 class BiasDropoutAddLayerNorm(torch.autograd.Function):

@@ -104,16 +104,8 @@ class _Gather(torch.autograd.Function):
         return None, None, None, None
 
 
-class _Interaction(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, dense, emb):
-        ctx.save_for_backward(dense, emb)
-        return torch.ops.gpemu_recsys.dot_interaction(dense, emb)
-
-    @staticmethod
-    def backward(ctx, grad):
-        dense, emb = ctx.saved_tensors
-        return torch.ops.gpemu_recsys.dot_interaction_backward(grad, dense, emb)
+_Interaction = fused.saved_inputs_function(torch.ops.gpemu_recsys.dot_interaction,
+                                           torch.ops.gpemu_recsys.dot_interaction_backward)
 
 
 def embedding_gather(weight, offsets, ids, holder):
