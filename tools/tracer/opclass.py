@@ -36,6 +36,8 @@ NORM = {"native_batch_norm", "native_batch_norm_backward", "cudnn_batch_norm",
 # The tracer's own kernels (fused.py, recsys.py; never seen by the live torch backend)
 FUSED = {"bias_dropout_add_layer_norm": "norm", "bias_dropout_add_layer_norm_backward": "norm",
          "bias_gelu": "elementwise", "bias_gelu_backward": "elementwise",
+         "scale_softmax_dropout": "softmax", "scale_softmax_dropout_backward": "softmax",
+         "scaled_dot_product_attention": "matmul", "scaled_dot_product_attention_backward": "matmul",
          "embedding_gather": "embedding", "embedding_gather_backward": "embedding",
          "sparse_sgd_": "embedding", "dot_interaction": "matmul", "dot_interaction_backward": "matmul"}
 POOL = {"max_pool2d_with_indices", "max_pool2d_with_indices_backward",
@@ -209,6 +211,16 @@ def flops(name, cls, args, kwargs, outs, torch):
         dense, emb = (a[0], a[1]) if name == "dot_interaction" else (a[1], a[2])
         f = emb.shape[1] + 1
         return 2 * dense.shape[0] * f * f * dense.shape[1]
+    if name in ("scaled_dot_product_attention", "scaled_dot_product_attention_backward"):
+        # fused.py: forward two S x S x d products per head (scores, then
+        # probabilities x values); backward five (the scores recomputed, and
+        # the grads of the probabilities, values, queries and keys), as
+        # FlashAttention counts them; a causal kernel skips the masked half.
+        q, k = (a[0], a[1]) if name == "scaled_dot_product_attention" else (a[1], a[2])
+        causal = a[4] if name == "scaled_dot_product_attention" else a[7]
+        products = 2 if name == "scaled_dot_product_attention" else 5
+        f = 2 * products * _numel(q.shape[:-1]) * k.shape[-2] * q.shape[-1]
+        return f // 2 if causal else f
     if name == "addr":
         return 2 * a[1].numel() * a[2].numel()
     if cls == "norm":

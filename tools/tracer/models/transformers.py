@@ -22,14 +22,18 @@ META = "meta"
 
 # ----------------------------------------------------------------------------- BERT
 class BertLayer(nn.Module):
-    """fused: the output projections' bias + dropout + residual add + LayerNorm
-    and the intermediate projection's bias + GELU run as one kernel each
+    """fused: the attention scores' scale + softmax + dropout, the output
+    projections' bias + dropout + residual add + LayerNorm and the
+    intermediate projection's bias + GELU run as one kernel each
     (tools/tracer/fused.py), as DeepLearningExamples' NVFuser-scripted layers
-    and Megatron's fused kernels run them; the matmuls are then bias-free."""
+    and Megatron's fused kernels run them; the matmuls are then bias-free.
+    sdpa: self-attention as one fused kernel each way
+    (F.scaled_dot_product_attention: FlashAttention / memory-efficient)."""
 
-    def __init__(self, h, heads, inter, drop, eps, fused=False):
+    def __init__(self, h, heads, inter, drop, eps, fused=False, sdpa=False):
         super().__init__()
         self.fused = fused
+        self.sdpa = sdpa
         self.drop = drop
         self.heads = heads
         self.q = nn.Linear(h, h, device=META)
@@ -52,11 +56,18 @@ class BertLayer(nn.Module):
         b, s, h = x.shape
         d = h // self.heads
         q, k, v = self._split(self.q(x)), self._split(self.k(x)), self._split(self.v(x))
-        scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(d)
-        probs = self.attn_drop(F.softmax(scores, dim=-1))
-        ctx = torch.matmul(probs, v).permute(0, 2, 1, 3).contiguous().view(b, s, h)
+        if self.sdpa:
+            ctx = fz.scaled_dot_product_attention(q, k, v, self.drop, training=self.training)
+        else:
+            if self.fused:
+                p = self.drop if self.training else 0.0
+                probs = fz.scale_softmax_dropout(torch.matmul(q, k.transpose(-1, -2)), 1 / math.sqrt(d), p)
+            else:
+                scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(d)
+                probs = self.attn_drop(F.softmax(scores, dim=-1))
+            ctx = torch.matmul(probs, v)
+        ctx = ctx.permute(0, 2, 1, 3).contiguous().view(b, s, h)
         if self.fused:
-            p = self.drop if self.training else 0.0
             x = fz.bias_dropout_add_layer_norm(F.linear(ctx, self.o.weight), self.o.bias, x, self.ln1, p)
             a = fz.bias_gelu(F.linear(x, self.fc1.weight), self.fc1.bias)
             return fz.bias_dropout_add_layer_norm(F.linear(a, self.fc2.weight), self.fc2.bias, x, self.ln2, p)
@@ -71,10 +82,11 @@ class BertMLM(nn.Module):
     runs only on the masked positions, gathered with index_select, plus the
     pooler and the next-sentence head) or "squad" (BertForQuestionAnswering:
     one Linear(h, 2) for start/end logits, no pooler, no MLM head).
-    fused: the layers' fused chains (BertLayer) and the MLM transform's bias + GELU."""
+    fused: the layers' fused chains (BertLayer) and the MLM transform's bias + GELU.
+    sdpa: fused attention kernels (BertLayer)."""
 
     def __init__(self, vocab=30522, hidden=768, layers=12, heads=12, inter=3072,
-                 max_pos=512, type_vocab=2, drop=0.1, eps=1e-12, head="mlm_all", fused=False):
+                 max_pos=512, type_vocab=2, drop=0.1, eps=1e-12, head="mlm_all", fused=False, sdpa=False):
         super().__init__()
         self.head = head
         self.fused = fused
@@ -85,7 +97,7 @@ class BertMLM(nn.Module):
         self.emb_drop = nn.Dropout(drop)
         self.register_buffer("position_ids",
                              torch.empty(1, max_pos, dtype=torch.long, device=META))
-        self.layers = nn.ModuleList(BertLayer(hidden, heads, inter, drop, eps, fused)
+        self.layers = nn.ModuleList(BertLayer(hidden, heads, inter, drop, eps, fused, sdpa)
                                     for _ in range(layers))
         self.vocab = vocab
         if head == "squad":
@@ -169,9 +181,11 @@ def _squad_loss(out, target):
 
 # ----------------------------------------------------------------------------- GPT-2
 class GPT2Block(nn.Module):
-    def __init__(self, h, heads, n_pos, drop, eps):
+    def __init__(self, h, heads, n_pos, drop, eps, sdpa=False):
         super().__init__()
         self.heads = heads
+        self.sdpa = sdpa
+        self.drop = drop
         self.ln1 = nn.LayerNorm(h, eps=eps, device=META)
         self.c_attn = nn.Linear(h, 3 * h, device=META)
         self.c_proj = nn.Linear(h, h, device=META)
@@ -191,12 +205,16 @@ class GPT2Block(nn.Module):
         q = q.view(b, s, self.heads, d).transpose(1, 2)
         k = k.view(b, s, self.heads, d).transpose(1, 2)
         v = v.view(b, s, self.heads, d).transpose(1, 2)
-        w = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(d)
-        mask = self.bias[:, :, :s, :s]
-        w = torch.where(mask, w, torch.full([], torch.finfo(w.dtype).min, dtype=w.dtype,
-                                            device=w.device))
-        w = self.attn_drop(F.softmax(w, dim=-1))
-        a = torch.matmul(w, v).transpose(1, 2).contiguous().view(b, s, h)
+        if self.sdpa:
+            a = fz.scaled_dot_product_attention(q, k, v, self.drop, causal=True, training=self.training)
+        else:
+            w = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(d)
+            mask = self.bias[:, :, :s, :s]
+            w = torch.where(mask, w, torch.full([], torch.finfo(w.dtype).min, dtype=w.dtype,
+                                                device=w.device))
+            w = self.attn_drop(F.softmax(w, dim=-1))
+            a = torch.matmul(w, v)
+        a = a.transpose(1, 2).contiguous().view(b, s, h)
         x = x + self.resid_drop(self.c_proj(a))
         m = self.c_proj2(F.gelu(self.c_fc(self.ln2(x)), approximate="tanh"))
         return x + self.mlp_drop(m)
@@ -204,12 +222,12 @@ class GPT2Block(nn.Module):
 
 class GPT2LM(nn.Module):
     def __init__(self, vocab=50257, n_pos=1024, hidden=768, layers=12, heads=12,
-                 drop=0.1, eps=1e-5):
+                 drop=0.1, eps=1e-5, sdpa=False):
         super().__init__()
         self.wte = nn.Embedding(vocab, hidden, device=META)
         self.wpe = nn.Embedding(n_pos, hidden, device=META)
         self.drop = nn.Dropout(drop)
-        self.blocks = nn.ModuleList(GPT2Block(hidden, heads, n_pos, drop, eps)
+        self.blocks = nn.ModuleList(GPT2Block(hidden, heads, n_pos, drop, eps, sdpa)
                                     for _ in range(layers))
         self.ln_f = nn.LayerNorm(hidden, eps=eps, device=META)
 
@@ -262,8 +280,9 @@ def _rotate_half(x):
 
 
 class LlamaBlock(nn.Module):
-    def __init__(self, c):
+    def __init__(self, c, sdpa=False):
         super().__init__()
+        self.sdpa = sdpa
         h, self.heads, self.kv = c["hidden"], c["heads"], c.get("kv_heads", c["heads"])
         d = h // self.heads
         self.d = d
@@ -289,22 +308,27 @@ class LlamaBlock(nn.Module):
             rep = self.heads // self.kv
             k = k[:, :, None].expand(b, self.kv, rep, s, self.d).reshape(b, self.heads, s, self.d)
             v = v[:, :, None].expand(b, self.kv, rep, s, self.d).reshape(b, self.heads, s, self.d)
-        w = torch.matmul(q, k.transpose(2, 3)) / math.sqrt(self.d)
-        w = w + mask
-        w = F.softmax(w, dim=-1, dtype=torch.float32).to(q.dtype)
-        a = torch.matmul(w, v).transpose(1, 2).contiguous().view(b, s, h)
+        if self.sdpa:
+            a = fz.scaled_dot_product_attention(q, k, v, causal=True, training=self.training)
+        else:
+            w = torch.matmul(q, k.transpose(2, 3)) / math.sqrt(self.d)
+            w = w + mask
+            w = F.softmax(w, dim=-1, dtype=torch.float32).to(q.dtype)
+            a = torch.matmul(w, v)
+        a = a.transpose(1, 2).contiguous().view(b, s, h)
         x = x + self.o(a)
         y = self.norm2(x)
         return x + self.down(F.silu(self.gate(y)) * self.up(y))
 
 
 class LlamaLM(nn.Module):
-    def __init__(self, c):
+    def __init__(self, c, sdpa=False):
         super().__init__()
         self.c = dict(c)
+        self.sdpa = sdpa
         h = c["hidden"]
         self.embed = nn.Embedding(c["vocab"], h, device=META)
-        self.blocks = nn.ModuleList(LlamaBlock(c) for _ in range(c["layers"]))
+        self.blocks = nn.ModuleList(LlamaBlock(c, sdpa) for _ in range(c["layers"]))
         self.norm = RMSNorm(h, c["rms_eps"])
         self.lm_head = nn.Linear(h, c["vocab"], bias=False, device=META)
         d = h // c["heads"]
@@ -319,7 +343,8 @@ class LlamaLM(nn.Module):
         x = self.embed(ids)
         cos = self.cos_cached[:s].to(x.dtype)
         sin = self.sin_cached[:s].to(x.dtype)
-        mask = torch.full((s, s), torch.finfo(x.dtype).min, device=x.device).triu(1)
+        # a causal fused kernel needs no mask tensor
+        mask = None if self.sdpa else torch.full((s, s), torch.finfo(x.dtype).min, device=x.device).triu(1)
         for blk in self.blocks:
             x = blk(x, cos, sin, mask)
         return self.lm_head(self.norm(x))
@@ -363,17 +388,19 @@ def transformer_specs():
             config=dict(cfg, dropout=0.1, head="squad (Linear(h, 2) start/end)"),
             notes="BertForQuestionAnswering: start/end logits from one Linear(h, 2), "
                   "mean of the two cross-entropies; no pooler, no MLM head, no padding mask"))
-        # The same heads with fused bias-GELU and bias-dropout-residual-LayerNorm
-        # chains (tools/tracer/fused.py): --fused layer_norm,gelu.
+        # The same heads with fused scale-softmax-dropout, bias-GELU and
+        # bias-dropout-residual-LayerNorm chains (tools/tracer/fused.py):
+        # --fused softmax,layer_norm,gelu.
         for head, base in (("pretraining", specs[-2]), ("squad", specs[-1])):
             specs.append(ModelSpec(
                 name=f"{name}_{head}_fused", family="transformer",
                 build=(lambda c=cfg, hd=head: BertMLM(**c, head=hd, fused=True)),
                 inputs=base.inputs, loss=base.loss, input_desc=base.input_desc,
                 default_batch=base.default_batch, seq=base.seq, fit_seqs=base.fit_seqs,
-                config=dict(base.config, fused="bias+GELU, bias+dropout+residual+LayerNorm"),
-                notes=base.notes + "; fused bias+GELU and bias+dropout+residual-add+LayerNorm "
-                      "kernels (NVFuser / apex / Megatron style), bias-free matmuls"))
+                config=dict(base.config, fused="scale+softmax+dropout, bias+GELU, bias+dropout+residual+LayerNorm"),
+                notes=base.notes + "; fused scale+softmax+dropout (attention scores), bias+GELU and "
+                      "bias+dropout+residual-add+LayerNorm kernels (NVFuser / apex / Megatron style), "
+                      "bias-free matmuls"))
     for name, cfg in (("gpt2_small", GPT2_SMALL), ("gpt2_medium", GPT2_MEDIUM)):
         specs.append(ModelSpec(
             name=name, family="transformer", build=(lambda c=cfg: GPT2LM(**c)),
@@ -388,4 +415,21 @@ def transformer_specs():
         default_batch=1, seq=4096, config=dict(LLAMA2_7B),
         notes="Llama-2-7B shapes: RMSNorm, rotary embedding, SwiGLU MLP, untied lm_head, "
               "all 32 layers traced; no dropout; eager attention (no flash attention)"))
+    # Fused attention (--attention fused): every eager-attention model again
+    # with one scaled-dot-product kernel per layer each way (tools/tracer/fused.py).
+    sdpa_builds = {"llama2_7b": lambda: LlamaLM(LLAMA2_7B, sdpa=True)}
+    for name, cfg in (("gpt2_small", GPT2_SMALL), ("gpt2_medium", GPT2_MEDIUM)):
+        sdpa_builds[name] = lambda c=cfg: GPT2LM(**c, sdpa=True)
+    for name, cfg in (("bert_base", BERT_BASE), ("bert_large", BERT_LARGE)):
+        for head, suffix in (("mlm_all", ""), ("pretraining", "_pretraining"), ("squad", "_squad")):
+            sdpa_builds[name + suffix] = lambda c=cfg, hd=head: BertMLM(**c, head=hd, sdpa=True)
+    for base in [sp for sp in specs if sp.name in sdpa_builds]:
+        specs.append(ModelSpec(
+            name=base.name + "_sdpa", family=base.family, build=sdpa_builds[base.name],
+            inputs=base.inputs, loss=base.loss, input_desc=base.input_desc,
+            default_batch=base.default_batch, seq=base.seq, fit_seqs=base.fit_seqs,
+            config=dict(base.config, attention="fused scaled-dot-product kernel"),
+            notes=base.notes.replace("; eager attention (no flash attention)", "") +
+            "; attention as one fused scaled-dot-product kernel forward and one backward "
+            "(FlashAttention / memory-efficient: no S x S tensors)"))
     return specs

@@ -253,8 +253,9 @@ class PureHalf(unittest.TestCase):
 
 
 class FusedChains(unittest.TestCase):
-    """A one-layer BERT with fused bias-GELU and bias-dropout-residual-LayerNorm
-    chains (tools/tracer/fused.py) against the same layer eager."""
+    """A one-layer BERT with fused scale-softmax-dropout, bias-GELU and
+    bias-dropout-residual-LayerNorm chains (tools/tracer/fused.py) against the
+    same layer eager."""
 
     @classmethod
     def setUpClass(cls):
@@ -282,6 +283,29 @@ class FusedChains(unittest.TestCase):
         self.assertEqual(names.count("native_layer_norm"), 1)
         self.assertEqual(names.count("native_layer_norm"), [o[0] for o in self.kernels(self.eager)].count(
             "native_layer_norm") - 2)
+        # the attention scores: one kernel each way, no eager softmax, scaling or attention dropout left
+        self.assertEqual(names.count("scale_softmax_dropout"), 1)
+        self.assertEqual(names.count("scale_softmax_dropout_backward"), 1)
+        eager = [o[0] for o in self.kernels(self.eager)]
+        self.assertEqual(eager.count("_softmax"), 1)
+        self.assertNotIn("_softmax", names)
+        self.assertNotIn("_softmax_backward_data", names)
+        self.assertEqual(names.count("native_dropout"), eager.count("native_dropout") - 3)
+
+    def test_the_softmax_chain_reads_the_scores_once_and_writes_probs_softmax_and_mask(self):
+        (_, fwd), = ops_named(self.fused, "scale_softmax_dropout")
+        (_, bwd), = ops_named(self.fused, "scale_softmax_dropout_backward")
+        n = self.B * 2 * self.S * self.S  # batch x heads x S x S scores
+        self.assertEqual((fwd[1], bwd[1]), ("softmax", "softmax"))
+        self.assertEqual(fwd[4], 4 * n)              # the scores
+        self.assertEqual(fwd[5], 4 * n + 4 * n + n)  # probabilities after dropout, softmax output, bool mask
+        self.assertEqual(bwd[4], 4 * n + 4 * n + n)  # grad, softmax output, mask
+        self.assertEqual(bwd[5], 4 * n)              # the scores' grad
+        # eager, the same chain moves several times the bytes (scale, softmax, dropout and their backward)
+        eager_bytes = sum(o[4] + o[5] for o in self.kernels(self.eager)
+                          if o[0] in ("_softmax", "_softmax_backward_data") or
+                          (o[0] in ("div", "native_dropout", "native_dropout_backward") and o[4] >= 4 * n))
+        self.assertGreater(eager_bytes, 2 * (fwd[4] + fwd[5] + bwd[4] + bwd[5]))
 
     def test_one_bias_gelu_reads_its_inputs_once_and_writes_once(self):
         (i, op), = ops_named(self.fused, "bias_gelu")
@@ -299,6 +323,56 @@ class FusedChains(unittest.TestCase):
         mm = lambda ks: sum(o[3] for o in ks if o[1] == "matmul")  # noqa: E731
         # the bias adds moved out of the matmuls into the fused kernels
         self.assertEqual(mm(ek) - mm(fk), self.B * self.S * (2 * self.h + self.inter) * 1)
+
+
+class FusedAttention(unittest.TestCase):
+    """One-layer BERT (bidirectional) and GPT-2 (causal) with attention as one
+    scaled-dot-product kernel each way, against the same layers eager."""
+
+    @classmethod
+    def setUpClass(cls):
+        from tools.tracer.models import transformers as tf
+        cls.B, cls.S, cls.h, cls.heads = 2, 16, 32, 2
+        bert = dict(vocab=97, hidden=32, layers=1, heads=2, inter=64, max_pos=128)
+        gpt = dict(vocab=97, n_pos=64, hidden=32, layers=1, heads=2)
+        cls.raw = {}
+        for sdpa in (False, True):
+            spec = spec_of(lambda f=sdpa: tf.BertMLM(**bert, head="squad", sdpa=f), tf._squad_inputs,
+                           tf._squad_loss, seq=16)
+            cls.raw["bert", sdpa] = trace_once(spec, cls.B, cls.S, precision="amp", optimizers=())
+            spec = spec_of(lambda f=sdpa: tf.GPT2LM(**gpt, sdpa=f), tf._ids_inputs, tf._causal_loss, seq=16)
+            cls.raw["gpt", sdpa] = trace_once(spec, cls.B, cls.S, precision="fp32", optimizers=())
+
+    def kernels(self, raw):
+        return [o for o in raw["main"]["ops"] if o[1] != "view"]
+
+    def test_one_kernel_each_way_and_no_scores(self):
+        for model in ("bert", "gpt"):
+            names = [o[0] for o in self.kernels(self.raw[model, True])]
+            self.assertEqual(names.count("scaled_dot_product_attention"), 1, model)
+            self.assertEqual(names.count("scaled_dot_product_attention_backward"), 1, model)
+            for gone in ("bmm", "_softmax", "_softmax_backward_data"):
+                self.assertNotIn(gone, names, model)
+            self.assertIn("bmm", [o[0] for o in self.kernels(self.raw[model, False])], model)
+
+    def test_flops_as_flash_attention_counts_them_and_bytes_without_s_squared(self):
+        d = self.h // self.heads
+        full = 4 * self.B * self.heads * self.S * self.S * d  # two S x S x d products
+        for model, causal, elem in (("bert", False, 2), ("gpt", True, 4)):
+            (_, fwd), = ops_named(self.raw[model, True], "scaled_dot_product_attention")
+            (_, bwd), = ops_named(self.raw[model, True], "scaled_dot_product_attention_backward")
+            self.assertEqual(fwd[1], "matmul")
+            self.assertEqual(fwd[3], full // 2 if causal else full, model)
+            self.assertEqual(bwd[3], (5 * full // 2) // (2 if causal else 1), model)
+            qkv = self.B * self.S * self.h * elem
+            self.assertEqual(fwd[4], 3 * qkv, model)                                     # q, k, v
+            self.assertEqual(fwd[5], qkv + self.B * self.heads * self.S * 4, model)      # out + FP32 log-sum-exp
+            self.assertEqual(bwd[5], 3 * qkv, model)                                     # grads of q, k, v
+        # the eager program's matmul FLOPs in attention equal the fused forward's (bidirectional)
+        eager_bmm = sum(o[3] for o in self.kernels(self.raw["bert", False]) if o[0] == "bmm")
+        (_, fwd), = ops_named(self.raw["bert", True], "scaled_dot_product_attention")
+        (_, bwd), = ops_named(self.raw["bert", True], "scaled_dot_product_attention_backward")
+        self.assertEqual(eager_bmm, fwd[3] + bwd[3] * 4 // 5)  # eager backward: 4 products, no recompute
 
 
 class SparseEmbeddings(unittest.TestCase):
@@ -451,7 +525,10 @@ class ModelZoo(unittest.TestCase):
                                        "bert_base_squad", "bert_large_squad",
                                        "vit_b_16", "llama2_7b", "dlrm_mlperf", "unet3d",
                                        "bert_base_pretraining_fused", "bert_large_pretraining_fused",
-                                       "bert_base_squad_fused", "bert_large_squad_fused", "dlrm_dle"]:
+                                       "bert_base_squad_fused", "bert_large_squad_fused", "dlrm_dle"] + [
+                    m + "_sdpa" for m in ("bert_base", "bert_large", "bert_base_pretraining", "bert_large_pretraining",
+                                          "bert_base_squad", "bert_large_squad", "gpt2_small", "gpt2_medium",
+                                          "llama2_7b")]:
             self.assertIn(n, models.REGISTRY)
 
 
