@@ -448,9 +448,13 @@ struct ProgramVariant {
   HalfType half = HalfType::FP16;
   MemoryFormat memory_format = MemoryFormat::NCHW;
   AttentionKernel attention = AttentionKernel::Eager;
-  // Fused kernels: LayerNorm (apex FusedLayerNorm), bias + GELU, and a
-  // multi-tensor optimizer (FusedAdam / FusedLAMB / foreach).
-  bool fused_layer_norm = false, fused_gelu = false, fused_optimizer = false;
+  // Fused kernels: the attention scores' scale + softmax + dropout (NVFuser,
+  // Megatron's fused softmax), LayerNorm (apex FusedLayerNorm), bias + GELU,
+  // and a multi-tensor optimizer (FusedAdam / FusedLAMB / foreach).
+  bool fused_softmax = false, fused_layer_norm = false, fused_gelu = false, fused_optimizer = false;
+  // Whether any of the chains the zoo's fused graphs fuse is asked
+  // (softmax, LayerNorm, GELU; the optimizer is a rewrite of any graph).
+  bool fused_chains() const { return fused_softmax || fused_layer_norm || fused_gelu; }
   // Gradient-accumulation micro-steps per optimizer update: the update's cost
   // is spread over this many steps.
   int micro_steps = 1;
@@ -471,9 +475,10 @@ AmpFlavour parse_amp_flavour(std::string_view text, std::string_view what = "--a
 HalfType parse_half_type(std::string_view text, std::string_view what = "--half");
 MemoryFormat parse_memory_format(std::string_view text, std::string_view what = "--memory-format");
 AttentionKernel parse_attention(std::string_view text, std::string_view what = "--attention");
-// "none", or a comma-separated set of "layer_norm", "gelu", "optimizer", or "all".
+// "none", or a comma-separated set of "softmax", "layer_norm", "gelu",
+// "optimizer", or "all".
 void parse_fused_ops(std::string_view text, ProgramVariant& into, std::string_view what = "--fused");
-std::string fused_ops_string(const ProgramVariant& v);  // "none" or "layer_norm,gelu,..."
+std::string fused_ops_string(const ProgramVariant& v);  // "none" or "softmax,layer_norm,gelu,..."
 
 // The zoo precision the variant's graph is traced in: FP32 without AMP,
 // AMP_FP16 / AMP_BF16 otherwise.
@@ -508,16 +513,25 @@ std::string describe(const ProgramVariant& v);
 // Throws InputError naming the task and the accepted ones for that model.
 std::string task_model(std::string_view model, std::string_view task);
 
-// The zoo graph a variant of `model` runs. Fused LayerNorm and GELU chains are
-// graphs of their own, `<model>_fused` (bias + dropout + residual add +
-// LayerNorm, and bias + GELU, as one kernel each; traced for BERT's
-// pretraining and squad heads): with v.fused_layer_norm and v.fused_gelu the
-// result is that graph, and a model named `..._fused` sets both in `v`.
-// Throws InputError naming `what` (the flag or keyword) when only one of the
-// two is asked, or when the model has no fused graph.
+// The zoo graph a variant of `model` runs. Fused attention is a graph of its
+// own, `<model>_sdpa` (one scaled-dot-product kernel per layer each way;
+// traced for the BERT, GPT-2 and Llama models): with v.attention Fused the
+// result is that graph, and a model named `..._sdpa` sets it in `v`. The
+// zoo has no graph with both fused attention and fused chains (InputError).
+// The fused chains are graphs of
+// their own, `<model>_fused` (scale + softmax + dropout of the attention
+// scores, bias + dropout + residual add + LayerNorm, and bias + GELU, one
+// kernel each, as DeepLearningExamples' NVFuser-scripted BERT runs them;
+// traced for BERT's pretraining and squad heads): with v.fused_softmax,
+// v.fused_layer_norm and v.fused_gelu the result is that graph, and a model
+// named `..._fused` sets the three in `v`. Throws InputError naming `what`
+// (the flag or keyword) when only some of the three are asked, or when the
+// model has no fused graph.
 std::string variant_model(const std::string& model, ProgramVariant& v, std::string_view what = "--fused");
 // Whether the zoo graph `model` is a fused one (named `..._fused`).
 bool is_fused_graph(std::string_view model);
+// Whether the zoo graph `model` has fused attention (named `..._sdpa`).
+bool is_sdpa_graph(std::string_view model);
 
 }  // namespace gpemu
 
@@ -600,6 +614,13 @@ AnalyticalOptions to_analytical_options(const ProgramVariant& v, AnalyticalOptio
 // fitted (docs/analytical-model.md, "Matmuls").
 inline constexpr double kMatmulEfficiency = 0.8;
 
+// The fraction of the matmul peak a fused attention kernel sustains (its
+// FLOPs counted as FlashAttention counts them): FlashAttention-2 (Dao, 2023)
+// reports 50-73 % of the A100's theoretical maximum forward and backward;
+// 0.6 is the rounded middle. Not fitted: no measured program in the
+// calibration data uses fused attention (docs/analytical-model.md, "Matmuls").
+inline constexpr double kAttentionEfficiency = 0.6;
+
 // Efficiency factors of one GPU architecture family. Efficiencies are
 // fractions of the catalog's peaks (conv can exceed 1: Winograd and FFT
 // convolutions do fewer multiplies than the direct count).
@@ -654,6 +675,9 @@ class OpProgram {
     // dimensions): it does every multiply of the direct count, so its FLOP
     // term runs at most at the GEMM efficiency (direct_conv_efficiency()).
     bool direct_conv = false;
+    // A fused scaled-dot-product attention kernel (a Matmul): its FLOP term
+    // runs at kAttentionEfficiency.
+    bool attention = false;
   };
 
   // Builds the program of `model`. Ops of the zoo's forward range up to the

@@ -106,10 +106,14 @@ OpProgram OpProgram::compile(const zoo::ModelGraph& model, const AnalyticalOptio
   const ProgramVariant& variant = options.variant;
   if (auto missing = unsupported_part(variant))
     throw InputError(fmt::format("{} for {}: {}", describe(variant), model.name(), *missing));
-  if ((variant.fused_layer_norm || variant.fused_gelu) && !is_fused_graph(model.name()))
+  if (variant.fused_chains() && !is_fused_graph(model.name()))
     throw InputError(
-        fmt::format("{} for {}: fused LayerNorm/GELU chains are the zoo's {}_fused graph, not {} "
+        fmt::format("{} for {}: fused softmax/LayerNorm/GELU chains are the zoo's {}_fused graph, not {} "
                     "(variant_model() picks it)",
+                    describe(variant), model.name(), model.name(), model.name()));
+  if (variant.attention == AttentionKernel::Fused && !is_sdpa_graph(model.name()))
+    throw InputError(
+        fmt::format("{} for {}: fused attention is the zoo's {}_sdpa graph, not {} (variant_model() picks it)",
                     describe(variant), model.name(), model.name(), model.name()));
   const std::int64_t seq = options.seq_len;
   const auto at = [&](std::int64_t b) { return model.ops(zoo::Shape{b, seq}, options.precision, options.optimizer); };
@@ -126,6 +130,7 @@ OpProgram OpProgram::compile(const zoo::ModelGraph& model, const AnalyticalOptio
     op.kind = kind_of(a.op_class);
     op.math = math_of(a.dtype);
     op.direct_conv = a.op_class == zoo::OpClass::Conv3d;
+    op.attention = a.kind == "scaled_dot_product_attention" || a.kind == "scaled_dot_product_attention_backward";
     op.flops1 = b.flops - a.flops;
     op.flops0 = a.flops - op.flops1;
     const double by1 = a.bytes_read + a.bytes_written, by2 = b.bytes_read + b.bytes_written,
@@ -257,7 +262,8 @@ double op_gpu_seconds(const OpProgram::Op& op, double batch, const GpuPeaks& pea
       return op.weight * (flops / (matrix_peak(peaks.conv_f32) * conv_flop_efficiency(op, f)) +
                           bytes / (peaks.bandwidth * f.conv_bytes_efficiency));
     case Kind::Matmul:
-      return op.weight * std::max(flops / (matrix_peak(peaks.matmul_f32) * f.matmul_efficiency),
+      return op.weight * std::max(flops / (matrix_peak(peaks.matmul_f32) *
+                                           (op.attention ? kAttentionEfficiency : f.matmul_efficiency)),
                                   bytes / (peaks.bandwidth * f.memory_efficiency));
     case Kind::Memory:
       return op.weight * std::max(flops / peaks.vector_f32, bytes / (peaks.bandwidth * f.memory_efficiency));

@@ -81,6 +81,13 @@ double covering_quantile(std::vector<double> values, double q) {
 }
 
 std::string evidence_precision(const AnalyticalOptions& o, const GpuSpec& gpu, std::string_view model_family) {
+  // Fused attention is a program of its own (no S x S tensors, its own
+  // kernel's efficiency): "<precision>+sdpa".
+  if (o.variant.attention == AttentionKernel::Fused) {
+    AnalyticalOptions eager = o;
+    eager.variant.attention = AttentionKernel::Eager;
+    return evidence_precision(eager, gpu, model_family) + "+sdpa";
+  }
   // Pure half is another program than autocast (no casts, FP16 softmax and
   // LayerNorm, master weights): evidence of its own.
   if (o.precision == zoo::Precision::HALF_FP16) return "half";

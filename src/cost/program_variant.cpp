@@ -95,17 +95,20 @@ AttentionKernel parse_attention(std::string_view text, std::string_view what) {
 }
 
 void parse_fused_ops(std::string_view text, ProgramVariant& into, std::string_view what) {
-  bool ln = false, gelu = false, opt = false;
+  constexpr std::string_view kAccepted = "none, all, or a comma-separated set of softmax, layer_norm, gelu, optimizer";
+  bool softmax = false, ln = false, gelu = false, opt = false;
   const std::string all = key(text);
   std::string_view rest = all;
-  if (rest.empty()) throw InputError(fmt::format("{}: empty; accepted: none, all, or layer_norm,gelu,optimizer", what));
+  if (rest.empty()) throw InputError(fmt::format("{}: empty; accepted: {}", what, kAccepted));
   while (!rest.empty()) {
     const std::size_t comma = rest.find(',');
     const std::string_view item = cost_detail::trim(rest.substr(0, comma));
     rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
     if (item == "none") continue;
     if (item == "all")
-      ln = gelu = opt = true;
+      softmax = ln = gelu = opt = true;
+    else if (item == "softmax")
+      softmax = true;
     else if (item == "layer_norm" || item == "layernorm")
       ln = true;
     else if (item == "gelu")
@@ -113,11 +116,9 @@ void parse_fused_ops(std::string_view text, ProgramVariant& into, std::string_vi
     else if (item == "optimizer")
       opt = true;
     else
-      throw InputError(
-          fmt::format("{}: unknown fused op '{}' in '{}'; accepted: none, all, or a comma-separated set "
-                      "of layer_norm, gelu, optimizer",
-                      what, item, text));
+      throw InputError(fmt::format("{}: unknown fused op '{}' in '{}'; accepted: {}", what, item, text, kAccepted));
   }
+  into.fused_softmax = softmax;
   into.fused_layer_norm = ln;
   into.fused_gelu = gelu;
   into.fused_optimizer = opt;
@@ -128,6 +129,7 @@ std::string fused_ops_string(const ProgramVariant& v) {
   auto add = [&](bool on, std::string_view name) {
     if (on) s += (s.empty() ? "" : ",") + std::string(name);
   };
+  add(v.fused_softmax, "softmax");
   add(v.fused_layer_norm, "layer_norm");
   add(v.fused_gelu, "gelu");
   add(v.fused_optimizer, "optimizer");
@@ -158,7 +160,6 @@ AnalyticalOptions to_analytical_options(const ProgramVariant& v, AnalyticalOptio
 
 std::optional<std::string> unsupported_part(const ProgramVariant& v) {
   std::vector<std::string> missing;
-  if (v.attention == AttentionKernel::Fused) missing.push_back("fused scaled-dot-product attention");
   if (v.micro_steps < 1) missing.push_back(fmt::format("{} micro-steps (at least 1)", v.micro_steps));
   if (missing.empty()) return std::nullopt;
   return fmt::format("{} {} not modelled: the model zoo has no graph for {} yet", cost_detail::join(missing),
@@ -197,30 +198,56 @@ std::string task_model(std::string_view model, std::string_view task) {
                   task, m, cost_detail::join(own)));
 }
 
-bool is_fused_graph(std::string_view model) {
-  constexpr std::string_view kSuffix = "_fused";
-  return model.size() > kSuffix.size() && model.substr(model.size() - kSuffix.size()) == kSuffix;
+namespace {
+
+bool has_suffix(std::string_view name, std::string_view suffix) {
+  return name.size() > suffix.size() && name.substr(name.size() - suffix.size()) == suffix;
 }
 
+}  // namespace
+
+bool is_fused_graph(std::string_view model) { return has_suffix(model, "_fused"); }
+bool is_sdpa_graph(std::string_view model) { return has_suffix(model, "_sdpa"); }
+
 std::string variant_model(const std::string& model, ProgramVariant& v, std::string_view what) {
+  std::string graph = model;
   if (is_fused_graph(model)) {
-    v.fused_layer_norm = v.fused_gelu = true;
-    return model;
+    v.fused_softmax = v.fused_layer_norm = v.fused_gelu = true;
+  } else if (v.fused_chains()) {
+    if (!(v.fused_softmax && v.fused_layer_norm && v.fused_gelu))
+      throw InputError(fmt::format(
+          "{} {}: the zoo's fused graphs fuse the attention softmax, LayerNorm and GELU chains together (scale + "
+          "softmax + dropout, bias + dropout + residual add + LayerNorm, and bias + GELU, one kernel each, as "
+          "DeepLearningExamples' NVFuser-scripted BERT runs them); accepted: softmax,layer_norm,gelu (optionally "
+          "with optimizer), all, optimizer, none",
+          what, fused_ops_string(v)));
+    graph = model + "_fused";
+    if (!zoo::has_model(graph))
+      throw InputError(
+          fmt::format("{} {}: {} has no fused graph in the zoo; fused softmax/LayerNorm/GELU chains are traced for "
+                      "BERT's pretraining and squad heads (--model bert_base|bert_large --task pretraining|squad)",
+                      what, fused_ops_string(v), model));
   }
-  if (!v.fused_layer_norm && !v.fused_gelu) return model;
-  if (v.fused_layer_norm != v.fused_gelu)
-    throw InputError(
-        fmt::format("{} {}: the zoo's fused graphs fuse LayerNorm and GELU together (bias + dropout + residual add + "
-                    "LayerNorm, and bias + GELU, one kernel each, as NVFuser, apex and Megatron run them); accepted: "
-                    "layer_norm,gelu (optionally with optimizer), all, optimizer, none",
-                    what, fused_ops_string(v)));
-  const std::string fused = model + "_fused";
-  if (!zoo::has_model(fused))
-    throw InputError(
-        fmt::format("{} {}: {} has no fused graph in the zoo; fused LayerNorm/GELU chains are traced for BERT's "
-                    "pretraining and squad heads (--model bert_base|bert_large --task pretraining|squad)",
-                    what, fused_ops_string(v), model));
-  return fused;
+  // The attention flag is named as `what` names the fused one: a flag or a keyword.
+  const std::string attention = what.substr(0, 2) == "--" ? "--attention" : "attention";
+  if (is_sdpa_graph(model)) {
+    v.attention = AttentionKernel::Fused;
+  } else if (v.attention == AttentionKernel::Fused) {
+    if (v.fused_chains())
+      throw InputError(fmt::format(
+          "{} fused with {} {}: the zoo has no graph with both fused attention and fused softmax/LayerNorm/GELU "
+          "chains (the fused attention kernel does the softmax itself); accepted: {} fused with {} none or "
+          "optimizer, or {} eager with the fused chains",
+          attention, what, fused_ops_string(v), attention, what, attention));
+    graph = model + "_sdpa";
+    if (!zoo::has_model(graph))
+      throw InputError(
+          fmt::format("{} fused: {} has no fused-attention graph in the zoo; it is traced for the models with "
+                      "eager self-attention: bert_base, bert_large (and their pretraining and squad tasks), "
+                      "gpt2_small, gpt2_medium, llama2_7b",
+                      attention, model));
+  }
+  return graph;
 }
 
 ProgramVariant to_variant(const ProgramVariantNames& f, zoo::Precision precision, bool keywords) {

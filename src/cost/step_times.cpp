@@ -341,19 +341,20 @@ RowProgram row_program(const StepTimeRow& row) {
   if (row.fused_ops == "some") {
     approx.push_back("fused_ops 'some' (which kernels is not stated) as unfused kernels");
   } else if (row.fused_ops == "most") {
-    // The zoo's fused graphs: bias-GELU and bias-dropout-residual-LayerNorm
-    // chains as one kernel each, and a multi-tensor optimizer; dlrm_dle has
+    // The zoo's fused graphs: scale-softmax-dropout, bias-GELU and
+    // bias-dropout-residual-LayerNorm chains as one kernel each (what NVFuser
+    // makes of the scripted layers), and a multi-tensor optimizer; dlrm_dle has
     // DeepLearningExamples' fused kernels in its one graph.
     if (dle_dlrm) {
       approx.push_back(
           "fused_ops 'most' as dlrm_dle's fused gather, dot-interaction and sparse-update kernels; CUDA graphs "
           "and apex's fused MLP not modelled");
     } else if (!p.zoo_model.empty() && zoo::has_model(p.zoo_model + "_fused")) {
-      v.fused_layer_norm = v.fused_gelu = v.fused_optimizer = true;
+      v.fused_softmax = v.fused_layer_norm = v.fused_gelu = v.fused_optimizer = true;
       p.zoo_model += "_fused";
       approx.push_back(
-          "fused_ops 'most' as the zoo's fused graph (bias-GELU and bias-dropout-residual-LayerNorm chains, "
-          "multi-tensor optimizer); other elementwise work eager");
+          "fused_ops 'most' as the zoo's fused graph (scale-softmax-dropout, bias-GELU and "
+          "bias-dropout-residual-LayerNorm chains, multi-tensor optimizer); other elementwise work eager");
     } else {
       unsup.push_back(fmt::format(
           "fused_ops 'most': most elementwise and normalisation work fused (the zoo has no fused graph of {})",
@@ -361,6 +362,13 @@ RowProgram row_program(const StepTimeRow& row) {
     }
   } else if (row.fused_ops == "unknown") {
     unsup.push_back("fused_ops unknown");
+  }
+  if (v.attention == AttentionKernel::Fused && !p.zoo_model.empty()) {
+    try {
+      p.zoo_model = variant_model(p.zoo_model, v, "fused_ops");
+    } catch (const InputError& e) {
+      unsup.push_back(e.what());
+    }
   }
   if (auto missing = unsupported_part(v)) unsup.push_back(*missing);
   if (row.includes_h2d == "yes")

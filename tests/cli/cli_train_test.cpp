@@ -311,7 +311,7 @@ TEST(CliTrain, ModelOptionsAndMemoryAgreeWithPredict) {
 TEST(CliTrainVariant, TaskAndVariantFlagsTrainWhatPredictPredicts) {
   const std::string flags =
       "--gpu A100-SXM4-80GB --model bert_base --task squad --seq-len 384 -b 16 --precision amp --amp pure_half "
-      "--fused layer_norm,gelu";
+      "--fused softmax,layer_norm,gelu";
   const auto t = json_of(run_gpemu("train " + flags + " --clock virtual -n 3 --cv 0 --warmup 1 --synthetic --json"));
   const auto p = json_of(run_gpemu("predict " + flags + " --json"));
   EXPECT_EQ(t["model"], "bert_base_squad_fused");

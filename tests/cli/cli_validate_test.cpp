@@ -254,16 +254,21 @@ TEST(CliValidate, StepTimesListRowsItCannotExpressAndComparesTheRest) {
                         "V100-SXM2-16GB,resnet50,fp32,128,,classification,sgd,fp32,fp32,none,nchw,n/a,none,n/a,no,"
                         "yes,1,inferred,346.88,369 img/s,lambdal/deeplearning-benchmark@a:b,n\n"
                         "V100-SXM2-32GB,bert_large,amp,16,384,squad,adamw,fp16,n/a,pure_half,n/a,fused,some,n/a,"
-                        "yes,yes,1,stated,307.69,52 seq/s,NVIDIA/DeepLearningExamples@a:b,n\n");
+                        "yes,yes,1,stated,307.69,52 seq/s,NVIDIA/DeepLearningExamples@a:b,n\n"
+                        "V100-SXM2-32GB,bert_large,amp,16,128,pretraining,lamb,fp16,n/a,pure_half,n/a,fused,most,"
+                        "masked,yes,yes,1,stated,100,160 seq/s,NVIDIA/DeepLearningExamples@a:b,n\n");
   const Output r = gpemu("validate --step-times " + (d.root / "st.csv").string() + " --json");
   ASSERT_EQ(r.status, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
-  EXPECT_EQ(j["overall"]["n"], 1);
-  ASSERT_EQ(j["rows"].size(), 1u);
+  EXPECT_EQ(j["overall"]["n"], 2);
+  ASSERT_EQ(j["rows"].size(), 2u);
   EXPECT_EQ(j["rows"][0]["gpu"], "V100-SXM2-16GB");
+  // fused attention is the zoo's _sdpa graph; with the fused chains too there is no graph
+  EXPECT_NE(j["rows"].dump().find("bert_large_squad_sdpa"), std::string::npos) << j["rows"].dump();
   ASSERT_EQ(j["not_compared"].size(), 1u);
-  EXPECT_EQ(j["not_compared"][0]["line"], 3);
-  EXPECT_NE(j["not_compared"][0]["why"].dump().find("fused scaled-dot-product attention"), std::string::npos);
+  EXPECT_EQ(j["not_compared"][0]["line"], 4);
+  EXPECT_NE(j["not_compared"][0]["why"].dump().find("no graph with both fused attention"), std::string::npos)
+      << j["not_compared"].dump();
   for (const char* k : {"per_gpu", "per_family", "per_precision", "per_family_precision", "per_source"})
     EXPECT_TRUE(j.contains(k)) << k;
 
@@ -315,14 +320,23 @@ TEST(CliPredict, VariantFlagsChangeTheProgram) {
   EXPECT_NE(refused.err.find("pure-half"), std::string::npos) << refused.err;
   const Output fused = gpemu(
       "predict --gpu A100-SXM4-80GB --model bert_base --task squad -b 32 --seq-len 384 --precision amp --amp "
-      "pure_half --fused layer_norm,gelu --json");
+      "pure_half --fused softmax,layer_norm,gelu --json");
   ASSERT_EQ(fused.status, 0) << fused.err;
   const auto fj = nlohmann::json::parse(fused.out);
   EXPECT_EQ(fj["model"], "bert_base_squad_fused");
   EXPECT_LT(fj["iteration_ms"].get<double>(), p["iteration_ms"].get<double>());
+  const std::string gpt = "predict --gpu H100-SXM5-80GB --model gpt2_small -b 8 --seq-len 1024 --precision bf16 --json";
+  const Output eager_attention = gpemu(gpt), sdpa = gpemu(gpt + " --attention fused");
+  ASSERT_EQ(eager_attention.status, 0) << eager_attention.err;
+  ASSERT_EQ(sdpa.status, 0) << sdpa.err;
+  const auto ea = nlohmann::json::parse(eager_attention.out), sa = nlohmann::json::parse(sdpa.out);
+  EXPECT_EQ(sa["model"], "gpt2_small_sdpa");
+  EXPECT_NE(sa["program_variant"].get<std::string>().find("fused attention"), std::string::npos);
+  EXPECT_LT(sa["iteration_ms"].get<double>(), ea["iteration_ms"].get<double>());
+  EXPECT_LT(sa["peak_allocated_mib"].get<double>(), ea["peak_allocated_mib"].get<double>());  // no S x S tensors
   const Output gelu_only = gpemu("predict --gpu A100-SXM4-80GB --model bert_base --task squad -b 8 --fused gelu");
   EXPECT_NE(gelu_only.status, 0);
-  EXPECT_NE(gelu_only.err.find("layer_norm,gelu"), std::string::npos) << gelu_only.err;
+  EXPECT_NE(gelu_only.err.find("softmax,layer_norm,gelu"), std::string::npos) << gelu_only.err;
   const Output badflag = gpemu("predict --gpu A100-SXM4-80GB --model bert_base -b 8 --matmul-precision medium");
   EXPECT_NE(badflag.status, 0);
   EXPECT_NE(badflag.err.find("--matmul-precision"), std::string::npos) << badflag.err;

@@ -127,14 +127,21 @@ TEST(StepTimes, MapsRowsOntoExactApproximatedAndUnsupportedPrograms) {
                "stated,31.36,x,someone/else@a:b,n\r\n"));
   EXPECT_EQ(other.zoo_model, "dlrm_mlperf");
 
-  // A fused attention kernel is not in the zoo: listed, with eager attention as the nearest.
+  // A fused attention kernel is the zoo's _sdpa graph.
   const RowProgram fused_attention = row_program(
       row_from("A100-SXM4-80GB,bert_large,amp,32,384,squad,adamw,fp16,n/a,pure_half,n/a,fused,some,n/a,yes,yes,1,"
                "inferred,300,x,NVIDIA/DeepLearningExamples@a:b,n\r\n"));
-  EXPECT_EQ(fused_attention.fit, RowFit::Unsupported);
-  ASSERT_FALSE(fused_attention.unsupported.empty());
-  EXPECT_NE(fused_attention.unsupported[0].find("attention"), std::string::npos);
-  EXPECT_TRUE(fused_attention.nearest_available);
+  EXPECT_EQ(fused_attention.fit, RowFit::Approximated);
+  EXPECT_EQ(fused_attention.zoo_model, "bert_large_squad_sdpa");
+  EXPECT_EQ(fused_attention.options.variant.attention, AttentionKernel::Fused);
+  // With the fused chains as well there is no graph: listed, with eager attention as the nearest.
+  const RowProgram both = row_program(
+      row_from("A100-SXM4-80GB,bert_large,amp,32,128,pretraining,lamb,fp16,n/a,pure_half,n/a,fused,most,masked,yes,"
+               "yes,1,inferred,300,x,NVIDIA/DeepLearningExamples@a:b,n\r\n"));
+  EXPECT_EQ(both.fit, RowFit::Unsupported);
+  ASSERT_FALSE(both.unsupported.empty());
+  EXPECT_NE(both.unsupported[0].find("attention"), std::string::npos) << both.unsupported[0];
+  EXPECT_TRUE(both.nearest_available);
 
   // An unknown GPU: no nearest program at all.
   const RowProgram gpu = row_program(row_from(
@@ -155,8 +162,9 @@ TEST(StepTimes, LambOverMicroStepsIsAdamAmortised) {
 
 TEST(StepTimes, UnsupportedRowsAreListedUnlessTheNearestProgramIsAsked) {
   TempDir d;
+  // fused attention with the fused chains: no zoo graph has both
   const std::string fused_attention =
-      "A100-SXM4-80GB,bert_large,amp,32,384,squad,adamw,fp16,n/a,pure_half,n/a,fused,some,n/a,yes,yes,1,"
+      "A100-SXM4-80GB,bert_large,amp,32,128,pretraining,lamb,fp16,n/a,pure_half,n/a,fused,most,masked,yes,yes,1,"
       "inferred,300,x,NVIDIA/DeepLearningExamples@a:b,n\r\n";
   const auto rows = read_step_times(d.write("t.csv", kHeader + kExactRow + fused_attention));
   const auto cal = std::make_shared<const Calibration>(default_calibration());
@@ -196,8 +204,12 @@ TEST(ProgramVariant, ParsesPyTorchNamesAndRejectsOthersNamingTheFlag) {
   parse_fused_ops("layer_norm,optimizer", v);
   EXPECT_TRUE(v.fused_layer_norm);
   EXPECT_FALSE(v.fused_gelu);
+  EXPECT_FALSE(v.fused_softmax);
   EXPECT_TRUE(v.fused_optimizer);
   EXPECT_EQ(fused_ops_string(v), "layer_norm,optimizer");
+  parse_fused_ops("all", v);
+  EXPECT_TRUE(v.fused_softmax && v.fused_layer_norm && v.fused_gelu && v.fused_optimizer);
+  EXPECT_EQ(fused_ops_string(v), "softmax,layer_norm,gelu,optimizer");
   try {
     parse_matmul_precision("medium");
     FAIL() << "no error";
@@ -205,7 +217,7 @@ TEST(ProgramVariant, ParsesPyTorchNamesAndRejectsOthersNamingTheFlag) {
     EXPECT_NE(std::string(e.what()).find("--matmul-precision"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("highest"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(parse_fused_ops("softmax", v), InputError);
+  EXPECT_THROW(parse_fused_ops("flash", v), InputError);
 }
 
 TEST(ProgramVariant, MapsOntoTheAnalyticalOptions) {
@@ -331,22 +343,24 @@ TEST(ProgramVariant, PureHalfRunsTheHalfTraceAndIsFasterThanAutocast) {
   EXPECT_GT(tp, 0.3 * ta);
 }
 
-TEST(ProgramVariant, FusedLayerNormAndGeluRunTheFusedGraph) {
+TEST(ProgramVariant, FusedSoftmaxLayerNormAndGeluRunTheFusedGraph) {
   ProgramVariant v;
   EXPECT_EQ(variant_model("bert_large_squad", v), "bert_large_squad");  // nothing fused: the model itself
-  v.fused_layer_norm = v.fused_gelu = true;
+  v.fused_softmax = v.fused_layer_norm = v.fused_gelu = true;
   EXPECT_EQ(variant_model("bert_large_squad", v), "bert_large_squad_fused");
   ProgramVariant named;
   EXPECT_EQ(variant_model("bert_base_pretraining_fused", named), "bert_base_pretraining_fused");
-  EXPECT_TRUE(named.fused_layer_norm && named.fused_gelu);  // the graph says what it fuses
-  ProgramVariant one;
-  one.fused_gelu = true;
-  try {
-    variant_model("bert_large_squad", one);
-    FAIL() << "gelu alone";
-  } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("--fused gelu"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("layer_norm,gelu"), std::string::npos) << e.what();
+  EXPECT_TRUE(named.fused_softmax && named.fused_layer_norm && named.fused_gelu);  // the graph says what it fuses
+  for (const char* some : {"gelu", "layer_norm,gelu", "softmax"}) {
+    ProgramVariant part;
+    parse_fused_ops(some, part);
+    try {
+      variant_model("bert_large_squad", part);
+      FAIL() << some << " alone";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string("--fused ") + some), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("softmax,layer_norm,gelu"), std::string::npos) << e.what();
+    }
   }
   EXPECT_THROW(variant_model("resnet50", v), InputError);  // no fused graph
   // The eager graph with a fused variant is refused, not run as eager.
@@ -357,7 +371,7 @@ TEST(ProgramVariant, FusedLayerNormAndGeluRunTheFusedGraph) {
   base.seq_len = 384;
   ProgramVariant eager = variant_from_precision(zoo::Precision::HALF_FP16);
   ProgramVariant fused = eager;
-  fused.fused_layer_norm = fused.fused_gelu = true;
+  fused.fused_softmax = fused.fused_layer_norm = fused.fused_gelu = true;
   const AnalyticalOptions eo = to_analytical_options(eager, base), fo = to_analytical_options(fused, base);
   const OpProgram e = OpProgram::compile(zoo::load_model("bert_large_squad"), eo);
   const OpProgram f = OpProgram::compile(zoo::load_model("bert_large_squad_fused"), fo);
@@ -367,9 +381,61 @@ TEST(ProgramVariant, FusedLayerNormAndGeluRunTheFusedGraph) {
       for (const auto& op : *ops) n += op.kind != OpProgram::Kind::View;
     return n;
   };
-  EXPECT_LT(kernels(f), kernels(e) - 24 * 4);  // at least two chains of 24 layers, forward and backward
+  EXPECT_LT(kernels(f), kernels(e) - 24 * 6);  // three chains a layer, each fewer kernels forward and backward
   const GpuSpec& gpu = find_gpu("H100-SXM5-80GB");
   EXPECT_LT(phase_sum(f, gpu, fo, 32), phase_sum(e, gpu, eo, 32));
+}
+
+TEST(ProgramVariant, FusedAttentionRunsTheSdpaGraph) {
+  ProgramVariant v;
+  v.attention = AttentionKernel::Fused;
+  EXPECT_EQ(variant_model("gpt2_small", v), "gpt2_small_sdpa");
+  EXPECT_EQ(variant_model("bert_large_squad", v), "bert_large_squad_sdpa");
+  ProgramVariant named;
+  EXPECT_EQ(variant_model("llama2_7b_sdpa", named), "llama2_7b_sdpa");
+  EXPECT_EQ(named.attention, AttentionKernel::Fused);  // the graph says what it runs
+  try {
+    variant_model("resnet50", v);
+    FAIL() << "resnet50 has no attention";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("--attention fused: resnet50 has no fused-attention graph"), std::string::npos)
+        << e.what();
+  }
+  ProgramVariant both = v;
+  both.fused_softmax = both.fused_layer_norm = both.fused_gelu = true;
+  EXPECT_THROW(variant_model("bert_large_squad", both), InputError);
+  // The eager graph with fused attention is refused, not run eager.
+  EXPECT_THROW(OpProgram::compile(zoo::load_model("gpt2_small"), to_analytical_options(v, {})), InputError);
+
+  AnalyticalOptions base;
+  base.seq_len = 1024;
+  ProgramVariant eager = variant_from_precision(zoo::Precision::AMP_BF16);
+  ProgramVariant fused = eager;
+  fused.attention = AttentionKernel::Fused;
+  const AnalyticalOptions eo = to_analytical_options(eager, base), fo = to_analytical_options(fused, base);
+  const OpProgram e = OpProgram::compile(zoo::load_model("gpt2_small"), eo);
+  const OpProgram f = OpProgram::compile(zoo::load_model("gpt2_small_sdpa"), fo);
+  // One attention kernel each way per layer, and it runs at kAttentionEfficiency of the BF16 peak.
+  const GpuSpec& gpu = find_gpu("H100-SXM5-80GB");
+  const GpuPeaks peaks = gpu_peaks(gpu, fo);
+  const FamilyFactors& factors = default_calibration().factors(gpu);
+  int attention_ops = 0;
+  for (const auto* ops : {&f.forward(), &f.backward()})
+    for (const auto& op : *ops) {
+      if (!op.attention) continue;
+      ++attention_ops;
+      EXPECT_EQ(op.kind, OpProgram::Kind::Matmul);
+      const double flops = op.flops0 + op.flops1 * 8, bytes = op.bytes0 + op.bytes1 * 8;
+      const double compute = flops / (peaks.bf16 * kAttentionEfficiency),
+                   memory = bytes / (peaks.bandwidth * factors.memory_efficiency);
+      EXPECT_NEAR(op_gpu_seconds(op, 8, peaks, factors), std::max(compute, memory), 1e-9 * compute);
+      EXPECT_GT(compute, 0.5 * memory);  // S x S x d work on S x d bytes: near the ridge or above it
+    }
+  EXPECT_EQ(attention_ops, 2 * 12);
+  for (const auto* ops : {&e.forward(), &e.backward()})
+    for (const auto& op : *ops) EXPECT_FALSE(op.attention);
+  // No S x S scores to write and read: faster than eager at S = 1024.
+  EXPECT_LT(phase_sum(f, gpu, fo, 8), phase_sum(e, gpu, eo, 8));
 }
 
 // ---- the shared published step times -------------------------------------------

@@ -198,8 +198,10 @@ class Predict(unittest.TestCase):
             gpemu.predict("v100", "resnet50")
         with self.assertRaises(gpemu.InputError):
             gpemu.predict("v100", "no_such_model", 8)
-        with self.assertRaisesRegex(gpemu.InputError, "attention"):
-            gpemu.predict("h100", "bert_base", 8, attention="fused")  # not modelled yet: said, not guessed
+        with self.assertRaisesRegex(gpemu.InputError, "attention fused: resnet50 has no fused-attention graph"):
+            gpemu.predict("h100", "resnet50", 8, attention="fused")  # said, not run eager
+        with self.assertRaisesRegex(gpemu.InputError, "attention fused with fused softmax,layer_norm,gelu"):
+            gpemu.predict("h100", "bert_base", 8, task="squad", attention="fused", fused="softmax,layer_norm,gelu")
 
 
 class Jobs(unittest.TestCase):
