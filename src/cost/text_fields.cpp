@@ -8,9 +8,11 @@
 #include <fstream>
 #include <limits>
 #include <sstream>
+#include <vector>
 
 #include <fmt/format.h>
 
+#include "common/fs_errors.h"
 #include "gpemu/error.h"
 
 namespace gpemu::cost_detail {
@@ -85,11 +87,21 @@ std::string read_text_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   // std::ifstream keeps the OS reason in errno (libstdc++ opens with fopen).
   if (!in)
-    throw InputError(fmt::format("{}: cannot open file for reading: {}", path, std::strerror(errno ? errno : EIO)));
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw InputError(fmt::format("{}: read error", path));
-  return text.str();
+    throw InputError(
+        fmt::format("{}: cannot open file for reading: {}", shown_path(path), std::strerror(errno ? errno : EIO)));
+  // Read in chunks up to the limit, so that a device or a pipe that never
+  // ends (/dev/zero) is refused instead of filling memory.
+  std::string text;
+  std::vector<char> chunk(1 << 20);
+  while (in) {
+    in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+    text.append(chunk.data(), static_cast<std::size_t>(in.gcount()));
+    if (text.size() > kMaxTextFileBytes)
+      throw InputError(fmt::format("{}: more than {} MiB; a gpemu text input (CSV, JSON) is at most that large",
+                                   shown_path(path), kMaxTextFileBytes >> 20));
+  }
+  if (in.bad()) throw InputError(fmt::format("{}: read error", shown_path(path)));
+  return text;
 }
 
 std::vector<std::string_view> split_lines(std::string_view text) {

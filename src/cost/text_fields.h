@@ -40,7 +40,10 @@ std::string join(const Range& names, std::string_view separator = ", ") {
 // Splits one CSV line at commas (GPEmu's files quote nothing) and trims each field.
 std::vector<std::string_view> split_csv(std::string_view line);
 
-// The whole file as text; InputError naming the path when it cannot be read.
+// The whole file as text; InputError naming the path when it cannot be read
+// or holds more than kMaxTextFileBytes (measured profiles and published tables
+// are megabytes; a device that never ends is refused, not read into memory).
+inline constexpr std::size_t kMaxTextFileBytes = std::size_t{256} << 20;
 std::string read_text_file(const std::string& path);
 
 // The text split into lines ("\n" or "\r\n"); a leading UTF-8 byte-order mark is dropped.

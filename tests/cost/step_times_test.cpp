@@ -90,6 +90,27 @@ TEST(StepTimes, RejectsAnUnclosedQuote) {
   EXPECT_NE(msg.find("quoted field"), std::string::npos) << msg;
 }
 
+// Found by the step_times_csv fuzz harness: a quoted value with a line break
+// in a checked column made a two-line message; and a file that never ends was
+// read into memory until the process died.
+TEST(StepTimes, MessagesStayOneLineAndEndlessFilesAreRefused) {
+  TempDir d;
+  std::string row = kExactRow;
+  row.replace(row.find(",128,"), 5, ",\"12\n8\",");
+  const std::string msg = expect_input_error(d.write("t.csv", kHeader + row));
+  EXPECT_NE(msg.find("batch_size"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  EXPECT_NE(msg.find("12\\x0a8"), std::string::npos) << msg;
+  if (std::filesystem::exists("/dev/zero")) {
+    try {
+      read_step_times("/dev/zero");
+      ADD_FAILURE() << "/dev/zero read";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("/dev/zero: more than 256 MiB"), std::string::npos) << e.what();
+    }
+  }
+}
+
 StepTimeRow row_from(const std::string& line) {
   TempDir d;
   return read_step_times(d.write("t.csv", kHeader + line)).at(0);
