@@ -1,5 +1,6 @@
 #include "crossval_bench.h"
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <iostream>
@@ -7,10 +8,12 @@
 #include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "bench_util.h"
 #include "cost/step_times.h"
 #include "gpemu/calibration.h"
+#include "gpemu/catalog.h"
 #include "gpemu/cost_model.h"
 #include "gpemu/error.h"
 #include "gpemu/zoo.h"
@@ -135,6 +138,29 @@ nlohmann::json run_crossval_bench(const CrossvalBenchOptions& options) {
   for (const ModelFold& f : cv.model_folds)
     folds.push_back({{"models", f.models}, {"errors", errors_json(f.errors)}, {"per_gpu", per_gpu_json(f.per_gpu)}});
   j["models_left_out"] = {{"overall", errors_json(cv.models_left_out_overall)}, {"folds", folds}};
+  if (!options.per_model_gpu.empty()) {
+    const std::string id = find_gpu(options.per_model_gpu).id;
+    const auto it = cv.per_model.find(id);
+    if (it == cv.per_model.end()) {
+      std::vector<std::string> measured;
+      for (const auto& [g, m] : cv.per_model) measured.push_back(g);
+      throw InputError(fmt::format("--per-model {}: {} has no measured profiles here; measured: {}",
+                                   options.per_model_gpu, id, fmt::join(measured, ", ")));
+    }
+    nlohmann::json models = nlohmann::json::object();
+    for (const auto& [m, b] : it->second) {
+      nlohmann::json others = nlohmann::json::object();
+      for (const auto& [g, per] : cv.per_model)
+        if (g != id && per.count(m)) others[g] = per.at(m).measured_backward_ratio;
+      models[m] = {{"in_sample_forward_pct", b.in_forward},
+                   {"in_sample_backward_pct", b.in_backward},
+                   {"left_out_forward_pct", b.out_forward},
+                   {"left_out_backward_pct", b.out_backward},
+                   {"measured_backward_ratio", b.measured_backward_ratio},
+                   {"other_gpus_backward_ratio", others}};
+    }
+    j["per_model"] = {{"gpu", id}, {"rule", std::string(to_string(o.calibration.fallback))}, {"models", models}};
+  }
 
   // Each target read two ways: over the pooled rows, and on every GPU alone.
   double worst_out = 0, worst_in = 0, pooled_out = 0;
@@ -219,6 +245,24 @@ void print_crossval_bench(const nlohmann::json& r, std::ostream& os) {
           row(fmt::format("fold {} ({} models from {})", ++k, f["models"].size(), f["models"][0].get<std::string>()),
               f["errors"]));
     t.add_row(row("all (pooled rows)", r["models_left_out"]["overall"]));
+    t.print(os);
+    os << '\n';
+  }
+  if (r.contains("per_model")) {
+    const auto& p = r["per_model"];
+    os << "per model on " << p["gpu"].get<std::string>()
+       << ": signed median error, % (+: predicted slower), in-sample and with its family left out (rule "
+       << p["rule"].get<std::string>() << "); measured backward / forward time\n";
+    bench::Table t({"model", "in fwd", "in bwd", "out fwd", "out bwd", "bwd/fwd here", "bwd/fwd elsewhere"});
+    for (const auto& [m, e] : p["models"].items()) {
+      std::vector<double> others;
+      for (const auto& [g, v] : e["other_gpus_backward_ratio"].items()) others.push_back(v.get<double>());
+      std::sort(others.begin(), others.end());
+      std::string span = others.empty() ? "-" : fmt::format("{:.2f}-{:.2f}", others.front(), others.back());
+      auto pct = [](const nlohmann::json& v) { return fmt::format("{:+.1f}", v.get<double>()); };
+      t.add_row({m, pct(e["in_sample_forward_pct"]), pct(e["in_sample_backward_pct"]), pct(e["left_out_forward_pct"]),
+                 pct(e["left_out_backward_pct"]), fixed(e["measured_backward_ratio"].get<double>(), 2), span});
+    }
     t.print(os);
     os << '\n';
   }

@@ -38,6 +38,10 @@ struct CrossvalBenchOptions {
   double robust_scale =
       0.05;            // pseudo-Huber scale of the calibration (CalibrationOptions::robust_scale; 0: least squares)
   bool memory = true;  // also validate peak memory and OOM decisions
+  // `--per-model GPU`: also each model's signed errors on that measured GPU,
+  // in-sample and with its family left out, and its measured backward /
+  // forward ratio beside the other GPUs' (where a left-out error comes from).
+  std::string per_model_gpu;
   // `--quick`: one calibration round, no memory validation.
   static CrossvalBenchOptions quick() {
     CrossvalBenchOptions o;
@@ -49,6 +53,7 @@ struct CrossvalBenchOptions {
   void keep_inputs(const CrossvalBenchOptions& given) {
     profiles = given.profiles;
     step_times = given.step_times;
+    per_model_gpu = given.per_model_gpu;
   }
 };
 

@@ -426,6 +426,15 @@ struct ModelFold {
   std::map<std::string, PhaseErrors> per_gpu;
 };
 
+// One (GPU, model) of the cross-validation: signed median errors, % (+:
+// predicted slower than measured), per phase, in-sample and with the GPU's
+// family left out (the calibration's fallback rule), and the measured
+// backward / forward time ratio (median over the batch sizes with both).
+struct ModelBias {
+  double in_forward = 0, in_backward = 0, out_forward = 0, out_backward = 0;
+  double measured_backward_ratio = 0;
+};
+
 struct CrossValidation {
   Calibration full;                              // calibrated on every sample
   std::map<std::string, PhaseErrors> in_sample;  // gpu -> errors of the full calibration
@@ -434,6 +443,7 @@ struct CrossValidation {
   // predict the held-out GPU with its family's factors derived by each rule.
   std::map<FallbackRule, std::map<std::string, PhaseErrors>> gpu_left_out;  // rule -> gpu -> errors
   std::map<FallbackRule, PhaseErrors> gpu_left_out_overall;                 // rule -> pooled rows
+  std::map<std::string, std::map<std::string, ModelBias>> per_model;        // gpu -> model -> bias
   std::vector<ModelFold> model_folds;
   PhaseErrors models_left_out_overall;                        // pooled rows
   std::map<std::string, PhaseErrors> models_left_out_family;  // model family -> pooled

@@ -105,6 +105,9 @@ void add_bench_command(CLI::App& app) {
         c.add_option("--step-times", o.step_times,
                      "Published step times (default: ../shared/reference/published/gpu_training_step_times.csv)");
         c.add_option("--folds", o.model_folds, "Folds over the models")->capture_default_str();
+        c.add_option("--per-model", o.per_model_gpu,
+                     "Also each model's signed errors on this measured GPU (in-sample and with its family left out) "
+                     "and its measured backward/forward ratio beside the other GPUs'");
         c.add_option("--robust-scale", o.robust_scale,
                      "Pseudo-Huber scale of the calibration's log errors (0: least squares)")
             ->capture_default_str();

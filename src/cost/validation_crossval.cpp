@@ -27,7 +27,14 @@ struct ApeLists {
   PhaseErrors medians() const { return {common::median(forward), common::median(backward), common::median(iteration)}; }
 };
 
-ApeLists time_apes(const Calibration& cal, const std::vector<TimeSample>& samples, const AnalyticalOptions& options) {
+// Per model of time_apes' samples: signed median errors of forward and
+// backward (%), and the measured backward / forward ratio.
+struct SignedErrors {
+  double forward = 0, backward = 0, measured_ratio = 0;
+};
+
+ApeLists time_apes(const Calibration& cal, const std::vector<TimeSample>& samples, const AnalyticalOptions& options,
+                   std::map<std::string, SignedErrors>* per_model = nullptr) {
   // (gpu, model) -> batch -> (measured, predicted) per phase
   std::map<std::pair<std::string, std::string>, std::vector<const TimeSample*>> groups;
   for (const TimeSample& s : samples) groups[{s.gpu, canonical_model_name(s.model)}].push_back(&s);
@@ -56,11 +63,17 @@ ApeLists time_apes(const Calibration& cal, const std::vector<TimeSample>& sample
         at[phase][static_cast<int>(b[i])] = {meas[i], pred[i]};
       }
     }
+    std::vector<double> signed_f, signed_b, ratio;
     for (const auto& [b, fm] : at[0]) {
       auto it = at[1].find(b);
       if (it == at[1].end()) continue;
       out.iteration.push_back(std::abs((fm.second + it->second.second) / (fm.first + it->second.first) - 1) * 100);
+      signed_f.push_back((fm.second / fm.first - 1) * 100);
+      signed_b.push_back((it->second.second / it->second.first - 1) * 100);
+      ratio.push_back(it->second.first / fm.first);
     }
+    if (per_model && !ratio.empty())
+      (*per_model)[model] = {common::median(signed_f), common::median(signed_b), common::median(ratio)};
   }
   return out;
 }
@@ -93,7 +106,14 @@ CrossValidation cross_validate(const std::vector<TimeSample>& samples, const Cro
     const Calibration full = calibrate(samples, options.calibration);
     ApeLists all;
     for (const std::string& g : gpus) {
-      const ApeLists a = time_apes(full, subset([&](const TimeSample& s) { return s.gpu == g; }), mo);
+      std::map<std::string, SignedErrors> per_model;
+      const ApeLists a = time_apes(full, subset([&](const TimeSample& s) { return s.gpu == g; }), mo, &per_model);
+      for (const auto& [m, e] : per_model) {
+        ModelBias& b = cv.per_model[g][m];
+        b.in_forward = e.forward;
+        b.in_backward = e.backward;
+        b.measured_backward_ratio = e.measured_ratio;
+      }
       cv.in_sample[g] = a.medians();
       all.append(a);
     }
@@ -118,7 +138,13 @@ CrossValidation cross_validate(const std::vector<TimeSample>& samples, const Cro
         for (auto it = d.families.begin(); it != d.families.end();)
           it = d.is_calibrated(it->first) ? std::next(it) : d.families.erase(it);
         d.finish();
-        const ApeLists a = time_apes(d, test, mo);
+        std::map<std::string, SignedErrors> per_model;
+        const ApeLists a = time_apes(d, test, mo, &per_model);
+        if (rule == options.calibration.fallback)
+          for (const auto& [m, e] : per_model) {
+            cv.per_model[held][m].out_forward = e.forward;
+            cv.per_model[held][m].out_backward = e.backward;
+          }
         cv.gpu_left_out[rule][held] = a.medians();
         pooled[rule].append(a);
       }

@@ -234,6 +234,7 @@ TEST(CliBench, CrossvalIsRegistered) {
   EXPECT_EQ(r.status, 0);
   EXPECT_NE(r.out.find("--profiles"), std::string::npos);
   EXPECT_NE(r.out.find("--step-times"), std::string::npos);
+  EXPECT_NE(r.out.find("--per-model"), std::string::npos);
   const Output missing = gpemu("bench crossval --quick --step-times /nonexistent/st.csv");
   EXPECT_NE(missing.status, 0);
   EXPECT_NE(missing.err.find("/nonexistent/st.csv"), std::string::npos) << missing.err;

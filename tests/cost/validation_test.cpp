@@ -1,6 +1,7 @@
 // Tests of the validation (validation.h): statistics, and a tiny hand-made
 // GPEmu profile folder whose measurements are the model's predictions
 // multiplied by chosen errors, so every APE is known exactly.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -227,6 +228,20 @@ TEST(Validation, CrossValidationOnSyntheticMeasurementsIsExactInSample) {
   EXPECT_LT(cv.in_sample_overall.iteration, 0.5);
   for (FallbackRule rule : kFallbackRules) EXPECT_EQ(cv.gpu_left_out.at(rule).size(), 2u) << to_string(rule);
   EXPECT_EQ(cv.model_folds.size(), 3u);
+  // Per (GPU, model): in-sample signed errors near 0, and the measured
+  // backward / forward ratio is the samples' own.
+  ASSERT_EQ(cv.per_model.size(), 2u);
+  const ModelBias& b = cv.per_model.at("V100-PCIE-32GB").at("alexnet");
+  EXPECT_LT(std::abs(b.in_forward), 0.5);
+  EXPECT_LT(std::abs(b.in_backward), 0.5);
+  std::vector<double> ratios;
+  for (int batch : {1, 4, 16, 64}) {
+    const PhaseSeconds p = predict_seconds(OpProgram::compile(zoo::load_model("alexnet")), batch,
+                                           gpu_peaks(find_gpu("V100-PCIE-32GB")), f);
+    ratios.push_back(p.backward / p.forward);
+  }
+  std::sort(ratios.begin(), ratios.end());
+  EXPECT_NEAR(b.measured_backward_ratio, (ratios[1] + ratios[2]) / 2, 1e-9);
   Calibration c = cv.full;
   apply_expected_errors(c, cv);
   EXPECT_TRUE(c.in_sample.count("Volta"));
