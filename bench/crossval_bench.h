@@ -68,9 +68,14 @@ struct CrossvalBenchOptions {
 //                  "median_ape_pct", "median_ape_in_sample_pct", "within", "left_out"}},
 //                  "gpu_left_out_median_ape_pct", "source_left_out": {source: {"rows",
 //                  "median_ape_pct", "within"}}} (or {"skipped": why}),
+//   "per_model" (with --per-model): {"gpu", "rule", "models": {model:
+//                {"in_sample_forward_pct", "in_sample_backward_pct",
+//                 "left_out_forward_pct", "left_out_backward_pct" (signed),
+//                 "measured_backward_ratio", "other_gpus_backward_ratio": {gpu: r}}}},
 //   "targets": {...}, "met": {...}}
 // with E = {"forward", "backward", "iteration"} median APE %. Throws
-// InputError when the profile folder is missing.
+// InputError when the profile folder is missing, or --per-model names a GPU
+// without measured profiles.
 nlohmann::json run_crossval_bench(const CrossvalBenchOptions& options = {});
 
 void print_crossval_bench(const nlohmann::json& result, std::ostream& os);
