@@ -116,6 +116,15 @@ nlohmann::json run_crossval_bench(const CrossvalBenchOptions& options) {
   const ProfileDatabase db = ProfileDatabase::load(dir);
   for (const std::string& w : db.warnings()) std::cerr << "gpemu: warning: " << w << '\n';
   const std::vector<TimeSample> samples = measured_time_samples(db);
+  std::string per_model_id;
+  if (!options.per_model_gpu.empty()) {  // checked before the minute of calibrations
+    per_model_id = find_gpu(options.per_model_gpu).id;
+    std::set<std::string> measured;
+    for (const TimeSample& s : samples) measured.insert(s.gpu);
+    if (!measured.count(per_model_id))
+      throw InputError(fmt::format("--per-model {}: {} has no measured profiles here; measured: {}",
+                                   options.per_model_gpu, per_model_id, fmt::join(measured, ", ")));
+  }
   CrossValidationOptions o;
   o.model_folds = options.model_folds;
   o.calibration.rounds = options.rounds;
@@ -138,15 +147,9 @@ nlohmann::json run_crossval_bench(const CrossvalBenchOptions& options) {
   for (const ModelFold& f : cv.model_folds)
     folds.push_back({{"models", f.models}, {"errors", errors_json(f.errors)}, {"per_gpu", per_gpu_json(f.per_gpu)}});
   j["models_left_out"] = {{"overall", errors_json(cv.models_left_out_overall)}, {"folds", folds}};
-  if (!options.per_model_gpu.empty()) {
-    const std::string id = find_gpu(options.per_model_gpu).id;
+  if (!per_model_id.empty() && cv.per_model.count(per_model_id)) {
+    const std::string& id = per_model_id;
     const auto it = cv.per_model.find(id);
-    if (it == cv.per_model.end()) {
-      std::vector<std::string> measured;
-      for (const auto& [g, m] : cv.per_model) measured.push_back(g);
-      throw InputError(fmt::format("--per-model {}: {} has no measured profiles here; measured: {}",
-                                   options.per_model_gpu, id, fmt::join(measured, ", ")));
-    }
     nlohmann::json models = nlohmann::json::object();
     for (const auto& [m, b] : it->second) {
       nlohmann::json others = nlohmann::json::object();
