@@ -439,7 +439,8 @@ TEST(ProgramVariant, FusedAttentionRunsTheSdpaGraph) {
   // One attention kernel each way per layer, and it runs at kAttentionEfficiency of the BF16 peak.
   const GpuSpec& gpu = find_gpu("H100-SXM5-80GB");
   const GpuPeaks peaks = gpu_peaks(gpu, fo);
-  const FamilyFactors& factors = default_calibration().factors(gpu);
+  const Calibration calibration = default_calibration();  // the factors are a reference into it
+  const FamilyFactors& factors = calibration.factors(gpu);
   int attention_ops = 0;
   for (const auto* ops : {&f.forward(), &f.backward()})
     for (const auto& op : *ops) {
