@@ -106,15 +106,15 @@ OpProgram OpProgram::compile(const zoo::ModelGraph& model, const AnalyticalOptio
   const ProgramVariant& variant = options.variant;
   if (auto missing = unsupported_part(variant))
     throw InputError(fmt::format("{} for {}: {}", describe(variant), model.name(), *missing));
-  if (variant.fused_chains() && !is_fused_graph(model.name()))
-    throw InputError(
-        fmt::format("{} for {}: fused softmax/LayerNorm/GELU chains are the zoo's {}_fused graph, not {} "
-                    "(variant_model() picks it)",
-                    describe(variant), model.name(), model.name(), model.name()));
-  if (variant.attention == AttentionKernel::Fused && !is_sdpa_graph(model.name()))
-    throw InputError(
-        fmt::format("{} for {}: fused attention is the zoo's {}_sdpa graph, not {} (variant_model() picks it)",
-                    describe(variant), model.name(), model.name(), model.name()));
+  // A variant whose program is a graph of its own is refused on another graph,
+  // not run as that graph (variant_model() picks the right one).
+  auto refuse_unless = [&](bool asked, bool graph_is_it, std::string_view what, std::string_view suffix) {
+    if (asked && !graph_is_it)
+      throw InputError(fmt::format("{} for {}: {} is the zoo's {}{} graph, not {} (variant_model() picks it)",
+                                   describe(variant), model.name(), what, model.name(), suffix, model.name()));
+  };
+  refuse_unless(variant.fused_chains(), is_fused_graph(model.name()), "fused softmax/LayerNorm/GELU chains", "_fused");
+  refuse_unless(variant.attention == AttentionKernel::Fused, is_sdpa_graph(model.name()), "fused attention", "_sdpa");
   const std::int64_t seq = options.seq_len;
   const auto at = [&](std::int64_t b) { return model.ops(zoo::Shape{b, seq}, options.precision, options.optimizer); };
   const std::vector<zoo::OpCost> o1 = at(1), o2 = at(2), o4 = at(4);
