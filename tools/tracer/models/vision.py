@@ -81,6 +81,55 @@ def vision_specs():
     return specs
 
 
+class _SdpaSelfAttention(torch.nn.Module):
+    """nn.MultiheadAttention's training path as PyTorch 2 runs it for
+    self-attention with need_weights=False (F.multi_head_attention_forward):
+    the packed input projection, one copy into q/k/v, F.scaled_dot_product_attention
+    (one fused kernel each way, no S x S tensor), one copy back and the output
+    projection. torch 1.13 has no SDPA: tools/tracer/fused.py's operator stands in."""
+
+    def __init__(self, mha):
+        super().__init__()
+        self.mha = mha
+
+    def forward(self, query, key, value, need_weights=False):
+        from .. import fused as fz
+        m = self.mha
+        x = query.transpose(1, 0) if m.batch_first else query          # (S, B, E)
+        s, b, e = x.shape
+        h = m.num_heads
+        proj = F.linear(x, m.in_proj_weight, m.in_proj_bias)              # (S, B, 3E)
+        proj = proj.unflatten(-1, (3, e)).unsqueeze(0).transpose(0, -2).squeeze(-2).contiguous()
+        q, k, v = proj[0], proj[1], proj[2]
+
+        def heads(t):
+            return t.view(s, b * h, e // h).transpose(0, 1).view(b, h, s, e // h)
+        out = fz.scaled_dot_product_attention(heads(q), heads(k), heads(v), m.dropout, training=self.training)
+        out = out.permute(2, 0, 1, 3).contiguous().view(b * s, e)
+        out = F.linear(out, m.out_proj.weight, m.out_proj.bias).view(s, b, e)
+        return (out.transpose(1, 0) if m.batch_first else out), None
+
+
+def _build_vit_sdpa():
+    m = _build_tv("vit_b_16")
+    for layer in m.encoder.layers:
+        layer.self_attention = _SdpaSelfAttention(layer.self_attention)
+    return m
+
+
+def vit_sdpa_spec():
+    """vit_b_16 as PyTorch 2 trains it: nn.MultiheadAttention calls
+    F.scaled_dot_product_attention (fused attention, --attention fused)."""
+    base = vit_spec()
+    return ModelSpec(
+        name="vit_b_16_sdpa", family=base.family, build=_build_vit_sdpa, inputs=base.inputs, loss=base.loss,
+        input_desc=base.input_desc, default_batch=base.default_batch,
+        config=dict(base.config, attention="fused scaled-dot-product kernel"),
+        notes="torchvision's nn.MultiheadAttention as PyTorch 2 runs it in training (packed in-projection, "
+              "F.scaled_dot_product_attention: one fused kernel forward and one backward, no S x S tensors); "
+              "dropout 0")
+
+
 def vit_spec():
     """ViT-B/16 from torchvision (a transformer: family "transformer"; the token
     count is fixed by the 224x224 image, so only B is a variable)."""

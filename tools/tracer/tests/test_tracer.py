@@ -525,7 +525,8 @@ class ModelZoo(unittest.TestCase):
                                        "bert_base_squad", "bert_large_squad",
                                        "vit_b_16", "llama2_7b", "dlrm_mlperf", "unet3d",
                                        "bert_base_pretraining_fused", "bert_large_pretraining_fused",
-                                       "bert_base_squad_fused", "bert_large_squad_fused", "dlrm_dle"] + [
+                                       "bert_base_squad_fused", "bert_large_squad_fused", "dlrm_dle",
+                                       "vit_b_16_sdpa"] + [
                     m + "_sdpa" for m in ("bert_base", "bert_large", "bert_base_pretraining", "bert_large_pretraining",
                                           "bert_base_squad", "bert_large_squad", "gpt2_small", "gpt2_medium",
                                           "llama2_7b")]:
