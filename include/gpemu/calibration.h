@@ -89,8 +89,14 @@ class Calibration {
   std::map<std::string, std::string> origin;
   // Per canonical model name.
   std::map<std::string, ModelCorrection> models;
-  // Families calibrated on measurements.
+  // Families calibrated on measured profiles: the anchors of the fallback
+  // rules.
   std::vector<std::string> calibrated_families;
+  // Families calibrated on measured step times (cost/step_times.h,
+  // fit_step_times: Hopper on the H200 rows). Calibrated, but no anchor of the
+  // geometric-mean or trend rules: their factors are in the tensor-core form
+  // (FamilyFactors::tensor_core_conv_efficiency), the anchors' are not.
+  std::vector<std::string> step_time_families;
   // family -> the GPU ids it was calibrated on (the trend rule's anchors).
   std::map<std::string, std::vector<std::string>> calibrated_gpus;
   // GPU id -> factors of a GPU of an uncalibrated family, derived by the trend
@@ -109,6 +115,9 @@ class Calibration {
   std::map<std::string, ProgramEvidence> program_errors;
   std::string program_errors_source;
   FallbackRule fallback = FallbackRule::Trend;
+  // Host profiles fitted on measured step times (host.h), by name
+  // ("h200-2026"), and per host the step-time sources whose rows it issued.
+  std::map<std::string, HostProfile> hosts;
   // Free text: what it was fitted on, when, with which command.
   std::string source;
   int rows = 0;  // measured rows fitted
@@ -145,6 +154,13 @@ class Calibration {
   std::optional<ExpectedError> expected_error(const GpuSpec& gpu, std::string_view model,
                                               std::string_view model_family = "cnn",
                                               std::string_view precision = "") const;
+  // A host profile by name: the fitted hosts above; "gpemu-2022-<family>"
+  // (lower case: the launch factors of a calibrated family, the host GPEmu's
+  // profiles of that family were measured in); kDefaultHost and "default"
+  // (the fitted one, else built-in values of that host). nullopt otherwise.
+  std::optional<HostProfile> host(std::string_view name) const;
+  // The names host() accepts, for messages.
+  std::vector<std::string> host_names() const;
   // The kind with the widest stated error among those with enough rows; nullptr when none.
   const std::pair<const std::string, ProgramEvidence>* widest_program_kind() const;
 
@@ -157,11 +173,16 @@ class Calibration {
 
  private:
   void fill_trend_factors();
+  void fill_sibling_factors();
 };
 
 // Built-in factors, used when data/calibration.json is missing (documented in
 // docs/analytical-model.md).
 Calibration default_calibration();
+// A host by name (Calibration::host of the product's calibration) or, when
+// `name_or_file` names no built-in host, a host profile file (host.h).
+// Throws InputError naming `what` (the flag), the value and the accepted names.
+HostProfile find_host(std::string_view name_or_file, std::string_view what = "--host");
 // data_dir()/data/calibration.json.
 std::filesystem::path default_calibration_path();
 // The calibration the product uses: default_calibration_path() when it exists

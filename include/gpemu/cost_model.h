@@ -20,6 +20,7 @@
 
 #include "gpemu/catalog.h"
 #include "gpemu/device.h"
+#include "gpemu/host.h"
 #include "gpemu/time.h"
 #include "gpemu/zoo.h"
 
@@ -440,6 +441,19 @@ enum class MemoryFormat { NCHW, ChannelsLast };
 // (flash / memory-efficient) attention kernel per layer.
 enum class AttentionKernel { Eager, Fused };
 
+// How the host and the GPU meet within a step.
+enum class StepSync {
+  // Each phase (forward; loss + zero_grad + backward + optimizer) starts on
+  // an idle GPU and ends synchronised: how GPEmu timed its profiles.
+  Phases,
+  // The step as a training loop issues it back to back: the host runs ahead
+  // of the GPU up to CUDA's launch queue depth and waits only at the
+  // program's sync points (GradScaler's inf check: found_inf.item()); the
+  // step time is the steady state of consecutive steps.
+  Pipelined,
+};
+std::string_view to_string(StepSync s);  // "phases", "pipelined"
+
 struct ProgramVariant {
   MatmulPrecision matmul_precision = MatmulPrecision::Highest;
   // torch.backends.cudnn.allow_tf32 (True by default since PyTorch 1.7).
@@ -452,6 +466,10 @@ struct ProgramVariant {
   // Megatron's fused softmax), LayerNorm (apex FusedLayerNorm), bias + GELU,
   // and a multi-tensor optimizer (FusedAdam / FusedLAMB / foreach).
   bool fused_softmax = false, fused_layer_norm = false, fused_gelu = false, fused_optimizer = false;
+  // A foreach (multi-tensor) optimizer, PyTorch 2's default: each kind of
+  // per-parameter update kernel is one call over every parameter (a few
+  // launches) instead of one launch per parameter; same bytes.
+  bool foreach_optimizer = false;
   // Whether any of the chains the zoo's fused graphs fuse is asked
   // (softmax, LayerNorm, GELU; the optimizer is a rewrite of any graph).
   bool fused_chains() const { return fused_softmax || fused_layer_norm || fused_gelu; }
@@ -490,7 +508,7 @@ ProgramVariant variant_from_precision(zoo::Precision p);
 // Python module's keywords (the same names and defaults).
 struct ProgramVariantNames {
   std::string matmul_precision = "highest", amp = "autocast", memory_format = "nchw", attention = "eager",
-              fused = "none", cudnn_tf32 = "on";
+              fused = "none", cudnn_tf32 = "on", foreach = "off";
   int micro_steps = 1;
 };
 // The variant for a run at `precision` (fp32, amp or bf16 picks AMP on or
@@ -498,6 +516,23 @@ struct ProgramVariantNames {
 // naming the option as a flag ("--matmul-precision") or, with keywords, as a
 // keyword ("matmul_precision"), with the values it accepts.
 ProgramVariant to_variant(const ProgramVariantNames& names, zoo::Precision precision, bool keywords = false);
+
+// How a PyTorch major version runs an unchanged training script by default
+// (docs/host.md): what `--torch 1|2` sets, each flag still overriding its part.
+struct TorchPreset {
+  int major = 1;
+  bool zero_grad_to_none = false;    // optimizer.zero_grad() sets grads to None (2.0's default)
+  bool foreach_optimizer = false;    // SGD/Adam default to foreach (multi-tensor) kernels on CUDA (2.0)
+  bool multihead_sdpa = false;       // nn.MultiheadAttention calls scaled_dot_product_attention in training (2.0)
+  StepSync sync = StepSync::Phases;  // 1: GPEmu's timing (each phase synchronised); 2: steps back to back
+  bool default_host = false;         // 2: the default host profile (host.h, kDefaultHost) issues the steps
+};
+// "1" (also "1.x", "1.13") or "2" ("2.x", "2.11"); InputError naming `what` otherwise.
+TorchPreset torch_preset(std::string_view version, std::string_view what = "--torch");
+// The names with the preset's defaults where a name is "" (not given):
+// attention ("fused" for a model that runs_multihead_attention under 2, else
+// "eager") and foreach ("on" under 2, else "off").
+ProgramVariantNames with_torch_defaults(ProgramVariantNames names, const TorchPreset& preset, std::string_view model);
 
 // What a variant asks that the model cannot express yet: nullopt when
 // everything is modelled, otherwise a sentence naming what is not.
@@ -528,6 +563,10 @@ std::string task_model(std::string_view model, std::string_view task);
 // (the flag or keyword) when only some of the three are asked, or when the
 // model has no fused graph.
 std::string variant_model(const std::string& model, ProgramVariant& v, std::string_view what = "--fused");
+// Whether `model`'s attention is torch.nn.MultiheadAttention (torchvision's
+// ViT), which PyTorch 2 runs through F.scaled_dot_product_attention in
+// training: its torch-2 program is the model's `_sdpa` graph.
+bool runs_multihead_attention(std::string_view model);
 // Whether the zoo graph `model` is a fused one (named `..._fused`).
 bool is_fused_graph(std::string_view model);
 // Whether the zoo graph `model` has fused attention (named `..._sdpa`).
@@ -595,6 +634,10 @@ struct AnalyticalOptions {
   bool legacy_zero_grad = true;
   // Sequence length for sequence models; 0: the model's default.
   std::int64_t seq_len = 0;
+  // The host that issues the step (host.h): nullopt keeps the launch factors
+  // of the GPU family's calibration (the hosts its profiles were measured in).
+  std::optional<HostProfile> host;
+  StepSync sync = StepSync::Phases;
   // How the program runs (program_variant.h). precision, tf32_conv and
   // tf32_matmul above are derived from it by to_analytical_options(); the
   // rest selects the program rewrites of OpProgram::compile (micro-steps,
@@ -637,6 +680,19 @@ struct FamilyFactors {
   double launch_backward_us = 4;                 // per autograd backward kernel
   double launch_optimizer_us = 28;               // per optimizer.step / zero_grad kernel
   double launch_view_us = 3;                     // per view op (no kernel)
+  // Tensor-core convolutions (TF32, FP16, BF16) as a roofline of the FLOPs at
+  // this fraction of the tensor-core peak and the bytes at memory_efficiency,
+  // NCHW operands transposed in and out (docs/analytical-model.md). 0: the
+  // forms the GPEmu-profile families were fitted in (TF32 as the FP32 sum,
+  // half precision at matmul_efficiency). Not one of the indexed factors:
+  // fitted only on step times (cost/step_times.h), kept by families derived
+  // from one that has it.
+  double tensor_core_conv_efficiency = 0;
+  // GPU time every kernel takes beyond its roofline (microseconds): the
+  // launch latency and tail of a kernel, which thousands of small kernels of
+  // an eager step add up. 0 for the GPEmu-profile families (absorbed in their
+  // fitted factors); fitted on step times like the factor above.
+  double kernel_overhead_us = 0;
   bool operator==(const FamilyFactors&) const = default;
 };
 
@@ -678,6 +734,9 @@ class OpProgram {
     // A fused scaled-dot-product attention kernel (a Matmul): its FLOP term
     // runs at kAttentionEfficiency.
     bool attention = false;
+    // The host waits for the GPU after issuing this op (a value read back:
+    // GradScaler's found_inf.item() after the unscale kernel).
+    bool sync_after = false;
   };
 
   // Builds the program of `model`. Ops of the zoo's forward range up to the
@@ -696,11 +755,24 @@ class OpProgram {
   const std::string& model() const { return model_; }
   const std::vector<Op>& forward() const { return forward_; }
   const std::vector<Op>& backward() const { return backward_; }
+  // How the program is issued (AnalyticalOptions::sync, ::host at compile).
+  StepSync sync() const { return sync_; }
+  const std::optional<HostProfile>& host() const { return host_; }
+  void set_issue(StepSync sync, std::optional<HostProfile> host) {
+    sync_ = sync;
+    host_ = std::move(host);
+  }
 
  private:
   std::string model_;
   std::vector<Op> forward_, backward_;
+  StepSync sync_ = StepSync::Phases;
+  std::optional<HostProfile> host_;
 };
+
+// The factors with the launch times of `host` (host.h) instead of the
+// family's calibrated ones (the hosts its profiles were measured in).
+FamilyFactors with_host(FamilyFactors f, const HostProfile& host);
 
 // Peaks the model uses for one GPU (FLOP/s and bytes/s).
 struct GpuPeaks {
@@ -727,6 +799,22 @@ double op_launch_seconds(const OpProgram::Op& op, const FamilyFactors& f);
 struct PhaseSeconds {
   double forward = 0, backward = 0;
 };
+// One step's host and GPU side (seconds): what predict prints as host- or
+// GPU-bound. host: the host's issue time (launches, views, sync costs);
+// gpu: the kernels' time; step: the pipelined step (>= both).
+struct StepBreakdown {
+  double step = 0;
+  PhaseSeconds host, gpu;  // per phase (forward; loss + backward + optimizer)
+  PhaseSeconds phase;      // the step split over the phases as predict_seconds gives it
+  int syncs = 0;           // host waits for the GPU per step
+};
+// The step of `program` at `batch` with its breakdown. Under
+// StepSync::Pipelined the step is the steady state of consecutive steps
+// issued back to back (the host ahead of the GPU up to the launch queue's
+// depth, waiting at each sync_after op); under Phases it is forward +
+// backward, each from an idle GPU.
+StepBreakdown predict_step(const OpProgram& program, double batch, const GpuPeaks& peaks, const FamilyFactors& f,
+                           const ModelCorrection& correction = {});
 // The pipelined forward and backward times (seconds) of `program` at
 // `batch` (see the top of this file).
 PhaseSeconds predict_seconds(const OpProgram& program, double batch, const GpuPeaks& peaks, const FamilyFactors& f,

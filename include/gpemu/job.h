@@ -134,6 +134,12 @@ struct ModelSpec {
   // (precision). When set, precision is zoo_precision(*variant): set both
   // with set_program_variant.
   std::optional<ProgramVariant> variant;
+  // The host that issues the steps (host.h); nullopt: the launch factors of
+  // the GPU family's calibration (the hosts GPEmu's profiles were measured in).
+  std::optional<HostProfile> host;
+  // How host and GPU meet within a step (cost_model.h): Phases as GPEmu timed
+  // them, Pipelined as a PyTorch 2 loop issues steps back to back.
+  StepSync sync = StepSync::Phases;
 };
 // The variant the model runs: its own, or the one its precision names.
 ProgramVariant program_variant(const ModelSpec& m);
@@ -494,7 +500,12 @@ struct Prediction {
   zoo::Precision precision = zoo::Precision::FP32;
   zoo::Optimizer optimizer = zoo::Optimizer::SGD;
   bool keep_grads = true;
-  std::string program_variant;          // describe(variant)
+  std::string program_variant;  // describe(variant)
+  std::string host_profile;     // the host profile's name ("" : the GPU family's calibrated launch times)
+  std::string step_sync;        // "phases" or "pipelined"
+  // The analytical model's host and GPU side of one step (zoo models whose
+  // times the analytical model gives): which bounds each phase.
+  std::optional<StepBreakdown> breakdown;
   std::optional<std::int64_t> seq_len;  // sequence models: the resolved length
   Duration transfer = 0, forward = 0, backward = 0, iteration = 0;
   bool transfer_measured = false;  // from a profile, not the PCIe model

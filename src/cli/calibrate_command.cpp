@@ -24,7 +24,8 @@ namespace gpemu::cli {
 namespace {
 
 struct CalibrateArgs {
-  std::string profiles, out, fallback = "trend", step_times;
+  std::string profiles, out, fallback = "trend";
+  std::vector<std::string> step_times, fit_step_times;
   bool no_crossval = false, all_rows = false, replace_shipped = false;
   int rounds = 3;
 };
@@ -137,14 +138,32 @@ void run_calibrate(const CalibrateArgs& a) {
     cal = cv.full;
     apply_expected_errors(cal, cv);
   }
+  for (const std::string& file : a.fit_step_times) {
+    // A family without profiles and the host that measured it, fitted on its
+    // measured step times (docs/host.md).
+    StepTimeFitOptions fo;
+    fo.source = std::filesystem::path(file).filename().string();
+    const std::vector<StepTimeRow> rows = read_step_times(file);
+    std::cerr << fmt::format("fitting on the step times of {} (each row also left out): a few seconds\n", file);
+    const StepTimeFit fit = fit_step_times(cal, rows, fo);
+    print_step_time_fit(fit, std::cout);
+    cal = fit.calibration;
+  }
   if (!a.step_times.empty()) {
     // The errors stated for kinds of programs the profiles do not cover
     // (transformers, TF32, AMP): the calibration's own errors on published
     // step times, which it was not fitted on.
-    const StepTimeReport rep = validate_step_times(read_step_times(a.step_times), std::make_shared<Calibration>(cal));
+    std::vector<StepTimeRow> rows;
+    std::string names;
+    for (const std::string& file : a.step_times) {
+      std::vector<StepTimeRow> r = read_step_times(file);
+      rows.insert(rows.end(), r.begin(), r.end());
+      names += (names.empty() ? "" : " ") + std::filesystem::path(file).filename().string();
+    }
+    const StepTimeReport rep = validate_step_times(rows, std::make_shared<Calibration>(cal));
     cal.program_errors = program_evidence(rep);
-    cal.program_errors_source = fmt::format("gpemu calibrate --step-times {}: {} rows compared",
-                                            std::filesystem::path(a.step_times).filename().string(), rep.points.size());
+    cal.program_errors_source =
+        fmt::format("gpemu calibrate --step-times {}: {} rows compared", names, rep.points.size());
   }
   cal.save(out);
 
@@ -195,7 +214,10 @@ void add_calibrate_command(CLI::App& app) {
                 "Overwrite data/calibration.json in the data directory, which every prediction uses");
   cmd->add_option("--step-times", a->step_times,
                   "Also state errors per kind of program (model family x precision) from published step times "
-                  "(the CSV format of gpemu validate --step-times)");
+                  "(the CSV format of gpemu validate --step-times; may be given more than once)");
+  cmd->add_option("--fit-step-times", a->fit_step_times,
+                  "Fit the GPU family without profiles whose measured step times these are, and the host profile "
+                  "that issued them (rows of gpemu's own measurements, e.g. the H200 rows; docs/host.md)");
   cmd->add_flag("--no-crossval", a->no_crossval, "Skip the cross-validation (no expected errors are stored)");
   cmd->add_flag("--all-rows", a->all_rows, "Fit every measured row instead of the thinned batch-size grid");
   cmd->add_option("--rounds", a->rounds, "Alternations of family factors and model corrections")

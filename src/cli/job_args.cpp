@@ -9,6 +9,7 @@
 #include "cli/option_checks.h"
 #include "cli/options.h"
 #include "cli/variant_flags.h"
+#include "gpemu/calibration.h"
 #include "gpemu/catalog.h"
 #include "gpemu/clock.h"
 #include "gpemu/error.h"
@@ -24,29 +25,38 @@ void add_model_options(CLI::App* cmd, ModelArgs& a) {
       ->capture_default_str();
   cmd->add_option("--optimizer", a.optimizer, "sgd (with momentum) or adam")->capture_default_str();
   cmd->add_option("--zero-grad", a.zero_grad,
-                  "zero: zero_grad() keeps the grads (PyTorch < 2.0 default); none: set_to_none=True")
-      ->capture_default_str();
+                  "zero: zero_grad() keeps the grads (PyTorch < 2.0 default); none: set_to_none=True (default with "
+                  "--torch 2)");
   cmd->add_option("--profiles", a.profiles, "Directory of measured profiles (GPEmu or gpemu layout)");
   add_task_option(cmd, a.task);
   add_variant_flags(cmd, a.variant);
+  add_torch_options(cmd, a.torch, a.host);
 }
 
 ModelSpec model_spec(const ModelArgs& a) {
   ModelSpec m;
   m.precision = zoo::parse_precision(a.precision);
-  ProgramVariant v = to_variant(a.variant, m.precision);
-  m.name = variant_model(task_model(a.model, a.task), v);
+  const TorchPreset preset = torch_preset(a.torch, "--torch");
+  const std::string model = task_model(a.model, a.task);
+  ProgramVariant v = to_variant(with_torch_defaults(a.variant, preset, model), m.precision);
+  m.name = variant_model(model, v);
   set_program_variant(m, v);
   m.optimizer = zoo::parse_optimizer(a.optimizer);
-  if (a.zero_grad == "zero")
+  const std::string zero_grad = a.zero_grad.empty() ? (preset.zero_grad_to_none ? "none" : "zero") : a.zero_grad;
+  if (zero_grad == "zero")
     m.keep_grads = true;
-  else if (a.zero_grad == "none")
+  else if (zero_grad == "none")
     m.keep_grads = false;
   else
     throw InputError(
         fmt::format("unknown --zero-grad '{}': expected zero (grads kept, PyTorch < 2.0 default) or none "
                     "(set_to_none=True, PyTorch >= 2.0 default)",
                     a.zero_grad));
+  m.sync = preset.sync;
+  if (!a.host.empty())
+    m.host = find_host(a.host, "--host");
+  else if (preset.default_host)
+    m.host = find_host(kDefaultHost, "--host");
   if (a.seq_len < 0)
     throw InputError(
         fmt::format("--seq-len {} is impossible: it must be at least 1 (0: the model's default)", a.seq_len));

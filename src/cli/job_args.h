@@ -23,8 +23,10 @@ struct ModelArgs {
   std::string gpu = "v100";
   std::string model = std::string(kDefaultModel);
   std::int64_t seq_len = 0;
-  std::string precision = "fp32", optimizer = "sgd", zero_grad = "zero";
+  std::string precision = "fp32", optimizer = "sgd", zero_grad;  // zero_grad "": the --torch preset's
   std::string profiles;
+  std::string torch = "1";      // --torch: the PyTorch major version whose defaults the program takes
+  std::string host;             // --host: a host profile's name or file ("": the --torch preset's)
   std::string task;             // --task: BERT's heads (task_model)
   ProgramVariantNames variant;  // --matmul-precision, --amp, ... (cli/variant_flags.h)
 };

@@ -28,7 +28,7 @@ struct PredictArgs {
   std::string gpu, model, profiles, host_memory = "pinned";
   std::optional<int> batch_size;
   std::int64_t seq_len = 0;
-  std::string precision = "fp32", optimizer = "sgd", zero_grad = "zero";
+  std::string precision = "fp32", optimizer = "sgd", zero_grad, torch = "1", host;
   bool max_batch = false;
   bool json = false;
   std::string task;
@@ -43,6 +43,8 @@ PredictRequest request(const PredictArgs& a) {
   m.precision = a.precision;
   m.optimizer = a.optimizer;
   m.zero_grad = a.zero_grad;
+  m.torch = a.torch;
+  m.host = a.host;
   m.task = a.task;
   m.variant = a.variant;
   PredictRequest r;
@@ -74,6 +76,24 @@ void print_max_batch_only(const Prediction& p) {
   std::cout << "source: model zoo tensor lifetimes replayed through the caching allocator (docs/zoo-memory.md)\n";
 }
 
+// Which side bounds each phase: the host issuing the ops or the GPU running
+// them, and by how much.
+void print_bounds(const Prediction& p) {
+  const StepBreakdown& b = *p.breakdown;
+  auto line = [](const char* phase, double host, double gpu) {
+    const bool host_bound = host > gpu;
+    const double lead = (host_bound ? host / std::max(gpu, 1e-12) : gpu / std::max(host, 1e-12)) - 1;
+    return fmt::format("  {:<16} host {:>9} ms, GPU {:>9} ms: {}-bound by {:.0f} %\n", phase, fixed(host * 1e3, 2),
+                       fixed(gpu * 1e3, 2), host_bound ? "host" : "GPU", lead * 100);
+  };
+  std::cout << fmt::format("\nhost and GPU per step ({}, host {}, {} sync point{} per step):\n", p.step_sync,
+                           p.host_profile.empty() ? std::string("the GPU family's calibrated launch times")
+                                                  : p.host_profile,
+                           b.syncs, b.syncs == 1 ? "" : "s");
+  std::cout << line("forward", b.host.forward, b.gpu.forward);
+  std::cout << line("backward + step", b.host.backward, b.gpu.backward);
+}
+
 void print_prediction(const Prediction& p) {
   std::cout << fmt::format("{} on {} at batch size {} ({} host memory, {}, {})\n\n", p.model, p.gpu, p.batch_size,
                            to_string(p.host), zoo::to_string(p.precision), zoo::to_string(p.optimizer));
@@ -96,6 +116,7 @@ void print_prediction(const Prediction& p) {
   if (p.max_batch) rows.push_back({"largest batch that fits", std::to_string(*p.max_batch)});
   print_summary(std::cout, rows);
   if (!p.fits) std::cout << "why not: " << p.oom_reason << '\n';
+  if (p.breakdown) print_bounds(p);
   std::cout << "source: " << p.note << '\n';
 }
 
@@ -126,14 +147,15 @@ void add_predict_command(CLI::App& app) {
   cmd->add_option("--precision", a->precision, "fp32, amp (FP16 autocast) or bf16")->capture_default_str();
   cmd->add_option("--optimizer", a->optimizer, "sgd (momentum) or adam")->capture_default_str();
   cmd->add_option("--zero-grad", a->zero_grad,
-                  "zero: zero_grad() keeps .grad (PyTorch < 2.0 default); none: set_to_none=True (PyTorch >= 2.0)")
-      ->capture_default_str();
+                  "zero: zero_grad() keeps .grad (PyTorch < 2.0 default); none: set_to_none=True (PyTorch >= 2.0; "
+                  "default with --torch 2)");
   cmd->add_option("--profiles", a->profiles, "Directory of measured profiles (GPEmu or gpemu layout)");
   cmd->add_option("--host-memory", a->host_memory, "Host memory the batch is copied from: pinned or pageable")
       ->capture_default_str();
   cmd->add_flag("--json", a->json, "Machine-readable output");
   add_task_option(cmd, a->task);
   add_variant_flags(cmd, a->variant);
+  add_torch_options(cmd, a->torch, a->host);
   cmd->callback([a] { predict(*a); });
 }
 

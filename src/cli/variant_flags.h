@@ -14,6 +14,8 @@ namespace gpemu::cli {
 using VariantFlags = ProgramVariantNames;
 
 void add_variant_flags(CLI::App* cmd, VariantFlags& flags);
+// --torch (1 or 2: TorchPreset) and --host (a host profile: find_host).
+void add_torch_options(CLI::App* cmd, std::string& torch, std::string& host);
 // --task (BERT's heads: pretraining, squad; see task_model).
 void add_task_option(CLI::App* cmd, std::string& task);
 

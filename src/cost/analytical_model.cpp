@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <mutex>
 #include <optional>
 
@@ -100,7 +101,58 @@ void fuse_optimizer(std::vector<OpProgram::Op>& ops) {
   ops = std::move(kept);
 }
 
+// Foreach (multi-tensor) optimizer: the update's per-parameter kernels run
+// as one _foreach_ call per step of the update (mul_, add_, addcdiv_, ...)
+// over every parameter, issued once; each call keeps the summed FLOPs and
+// bytes of its kernels. The per-parameter loop of the traced (for-loop)
+// optimizer issues the same sequence of kernels for each parameter, so the
+// i-th kernel of every parameter's sequence belongs to the i-th call; when
+// the op count is not a multiple of the parameter count, kernels of one kind
+// are one call. Views (no kernel) and the GradScaler's kernels (one call each
+// already) are not per-parameter work.
+void foreach_optimizer(std::vector<OpProgram::Op>& ops, const std::vector<std::string>& kinds, std::size_t params) {
+  auto per_parameter = [&](const OpProgram::Op& op, const std::string& kind) {
+    return op.section == OpProgram::Section::Optimizer && op.kind != OpProgram::Kind::View && !op.sync_after &&
+           !kind.starts_with("_amp_");
+  };
+  std::size_t n = 0, k = 0;
+  for (const OpProgram::Op& op : ops)
+    if (op.section == OpProgram::Section::Optimizer) n += per_parameter(op, kinds.at(k++));
+  const std::size_t sequence = params > 0 && n % params == 0 ? n / params : 0;
+  std::vector<OpProgram::Op> kept;
+  std::map<std::string, std::size_t> merged;  // call -> index in kept
+  std::size_t i = 0;                          // per-parameter kernels seen
+  k = 0;
+  for (const OpProgram::Op& op : ops) {
+    if (op.section != OpProgram::Section::Optimizer) {
+      kept.push_back(op);
+      continue;
+    }
+    const std::string& kind = kinds.at(k++);
+    if (op.kind == OpProgram::Kind::View) continue;
+    if (!per_parameter(op, kind)) {
+      kept.push_back(op);
+      continue;
+    }
+    const std::string call = sequence ? std::to_string(i % sequence) : kind;
+    ++i;
+    auto [it, fresh] = merged.emplace(call, kept.size());
+    if (fresh) {
+      kept.push_back(op);
+      continue;
+    }
+    OpProgram::Op& m = kept[it->second];
+    m.flops0 += op.flops0;
+    m.flops1 += op.flops1;
+    m.bytes0 += op.bytes0;
+    m.bytes1 += op.bytes1;
+  }
+  ops = std::move(kept);
+}
+
 }  // namespace
+
+std::string_view to_string(StepSync s) { return s == StepSync::Pipelined ? "pipelined" : "phases"; }
 
 OpProgram OpProgram::compile(const zoo::ModelGraph& model, const AnalyticalOptions& options) {
   const ProgramVariant& variant = options.variant;
@@ -123,6 +175,7 @@ OpProgram OpProgram::compile(const zoo::ModelGraph& model, const AnalyticalOptio
                                  model.file().string()));
   std::vector<Op> fwd, bwd;
   std::vector<Op> autograd;
+  std::vector<std::string> optimizer_kinds;  // zoo kind of each optimizer-section op, in order (foreach rewrite)
   bool in_loss = false;
   for (std::size_t i = 0; i < o1.size(); ++i) {
     const zoo::OpCost &a = o1[i], &b = o2[i], &d = o4[i];
@@ -131,6 +184,8 @@ OpProgram OpProgram::compile(const zoo::ModelGraph& model, const AnalyticalOptio
     op.math = math_of(a.dtype);
     op.direct_conv = a.op_class == zoo::OpClass::Conv3d;
     op.attention = a.kind == "scaled_dot_product_attention" || a.kind == "scaled_dot_product_attention_backward";
+    // GradScaler.step reads found_inf back (.item()) after unscaling.
+    op.sync_after = a.kind == "_amp_foreach_non_finite_check_and_unscale_";
     op.flops1 = b.flops - a.flops;
     op.flops0 = a.flops - op.flops1;
     const double by1 = a.bytes_read + a.bytes_written, by2 = b.bytes_read + b.bytes_written,
@@ -148,6 +203,8 @@ OpProgram OpProgram::compile(const zoo::ModelGraph& model, const AnalyticalOptio
     // activations cuDNN transposes the operands in and the result out
     // (nchwToNhwc / nhwcToNchw kernels), reading and writing them once more
     // each; channels-last activations need no transposes.
+    // (TF32 convolutions on NCHW activations need none: adding them made the
+    // H200's TF32 rows worse, docs/host.md.)
     std::optional<Op> transpose;
     if (op.kind == Kind::Conv && op.math != Math::F32 && variant.memory_format == MemoryFormat::NCHW) {
       transpose = Op{};
@@ -202,15 +259,29 @@ OpProgram OpProgram::compile(const zoo::ModelGraph& model, const AnalyticalOptio
           autograd.clear();
         }
         bwd.push_back(op);
+        optimizer_kinds.emplace_back(a.kind);
         break;
     }
   }
   if (!autograd.empty()) bwd.insert(bwd.end(), autograd.begin(), autograd.end());
-  if (variant.fused_optimizer) fuse_optimizer(bwd);
+  if (variant.fused_optimizer)
+    fuse_optimizer(bwd);
+  else if (variant.foreach_optimizer)
+    foreach_optimizer(bwd, optimizer_kinds, model.param_grads(zoo::Shape{1, seq}, options.precision).size());
   if (variant.micro_steps > 1)
     for (Op& op : bwd)
       if (op.section == Section::Optimizer || op.section == Section::ZeroGrad) op.weight = 1.0 / variant.micro_steps;
-  return OpProgram(model.name(), std::move(fwd), std::move(bwd));
+  OpProgram program(model.name(), std::move(fwd), std::move(bwd));
+  program.set_issue(options.sync, options.host);
+  return program;
+}
+
+FamilyFactors with_host(FamilyFactors f, const HostProfile& host) {
+  f.launch_forward_us = host.forward_us;
+  f.launch_backward_us = host.backward_us;
+  f.launch_optimizer_us = host.optimizer_us;
+  f.launch_view_us = host.view_us;
+  return f;
 }
 
 // ---- the math -----------------------------------------------------------------
@@ -241,35 +312,77 @@ GpuPeaks gpu_peaks(const GpuSpec& gpu, const AnalyticalOptions& options) {
   return p;
 }
 
-double op_gpu_seconds(const OpProgram::Op& op, double batch, const GpuPeaks& peaks, const FamilyFactors& f) {
+namespace {
+
+// One op's GPU time as seconds = combine(FLOPs x per_flop, bytes x per_byte):
+// the sum for FP32-form convolutions, the larger of the two (a roofline)
+// otherwise; before backward_factor and corrections, with op.weight.
+// FLOPs per byte below which an FP32 convolution is depthwise-like (a 3x3
+// depthwise convolution does 18 FLOPs per output element for 8 bytes read
+// and written: 2.25; the thinnest grouped convolutions of the zoo, ResNeXt's
+// 4 channels per group, do 9 per byte).
+constexpr double kDepthwiseIntensity = 4;
+
+struct OpCoefficients {
+  double per_flop = 0, per_byte = 0;
+  double overhead = 0;  // seconds per kernel (FamilyFactors::kernel_overhead_us)
+  bool summed = false;
+};
+
+OpCoefficients op_coefficients(const OpProgram::Op& op, const GpuPeaks& peaks, const FamilyFactors& f) {
   using Kind = OpProgram::Kind;
-  if (op.kind == Kind::View) return 0;
-  const double flops = op.flops0 + op.flops1 * batch;
-  const double bytes = op.bytes0 + op.bytes1 * batch;
-  auto matrix_peak = [&](double f32) {
-    switch (op.math) {
-      case OpProgram::Math::F16: return peaks.f16;
-      case OpProgram::Math::BF16: return peaks.bf16;
-      case OpProgram::Math::F32: break;
-    }
-    return f32;
-  };
+  OpCoefficients k;
+  if (op.kind == Kind::View) return k;
+  double matrix = op.kind == Kind::Matmul ? peaks.matmul_f32 : peaks.conv_f32;
+  if (op.math == OpProgram::Math::F16) matrix = peaks.f16;
+  if (op.math == OpProgram::Math::BF16) matrix = peaks.bf16;
+  // An FP32 convolution runs on tensor cores when cuDNN's TF32 is on and
+  // the card has TF32 (its conv peak is then above the vector FP32 rate).
+  const bool tf32 = op.math == OpProgram::Math::F32 && peaks.conv_f32 > peaks.vector_f32;
+  // A depthwise convolution (one channel per group: a few FLOPs per byte)
+  // is no GEMM and takes no tensor cores in TF32: cuDNN runs its FP32
+  // kernels, the form the FP32 factors describe.
+  const double intensity = op.bytes1 > 0 ? op.flops1 / op.bytes1 : 0;
+  const bool depthwise_f32 = op.math == OpProgram::Math::F32 && intensity < kDepthwiseIntensity;
+  const bool tensor_core_form =
+      f.tensor_core_conv_efficiency > 0 && (op.math != OpProgram::Math::F32 || (tf32 && !depthwise_f32));
+  const double w = op.weight;
+  k.per_byte = w / (peaks.bandwidth * f.memory_efficiency);
+  k.overhead = w * f.kernel_overhead_us * 1e-6;
   switch (op.kind) {
     case Kind::Conv:
-      if (op.math != OpProgram::Math::F32)
-        return op.weight * std::max(flops / (matrix_peak(peaks.conv_f32) * f.matmul_efficiency),
-                                    bytes / (peaks.bandwidth * f.memory_efficiency));
-      return op.weight * (flops / (matrix_peak(peaks.conv_f32) * conv_flop_efficiency(op, f)) +
-                          bytes / (peaks.bandwidth * f.conv_bytes_efficiency));
+      if (tensor_core_form) {
+        k.per_flop = w / (matrix * f.tensor_core_conv_efficiency);
+      } else if (op.math != OpProgram::Math::F32) {
+        k.per_flop = w / (matrix * f.matmul_efficiency);
+      } else {
+        k.summed = true;
+        k.per_flop = w / (matrix * conv_flop_efficiency(op, f));
+        k.per_byte = w / (peaks.bandwidth * f.conv_bytes_efficiency);
+      }
+      break;
     case Kind::Matmul:
-      return op.weight * std::max(flops / (matrix_peak(peaks.matmul_f32) *
-                                           (op.attention ? kAttentionEfficiency : f.matmul_efficiency)),
-                                  bytes / (peaks.bandwidth * f.memory_efficiency));
-    case Kind::Memory:
-      return op.weight * std::max(flops / peaks.vector_f32, bytes / (peaks.bandwidth * f.memory_efficiency));
+      // A fused attention kernel on FP32 inputs (PyTorch's memory-efficient
+      // kernel: FlashAttention takes half precision only) multiplies in FP32
+      // on the SIMT cores, not in TF32.
+      if (op.attention && op.math == OpProgram::Math::F32) matrix = peaks.vector_f32;
+      k.per_flop = w / (matrix * (op.attention ? kAttentionEfficiency : f.matmul_efficiency));
+      break;
+    case Kind::Memory: k.per_flop = w / peaks.vector_f32; break;
     case Kind::View: break;
   }
-  return 0;
+  return k;
+}
+
+double combine(const OpCoefficients& k, double flops, double bytes) {
+  const double a = flops * k.per_flop, b = bytes * k.per_byte;
+  return (k.summed ? a + b : std::max(a, b)) + k.overhead;
+}
+
+}  // namespace
+
+double op_gpu_seconds(const OpProgram::Op& op, double batch, const GpuPeaks& peaks, const FamilyFactors& f) {
+  return combine(op_coefficients(op, peaks, f), op.flops0 + op.flops1 * batch, op.bytes0 + op.bytes1 * batch);
 }
 
 namespace {
@@ -296,38 +409,20 @@ void pipeline_many(const std::vector<OpProgram::Op>& ops, std::span<const double
   if (out.size() != n) throw Error("predict_phase_seconds: batches and out differ in size");
   std::fill(out.begin(), out.end(), 0.0);
   double host = 0;
-  const double inv_bw_mem = 1.0 / (peaks.bandwidth * f.memory_efficiency);
-  const double inv_bw_conv = 1.0 / (peaks.bandwidth * f.conv_bytes_efficiency);
-  const double inv_vec = 1.0 / peaks.vector_f32;
   for (const OpProgram::Op& op : ops) {
     host += launch_seconds(op, f) * host_scale * op.weight;
     if (op.kind == OpProgram::Kind::View) {
       for (std::size_t r = 0; r < n; ++r) out[r] = std::max(out[r], host);
       continue;
     }
-    double scale = gpu_scale * op.weight;
-    if (takes_backward_factor(op)) scale *= f.backward_factor;
-    double matrix = peaks.conv_f32;
-    if (op.kind == OpProgram::Kind::Matmul) matrix = peaks.matmul_f32;
-    if (op.math == OpProgram::Math::F16) matrix = peaks.f16;
-    if (op.math == OpProgram::Math::BF16) matrix = peaks.bf16;
-    // FP32 and TF32 convolutions: the calibrated sum of a FLOP and a bytes
-    // term; everything else (half-precision convolutions included, see
-    // op_gpu_seconds): the roofline, the larger of the two.
-    const bool summed = op.kind == OpProgram::Kind::Conv && op.math == OpProgram::Math::F32;
-    double a = 0, c = scale * inv_bw_mem;
-    if (summed) {
-      a = scale / (matrix * conv_flop_efficiency(op, f));
-      c = scale * inv_bw_conv;
-    } else if (op.kind == OpProgram::Kind::Memory) {
-      a = scale * inv_vec;
-    } else {
-      a = scale / (matrix * f.matmul_efficiency);
-    }
+    OpCoefficients k = op_coefficients(op, peaks, f);
+    const double scale = gpu_scale * (takes_backward_factor(op) ? f.backward_factor : 1.0);
+    k.per_flop *= scale;
+    k.per_byte *= scale;
+    k.overhead *= gpu_scale;
     for (std::size_t r = 0; r < n; ++r) {
       const double b = batches[r];
-      const double flop_s = (op.flops0 + op.flops1 * b) * a, byte_s = (op.bytes0 + op.bytes1 * b) * c;
-      out[r] = std::max(out[r], host) + (summed ? flop_s + byte_s : std::max(flop_s, byte_s));
+      out[r] = std::max(out[r], host) + combine(k, op.flops0 + op.flops1 * b, op.bytes0 + op.bytes1 * b);
     }
   }
   for (std::size_t r = 0; r < n; ++r) out[r] = std::max(out[r], host);
@@ -341,9 +436,100 @@ double op_kernel_seconds(const OpProgram::Op& op, double batch, const GpuPeaks& 
 
 double op_launch_seconds(const OpProgram::Op& op, const FamilyFactors& f) { return launch_seconds(op, f) * op.weight; }
 
+namespace {
+
+const FamilyFactors& issued_factors(const OpProgram& program, const FamilyFactors& f, FamilyFactors& storage) {
+  if (!program.host()) return f;
+  storage = with_host(f, *program.host());
+  return storage;
+}
+
+// One phase's host issue time and GPU kernel time, unpipelined.
+void phase_sums(const std::vector<OpProgram::Op>& ops, double batch, const GpuPeaks& peaks, const FamilyFactors& f,
+                double gpu_scale, double host_scale, double& host, double& gpu) {
+  host = gpu = 0;
+  for (const OpProgram::Op& op : ops) {
+    host += launch_seconds(op, f) * host_scale * op.weight;
+    gpu += op_kernel_seconds(op, batch, peaks, f) * gpu_scale;
+  }
+}
+
+// Consecutive steps issued back to back: the host issues each op after its
+// launch time, blocks while CUDA's launch queue is full, and waits for the
+// GPU (plus the read-back's cost) after a sync_after op; the GPU runs each
+// kernel once issued and once the previous one ended. The steady state is
+// the third step's end minus the second's.
+double pipelined_step(const OpProgram& program, double batch, const GpuPeaks& peaks, const FamilyFactors& f,
+                      const ModelCorrection& c, const HostProfile& host_profile, int& syncs) {
+  const std::size_t depth = static_cast<std::size_t>(std::max(1, host_profile.launch_queue_depth));
+  std::vector<double> ring(depth, 0.0);  // end times of the last `depth` kernels
+  std::size_t issued = 0;
+  double host = 0, gpu = 0, ends[3] = {0, 0, 0};
+  syncs = 0;
+  for (int step = 0; step < 3; ++step) {
+    for (int phase = 0; phase < 2; ++phase) {
+      const bool bwd = phase == 1;
+      const double hs = bwd ? c.backward_host : c.forward_host, gs = bwd ? c.backward_gpu : c.forward_gpu;
+      for (const OpProgram::Op& op : bwd ? program.backward() : program.forward()) {
+        host += launch_seconds(op, f) * hs * op.weight;
+        if (op.kind == OpProgram::Kind::View) continue;
+        if (issued >= depth) host = std::max(host, ring[issued % depth]);  // the oldest queued kernel must end
+        gpu = std::max(gpu, host) + op_kernel_seconds(op, batch, peaks, f) * gs;
+        ring[issued % depth] = gpu;
+        ++issued;
+        if (op.sync_after) {
+          host = std::max(host, gpu) + host_profile.sync_us * 1e-6;
+          if (step == 0) ++syncs;
+        }
+      }
+    }
+    ends[step] = std::max(gpu, host);
+  }
+  return ends[2] - ends[1];
+}
+
+}  // namespace
+
+StepBreakdown predict_step(const OpProgram& program, double batch, const GpuPeaks& peaks, const FamilyFactors& f0,
+                           const ModelCorrection& c) {
+  FamilyFactors storage;
+  const FamilyFactors& f = issued_factors(program, f0, storage);
+  StepBreakdown b;
+  phase_sums(program.forward(), batch, peaks, f, c.forward_gpu, c.forward_host, b.host.forward, b.gpu.forward);
+  phase_sums(program.backward(), batch, peaks, f, c.backward_gpu, c.backward_host, b.host.backward, b.gpu.backward);
+  if (program.sync() == StepSync::Phases) {
+    double fwd = 0, bwd = 0;
+    pipeline_many(program.forward(), std::span<const double>(&batch, 1), peaks, f, c.forward_gpu, c.forward_host,
+                  std::span<double>(&fwd, 1));
+    pipeline_many(program.backward(), std::span<const double>(&batch, 1), peaks, f, c.backward_gpu, c.backward_host,
+                  std::span<double>(&bwd, 1));
+    b.phase = {fwd, bwd};
+    b.step = fwd + bwd;
+    b.syncs = 2;
+    return b;
+  }
+  const HostProfile host = program.host().value_or(HostProfile{});
+  b.step = pipelined_step(program, batch, peaks, f, c, host, b.syncs);
+  // The step over the phases in proportion to what bounds each.
+  const double wf = std::max(b.host.forward, b.gpu.forward), wb = std::max(b.host.backward, b.gpu.backward);
+  const double share = wf + wb > 0 ? wf / (wf + wb) : 0.5;
+  b.phase = {b.step * share, b.step * (1 - share)};
+  return b;
+}
+
 void predict_phase_seconds(const OpProgram& program, bool backward, std::span<const double> batches,
-                           const GpuPeaks& peaks, const FamilyFactors& f, const ModelCorrection& c,
+                           const GpuPeaks& peaks, const FamilyFactors& f0, const ModelCorrection& c,
                            std::span<double> out) {
+  if (program.sync() == StepSync::Pipelined) {
+    if (out.size() != batches.size()) throw Error("predict_phase_seconds: batches and out differ in size");
+    for (std::size_t i = 0; i < batches.size(); ++i) {
+      const StepBreakdown b = predict_step(program, batches[i], peaks, f0, c);
+      out[i] = backward ? b.phase.backward : b.phase.forward;
+    }
+    return;
+  }
+  FamilyFactors storage;
+  const FamilyFactors& f = issued_factors(program, f0, storage);
   if (backward)
     pipeline_many(program.backward(), batches, peaks, f, c.backward_gpu, c.backward_host, out);
   else
@@ -359,6 +545,7 @@ double predict_phase_seconds(const OpProgram& program, bool backward, double bat
 
 PhaseSeconds predict_seconds(const OpProgram& program, double batch, const GpuPeaks& peaks, const FamilyFactors& f,
                              const ModelCorrection& c) {
+  if (program.sync() == StepSync::Pipelined) return predict_step(program, batch, peaks, f, c).phase;
   return {predict_phase_seconds(program, false, batch, peaks, f, c),
           predict_phase_seconds(program, true, batch, peaks, f, c)};
 }
@@ -458,7 +645,8 @@ std::string LayeredCostModel::describe() const {
 
 bool measured_profiles_apply(const AnalyticalOptions& options) {
   return options.precision == zoo::Precision::FP32 && options.optimizer == zoo::Optimizer::SGD &&
-         options.legacy_zero_grad && !options.tf32_matmul && options.tf32_conv && options.variant == ProgramVariant{};
+         options.legacy_zero_grad && !options.tf32_matmul && options.tf32_conv && options.variant == ProgramVariant{} &&
+         !options.host && options.sync == StepSync::Phases;
 }
 
 std::unique_ptr<CostModel> make_layered_cost_model(const std::optional<std::filesystem::path>& profiles_dir,

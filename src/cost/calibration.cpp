@@ -1,6 +1,8 @@
 // The Calibration record: lookups, fallbacks for families without
 // measurements, expected errors, and its JSON file (data/calibration.json).
 #include "gpemu/calibration.h"
+#include "common/message_text.h"
+#include "cost/host_profile_json.h"
 
 #include <algorithm>
 #include <cmath>
@@ -170,7 +172,8 @@ ModelCorrection Calibration::correction(std::string_view model) const {
 bool Calibration::has_correction(std::string_view model) const { return models.count(canonical_model_name(model)) > 0; }
 
 bool Calibration::is_calibrated(std::string_view family) const {
-  return std::find(calibrated_families.begin(), calibrated_families.end(), family) != calibrated_families.end();
+  return std::find(calibrated_families.begin(), calibrated_families.end(), family) != calibrated_families.end() ||
+         std::find(step_time_families.begin(), step_time_families.end(), family) != step_time_families.end();
 }
 
 std::string Calibration::origin_of(std::string_view family) const {
@@ -217,6 +220,38 @@ void Calibration::finish() {
   gpu_factors.clear();
   gpu_origin.clear();
   if (fallback == FallbackRule::Trend) fill_trend_factors();
+  fill_sibling_factors();
+}
+
+// A family fitted on one GPU's step times (step_time_families): its other
+// GPUs get its factors with the memory-bound kernels' rate kept, not their
+// fraction of the DRAM bandwidth. The GH100 die runs eager PyTorch's
+// elementwise and normalisation kernels at about the same GB/s with the
+// H200's HBM3e (4.8 TB/s) as with the H100's HBM3 (3.35 TB/s): the fitted
+// H200 fraction, 0.44, is 2.1 TB/s, and the geometric mean of the profiled
+// families, 0.63 of the H100's bandwidth, is 2.1 TB/s too (docs/host.md). A
+// card with less bandwidth than that rate is capped at kMaxMemoryEfficiency.
+void Calibration::fill_sibling_factors() {
+  constexpr double kMaxMemoryEfficiency = 0.9;
+  for (const std::string& fam : step_time_families) {
+    auto it = calibrated_gpus.find(fam);
+    if (it == calibrated_gpus.end() || it->second.empty()) continue;
+    const GpuSpec* anchor = try_find_gpu(it->second.front());
+    if (!anchor || anchor->memory_bandwidth_gbs <= 0) continue;
+    const FamilyFactors& base = families.at(fam);
+    const double rate = base.memory_efficiency * anchor->memory_bandwidth_gbs;
+    for (const GpuSpec& g : gpu_catalog()) {
+      if (g.architecture != fam || g.memory_bandwidth_gbs <= 0) continue;
+      if (std::find(it->second.begin(), it->second.end(), g.id) != it->second.end()) continue;
+      FamilyFactors f = base;
+      f.memory_efficiency = std::min(kMaxMemoryEfficiency, rate / g.memory_bandwidth_gbs);
+      gpu_factors[g.id] = f;
+      gpu_origin[g.id] = fmt::format(
+          "{}'s factors ({} family fitted on its step times), memory-bound kernels at its "
+          "{:.0f} GB/s: memory efficiency {:.3f} of {:.0f} GB/s",
+          anchor->id, fam, rate, f.memory_efficiency, g.memory_bandwidth_gbs);
+    }
+  }
 }
 
 // The trend rule. Anchors: the calibrated GPUs, by FP32 peak. A GPU of an
@@ -372,12 +407,15 @@ nlohmann::json Calibration::to_json() const {
   j["rows"] = rows;
   j["fallback"] = std::string(to_string(fallback));
   j["calibrated_families"] = calibrated_families;
+  if (!step_time_families.empty()) j["step_time_families"] = step_time_families;
   if (!calibrated_gpus.empty()) j["calibrated_gpus"] = calibrated_gpus;
   nlohmann::json fams = nlohmann::json::object();
   for (const auto& [name, f] : families) {
     nlohmann::json o;
     o["origin"] = origin_of(name);
     for (int i = 0; i < kFamilyFactorCount; ++i) o[family_factor_names()[i]] = factor_at(f, i);
+    if (f.tensor_core_conv_efficiency > 0) o["tensor_core_conv_efficiency"] = f.tensor_core_conv_efficiency;
+    if (f.kernel_overhead_us > 0) o["kernel_overhead_us"] = f.kernel_overhead_us;
     fams[name] = o;
   }
   j["families"] = fams;
@@ -405,6 +443,11 @@ nlohmann::json Calibration::to_json() const {
     ee["programs_source"] = program_errors_source;
   }
   j["expected_error_pct"] = ee;
+  if (!hosts.empty()) {
+    nlohmann::json hs = nlohmann::json::object();
+    for (const auto& [name, h] : hosts) hs[name] = host_profile_json(h);
+    j["hosts"] = hs;
+  }
   return j;
 }
 
@@ -425,6 +468,13 @@ Calibration Calibration::from_json(const nlohmann::json& j, const std::string& w
   if (auto it = j.find("calibrated_families"); it != j.end()) {
     if (!it->is_array()) throw InputError(fmt::format("{}: 'calibrated_families' must be an array", where));
     for (const auto& f : *it) c.calibrated_families.push_back(f.get<std::string>());
+  }
+  if (auto it = j.find("step_time_families"); it != j.end()) {
+    if (!it->is_array()) throw InputError(fmt::format("{}: 'step_time_families' must be an array", where));
+    for (const auto& f : *it) {
+      if (!f.is_string()) throw InputError(fmt::format("{}: 'step_time_families' must be an array of names", where));
+      c.step_time_families.push_back(f.get<std::string>());
+    }
   }
   if (auto it = j.find("calibrated_gpus"); it != j.end()) {
     if (!it->is_object())
@@ -450,6 +500,16 @@ Calibration Calibration::from_json(const nlohmann::json& j, const std::string& w
       if (!(v > 0))
         throw InputError(fmt::format("{}: '{}' is {}; expected a number > 0", w, family_factor_names()[i], v));
       factor_at(f, i) = v;
+    }
+    if (auto tc = it.value().find("tensor_core_conv_efficiency"); tc != it.value().end()) {
+      if (!tc->is_number() || !(tc->get<double>() > 0) || !(tc->get<double>() <= 1))
+        throw InputError(fmt::format("{}: 'tensor_core_conv_efficiency' must be a number in (0, 1]", w));
+      f.tensor_core_conv_efficiency = tc->get<double>();
+    }
+    if (auto ko = it.value().find("kernel_overhead_us"); ko != it.value().end()) {
+      if (!ko->is_number() || !(ko->get<double>() >= 0) || !(ko->get<double>() <= 1000))
+        throw InputError(fmt::format("{}: 'kernel_overhead_us' must be a number of microseconds from 0 to 1000", w));
+      f.kernel_overhead_us = ko->get<double>();
     }
     c.families[it.key()] = f;
     if (auto o = it.value().find("origin"); o != it.value().end() && o->is_string())
@@ -477,6 +537,14 @@ Calibration Calibration::from_json(const nlohmann::json& j, const std::string& w
     if (auto it = ee->find("programs"); it != ee->end()) c.program_errors = evidence_map(*it, w + ".programs");
     if (auto it = ee->find("programs_source"); it != ee->end() && it->is_string())
       c.program_errors_source = it->get<std::string>();
+  }
+  if (auto hs = j.find("hosts"); hs != j.end()) {
+    if (!hs->is_object()) throw InputError(fmt::format("{}: 'hosts' must be an object of host profiles", where));
+    for (auto it = hs->begin(); it != hs->end(); ++it) {
+      HostProfile h = host_profile_from_json(it.value(), fmt::format("{}: hosts.{}", where, it.key()));
+      h.name = it.key();
+      c.hosts[it.key()] = h;
+    }
   }
   c.finish();
   return c;
@@ -525,6 +593,82 @@ std::shared_ptr<const Calibration> load_default_calibration() {
                                              : std::make_shared<const Calibration>(default_calibration());
   cache[p] = c;
   return c;
+}
+
+namespace {
+
+// The H200 host's costs as fitted at the time of writing (docs/host.md), for
+// a calibration file that lacks the fitted profile.
+HostProfile builtin_default_host() {
+  HostProfile h;
+  h.name = std::string(kDefaultHost);
+  h.description = "16-core host of an NVIDIA H200, PyTorch 2.11 eager (built-in values; the calibration file has none)";
+  h.source = "built-in";
+  h.torch = "2.11";
+  h.forward_us = 20;
+  h.backward_us = 8;
+  h.optimizer_us = 30;
+  h.view_us = 2;
+  h.sync_us = 20;
+  return h;
+}
+
+std::string lower(std::string s) {
+  for (char& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return s;
+}
+
+}  // namespace
+
+std::optional<HostProfile> Calibration::host(std::string_view name) const {
+  const std::string n = lower(std::string(name));
+  if (n == "default" || n == "modern" || n == kDefaultHost) {
+    if (auto it = hosts.find(std::string(kDefaultHost)); it != hosts.end()) return it->second;
+    return builtin_default_host();
+  }
+  if (auto it = hosts.find(n); it != hosts.end()) return it->second;
+  constexpr std::string_view prefix = "gpemu-2022-";
+  if (n.starts_with(prefix)) {
+    for (const std::string& fam : calibrated_families) {
+      if (lower(fam) != n.substr(prefix.size())) continue;
+      const FamilyFactors& f = families.at(fam);
+      HostProfile h;
+      h.name = n;
+      h.description = fmt::format("the host of GPEmu's {} profiles (2022, PyTorch 1.x)", fam);
+      h.source = fmt::format("launch factors of the {} family, {}", fam, origin_of(fam));
+      h.torch = "1.x";
+      h.forward_us = f.launch_forward_us;
+      h.backward_us = f.launch_backward_us;
+      h.optimizer_us = f.launch_optimizer_us;
+      h.view_us = f.launch_view_us;
+      return h;
+    }
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string> Calibration::host_names() const {
+  std::vector<std::string> names = {"default"};
+  if (!hosts.count(std::string(kDefaultHost))) names.emplace_back(kDefaultHost);
+  for (const auto& [n, h] : hosts) names.push_back(n);
+  for (const std::string& fam : calibrated_families) names.push_back("gpemu-2022-" + lower(fam));
+  return names;
+}
+
+HostProfile find_host(std::string_view name_or_file, std::string_view what) {
+  const std::shared_ptr<const Calibration> c = load_default_calibration();
+  if (auto h = c->host(name_or_file)) return *h;
+  const std::filesystem::path p{std::string(name_or_file)};
+  std::error_code ec;
+  if (name_or_file.empty() || !std::filesystem::is_regular_file(p, ec)) {
+    std::string names;
+    for (const std::string& n : c->host_names()) names += (names.empty() ? "" : ", ") + n;
+    throw InputError(
+        fmt::format("{} '{}': neither a host profile's name nor a host profile file; accepted: {}, or "
+                    "a file written by `gpemu bench host --out FILE`",
+                    what, printable_excerpt(name_or_file, 200), names));
+  }
+  return read_host_profile(p);
 }
 
 std::optional<ExpectedError> expected_error(const GpuSpec& gpu, std::string_view model, std::string_view precision) {

@@ -12,29 +12,17 @@
 #include <fmt/ranges.h>
 
 #include "common/stats.h"
+#include "cost/fit_math.h"
 #include "gpemu/calibration.h"
 #include "gpemu/error.h"
 #include "gpemu/zoo.h"
 
 namespace gpemu {
 
-namespace {
-
-// Samples of one (GPU, model, phase).
-struct Group {
-  const OpProgram* program = nullptr;
-  GpuPeaks peaks;
-  std::string gpu, family, model;
-  bool backward = false;
-  std::vector<double> batch, seconds;
-};
-
-bool thinned_batch(int b) { return b == 1 || b == 2 || b == 3 || b == 4 || b == 6 || b == 8 || b == 12 || b % 16 == 0; }
+namespace cost_detail {
 
 // Minimises |r(x)|^2 by Levenberg-Marquardt with a forward-difference
 // Jacobian; x is clamped to [lo, hi].
-using ResidualFn = std::function<void(const std::vector<double>& x, std::vector<double>& r)>;
-
 std::vector<double> levenberg_marquardt(const ResidualFn& fn, std::vector<double> x, const std::vector<double>& lo,
                                         const std::vector<double>& hi, int max_iterations) {
   const std::size_t p = x.size();
@@ -129,6 +117,33 @@ std::vector<double> levenberg_marquardt(const ResidualFn& fn, std::vector<double
   return x;
 }
 
+// The pseudo-Huber loss as a residual: squared it is 2c^2 (sqrt(1 + (e/c)^2) - 1),
+// ~e^2 for |e| << c and ~2c|e| beyond, so that a few rows far off (a kernel
+// choice no other model shares) do not pull the factors of every other row.
+// c <= 0: plain least squares.
+double robust_residual(double e, double c) {
+  if (c <= 0) return e;
+  const double rho = 2 * c * c * (std::sqrt(1 + (e / c) * (e / c)) - 1);
+  return std::copysign(std::sqrt(rho), e);
+}
+
+}  // namespace cost_detail
+
+using namespace cost_detail;
+
+namespace {
+
+// Samples of one (GPU, model, phase).
+struct Group {
+  const OpProgram* program = nullptr;
+  GpuPeaks peaks;
+  std::string gpu, family, model;
+  bool backward = false;
+  std::vector<double> batch, seconds;
+};
+
+bool thinned_batch(int b) { return b == 1 || b == 2 || b == 3 || b == 4 || b == 6 || b == 8 || b == 12 || b % 16 == 0; }
+
 FamilyFactors from_log(const std::vector<double>& x) {
   FamilyFactors f;
   for (int i = 0; i < kFamilyFactorCount; ++i) factor_at(f, i) = std::exp(x[i]);
@@ -139,16 +154,6 @@ std::vector<double> to_log(const FamilyFactors& f) {
   std::vector<double> x(kFamilyFactorCount);
   for (int i = 0; i < kFamilyFactorCount; ++i) x[i] = std::log(factor_at(f, i));
   return x;
-}
-
-// The pseudo-Huber loss as a residual: squared it is 2c^2 (sqrt(1 + (e/c)^2) - 1),
-// ~e^2 for |e| << c and ~2c|e| beyond, so that a few rows far off (a kernel
-// choice no other model shares) do not pull the factors of every other row.
-// c <= 0: plain least squares.
-double robust_residual(double e, double c) {
-  if (c <= 0) return e;
-  const double rho = 2 * c * c * (std::sqrt(1 + (e / c) * (e / c)) - 1);
-  return std::copysign(std::sqrt(rho), e);
 }
 
 // Residuals of log(predicted / measured) of some groups.

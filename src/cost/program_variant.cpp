@@ -169,9 +169,10 @@ std::optional<std::string> unsupported_part(const ProgramVariant& v) {
 std::string describe(const ProgramVariant& v) {
   std::string amp =
       v.amp == AmpFlavour::None ? std::string("fp32") : fmt::format("amp {} {}", to_string(v.amp), to_string(v.half));
-  return fmt::format("{}, matmul precision {}, cudnn tf32 {}, {}, {} attention, fused {}, {} micro-step{}", amp,
+  return fmt::format("{}, matmul precision {}, cudnn tf32 {}, {}, {} attention, fused {}{}, {} micro-step{}", amp,
                      to_string(v.matmul_precision), v.tf32_conv ? "on" : "off", to_string(v.memory_format),
-                     to_string(v.attention), fused_ops_string(v), v.micro_steps, v.micro_steps == 1 ? "" : "s");
+                     to_string(v.attention), fused_ops_string(v), v.foreach_optimizer ? ", foreach optimizer" : "",
+                     v.micro_steps, v.micro_steps == 1 ? "" : "s");
 }
 
 std::string task_model(std::string_view model, std::string_view task) {
@@ -207,6 +208,35 @@ bool has_suffix(std::string_view name, std::string_view suffix) {
 }  // namespace
 
 bool is_fused_graph(std::string_view model) { return has_suffix(model, "_fused"); }
+bool runs_multihead_attention(std::string_view model) { return zoo::canonical_name(model) == "vit_b_16"; }
+
+TorchPreset torch_preset(std::string_view version, std::string_view what) {
+  const std::string v = key(version);
+  TorchPreset p;
+  if (v == "1" || v == "1.x" || v.starts_with("1.")) return p;
+  if (v == "2" || v == "2.x" || v.starts_with("2.")) {
+    p.major = 2;
+    p.zero_grad_to_none = p.foreach_optimizer = p.multihead_sdpa = true;
+    p.sync = StepSync::Pipelined;
+    p.default_host = true;
+    return p;
+  }
+  throw InputError(
+      fmt::format("{} '{}': accepted: 1 (PyTorch 1.x defaults, as GPEmu's profiles were measured), 2 "
+                  "(PyTorch 2.x defaults: zero_grad to None, foreach optimizers, MultiheadAttention "
+                  "through SDPA, steps back to back on the default host)",
+                  what, cost_detail::quoted_excerpt(version)));
+}
+
+ProgramVariantNames with_torch_defaults(ProgramVariantNames names, const TorchPreset& preset, std::string_view model) {
+  if (names.attention.empty())
+    names.attention = preset.multihead_sdpa && runs_multihead_attention(model) ? "fused" : "eager";
+  if (names.foreach.empty())
+    names.foreach =
+        preset.foreach_optimizer && names.fused.find("optimizer") == std::string::npos && names.fused != "all" ? "on"
+                                                                                                               : "off";
+  return names;
+}
 bool is_sdpa_graph(std::string_view model) { return has_suffix(model, "_sdpa"); }
 
 std::string variant_model(const std::string& model, ProgramVariant& v, std::string_view what) {
@@ -244,7 +274,7 @@ std::string variant_model(const std::string& model, ProgramVariant& v, std::stri
       throw InputError(
           fmt::format("{} fused: {} has no fused-attention graph in the zoo; it is traced for the models with "
                       "eager self-attention: bert_base, bert_large (and their pretraining and squad tasks), "
-                      "gpt2_small, gpt2_medium, llama2_7b",
+                      "gpt2_small, gpt2_medium, llama2_7b, vit_b_16",
                       attention, model));
   }
   return graph;
@@ -274,6 +304,18 @@ ProgramVariant to_variant(const ProgramVariantNames& f, zoo::Precision precision
   v.memory_format = parse_memory_format(f.memory_format, name("memory-format"));
   v.attention = parse_attention(f.attention, name("attention"));
   parse_fused_ops(f.fused, v, name("fused"));
+  if (f.foreach == "on")
+    v.foreach_optimizer = true;
+  else if (f.foreach == "off")
+    v.foreach_optimizer = false;
+  else
+    throw InputError(
+        fmt::format("{}: unknown value '{}'; accepted: on (foreach multi-tensor optimizer kernels, "
+                    "PyTorch 2's default), off (one kernel per parameter)",
+                    name("foreach"), f.foreach));
+  if (v.foreach_optimizer && v.fused_optimizer)
+    throw InputError(fmt::format("{} on with {} optimizer: a fused optimizer is one kernel already; give one of them",
+                                 name("foreach"), name("fused")));
   if (f.micro_steps < 1)
     throw InputError(
         fmt::format("{} {}: must be at least 1 (1: no gradient accumulation)", name("micro-steps"), f.micro_steps));

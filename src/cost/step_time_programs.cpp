@@ -114,7 +114,21 @@ RowProgram row_program(const StepTimeRow& row) {
     v.attention = AttentionKernel::Fused;
   else if (row.attention == "unknown")
     unsup.push_back("attention kernel unknown");
-  if (row.fused_ops == "some") {
+  // gpemu's own measurements (shared/tools/real-gpu/measure.py) state their
+  // program exactly: PyTorch 2's defaults, a foreach optimizer ('some'),
+  // steps issued back to back, on the host that measured them.
+  const bool measured_here = row.source.starts_with("gpemu reference measurement");
+  if (measured_here) {
+    p.host = std::string(kDefaultHost);
+    o.sync = StepSync::Pipelined;
+  }
+  // PyTorch 2's nn.MultiheadAttention calls F.scaled_dot_product_attention
+  // in training too (torchvision's ViT): the model's fused-attention graph.
+  if (measured_here && row.attention == "n/a" && !p.zoo_model.empty() && runs_multihead_attention(p.zoo_model))
+    v.attention = AttentionKernel::Fused;
+  if (row.fused_ops == "some" && measured_here) {
+    v.foreach_optimizer = true;
+  } else if (row.fused_ops == "some") {
     approx.push_back("fused_ops 'some' (which kernels is not stated) as unfused kernels");
   } else if (row.fused_ops == "most") {
     // The zoo's fused graphs: scale-softmax-dropout, bias-GELU and

@@ -74,7 +74,8 @@ bool StepTimePoint::covered() const { return expected && ape_pct() <= expected->
 
 double predict_row_ms(const RowProgram& program, int batch_size, const Calibration& calibration) {
   const GpuSpec& gpu = find_gpu(program.gpu_id);
-  const AnalyticalOptions o = program.fit == RowFit::Unsupported ? nearest_options(program.options) : program.options;
+  AnalyticalOptions o = program.fit == RowFit::Unsupported ? nearest_options(program.options) : program.options;
+  if (!program.host.empty()) o.host = calibration.host(program.host);
   const OpProgram prog = OpProgram::compile(zoo::load_model(program.zoo_model), o);
   const PhaseSeconds s = predict_seconds(prog, batch_size, gpu_peaks(gpu, o), calibration.factors(gpu),
                                          calibration.correction(program.zoo_model));

@@ -64,6 +64,9 @@ struct RowProgram {
   std::string gpu_id;     // catalog id ("" when the GPU is unknown)
   std::string zoo_model;  // the zoo model that runs the row's task
   AnalyticalOptions options;
+  // The host profile that issued the row's steps (Calibration::host), when
+  // its source names one; "" keeps the GPU family's launch factors.
+  std::string host;
   std::vector<std::string> approximations;  // what differs (Approximated)
   std::vector<std::string> unsupported;     // why not (Unsupported)
   // The nearest program gpemu has for an Unsupported row (StepTimeOptions::nearest);
@@ -132,6 +135,40 @@ std::map<std::string, ProgramEvidence> program_evidence(const StepTimeReport& re
 
 // Predicted iteration (forward + backward) milliseconds of one row's program.
 double predict_row_ms(const RowProgram& program, int batch_size, const Calibration& calibration);
+
+// ---- fitting a family and its host on step times -------------------------------
+
+struct StepTimeFitOptions {
+  double prior = 0.1;          // ridge weight per log factor towards its start
+  double robust_scale = 0.05;  // pseudo-Huber scale of the log errors (as calibrate's)
+  int max_iterations = 60;
+  int min_rows = 8;               // no family is fitted on fewer rows
+  bool refit_calibrated = false;  // also rows of families with profiles
+  std::string source;             // the file, for the origin strings
+};
+struct StepTimeFit {
+  Calibration calibration;  // the base with the family, its host and its in-sample error
+  std::string family, host;
+  struct Row {
+    int line = 0;
+    std::string model, precision, family;
+    double measured_ms = 0, in_sample_ms = 0, left_out_ms = 0, family_left_out_ms = 0;
+  };
+  std::vector<Row> rows;  // every fitted row: in sample, left out alone, its model family left out
+  double in_sample_median_pct = 0, leave_one_out_median_pct = 0, family_left_out_median_pct = 0;
+};
+// Fits the GPU-side factors (conv, conv bytes, memory, backward; matmul
+// pinned) of the one GPU family without profiles among `rows`, and the host
+// profile their source names (RowProgram::host), on the rows of that family,
+// starting from `base` (its fallback factors, its host or the built-in one).
+// Every row is also predicted by a fit without it and by a fit without its
+// model family's rows. Throws InputError when no row, more than one family
+// or host, or fewer than options.min_rows rows of at least two models qualify.
+StepTimeFit fit_step_times(const Calibration& base, const std::vector<StepTimeRow>& rows,
+                           const StepTimeFitOptions& options = {});
+
+// The fitted factors and host, and every row in sample and left out.
+void print_step_time_fit(const StepTimeFit& fit, std::ostream& out);
 
 nlohmann::json step_time_json(const StepTimeReport& report);
 // Tables for people: overall, per GPU, per model family, per precision, per

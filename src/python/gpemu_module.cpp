@@ -146,7 +146,8 @@ py::object predict(const std::string& gpu, const std::string& model, std::option
                    const std::string& matmul_precision, const std::string& cudnn_tf32, const std::string& amp,
                    const std::string& memory_format, const std::string& attention, const std::string& fused,
                    int micro_steps) {
-  const ProgramVariantNames variant{matmul_precision, amp, memory_format, attention, fused, cudnn_tf32, micro_steps};
+  const ProgramVariantNames variant{matmul_precision, amp,   memory_format, attention, fused,
+                                    cudnn_tf32,       "off", micro_steps};
   PredictRequest r;
   r.gpu = &find_gpu(gpu);
   r.model = model_spec(task_model(model, task), precision, optimizer, zero_grad, seq_len);

@@ -31,6 +31,8 @@ AnalyticalOptions analytical_options(const ModelSpec& m) {
   ao.optimizer = m.optimizer;
   ao.legacy_zero_grad = m.keep_grads;
   ao.seq_len = m.seq_len;
+  ao.host = m.host;
+  ao.sync = m.sync;
   ao = to_analytical_options(program_variant(m), ao);
   if (ao.precision != m.precision)
     throw Error(fmt::format("model spec of {}: precision {} but a variant traced in {} (use set_program_variant)",
@@ -197,6 +199,14 @@ Prediction predict(const PredictRequest& r) {
   p.memory_provenance = c.memory_provenance;
   p.note = c.note;
   p.cost_model = costs->describe();
+  p.host_profile = r.model.host ? r.model.host->name : "";
+  p.step_sync = std::string(to_string(r.model.sync));
+  if (const auto* layered = dynamic_cast<const LayeredCostModel*>(costs.get());
+      layered && c.forward_provenance == Provenance::Estimated && zoo::has_model(r.model.name)) {
+    const AnalyticalCostModel& am = layered->analytical();
+    p.breakdown = predict_step(am.program(r.model.name), batch, gpu_peaks(gpu, ao), am.calibration().factors(gpu),
+                               am.calibration().correction(r.model.name));
+  }
   p.oom_evidence_batch = c.oom_evidence_batch;
   p.capacity_bytes = capacity;
 
@@ -265,6 +275,8 @@ nlohmann::json prediction_json(const Prediction& p) {
        {"optimizer", std::string(zoo::to_string(p.optimizer))},
        {"zero_grad", zero_grad_name(p.keep_grads)},
        {"program_variant", p.program_variant},
+       {"host_profile", p.host_profile.empty() ? std::string("calibrated family launch times") : p.host_profile},
+       {"step_sync", p.step_sync},
        {"forward_ms", to_ms(p.forward)},
        {"backward_ms", to_ms(p.backward)},
        {"transfer_ms", to_ms(p.transfer)},
@@ -290,6 +302,14 @@ nlohmann::json prediction_json(const Prediction& p) {
                                {"backward", p.expected_error->pct.backward},
                                {"iteration", p.expected_error->pct.iteration},
                                {"basis", p.expected_error->basis}};
+  if (p.breakdown) {
+    const StepBreakdown& b = *p.breakdown;
+    j["host_ms"] = {{"forward", b.host.forward * 1e3}, {"backward", b.host.backward * 1e3}};
+    j["gpu_ms"] = {{"forward", b.gpu.forward * 1e3}, {"backward", b.gpu.backward * 1e3}};
+    j["bound"] = {{"forward", b.host.forward > b.gpu.forward ? "host" : "gpu"},
+                  {"backward", b.host.backward > b.gpu.backward ? "host" : "gpu"}};
+    j["syncs_per_step"] = b.syncs;
+  }
   return j;
 }
 
