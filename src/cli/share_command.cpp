@@ -15,6 +15,7 @@
 #include "cli/option_checks.h"
 #include "cli/options.h"
 #include "cli/output.h"
+#include "common/message_text.h"
 #include "gpemu/catalog.h"
 #include "gpemu/clock.h"
 #include "gpemu/error.h"
@@ -98,7 +99,7 @@ void share(const ShareArgs& a) {
            "peak alloc MiB", "peak reserved MiB", "ended"});
   for (const SharedJobResult& j : r.jobs) {
     std::string ended = j.error.empty() ? "finished" : "failed (below)";
-    t.add({j.name, j.model.empty() ? "fixed step" : j.model, std::to_string(j.batch_size),
+    t.add({terminal_text(j.name), j.model.empty() ? "fixed step" : terminal_text(j.model), std::to_string(j.batch_size),
            fixed(to_seconds(j.arrival), 1), fixed(to_seconds(j.end), 2), fixed(j.jct_s, 2),
            std::to_string(j.iterations), fixed(j.samples_per_s, 1), a.connect ? "-" : fixed(j.gpu_share_pct, 1),
            a.connect ? "-" : fixed(mib(j.peak_allocated_bytes), 0),
@@ -118,7 +119,7 @@ void share(const ShareArgs& a) {
                                    fixed(mib(r.peak_memory_used_bytes), 0), fixed(mib(r.memory_capacity_bytes), 0))});
   print_summary(std::cout, rows);
   for (const SharedJobResult& j : r.jobs)
-    if (!j.error.empty()) std::cout << fmt::format("{}: {}\n", j.name, j.error);
+    if (!j.error.empty()) std::cout << fmt::format("{}: {}\n", terminal_text(j.name), one_line_message(j.error));
   if (!a.trace.empty()) std::cout << "trace: " << a.trace << " (open in https://ui.perfetto.dev)\n";
   if (!a.report.empty()) std::cout << "report: " << a.report << '\n';
 }
@@ -257,8 +258,8 @@ void smi(const SmiArgs& a) {
       for (const auto& f : fields) {
         std::string v;
         if (f == "index") v = std::to_string(g["index"].get<int>());
-        if (f == "name") v = g["name"].get<std::string>();
-        if (f == "uuid") v = g["uuid"].get<std::string>();
+        if (f == "name") v = terminal_text(g["name"].get<std::string>());
+        if (f == "uuid") v = terminal_text(g["uuid"].get<std::string>());
         if (f == "count") v = std::to_string(s["gpus"].size());
         if (f == "memory.total") v = std::to_string(static_cast<std::uint64_t>(total / MiB));
         if (f == "memory.used") v = std::to_string(static_cast<std::uint64_t>(used / MiB));
@@ -276,7 +277,8 @@ void smi(const SmiArgs& a) {
   std::cout << "gpemu smi: emulated GPUs of 'gpemu serve' (utilisation over the last second)\n\n";
   Table t({"GPU", "Name", "Policy", "Memory-Usage", "GPU-Util"});
   for (const auto& g : s["gpus"])
-    t.add({std::to_string(g["index"].get<int>()), g["name"].get<std::string>(), g["policy"].get<std::string>(),
+    t.add({std::to_string(g["index"].get<int>()), terminal_text(g["name"].get<std::string>()),
+           terminal_text(g["policy"].get<std::string>()),
            fmt::format("{:.0f}MiB / {:.0f}MiB", g["memory_used_bytes"].get<double>() / MiB,
                        g["memory_total_bytes"].get<double>() / MiB),
            fmt::format("{:.0f}%", g["utilization_pct"].get<double>())});
@@ -286,7 +288,8 @@ void smi(const SmiArgs& a) {
   for (const auto& g : s["gpus"])
     for (const auto& proc : g["processes"])
       p.add({std::to_string(g["index"].get<int>()), std::to_string(proc["pid"].get<int>()),
-             proc["name"].get<std::string>(), fmt::format("{:.0f}MiB", proc["memory_bytes"].get<double>() / MiB)});
+             terminal_text(proc["name"].get<std::string>()),
+             fmt::format("{:.0f}MiB", proc["memory_bytes"].get<double>() / MiB)});
   p.print(std::cout);
 }
 

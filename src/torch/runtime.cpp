@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/atomic_file.h"
+#include "common/message_text.h"
 #include "gpemu/error.h"
 #include "gpemu/interconnect.h"
 #include "gpemu/report.h"
@@ -111,7 +112,9 @@ namespace {
 
 std::string client_name(const Settings& s) {
   const std::string script = s.script.empty() ? "torch" : std::filesystem::path(s.script).filename().string();
-  return fmt::format("{} ({})", script, rank_label());
+  // The server refuses control characters and names over 200 bytes; a file
+  // name may hold any byte and be 255 long.
+  return fmt::format("{} ({})", printable_excerpt(script, 160), rank_label());
 }
 
 }  // namespace

@@ -163,6 +163,22 @@ TEST(Serve, ABadRequestIsAnErrorToThatClientOnly) {
   EXPECT_EQ(raw.request({{"op", "smi"}})["ok"], true);
 }
 
+// N12: a client's name is printed by `gpemu smi`; one with escape sequences
+// could take over the terminal of whoever runs it.
+TEST(Serve, AHelloWithControlCharactersInTheNameIsRefused) {
+  TempDir dir;
+  Served s(options(dir));
+  ServeClient raw(s.server.socket_path());
+  const auto r = raw.request({{"op", "hello"}, {"name", "\x1b]0;owned\x07\x1b[2J\r\nGPU  0  fake-line"}});
+  EXPECT_FALSE(r.value("ok", true)) << r.dump();
+  EXPECT_EQ(r.value("kind", ""), "input") << r.dump();
+  EXPECT_NE(r.value("error", "").find("'name'"), std::string::npos) << r.dump();
+  EXPECT_NE(r.value("error", "").find("without control characters"), std::string::npos) << r.dump();
+  EXPECT_TRUE(s.server.smi()["gpus"][0]["processes"].empty());
+  ServeClient ok(s.server.socket_path(), {"train.py (rank 0)", 0, 0, ""});
+  EXPECT_EQ(s.server.smi()["gpus"][0]["processes"][0]["name"], "train.py (rank 0)");
+}
+
 TEST(Serve, GarbageLinesGetErrorsAndTheConnectionStaysUsable) {
   TempDir dir;
   Served s(options(dir));

@@ -1,0 +1,104 @@
+// What `gpemu smi` and `gpemu serve` print on the terminal when the names or
+// addresses they show come from elsewhere (reliability findings N12, N16,
+// /work/shared/qa).
+#include <gtest/gtest.h>
+
+#include "support/gpemu_child.h"
+#include "support/run_gpemu.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "support/temp_dir.h"
+
+namespace {
+
+using gpemu::testing::ChildOptions;
+using gpemu::testing::run_gpemu;
+using gpemu::testing::run_gpemu_child;
+using gpemu::testing::TempDir;
+
+// A server that answers every request line with `reply` (then "ok" to the
+// rest), for `connections` clients: what a hostile or buggy server could say.
+class FakeServer {
+ public:
+  FakeServer(const std::string& path, std::string reply, int connections) : reply_(std::move(reply)) {
+    std::erase(reply_, '\n');  // one line on the wire
+    fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::strncpy(a.sun_path, path.c_str(), sizeof a.sun_path - 1);
+    ok_ = fd_ >= 0 && ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 && ::listen(fd_, 4) == 0;
+    if (ok_) thread_ = std::thread([this, connections] { serve(connections); });
+  }
+  ~FakeServer() {
+    if (thread_.joinable()) thread_.join();
+    if (fd_ >= 0) ::close(fd_);
+  }
+  bool ok() const { return ok_; }
+
+ private:
+  void serve(int connections) {
+    for (int i = 0; i < connections; ++i) {
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, 60'000) <= 0) return;  // a guard against a client that never came
+      const int c = ::accept(fd_, nullptr, nullptr);
+      if (c < 0) return;
+      bool first = true;
+      std::string pending;
+      char buf[4096];
+      for (ssize_t n; (n = ::read(c, buf, sizeof buf)) > 0;) {
+        pending.append(buf, static_cast<std::size_t>(n));
+        for (std::size_t nl; (nl = pending.find('\n')) != std::string::npos; pending.erase(0, nl + 1)) {
+          const std::string line = (first ? reply_ : std::string(R"({"ok": true})")) + "\n";
+          first = false;
+          (void)!::write(c, line.data(), line.size());
+        }
+      }
+      ::close(c);
+    }
+  }
+  int fd_ = -1;
+  bool ok_ = false;
+  std::string reply_;
+  std::thread thread_;
+};
+
+// N12: a client's name (any process can say hello) went to the terminal raw:
+// it set the window title, cleared the screen and forged a table row.
+TEST(CliSmi, NamesFromTheServerCannotControlTheTerminal) {
+  TempDir d;
+  const std::string sock = (d / "s.sock").string();
+  const std::string reply =
+      R"({"ok": true, "driver": "gpemu", "gpus": [{"index": 0, "id": "V100", "name": "V100\u001b]0;owned\u0007",
+          "uuid": "GPU-\u009b2J", "policy": "fifo", "memory_total_bytes": 1048576, "memory_used_bytes": 0,
+          "utilization_pct": 0, "processes": [{"pid": 7, "client": 1, "memory_bytes": 0,
+          "name": "\u001b[2J\u001b[1;31mEVIL\u001b[0m\r\nGPU  0  fake-line\u007f"}]}]})";
+  FakeServer server(sock, reply, 2);
+  ASSERT_TRUE(server.ok());
+  const auto table = run_gpemu("smi --socket " + sock);
+  EXPECT_EQ(table.status, 0) << table.err;
+  const auto csv = run_gpemu("smi --socket " + sock + " --query-gpu=name,uuid --format=csv,noheader");
+  EXPECT_EQ(csv.status, 0) << csv.err;
+  for (const std::string& out : {table.out, csv.out}) {
+    EXPECT_EQ(out.find('\x1b'), std::string::npos) << out;
+    EXPECT_EQ(out.find('\x07'), std::string::npos) << out;
+    EXPECT_EQ(out.find('\r'), std::string::npos) << out;
+    EXPECT_EQ(out.find('\x7f'), std::string::npos) << out;
+    EXPECT_EQ(out.find("\xc2\x9b"), std::string::npos) << out;
+  }
+  EXPECT_NE(table.out.find("\\x1b[2J\\x1b[1;31mEVIL\\x1b[0m\\r\\nGPU  0  fake-line\\x7f"), std::string::npos)
+      << table.out;
+  EXPECT_NE(table.out.find("V100\\x1b]0;owned\\x07"), std::string::npos) << table.out;
+  EXPECT_NE(csv.out.find("V100\\x1b]0;owned\\x07, GPU-\\u009b2J"), std::string::npos) << csv.out;
+}
+
+}  // namespace
