@@ -232,6 +232,11 @@ class ShareServer {
   const std::filesystem::path& socket_path() const;
   // The metrics port actually bound (0 without --metrics): "HOST:0" binds any free port.
   int metrics_port() const;
+  // Where the metrics endpoint listens, "IP:PORT" (empty without --metrics),
+  // and whether that is loopback (127.0.0.0/8): reachable from this machine
+  // only. 0.0.0.0 or a network address is reachable from other machines.
+  const std::string& metrics_address() const;
+  bool metrics_on_loopback() const;
   // Accepts clients until stop() is called or SIGINT/SIGTERM is received.
   void run();
   void stop();

@@ -182,8 +182,17 @@ void serve(const ServeArgs& a) {
   ShareServer server(o);
   std::cout << fmt::format("serving {} emulated {} under policy {} at {}\n", o.gpus, o.gpu->id,
                            to_string(o.share.policy), server.socket_path().string());
-  if (server.metrics_port() > 0)
-    std::cout << fmt::format("metrics (Prometheus text, DCGM names) on port {}\n", server.metrics_port());
+  if (server.metrics_port() > 0) {
+    std::cout << fmt::format("metrics (Prometheus text, DCGM names) at http://{}/metrics (port {})\n",
+                             server.metrics_address(), server.metrics_port());
+    // The body names the host, the GPU model and its use, and the endpoint
+    // has no authentication.
+    if (!server.metrics_on_loopback())
+      print_warnings({fmt::format(
+          "--metrics {}: the metrics endpoint listens on {}, which is not loopback: it is reachable from other "
+          "machines and shows this host's name and GPU use; give a bare PORT (127.0.0.1) to keep it local",
+          a.metrics, server.metrics_address())});
+  }
   std::cout << "stop with Ctrl-C" << std::endl;
   server.run();
   std::cout << "stopped\n";

@@ -195,6 +195,8 @@ struct ShareServer::Impl {
   std::filesystem::path path;
   ino_t socket_inode = 0;
   int listen_fd = -1, metrics_fd = -1, metrics_port = 0;
+  std::string metrics_address;  // "IP:PORT" bound; empty without metrics
+  bool metrics_loopback = true;
   int wake[2] = {-1, -1};
   std::atomic<bool> stopping{false};
   mutable std::mutex mu;  // clients, kernels
@@ -325,6 +327,10 @@ struct ShareServer::Impl {
     socklen_t len = sizeof a;
     ::getsockname(metrics_fd, reinterpret_cast<sockaddr*>(&a), &len);
     metrics_port = ntohs(a.sin_port);
+    char shown[INET_ADDRSTRLEN] = "?";
+    ::inet_ntop(AF_INET, &a.sin_addr, shown, sizeof shown);
+    metrics_address = fmt::format("{}:{}", shown, metrics_port);
+    metrics_loopback = (ntohl(a.sin_addr.s_addr) >> 24) == 127;  // 127.0.0.0/8
   }
 
   void record_kernel(int gpu, const Completion& c, Duration d) {
@@ -740,6 +746,8 @@ ShareServer::ShareServer(ServeOptions options) : impl_(std::make_unique<Impl>(st
 ShareServer::~ShareServer() = default;
 const std::filesystem::path& ShareServer::socket_path() const { return impl_->path; }
 int ShareServer::metrics_port() const { return impl_->metrics_port; }
+const std::string& ShareServer::metrics_address() const { return impl_->metrics_address; }
+bool ShareServer::metrics_on_loopback() const { return impl_->metrics_loopback; }
 void ShareServer::run() { impl_->run(); }
 void ShareServer::stop() {
   impl_->stopping = true;

@@ -101,4 +101,28 @@ TEST(CliSmi, NamesFromTheServerCannotControlTheTerminal) {
   EXPECT_NE(csv.out.find("V100\\x1b]0;owned\\x07, GPU-\\u009b2J"), std::string::npos) << csv.out;
 }
 
+std::string serve_output(const TempDir& d, const std::string& metrics) {
+  ChildOptions o;
+  o.marker_text = "stop with Ctrl-C";
+  o.signal = SIGTERM;
+  o.guard_seconds = 60;
+  const auto r = run_gpemu_child({"serve", "--socket", (d / "s.sock").string(), "--metrics", metrics}, o);
+  EXPECT_TRUE(r.signalled) << r.out;
+  return r.out;
+}
+
+// N16: `--metrics 0.0.0.0:PORT` said only "on port N".
+TEST(CliServe, MetricsOffLoopbackAreAnnouncedWithTheAddressAndAWarning) {
+  TempDir d;
+  const std::string any = serve_output(d, "0.0.0.0:0");
+  EXPECT_NE(any.find("metrics (Prometheus text, DCGM names) at http://0.0.0.0:"), std::string::npos) << any;
+  EXPECT_NE(any.find("gpemu: warning: --metrics 0.0.0.0:0: the metrics endpoint listens on 0.0.0.0:"),
+            std::string::npos)
+      << any;
+  EXPECT_NE(any.find("reachable from other machines"), std::string::npos) << any;
+  const std::string local = serve_output(d, "0");
+  EXPECT_NE(local.find("at http://127.0.0.1:"), std::string::npos) << local;
+  EXPECT_EQ(local.find("warning"), std::string::npos) << local;
+}
+
 }  // namespace

@@ -378,6 +378,25 @@ TEST(Serve, SmiAndMetricsDescribeTheEmulatedGpus) {
   EXPECT_NE(reply.find("DCGM_FI_DEV_FB_USED{gpu=\"1\""), std::string::npos) << reply;
 }
 
+// N16: where the metrics endpoint listens, and whether other machines reach it.
+TEST(Serve, TheMetricsAddressIsKnownAndAnyAddressIsNotLoopback) {
+  TempDir dir;
+  ServeOptions local = options(dir);
+  local.metrics = "0";
+  ShareServer a(local);
+  EXPECT_EQ(a.metrics_address(), "127.0.0.1:" + std::to_string(a.metrics_port()));
+  EXPECT_TRUE(a.metrics_on_loopback());
+  TempDir dir2;
+  ServeOptions any = options(dir2);
+  any.metrics = "0.0.0.0:0";
+  ShareServer b(any);
+  EXPECT_EQ(b.metrics_address(), "0.0.0.0:" + std::to_string(b.metrics_port()));
+  EXPECT_FALSE(b.metrics_on_loopback());
+  TempDir dir3;
+  ShareServer none(options(dir3));
+  EXPECT_EQ(none.metrics_address(), "");
+}
+
 TEST(Serve, ShareConnectRunsAJobsFilesJobsAsClients) {
   TempDir dir;
   Served s(options(dir, "V100-PCIE-16GB", SharePolicy::Fifo));
