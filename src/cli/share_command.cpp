@@ -147,12 +147,16 @@ void add_share_command(CLI::App& app) {
   cmd->add_option("--cores", a->cores,
                   "CPU cores the jobs' data loaders share (default: the jobs file's 'cores', else this machine's)")
       ->check(CLI::Range(1, 1 << 16));
-  cmd->add_option("--connect", a->connect_socket,
-                  "Run the jobs as clients of a running 'gpemu serve' (its socket; default: the default socket)")
-      ->expected(0, 1)
-      ->each([a](const std::string&) { a->connect = true; })
-      ->trigger_on_parse();
-  cmd->callback([a] { share(*a); });
+  // A bare --connect has no value for each() to see: count() tells that it
+  // was given, and it means the default socket (never the in-process run).
+  auto* connect =
+      cmd->add_option("--connect", a->connect_socket,
+                      "Run the jobs as clients of a running 'gpemu serve' (its socket; default: the default socket)")
+          ->expected(0, 1);
+  cmd->callback([a, connect] {
+    a->connect = connect->count() > 0;
+    share(*a);
+  });
 }
 
 // ---- gpemu serve -------------------------------------------------------------

@@ -125,4 +125,19 @@ TEST(CliServe, MetricsOffLoopbackAreAnnouncedWithTheAddressAndAWarning) {
   EXPECT_EQ(local.find("warning"), std::string::npos) << local;
 }
 
+// N9: a bare `--connect` (no socket after it) ran the jobs in-process and
+// printed the usual table with exit 0, as if they had shared the server's GPU.
+// It means the default socket; with no server there, that is an error.
+TEST(CliShare, ABareConnectUsesTheDefaultSocketAndNeverRunsInProcess) {
+  TempDir d;
+  const std::string jobs = d.write("j.json", R"({"jobs": [{"name": "a", "compute_s": 0.001, "iterations": 3}]})");
+  const std::string env = "XDG_RUNTIME_DIR=" + d.path().string() + " ";
+  for (const std::string& args : {"share --jobs " + jobs + " --connect", "share --connect --jobs " + jobs}) {
+    const auto r = run_gpemu(args, env);
+    EXPECT_EQ(r.status, 1) << args << "\n" << r.out;
+    EXPECT_EQ(r.out.find("sharing one emulated"), std::string::npos) << args << "\n" << r.out;
+    EXPECT_NE(r.err.find("nothing serves " + (d / "gpemu/serve.sock").string()), std::string::npos) << r.err;
+  }
+}
+
 }  // namespace
