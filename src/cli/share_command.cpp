@@ -211,10 +211,39 @@ struct SmiArgs {
   bool json = false;
 };
 
+// What no gpemu serve says: no GPU list, memory used beyond the total, a
+// utilisation outside 0 to 100 %. The table is not printed from it.
+void check_smi_reply(const nlohmann::json& s, const std::filesystem::path& socket) {
+  const auto bad = [&](const std::string& what) {
+    return Error(
+        fmt::format("gpemu smi: the server at {} replied {}: not a reply of gpemu serve's", socket.string(), what));
+  };
+  if (!s.contains("gpus") || !s["gpus"].is_array()) throw bad("no list of GPUs");
+  for (const auto& g : s["gpus"]) {
+    const auto field = [&](const char* name) -> const nlohmann::json& {
+      static const nlohmann::json none;
+      return g.is_object() && g.contains(name) ? g[name] : none;
+    };
+    const nlohmann::json &total = field("memory_total_bytes"), &used = field("memory_used_bytes"),
+                         &util = field("utilization_pct");
+    if (!total.is_number_unsigned() || !used.is_number_unsigned() ||
+        used.get<std::uint64_t>() > total.get<std::uint64_t>())
+      throw bad(
+          fmt::format("memory used {} of a total {}", one_line_message(used.dump()), one_line_message(total.dump())));
+    if (!util.is_number() || !(util.get<double>() >= 0 && util.get<double>() <= 100))
+      throw bad(fmt::format("a utilisation of {} %", one_line_message(util.dump())));
+    if (!field("index").is_number_integer() || !field("name").is_string() || !field("uuid").is_string() ||
+        !field("policy").is_string() || !field("processes").is_array())
+      throw bad("a GPU without its index, name, uuid, policy or processes");
+  }
+}
+
 void smi(const SmiArgs& a) {
-  ServeClient client(a.socket.empty() ? default_socket_path() : std::filesystem::path(a.socket));
+  const std::filesystem::path socket = a.socket.empty() ? default_socket_path() : std::filesystem::path(a.socket);
+  ServeClient client(socket);
   const nlohmann::json s = client.request({{"op", "smi"}});
   if (!s.value("ok", false)) throw Error(s.value("error", std::string("smi refused")));
+  check_smi_reply(s, socket);
   if (a.json) {
     std::cout << s.dump(2) << '\n';
     return;

@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <thread>
 
@@ -99,6 +100,28 @@ TEST(CliSmi, NamesFromTheServerCannotControlTheTerminal) {
       << table.out;
   EXPECT_NE(table.out.find("V100\\x1b]0;owned\\x07"), std::string::npos) << table.out;
   EXPECT_NE(csv.out.find("V100\\x1b]0;owned\\x07, GPU-\\u009b2J"), std::string::npos) << csv.out;
+}
+
+// N2: a fake server's 953674MiB / 0MiB and 1000000000% were printed as the
+// GPU's state.
+TEST(CliSmi, RepliesNoServerGivesAreRefusedNotPrinted) {
+  TempDir d;
+  const std::string sock = (d / "s.sock").string();
+  const std::string gpu =
+      R"("index": 0, "id": "V100", "name": "V100", "uuid": "GPU-0", "policy": "fifo", "processes": [])";
+  for (const std::string& figures : {R"("memory_total_bytes": 0, "memory_used_bytes": 1000000000000000,
+                                        "utilization_pct": 0)",
+                                     R"("memory_total_bytes": 1048576, "memory_used_bytes": 0,
+                                        "utilization_pct": 1000000000)"}) {
+    FakeServer server(sock, R"({"ok": true, "gpus": [{)" + gpu + ", " + figures + "}]}", 1);
+    ASSERT_TRUE(server.ok());
+    const auto r = run_gpemu("smi --socket " + sock);
+    EXPECT_EQ(r.status, 1) << r.out;
+    EXPECT_EQ(r.out.find("MiB"), std::string::npos) << r.out;
+    EXPECT_NE(r.err.find("gpemu: error: gpemu smi: the server at " + sock + " replied "), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(": not a reply of gpemu serve's"), std::string::npos) << r.err;
+    std::filesystem::remove(sock);
+  }
 }
 
 std::string serve_output(const TempDir& d, const std::string& metrics) {
