@@ -69,6 +69,7 @@ void share(const ShareArgs& a) {
   spec.trace = !a.trace.empty();
   spec.jobs = file.jobs;
   spec.cpu_cores = a.cores > 0 ? a.cores : file.cores;
+  warn_skipped_profiles(a.profiles);
   give_cost_models(spec, a.profiles.empty() ? std::nullopt : std::optional<std::filesystem::path>(a.profiles));
   if (a.connect && (!a.trace.empty() || !a.report.empty()))
     throw InputError(
