@@ -217,8 +217,15 @@ struct ServeOptions {
   std::string metrics;  // "PORT" or "HOST:PORT" for Prometheus text (DCGM names); empty: none
 };
 
-// $XDG_RUNTIME_DIR/gpemu/serve.sock, else /tmp/gpemu-<uid>/serve.sock.
+// $XDG_RUNTIME_DIR/gpemu/serve.sock, else /tmp/gpemu-<uid>/serve.sock, unless
+// that folder exists and is not this user's private one (another user can
+// make the guessable name first): then $HOME/.gpemu/serve.sock (InputError
+// without HOME). Server and clients pick the same; both check the folder.
 std::filesystem::path default_socket_path();
+// The same rule from given values (tests): XDG_RUNTIME_DIR, the shared temp
+// folder and HOME; null or "" for an unset variable.
+std::filesystem::path default_socket_path(const char* xdg_runtime_dir, const std::filesystem::path& tmp,
+                                          const char* home);
 
 class ShareServer {
  public:
@@ -232,6 +239,11 @@ class ShareServer {
   const std::filesystem::path& socket_path() const;
   // The metrics port actually bound (0 without --metrics): "HOST:0" binds any free port.
   int metrics_port() const;
+  // Where the metrics endpoint listens, "IP:PORT" (empty without --metrics),
+  // and whether that is loopback (127.0.0.0/8): reachable from this machine
+  // only. 0.0.0.0 or a network address is reachable from other machines.
+  const std::string& metrics_address() const;
+  bool metrics_on_loopback() const;
   // Accepts clients until stop() is called or SIGINT/SIGTERM is received.
   void run();
   void stop();
@@ -255,8 +267,10 @@ struct ClientHello {
 // A process's connection to `gpemu serve`.
 class ServeClient {
  public:
-  // Connects and says hello. Error when nothing serves `socket` or the
-  // server refuses; InputError for a bad hello (unknown GPU, MIG slice that
+  // Connects and says hello. Error when nothing serves `socket`, the server
+  // refuses, or it runs as another user than this one or root (SO_PEERCRED);
+  // InputError when the socket's folder is not this user's alone (the
+  // server's own check), or for a bad hello (unknown GPU, MIG slice that
   // does not fit).
   ServeClient(const std::filesystem::path& socket, const ClientHello& hello);
   // A connection that attaches to no GPU (a monitor: "smi" only).
@@ -281,14 +295,18 @@ class ServeClient {
   std::uint64_t malloc(std::uint64_t bytes);
   void free(std::uint64_t ptr);
   void kernel(Duration ns, KernelDemand demand = {});
-  Time sync();                                        // the emulated time the work ended
+  // The emulated time the default stream's work ended; Error for a reply
+  // without one or with one before the last (a server that is not gpemu's).
+  Time sync();
   Time batch(Duration ns, KernelDemand demand = {});  // a kernel and a sync
   const nlohmann::json& hello_reply() const { return hello_; }
 
  private:
   nlohmann::json checked(const nlohmann::json& message);
   void drain();  // reads the posted requests' replies
+  Time default_stream_end(const nlohmann::json& reply);
   int fd_ = -1;
+  Time last_end_ = 0;  // the default stream's, as sync() and batch() saw it
   std::string buffer_;
   int posted_ = 0;
   nlohmann::json hello_;

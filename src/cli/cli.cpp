@@ -1,7 +1,14 @@
 #include "cli/cli.h"
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <streambuf>
 
 #include "cli/commands.h"
 #include "common/fs_errors.h"
@@ -10,8 +17,9 @@
 #include "gpemu/error.h"
 
 namespace gpemu::cli {
+namespace {
 
-int run(int argc, char** argv) {
+int run_command(int argc, char** argv) {
   CLI::App app{
       "gpemu: emulated GPUs for deep-learning systems research.\n"
       "GPU time and memory are emulated; storage, CPU work, network and processes stay real.",
@@ -67,6 +75,88 @@ int run(int argc, char** argv) {
     return 1;
   }
   return 0;
+}
+
+// std::cout's buffer: every write(2) to standard output is checked and the
+// first failure's errno kept. Tables and --json go there; a full disk must not
+// end as success with the results lost (`gpemu predict --json > p.json`), and
+// stdio forgets the reason once a later flush has nothing left to write.
+// Line-buffered on a terminal, as stdio is.
+class CheckedStdout : public std::streambuf {
+ public:
+  CheckedStdout() : line_buffered_(::isatty(STDOUT_FILENO) == 1) { setp(buf_, buf_ + sizeof buf_); }
+  CheckedStdout(const CheckedStdout&) = delete;
+  CheckedStdout& operator=(const CheckedStdout&) = delete;
+  // The errno of the first write that failed; 0 when none did.
+  int error() const { return err_; }
+
+ protected:
+  int_type overflow(int_type ch) override {
+    if (!drain()) return traits_type::eof();
+    if (traits_type::eq_int_type(ch, traits_type::eof())) return traits_type::not_eof(ch);
+    *pptr() = traits_type::to_char_type(ch);
+    pbump(1);
+    if (line_buffered_ && traits_type::to_char_type(ch) == '\n' && !drain()) return traits_type::eof();
+    return ch;
+  }
+  std::streamsize xsputn(const char* s, std::streamsize n) override {
+    std::streamsize done = 0;
+    while (done < n) {
+      if (pptr() == epptr() && !drain()) return done;
+      const std::streamsize room = std::min<std::streamsize>(epptr() - pptr(), n - done);
+      std::memcpy(pptr(), s + done, static_cast<std::size_t>(room));
+      pbump(static_cast<int>(room));
+      done += room;
+    }
+    if (line_buffered_ && std::memchr(s, '\n', static_cast<std::size_t>(n)) != nullptr) drain();  // error() says
+    return done;
+  }
+  int sync() override { return drain() ? 0 : -1; }
+
+ private:
+  bool drain() {
+    const char* p = pbase();
+    std::size_t left = static_cast<std::size_t>(pptr() - pbase());
+    setp(buf_, buf_ + sizeof buf_);  // what could not be written is dropped, as stdio drops it
+    while (left > 0) {
+      const ssize_t n = ::write(STDOUT_FILENO, p, left);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        if (err_ == 0) err_ = n < 0 ? errno : EIO;
+        return false;
+      }
+      p += n;
+      left -= static_cast<std::size_t>(n);
+    }
+    return true;
+  }
+
+  char buf_[1 << 16];
+  bool line_buffered_;
+  int err_ = 0;
+};
+
+}  // namespace
+
+int run(int argc, char** argv) {
+  CheckedStdout out;
+  std::streambuf* const previous = std::cout.rdbuf(&out);
+  int status = run_command(argc, argv);
+  std::cout.flush();
+  int err = out.error();
+  bool failed = err != 0 || !std::cout;
+  std::cout.rdbuf(previous);
+  // Nothing in gpemu writes stdout through stdio; checked all the same.
+  errno = 0;
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    failed = true;
+    if (err == 0) err = errno;
+  }
+  if (failed) {
+    std::cerr << "gpemu: cannot write standard output: " << std::strerror(err != 0 ? err : EIO) << '\n';
+    if (status == 0) status = 1;
+  }
+  return status;
 }
 
 }  // namespace gpemu::cli

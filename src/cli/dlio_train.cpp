@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "cli/job_args.h"
 #include "cli/options.h"
 #include "cli/output.h"
 #include "gpemu/catalog.h"
@@ -32,6 +33,7 @@ void run_dlio_train(const DlioTrainArgs& a) {
   o.clock = a.clock;
   if (a.gpu) o.default_gpu = find_gpu(*a.gpu).id;
   if (!a.profiles.empty()) o.profiles_dir = a.profiles;
+  warn_skipped_profiles(a.profiles);
   if (!a.trace.empty()) {
     o.trace = true;
     o.on_timeline = [&a](Timeline& t, const std::vector<TraceDeviceName>& names) {

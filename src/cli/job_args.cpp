@@ -8,6 +8,7 @@
 
 #include "cli/option_checks.h"
 #include "cli/options.h"
+#include "cli/output.h"
 #include "cli/variant_flags.h"
 #include "gpemu/calibration.h"
 #include "gpemu/catalog.h"
@@ -64,7 +65,25 @@ ModelSpec model_spec(const ModelArgs& a) {
   return m;
 }
 
+void warn_skipped_profiles(const std::string& profiles) {
+  if (profiles.empty()) return;
+  std::vector<std::string> skipped;
+  try {
+    skipped = ProfileDatabase::load(profiles).warnings();
+  } catch (const InputError&) {
+    return;  // the run loads it again and says why
+  }
+  if (skipped.empty()) return;
+  skipped.push_back(fmt::format(
+      "--profiles {}: {} {} above left out; where {} the measurement, the run estimates or interpolates instead "
+      "(its source: line says which)",
+      profiles, skipped.size(), skipped.size() == 1 ? "table or row" : "tables or rows",
+      skipped.size() == 1 ? "it was" : "they were"));
+  print_warnings(skipped);
+}
+
 std::unique_ptr<CostModel> job_cost_model(const ModelArgs& a, std::vector<std::string>* notes) {
+  warn_skipped_profiles(a.profiles);
   return gpemu::job_cost_model(model_spec(a),
                                a.profiles.empty() ? std::nullopt : std::optional<std::filesystem::path>(a.profiles),
                                notes);

@@ -39,6 +39,12 @@ ModelSpec model_spec(const ModelArgs& a);
 // analytical model) for this model spec; `note` hears why profiles were set
 // aside when they were.
 std::unique_ptr<CostModel> job_cost_model(const ModelArgs& a, std::vector<std::string>* notes = nullptr);
+// `--profiles DIR` of a run (predict, train, share, analyze) asks for
+// measured data: what the lenient reading of DIR skips (a table that cannot
+// be read, a folder where a table should be, a malformed row) is printed as
+// a warning naming the file, with what it means for the run. Quiet for "";
+// a DIR that cannot be used at all is left to the run's own error.
+void warn_skipped_profiles(const std::string& profiles);
 
 // Everything train and analyze share.
 struct JobArgs {

@@ -121,7 +121,9 @@ void print_prediction(const Prediction& p) {
 }
 
 void predict(const PredictArgs& a) {
-  const Prediction p = gpemu::predict(request(a));
+  const PredictRequest r = request(a);
+  warn_skipped_profiles(a.profiles);
+  const Prediction p = gpemu::predict(r);
   for (const std::string& n : p.notes) std::cerr << "note: " << n << '\n';
   if (a.json)
     std::cout << prediction_json(p).dump(2) << '\n';

@@ -15,6 +15,7 @@
 #include "cli/option_checks.h"
 #include "cli/options.h"
 #include "cli/output.h"
+#include "common/message_text.h"
 #include "gpemu/catalog.h"
 #include "gpemu/clock.h"
 #include "gpemu/error.h"
@@ -68,6 +69,7 @@ void share(const ShareArgs& a) {
   spec.trace = !a.trace.empty();
   spec.jobs = file.jobs;
   spec.cpu_cores = a.cores > 0 ? a.cores : file.cores;
+  warn_skipped_profiles(a.profiles);
   give_cost_models(spec, a.profiles.empty() ? std::nullopt : std::optional<std::filesystem::path>(a.profiles));
   if (a.connect && (!a.trace.empty() || !a.report.empty()))
     throw InputError(
@@ -98,7 +100,7 @@ void share(const ShareArgs& a) {
            "peak alloc MiB", "peak reserved MiB", "ended"});
   for (const SharedJobResult& j : r.jobs) {
     std::string ended = j.error.empty() ? "finished" : "failed (below)";
-    t.add({j.name, j.model.empty() ? "fixed step" : j.model, std::to_string(j.batch_size),
+    t.add({terminal_text(j.name), j.model.empty() ? "fixed step" : terminal_text(j.model), std::to_string(j.batch_size),
            fixed(to_seconds(j.arrival), 1), fixed(to_seconds(j.end), 2), fixed(j.jct_s, 2),
            std::to_string(j.iterations), fixed(j.samples_per_s, 1), a.connect ? "-" : fixed(j.gpu_share_pct, 1),
            a.connect ? "-" : fixed(mib(j.peak_allocated_bytes), 0),
@@ -118,7 +120,7 @@ void share(const ShareArgs& a) {
                                    fixed(mib(r.peak_memory_used_bytes), 0), fixed(mib(r.memory_capacity_bytes), 0))});
   print_summary(std::cout, rows);
   for (const SharedJobResult& j : r.jobs)
-    if (!j.error.empty()) std::cout << fmt::format("{}: {}\n", j.name, j.error);
+    if (!j.error.empty()) std::cout << fmt::format("{}: {}\n", terminal_text(j.name), one_line_message(j.error));
   if (!a.trace.empty()) std::cout << "trace: " << a.trace << " (open in https://ui.perfetto.dev)\n";
   if (!a.report.empty()) std::cout << "report: " << a.report << '\n';
 }
@@ -146,12 +148,16 @@ void add_share_command(CLI::App& app) {
   cmd->add_option("--cores", a->cores,
                   "CPU cores the jobs' data loaders share (default: the jobs file's 'cores', else this machine's)")
       ->check(CLI::Range(1, 1 << 16));
-  cmd->add_option("--connect", a->connect_socket,
-                  "Run the jobs as clients of a running 'gpemu serve' (its socket; default: the default socket)")
-      ->expected(0, 1)
-      ->each([a](const std::string&) { a->connect = true; })
-      ->trigger_on_parse();
-  cmd->callback([a] { share(*a); });
+  // A bare --connect has no value for each() to see: count() tells that it
+  // was given, and it means the default socket (never the in-process run).
+  auto* connect =
+      cmd->add_option("--connect", a->connect_socket,
+                      "Run the jobs as clients of a running 'gpemu serve' (its socket; default: the default socket)")
+          ->expected(0, 1);
+  cmd->callback([a, connect] {
+    a->connect = connect->count() > 0;
+    share(*a);
+  });
 }
 
 // ---- gpemu serve -------------------------------------------------------------
@@ -181,8 +187,17 @@ void serve(const ServeArgs& a) {
   ShareServer server(o);
   std::cout << fmt::format("serving {} emulated {} under policy {} at {}\n", o.gpus, o.gpu->id,
                            to_string(o.share.policy), server.socket_path().string());
-  if (server.metrics_port() > 0)
-    std::cout << fmt::format("metrics (Prometheus text, DCGM names) on port {}\n", server.metrics_port());
+  if (server.metrics_port() > 0) {
+    std::cout << fmt::format("metrics (Prometheus text, DCGM names) at http://{}/metrics (port {})\n",
+                             server.metrics_address(), server.metrics_port());
+    // The body names the host, the GPU model and its use, and the endpoint
+    // has no authentication.
+    if (!server.metrics_on_loopback())
+      print_warnings({fmt::format(
+          "--metrics {}: the metrics endpoint listens on {}, which is not loopback: it is reachable from other "
+          "machines and shows this host's name and GPU use; give a bare PORT (127.0.0.1) to keep it local",
+          a.metrics, server.metrics_address())});
+  }
   std::cout << "stop with Ctrl-C" << std::endl;
   server.run();
   std::cout << "stopped\n";
@@ -197,10 +212,39 @@ struct SmiArgs {
   bool json = false;
 };
 
+// What no gpemu serve says: no GPU list, memory used beyond the total, a
+// utilisation outside 0 to 100 %. The table is not printed from it.
+void check_smi_reply(const nlohmann::json& s, const std::filesystem::path& socket) {
+  const auto bad = [&](const std::string& what) {
+    return Error(
+        fmt::format("gpemu smi: the server at {} replied {}: not a reply of gpemu serve's", socket.string(), what));
+  };
+  if (!s.contains("gpus") || !s["gpus"].is_array()) throw bad("no list of GPUs");
+  for (const auto& g : s["gpus"]) {
+    const auto field = [&](const char* name) -> const nlohmann::json& {
+      static const nlohmann::json none;
+      return g.is_object() && g.contains(name) ? g[name] : none;
+    };
+    const nlohmann::json &total = field("memory_total_bytes"), &used = field("memory_used_bytes"),
+                         &util = field("utilization_pct");
+    if (!total.is_number_unsigned() || !used.is_number_unsigned() ||
+        used.get<std::uint64_t>() > total.get<std::uint64_t>())
+      throw bad(
+          fmt::format("memory used {} of a total {}", one_line_message(used.dump()), one_line_message(total.dump())));
+    if (!util.is_number() || !(util.get<double>() >= 0 && util.get<double>() <= 100))
+      throw bad(fmt::format("a utilisation of {} %", one_line_message(util.dump())));
+    if (!field("index").is_number_integer() || !field("name").is_string() || !field("uuid").is_string() ||
+        !field("policy").is_string() || !field("processes").is_array())
+      throw bad("a GPU without its index, name, uuid, policy or processes");
+  }
+}
+
 void smi(const SmiArgs& a) {
-  ServeClient client(a.socket.empty() ? default_socket_path() : std::filesystem::path(a.socket));
+  const std::filesystem::path socket = a.socket.empty() ? default_socket_path() : std::filesystem::path(a.socket);
+  ServeClient client(socket);
   const nlohmann::json s = client.request({{"op", "smi"}});
   if (!s.value("ok", false)) throw Error(s.value("error", std::string("smi refused")));
+  check_smi_reply(s, socket);
   if (a.json) {
     std::cout << s.dump(2) << '\n';
     return;
@@ -257,8 +301,8 @@ void smi(const SmiArgs& a) {
       for (const auto& f : fields) {
         std::string v;
         if (f == "index") v = std::to_string(g["index"].get<int>());
-        if (f == "name") v = g["name"].get<std::string>();
-        if (f == "uuid") v = g["uuid"].get<std::string>();
+        if (f == "name") v = terminal_text(g["name"].get<std::string>());
+        if (f == "uuid") v = terminal_text(g["uuid"].get<std::string>());
         if (f == "count") v = std::to_string(s["gpus"].size());
         if (f == "memory.total") v = std::to_string(static_cast<std::uint64_t>(total / MiB));
         if (f == "memory.used") v = std::to_string(static_cast<std::uint64_t>(used / MiB));
@@ -276,7 +320,8 @@ void smi(const SmiArgs& a) {
   std::cout << "gpemu smi: emulated GPUs of 'gpemu serve' (utilisation over the last second)\n\n";
   Table t({"GPU", "Name", "Policy", "Memory-Usage", "GPU-Util"});
   for (const auto& g : s["gpus"])
-    t.add({std::to_string(g["index"].get<int>()), g["name"].get<std::string>(), g["policy"].get<std::string>(),
+    t.add({std::to_string(g["index"].get<int>()), terminal_text(g["name"].get<std::string>()),
+           terminal_text(g["policy"].get<std::string>()),
            fmt::format("{:.0f}MiB / {:.0f}MiB", g["memory_used_bytes"].get<double>() / MiB,
                        g["memory_total_bytes"].get<double>() / MiB),
            fmt::format("{:.0f}%", g["utilization_pct"].get<double>())});
@@ -286,7 +331,8 @@ void smi(const SmiArgs& a) {
   for (const auto& g : s["gpus"])
     for (const auto& proc : g["processes"])
       p.add({std::to_string(g["index"].get<int>()), std::to_string(proc["pid"].get<int>()),
-             proc["name"].get<std::string>(), fmt::format("{:.0f}MiB", proc["memory_bytes"].get<double>() / MiB)});
+             terminal_text(proc["name"].get<std::string>()),
+             fmt::format("{:.0f}MiB", proc["memory_bytes"].get<double>() / MiB)});
   p.print(std::cout);
 }
 

@@ -1,11 +1,13 @@
 // Files gpemu writes appear whole or not at all: the bytes go to a temporary
-// file next to the target (same folder, so the final rename is atomic), every
+// file next to the target (same folder, so the final rename is atomic), created
+// under a name no one can guess and never through a symlink, every
 // write and the close are checked, and only commit() puts the file in place.
 // An AtomicFile destroyed without commit() (an error, an interruption) removes
 // its temporary, so a failed run leaves no partial output behind.
 //
 // Targets that are not regular files (/dev/null, /dev/full, a FIFO) are written
-// in place: renaming over them would replace the device node.
+// in place: renaming over them would replace the device node. A target that is
+// a symlink is written through (follow_output_link).
 #pragma once
 
 #include <cstddef>
@@ -39,8 +41,9 @@ class AtomicFile {
   void discard() noexcept;
 
   const std::filesystem::path& target() const { return target_; }
-  // Where the bytes go until commit(): "<target>.tmp-<pid>", or the target
-  // itself when it is not a regular file.
+  // Where the bytes go until commit(): "<target>.tmp-<pid>-<random>" (created
+  // with O_EXCL|O_NOFOLLOW, mode 0666 less the umask, or the mode of the file
+  // it replaces), or the target itself when it is not a regular file.
   const std::filesystem::path& temporary() const { return temporary_; }
   std::uint64_t bytes_written() const { return written_; }
 
@@ -52,6 +55,14 @@ class AtomicFile {
   bool committed_ = false;
   std::uint64_t written_ = 0;
 };
+
+// Follows `target` while it is a symlink, one link at a time, and returns the
+// path the output goes to. Throws InputError, starting with `lead` (e.g.
+// "--trace '/tmp/t.json'"), for a link owned by another user in a folder that
+// is sticky or writable by everyone (/tmp, a shared drop folder) unless the
+// folder's owner made it: anyone can plant such a link to aim the output at a
+// file of theirs. Intermediate folders are left to the kernel.
+std::filesystem::path follow_output_link(const std::filesystem::path& target, const std::string& lead);
 
 // Writes `content` to `path` through an AtomicFile.
 void write_file_atomically(const std::filesystem::path& path, std::string_view content, const std::string& what,

@@ -8,14 +8,18 @@
 
 #include <fmt/format.h>
 
+#include "common/atomic_file.h"
 #include "gpemu/error.h"
 
 namespace gpemu {
 
 namespace fs = std::filesystem;
 
-void check_output_path(const fs::path& path, const std::string& what) {
-  if (path.empty()) throw InputError(fmt::format("{}: the path is empty; give a file name", what));
+void check_output_path(const fs::path& given, const std::string& what) {
+  if (given.empty()) throw InputError(fmt::format("{}: the path is empty; give a file name", what));
+  // The output goes where a symlink points (AtomicFile); a planted one is
+  // refused here, before the run.
+  const fs::path path = follow_output_link(given, fmt::format("{} '{}'", what, given.string()));
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0) {
     if (S_ISDIR(st.st_mode))

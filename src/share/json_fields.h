@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/message_text.h"
 #include "gpemu/error.h"
 
 namespace gpemu::share_detail {
@@ -42,11 +43,15 @@ inline double number_field(std::string_view where, const nlohmann::json& v, doub
   return x;
 }
 
-// A string of at most 200 characters; empty only when allowed.
+// A string of at most 200 characters without control characters (names end
+// up in tables on a terminal: an escape sequence there could clear the screen
+// or forge a row); empty only when allowed.
 inline std::string text_field(std::string_view where, const nlohmann::json& v, bool allow_empty = false) {
-  if (!v.is_string() || (!allow_empty && v.get<std::string>().empty()) || v.get<std::string>().size() > 200)
+  if (!v.is_string() || (!allow_empty && v.get<std::string>().empty()) || v.get<std::string>().size() > 200 ||
+      has_control_characters(v.get<std::string>()))
     bad_field(where, v,
-              allow_empty ? "a string of at most 200 characters" : "a non-empty string of at most 200 characters");
+              allow_empty ? "a string of at most 200 characters, without control characters"
+                          : "a non-empty string of at most 200 characters, without control characters");
   return v.get<std::string>();
 }
 

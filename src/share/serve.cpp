@@ -154,9 +154,46 @@ AllocatorStats allocator_stats_from_json(const nlohmann::json& reply) {
   return a;
 }
 
+namespace {
+
+// Why `dir` is not a folder of this user's that others cannot write to
+// (lstat: a link to one does not count); empty when it is. Server and
+// clients check the socket's folder alike: a socket in a folder another
+// user can write to may be that user's server.
+std::string private_folder_problem(const std::filesystem::path& dir) {
+  struct stat st {};
+  if (::lstat(dir.c_str(), &st) != 0) return fmt::format("it cannot be looked at: {}", errno_text(errno));
+  if (!S_ISDIR(st.st_mode)) return "it is not a folder";
+  if (st.st_uid != ::geteuid()) return fmt::format("it is another user's, uid {}", st.st_uid);
+  if ((st.st_mode & 0022) != 0) return fmt::format("it is writable by others, mode {:o}", st.st_mode & 07777);
+  return "";
+}
+
+std::filesystem::path folder_of(const std::filesystem::path& socket) {
+  return socket.parent_path().empty() ? std::filesystem::path(".") : socket.parent_path();
+}
+
+}  // namespace
+
+std::filesystem::path default_socket_path(const char* xdg_runtime_dir, const std::filesystem::path& tmp,
+                                          const char* home) {
+  if (xdg_runtime_dir && *xdg_runtime_dir) return std::filesystem::path(xdg_runtime_dir) / "gpemu/serve.sock";
+  const std::filesystem::path shared = tmp / fmt::format("gpemu-{}", ::geteuid());
+  struct stat st {};
+  if (::lstat(shared.c_str(), &st) != 0) return shared / "serve.sock";  // the server makes it, 0700
+  const std::string problem = private_folder_problem(shared);
+  if (problem.empty()) return shared / "serve.sock";
+  // Anyone can make the guessable name first; a folder in $HOME only we can.
+  if (!home || *home != '/')
+    throw InputError(
+        fmt::format("the default socket folder {} cannot be used ({}) and HOME is not set for the private one; set "
+                    "XDG_RUNTIME_DIR or give the socket's path",
+                    shared.string(), problem));
+  return std::filesystem::path(home) / ".gpemu/serve.sock";
+}
+
 std::filesystem::path default_socket_path() {
-  if (const char* x = std::getenv("XDG_RUNTIME_DIR"); x && *x) return std::filesystem::path(x) / "gpemu/serve.sock";
-  return std::filesystem::path(fmt::format("/tmp/gpemu-{}", ::geteuid())) / "serve.sock";
+  return default_socket_path(std::getenv("XDG_RUNTIME_DIR"), "/tmp", std::getenv("HOME"));
 }
 
 // ---- the server --------------------------------------------------------------
@@ -195,6 +232,8 @@ struct ShareServer::Impl {
   std::filesystem::path path;
   ino_t socket_inode = 0;
   int listen_fd = -1, metrics_fd = -1, metrics_port = 0;
+  std::string metrics_address;  // "IP:PORT" bound; empty without metrics
+  bool metrics_loopback = true;
   int wake[2] = {-1, -1};
   std::atomic<bool> stopping{false};
   mutable std::mutex mu;  // clients, kernels
@@ -263,18 +302,16 @@ struct ShareServer::Impl {
     if (p.size() >= sizeof addr.sun_path)
       throw InputError(fmt::format("serve: socket path {} is {} bytes; a Unix socket's path has at most {}", p,
                                    p.size(), sizeof addr.sun_path - 1));
-    const std::filesystem::path dir = path.parent_path().empty() ? "." : path.parent_path();
-    struct stat st {};
-    if (::lstat(dir.c_str(), &st) != 0) {
-      if (::mkdir(dir.c_str(), 0700) != 0)
-        throw InputError(fmt::format("serve: cannot make the socket's folder {}: {}", dir.string(), errno_text(errno)));
-    } else if (!S_ISDIR(st.st_mode) || st.st_uid != ::geteuid() || (st.st_mode & 0022) != 0) {
+    const std::filesystem::path dir = folder_of(path);
+    // Made if missing, then checked, whoever made it: another user may make
+    // it between a look and the mkdir.
+    if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
+      throw InputError(fmt::format("serve: cannot make the socket's folder {}: {}", dir.string(), errno_text(errno)));
+    if (const std::string problem = private_folder_problem(dir); !problem.empty())
       throw InputError(
-          fmt::format("serve: the socket's folder {} must be a folder of this user's that others cannot "
-                      "write to (it is {}{})",
-                      dir.string(), S_ISDIR(st.st_mode) ? "" : "not a folder, ",
-                      st.st_uid != ::geteuid() ? "another user's" : "writable by others"));
-    }
+          fmt::format("serve: the socket's folder {} must be a folder of this user's that others cannot write to ({})",
+                      dir.string(), problem));
+    struct stat st {};
     if (::lstat(p.c_str(), &st) == 0) {
       if (!S_ISSOCK(st.st_mode))
         throw InputError(fmt::format("serve: {} exists and is not a socket; gpemu will not replace it", p));
@@ -325,6 +362,10 @@ struct ShareServer::Impl {
     socklen_t len = sizeof a;
     ::getsockname(metrics_fd, reinterpret_cast<sockaddr*>(&a), &len);
     metrics_port = ntohs(a.sin_port);
+    char shown[INET_ADDRSTRLEN] = "?";
+    ::inet_ntop(AF_INET, &a.sin_addr, shown, sizeof shown);
+    metrics_address = fmt::format("{}:{}", shown, metrics_port);
+    metrics_loopback = (ntohl(a.sin_addr.s_addr) >> 24) == 127;  // 127.0.0.0/8
   }
 
   void record_kernel(int gpu, const Completion& c, Duration d) {
@@ -740,6 +781,8 @@ ShareServer::ShareServer(ServeOptions options) : impl_(std::make_unique<Impl>(st
 ShareServer::~ShareServer() = default;
 const std::filesystem::path& ShareServer::socket_path() const { return impl_->path; }
 int ShareServer::metrics_port() const { return impl_->metrics_port; }
+const std::string& ShareServer::metrics_address() const { return impl_->metrics_address; }
+bool ShareServer::metrics_on_loopback() const { return impl_->metrics_loopback; }
 void ShareServer::run() { impl_->run(); }
 void ShareServer::stop() {
   impl_->stopping = true;
@@ -768,6 +811,17 @@ ServeClient::ServeClient(const std::filesystem::path& socket) {
   const std::string p = socket.string();
   sockaddr_un addr{};
   if (p.size() >= sizeof addr.sun_path) throw InputError(fmt::format("socket path {} is too long", p));
+  // The server's own check, from this side: a socket in a folder another
+  // user can write to may be that user's server, which would see every
+  // request and could answer anything.
+  const std::filesystem::path dir = folder_of(socket);
+  struct stat st {};
+  if (::lstat(dir.c_str(), &st) == 0)
+    if (const std::string problem = private_folder_problem(dir); !problem.empty())
+      throw InputError(fmt::format(
+          "refusing the socket {}: its folder {} must be a folder of this user's that others cannot write to "
+          "({}), as gpemu serve makes it",
+          p, dir.string(), problem));
   fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd_ < 0) throw Error("cannot make a socket: " + errno_text(errno));
   addr.sun_family = AF_UNIX;
@@ -777,6 +831,18 @@ ServeClient::ServeClient(const std::filesystem::path& socket) {
     ::close(fd_);
     fd_ = -1;
     throw Error(fmt::format("nothing serves {} ({}); start 'gpemu serve' or give its --socket", p, errno_text(e)));
+  }
+  // The server's user, as the server checks ours: this user or root.
+  ucred cred{};
+  socklen_t len = sizeof cred;
+  const bool known = ::getsockopt(fd_, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0;
+  const int e = errno;
+  if (!known || (cred.uid != ::geteuid() && cred.uid != 0)) {
+    ::close(fd_);
+    fd_ = -1;
+    throw Error(known ? fmt::format("refusing the server at {}: it runs as uid {}, not as this user ({}) or root", p,
+                                    cred.uid, ::geteuid())
+                      : fmt::format("refusing the server at {}: its user cannot be known ({})", p, errno_text(e)));
   }
 }
 
@@ -838,9 +904,20 @@ void ServeClient::free(std::uint64_t ptr) { checked({{"op", "free"}, {"ptr", ptr
 void ServeClient::kernel(Duration ns, KernelDemand d) {
   checked({{"op", "kernel"}, {"ns", ns}, {"sm", d.sm}, {"bw", d.bw}});
 }
-Time ServeClient::sync() { return checked({{"op", "sync"}})["end_ns"].get<Time>(); }
+Time ServeClient::sync() { return default_stream_end(checked({{"op", "sync"}})); }
 Time ServeClient::batch(Duration ns, KernelDemand d) {
-  return checked({{"op", "batch"}, {"ns", ns}, {"sm", d.sm}, {"bw", d.bw}})["end_ns"].get<Time>();
+  return default_stream_end(checked({{"op", "batch"}, {"ns", ns}, {"sm", d.sm}, {"bw", d.bw}}));
+}
+
+Time ServeClient::default_stream_end(const nlohmann::json& reply) {
+  // A stream's work ends in order: an end before the last one (or none) is
+  // not a reply of gpemu serve's.
+  const auto end = reply.find("end_ns");
+  if (end == reply.end() || !end->is_number_integer() || end->get<Time>() < last_end_)
+    throw Error(fmt::format("gpemu serve: a reply whose end_ns ({}) is not a time at or after this stream's last ({})",
+                            end == reply.end() ? "none" : one_line_message(end->dump()), last_end_));
+  last_end_ = end->get<Time>();
+  return last_end_;
 }
 
 nlohmann::json served_gpus(const std::filesystem::path& socket) {

@@ -38,6 +38,9 @@ void validate(const ShareSpec& spec) {
     const SharedJobSpec& j = spec.jobs[i];
     const std::string who = fmt::format("share: job {} ('{}')", i + 1, one_line_message(j.name));
     if (!names.insert(j.name).second) throw InputError(fmt::format("{}: the name is taken by an earlier job", who));
+    // Names are printed in tables on a terminal.
+    if (has_control_characters(j.name))
+      throw InputError(fmt::format("{}: the name holds control characters; give printable text", who));
     if (j.arrival < 0) throw InputError(fmt::format("{}: arrival {} ns is before the start", who, j.arrival));
     if (!j.after.empty() && (j.after == j.name || !names.contains(j.after)))
       throw InputError(fmt::format("{}: after '{}': name an earlier job (a queue runs in the spec's order)", who,

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/atomic_file.h"
+#include "common/message_text.h"
 #include "gpemu/error.h"
 #include "gpemu/interconnect.h"
 #include "gpemu/report.h"
@@ -111,7 +112,9 @@ namespace {
 
 std::string client_name(const Settings& s) {
   const std::string script = s.script.empty() ? "torch" : std::filesystem::path(s.script).filename().string();
-  return fmt::format("{} ({})", script, rank_label());
+  // The server refuses control characters and names over 200 bytes; a file
+  // name may hold any byte and be 255 long.
+  return fmt::format("{} ({})", printable_excerpt(script, 160), rank_label());
 }
 
 }  // namespace
@@ -821,8 +824,25 @@ void Runtime::finish() {
   }
   const nlohmann::json main_summary = summary_object();
   const nlohmann::json summary = merge_summaries(main_summary, parts);
-  if (settings_.json) write_file_atomically(*settings_.json, summary.dump(2) + "\n", "gpemu torch summary");
-  if (!settings_.trace && !settings_.report) return;
+  // One output that cannot be written (a full disk) does not stop the
+  // others; every failure is named, and the run fails (gpemu_torch exits 1).
+  std::vector<std::string> failed;
+  const auto attempt = [&failed](const char* option, const auto& write) {
+    try {
+      write();
+    } catch (const std::exception& e) {
+      failed.push_back(fmt::format("{}: {}", option, e.what()));
+    }
+  };
+  const auto report_failures = [&failed] {
+    if (failed.empty()) return;
+    std::string all;
+    for (const std::string& f : failed) all += (all.empty() ? "" : "\n") + f;
+    throw Error(all);
+  };
+  if (settings_.json)
+    attempt("--json", [&] { write_file_atomically(*settings_.json, summary.dump(2) + "\n", "gpemu torch summary"); });
+  if (!settings_.trace && !settings_.report) return report_failures();
 
   // Every process's devices: the first process's as they are, each part's
   // on rows of its own, its times moved onto the first process's clock
@@ -863,60 +883,62 @@ void Runtime::finish() {
         spans.push_back({h[0].get<std::string>(), h[1].get<std::string>(), h[2].get<std::string>(), h[3].get<int>(),
                          h[4].get<Time>() + shift, h[5].get<Time>() + shift});
   }
-  if (settings_.trace) write_chrome_trace_file(records, spans, names, *settings_.trace);
-  if (settings_.report) {
-    RunReport report;
-    report.title = fmt::format("gpemu torch: {} on {}x {}", settings_.script.empty() ? "script" : settings_.script,
-                               settings_.gpus, gpu_->name);
-    auto fixed = [](const nlohmann::json& v, const char* unit) {
-      return v.is_null() ? std::string("n/a") : fmt::format("{:.3f}{}", v.get<double>(), unit);
-    };
-    report.summary = {{"GPU", gpu_->name},
-                      {"clock", std::string(to_string(settings_.clock))},
-                      {"emulated time", fixed(summary["elapsed_s"], " s")},
-                      {"iterations (optimizer steps)", summary["iterations"].dump()},
-                      {"iterations/s", fixed(summary["iterations_per_s"], "")},
-                      {"forward GPU time per iteration", fixed(summary["forward_ms_mean"], " ms")},
-                      {"backward GPU time per iteration", fixed(summary["backward_ms_mean"], " ms")},
-                      {"optimizer GPU time per iteration", fixed(summary["optimizer_ms_mean"], " ms")},
-                      {"GPU utilization", fixed(summary["gpu_util_pct"], " %")},
-                      {"peak allocated", fixed(summary["peak_allocated_mib"], " MiB")},
-                      {"peak reserved", fixed(summary["peak_reserved_mib"], " MiB")},
-                      {"kernels", summary["kernels"].dump()},
-                      {"collectives", summary["collectives"].dump()}};
-    const double elapsed = summary["elapsed_s"].get<double>();
-    std::map<int, std::vector<BusyInterval>> busy;
-    for (const TraceRecord& r : records)
-      if (r.category == "kernel") busy[r.device].push_back({r.start, r.end});
-    Time end = 0;
-    for (const TraceRecord& r : records) end = std::max(end, r.end);
-    for (const Row& row : rows) {
-      const nlohmann::json& d = *row.stats;
-      if (d["kernels"].get<std::uint64_t>() == 0 && d["collective_busy_seconds"].get<double>() == 0) continue;
-      const double compute = d["compute_busy_seconds"].get<double>();
-      report.breakdown.push_back({row.label,
-                                  {{"compute", compute},
-                                   {"H2D", d["h2d_busy_seconds"].get<double>()},
-                                   {"D2H", d["d2h_busy_seconds"].get<double>()},
-                                   {"communication", d["collective_busy_seconds"].get<double>()},
-                                   {"idle", std::max(0.0, elapsed - compute)}}});
-      const auto& intervals = busy[row.device];
-      if (end > 0)
-        report.utilization.push_back(
-            utilization_from_intervals(row.label, intervals, std::max<Duration>(end / 100, 1), 0, end));
-    }
-    report.configuration = {{"gpu", gpu_->id},
-                            {"gpus", settings_.gpus},
-                            {"clock", std::string(to_string(settings_.clock))},
-                            {"model_correction", settings_.model.empty() ? "none" : settings_.model},
-                            {"processes", summary.contains("processes") ? summary["processes"].size() : 1}};
-    report.notes = {
-        "Times are gpemu's emulated GPU times (docs/torch.md): each op priced by the analytical model, "
-        "collectives by the interconnect model.",
-        "Breakdown: busy time of each engine; engines and streams overlap, so the parts may sum to more than "
-        "the run's time. Idle: the run's time less compute."};
-    write_html_report_file(report, *settings_.report);
-  }
+  if (settings_.trace) attempt("--trace", [&] { write_chrome_trace_file(records, spans, names, *settings_.trace); });
+  if (settings_.report)
+    attempt("--report", [&] {
+      RunReport report;
+      report.title = fmt::format("gpemu torch: {} on {}x {}", settings_.script.empty() ? "script" : settings_.script,
+                                 settings_.gpus, gpu_->name);
+      auto fixed = [](const nlohmann::json& v, const char* unit) {
+        return v.is_null() ? std::string("n/a") : fmt::format("{:.3f}{}", v.get<double>(), unit);
+      };
+      report.summary = {{"GPU", gpu_->name},
+                        {"clock", std::string(to_string(settings_.clock))},
+                        {"emulated time", fixed(summary["elapsed_s"], " s")},
+                        {"iterations (optimizer steps)", summary["iterations"].dump()},
+                        {"iterations/s", fixed(summary["iterations_per_s"], "")},
+                        {"forward GPU time per iteration", fixed(summary["forward_ms_mean"], " ms")},
+                        {"backward GPU time per iteration", fixed(summary["backward_ms_mean"], " ms")},
+                        {"optimizer GPU time per iteration", fixed(summary["optimizer_ms_mean"], " ms")},
+                        {"GPU utilization", fixed(summary["gpu_util_pct"], " %")},
+                        {"peak allocated", fixed(summary["peak_allocated_mib"], " MiB")},
+                        {"peak reserved", fixed(summary["peak_reserved_mib"], " MiB")},
+                        {"kernels", summary["kernels"].dump()},
+                        {"collectives", summary["collectives"].dump()}};
+      const double elapsed = summary["elapsed_s"].get<double>();
+      std::map<int, std::vector<BusyInterval>> busy;
+      for (const TraceRecord& r : records)
+        if (r.category == "kernel") busy[r.device].push_back({r.start, r.end});
+      Time end = 0;
+      for (const TraceRecord& r : records) end = std::max(end, r.end);
+      for (const Row& row : rows) {
+        const nlohmann::json& d = *row.stats;
+        if (d["kernels"].get<std::uint64_t>() == 0 && d["collective_busy_seconds"].get<double>() == 0) continue;
+        const double compute = d["compute_busy_seconds"].get<double>();
+        report.breakdown.push_back({row.label,
+                                    {{"compute", compute},
+                                     {"H2D", d["h2d_busy_seconds"].get<double>()},
+                                     {"D2H", d["d2h_busy_seconds"].get<double>()},
+                                     {"communication", d["collective_busy_seconds"].get<double>()},
+                                     {"idle", std::max(0.0, elapsed - compute)}}});
+        const auto& intervals = busy[row.device];
+        if (end > 0)
+          report.utilization.push_back(
+              utilization_from_intervals(row.label, intervals, std::max<Duration>(end / 100, 1), 0, end));
+      }
+      report.configuration = {{"gpu", gpu_->id},
+                              {"gpus", settings_.gpus},
+                              {"clock", std::string(to_string(settings_.clock))},
+                              {"model_correction", settings_.model.empty() ? "none" : settings_.model},
+                              {"processes", summary.contains("processes") ? summary["processes"].size() : 1}};
+      report.notes = {
+          "Times are gpemu's emulated GPU times (docs/torch.md): each op priced by the analytical model, "
+          "collectives by the interconnect model.",
+          "Breakdown: busy time of each engine; engines and streams overlap, so the parts may sum to more than "
+          "the run's time. Idle: the run's time less compute."};
+      write_html_report_file(report, *settings_.report);
+    });
+  report_failures();
 }
 
 }  // namespace gpemu::torch_backend

@@ -189,7 +189,9 @@ class Runtime {
   std::string summary_json();
   // The first process: writes the summary, trace and report Settings asks
   // for, with every rank's part merged in. Another process: leaves its part
-  // (when it used an emulated GPU). Idempotent.
+  // (when it used an emulated GPU). Idempotent. Tries every output, then
+  // throws gpemu::Error naming each one that could not be written (one line
+  // each: "--trace: cannot write the trace file '...': No space left...").
   void finish();
 
  private:

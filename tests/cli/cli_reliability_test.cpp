@@ -67,6 +67,23 @@ TEST(CliOutputs, ATraceOnAFullDiskIsAnErrorWithTheOsReason) {
   EXPECT_NE(dl.err.find("No space left on device"), std::string::npos) << dl.err;
 }
 
+// N7: standard output was never checked: `--json > file` on a full disk gave
+// an empty file and exit 0.
+TEST(CliOutputs, AFullStandardOutputIsAnErrorNotAnEmptyFile) {
+  if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
+  for (const std::string args : {"predict --gpu v100 --model resnet50 -b 8 --json", "devices", "models"}) {
+    const auto r = run_gpemu(args + " >/dev/full");
+    EXPECT_EQ(r.status, 1) << args;
+    EXPECT_NE(r.err.find("gpemu: cannot write standard output: No space left on device"), std::string::npos)
+        << args << ": " << r.err;
+  }
+  // An error that already failed the run keeps its status and says both.
+  const auto bad = run_gpemu("predict --gpu v1000x --model resnet50 >/dev/full");
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_NE(bad.err.find("v1000x"), std::string::npos) << bad.err;
+  EXPECT_EQ(run_gpemu("devices >/dev/null").status, 0);
+}
+
 // D4: an unwritable --trace or --report was found only after the whole run.
 TEST(CliOutputs, UnwritableOutputPathsAreFoundBeforeTheRun) {
   for (const char* opt : {"--trace", "--report"}) {

@@ -79,6 +79,40 @@ TEST(CliValidate, AnImpossibleRowIsAWarningAndTheRestIsValidated) {
   EXPECT_EQ(j["overall"]["peak_memory"]["n"], 2);  // the skipped row is not compared
 }
 
+// N17: a table that cannot be used (here a folder where the file should be,
+// as an unreadable one) became "forward estimated (not in profile)" with no
+// word: --profiles runs ask for measured data and say what they left out.
+TEST(CliProfiles, RunsSayWhichTablesOfTheirProfilesWereLeftOut) {
+  TinyDir d;
+  const fs::path forward = d.root / "time/compute/forward/Tesla_V100-PCIE-32GB/resnet18/time_by_batch_size.csv";
+  fs::remove(forward);
+  fs::create_directory(forward);
+  d.write("jobs.json", R"({"jobs": [{"name": "a", "model": "resnet18", "batch_size": 2, "iterations": 2}]})");
+  const std::string p = " --profiles " + d.root.string();
+  for (const std::string& run :
+       {"predict --gpu v100 --model resnet18 -b 2" + p,
+        "train --gpu v100 --model resnet18 -b 2 --synthetic -n 2 --clock virtual" + p,
+        "share --jobs " + (d.root / "jobs.json").string() + " --gpu v100 --clock virtual" + p}) {
+    const Output r = gpemu(run);
+    EXPECT_EQ(r.status, 0) << run << "\n" << r.err;
+    EXPECT_NE(r.err.find("gpemu: warning: " + forward.string() + ": is a folder, not a regular file"),
+              std::string::npos)
+        << run << "\n"
+        << r.err;
+    EXPECT_NE(r.err.find("gpemu: warning: --profiles " + d.root.string() + ": 1 table or row above left out"),
+              std::string::npos)
+        << run << "\n"
+        << r.err;
+  }
+  // A whole profile stays quiet.
+  fs::remove(forward);
+  d.write("time/compute/forward/Tesla_V100-PCIE-32GB/resnet18/time_by_batch_size.csv",
+          "Batch_Size,Time_In_SECONDS\n1,0.0061\n2,0.0063\n4,0.0071\n");
+  const Output clean = gpemu("predict --gpu v100 --model resnet18 -b 2" + p);
+  EXPECT_EQ(clean.status, 0) << clean.err;
+  EXPECT_EQ(clean.err.find("warning"), std::string::npos) << clean.err;
+}
+
 TEST(CliValidate, JsonHasTheDocumentedKeys) {
   TinyDir d;
   const Output r = gpemu("validate --profiles " + d.root.string() + " --json");

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -119,6 +120,85 @@ TEST(AtomicFile, AFailedWriteIsAnErrorAndRemovesThePartialFile) {
   ASSERT_TRUE(WIFEXITED(st));
   EXPECT_EQ(WEXITSTATUS(st), 0) << "1: no error, 2: the message lacks the OS reason or offset";
   EXPECT_EQ(entries(d.path()), 0u) << "neither the target nor a temporary may remain";
+}
+
+// N1: the temporary's name was "<target>.tmp-<pid>", opened without O_EXCL or
+// O_NOFOLLOW: a symlink planted there aimed the output at any file the writer
+// could write.
+TEST(AtomicFile, ASymlinkPlantedAtTheOldTemporaryNameIsNeverFollowed) {
+  TempDir d;
+  const auto victim = d.write("victim.conf", "SECRET");
+  const auto target = d / "out.json";
+  std::filesystem::create_symlink(victim, target.string() + ".tmp-" + std::to_string(::getpid()));
+  write_file_atomically(target, "{\"trace\":1}", "trace file");
+  EXPECT_EQ(slurp(victim), "SECRET");
+  EXPECT_EQ(slurp(target), "{\"trace\":1}");
+  EXPECT_FALSE(std::filesystem::is_symlink(target)) << "the planted link must not be renamed onto the target";
+}
+
+TEST(AtomicFile, TheTemporaryNameIsNotJustThePid) {
+  TempDir d;
+  AtomicFile a(d / "out.json", "trace file");
+  AtomicFile b(d / "out.json", "trace file");
+  EXPECT_NE(a.temporary(), b.temporary()) << "two writers of one target in one process get two temporaries";
+  EXPECT_NE(a.temporary().string(), (d / "out.json").string() + ".tmp-" + std::to_string(::getpid()));
+}
+
+TEST(AtomicFile, ANewFileGetsTheUmaskModeAndAReplacedFileKeepsItsMode) {
+  TempDir d;
+  const mode_t old = ::umask(027);
+  write_file_atomically(d / "new.json", "x", "report");
+  const auto replaced = d.write("secret.json", "old");
+  std::filesystem::permissions(replaced, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  write_file_atomically(replaced, "new", "report");
+  ::umask(old);
+  struct stat st {};
+  ASSERT_EQ(::stat((d / "new.json").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0640u) << "0666 less the umask, as a plain create";
+  ASSERT_EQ(::stat(replaced.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u) << "a 0600 file stays 0600 when it is replaced";
+  EXPECT_EQ(slurp(replaced), "new");
+}
+
+TEST(AtomicFile, AnOwnSymlinkIsWrittenThroughAndStaysALink) {
+  TempDir d;
+  const auto real = d.write("real.json", "old");
+  std::filesystem::create_symlink("real.json", d / "link.json");
+  write_file_atomically(d / "link.json", "new", "trace file");
+  EXPECT_TRUE(std::filesystem::is_symlink(d / "link.json"));
+  EXPECT_EQ(slurp(real), "new");
+}
+
+// A link another user owns in a sticky folder (/tmp) may have been planted to
+// aim the output at a file of theirs; it is refused, not resolved. Making a
+// link of another user needs root (lchown).
+TEST(AtomicFile, ASymlinkOfAnotherUserInASharedFolderIsRefused) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to make a link owned by another user";
+  TempDir d;
+  const auto shared = d / "shared";
+  std::filesystem::create_directory(shared);
+  ASSERT_EQ(::chmod(shared.c_str(), 01777), 0);
+  const auto victim = d.write("victim.conf", "SECRET");
+  const auto target = shared / "out.json";
+  std::filesystem::create_symlink(victim, target);
+  ASSERT_EQ(::lchown(target.c_str(), 4242, 4242), 0);
+  try {
+    write_file_atomically(target, "{}", "trace file");
+    FAIL() << "expected the planted link to be refused";
+  } catch (const InputError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("'" + target.string() + "': it is a symbolic link owned by another user (uid 4242)"),
+              std::string::npos)
+        << m;
+    EXPECT_NE(m.find("a link you own"), std::string::npos) << m;
+  }
+  EXPECT_EQ(slurp(victim), "SECRET");
+  EXPECT_TRUE(std::filesystem::is_symlink(target)) << "nothing is renamed over the link";
+  EXPECT_EQ(entries(shared), 1u) << "no temporary is left";
+  // The same link owned by us is followed.
+  ASSERT_EQ(::lchown(target.c_str(), ::geteuid(), ::getegid()), 0);
+  write_file_atomically(target, "{}", "trace file");
+  EXPECT_EQ(slurp(victim), "{}");
 }
 
 }  // namespace

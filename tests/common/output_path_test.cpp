@@ -1,6 +1,8 @@
 #include "common/output_path.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/interrupt.h"
 #include "gpemu/error.h"
@@ -44,6 +46,20 @@ TEST(CheckOutputPath, NewAndExistingFilesAndDevicesPass) {
   EXPECT_NO_THROW(check_output_path(d / "new.json", "--trace"));
   EXPECT_NO_THROW(check_output_path(d.write("old.json", "x"), "--trace"));
   EXPECT_NO_THROW(check_output_path("/dev/null", "--trace"));
+}
+
+TEST(CheckOutputPath, ASymlinkOfAnotherUserInASharedFolderIsRefusedBeforeTheRun) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to make a link owned by another user";
+  TempDir d;
+  const auto shared = d / "shared";
+  std::filesystem::create_directory(shared);
+  ASSERT_EQ(::chmod(shared.c_str(), 01777), 0);
+  const auto link = shared / "t.json";
+  std::filesystem::create_symlink(d.write("victim.conf", "x"), link);
+  ASSERT_EQ(::lchown(link.c_str(), 4242, 4242), 0);
+  const std::string m = message_of(link, "--trace");
+  EXPECT_NE(m.find("--trace '" + link.string() + "'"), std::string::npos) << m;
+  EXPECT_NE(m.find("symbolic link owned by another user"), std::string::npos) << m;
 }
 
 TEST(Interrupt, TheFlagTurnsIntoInterruptedWithTheShellsExitStatus) {

@@ -4,6 +4,8 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -16,6 +18,7 @@
 #include <fstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "gpemu/catalog.h"
 #include "gpemu/cost_model.h"
@@ -161,6 +164,22 @@ TEST(Serve, ABadRequestIsAnErrorToThatClientOnly) {
   ServeClient raw(s.server.socket_path());
   EXPECT_EQ(raw.request({{"op", "malloc"}, {"bytes", 10}})["kind"], "protocol");
   EXPECT_EQ(raw.request({{"op", "smi"}})["ok"], true);
+}
+
+// N12: a client's name is printed by `gpemu smi`; one with escape sequences
+// could take over the terminal of whoever runs it.
+TEST(Serve, AHelloWithControlCharactersInTheNameIsRefused) {
+  TempDir dir;
+  Served s(options(dir));
+  ServeClient raw(s.server.socket_path());
+  const auto r = raw.request({{"op", "hello"}, {"name", "\x1b]0;owned\x07\x1b[2J\r\nGPU  0  fake-line"}});
+  EXPECT_FALSE(r.value("ok", true)) << r.dump();
+  EXPECT_EQ(r.value("kind", ""), "input") << r.dump();
+  EXPECT_NE(r.value("error", "").find("'name'"), std::string::npos) << r.dump();
+  EXPECT_NE(r.value("error", "").find("without control characters"), std::string::npos) << r.dump();
+  EXPECT_TRUE(s.server.smi()["gpus"][0]["processes"].empty());
+  ServeClient ok(s.server.socket_path(), {"train.py (rank 0)", 0, 0, ""});
+  EXPECT_EQ(s.server.smi()["gpus"][0]["processes"][0]["name"], "train.py (rank 0)");
 }
 
 TEST(Serve, GarbageLinesGetErrorsAndTheConnectionStaysUsable) {
@@ -362,6 +381,25 @@ TEST(Serve, SmiAndMetricsDescribeTheEmulatedGpus) {
   EXPECT_NE(reply.find("DCGM_FI_DEV_FB_USED{gpu=\"1\""), std::string::npos) << reply;
 }
 
+// N16: where the metrics endpoint listens, and whether other machines reach it.
+TEST(Serve, TheMetricsAddressIsKnownAndAnyAddressIsNotLoopback) {
+  TempDir dir;
+  ServeOptions local = options(dir);
+  local.metrics = "0";
+  ShareServer a(local);
+  EXPECT_EQ(a.metrics_address(), "127.0.0.1:" + std::to_string(a.metrics_port()));
+  EXPECT_TRUE(a.metrics_on_loopback());
+  TempDir dir2;
+  ServeOptions any = options(dir2);
+  any.metrics = "0.0.0.0:0";
+  ShareServer b(any);
+  EXPECT_EQ(b.metrics_address(), "0.0.0.0:" + std::to_string(b.metrics_port()));
+  EXPECT_FALSE(b.metrics_on_loopback());
+  TempDir dir3;
+  ShareServer none(options(dir3));
+  EXPECT_EQ(none.metrics_address(), "");
+}
+
 TEST(Serve, ShareConnectRunsAJobsFilesJobsAsClients) {
   TempDir dir;
   Served s(options(dir, "V100-PCIE-16GB", SharePolicy::Fifo));
@@ -377,6 +415,184 @@ TEST(Serve, ShareConnectRunsAJobsFilesJobsAsClients) {
   }
   spec.jobs = {model_job("x", "resnet9000", 16, 3)};
   EXPECT_THROW(run_shared_remote(s.server.socket_path(), *costs, spec), InputError);
+}
+
+// ---- N2: the clients check the server as it checks them ---------------------
+
+// A listening socket at `path` that accepts one client and answers its
+// request lines with `replies` in turn (then {"ok": true}).
+class ScriptedServer {
+ public:
+  ScriptedServer(const std::filesystem::path& path, std::vector<std::string> replies) : replies_(std::move(replies)) {
+    fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::strncpy(a.sun_path, path.c_str(), sizeof a.sun_path - 1);
+    ok_ = fd_ >= 0 && ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 && ::listen(fd_, 4) == 0;
+    if (ok_) thread_ = std::thread([this] { serve(); });
+  }
+  ~ScriptedServer() {
+    if (thread_.joinable()) thread_.join();
+    if (fd_ >= 0) ::close(fd_);
+  }
+  bool ok() const { return ok_; }
+
+ private:
+  void serve() {
+    pollfd p{fd_, POLLIN, 0};
+    if (::poll(&p, 1, 60'000) <= 0) return;  // a guard against a client that never came
+    const int c = ::accept(fd_, nullptr, nullptr);
+    if (c < 0) return;
+    std::size_t next = 0;
+    std::string pending;
+    char buf[4096];
+    for (ssize_t n; (n = ::read(c, buf, sizeof buf)) > 0;) {
+      pending.append(buf, static_cast<std::size_t>(n));
+      for (std::size_t nl; (nl = pending.find('\n')) != std::string::npos; pending.erase(0, nl + 1)) {
+        const std::string line = (next < replies_.size() ? replies_[next++] : R"({"ok": true})") + "\n";
+        (void)!::write(c, line.data(), line.size());
+      }
+    }
+    ::close(c);
+  }
+  int fd_ = -1;
+  bool ok_ = false;
+  std::vector<std::string> replies_;
+  std::thread thread_;
+};
+
+std::string refusal_of(const std::filesystem::path& socket) {
+  try {
+    ServeClient c(socket);
+  } catch (const InputError& e) {
+    return std::string("input: ") + e.what();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "connected";
+}
+
+// The clients just connected: a socket in a folder another user made, or
+// can write to, reached that user's server with every request.
+TEST(Serve, ClientsRefuseASocketInAFolderOthersCanWriteTo) {
+  TempDir dir;
+  const auto folder = dir.path() / "run";
+  std::filesystem::create_directory(folder);
+  const auto path = folder / "s.sock";
+  ScriptedServer fake(path, {});
+  ASSERT_TRUE(fake.ok());
+  std::filesystem::permissions(folder, std::filesystem::perms::all);  // 0777, as the squatter made it
+  const std::string open = refusal_of(path);
+  EXPECT_NE(open.find("input: refusing the socket " + path.string() + ": its folder " + folder.string() +
+                      " must be a folder of this user's that others cannot write to (it is writable by others, "
+                      "mode 777)"),
+            std::string::npos)
+      << open;
+  if (::geteuid() == 0) {
+    std::filesystem::permissions(folder, std::filesystem::perms::owner_all);
+    ASSERT_EQ(::chown(folder.c_str(), 65534, 65534), 0);
+    const std::string theirs = refusal_of(path);
+    EXPECT_NE(theirs.find("(it is another user's, uid 65534)"), std::string::npos) << theirs;
+    ASSERT_EQ(::chown(folder.c_str(), 0, 0), 0);
+  }
+  std::filesystem::permissions(folder, std::filesystem::perms::owner_all);
+  EXPECT_EQ(refusal_of(path), "connected");  // ours alone: the fake is reached (and lets it go)
+}
+
+TEST(Serve, ClientsRefuseAServerOfAnotherUser) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to listen as another user";
+  TempDir dir;
+  const auto path = dir.path() / "s.sock";
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  // The listener's credentials are taken at listen(): bound as root in our
+  // folder, listening as uid 65534. The child makes only system calls.
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::close(ready[0]);
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::strncpy(a.sun_path, path.c_str(), sizeof a.sun_path - 1);
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    const char verdict = fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+                                 ::setgid(65534) == 0 && ::setuid(65534) == 0 && ::listen(fd, 4) == 0
+                             ? 'l'
+                             : 'x';
+    (void)!::write(ready[1], &verdict, 1);
+    ::pause();  // connections complete in the backlog; the parent kills it
+    ::_exit(0);
+  }
+  ::close(ready[1]);
+  char verdict = '?';
+  ASSERT_EQ(::read(ready[0], &verdict, 1), 1);
+  ::close(ready[0]);
+  const std::string refused = verdict == 'l' ? refusal_of(path) : "";
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  ASSERT_EQ(verdict, 'l');
+  EXPECT_NE(refused.find("refusing the server at " + path.string() + ": it runs as uid 65534, not as this user (0)"),
+            std::string::npos)
+      << refused;
+}
+
+// The fake's negative end_ns was printed as a finished job.
+TEST(Serve, ClientsRefuseStepEndsThatGoBackInTime) {
+  TempDir dir;
+  const auto path = dir.path() / "s.sock";
+  {
+    ScriptedServer fake(path, {R"({"ok": true})", R"({"ok": true, "end_ns": 100})", R"({"ok": true, "end_ns": 100})",
+                               R"({"ok": true, "end_ns": 50})"});
+    ASSERT_TRUE(fake.ok());
+    ServeClient c(path, ClientHello{});
+    EXPECT_EQ(c.sync(), 100);
+    EXPECT_EQ(c.batch(kMillisecond), 100);  // no later, no earlier: an empty stream's end stays
+    try {
+      c.batch(kMillisecond);
+      ADD_FAILURE() << "an end before the last was taken";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("end_ns (50) is not a time at or after this stream's last (100)"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  std::filesystem::remove(path);
+  for (const char* bad : {R"({"ok": true, "end_ns": -5})", R"({"ok": true})", R"({"ok": true, "end_ns": "7"})"}) {
+    ScriptedServer fake(path, {R"({"ok": true})", bad});
+    ASSERT_TRUE(fake.ok());
+    ServeClient c(path, ClientHello{});
+    EXPECT_THROW(c.sync(), Error) << bad;
+    std::filesystem::remove(path);
+  }
+}
+
+// Another user can make /tmp/gpemu-<uid> first; server and clients then both
+// use a folder in $HOME that only this user can make.
+TEST(Serve, TheDefaultSocketLeavesASharedFolderThatIsNotOurs) {
+  TempDir tmp, home;
+  const auto shared = tmp.path() / ("gpemu-" + std::to_string(::geteuid()));
+  const auto fallback = home.path() / ".gpemu/serve.sock";
+  EXPECT_EQ(default_socket_path("/run/user/7", tmp.path(), home.path().c_str()), "/run/user/7/gpemu/serve.sock");
+  EXPECT_EQ(default_socket_path(nullptr, tmp.path(), home.path().c_str()), shared / "serve.sock");  // not there yet
+  std::filesystem::create_directory(shared);
+  std::filesystem::permissions(shared, std::filesystem::perms::owner_all);
+  EXPECT_EQ(default_socket_path("", tmp.path(), home.path().c_str()), shared / "serve.sock");  // ours
+  std::filesystem::permissions(shared, std::filesystem::perms::all);
+  EXPECT_EQ(default_socket_path(nullptr, tmp.path(), home.path().c_str()), fallback);  // anyone's to write
+  if (::geteuid() == 0) {
+    std::filesystem::permissions(shared, std::filesystem::perms::owner_all);
+    ASSERT_EQ(::chown(shared.c_str(), 65534, 65534), 0);
+    EXPECT_EQ(default_socket_path(nullptr, tmp.path(), home.path().c_str()), fallback);  // another user's
+  }
+  EXPECT_THROW(default_socket_path(nullptr, tmp.path(), nullptr), InputError);
+  // The server makes the private folder 0700 and serves there.
+  ServeOptions o = options(tmp);
+  o.socket = fallback;
+  Served s(o);
+  struct stat st {};
+  ASSERT_EQ(::lstat(fallback.parent_path().c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  ServeClient c(fallback, ClientHello{});
+  EXPECT_GE(c.batch(kMillisecond), kMillisecond);
 }
 
 }  // namespace

@@ -227,6 +227,20 @@ TEST(Share, AJobQueuedAfterAnotherStartsItsDelayAfterItsEnd) {
 // two CPU-bound jobs on as many cores as one job's workers take about twice
 // as long as one alone; with a core per worker they do not slow each other
 // down through the CPU.
+// N12: a job name is printed in `gpemu share`'s table; an escape sequence in
+// it could clear the screen, set the title or forge a row.
+TEST(JobsFile, ControlCharactersInANameAreRefused) {
+  for (const char* name : {"\\u001b[31mred", "a\\u0000x", "tab\\tname", "del\\u007f", "csi\\u009b2J"}) {
+    const std::string e = jobs_error(std::string(R"({"jobs": [{"name": ")") + name + R"(", "model": "alexnet"}]})");
+    EXPECT_NE(e.find("'name'"), std::string::npos) << name << ": " << e;
+    EXPECT_NE(e.find("without control characters"), std::string::npos) << name << ": " << e;
+    EXPECT_EQ(e.find('\x1b'), std::string::npos) << e;
+  }
+  EXPECT_EQ(parse_jobs(R"({"jobs": [{"name": "résumé 日本", "model": "alexnet"}]})", "t").jobs[0].name, "résumé 日本");
+  // A spec made in code (the Python module) is checked too.
+  EXPECT_THROW(run("V100", SharePolicy::Fifo, {model_job("\x1b]0;owned\x07", "alexnet", 8, 1)}), InputError);
+}
+
 TEST(Share, DatasetJobsShareTheMachinesCores) {
   auto job = [](const std::string& name) {
     SharedJobSpec j = gpemu::model_job(name, "alexnet", 32, 0);

@@ -308,6 +308,25 @@ class Command(unittest.TestCase):
         names = {e.get("name") for e in events if e.get("ph") == "X"}
         self.assertIn("mm", names)
 
+    def test_outputs_that_cannot_be_written_fail_the_run_each_named(self):
+        # N8: the error came from an atexit hook, which leaves the exit status 0,
+        # and the first failed output hid the others.
+        if not os.path.exists("/dev/full"):
+            self.skipTest("no /dev/full")
+        with tempfile.TemporaryDirectory() as tmp:
+            script, report = os.path.join(tmp, "s.py"), os.path.join(tmp, "run.html")
+            with open(script, "w") as f:
+                f.write("import torch\n(torch.ones(8, device='cuda') * 2).sum().item()\nprint('script done')\n")
+            out = gpemu("torch", "--clock", "virtual", "--json", "/dev/full", "--trace", "/dev/full",
+                        "--report", report, "--", script, check=False)
+            self.assertTrue(os.path.exists(report), "the output that can be written still is")
+        self.assertEqual(out.returncode, 1, out.stderr)
+        self.assertIn("script done", out.stdout)
+        self.assertIn("gpemu torch: error: --json: cannot write the gpemu torch summary '/dev/full'", out.stderr)
+        self.assertIn("gpemu torch: error: --trace: cannot write the trace file '/dev/full'", out.stderr)
+        self.assertIn("No space left on device", out.stderr)
+        self.assertNotIn("Traceback", out.stderr)
+
 
 class HostCost(unittest.TestCase):
     def test_ops_a_cpp_loop_issues_pay_the_cpp_launch_cost(self):

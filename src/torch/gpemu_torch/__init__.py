@@ -45,6 +45,7 @@ def install():
 
     outputs = any(os.environ.get(v) for v in ("GPEMU_TORCH_JSON", "GPEMU_TORCH_TRACE", "GPEMU_TORCH_REPORT"))
     main = os.environ.get("GPEMU_TORCH_MAIN_PID") == str(os.getpid())
+    parts = None
     if main and outputs and not os.environ.get("GPEMU_TORCH_PARTS"):
         import shutil
         import tempfile
@@ -58,5 +59,28 @@ def install():
     _cuda.patch(torch)
     _dist.patch(torch)
     if main or (outputs and os.environ.get("GPEMU_TORCH_PARTS")):
-        atexit.register(torch.ops.gpemu.finish)
+        atexit.register(_finish, torch.ops.gpemu.finish, parts)
     _installed = True
+
+
+def _finish(finish, parts):
+    """Writes the run's outputs as the script ends. An exception in an atexit
+    hook is printed but leaves the exit status 0, so an output that cannot be
+    written (a full disk) would look like success: name each failure and exit 1."""
+    try:
+        finish()
+    except Exception as e:  # noqa: BLE001 - whatever stopped the outputs fails the run
+        import sys
+
+        for line in str(e).splitlines() or ["the run's outputs could not be written"]:
+            sys.stderr.write(f"gpemu torch: error: {line}\n")
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:  # noqa: BLE001 - nothing more can be said
+                pass
+        if parts:  # the hooks os._exit skips
+            import shutil
+
+            shutil.rmtree(parts, True)
+        os._exit(1)
