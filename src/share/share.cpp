@@ -8,6 +8,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <new>
 #include <set>
 #include <thread>
 #include <tuple>
@@ -281,11 +282,21 @@ ShareResult run_shared(Clock& clock, const CostModel& costs, const ShareSpec& sp
         threads.front()();            // one GPU: one host thread, this one
         job.device(0).synchronize();  // its work completes before its process exits
         rec = job.record();
+      } catch (const std::bad_alloc&) {
+        throw;  // the host's memory, not the job's: the run cannot go on (and gpemu says so)
       } catch (const std::exception& e) {
         r.error = e.what();  // at its start: no context, no slice, no room for its weights
         return;
       }
-      if (rec.stopped) r.error = error_text(rec.stopped);
+      if (rec.stopped) {
+        try {
+          std::rethrow_exception(rec.stopped);
+        } catch (const std::bad_alloc&) {
+          throw;
+        } catch (...) {  // NOLINT: the job's own failure, reported as its error
+        }
+        r.error = error_text(rec.stopped);
+      }
       const RankRecord& rank = rec.ranks.front();
       r.iterations = rank.iterations;
       r.peak_allocated_bytes = rank.peak_allocated_bytes;
