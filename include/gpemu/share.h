@@ -65,6 +65,20 @@ SharedJobSpec fixed_step_job(std::string name, double step_s, int batch_size, st
 void with_dataset(SharedJobSpec& job, std::string_view dataset, int workers, std::uint64_t epochs);
 
 inline constexpr std::size_t kMaxSharedJobs = 1024;
+// The steps of all jobs of one run together: each keeps its records (about
+// 300 bytes) until the run ends, so 10^6 steps are about 300 MB.
+inline constexpr std::int64_t kMaxSharedSteps = 1'000'000;
+// Utilisation windows a result holds at most: a longer run widens its
+// window (ShareResult::utilization_window says to what).
+inline constexpr std::int64_t kMaxUtilizationWindows = 100'000;
+
+// The steps a job will run at most: its iterations, or with a dataset its
+// epochs of batches (capped by its iterations).
+std::int64_t planned_share_steps(const SharedJobSpec& job);
+// The window a run of `makespan` reports its utilisation in: `asked`, or a
+// whole multiple of it when `asked` would give more than
+// kMaxUtilizationWindows windows.
+Duration utilization_window_for(Time makespan, Duration asked);
 
 struct ShareSpec {
   const GpuSpec* gpu = nullptr;  // required
@@ -84,7 +98,8 @@ void give_cost_models(ShareSpec& spec, const std::optional<std::filesystem::path
 
 // Throws InputError naming the first bad field (and its job), its value and
 // what is accepted; a Mig spec whose slices do not fit on the card together
-// names the job whose slice does not.
+// names the job whose slice does not; the jobs' steps together past
+// kMaxSharedSteps are refused too.
 void validate(const ShareSpec& spec);
 
 struct SharedJobResult {
@@ -122,7 +137,8 @@ struct ShareResult {
   Time makespan = 0;                  // the last job's end (from time 0)
   double mean_jct_s = 0;              // over the jobs that finished
   // The GPU's utilisation as nvidia-smi reports it: the share of each window
-  // during which some kernel ran, in percent.
+  // during which some kernel ran, in percent. The window is the spec's, or
+  // a multiple of it that gives at most kMaxUtilizationWindows windows.
   Duration utilization_window = kSecond;
   std::vector<double> utilization_pct;
   double mean_utilization_pct = 0;           // over [0, makespan)

@@ -5,9 +5,12 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <iostream>
+#include <new>
 #include <streambuf>
 
 #include "cli/commands.h"
@@ -18,6 +21,31 @@
 
 namespace gpemu::cli {
 namespace {
+
+// What a run that outgrew the memory it may allocate says, wherever the
+// std::bad_alloc was thrown: written with write(2), which allocates nothing.
+constexpr char kOutOfHostMemory[] =
+    "gpemu: error: out of host memory (std::bad_alloc): the run's records did not fit in what this process may "
+    "allocate; give fewer steps, epochs or jobs, or raise the limit (ulimit -v)\n";
+
+void say_out_of_host_memory() { (void)!::write(STDERR_FILENO, kOutOfHostMemory, sizeof kOutOfHostMemory - 1); }
+
+// std::terminate's handler: a std::bad_alloc that escaped a worker thread
+// (or a noexcept function) is the one-line error and exit status 1 that the
+// main thread gives, not "terminate called ..." and SIGABRT. Anything else
+// still aborts, as it would have.
+[[noreturn]] void on_terminate() {
+  if (const std::exception_ptr e = std::current_exception()) {
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::bad_alloc&) {
+      say_out_of_host_memory();
+      std::_Exit(1);
+    } catch (...) {  // NOLINT: not ours to describe; abort below as before
+    }
+  }
+  std::abort();
+}
 
 int run_command(int argc, char** argv) {
   CLI::App app{
@@ -60,6 +88,10 @@ int run_command(int argc, char** argv) {
   } catch (const OutOfMemoryError& e) {
     std::cerr << "gpemu: error: " << e.what() << '\n';
     return 3;
+  } catch (const std::bad_alloc&) {
+    say_out_of_host_memory();
+    if (const int sig = interrupt_signal()) return Interrupted(sig).exit_status();
+    return 1;
   } catch (const std::filesystem::filesystem_error& e) {
     // A filesystem call no reader wraps: still the path and the OS reason,
     // not the library's "filesystem error: status: ... [path]".
@@ -139,6 +171,7 @@ class CheckedStdout : public std::streambuf {
 }  // namespace
 
 int run(int argc, char** argv) {
+  std::set_terminate(on_terminate);
   CheckedStdout out;
   std::streambuf* const previous = std::cout.rdbuf(&out);
   int status = run_command(argc, argv);

@@ -112,7 +112,7 @@ void share(const ShareArgs& a) {
       {"makespan", fmt::format("{} s", fixed(to_seconds(r.makespan), 2))},
       {"mean JCT", fmt::format("{} s (jobs that finished)", fixed(r.mean_jct_s, 2))},
       {"GPU utilisation", fmt::format("{} % of the makespan with a kernel running (per {} s window: --json)",
-                                      fixed(r.mean_utilization_pct, 1), a.window_s)}};
+                                      fixed(r.mean_utilization_pct, 1), to_seconds(r.utilization_window))}};
   if (a.connect) rows.pop_back();  // the server saw the kernels: gpemu smi
   if (r.policy != SharePolicy::Mig && !a.connect)
     rows.push_back(

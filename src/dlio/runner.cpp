@@ -2,11 +2,13 @@
 // the real files and an emulated GPU per rank computing; DLIO's metrics.
 #include "gpemu/dlio.h"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -597,6 +599,47 @@ void keep_finished_epochs(std::vector<RankResult>& results) {
 
 }  // namespace
 
+// What this process can still allocate: the smaller of the memory the
+// machine has available (MemAvailable) and what its address-space limit
+// (ulimit -v) leaves; 0 when neither can be read (then nothing is refused).
+double allocatable_bytes() {
+  double bytes = 0;
+  if (FILE* f = std::fopen("/proc/meminfo", "r")) {
+    char line[256];
+    unsigned long long kb = 0;
+    while (std::fgets(line, sizeof line, f))
+      if (std::sscanf(line, "MemAvailable: %llu kB", &kb) == 1) bytes = static_cast<double>(kb) * 1024;
+    std::fclose(f);
+  }
+  rlimit lim{};
+  if (::getrlimit(RLIMIT_AS, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY) {
+    double used = 0;
+    if (FILE* f = std::fopen("/proc/self/statm", "r")) {
+      unsigned long long pages = 0;
+      if (std::fscanf(f, "%llu", &pages) == 1) used = static_cast<double>(pages) * static_cast<double>(::getpagesize());
+      std::fclose(f);
+    }
+    const double left = std::max(0.0, static_cast<double>(lim.rlim_cur) - used);
+    bytes = bytes > 0 ? std::min(bytes, left) : left;
+  }
+  return bytes;
+}
+
+// Every step of the run keeps its record (times, sample indices) for the
+// figures until the run ends: about 1 KB a step and 8 bytes a sample. A run
+// whose records would not fit in what this process can allocate is refused
+// before it starts, naming the key, instead of dying of std::bad_alloc hours in.
+void check_records_fit(const DlioWorkload& w, double steps) {
+  const double per_step = 1024.0 + 8.0 * static_cast<double>(std::max<std::int64_t>(1, w.reader.batch_size));
+  const double need = steps * per_step, have = allocatable_bytes();
+  if (have > 0 && need > have)
+    throw InputError(fmt::format(
+        "{}train.epochs = {} is not valid here: the run's {:.3g} steps keep a record each (about {:.0f} bytes), "
+        "{:.2f} GB in all, more than this process can allocate now ({:.2f} GB: the machine's available memory "
+        "or ulimit -v); accepted: fewer epochs or steps (train.epochs, train.total_training_steps)",
+        w.source.empty() ? "" : w.source + ": ", w.train.epochs, steps, per_step, need / 1e9, have / 1e9));
+}
+
 // The world size and the ranks this process runs, checked.
 std::pair<int, std::vector<int>> world_and_ranks(const DlioWorkload& w, const DlioRunOptions& o) {
   if (o.world_size < 0) {
@@ -797,6 +840,10 @@ nlohmann::json run_dlio_workload(const DlioWorkload& w, const DlioRunOptions& o)
   const auto [ws, ranks] = world_and_ranks(w, o);
   const GpuSpec& gpu = find_gpu(w.gpemu.gpu.empty() ? o.default_gpu : w.gpemu.gpu);
   const bool train = w.workflow.train;
+  // Before anything is generated or read.
+  if (train)
+    check_records_fit(w,
+                      static_cast<double>(dlio_figures(w, ws).total_train_steps) * static_cast<double>(ranks.size()));
   const bool leader = ranks.front() == 0;
   const fs::path base = o.base_dir.empty() ? fs::current_path() : o.base_dir;
 

@@ -18,9 +18,9 @@ namespace {
 
 constexpr std::size_t kMaxJobsFileBytes = 16u << 20;
 constexpr std::int64_t kMaxBatch = 1 << 20;
-constexpr std::int64_t kMaxIterations = 100'000'000;
-constexpr double kMaxArrivalS = 1e7;   // 116 days
-constexpr double kMaxComputeS = 3600;  // an hour per step
+constexpr std::int64_t kMaxIterations = kMaxSharedSteps;  // all jobs together: share.h
+constexpr double kMaxArrivalS = 1e7;                      // 116 days
+constexpr double kMaxComputeS = 3600;                     // an hour per step
 constexpr int kMaxPriority = 1000;
 
 constexpr std::int64_t kMaxEpochs = 1'000'000;

@@ -11,6 +11,9 @@ namespace gpemu::share_detail {
 // Each model job's step cost at its batch (a default StepCost for a fixed-step
 // job); InputError naming the job for an unknown model.
 std::vector<StepCost> model_steps(const CostModel& costs, const ShareSpec& spec);
+// InputError when the jobs' arrivals and steps (`steps` from model_steps),
+// one after the other, would not fit the emulated clock.
+void check_fits_clock(const ShareSpec& spec, const std::vector<StepCost>& steps);
 
 // A job's result before it runs: its name, batch, priority, slice, model and
 // arrival (its end, until it runs).

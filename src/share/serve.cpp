@@ -951,6 +951,13 @@ ShareResult run_shared_remote(const std::filesystem::path& socket, const CostMod
   out.jobs.resize(spec.jobs.size());
   // Each model job's step, known before any connection is made (an unknown model is an input error).
   const std::vector<StepCost> steps = share_detail::model_steps(costs, spec);
+  double planned = 0;  // each step's end is kept, as in run_shared
+  for (const SharedJobSpec& j : spec.jobs) planned += static_cast<double>(planned_share_steps(j));
+  if (planned > static_cast<double>(kMaxSharedSteps))
+    throw InputError(
+        fmt::format("share --connect: the jobs' iterations come to {:.0f} steps in all; accepted: at "
+                    "most {} in all",
+                    planned, kMaxSharedSteps));
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<std::thread> threads;
   for (std::size_t i = 0; i < spec.jobs.size(); ++i) {

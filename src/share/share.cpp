@@ -2,10 +2,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <exception>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
+#include <new>
 #include <set>
 #include <thread>
 #include <tuple>
@@ -13,6 +16,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/checked.h"
 #include "common/message_text.h"
 #include "gpemu/error.h"
 #include "gpemu/report.h"
@@ -29,6 +33,21 @@ void validate(const ShareSpec& spec) {
         fmt::format("share: {} CPU cores: give a positive count, or 0 for this machine's", spec.cpu_cores));
   if (spec.utilization_window <= 0)
     throw InputError(fmt::format("share: utilisation window {} ns: it must be positive", spec.utilization_window));
+  // Every step of every job keeps its records (the job's RunRecord, its
+  // kernels' spans, the result's step ends) until the run ends: about 300
+  // bytes a step. The steps in all are bounded so that the records fit.
+  double steps = 0;
+  for (const SharedJobSpec& j : spec.jobs) steps += static_cast<double>(planned_share_steps(j));
+  if (steps > static_cast<double>(kMaxSharedSteps)) {
+    std::string each;
+    for (std::size_t i = 0; i < spec.jobs.size() && each.size() < 200; ++i)
+      each += fmt::format("{}'{}' {}", each.empty() ? "" : ", ", one_line_message(spec.jobs[i].name),
+                          planned_share_steps(spec.jobs[i]));
+    throw InputError(fmt::format(
+        "share: the jobs' iterations come to {:.0f} steps in all ({}); accepted: at most {} in all (a record of "
+        "each step is kept, about 300 bytes)",
+        steps, each, kMaxSharedSteps));
+  }
   // The policy's own checks (a card without MIG, a bad quantum), on a scratch GPU.
   const std::unique_ptr<Clock> scratch_clock = make_virtual_clock();
   Timeline scratch_timeline(*scratch_clock);
@@ -70,6 +89,21 @@ void validate(const ShareSpec& spec) {
   }
 }
 
+Duration utilization_window_for(Time makespan, Duration asked) {
+  if (asked <= 0 || makespan / asked < static_cast<Time>(kMaxUtilizationWindows)) return asked;
+  const Time widen = makespan / asked / static_cast<Time>(kMaxUtilizationWindows) + 1;
+  return asked * widen;
+}
+
+std::int64_t planned_share_steps(const SharedJobSpec& j) {
+  const JobSpec& job = j.job;
+  if (job.data.source == DataSource::Synthetic) return std::max<std::int64_t>(0, job.data.synthetic_batches);
+  const double per_epoch = std::ceil(static_cast<double>(job.data.dataset.size()) / std::max(1, job.batch_size));
+  double steps = per_epoch * static_cast<double>(job.schedule.epochs);
+  if (job.schedule.max_iterations >= 0) steps = std::min(steps, static_cast<double>(job.schedule.max_iterations));
+  return steps >= 9e18 ? std::numeric_limits<std::int64_t>::max() : static_cast<std::int64_t>(steps);
+}
+
 namespace {
 
 constexpr Duration kAfterPoll = 10 * kMillisecond;
@@ -100,6 +134,29 @@ std::string error_text(const std::exception_ptr& e) {
 }  // namespace
 
 namespace share_detail {
+
+void check_fits_clock(const ShareSpec& spec, const std::vector<StepCost>& steps) {
+  // The longest the run can take: every arrival and every step one after
+  // the other (a queue of 'after' jobs, or FIFO). It must fit the emulated
+  // clock (int64 ns), with the same margin as DLIO's runs.
+  double total_s = 0, longest_s = -1;
+  std::size_t longest = 0;
+  for (std::size_t i = 0; i < spec.jobs.size(); ++i) {
+    const SharedJobSpec& j = spec.jobs[i];
+    const double step_s = j.job.compute.step_time == StepTime::CostModel
+                              ? to_seconds(steps[i].forward + steps[i].backward)
+                              : j.job.compute.fixed_train.expected();
+    const double job_s = to_seconds(j.arrival) + step_s * static_cast<double>(planned_share_steps(j));
+    total_s += job_s;
+    if (job_s > longest_s) longest_s = job_s, longest = i;
+  }
+  if (total_s > kClockRangeSeconds / 4)
+    throw InputError(fmt::format(
+        "share: the jobs' arrivals and steps add up to {:.3g} s of emulated time (job {} ('{}'): {:.3g} s); "
+        "accepted: a run that fits the emulated clock, at most {:.3g} s (73 years); give fewer iterations or "
+        "shorter steps",
+        total_s, longest + 1, one_line_message(spec.jobs[longest].name), longest_s, kClockRangeSeconds / 4));
+}
 
 std::vector<StepCost> model_steps(const CostModel& costs, const ShareSpec& spec) {
   std::vector<StepCost> steps(spec.jobs.size());
@@ -162,7 +219,8 @@ void give_cost_models(ShareSpec& spec, const std::optional<std::filesystem::path
 
 ShareResult run_shared(Clock& clock, const CostModel& costs, const ShareSpec& spec) {
   validate(spec);
-  model_steps(costs, spec);  // an unknown model is refused before anything runs
+  const std::vector<StepCost> step_costs = model_steps(costs, spec);  // an unknown model is refused here
+  check_fits_clock(spec, step_costs);
   Timeline timeline(clock);
   if (spec.trace) timeline.enable_trace(true);
   SharedGpu gpu(timeline, *spec.gpu, spec.options);
@@ -224,11 +282,21 @@ ShareResult run_shared(Clock& clock, const CostModel& costs, const ShareSpec& sp
         threads.front()();            // one GPU: one host thread, this one
         job.device(0).synchronize();  // its work completes before its process exits
         rec = job.record();
+      } catch (const std::bad_alloc&) {
+        throw;  // the host's memory, not the job's: the run cannot go on (and gpemu says so)
       } catch (const std::exception& e) {
         r.error = e.what();  // at its start: no context, no slice, no room for its weights
         return;
       }
-      if (rec.stopped) r.error = error_text(rec.stopped);
+      if (rec.stopped) {
+        try {
+          std::rethrow_exception(rec.stopped);
+        } catch (const std::bad_alloc&) {
+          throw;
+        } catch (...) {  // NOLINT: the job's own failure, reported as its error
+        }
+        r.error = error_text(rec.stopped);
+      }
       const RankRecord& rank = rec.ranks.front();
       r.iterations = rank.iterations;
       r.peak_allocated_bytes = rank.peak_allocated_bytes;
@@ -251,7 +319,10 @@ ShareResult run_shared(Clock& clock, const CostModel& costs, const ShareSpec& sp
   sum_up(out);
   std::vector<KernelSpan> all;
   for (const SharedJobResult& r : out.jobs) all.insert(all.end(), r.kernels.begin(), r.kernels.end());
-  out.utilization_pct = utilization(all, out.makespan, spec.utilization_window);
+  // At most kMaxUtilizationWindows windows: a longer run's windows are
+  // widened (to a whole number of the asked window) and the result says so.
+  out.utilization_window = utilization_window_for(out.makespan, spec.utilization_window);
+  out.utilization_pct = utilization(all, out.makespan, out.utilization_window);
   const std::vector<double> whole = utilization(all, out.makespan, std::max<Duration>(out.makespan, 1));
   out.mean_utilization_pct = whole.empty() ? 0 : whole.front();
   out.peak_memory_used_bytes = gpu.memory().peak_used();

@@ -7,6 +7,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -305,6 +306,37 @@ TEST(CliSignals, InterruptedDlioRunReportsNoPartialEpoch) {
   ASSERT_TRUE(r.signalled) << r.out;
   EXPECT_EQ(r.status, 130) << r.out;
   EXPECT_NE(r.out.find("Stopped early (interrupted by SIGINT)"), std::string::npos) << r.out;
+}
+
+// N4/N19: a run that outgrows the memory it may allocate said
+// "gpemu: error: std::bad_alloc", or aborted (SIGABRT, "terminate called")
+// when a worker thread met it. Now one line that says what ran out and what
+// to do, and exit status 1.
+TEST(CliFaults, RunningOutOfHostMemoryIsAOneLineErrorNotAnAbort) {
+  TempDir d;
+  const std::string jobs =
+      d.write("jobs.json", R"({"jobs": [{"name": "a", "compute_s": 0.01, "iterations": 1000000}]})").string();
+  const auto r = run_gpemu("share --jobs " + jobs + " --clock virtual --json", "ulimit -v 150000; ");
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_EQ(r.err,
+            "gpemu: error: out of host memory (std::bad_alloc): the run's records did not fit in what this process "
+            "may allocate; give fewer steps, epochs or jobs, or raise the limit (ulimit -v)\n");
+}
+
+// N19: 8 x 10^6 steps (within the 10^7-step limit) grew ~0.9 KB a step and
+// aborted with an uncaught std::bad_alloc after a minute. A run whose step
+// records cannot fit in what the process may allocate is refused up front,
+// naming the key; nothing is generated.
+TEST(CliDlioFiles, ARunWhoseStepRecordsCannotFitIsRefusedBeforeItStarts) {
+  TinyDlio t;
+  const auto r = run_gpemu(t.args() + " ++workload.train.epochs=1000000", "ulimit -v 1000000; ");
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_NE(r.err.find("train.epochs = 1000000 is not valid here: the run's 8e+06 steps keep a record each"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("more than this process can allocate now"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_FALSE(fs::exists(t.d / "data/train")) << "refused after generating";
 }
 
 }  // namespace

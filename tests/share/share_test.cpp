@@ -312,6 +312,57 @@ std::vector<std::map<std::string, std::string>> read_csv(const std::filesystem::
   return rows;
 }
 
+// N4: a 50-byte jobs file with accepted values took gigabytes: 10^8
+// iterations kept 10^8 step records, and an hour-long step a million
+// one-second utilisation windows per thousand steps.
+std::string run_error(std::vector<SharedJobSpec> jobs) {
+  try {
+    run("V100-PCIE-16GB", SharePolicy::Fifo, std::move(jobs));
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Share, RunsWhoseRecordsOrClockWouldNotFitAreRefusedUpFront) {
+  const std::string many = jobs_error(R"({"jobs": [{"compute_s": 0.01, "iterations": 100000000}]})");
+  EXPECT_NE(many.find("'iterations'"), std::string::npos) << many;
+  EXPECT_NE(many.find("an integer from 1 to 1000000"), std::string::npos) << many;
+  // Each job within its limit, the jobs together past it.
+  std::vector<SharedJobSpec> five;
+  for (int i = 0; i < 5; ++i) five.push_back(fixed_job("j" + std::to_string(i), 0.01, 8, 300000, 0));
+  const std::string together = run_error(five);
+  EXPECT_NE(together.find("share: the jobs' iterations come to 1500000 steps in all ('j0' 300000, 'j1' 300000"),
+            std::string::npos)
+      << together;
+  EXPECT_NE(together.find("accepted: at most 1000000 in all"), std::string::npos) << together;
+  // A dataset job's steps are its epochs of batches.
+  SharedJobSpec data = model_job("d", "resnet18", 32, 0);
+  with_dataset(data, "imagenet1k", 2, 1000);
+  EXPECT_NE(run_error({data}).find("steps in all ('d' 40037000)"), std::string::npos) << run_error({data});
+  // Within the steps, past the clock: 3 x 300000 hour-long steps, one after the other.
+  const std::string clock = run_error(
+      {fixed_job("a", 3600, 8, 300000, 0), fixed_job("b", 3600, 8, 300000, 0), fixed_job("c", 3600, 8, 300000, 0)});
+  EXPECT_NE(clock.find("share: the jobs' arrivals and steps add up to 3.24e+09 s of emulated time"), std::string::npos)
+      << clock;
+  EXPECT_NE(clock.find("accepted: a run that fits the emulated clock"), std::string::npos) << clock;
+}
+
+TEST(Share, ALongRunsUtilisationWindowsAreWidenedNotCountless) {
+  // 1000 hour-long steps: 3.6 million one-second windows before.
+  const ShareResult r = run("V100-PCIE-16GB", SharePolicy::Fifo, {fixed_job("long", 3600, 8, 1000, 0)});
+  ASSERT_EQ(r.jobs.front().iterations, 1000) << r.jobs.front().error;
+  EXPECT_LE(r.utilization_pct.size(), static_cast<std::size_t>(kMaxUtilizationWindows));
+  EXPECT_GT(r.utilization_window, kSecond);
+  EXPECT_EQ(r.utilization_window % kSecond, 0);  // a whole number of the asked window
+  EXPECT_EQ(r.utilization_window, utilization_window_for(r.makespan, kSecond));
+  EXPECT_GT(r.mean_utilization_pct, 99.0);
+  EXPECT_EQ(share_json(r, false)["utilization"]["window_s"], to_seconds(r.utilization_window));
+  // A short run keeps the window it asked for.
+  EXPECT_EQ(utilization_window_for(10 * kSecond, kSecond), kSecond);
+  EXPECT_EQ(utilization_window_for(from_seconds(3.6e6), kSecond), 37 * kSecond);
+}
+
 TEST(Reproduction, SalusThreeJobsTimeSharingOneP100) {
   const std::filesystem::path dir = std::filesystem::path(GPEMU_SHARED_DIR) / "reference/published/repro";
   if (!std::filesystem::exists(dir / "salus_jobs.csv")) GTEST_SKIP() << "no " << dir << " (../shared absent)";
