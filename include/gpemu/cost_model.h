@@ -693,6 +693,9 @@ struct FamilyFactors {
   // an eager step add up. 0 for the GPEmu-profile families (absorbed in their
   // fitted factors); fitted on step times like the factor above.
   double kernel_overhead_us = 0;
+  // Host time per call of a foreach optimizer (with_host sets it from a host
+  // profile); 0: launch_optimizer_us, as the calibrated families have it.
+  double launch_foreach_us = 0;
   bool operator==(const FamilyFactors&) const = default;
 };
 
@@ -737,6 +740,9 @@ class OpProgram {
     // The host waits for the GPU after issuing this op (a value read back:
     // GradScaler's found_inf.item() after the unscale kernel).
     bool sync_after = false;
+    // One call of a foreach optimizer (or a GradScaler kernel beside them):
+    // issued at the host's foreach cost, not its per-kernel one.
+    bool foreach_call = false;
   };
 
   // Builds the program of `model`. Ops of the zoo's forward range up to the

@@ -41,7 +41,8 @@ struct HostProfile {
   // Host time per op issued (microseconds), per section of a step:
   double forward_us = 49;    // a forward or loss kernel: Python module call + dispatcher + launch
   double backward_us = 4;    // an autograd backward kernel (the C++ engine's issue)
-  double optimizer_us = 28;  // an optimizer or zero_grad kernel, or one foreach call
+  double optimizer_us = 28;  // an optimizer or zero_grad kernel of a per-parameter (for-loop) optimizer
+  double foreach_us = 28;    // one call of a foreach (multi-tensor) optimizer, over every parameter
   double view_us = 3;        // a view op (dispatcher only, no kernel)
   // What a sync point costs the host after the GPU has drained
   // (cudaStreamSynchronize / a value read back: .item(), GradScaler's inf check).

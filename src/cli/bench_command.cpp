@@ -4,6 +4,7 @@
 #include "crossval_bench.h"
 #include "datastall_bench.h"
 #include "density_bench.h"
+#include "host_bench.h"
 #include "loader_bench.h"
 #include "overhead_bench.h"
 #include "scale_bench.h"
@@ -70,6 +71,18 @@ void add_bench_command(CLI::App& app) {
       [](const DensityBenchOptions& o) { return run_density_bench(o); }, print_density_bench,
       [](CLI::App& c, DensityBenchOptions& o) {
         c.add_option("--devices", o.devices, "Emulated GPUs")->capture_default_str();
+      });
+  add_bench<HostBenchOptions>(
+      *cmd, "host", "This host's dispatch cost per op of the installed PyTorch (CPU only), as a host profile",
+      [](const HostBenchOptions& o) { return run_host_bench(o); }, print_host_bench,
+      [](CLI::App& c, HostBenchOptions& o) {
+        c.add_option("--out", o.out, "Write the host profile here (for --host FILE)");
+        c.add_option("--name", o.name, "The profile's name (default: this-host)");
+        c.add_option("--python", o.python, "Python interpreter with torch")->capture_default_str();
+        c.add_option("--script", o.script, "The measurement script (default: bench/host_bench.py)");
+        c.add_option("--cuda-launch-us", o.cuda_launch_us,
+                     "What a CUDA kernel launch adds on the host beyond the CPU dispatch (not measurable here)")
+            ->capture_default_str();
       });
   add_bench<LoaderBenchOptions>(
       *cmd, "loader", "Data loader throughput: gpemu's loader vs torchvision ImageFolder + DataLoader",

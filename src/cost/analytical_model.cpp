@@ -132,6 +132,7 @@ void foreach_optimizer(std::vector<OpProgram::Op>& ops, const std::vector<std::s
     if (op.kind == OpProgram::Kind::View) continue;
     if (!per_parameter(op, kind)) {
       kept.push_back(op);
+      kept.back().foreach_call = true;
       continue;
     }
     const std::string call = sequence ? std::to_string(i % sequence) : kind;
@@ -139,6 +140,7 @@ void foreach_optimizer(std::vector<OpProgram::Op>& ops, const std::vector<std::s
     auto [it, fresh] = merged.emplace(call, kept.size());
     if (fresh) {
       kept.push_back(op);
+      kept.back().foreach_call = true;
       continue;
     }
     OpProgram::Op& m = kept[it->second];
@@ -280,6 +282,7 @@ FamilyFactors with_host(FamilyFactors f, const HostProfile& host) {
   f.launch_forward_us = host.forward_us;
   f.launch_backward_us = host.backward_us;
   f.launch_optimizer_us = host.optimizer_us;
+  f.launch_foreach_us = host.foreach_us;
   f.launch_view_us = host.view_us;
   return f;
 }
@@ -394,7 +397,8 @@ double launch_seconds(const OpProgram::Op& op, const FamilyFactors& f) {
     case OpProgram::Section::Loss: return f.launch_forward_us * 1e-6;
     case OpProgram::Section::Backward: return f.launch_backward_us * 1e-6;
     case OpProgram::Section::ZeroGrad:
-    case OpProgram::Section::Optimizer: return f.launch_optimizer_us * 1e-6;
+    case OpProgram::Section::Optimizer:
+      return (op.foreach_call && f.launch_foreach_us > 0 ? f.launch_foreach_us : f.launch_optimizer_us) * 1e-6;
   }
   return 0;
 }

@@ -608,6 +608,7 @@ HostProfile builtin_default_host() {
   h.forward_us = 20;
   h.backward_us = 8;
   h.optimizer_us = 30;
+  h.foreach_us = 30;
   h.view_us = 2;
   h.sync_us = 20;
   return h;
@@ -639,7 +640,7 @@ std::optional<HostProfile> Calibration::host(std::string_view name) const {
       h.torch = "1.x";
       h.forward_us = f.launch_forward_us;
       h.backward_us = f.launch_backward_us;
-      h.optimizer_us = f.launch_optimizer_us;
+      h.optimizer_us = h.foreach_us = f.launch_optimizer_us;
       h.view_us = f.launch_view_us;
       return h;
     }

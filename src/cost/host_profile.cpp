@@ -25,11 +25,10 @@ struct Field {
   double HostProfile::*member;
   double max;  // a host cost above this is a typo, not a host
 };
-constexpr Field kFields[] = {{"forward_us", &HostProfile::forward_us, 1e5},
-                             {"backward_us", &HostProfile::backward_us, 1e5},
-                             {"optimizer_us", &HostProfile::optimizer_us, 1e5},
-                             {"view_us", &HostProfile::view_us, 1e5},
-                             {"sync_us", &HostProfile::sync_us, 1e6}};
+constexpr Field kFields[] = {
+    {"forward_us", &HostProfile::forward_us, 1e5},     {"backward_us", &HostProfile::backward_us, 1e5},
+    {"optimizer_us", &HostProfile::optimizer_us, 1e5}, {"foreach_us", &HostProfile::foreach_us, 1e5},
+    {"view_us", &HostProfile::view_us, 1e5},           {"sync_us", &HostProfile::sync_us, 1e6}};
 
 std::string text(const json& j, const char* key, const std::string& where) {
   auto it = j.find(key);
@@ -53,7 +52,8 @@ json host_profile_json(const HostProfile& h) {
 }
 
 HostProfile host_profile_from_json(const json& j, const std::string& where) {
-  if (!j.is_object()) throw InputError(fmt::format("{}: expected a JSON object (a {} host profile)", where, kHostProfileFormat));
+  if (!j.is_object())
+    throw InputError(fmt::format("{}: expected a JSON object (a {} host profile)", where, kHostProfileFormat));
   if (auto it = j.find("format"); it != j.end() && (!it->is_string() || it->get<std::string>() != kHostProfileFormat))
     throw InputError(fmt::format("{}: 'format' must be \"{}\"", where, kHostProfileFormat));
   HostProfile h;
@@ -63,8 +63,13 @@ HostProfile host_profile_from_json(const json& j, const std::string& where) {
   if (auto t = text(j, "torch", where); !t.empty()) h.torch = t;
   for (const Field& f : kFields) {
     auto it = j.find(f.name);
-    if (it == j.end()) throw InputError(fmt::format("{}: '{}' is missing; a host profile has {}", where, f.name,
-                                                    "forward_us, backward_us, optimizer_us, view_us, sync_us"));
+    if (it == j.end() && f.member == &HostProfile::foreach_us) {  // older files: one optimizer cost
+      h.foreach_us = h.optimizer_us;
+      continue;
+    }
+    if (it == j.end())
+      throw InputError(fmt::format("{}: '{}' is missing; a host profile has {}", where, f.name,
+                                   "forward_us, backward_us, optimizer_us, view_us, sync_us"));
     if (!it->is_number() || !std::isfinite(it->get<double>()) || it->get<double>() < 0 || it->get<double>() > f.max)
       throw InputError(fmt::format("{}: '{}' is {}; expected microseconds from 0 to {:g}", where, f.name,
                                    printable_excerpt(it->dump(), 40), f.max));
@@ -82,9 +87,10 @@ HostProfile host_profile_from_json(const json& j, const std::string& where) {
 HostProfile read_host_profile(const std::filesystem::path& file) {
   std::ifstream in(file);
   if (!in)
-    throw InputError(fmt::format("host profile {}: cannot open it; expected a {} file (gpemu bench host --out FILE) "
-                                 "or a built-in name",
-                                 file.string(), kHostProfileFormat));
+    throw InputError(
+        fmt::format("host profile {}: cannot open it; expected a {} file (gpemu bench host --out FILE) "
+                    "or a built-in name",
+                    file.string(), kHostProfileFormat));
   json j;
   try {
     j = json::parse(in);

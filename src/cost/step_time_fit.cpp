@@ -34,8 +34,10 @@ constexpr int kGpuFactors[] = {3};  // memory (+ tensor-core conv, kernel overhe
 constexpr int kFreeGpu = 3, kFreeHost = 4, kFree = kFreeGpu + kFreeHost;
 constexpr double kTensorCoreConvStart = 0.5, kKernelOverheadStart = 2.0;
 
+// The measured programs run foreach optimizers: their update is foreach
+// calls, and a per-parameter kernel's cost (optimizer_us) is not seen.
 double HostProfile::*const kHostFields[kFreeHost] = {&HostProfile::forward_us, &HostProfile::backward_us,
-                                                     &HostProfile::optimizer_us, &HostProfile::view_us};
+                                                     &HostProfile::foreach_us, &HostProfile::view_us};
 
 struct FitRow {
   const StepTimeRow* row = nullptr;
@@ -53,7 +55,8 @@ struct Params {
 std::vector<double> to_x(const Params& p) {
   std::vector<double> x;
   for (int i : kGpuFactors) x.push_back(std::log(factor_at(p.gpu, i)));
-  x.push_back(std::log(p.gpu.tensor_core_conv_efficiency > 0 ? p.gpu.tensor_core_conv_efficiency : kTensorCoreConvStart));
+  x.push_back(
+      std::log(p.gpu.tensor_core_conv_efficiency > 0 ? p.gpu.tensor_core_conv_efficiency : kTensorCoreConvStart));
   x.push_back(std::log(p.gpu.kernel_overhead_us > 0 ? p.gpu.kernel_overhead_us : kKernelOverheadStart));
   for (auto f : kHostFields) x.push_back(std::log(p.host.*f));
   return x;
@@ -123,15 +126,17 @@ StepTimeFit fit_step_times(const Calibration& base, const std::vector<StepTimeRo
         "no step-time row can be fitted: fitting needs rows of a GPU family without profiles whose source names the "
         "host that measured them (rows of `gpemu reference measurement ...`, shared/tools/real-gpu/measure.py)");
   if (families.size() != 1 || hosts.size() != 1)
-    throw InputError(fmt::format("the fitted rows span {} GPU families and {} hosts; fit one family and its host at a "
-                                 "time (rows of one measurement)",
-                                 families.size(), hosts.size()));
+    throw InputError(
+        fmt::format("the fitted rows span {} GPU families and {} hosts; fit one family and its host at a "
+                    "time (rows of one measurement)",
+                    families.size(), hosts.size()));
   std::set<std::string> models;
   for (const FitRow& r : fit_rows) models.insert(r.program.model());
   if (fit_rows.size() < static_cast<std::size_t>(options.min_rows) || models.size() < 2)
-    throw InputError(fmt::format("{} step-time rows of {} models: a family's factors and its host need at least {} "
-                                 "rows of at least 2 models, so no factor is fitted to one row",
-                                 fit_rows.size(), models.size(), options.min_rows));
+    throw InputError(
+        fmt::format("{} step-time rows of {} models: a family's factors and its host need at least {} "
+                    "rows of at least 2 models, so no factor is fitted to one row",
+                    fit_rows.size(), models.size(), options.min_rows));
 
   StepTimeFit out;
   out.family = *families.begin();
@@ -197,7 +202,8 @@ StepTimeFit fit_step_times(const Calibration& base, const std::vector<StepTimeRo
   if (h.description.empty() || h.source == "built-in")
     h.description = fmt::format("the host that measured the {} rows, PyTorch {} eager", gpu_list, h.torch);
   h.source = fmt::format(
-      "fitted on {} step times ({} rows of {}, with the {} family's factors; leave-one-row-out median {:.1f} %)",
+      "fitted on {} step times ({} rows of {}, with the {} family's factors; leave-one-row-out median {:.1f} %); "
+      "optimizer_us not fitted (the rows ran foreach optimizers)",
       gpu_list, fit_rows.size(), options.source.empty() ? std::string("measured steps") : options.source, out.family,
       out.leave_one_out_median_pct);
   c.hosts[out.host] = h;
@@ -225,16 +231,17 @@ void print_step_time_fit(const StepTimeFit& fit, std::ostream& out) {
       "kernel overhead {:.2f} us (matmul eff {:.2f} pinned; FP32 conv eff {:.3f} and conv bytes eff {:.3f} from the "
       "fallback rule)\n",
       fit.family, fit.rows.size(), f.memory_efficiency, f.backward_factor, f.tensor_core_conv_efficiency,
-      f.kernel_overhead_us,
-      f.matmul_efficiency, f.conv_efficiency, f.conv_bytes_efficiency);
-  out << fmt::format("host {}: forward {:.1f} us, backward {:.1f} us, optimizer {:.1f} us, view {:.1f} us per op\n",
-                     fit.host, h.forward_us, h.backward_us, h.optimizer_us, h.view_us);
-  out << fmt::format("{:>5} {:<16} {:<6} {:>9} {:>10} {:>9} {:>13}\n", "line", "model", "prec", "measured",
-                     "in sample", "row out", "family out");
+      f.kernel_overhead_us, f.matmul_efficiency, f.conv_efficiency, f.conv_bytes_efficiency);
+  out << fmt::format(
+      "host {}: forward {:.1f} us, backward {:.1f} us, foreach call {:.1f} us, view {:.1f} us per op (per-parameter "
+      "optimizer kernel {:.1f} us: not fitted)\n",
+      fit.host, h.forward_us, h.backward_us, h.foreach_us, h.view_us, h.optimizer_us);
+  out << fmt::format("{:>5} {:<16} {:<6} {:>9} {:>10} {:>9} {:>13}\n", "line", "model", "prec", "measured", "in sample",
+                     "row out", "family out");
   auto pct = [](double p, double m) { return fmt::format("{:+.0f}%", (p / m - 1) * 100); };
   for (const StepTimeFit::Row& r : fit.rows)
-    out << fmt::format("{:>5} {:<16} {:<6} {:>9.1f} {:>10} {:>9} {:>13}\n", r.line, r.model, r.precision,
-                       r.measured_ms, pct(r.in_sample_ms, r.measured_ms), pct(r.left_out_ms, r.measured_ms),
+    out << fmt::format("{:>5} {:<16} {:<6} {:>9.1f} {:>10} {:>9} {:>13}\n", r.line, r.model, r.precision, r.measured_ms,
+                       pct(r.in_sample_ms, r.measured_ms), pct(r.left_out_ms, r.measured_ms),
                        pct(r.family_left_out_ms, r.measured_ms));
   out << fmt::format(
       "median APE: in sample {:.1f} %, each row left out {:.1f} %, each model family's rows left out {:.1f} %\n",
