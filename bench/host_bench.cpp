@@ -26,8 +26,8 @@ nlohmann::json run_host_bench(const HostBenchOptions& o) {
   if (!fs::exists(script))
     throw InputError(fmt::format("bench host: the measurement script {} is missing; give --script FILE", script));
   if (::access(o.python.c_str(), X_OK) != 0)
-    throw InputError(fmt::format("bench host: no Python interpreter at {}; give --python PATH (one with torch)",
-                                 o.python));
+    throw InputError(
+        fmt::format("bench host: no Python interpreter at {}; give --python PATH (one with torch)", o.python));
   const bench::CommandOutput run = bench::run_command(bench::shell_quote(o.python) + " " + bench::shell_quote(script) +
                                                       (o.short_run ? " --quick" : "") + " 2>/dev/null");
   nlohmann::json m;
@@ -39,8 +39,8 @@ nlohmann::json run_host_bench(const HostBenchOptions& o) {
     throw InputError(fmt::format("bench host: {} ({}); install python3-torch or give --python PATH",
                                  m["error"].get<std::string>(), o.python));
   if (!run.started || !run.succeeded() || !m.is_object() || !m.contains("forward_us"))
-    throw InputError(fmt::format("bench host: {} {} did not print its measurement (status {})", o.python, script,
-                                 run.status));
+    throw InputError(
+        fmt::format("bench host: {} {} did not print its measurement (status {})", o.python, script, run.status));
   HostProfile h;
   h.name = o.name.empty() ? "this-host" : o.name;
   h.torch = m.value("torch", std::string("?"));
@@ -94,7 +94,8 @@ void print_host_bench(const nlohmann::json& r, std::ostream& out) {
   row("foreach optimizer call", "optimizer_foreach_call_us", "foreach_us");
   row("view (no kernel)", "view_us", "view_us");
   out << "\nforward per module (us):";
-  for (const auto& [name, v] : m["forward_us_per_module"].items()) out << fmt::format(" {} {:.2f}", name, v.get<double>());
+  for (const auto& [name, v] : m["forward_us_per_module"].items())
+    out << fmt::format(" {} {:.2f}", name, v.get<double>());
   out << '\n';
   if (r.contains("wrote"))
     out << fmt::format("\nwrote {}: give it to predict, train or analyze as --host {}\n", r["wrote"].get<std::string>(),

@@ -17,8 +17,8 @@ struct HostBenchOptions {
   // (cudaLaunchKernel and the CUDA caching allocator's bookkeeping), per
   // kernel; not measurable without a GPU (docs/host.md says where it is from).
   double cuda_launch_us = 5;
-  std::string out;      // write the host profile here (gpemu-host/1)
-  std::string name;     // the profile's name (default: "this-host")
+  std::string out;   // write the host profile here (gpemu-host/1)
+  std::string name;  // the profile's name (default: "this-host")
   bool short_run = false;
   static HostBenchOptions quick() {
     HostBenchOptions o;

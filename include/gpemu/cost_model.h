@@ -129,6 +129,9 @@ struct Profile {
   std::optional<int> oom_batch_size;       // smallest batch size measured not to fit
   std::optional<double> model_transfer_s;  // copying the model to the GPU, once
   std::string source;                      // where it was read from, for messages
+  // Free text kept with gpemu's own format ("comment"): what measured it
+  // (gpemu profile: GPU, driver, torch, CUDA, cuDNN, host CPU).
+  std::string comment;
 };
 
 enum class ProfileLayout {

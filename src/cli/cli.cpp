@@ -68,6 +68,7 @@ int run_command(int argc, char** argv) {
   add_bench_command(app);
   add_models_command(app);
   add_validate_command(app);
+  add_profile_command(app);
   add_calibrate_command(app);
   add_analyze_command(app);
   add_share_command(app);

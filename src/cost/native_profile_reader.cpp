@@ -100,6 +100,7 @@ class NativeReader {
                                         "seconds", kMaxProfileSeconds);
     if (doc_.contains("comment") && !doc_["comment"].is_string())
       fail(lines_.of_top("comment"), "comment is not a string", "a string");
+    if (doc_.contains("comment")) p.comment = doc_["comment"].get<std::string>();
 
     read_rows(p);
     p.source = path_;

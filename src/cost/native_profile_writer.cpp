@@ -37,6 +37,7 @@ std::string native_profile_json(const Profile& p) {
   if (p.input_bytes_per_sample > 0) field("input_bytes_per_sample", std::to_string(p.input_bytes_per_sample));
   if (p.oom_batch_size) field("oom_batch_size", std::to_string(*p.oom_batch_size));
   if (p.model_transfer_s) field("model_transfer_s", number(*p.model_transfer_s));
+  if (!p.comment.empty()) field("comment", json(p.comment).dump());
 
   std::set<int> batches;
   for (const RowField& f : kRowFields)

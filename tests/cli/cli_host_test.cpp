@@ -73,7 +73,8 @@ TEST(CliHost, BenchHostWritesAProfileThatPredictTakes) {
   // Every launch time is the CPU dispatch plus the CUDA launch's 5 us.
   std::ifstream in(file);
   const auto h = nlohmann::json::parse(in);
-  for (const char* k : {"forward_us", "backward_us", "optimizer_us", "foreach_us"}) EXPECT_GT(h[k].get<double>(), 5) << k;
+  for (const char* k : {"forward_us", "backward_us", "optimizer_us", "foreach_us"})
+    EXPECT_GT(h[k].get<double>(), 5) << k;
   EXPECT_LT(h["view_us"].get<double>(), h["forward_us"].get<double>());
   fs::remove(file);
 }

@@ -313,6 +313,9 @@ TEST(CliSignals, InterruptedDlioRunReportsNoPartialEpoch) {
 // when a worker thread met it. Now one line that says what ran out and what
 // to do, and exit status 1.
 TEST(CliFaults, RunningOutOfHostMemoryIsAOneLineErrorNotAnAbort) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "AddressSanitizer reserves terabytes of shadow memory at start and cannot run under ulimit -v";
+#endif
   TempDir d;
   const std::string jobs =
       d.write("jobs.json", R"({"jobs": [{"name": "a", "compute_s": 0.01, "iterations": 1000000}]})").string();
@@ -328,6 +331,9 @@ TEST(CliFaults, RunningOutOfHostMemoryIsAOneLineErrorNotAnAbort) {
 // records cannot fit in what the process may allocate is refused up front,
 // naming the key; nothing is generated.
 TEST(CliDlioFiles, ARunWhoseStepRecordsCannotFitIsRefusedBeforeItStarts) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "AddressSanitizer reserves terabytes of shadow memory at start and cannot run under ulimit -v";
+#endif
   TinyDlio t;
   const auto r = run_gpemu(t.args() + " ++workload.train.epochs=1000000", "ulimit -v 1000000; ");
   EXPECT_EQ(r.status, 1) << r.err;

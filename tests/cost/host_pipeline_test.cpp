@@ -3,11 +3,11 @@
 // and by name, sync points, the launch queue, foreach optimizers, the
 // tensor-core convolution form, the --torch presets, and the fit of a family
 // and its host on measured step times (cost/step_times.h).
+#include <unistd.h>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <string>
-#include <unistd.h>
 
 #include <gtest/gtest.h>
 
@@ -56,7 +56,7 @@ HostProfile host_of(double forward_us, double backward_us, double sync_us = 0, i
   h.name = "test";
   h.forward_us = forward_us;
   h.backward_us = backward_us;
-  h.optimizer_us = backward_us;
+  h.optimizer_us = h.foreach_us = backward_us;
   h.view_us = 0;
   h.sync_us = sync_us;
   h.launch_queue_depth = depth;
@@ -153,9 +153,11 @@ TEST(HostProfile, FilesRoundTripAndBadOnesAreRefusedByName) {
     }
   };
   refused("{\"forward_us\": 1}", "'backward_us' is missing");
-  refused(R"({"forward_us": -1, "backward_us": 1, "optimizer_us": 1, "view_us": 1, "sync_us": 1})", "'forward_us' is -1");
-  refused(R"({"forward_us": 1, "backward_us": 1, "optimizer_us": 1, "view_us": 1, "sync_us": 1, "launch_queue_depth": 0})",
-          "'launch_queue_depth' is 0");
+  refused(R"({"forward_us": -1, "backward_us": 1, "optimizer_us": 1, "view_us": 1, "sync_us": 1})",
+          "'forward_us' is -1");
+  refused(
+      R"({"forward_us": 1, "backward_us": 1, "optimizer_us": 1, "view_us": 1, "sync_us": 1, "launch_queue_depth": 0})",
+      "'launch_queue_depth' is 0");
   refused("[1, 2]", "expected a JSON object");
   refused("{", "not valid JSON");
   refused(R"({"format": "other", "forward_us": 1})", "'format' must be");
@@ -217,8 +219,8 @@ TEST(TensorCoreForm, ConvolutionsAreARooflineAndDepthwiseTf32OnesKeepTheFp32Form
   f.conv_efficiency = 2;
   f.conv_bytes_efficiency = 0.2;
   f.tensor_core_conv_efficiency = 0.5;
-  Op conv{Kind::Conv, Section::Forward, OpProgram::Math::F32, 0, 4.945e12, 0, 1e9};  // 4945 FLOPs per byte
-  EXPECT_NEAR(op_gpu_seconds(conv, 1, p, f), 4.945e12 / (494.5e12 * 0.5), 1e-12);   // FLOP-bound: 20 ms
+  Op conv{Kind::Conv, Section::Forward, OpProgram::Math::F32, 0, 4.945e12, 0, 1e9};     // 4945 FLOPs per byte
+  EXPECT_NEAR(op_gpu_seconds(conv, 1, p, f), 4.945e12 / (494.5e12 * 0.5), 1e-12);       // FLOP-bound: 20 ms
   Op depthwise{Kind::Conv, Section::Forward, OpProgram::Math::F32, 0, 2.25e9, 0, 1e9};  // 2.25 FLOPs per byte
   EXPECT_NEAR(op_gpu_seconds(depthwise, 1, p, f), 2.25e9 / (494.5e12 * 2) + 1e9 / (4800e9 * 0.2), 1e-12);
   f.tensor_core_conv_efficiency = 0;  // the GPEmu-profile families' form: the FP32 sum for TF32
@@ -299,7 +301,7 @@ TEST(StepTimeFit, RecoversTheHostAndTheFamilyThatMadeSyntheticRows) {
   HostProfile host = truth.host("default").value();
   host.forward_us = 30;
   host.backward_us = 8;
-  host.optimizer_us = 25;
+  host.foreach_us = 25;
   host.view_us = 5;
   truth.hosts[std::string(kDefaultHost)] = host;
   std::vector<StepTimeRow> rows;
