@@ -33,6 +33,12 @@ struct CrossvalBenchOptions {
   // <data dir>/../shared/reference/published/gpu_training_step_times.csv,
   // skipped with a note when that file is absent.
   std::string step_times;
+  // gpemu's own measured steps of a GPU family without profiles (the H200
+  // rows); empty: <data dir>/../shared/reference/measured/h200-2026-12-04/
+  // steps_as_step_times.csv, skipped with a note when absent. Their family
+  // and host are fitted on them (fit_step_times), each row and each model
+  // family's rows left out.
+  std::string measured_steps;
   int model_folds = 5;
   int rounds = 3;  // calibration rounds (family factors <-> model corrections)
   double robust_scale =
@@ -52,6 +58,7 @@ struct CrossvalBenchOptions {
   // The inputs of `given` (its files), kept when --quick replaces the rest.
   void keep_inputs(const CrossvalBenchOptions& given) {
     profiles = given.profiles;
+    measured_steps = given.measured_steps;
     step_times = given.step_times;
     per_model_gpu = given.per_model_gpu;
   }

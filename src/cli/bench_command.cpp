@@ -118,6 +118,9 @@ void add_bench_command(CLI::App& app) {
         c.add_option("--step-times", o.step_times,
                      "Published step times (default: ../shared/reference/published/gpu_training_step_times.csv)");
         c.add_option("--folds", o.model_folds, "Folds over the models")->capture_default_str();
+        c.add_option("--measured-steps", o.measured_steps,
+                     "gpemu's measured steps of an unprofiled family (default: the H200 rows in ../shared), its "
+                     "family and host fitted with each row and model family left out");
         c.add_option("--per-model", o.per_model_gpu,
                      "Also each model's signed errors on this measured GPU (in-sample and with its family left out) "
                      "and its measured backward/forward ratio beside the other GPUs'");

@@ -45,8 +45,8 @@ std::string csv_field(const std::string& s) {
 void run_profile(const ProfileArgs& a) {
   if (a.out.empty()) throw InputError("gpemu profile: give --out DIR for the profiles and steps.csv");
   if (a.steps < 1 || a.warmup < 0)
-    throw InputError(fmt::format("--steps {} / --warmup {}: at least 1 timed step and 0 warm-up steps", a.steps,
-                                 a.warmup));
+    throw InputError(
+        fmt::format("--steps {} / --warmup {}: at least 1 timed step and 0 warm-up steps", a.steps, a.warmup));
   const std::string script =
       a.script.empty() ? (zoo::data_dir() / "tools" / "profiler" / "gpemu_profile.py").string() : a.script;
   if (!std::filesystem::exists(script))
@@ -88,9 +88,10 @@ void run_profile(const ProfileArgs& a) {
     try {
       gpu_id = find_gpu(gpu_name).id;
     } catch (const InputError&) {
-      throw InputError(fmt::format("gpemu profile: the GPU '{}' is not in the catalog (gpemu devices); add it "
-                                   "(src/catalog/gpu_catalog.cpp) so its profile can be read",
-                                   gpu_name));
+      throw InputError(
+          fmt::format("gpemu profile: the GPU '{}' is not in the catalog (gpemu devices); add it "
+                      "(src/catalog/gpu_catalog.cpp) so its profile can be read",
+                      gpu_name));
     }
   }
   const std::string when = [] {
@@ -146,8 +147,7 @@ void run_profile(const ProfileArgs& a) {
         "{},{},{},{},,classification,sgd,{},{},{},{},n/a,{},n/a,no,yes,1,stated,{},{},{},{}\n", csv_field(gpu_name),
         csv_field(model), a.precision == "amp" ? "amp" : a.precision, b, half, half,
         a.precision == "amp" || a.precision == "bf16" ? "autocast" : "none", a.channels_last ? "channels_last" : "nchw",
-        foreach ? "some" : "none", ms,
-        csv_field(fmt::format("mean of {} steps back to back: {:.3f} ms", a.steps, ms)),
+        foreach ? "some" : "none", ms, csv_field(fmt::format("mean of {} steps back to back: {:.3f} ms", a.steps, ms)),
         csv_field(fmt::format("gpemu reference measurement ({}, {})", measured_on, when)),
         csv_field(fmt::format("SGD momentum 0.9, zero_grad(set_to_none=True), synthetic data on the device; {}",
                               env.dump())));
