@@ -32,8 +32,8 @@ TEST(CliProfile, ACpuRunWritesTheProfileLayoutAndStepTimesMarkedAsCpu) {
   if (::access("/usr/bin/python3", X_OK) != 0) GTEST_SKIP() << "/usr/bin/python3 absent";
   const fs::path dir = fs::temp_directory_path() / ("gpemu-profile-test-" + std::to_string(::getpid()));
   fs::remove_all(dir);
-  const auto r = gpemu("profile --device cpu --model resnet18 --batch-sizes 1,2 --warmup 0 --steps 1 --out " +
-                       dir.string());
+  const auto r =
+      gpemu("profile --device cpu --model resnet18 --batch-sizes 1,2 --warmup 0 --steps 1 --out " + dir.string());
   if (r.status != 0 && r.err.find("cannot import torch") != std::string::npos) GTEST_SKIP() << r.err;
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("measured on the CPU"), std::string::npos) << r.out;
