@@ -691,6 +691,11 @@ struct FamilyFactors {
   // fitted only on step times (cost/step_times.h), kept by families derived
   // from one that has it.
   double tensor_core_conv_efficiency = 0;
+  // The same for TF32 convolutions (FP32 activations, cuDNN's TF32 on), when
+  // fitted apart from half precision's: cuDNN's TF32 kernels sustain a
+  // smaller share of their peak than its FP16/BF16 ones (docs/host.md). 0:
+  // tensor_core_conv_efficiency serves both.
+  double tf32_conv_efficiency = 0;
   // GPU time every kernel takes beyond its roofline (microseconds): the
   // launch latency and tail of a kernel, which thousands of small kernels of
   // an eager step add up. 0 for the GPEmu-profile families (absorbed in their

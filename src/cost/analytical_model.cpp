@@ -355,7 +355,8 @@ OpCoefficients op_coefficients(const OpProgram::Op& op, const GpuPeaks& peaks, c
   switch (op.kind) {
     case Kind::Conv:
       if (tensor_core_form) {
-        k.per_flop = w / (matrix * f.tensor_core_conv_efficiency);
+        const bool tf32_form = op.math == OpProgram::Math::F32 && f.tf32_conv_efficiency > 0;
+        k.per_flop = w / (matrix * (tf32_form ? f.tf32_conv_efficiency : f.tensor_core_conv_efficiency));
       } else if (op.math != OpProgram::Math::F32) {
         k.per_flop = w / (matrix * f.matmul_efficiency);
       } else {

@@ -415,6 +415,7 @@ nlohmann::json Calibration::to_json() const {
     o["origin"] = origin_of(name);
     for (int i = 0; i < kFamilyFactorCount; ++i) o[family_factor_names()[i]] = factor_at(f, i);
     if (f.tensor_core_conv_efficiency > 0) o["tensor_core_conv_efficiency"] = f.tensor_core_conv_efficiency;
+    if (f.tf32_conv_efficiency > 0) o["tf32_conv_efficiency"] = f.tf32_conv_efficiency;
     if (f.kernel_overhead_us > 0) o["kernel_overhead_us"] = f.kernel_overhead_us;
     fams[name] = o;
   }
@@ -501,11 +502,13 @@ Calibration Calibration::from_json(const nlohmann::json& j, const std::string& w
         throw InputError(fmt::format("{}: '{}' is {}; expected a number > 0", w, family_factor_names()[i], v));
       factor_at(f, i) = v;
     }
-    if (auto tc = it.value().find("tensor_core_conv_efficiency"); tc != it.value().end()) {
-      if (!tc->is_number() || !(tc->get<double>() > 0) || !(tc->get<double>() <= 1))
-        throw InputError(fmt::format("{}: 'tensor_core_conv_efficiency' must be a number in (0, 1]", w));
-      f.tensor_core_conv_efficiency = tc->get<double>();
-    }
+    for (auto [key, field] : {std::pair{"tensor_core_conv_efficiency", &FamilyFactors::tensor_core_conv_efficiency},
+                              std::pair{"tf32_conv_efficiency", &FamilyFactors::tf32_conv_efficiency}})
+      if (auto tc = it.value().find(key); tc != it.value().end()) {
+        if (!tc->is_number() || !(tc->get<double>() > 0) || !(tc->get<double>() <= 1))
+          throw InputError(fmt::format("{}: '{}' must be a number in (0, 1]", w, key));
+        f.*field = tc->get<double>();
+      }
     if (auto ko = it.value().find("kernel_overhead_us"); ko != it.value().end()) {
       if (!ko->is_number() || !(ko->get<double>() >= 0) || !(ko->get<double>() <= 1000))
         throw InputError(fmt::format("{}: 'kernel_overhead_us' must be a number of microseconds from 0 to 1000", w));

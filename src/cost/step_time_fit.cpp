@@ -23,15 +23,17 @@ using namespace cost_detail;
 
 namespace {
 
-// The GPU-side factors a step-time fit frees: memory efficiency, the
-// backward factor and the tensor-core convolution efficiency. matmul
-// efficiency stays pinned (docs/analytical-model.md "Matmuls"); the FP32
-// convolution factors keep the fallback rule's values, since measured steps
-// of today's programs run convolutions on tensor cores (TF32 or half) and
-// hardly any FP32 row can tell them apart. And the host profile's four
-// launch times.
-constexpr int kGpuFactors[] = {3};  // memory (+ tensor-core conv, kernel overhead)
-constexpr int kFreeGpu = 3, kFreeHost = 4, kFree = kFreeGpu + kFreeHost;
+// The GPU-side factors a step-time fit frees: the memory-bound kernels'
+// efficiency; one scale of the FP32-form convolutions' two rates (FLOPs and
+// bytes) relative to the fallback rule's (the rows running FP32-form
+// convolutions: TF32 off, and depthwise ones under TF32); the tensor-core
+// convolution efficiency of half precision and, apart from it, of TF32; and
+// the per-kernel GPU overhead. matmul efficiency stays pinned
+// (docs/analytical-model.md "Matmuls"), and so does the backward factor
+// (freed, it moved the H100's published rows to +18 %: docs/decisions.md).
+// And the host profile's four launch times.
+constexpr int kGpuFactors[] = {3};  // memory (+ FP32-form conv scale, tensor-core conv, TF32 conv, kernel overhead)
+constexpr int kFreeGpu = 5, kFreeHost = 4, kFree = kFreeGpu + kFreeHost;
 constexpr double kTensorCoreConvStart = 0.5, kKernelOverheadStart = 2.0;
 
 // The measured programs run foreach optimizers: their update is foreach
@@ -55,16 +57,21 @@ struct Params {
 std::vector<double> to_x(const Params& p) {
   std::vector<double> x;
   for (int i : kGpuFactors) x.push_back(std::log(factor_at(p.gpu, i)));
-  x.push_back(
-      std::log(p.gpu.tensor_core_conv_efficiency > 0 ? p.gpu.tensor_core_conv_efficiency : kTensorCoreConvStart));
+  x.push_back(0.0);  // the FP32-form convolutions' rates, relative to the start's (fallback) factors
+  const double tc = p.gpu.tensor_core_conv_efficiency > 0 ? p.gpu.tensor_core_conv_efficiency : kTensorCoreConvStart;
+  x.push_back(std::log(tc));
+  x.push_back(std::log(p.gpu.tf32_conv_efficiency > 0 ? p.gpu.tf32_conv_efficiency : tc));
   x.push_back(std::log(p.gpu.kernel_overhead_us > 0 ? p.gpu.kernel_overhead_us : kKernelOverheadStart));
   for (auto f : kHostFields) x.push_back(std::log(p.host.*f));
   return x;
 }
 
 Params from_x(const std::vector<double>& x, Params p) {
-  for (int k = 0; k < kFreeGpu - 2; ++k) factor_at(p.gpu, kGpuFactors[k]) = std::exp(x[k]);
-  p.gpu.tensor_core_conv_efficiency = std::exp(x[kFreeGpu - 2]);
+  for (int k = 0; k < kFreeGpu - 4; ++k) factor_at(p.gpu, kGpuFactors[k]) = std::exp(x[k]);
+  p.gpu.conv_efficiency *= std::exp(x[kFreeGpu - 4]);
+  p.gpu.conv_bytes_efficiency *= std::exp(x[kFreeGpu - 4]);
+  p.gpu.tensor_core_conv_efficiency = std::exp(x[kFreeGpu - 3]);
+  p.gpu.tf32_conv_efficiency = std::exp(x[kFreeGpu - 2]);
   p.gpu.kernel_overhead_us = std::exp(x[kFreeGpu - 1]);
   for (int k = 0; k < kFreeHost; ++k) p.host.*kHostFields[k] = std::exp(x[kFreeGpu + k]);
   return p;
@@ -84,6 +91,7 @@ Params fit(std::vector<FitRow*> rows, const Params& start, const StepTimeFitOpti
   }
   // Efficiencies are fractions of the datasheet peaks.
   hi[0] = std::min(hi[0], 0.0);
+  hi[kFreeGpu - 3] = std::min(hi[kFreeGpu - 3], 0.0);
   hi[kFreeGpu - 2] = std::min(hi[kFreeGpu - 2], 0.0);
   ResidualFn fn = [&](const std::vector<double>& x, std::vector<double>& r) {
     r.clear();
@@ -193,8 +201,8 @@ StepTimeFit fit_step_times(const Calibration& base, const std::vector<StepTimeRo
   if (!c.is_calibrated(out.family)) c.step_time_families.push_back(out.family);
   c.calibrated_gpus[out.family].assign(gpus.begin(), gpus.end());
   c.origin[out.family] = fmt::format(
-      "calibrated on {} step times ({} rows of {}: {}; memory, backward and tensor-core conv factors fitted, "
-      "matmul pinned, FP32 conv factors by the fallback rule; leave-one-row-out median {:.1f} %)",
+      "calibrated on {} step times ({} rows of {}: {}; memory, FP32-form conv scale, tensor-core conv (half, TF32) and "
+      "kernel-overhead factors fitted, matmul and backward pinned; leave-one-row-out median {:.1f} %)",
       gpu_list, fit_rows.size(), options.source.empty() ? std::string("measured steps") : options.source, model_list,
       out.leave_one_out_median_pct);
   HostProfile h = best.host;
@@ -227,11 +235,12 @@ void print_step_time_fit(const StepTimeFit& fit, std::ostream& out) {
   const FamilyFactors& f = fit.calibration.families.at(fit.family);
   const HostProfile& h = fit.calibration.hosts.at(fit.host);
   out << fmt::format(
-      "\n{} fitted on {} step-time rows: memory eff {:.3f}, backward factor {:.3f}, tensor-core conv eff {:.3f}, "
-      "kernel overhead {:.2f} us (matmul eff {:.2f} pinned; FP32 conv eff {:.3f} and conv bytes eff {:.3f} from the "
-      "fallback rule)\n",
+      "\n{} fitted on {} step-time rows: memory eff {:.3f}, backward factor {:.3f}, tensor-core conv eff {:.3f} "
+      "(TF32 {:.3f}), kernel overhead {:.2f} us (matmul eff {:.2f} pinned; FP32 conv eff {:.3f} and conv bytes eff "
+      "{:.3f}: the "
+      "fallback rule's scaled)\n",
       fit.family, fit.rows.size(), f.memory_efficiency, f.backward_factor, f.tensor_core_conv_efficiency,
-      f.kernel_overhead_us, f.matmul_efficiency, f.conv_efficiency, f.conv_bytes_efficiency);
+      f.tf32_conv_efficiency, f.kernel_overhead_us, f.matmul_efficiency, f.conv_efficiency, f.conv_bytes_efficiency);
   out << fmt::format(
       "host {}: forward {:.1f} us, backward {:.1f} us, foreach call {:.1f} us, view {:.1f} us per op (per-parameter "
       "optimizer kernel {:.1f} us: not fitted)\n",

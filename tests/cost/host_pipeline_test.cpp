@@ -297,6 +297,7 @@ TEST(StepTimeFit, RecoversTheHostAndTheFamilyThatMadeSyntheticRows) {
   FamilyFactors& h = truth.families.at("Hopper");
   h.memory_efficiency = 0.5;
   h.tensor_core_conv_efficiency = 0.6;
+  h.tf32_conv_efficiency = 0.4;  // TF32 convolutions apart from half precision's
   h.kernel_overhead_us = 2;
   HostProfile host = truth.host("default").value();
   host.forward_us = 30;
@@ -307,18 +308,21 @@ TEST(StepTimeFit, RecoversTheHostAndTheFamilyThatMadeSyntheticRows) {
   std::vector<StepTimeRow> rows;
   int line = 2;
   for (const char* model : {"resnet18", "resnet50", "mobilenet_v2", "vgg11"})
-    for (int batch : {32, 256}) {
+    for (int batch : {32, 256, 0}) {
+      // batch 0: the model's TF32 row (NCHW, batch 128)
+      const bool tf32 = batch == 0;
+      if (tf32) batch = 128;
       StepTimeRow r;
       r.line = line++;
       r.gpu = "H200";
       r.model = model;
-      r.precision = "amp";
+      r.precision = tf32 ? "tf32" : "amp";
       r.batch_size = batch;
       r.task = "classification";
       r.optimizer = "sgd";
-      r.matmul_precision = r.conv_precision = "fp16";
-      r.amp = "autocast";
-      r.memory_format = "channels_last";
+      r.matmul_precision = r.conv_precision = tf32 ? "tf32" : "fp16";
+      r.amp = tf32 ? "none" : "autocast";
+      r.memory_format = tf32 ? "nchw" : "channels_last";
       r.attention = r.mlm_positions = "n/a";
       r.fused_ops = "some";
       r.includes_h2d = "no";
@@ -336,6 +340,9 @@ TEST(StepTimeFit, RecoversTheHostAndTheFamilyThatMadeSyntheticRows) {
   EXPECT_LT(fit.in_sample_median_pct, 1.0);
   EXPECT_LT(fit.leave_one_out_median_pct, 2.0);
   EXPECT_TRUE(fit.calibration.is_calibrated("Hopper"));
+  // The TF32 rows decide TF32's own efficiency; the half-precision rows theirs.
+  EXPECT_NEAR(fit.calibration.families.at("Hopper").tf32_conv_efficiency, 0.4, 0.02);
+  EXPECT_NEAR(fit.calibration.families.at("Hopper").tensor_core_conv_efficiency, 0.6, 0.03);
   EXPECT_TRUE(fit.calibration.hosts.count(std::string(kDefaultHost)));
   // Not an anchor of the fallback rules: Ada keeps the profiled families' mean.
   EXPECT_EQ(fit.calibration.families.at("Ada"), load_default_calibration()->families.at("Ada"));
