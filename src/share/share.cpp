@@ -20,6 +20,7 @@
 #include "common/message_text.h"
 #include "gpemu/error.h"
 #include "gpemu/report.h"
+#include "gpemu/sharing_policy.h"
 #include "share/results.h"
 
 namespace gpemu {
@@ -64,7 +65,7 @@ void validate(const ShareSpec& spec) {
     if (!j.after.empty() && (j.after == j.name || !names.contains(j.after)))
       throw InputError(fmt::format("{}: after '{}': name an earlier job (a queue runs in the spec's order)", who,
                                    one_line_message(j.after)));
-    if (spec.options.policy == SharePolicy::Mig) {
+    if (sharing_policy(spec.options.policy).slices()) {
       if (j.mig.empty())
         throw InputError(
             fmt::format("{}: policy mig needs each job's slice ('mig': a profile of the {})", who, spec.gpu->id));
@@ -387,7 +388,7 @@ RunReport share_report(const ShareResult& r) {
                  {"makespan", fmt::format("{:.2f} s", to_seconds(r.makespan))},
                  {"mean JCT", fmt::format("{:.2f} s (jobs that finished)", r.mean_jct_s)},
                  {"GPU utilisation", fmt::format("{:.1f} % (a kernel running)", r.mean_utilization_pct)}};
-  if (r.policy != SharePolicy::Mig)
+  if (!sharing_policy(r.policy).slices())
     rep.summary.push_back({"GPU memory", fmt::format("peak {:.0f} MiB of {:.0f} MiB",
                                                      static_cast<double>(r.peak_memory_used_bytes) / 1048576.0,
                                                      static_cast<double>(r.memory_capacity_bytes) / 1048576.0)});

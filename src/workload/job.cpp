@@ -608,7 +608,7 @@ void Job::run_phase(Rank& r, RunPhase phase, int epoch, pipeline::BatchSource& s
       r.live.clear();
     };
     std::vector<Duration> parts;
-    // A Fifo-shared GPU is this step's from its first kernel to its last.
+    // A GPU whose policy gives steps the GPU alone (fifo) is this step's from its first kernel to its last.
     struct Turn {
       SharedGpu* gpu = nullptr;
       Stream* stream = nullptr;
@@ -619,7 +619,7 @@ void Job::run_phase(Rank& r, RunPhase phase, int epoch, pipeline::BatchSource& s
       ~Turn() { end(); }
     } turn;
     SharedGpu* fifo = r.device->shared();
-    if (fifo && fifo->policy() != SharePolicy::Fifo) fifo = nullptr;
+    if (fifo && !fifo->exclusive_steps()) fifo = nullptr;
     const auto k = static_cast<std::size_t>(phase);
     try {
       for (std::size_t i = 0; i < program.size(); ++i) {
