@@ -166,7 +166,16 @@ TEST_F(SessionTest, AJobAfterAnotherStartsAtItsEndPlusTheDelayExactly) {
     s.ended(b).wait();
     seen = s.clock().now();
   });
+  // A scheduler's hook hears each end, as it happens, before the end event is set.
+  std::vector<std::pair<std::string, Time>> ends;
+  session.on_job_end([&](Session& s, const JobOutcome& o) {
+    EXPECT_EQ(o.state, JobState::Finished);
+    EXPECT_FALSE(s.ended(o.id).is_set());
+    ends.emplace_back(o.name, s.clock().now());
+  });
   session.run();
+  EXPECT_EQ(ends, (std::vector<std::pair<std::string, Time>>{{"a", 5 + 21 * kMillisecond},
+                                                             {"b", 5 + 23 * kMillisecond + 1}}));
   EXPECT_EQ(session.outcome(a).end, 5 + 21 * kMillisecond);
   EXPECT_EQ(session.outcome(b).arrival, 5 + 21 * kMillisecond + 1);
   EXPECT_EQ(session.outcome(b).end, 5 + 23 * kMillisecond + 1);
