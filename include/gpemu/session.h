@@ -193,6 +193,7 @@ class Session {
  private:
   struct Slot;
   void run_job(Slot& s);
+  void end_job(Slot& s);
   void enqueue(Slot& s);
   void dispatch();
   void leave_gpu(Slot& s);

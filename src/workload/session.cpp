@@ -53,6 +53,7 @@ struct Session::Slot {
   std::unique_ptr<ClockEvent> placed, resumed;
   PlacementRequest request;
   Request pending = Request::None;
+  bool on_gpu = false;  // placed and not left (a preempted job has left)
 };
 
 Session::Session(Clock& clock, const CostModel& costs, SessionSpec spec)
@@ -185,6 +186,7 @@ void Session::dispatch() {
       ++gpu_jobs_[static_cast<std::size_t>(g)];
       ++loads[static_cast<std::size_t>(g)].jobs;
       s->out.gpu = g;
+      s->on_gpu = true;
       wake.push_back(s->placed.get());
       return true;
     });
@@ -192,9 +194,14 @@ void Session::dispatch() {
   for (ClockEvent* e : wake) e->set();
 }
 
+// The job leaves its GPU (it ended, or was preempted): the queue may use it.
+// A job that ends while queued (its wait failed) leaves the queue.
 void Session::leave_gpu(Slot& s) {
   {
     std::lock_guard lock(mu_);
+    std::erase(queue_, &s);
+    if (!s.on_gpu) return;
+    s.on_gpu = false;
     --gpu_jobs_[static_cast<std::size_t>(s.out.gpu)];
   }
   dispatch();
@@ -272,17 +279,26 @@ void Session::between_steps(Slot& s, const StepBoundary& b) {
 
 void Session::run_job(Slot& s) {
   JobOutcome& out = s.out;
-  if (s.job.after) {
-    Slot& before = slot(*s.job.after);
-    before.ended.wait();
-    out.arrival = std::max(clock_.now(), before.out.end + s.job.arrival);
+  try {
+    if (s.job.after) {
+      Slot& before = slot(*s.job.after);
+      before.ended.wait();
+      out.arrival = std::max(clock_.now(), before.out.end + s.job.arrival);
+    }
+    clock_.sleep_until(out.arrival);
+    out.start = out.end = out.arrival;
+    s.request.gpu = s.job.gpu;
+    enqueue(s);
+    dispatch();
+    s.placed->wait();
+  } catch (const std::logic_error& e) {
+    // Every other job has ended and the placement policy still keeps it queued.
+    out.error =
+        fmt::format("never started: placement policy '{}' kept it queued ({})", spec_.placement->name(), e.what());
+    out.start = out.end = clock_.now();
+    end_job(s);
+    return;
   }
-  clock_.sleep_until(out.arrival);
-  out.start = out.end = out.arrival;
-  s.request.gpu = s.job.gpu;
-  enqueue(s);
-  dispatch();
-  s.placed->wait();
   {
     std::lock_guard lock(mu_);
     out.state = JobState::Running;
@@ -321,13 +337,17 @@ void Session::run_job(Slot& s) {
       if (st.phase == RunPhase::Train) out.end = std::max(out.end, st.step_end);
     for (const KernelSpan& k : rec.ranks.front().compute_intervals) out.end = std::max(out.end, k.end);
   }
+  end_job(s);
+}
+
+void Session::end_job(Slot& s) {
   {
     std::lock_guard lock(mu_);
-    out.state = out.error.empty() ? JobState::Finished : JobState::Failed;
+    s.out.state = s.out.error.empty() ? JobState::Finished : JobState::Failed;
     s.pending = Request::None;
   }
   leave_gpu(s);
-  for (const auto& observe : end_observers_) observe(*this, out);
+  for (const auto& observe : end_observers_) observe(*this, s.out);
   s.ended.set();
 }
 

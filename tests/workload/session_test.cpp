@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -191,6 +192,35 @@ TEST_F(SessionTest, APauseNobodyResumesEndsTheJobWithAnErrorNotAHang) {
   session.run();
   EXPECT_EQ(session.outcome(a).state, JobState::Failed);
   EXPECT_NE(session.outcome(a).error.find("no thread is left"), std::string::npos) << session.outcome(a).error;
+}
+
+// A placement policy of the caller's own (one class); one that never places a
+// job leaves it failed, saying so, once nothing else can run.
+class OnlyGpuZero final : public PlacementPolicy {
+ public:
+  std::string_view name() const override { return "only-gpu-0"; }
+  int place(const PlacementRequest& job, std::span<const GpuLoad> gpus) const override {
+    return job.gpu == 1 ? -1 : (gpus[0].jobs == 0 ? 0 : -1);
+  }
+};
+
+TEST_F(SessionTest, ACallersPlacementPolicyDecidesAndAJobItNeverPlacesFailsSayingSo) {
+  SessionSpec s = spec(2, "pinned");
+  s.placement = std::make_shared<OnlyGpuZero>();
+  Session session(*clock, *costs, s);
+  const JobId a = session.add_job(fixed_job("a", kMillisecond, 3, 0));
+  const JobId b = session.add_job(fixed_job("b", kMillisecond, 2, 0));
+  SessionJob jc = fixed_job("c", kMillisecond, 2, 0);
+  jc.gpu = 1;
+  const JobId c = session.add_job(std::move(jc));
+  session.run();
+  EXPECT_EQ(session.outcome(a).end, 3 * kMillisecond);
+  EXPECT_EQ(session.outcome(b).start, 3 * kMillisecond);  // GPU 0 only, one job at a time
+  EXPECT_EQ(session.outcome(b).end, 5 * kMillisecond);
+  EXPECT_EQ(session.outcome(c).state, JobState::Failed);
+  EXPECT_NE(session.outcome(c).error.find("never started: placement policy 'only-gpu-0'"), std::string::npos)
+      << session.outcome(c).error;
+  EXPECT_EQ(session.outcome(c).gpu, -1);
 }
 
 TEST_F(SessionTest, BadJobsAndPoliciesAreRefusedNamingWhatIsAccepted) {
