@@ -16,9 +16,11 @@
 // Thread safety: all member functions may be called from any thread.
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string_view>
 #include <vector>
@@ -54,6 +56,50 @@ class Clock {
   virtual std::string_view name() const = 0;
 
   void sleep_for(Duration d) { sleep_until(now() + d); }
+
+ protected:
+  friend class ClockEvent;
+  // What ClockEvent builds on, for a clock whose host threads take turns
+  // (virtual): the calling thread's index among them (-1 when it is not one
+  // of them), parking it until another calls unpark with that index, and
+  // waking it. park releases `guard` before the thread stops; it throws
+  // std::logic_error when no thread is left that could wake it.
+  virtual int cooperative_thread() const { return -1; }
+  virtual void park(std::unique_lock<std::mutex>& guard) { guard.unlock(); }
+  virtual void unpark(int /*thread*/) {}
+};
+
+// A one-shot event on a clock that host threads wait for without polling
+// (as SimGrid's s4u::ConditionVariable, for one condition: "it happened"),
+// under either clock: under a virtual clock a waiting thread takes no turns
+// until the event is set, then runs at the time it was set (ties: thread
+// index). A job's end is one (session.h).
+//
+// Thread safety: all members may be called from any host thread of the clock.
+class ClockEvent {
+ public:
+  explicit ClockEvent(Clock& clock) : clock_(clock) {}
+  ClockEvent(const ClockEvent&) = delete;
+  ClockEvent& operator=(const ClockEvent&) = delete;
+
+  // Sets the event at now() and wakes every waiter; a second set does nothing.
+  void set();
+  bool is_set() const;
+  // When it was set; nullopt before.
+  std::optional<Time> set_at() const;
+  // Blocks the calling host thread until the event is set (returns at once
+  // when it is). Under a virtual clock, a thread that is not one of
+  // run_concurrently's, or the last thread that could set it, gets
+  // std::logic_error instead of waiting forever.
+  void wait();
+
+ private:
+  Clock& clock_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;  // threads that do not take turns (the real clock's)
+  std::vector<int> parked_;     // cooperative threads waiting
+  bool set_ = false;
+  Time at_ = 0;
 };
 
 struct RealClockOptions {

@@ -609,10 +609,30 @@ class Device {
 
 namespace gpemu {
 
-enum class SharePolicy { Fifo, TimeSlice, Priority, Mps, Mig };
+// A sharing policy, by name: the five built-in ones as constants, any
+// registered one from parse_share_policy. The policy itself, what it does, is
+// an object behind one interface (sharing_policy.h), one file each.
+class SharePolicy {
+ public:
+  static const SharePolicy Fifo, TimeSlice, Priority, Mps, Mig;
+  // `name` must outlive every use (a literal, or a registered policy's name).
+  constexpr explicit SharePolicy(std::string_view name) : name_(name) {}
+  constexpr std::string_view name() const { return name_; }
+  friend bool operator==(const SharePolicy& a, const SharePolicy& b) { return a.name_ == b.name_; }
+
+ private:
+  std::string_view name_;
+};
+inline constexpr SharePolicy SharePolicy::Fifo{"fifo"};
+inline constexpr SharePolicy SharePolicy::TimeSlice{"timeslice"};
+inline constexpr SharePolicy SharePolicy::Priority{"priority"};
+inline constexpr SharePolicy SharePolicy::Mps{"mps"};
+inline constexpr SharePolicy SharePolicy::Mig{"mig"};
 std::string_view to_string(SharePolicy p);
-// "fifo", "timeslice", "priority", "mps", "mig"; InputError otherwise.
+// A registered policy's name ("fifo", "timeslice", "priority", "mps", "mig",
+// and any registered since); InputError naming them otherwise.
 SharePolicy parse_share_policy(std::string_view text);
+class SharingPolicy;
 
 // A MIG GPU-instance profile: its sevenths of the SMs and eighths of the
 // memory (and memory bandwidth), from NVIDIA's MIG user guide ("Supported
@@ -648,20 +668,26 @@ class SharedGpu {
   const GpuSpec& spec() const { return *spec_; }
   const ShareOptions& options() const { return options_; }
   SharePolicy policy() const { return options_.policy; }
+  // What the policy does (sharing_policy.h).
+  const SharingPolicy& sharing() const { return *sharing_; }
+  // The policy gives a process's step the GPU alone (begin_turn/end_turn).
+  bool exclusive_steps() const;
+  // The policy gives each process a MIG slice of its own (take_slice).
+  bool slices() const;
   DeviceMemory& memory() { return memory_; }
   const Link& host_link_h2d() const { return *h2d_; }
   const Link& host_link_d2h() const { return *d2h_; }
   // The compute engine as a link whose bytes are nanoseconds of kernel time
-  // (TimeSlice, Priority, Mps); null for Fifo and Mig.
+  // (the policy's compute_share: TimeSlice, Priority, Mps); null for Fifo and Mig.
   const Link* compute_link() const { return compute_; }
 
-  // Mig: takes a slice of `profile` (the placement rule kept: at most 7
+  // slices (mig): takes a slice of `profile` (the placement rule kept: at most 7
   // sevenths, 8 eighths and the profile's instances); InputError when it
   // does not fit beside the slices taken. give_slice returns it.
   const MigProfile& take_slice(std::string_view profile);
   void give_slice(const MigProfile& profile);
 
-  // Fifo: the issuing host holds the GPU from begin_turn to end_turn (it
+  // exclusive_steps (fifo): the issuing host holds the GPU from begin_turn to end_turn (it
   // must not sleep in between: the turn is a mutex); its kernels go after
   // the returned completion, the end of the previous turn's last kernel.
   Completion begin_turn();
@@ -671,6 +697,7 @@ class SharedGpu {
   Timeline* timeline_;
   const GpuSpec* spec_;
   ShareOptions options_;
+  const SharingPolicy* sharing_;
   DeviceMemory memory_;
   const Link* h2d_ = nullptr;
   const Link* d2h_ = nullptr;

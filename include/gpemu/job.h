@@ -240,6 +240,25 @@ struct CheckpointIo {
   double write_s = 0, read_s = 0;  // wall time of the real I/O
 };
 
+// Between two train steps of a rank, what a caller that pauses or preempts
+// the job may do (ScheduleSpec::between_steps; a Session's pause and
+// preemption, session.h). Given on the rank's host thread; valid during the call.
+class StepBoundary {
+ public:
+  int rank() const;
+  std::int64_t iterations() const;  // train steps this rank has run
+  void sleep_until(Time t) const;   // through the rank's sleeper
+  void drain() const;               // the host waits for the rank's GPU work (synchronize)
+  void release_memory() const;      // its tensors and cached segments go back (the process left the GPU)
+  void restore_memory() const;      // its persistent state is allocated again (restarted from a checkpoint)
+
+ private:
+  friend class Job;
+  StepBoundary(class Job& job, void* rank) : job_(job), rank_(rank) {}
+  class Job& job_;
+  void* rank_;
+};
+
 struct EvalSpec {
   int first_epoch = 0;      // 1-based; 0: no evaluation
   int every = 1;            // epochs between evaluations
@@ -267,6 +286,8 @@ struct ScheduleSpec {
   // instead of throwing. A single GPU interrupted by a signal always stops
   // cleanly after its current step, keeping its record.
   bool keep_partial = false;
+  // Called before each train step of each rank; null: nothing between steps.
+  std::function<void(const StepBoundary&)> between_steps;
 };
 
 struct JobSpec {
@@ -590,6 +611,8 @@ class Job {
   void run_phase(Rank& r, RunPhase phase, int epoch, pipeline::BatchSource& source, JobObserver* observer, bool& stop);
   void checkpoint(Rank& r, int epoch, std::uint64_t step, JobObserver* observer);
   static void settle_records(Rank& r);
+  void allocate_persistent(Rank& r);
+  friend class StepBoundary;
 
   Clock& clock_;
   const CostModel& costs_;

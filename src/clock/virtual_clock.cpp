@@ -190,7 +190,62 @@ class VirtualClock final : public Clock {
   bool is_virtual() const override { return true; }
   std::string_view name() const override { return "virtual"; }
 
+ protected:
+  int cooperative_thread() const override { return tl_clock == this ? tl_index_of_running() : -1; }
+
+  // The running thread stops taking turns until unpark(); when nobody else
+  // could run (every thread parked or finished), a parked one is woken
+  // with stranded_ set and throws.
+  void park(std::unique_lock<std::mutex>& guard) override {
+    guard.unlock();
+#if GPEMU_FIBERS
+    const int me = running_;
+    int next;
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      parked_.insert(me);
+      next = pop_next_locked();
+    }
+    switch_fiber(me, next);
+#else
+    const int me = tl_index;
+    {
+      std::unique_lock<std::mutex> lock(m_);
+      parked_.insert(me);
+      hand_off_locked();
+      wait_turn_locked(lock, me);
+    }
+#endif
+    std::lock_guard<std::mutex> lock(m_);
+    if (stranded_.erase(me) > 0)
+      throw std::logic_error("virtual clock: every host thread waits for an event that no thread is left to set");
+  }
+
+  void unpark(int thread) override {
+    std::lock_guard<std::mutex> lock(m_);
+    if (parked_.erase(thread) > 0) sleepers_.emplace(now(), 0, thread);
+  }
+
  private:
+  int tl_index_of_running() const {
+#if GPEMU_FIBERS
+    return running_;
+#else
+    return tl_index;
+#endif
+  }
+
+  // No thread can run: a parked one is woken to fail (park throws), so
+  // run_concurrently ends instead of waiting forever.
+  bool strand_one_locked() {
+    if (!sleepers_.empty() || parked_.empty()) return false;
+    const int p = *parked_.begin();
+    parked_.erase(parked_.begin());
+    stranded_.insert(p);
+    sleepers_.emplace(now(), 0, p);
+    return true;
+  }
+
 #if GPEMU_FIBERS
   struct Fiber {
     void* sp = nullptr;
@@ -315,6 +370,7 @@ class VirtualClock final : public Clock {
   // hand_off_locked's choice, returned: -1 when nobody is left (the caller of
   // run_concurrently resumes).
   int pop_next_locked() {
+    strand_one_locked();
     if (sleepers_.empty()) {
       running_ = -1;
       return -1;
@@ -355,6 +411,7 @@ class VirtualClock final : public Clock {
   // yield, then lowest index). Only the chosen thread is woken: waking all of
   // them on every hand-off made each one O(threads).
   void hand_off_locked() {
+    strand_one_locked();
     if (sleepers_.empty()) {
       running_ = -1;
       return;
@@ -376,6 +433,8 @@ class VirtualClock final : public Clock {
   bool cooperative_ = false;
   int running_ = -1;
   std::set<std::tuple<Time, int, int>> sleepers_;  // deadline, yielded, thread index
+  std::set<int> parked_;                           // waiting on a ClockEvent
+  std::set<int> stranded_;                         // woken because nothing else could run
 };
 
 }  // namespace

@@ -1,4 +1,5 @@
 #include "gpemu/device.h"
+#include "gpemu/sharing_policy.h"
 
 #include <algorithm>
 #include <cmath>
@@ -42,7 +43,7 @@ std::uint64_t Device::tensor_capacity(const GpuSpec& spec, std::uint64_t context
 
 namespace {
 const MigProfile* take_mig(const DeviceOptions& o) {
-  if (!o.share.gpu || o.share.gpu->policy() != SharePolicy::Mig) return nullptr;
+  if (!o.share.gpu || !o.share.gpu->slices()) return nullptr;
   return &o.share.gpu->take_slice(o.share.mig);
 }
 
@@ -179,10 +180,7 @@ Completion Stream::launch_kernel(Duration duration, std::string_view name, Kerne
   spec.tag.category = "kernel";
   ++device_->stats_.kernels;
   if (const MigProfile* mig = device_->mig_) {
-    // A slice has 1/7 of the SMs and 1/8 of the memory bandwidth per unit:
-    // the kernel slows by its busier resource's shortfall (docs/sharing.md).
-    const double slow = std::max({1.0, demand.sm * 7.0 / mig->compute_sevenths, demand.bw * 8.0 / mig->memory_eighths});
-    spec.duration = std::llround(static_cast<double>(duration) * slow);
+    spec.duration = device_->share_.gpu->sharing().kernel_on_slice(duration, demand, *mig);
   } else if (const Link* compute = device_->share_.gpu ? device_->share_.gpu->compute_link() : nullptr) {
     // Nanoseconds of kernel time, shared out by the GPU's policy.
     spec.duration = 0;

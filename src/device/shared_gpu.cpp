@@ -7,27 +7,9 @@
 
 #include "gpemu/device.h"
 #include "gpemu/error.h"
+#include "gpemu/sharing_policy.h"
 
 namespace gpemu {
-
-std::string_view to_string(SharePolicy p) {
-  switch (p) {
-    case SharePolicy::Fifo: return "fifo";
-    case SharePolicy::TimeSlice: return "timeslice";
-    case SharePolicy::Priority: return "priority";
-    case SharePolicy::Mps: return "mps";
-    case SharePolicy::Mig: return "mig";
-  }
-  return "?";
-}
-
-SharePolicy parse_share_policy(std::string_view text) {
-  for (SharePolicy p :
-       {SharePolicy::Fifo, SharePolicy::TimeSlice, SharePolicy::Priority, SharePolicy::Mps, SharePolicy::Mig})
-    if (text == to_string(p)) return p;
-  throw InputError(
-      fmt::format("sharing policy '{}' is not known; expected fifo, timeslice, priority, mps or mig", text));
-}
 
 std::vector<MigProfile> mig_profiles(const GpuSpec& gpu) {
   // The GPU-instance profiles of NVIDIA's MIG user guide ("Supported MIG
@@ -78,10 +60,9 @@ SharedGpu::SharedGpu(Timeline& timeline, const GpuSpec& spec, ShareOptions optio
     : timeline_(&timeline),
       spec_(&spec),
       options_(options),
+      sharing_(&sharing_policy(options.policy)),
       memory_(Device::tensor_capacity(spec, 0, options.workspace_margin)) {
-  if (options_.policy == SharePolicy::Mig && mig_profiles(spec).empty())
-    throw InputError(
-        fmt::format("sharing policy mig: {} has no MIG; cards with MIG: A100, H100, GH200, H200, B200", spec.id));
+  sharing_->check(spec, options_);
   if (options_.timeslice <= 0 || options_.switch_cost < 0)
     throw InputError(fmt::format("time-slicing: the quantum ({} ns) must be > 0 and the switch cost ({} ns) >= 0",
                                  options_.timeslice, options_.switch_cost));
@@ -89,21 +70,14 @@ SharedGpu::SharedGpu(Timeline& timeline, const GpuSpec& spec, ShareOptions optio
   const PcieModel pcie = PcieModel::for_link(spec.pcie_gen, spec.pcie_lanes);
   h2d_ = &timeline.add_link(fmt::format("{} PCIe H2D (shared)", spec.id), pcie.pinned_gbs * 1e9);
   d2h_ = &timeline.add_link(fmt::format("{} PCIe D2H (shared)", spec.id), pcie.pinned_gbs * 1e9);
-  LinkShare share;
-  switch (options_.policy) {
-    case SharePolicy::TimeSlice:
-      share.rule = ShareRule::TimeSlice;
-      share.contended_efficiency =
-          static_cast<double>(options_.timeslice) / static_cast<double>(options_.timeslice + options_.switch_cost);
-      break;
-    case SharePolicy::Priority: share.rule = ShareRule::Priority; break;
-    case SharePolicy::Mps: share.rule = ShareRule::Demand; break;
-    case SharePolicy::Fifo:
-    case SharePolicy::Mig: return;  // kernels keep fixed costs
-  }
   // One byte is one nanosecond of kernel time on the GPU alone.
-  compute_ = &timeline.add_link(fmt::format("{} compute ({})", spec.id, to_string(options_.policy)), 1e9, true, share);
+  if (const std::optional<LinkShare> share = sharing_->compute_share(options_))
+    compute_ =
+        &timeline.add_link(fmt::format("{} compute ({})", spec.id, to_string(options_.policy)), 1e9, true, *share);
 }
+
+bool SharedGpu::exclusive_steps() const { return sharing_->exclusive_steps(); }
+bool SharedGpu::slices() const { return sharing_->slices(); }
 
 namespace {
 // Where `p` stands in the card's profiles (instances are counted per profile).

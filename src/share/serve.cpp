@@ -449,9 +449,10 @@ struct ShareServer::Impl {
       const int priority = static_cast<int>(int_field(m, "priority", -1000, 1000, 0));
       const std::string mig = string_field(m, "mig", "");
       c.name = string_field(m, "name", "client");
-      if (o.share.policy == SharePolicy::Mig && mig.empty())
+      const bool slices = gpus[static_cast<std::size_t>(g)]->slices();
+      if (slices && mig.empty())
         throw InputError(fmt::format("hello: policy mig: give 'mig', a profile of the {}", o.gpu->id));
-      if (o.share.policy != SharePolicy::Mig && !mig.empty())
+      if (!slices && !mig.empty())
         throw InputError(fmt::format("hello: 'mig' is for policy mig, not {}", to_string(o.share.policy)));
       DeviceOptions d;
       d.index = g;
@@ -516,7 +517,7 @@ struct ShareServer::Impl {
       const KernelDemand demand{demand_field(m, "sm"), demand_field(m, "bw")};
       SharedGpu& gpu = *gpus[static_cast<std::size_t>(c.gpu)];
       // Under fifo each request is one exclusive turn.
-      const bool fifo = gpu.policy() == SharePolicy::Fifo;
+      const bool fifo = gpu.exclusive_steps();
       if (fifo) {
         const Completion dep[] = {gpu.begin_turn()};
         OpSpec w;

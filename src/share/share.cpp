@@ -1,16 +1,12 @@
 #include "gpemu/share.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
-#include <exception>
 #include <functional>
 #include <limits>
 #include <map>
 #include <memory>
-#include <new>
 #include <set>
-#include <thread>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -20,6 +16,8 @@
 #include "common/message_text.h"
 #include "gpemu/error.h"
 #include "gpemu/report.h"
+#include "gpemu/session.h"
+#include "gpemu/sharing_policy.h"
 #include "share/results.h"
 
 namespace gpemu {
@@ -64,7 +62,7 @@ void validate(const ShareSpec& spec) {
     if (!j.after.empty() && (j.after == j.name || !names.contains(j.after)))
       throw InputError(fmt::format("{}: after '{}': name an earlier job (a queue runs in the spec's order)", who,
                                    one_line_message(j.after)));
-    if (spec.options.policy == SharePolicy::Mig) {
+    if (sharing_policy(spec.options.policy).slices()) {
       if (j.mig.empty())
         throw InputError(
             fmt::format("{}: policy mig needs each job's slice ('mig': a profile of the {})", who, spec.gpu->id));
@@ -106,8 +104,6 @@ std::int64_t planned_share_steps(const SharedJobSpec& j) {
 
 namespace {
 
-constexpr Duration kAfterPoll = 10 * kMillisecond;
-
 // The share of each window [k * window, (k + 1) * window) of [0, end) in
 // which some kernel ran, in percent (report.h's union of intervals).
 std::vector<double> utilization(const std::vector<KernelSpan>& spans, Time end, Duration window) {
@@ -119,16 +115,6 @@ std::vector<double> utilization(const std::vector<KernelSpan>& spans, Time end, 
   for (const UtilizationSample& u : utilization_from_intervals("GPU", busy, window, 0, end).samples)
     pct.push_back(100.0 * u.busy_fraction);
   return pct;
-}
-
-std::string error_text(const std::exception_ptr& e) {
-  try {
-    std::rethrow_exception(e);
-  } catch (const std::exception& x) {
-    return x.what();
-  } catch (...) {
-    return "an unknown error";
-  }
 }
 
 }  // namespace
@@ -221,9 +207,29 @@ ShareResult run_shared(Clock& clock, const CostModel& costs, const ShareSpec& sp
   validate(spec);
   const std::vector<StepCost> step_costs = model_steps(costs, spec);  // an unknown model is refused here
   check_fits_clock(spec, step_costs);
-  Timeline timeline(clock);
-  if (spec.trace) timeline.enable_trace(true);
-  SharedGpu gpu(timeline, *spec.gpu, spec.options);
+  // One GPU, every job pinned to it from its arrival; the machine's cores,
+  // which the jobs' loaders share while they run.
+  SessionSpec world;
+  world.gpu = spec.gpu;
+  world.share = spec.options;
+  world.placement = placement_policy("pinned");
+  world.cpu_cores_per_node = spec.cpu_cores;
+  world.trace = spec.trace;
+  Session session(clock, costs, world);
+  std::map<std::string, JobId, std::less<>> id_of;
+  for (const SharedJobSpec& js : spec.jobs) {
+    SessionJob j;
+    j.name = js.name;
+    j.job = js.job;
+    j.arrival = js.arrival;
+    if (!js.after.empty()) j.after = id_of.at(js.after);  // a queue: its arrival counts from that job's end
+    j.gpu = 0;
+    j.priority = js.priority;
+    j.mig = js.mig;
+    j.costs = js.costs;
+    id_of.emplace(js.name, session.add_job(std::move(j)));
+  }
+  session.run();
 
   ShareResult out;
   out.gpu = spec.gpu->id;
@@ -231,72 +237,15 @@ ShareResult run_shared(Clock& clock, const CostModel& costs, const ShareSpec& sp
   out.options = spec.options;
   out.clock = std::string(clock.name());
   out.utilization_window = spec.utilization_window;
-  out.memory_capacity_bytes = gpu.memory().capacity();
-  out.jobs.resize(spec.jobs.size());
-
-  // The machine's cores, which the jobs' loaders share while they run.
-  const auto cpu = std::make_shared<pipeline::CpuPool>(
-      spec.cpu_cores > 0 ? spec.cpu_cores : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
-  // Which job ends when, for the jobs queued after it (`after`).
-  std::map<std::string, std::size_t, std::less<>> index_of;
-  for (std::size_t i = 0; i < spec.jobs.size(); ++i) index_of.emplace(spec.jobs[i].name, i);
-  std::unique_ptr<std::atomic<bool>[]> ended(new std::atomic<bool>[spec.jobs.size()]);
-  for (std::size_t i = 0; i < spec.jobs.size(); ++i) ended[i] = false;
-
-  std::vector<std::function<void()>> bodies;
+  out.memory_capacity_bytes = session.gpu(0).memory().capacity();
   for (std::size_t i = 0; i < spec.jobs.size(); ++i) {
-    bodies.push_back([&, i] {
-      const SharedJobSpec& js = spec.jobs[i];
-      SharedJobResult& r = out.jobs[i];
-      r = start_result(js);
-      // Marks the job ended (for the jobs queued after it) however it ends.
-      struct Ended {
-        std::atomic<bool>& flag;
-        ~Ended() { flag = true; }
-      } mark{ended[i]};
-      if (!js.after.empty()) {
-        // Queued: polls the job before it on the clock (every kAfterPoll), then
-        // starts its delay after that job's end: exactly then when the delay
-        // is at least the poll, else within the poll of it.
-        const std::size_t k = index_of.at(js.after);
-        while (!ended[k]) clock.sleep_until(clock.now() + kAfterPoll);
-        r.arrival = std::max(clock.now(), out.jobs[k].end + js.arrival);
-        r.end = r.arrival;
-      }
-      clock.sleep_until(r.arrival);  // the job's process starts
-      JobSpec j = js.job;
-      if (j.data.source == DataSource::Modelled) j.data.model.cpu_pool = cpu;
-      j.cluster.gpu = spec.gpu;
-      j.cluster.gpus = 1;
-      j.cluster.nodes = 1;
-      j.cluster.node.first_device_index = static_cast<int>(i);
-      j.cluster.device.share = ShareContext{&gpu, js.priority, js.mig};
-      j.schedule.keep_partial = true;
-      j.trace = spec.trace;
-      RunRecord rec;
-      try {
-        // Made at its arrival, so its context and weights take the GPU's
-        // memory from then; destroyed at its end, giving them back.
-        Job job(clock, js.costs ? *js.costs : costs, j);
-        std::vector<std::function<void()>> threads = job.host_threads();
-        threads.front()();            // one GPU: one host thread, this one
-        job.device(0).synchronize();  // its work completes before its process exits
-        rec = job.record();
-      } catch (const std::bad_alloc&) {
-        throw;  // the host's memory, not the job's: the run cannot go on (and gpemu says so)
-      } catch (const std::exception& e) {
-        r.error = e.what();  // at its start: no context, no slice, no room for its weights
-        return;
-      }
-      if (rec.stopped) {
-        try {
-          std::rethrow_exception(rec.stopped);
-        } catch (const std::bad_alloc&) {
-          throw;
-        } catch (...) {  // NOLINT: the job's own failure, reported as its error
-        }
-        r.error = error_text(rec.stopped);
-      }
+    const JobOutcome& o = session.outcome(static_cast<JobId>(i));
+    SharedJobResult r = start_result(spec.jobs[i]);
+    r.arrival = o.arrival;
+    r.end = o.end;
+    r.error = o.error;
+    if (o.record) {
+      const RunRecord& rec = *o.record;
       const RankRecord& rank = rec.ranks.front();
       r.iterations = rank.iterations;
       r.peak_allocated_bytes = rank.peak_allocated_bytes;
@@ -306,15 +255,13 @@ ShareResult run_shared(Clock& clock, const CostModel& costs, const ShareSpec& sp
         r.samples += s.samples;
         r.step_ends.push_back(s.step_end);
         r.step_samples.push_back(s.samples);
-        r.end = std::max(r.end, s.step_end);
       }
-      for (const KernelSpan& k : rank.compute_intervals) r.end = std::max(r.end, k.end);
       r.kernels = rank.compute_intervals;
       finish_result(r);
       r.gpu_share_pct = r.jct_s > 0 ? 100.0 * to_seconds(rank.compute_busy) / r.jct_s : 0;
-    });
+    }
+    out.jobs.push_back(std::move(r));
   }
-  clock.run_concurrently(std::move(bodies));
 
   sum_up(out);
   std::vector<KernelSpan> all;
@@ -325,10 +272,10 @@ ShareResult run_shared(Clock& clock, const CostModel& costs, const ShareSpec& sp
   out.utilization_pct = utilization(all, out.makespan, out.utilization_window);
   const std::vector<double> whole = utilization(all, out.makespan, std::max<Duration>(out.makespan, 1));
   out.mean_utilization_pct = whole.empty() ? 0 : whole.front();
-  out.peak_memory_used_bytes = gpu.memory().peak_used();
+  out.peak_memory_used_bytes = session.gpu(0).memory().peak_used();
   if (spec.trace) {
-    out.trace = timeline.trace_records();
-    out.host_spans = timeline.host_spans();
+    out.trace = session.timeline().trace_records();
+    out.host_spans = session.timeline().host_spans();
     for (std::size_t i = 0; i < spec.jobs.size(); ++i)
       out.trace_devices.push_back({static_cast<int>(i), fmt::format("job {} on {} ({})", spec.jobs[i].name,
                                                                     spec.gpu->id, to_string(spec.options.policy))});
@@ -387,7 +334,7 @@ RunReport share_report(const ShareResult& r) {
                  {"makespan", fmt::format("{:.2f} s", to_seconds(r.makespan))},
                  {"mean JCT", fmt::format("{:.2f} s (jobs that finished)", r.mean_jct_s)},
                  {"GPU utilisation", fmt::format("{:.1f} % (a kernel running)", r.mean_utilization_pct)}};
-  if (r.policy != SharePolicy::Mig)
+  if (!sharing_policy(r.policy).slices())
     rep.summary.push_back({"GPU memory", fmt::format("peak {:.0f} MiB of {:.0f} MiB",
                                                      static_cast<double>(r.peak_memory_used_bytes) / 1048576.0,
                                                      static_cast<double>(r.memory_capacity_bytes) / 1048576.0)});

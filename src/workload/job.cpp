@@ -95,6 +95,11 @@ void validate(const JobSpec& s) {
         fmt::format("--gpemu-gpus {} is GPEmu's one process standing for {} GPUs; it excludes --gpus {}: "
                     "give --gpus 1 (or drop --gpemu-gpus for {} data-parallel ranks with all-reduce)",
                     s.compute.time_divisor, s.compute.time_divisor, s.cluster.gpus, s.cluster.gpus));
+  if (s.schedule.between_steps && s.cluster.gpus != 1)
+    throw InputError(fmt::format(
+        "job: schedule.between_steps (pause, preemption) is for a job of one GPU, not {}: its ranks would stop at "
+        "different steps",
+        s.cluster.gpus));
   if (!s.schedule.checkpoints.empty() && !s.schedule.checkpoint)
     throw InputError("job: schedule.checkpoints are given but schedule.checkpoint (the I/O) is not set");
   if (s.schedule.eval.first_epoch > 0 && s.schedule.eval.every < 1)
@@ -537,6 +542,10 @@ void Job::run_phase(Rank& r, RunPhase phase, int epoch, pipeline::BatchSource& s
       break;
     }
     if (sync_->aborted()) throw PeerFailed("another GPU's host thread failed");
+    if (train && sched.between_steps) {
+      StepBoundary boundary(*this, &r);
+      sched.between_steps(boundary);
+    }
     if (interrupt_requested()) {  // SIGINT/SIGTERM
       // One GPU stops cleanly after its step and keeps its record; ranks that
       // must agree on where to stop unwind instead.
@@ -608,7 +617,7 @@ void Job::run_phase(Rank& r, RunPhase phase, int epoch, pipeline::BatchSource& s
       r.live.clear();
     };
     std::vector<Duration> parts;
-    // A Fifo-shared GPU is this step's from its first kernel to its last.
+    // A GPU whose policy gives steps the GPU alone (fifo) is this step's from its first kernel to its last.
     struct Turn {
       SharedGpu* gpu = nullptr;
       Stream* stream = nullptr;
@@ -619,7 +628,7 @@ void Job::run_phase(Rank& r, RunPhase phase, int epoch, pipeline::BatchSource& s
       ~Turn() { end(); }
     } turn;
     SharedGpu* fifo = r.device->shared();
-    if (fifo && fifo->policy() != SharePolicy::Fifo) fifo = nullptr;
+    if (fifo && !fifo->exclusive_steps()) fifo = nullptr;
     const auto k = static_cast<std::size_t>(phase);
     try {
       for (std::size_t i = 0; i < program.size(); ++i) {
@@ -831,6 +840,46 @@ RunRecord Job::run(JobObserver* observer) {
   return record();
 }
 
+// Persistent state (weights, gradients, optimizer state) on the rank's GPU.
+void Job::allocate_persistent(Rank& r) {
+  if (spec_.compute.step_time != StepTime::CostModel || !spec_.compute.use_allocator || !spec_.schedule.train) return;
+  CachingAllocator& a = r.device->allocator();
+  if (plan_->graph) {
+    const zoo::ZooMemoryPlan& plan = plan_->batch(spec_.batch_size, costs_, spec_, cost_).second.plan;
+    r.slots.resize(plan.slot_bytes.size());
+    for (int s : plan.persistent)
+      r.slots[static_cast<std::size_t>(s)] = a.allocate(plan.slot_bytes[static_cast<std::size_t>(s)]);
+  } else {
+    const MemoryPlan full = make_memory_plan(cost_, spec_.batch_size);
+    for (std::uint64_t t : full.persistent_tensors) r.persistent.push_back(a.allocate(t));
+  }
+}
+
+int StepBoundary::rank() const { return static_cast<Job::Rank*>(rank_)->index; }
+
+std::int64_t StepBoundary::iterations() const { return static_cast<Job::Rank*>(rank_)->iterations; }
+
+void StepBoundary::sleep_until(Time t) const { static_cast<Job::Rank*>(rank_)->sleep(t); }
+
+void StepBoundary::drain() const {
+  Job::Rank& r = *static_cast<Job::Rank*>(rank_);
+  for (Stream* s : {r.stream, r.comm})
+    if (s) job_.timeline().wait(s->tail(), r.sleep);
+}
+
+void StepBoundary::release_memory() const {
+  Job::Rank& r = *static_cast<Job::Rank*>(rank_);
+  std::shared_ptr<void> batch = std::move(r.current);  // the host keeps its batch
+  r.release_all();
+  r.current = std::move(batch);
+  r.device->allocator().empty_cache();
+  // The first iteration after a restart makes its gradients and optimizer state again.
+  r.steady = false;
+  r.memory_fixed_point = nullptr;
+}
+
+void StepBoundary::restore_memory() const { job_.allocate_persistent(*static_cast<Job::Rank*>(rank_)); }
+
 std::vector<std::function<void()>> Job::host_threads(JobObserver* observer) {
   if (sync_) throw std::logic_error("Job::run called twice");
   const int gpus = spec_.cluster.gpus;
@@ -919,21 +968,7 @@ std::vector<std::function<void()>> Job::host_threads(JobObserver* observer) {
     }
   }
 
-  // Persistent state (weights, gradients, optimizer state) on every GPU.
-  if (spec_.compute.step_time == StepTime::CostModel && spec_.compute.use_allocator && spec_.schedule.train) {
-    for (auto& r : ranks_) {
-      CachingAllocator& a = r->device->allocator();
-      if (plan_->graph) {
-        const zoo::ZooMemoryPlan& plan = plan_->batch(spec_.batch_size, costs_, spec_, cost_).second.plan;
-        r->slots.resize(plan.slot_bytes.size());
-        for (int s : plan.persistent)
-          r->slots[static_cast<std::size_t>(s)] = a.allocate(plan.slot_bytes[static_cast<std::size_t>(s)]);
-      } else {
-        const MemoryPlan full = make_memory_plan(cost_, spec_.batch_size);
-        for (std::uint64_t t : full.persistent_tensors) r->persistent.push_back(a.allocate(t));
-      }
-    }
-  }
+  for (auto& r : ranks_) allocate_persistent(*r);
   start_ = clock_.now();
 
   std::vector<std::function<void()>> bodies;

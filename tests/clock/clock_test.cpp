@@ -147,3 +147,70 @@ TEST(MakeClock, AcceptsRealAndVirtualOnly) {
 
 }  // namespace
 }  // namespace gpemu
+
+namespace gpemu {
+namespace {
+
+// ClockEvent: a host thread waits for another's event without polling; under
+// the virtual clock it runs again at the very time the event was set.
+TEST(ClockEvent, AWaiterRunsAtTheTimeTheEventIsSetUnderTheVirtualClock) {
+  auto clock = make_virtual_clock();
+  ClockEvent done(*clock);
+  std::vector<Time> woke;
+  clock->run_concurrently({
+      [&] {
+        done.wait();
+        woke.push_back(clock->now());
+      },
+      [&] {
+        clock->sleep_until(1234);
+        done.set();
+        clock->sleep_until(5000);
+        done.set();  // a second set changes nothing
+      },
+      [&] {
+        clock->sleep_until(2000);
+        done.wait();  // set already: returns at once
+        woke.push_back(clock->now());
+      },
+  });
+  EXPECT_EQ(woke, (std::vector<Time>{1234, 2000}));
+  EXPECT_EQ(done.set_at(), 1234);
+}
+
+TEST(ClockEvent, AWaitNobodyCanEndThrowsInsteadOfHanging) {
+  auto clock = make_virtual_clock();
+  ClockEvent never(*clock);
+  EXPECT_THROW(never.wait(), std::logic_error);  // a lone thread
+  int threw = 0;
+  clock->run_concurrently({[&] {
+                             try {
+                               never.wait();
+                             } catch (const std::logic_error&) {
+                               ++threw;
+                             }
+                           },
+                           [&] { clock->sleep_until(10); }});
+  EXPECT_EQ(threw, 1);
+  EXPECT_FALSE(never.is_set());
+}
+
+TEST(ClockEvent, WorksOnTheRealClock) {
+  auto clock = make_real_clock();
+  ClockEvent done(*clock);
+  Time set_at = -1, woke = -1;
+  clock->run_concurrently({[&] {
+                             done.wait();
+                             woke = clock->now();
+                           },
+                           [&] {
+                             clock->sleep_for(kMillisecond);
+                             set_at = clock->now();
+                             done.set();
+                           }});
+  EXPECT_GE(woke, set_at);
+  EXPECT_TRUE(done.is_set());
+}
+
+}  // namespace
+}  // namespace gpemu
