@@ -43,12 +43,21 @@ double JobSpeed::iteration_s(const TraceJob& job, const Allocation& a) {
   if (loader) {
     const int workers = std::max(1, a.cpus / a.gpus);
     spec.data.source = DataSource::Modelled;
+    steps = std::min(64, 2 * workers * spec.data.loader.prefetch_factor + 8);
+    // The run reads only its steps' samples: the dataset's first ones (a
+    // virtual dataset's seeded permutation spreads its sizes over them), so
+    // a preset of a million files costs no more than the run needs.
     auto& dataset = datasets_[job.dataset];
     if (!dataset) dataset = std::make_unique<pipeline::Dataset>(pipeline::virtual_dataset(job.dataset));
-    spec.data.dataset = *dataset;
+    const std::size_t needed =
+        static_cast<std::size_t>(steps) * static_cast<std::size_t>(job.batch) * static_cast<std::size_t>(a.gpus);
+    spec.data.dataset.root = dataset->root;
+    spec.data.dataset.classes = dataset->classes;
+    spec.data.dataset.samples.assign(dataset->samples.begin(),
+                                     dataset->samples.begin() +
+                                         static_cast<std::ptrdiff_t>(std::min(needed, dataset->samples.size())));
     spec.data.loader.num_workers = workers;
     spec.data.model.cores = a.cpus;
-    steps = std::min(64, 2 * workers * spec.data.loader.prefetch_factor + 8);
   } else {
     spec.data.source = DataSource::Synthetic;
     spec.data.synthetic_batches = steps;
