@@ -281,8 +281,6 @@ class Simulation {
       Active& a = active_[k];
       if (a.placement.empty()) continue;
       const TraceJob& j = trace_.jobs[a.trace_index];
-      int prop_total = 0;
-      for (const Slice& s : a.placement) prop_total += nodes_[s.node].cpus * s.gpus / nodes_[s.node].gpus;
       int best = j.cpus;
       if (best == 0) {
         Allocation al;
@@ -291,7 +289,7 @@ class Simulation {
         al.nodes = even_nodes(j.gpus, static_cast<int>(a.placement.size()));
         int max_cpus = 0;
         for (const Slice& s : a.placement) max_cpus += nodes_[s.node].cpus;
-        best = j.dataset.empty() ? prop_total : speed_.best_cpus(j, al, max_cpus);
+        best = speed_.best_cpus(j, al, max_cpus);  // 0: its speed does not depend on cores
       }
       want[k] = best;
       // First pass: min(proportional share, best) on each node.

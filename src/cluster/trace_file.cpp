@@ -155,7 +155,7 @@ Trace parse_trace(std::string_view text, std::string_view source, const ClusterC
     if (g > most_gpus) most_gpus = g, most_model = model;
   Trace trace;
   std::vector<int> col;  // header position -> column index
-  std::set<std::string> ids;
+  std::set<std::string> ids, checked_datasets;
   std::size_t line_no = 0, pos = 0;
   while (pos < text.size()) {
     std::size_t end = text.find('\n', pos);
@@ -240,7 +240,7 @@ Trace parse_trace(std::string_view text, std::string_view source, const ClusterC
       throw InputError(fmt::format("{}:{}: job '{}': batch, variant and dataset are for a model job, not a step_s one",
                                    source, line_no, j.id));
     if (!j.model.empty()) j.model_spec = model_spec(l, j.model, j.variant);
-    if (!j.dataset.empty()) {
+    if (!j.dataset.empty() && checked_datasets.insert(j.dataset).second) {
       try {
         pipeline::virtual_dataset(j.dataset);
       } catch (const InputError& e) {
