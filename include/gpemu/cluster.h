@@ -46,6 +46,9 @@ struct NodeSpec {
   double dram_gib = 500;         // per node
   int count = 1;
   int rack = 0;
+  // The loader's CPU time per image on these cores, besides its entropy
+  // decoding (pipeline.h LoaderModelOptions::decode_per_sample); 0: that default.
+  double decode_us = 0;
 };
 
 struct ClusterConfig {
@@ -140,8 +143,9 @@ namespace gpemu::cluster {
 struct Allocation {
   const GpuSpec* gpu = nullptr;
   int gpus = 1;
-  int nodes = 1;  // nodes the GPUs are spread over
-  int cpus = 0;   // loader cores of the job (0: no loader, batches in memory)
+  int nodes = 1;         // nodes the GPUs are spread over
+  int cpus = 0;          // loader cores of the job (0: no loader, batches in memory)
+  double decode_us = 0;  // the nodes' NodeSpec::decode_us
 };
 
 class JobSpeed {

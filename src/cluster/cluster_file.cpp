@@ -19,7 +19,8 @@ constexpr std::size_t kMaxFileBytes = 16u << 20;
 constexpr int kMaxNodes = 1'000'000;
 
 const std::set<std::string, std::less<>> kTopKeys = {"nodes", "network", "checkpoint_gib", "storage_gb_per_s"};
-const std::set<std::string, std::less<>> kNodeKeys = {"name", "gpu", "gpus", "cpus", "dram_gib", "count", "rack"};
+const std::set<std::string, std::less<>> kNodeKeys = {"name",     "gpu",   "gpus", "cpus",
+                                                      "dram_gib", "count", "rack", "decode_us"};
 
 std::string joined(const std::set<std::string, std::less<>>& keys) {
   std::string s;
@@ -58,6 +59,7 @@ NodeSpec parse_node(const nlohmann::json& j, std::size_t i, std::string_view sou
   if (auto d = j.find("dram_gib"); d != j.end()) n.dram_gib = number_field(at + ", 'dram_gib'", *d, 0, 1 << 20, true);
   if (auto c = j.find("count"); c != j.end())
     n.count = static_cast<int>(integer_field(at + ", 'count'", *c, 1, kMaxNodes));
+  if (auto d = j.find("decode_us"); d != j.end()) n.decode_us = number_field(at + ", 'decode_us'", *d, 0, 1e7);
   if (auto r = j.find("rack"); r != j.end())
     n.rack = static_cast<int>(integer_field(at + ", 'rack'", *r, 0, kMaxNodes));
   return n;

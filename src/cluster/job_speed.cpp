@@ -22,8 +22,9 @@ std::string model_key(const TraceJob& job) {
 double JobSpeed::iteration_s(const TraceJob& job, const Allocation& a) {
   if (job.model.empty()) return job.step_s;
   const bool loader = !job.dataset.empty() && a.cpus > 0;
-  const auto key = std::make_tuple(model_key(job), job.batch, loader ? job.dataset : std::string(), a.gpu->id, a.gpus,
-                                   a.nodes, loader ? a.cpus : 0);
+  const auto key = std::make_tuple(model_key(job), job.batch,
+                                   loader ? fmt::format("{}|{}", job.dataset, a.decode_us) : std::string(), a.gpu->id,
+                                   a.gpus, a.nodes, loader ? a.cpus : 0);
   if (auto it = memo_.find(key); it != memo_.end()) return it->second;
 
   auto& costs = costs_[std::get<0>(key)];
@@ -58,6 +59,7 @@ double JobSpeed::iteration_s(const TraceJob& job, const Allocation& a) {
                                          static_cast<std::ptrdiff_t>(std::min(needed, dataset->samples.size())));
     spec.data.loader.num_workers = workers;
     spec.data.model.cores = a.cpus;
+    if (a.decode_us > 0) spec.data.model.decode_per_sample = from_seconds(a.decode_us * 1e-6);
   } else {
     spec.data.source = DataSource::Synthetic;
     spec.data.synthetic_batches = steps;

@@ -20,6 +20,7 @@ struct Node {
   int model = 0;  // index of its GPU model
   int gpus = 0, cpus = 0;
   int free_gpus = 0;
+  double decode_us = 0;
 };
 
 struct Slice {
@@ -59,7 +60,7 @@ class Simulation {
       auto [it, added] = models.emplace(kind.gpu->id, static_cast<int>(models.size()));
       if (added) model_gpu_.push_back(kind.gpu);
       for (int i = 0; i < kind.count; ++i) {
-        nodes_.push_back(Node{kind.gpu, it->second, kind.gpus, kind.cpus, kind.gpus});
+        nodes_.push_back(Node{kind.gpu, it->second, kind.gpus, kind.cpus, kind.gpus, kind.decode_us});
         total_cpus_ += kind.cpus;
       }
       max_per_node_ = std::max(max_per_node_, kind.gpus);
@@ -145,6 +146,7 @@ class Simulation {
       a.gpus = j.gpus;
       a.nodes = even_nodes(j.gpus, (j.gpus + kind.gpus - 1) / kind.gpus);
       a.cpus = std::max(1, kind.cpus * j.gpus / kind.gpus);
+      a.decode_us = kind.decode_us;
       return a;
     }
     throw std::logic_error("fair_allocation: a job larger than the cluster passed the trace check");
@@ -252,6 +254,7 @@ class Simulation {
       const TraceJob& j = trace_.jobs[a.trace_index];
       Allocation al;
       al.gpu = nodes_[a.placement.front().node].gpu;
+      al.decode_us = nodes_[a.placement.front().node].decode_us;
       al.gpus = j.gpus;
       al.nodes = even_nodes(j.gpus, static_cast<int>(a.placement.size()));
       al.cpus = 0;
@@ -285,6 +288,7 @@ class Simulation {
       if (best == 0) {
         Allocation al;
         al.gpu = nodes_[a.placement.front().node].gpu;
+        al.decode_us = nodes_[a.placement.front().node].decode_us;
         al.gpus = j.gpus;
         al.nodes = even_nodes(j.gpus, static_cast<int>(a.placement.size()));
         int max_cpus = 0;

@@ -183,6 +183,12 @@ TEST(Simulation, JobSpeedComesFromTheEngineAndCoresMatter) {
   const int best = speed.best_cpus(j, a, 24);
   EXPECT_GT(best, 1);
   EXPECT_LE(best, 24);
+  // A node whose cores are slower per image (its decode_us) needs more of them.
+  Allocation slow = a;
+  slow.decode_us = 4000;
+  slow.cpus = 3;
+  EXPECT_GT(speed.iteration_s(j, slow), speed.iteration_s(j, Allocation{a.gpu, 1, 1, 3, 0}) * 1.5);
+  EXPECT_GT(speed.best_cpus(j, slow, 24), best);
   j.dataset.clear();
   a.cpus = 1;
   const double gpu_only = speed.iteration_s(j, a);
