@@ -109,7 +109,9 @@ void add_cluster_command(CLI::App& app) {
       "cluster", "A trace of training jobs on a cluster of emulated GPUs under a scheduling policy (docs/cluster.md)");
   cmd->add_option("--cluster", a->cluster, "Cluster file (JSON: nodes with GPU model, GPUs, cores, DRAM)");
   cmd->add_option("--trace", a->trace, "Trace file (CSV: one job a line)");
-  cmd->add_option("--policy", a->policy, "fifo, srtf or las (Tiresias' discretised 2D-LAS)")->capture_default_str();
+  cmd->add_option("--policy", a->policy,
+                  "fifo, srtf, las (Tiresias' discretised 2D-LAS) or drf-fifo (DRF between users, FIFO within one)")
+      ->capture_default_str();
   cmd->add_option("--cpu-allocation", a->cpu, "prop (GPU-proportional cores) or tune (Synergy-Tune)")
       ->capture_default_str();
   cmd->add_option("--round", a->round_s, "Round length, s")->capture_default_str();

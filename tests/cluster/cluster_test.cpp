@@ -165,6 +165,26 @@ TEST(Simulation, LasGivesTheNewcomerTheGpu) {
   EXPECT_DOUBLE_EQ(run2.makespan_s, 200);
 }
 
+TEST(Simulation, DrfFifoServesTheUserWithTheLeastDominantShare) {
+  const auto c = parse_cluster(R"({"nodes": [{"gpu": "v100", "gpus": 2, "cpus": 8}]})", "c.json");
+  const auto t = parse_trace(
+      "job,arrival_s,user,gpus,iterations,step_s\na1,0,A,1,10,1\na2,0,A,1,10,1\na3,0,A,1,10,1\nb1,0,B,1,10,1\n",
+      "t.csv", c);
+  JobSpeed speed;
+  SimOptions o;
+  o.round_s = 10;
+  auto fifo = make_policy("fifo");
+  const auto by_fifo = simulate(c, t, *fifo, o, speed);
+  EXPECT_DOUBLE_EQ(by_fifo.jobs[3].start_s, 10);  // b1 after a1 and a2
+  auto drf = make_policy("drf-fifo");
+  const auto by_drf = simulate(c, t, *drf, o, speed);
+  EXPECT_DOUBLE_EQ(by_drf.jobs[3].start_s, 0);  // B's share 0 < A's 1/2 after a1
+  EXPECT_DOUBLE_EQ(by_drf.jobs[0].start_s, 0);
+  EXPECT_DOUBLE_EQ(by_drf.jobs[1].start_s, 10);  // A's jobs in order
+  EXPECT_DOUBLE_EQ(by_drf.jobs[2].start_s, 10);
+  EXPECT_EQ(by_drf.policy, "drf-fifo");
+}
+
 TEST(Simulation, JobSpeedComesFromTheEngineAndCoresMatter) {
   JobSpeed speed;
   TraceJob j;
