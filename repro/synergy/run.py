@@ -39,12 +39,7 @@ def main():
     item.input("round", "300 s; LAS continuous (sorted by attained GPU-seconds, then arrival)",
                "Synergy simulator/schedulers/las_synergy_new.py, scheduler.py round_duration")
     # GPEmu ran Synergy's jobs on its own testbed's CPUs: the loader's CPU time per image there.
-    fig5 = next(r["value"] for r in repro.read_reference("datastall_cpu.csv")
-                if r["series"] == "alexnet" and r["at"]["cores"] == "1")
-    decode_us = repro.decode_us_for_one_core(item, "v100", fig5)
-    item.input("decode_us", round(decode_us, 1),
-               f"the testbed's CPU time per image: DataStall Fig. 5's declared anchor (alexnet, 1 core, {fig5} "
-               "images/s, datastall_cpu.csv) solved as datastall_cpu and muri solve it")
+    decode_us = repro.testbed_decode_us(item)
     with open(CLUSTER) as f:
         cluster = json.load(f)
     for node in cluster["nodes"]:

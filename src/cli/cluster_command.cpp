@@ -52,8 +52,6 @@ void run_cluster(const ClusterArgs& a) {
     throw InputError(fmt::format("--clock '{}': a cluster runs in virtual time only; accepted: virtual", a.clock));
   if (!a.json.empty() && a.json != "-") check_output_path(a.json, "--json");
   if (!a.csv.empty() && a.csv != "-") check_output_path(a.csv, "--csv");
-  const auto cluster = cluster::read_cluster_file(a.cluster);
-  const auto trace = cluster::read_trace_file(a.trace, cluster);
   cluster::LasOptions las;
   las.queue_limits_gpu_s = a.las_queues;
   if (las.queue_limits_gpu_s.size() == 1 && las.queue_limits_gpu_s[0] == 0) las.queue_limits_gpu_s.clear();
@@ -63,6 +61,9 @@ void run_cluster(const ClusterArgs& a) {
   o.round_s = a.round_s;
   o.cpu = cluster::parse_cpu_allocation(a.cpu);
   o.checkpoint_cost = !a.no_checkpoint_cost;
+  // The flags are checked above, before the files are read.
+  const auto cluster = cluster::read_cluster_file(a.cluster);
+  const auto trace = cluster::read_trace_file(a.trace, cluster);
   ProgressBar bar("cluster", static_cast<std::int64_t>(trace.jobs.size()));
   o.progress = [&bar](std::size_t done, std::size_t, double) { bar.update(static_cast<std::int64_t>(done)); };
   cluster::JobSpeed speed(cluster.network);
