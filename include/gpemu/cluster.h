@@ -32,6 +32,7 @@
 
 #include "gpemu/catalog.h"
 #include "gpemu/job.h"
+#include "gpemu/report.h"
 
 // ==== cluster and trace files ====
 
@@ -289,5 +290,8 @@ nlohmann::json run_json(const ClusterRun& run);
 // One row per job: id, user, model, gpus, iterations, arrival_s, start_s,
 // finish_s, wait_s, jct_s, gpu_s, cpu_s, preemptions.
 std::string run_csv(const ClusterRun& run);
+// The run as an HTML report (report.h): the summary, GPU and core
+// utilisation over time, every job's JCT sorted.
+RunReport cluster_report(const ClusterRun& run);
 
 }  // namespace gpemu::cluster

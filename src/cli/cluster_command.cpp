@@ -25,7 +25,7 @@ struct ClusterArgs {
   std::vector<double> las_queues = {3600};
   double starvation = 0;
   bool no_checkpoint_cost = false;
-  std::string json, csv;
+  std::string json, csv, report;
 };
 
 struct TraceArgs {
@@ -52,6 +52,7 @@ void run_cluster(const ClusterArgs& a) {
     throw InputError(fmt::format("--clock '{}': a cluster runs in virtual time only; accepted: virtual", a.clock));
   if (!a.json.empty() && a.json != "-") check_output_path(a.json, "--json");
   if (!a.csv.empty() && a.csv != "-") check_output_path(a.csv, "--csv");
+  if (!a.report.empty()) check_output_path(a.report, "--report");
   cluster::LasOptions las;
   las.queue_limits_gpu_s = a.las_queues;
   if (las.queue_limits_gpu_s.size() == 1 && las.queue_limits_gpu_s[0] == 0) las.queue_limits_gpu_s.clear();
@@ -72,6 +73,7 @@ void run_cluster(const ClusterArgs& a) {
   const nlohmann::json j = cluster::run_json(run);
   if (!a.json.empty()) write_output(a.json, j.dump(2) + "\n", "--json");
   if (!a.csv.empty()) write_output(a.csv, cluster::run_csv(run), "--csv");
+  if (!a.report.empty()) write_html_report_file(cluster::cluster_report(run), a.report);
   if (a.json == "-" || a.csv == "-") return;
   const auto& s = j["summary"];
   std::cout << fmt::format("{} jobs on {} GPUs ({} nodes) under {} with {} cores, rounds of {} s (virtual time)\n\n",
@@ -87,6 +89,7 @@ void run_cluster(const ClusterArgs& a) {
                             {"engine configurations", std::to_string(run.speed_configurations)}});
   if (!a.json.empty()) std::cout << "json: " << a.json << '\n';
   if (!a.csv.empty()) std::cout << "csv: " << a.csv << '\n';
+  if (!a.report.empty()) std::cout << "report: " << a.report << '\n';
 }
 
 void make_trace(const TraceArgs& a) {
@@ -124,6 +127,7 @@ void add_cluster_command(CLI::App& app) {
   cmd->add_option("--clock", a->clock, "virtual (the only one a cluster runs on)")->capture_default_str();
   cmd->add_option("--json", a->json, "Write every figure as JSON to this file ('-': stdout)");
   cmd->add_option("--csv", a->csv, "Write one row per job to this file ('-': stdout)");
+  cmd->add_option("--report", a->report, "Write an HTML report (utilisation over time, JCTs) to this file");
 
   auto t = std::make_shared<TraceArgs>();
   auto* tr = cmd->add_subcommand("trace", "A Philly-derived trace as Synergy's generator defines it (CSV)");

@@ -231,6 +231,14 @@ TEST(Simulation, JsonIsByteIdenticalForTheSameInputs) {
   };
   const std::string a = dump();
   EXPECT_EQ(a, dump());
+  JobSpeed speed;
+  auto las = make_policy("las");
+  const auto run = simulate(c, t, *las, so, speed);
+  const std::string page = render_html_report(cluster_report(run));
+  EXPECT_NE(page.find("30 jobs on 8 GPUs under las"), std::string::npos);
+  EXPECT_NE(page.find("GPUs busy"), std::string::npos);
+  EXPECT_NE(page.find("JCT of each job, shortest first"), std::string::npos);
+  EXPECT_EQ(render_html_report(cluster_report(run)), page);
   const auto j = nlohmann::json::parse(a);
   EXPECT_EQ(j["summary"]["finished"], 30);
   EXPECT_GT(j["summary"]["mean_jct_s"].get<double>(), 0);
