@@ -17,7 +17,8 @@ TEST(CliCluster, TraceThenRunGivesByteIdenticalJson) {
   gpemu::testing::TempDir dir;
   const auto cluster = dir.write("c.json", R"({"nodes": [{"gpu": "v100", "gpus": 4, "cpus": 16, "count": 2}]})");
   const auto trace = dir.path() / "t.csv";
-  const auto made = run_gpemu("cluster trace --jobs 25 --seed 3 --load 30 --dataset imagenette --out " + trace.string());
+  const auto made =
+      run_gpemu("cluster trace --jobs 25 --seed 3 --load 30 --dataset imagenette --out " + trace.string());
   ASSERT_EQ(made.status, 0) << made.err;
   const std::string args =
       "cluster --cluster " + cluster.string() + " --trace " + trace.string() + " --policy srtf --json -";
