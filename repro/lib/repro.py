@@ -92,6 +92,19 @@ def decode_us_for_one_core(item, gpu, images_per_s):
     return solve_linear(seconds_per_image, 1.0 / images_per_s)
 
 
+def testbed_decode_us(item):
+    """GPEmu's testbed's loader CPU time per image (us), recorded as the item's input `decode_us`: DataStall
+    Fig. 5's declared anchor (AlexNet, 1 core) solved as datastall_cpu solves it. For items whose jobs GPEmu ran
+    on that testbed (muri, synergy)."""
+    fig5 = next(r["value"] for r in read_reference("datastall_cpu.csv")
+                if r["series"] == "alexnet" and r["at"]["cores"] == "1")
+    decode_us = decode_us_for_one_core(item, "v100", fig5)
+    item.input("decode_us", round(decode_us, 1),
+               f"the testbed's CPU time per image: DataStall Fig. 5's declared anchor (alexnet, 1 core, {fig5} "
+               "images/s, datastall_cpu.csv) solved as datastall_cpu solves it")
+    return decode_us
+
+
 def start(name, title, doc, script_dir, real_clock_needs=None):
     """Parses an item's arguments (its docstring's first line describes it) and makes its Item.
     real_clock_needs: why the item has no --clock real form (it then says so and exits 0); None when it has one."""

@@ -37,12 +37,7 @@ def main():
                "the largest core count of GPEmu's DataStall CPU sweep on its testbed (Fig. 5, datastall_cpu.csv)")
     item.input("start-up", "none: a job starts when the one before it in its queue ends",
                "gpemu models no process start-up; GPEmu's SRTF makespan exceeds its solo lengths' sum by 138 s")
-    fig5 = next(r["value"] for r in repro.read_reference("datastall_cpu.csv")
-                if r["series"] == "alexnet" and r["at"]["cores"] == "1")
-    decode_us = repro.decode_us_for_one_core(item, "v100", fig5)
-    item.input("decode_us", round(decode_us, 1),
-               f"the testbed's CPU time per image: DataStall Fig. 5's declared anchor (alexnet, 1 core, {fig5} "
-               "images/s, datastall_cpu.csv) solved as datastall_cpu solves it")
+    decode_us = repro.testbed_decode_us(item)
 
     def job(j, after):
         spec = {"name": f"job{j['job_index']}-{j['model']}", "model": j["model"], "batch_size": int(j["batch_size"]),

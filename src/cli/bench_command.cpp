@@ -1,6 +1,7 @@
 #include <iostream>
 
 #include "cli/commands.h"
+#include "cluster_bench.h"
 #include "crossval_bench.h"
 #include "datastall_bench.h"
 #include "density_bench.h"
@@ -153,6 +154,13 @@ void add_bench_command(CLI::App& app) {
             ->check(CLI::Range(1, 1000))
             ->capture_default_str();
         c.add_option("--warmup", o.warmup, "Iterations before them")->check(CLI::Range(0, 1000))->capture_default_str();
+      });
+  add_bench<ClusterBenchOptions>(
+      *cmd, "cluster", "Cluster simulation cost: jobs per wall second and peak memory at 1k, 10k and 100k jobs (LAS)",
+      [](const ClusterBenchOptions& o) { return run_cluster_bench(o); }, print_cluster_bench,
+      [](CLI::App& c, ClusterBenchOptions& o) {
+        c.add_option("--seed", o.seed, "Trace seed")->capture_default_str();
+        c.add_option("--load-factor", o.load_factor, "Offered GPU-hours per hour over the GPUs")->capture_default_str();
       });
   add_bench<ShareBenchOptions>(
       *cmd, "share",

@@ -1,0 +1,297 @@
+// A GPU cluster in virtual time: many training jobs, many emulated GPUs, a scheduling policy.
+//
+// Sections: cluster and trace files, job speed, policies, simulation.
+//
+//   cluster file + trace file --> simulate(cluster, trace, policy, options) --> ClusterRun
+//   a job's iteration time under an allocation (GPU model, GPU count, nodes,
+//   CPU cores for its loader) is the engine's figure (job.h), memoised per
+//   configuration (JobSpeed)
+//
+// The simulation is round based, as Synergy's, Gavel's and Blox's simulators
+// are: at each round boundary the policy orders the active jobs, the
+// placement gives each job in that order its GPUs (consolidated on one node
+// when it fits) and the CPU allocation its loader cores; jobs then run at the
+// engine's speed until the next round. A job whose GPUs change pays a
+// checkpoint write when it is preempted and a read when it resumes. Rounds in
+// which nothing can change (no job waits) are skipped. docs/cluster.md.
+//
+// Thread safety: free functions on values; a JobSpeed is used by one thread.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "gpemu/catalog.h"
+#include "gpemu/job.h"
+#include "gpemu/report.h"
+
+// ==== cluster and trace files ====
+
+namespace gpemu::cluster {
+
+// One kind of machine, `count` of them.
+struct NodeSpec {
+  std::string name;              // "node" unless named
+  const GpuSpec* gpu = nullptr;  // from the catalog
+  int gpus = 8;                  // per node
+  int cpus = 24;                 // cores per node
+  double dram_gib = 500;         // per node
+  int count = 1;
+  int rack = 0;
+  // The loader's CPU time per image on these cores, besides its entropy
+  // decoding (pipeline.h LoaderModelOptions::decode_per_sample); 0: that default.
+  double decode_us = 0;
+};
+
+struct ClusterConfig {
+  std::vector<NodeSpec> nodes;  // kinds of machine, in the file's order
+  // Between nodes (a multi-node job's all-reduce): interconnect.h's presets.
+  std::string network = "100gbe";
+  // Bytes written and read per GPU of a job at a preemption and at a resume
+  // (its checkpoint), and the storage's rate for them.
+  double checkpoint_gib = 1.0;
+  double storage_gb_per_s = 2.0;
+  int total_gpus() const;
+  int total_nodes() const;
+};
+
+// JSON: {"nodes": [{"gpu": "v100", "gpus": 8, "cpus": 24, "dram_gib": 500,
+// "count": 2, "name": "...", "rack": 0}], "network": "100gbe",
+// "checkpoint_gib": 1, "storage_gb_per_s": 2}. InputError naming the file,
+// the node and the key for anything else.
+ClusterConfig parse_cluster(std::string_view text, std::string_view source);
+ClusterConfig read_cluster_file(const std::string& path);
+
+// One job of a trace.
+struct TraceJob {
+  std::string id;  // unique
+  double arrival_s = 0;
+  std::string user = "user0";
+  std::string model;  // a zoo model; "" for a fixed step time
+  int batch = 64;     // per GPU
+  // The program variant as `gpemu predict` takes it, "key=value;..." with
+  // the keys precision, matmul_precision, amp, memory_format, attention,
+  // fused, cudnn_tf32, foreach, micro_steps; "" for the defaults.
+  std::string variant;
+  int gpus = 1;
+  // How long: iterations, or duration_s (iterations = duration at the job's
+  // speed on its GPUs with a GPU-proportional share of the node's cores, as
+  // Synergy's trace turns Philly durations into iterations).
+  std::int64_t iterations = 0;
+  double duration_s = 0;
+  double step_s = 0;     // model "": a fixed time per iteration
+  std::string dataset;   // a virtual dataset (pipeline.h); "": in-memory batches, no loader
+  int cpus = 0;          // asked loader cores; 0: none stated
+  double mem_gib = 0;    // asked host memory; 0: none stated
+  ModelSpec model_spec;  // resolved from model and variant
+};
+
+struct Trace {
+  std::vector<TraceJob> jobs;  // ordered by arrival, then file order
+};
+
+// CSV with a header naming columns among: job, arrival_s, user, model, batch,
+// variant, gpus, iterations, duration_s, step_s, dataset, cpus, mem_gib
+// (job, arrival_s, gpus and one of iterations / duration_s required).
+// Errors name the file and line. A job asking more GPUs than one kind of
+// node of the cluster offers is named with the fix.
+Trace parse_trace(std::string_view text, std::string_view source, const ClusterConfig& cluster);
+Trace read_trace_file(const std::string& path, const ClusterConfig& cluster);
+std::string trace_csv(const Trace& trace);
+
+// A Philly-derived trace as Synergy's generator defines it
+// (msr-fiddle/synergy@1bb2bed simulator/helpers/utils.py and
+// simulator/jobs/workload.py; the same duration law as Gavel's
+// scheduler/utils.py generate_job): Poisson arrivals of `jobs_per_hour`
+// (inter-arrival rounded up to whole seconds), GPUs 1 / 2 / 4 / 8 with
+// probability 0.7 / 0.1 / 0.15 / 0.05, a duration of 60 * 10^U(1.5, 3) s
+// (80 %) or 60 * 10^U(3, 4) s (20 %) at fair share, a model drawn from
+// `models` (image models read `dataset`).
+struct TraceOptions {
+  std::int64_t jobs = 100;
+  std::uint64_t seed = 0;
+  double jobs_per_hour = 5;
+  int users = 1;
+  struct Model {
+    std::string name;
+    int batch = 64;
+    bool reads_dataset = false;  // image models read `dataset` through a loader
+  };
+  std::vector<Model> models = {{"resnet18", 256, true}, {"resnet50", 128, true},  {"mobilenet_v2", 128, true},
+                               {"alexnet", 256, true},  {"bert_base", 32, false}, {"gpt2_small", 8, false}};
+  std::string dataset = "imagenet1k";
+  bool static_arrivals = false;  // every job at time 0 (Synergy's static traces)
+  int max_gpus = 8;              // GPU demands above this are clipped
+};
+Trace generate_trace(const TraceOptions& options);
+
+}  // namespace gpemu::cluster
+
+// ==== job speed ====
+
+namespace gpemu::cluster {
+
+// The engine's steady-state iteration time of a job under one allocation.
+struct Allocation {
+  const GpuSpec* gpu = nullptr;
+  int gpus = 1;
+  int nodes = 1;         // nodes the GPUs are spread over
+  int cpus = 0;          // loader cores of the job (0: no loader, batches in memory)
+  double decode_us = 0;  // the nodes' NodeSpec::decode_us
+};
+
+class JobSpeed {
+ public:
+  // `network` joins the nodes of a multi-node job (interconnect.h's presets).
+  explicit JobSpeed(std::string network = "100gbe") : network_(std::move(network)) {}
+  // Seconds per iteration (one step on every GPU). A fixed-step job's step_s.
+  // Memoised per (model, variant, batch, dataset, allocation).
+  double iteration_s(const TraceJob& job, const Allocation& a);
+  // The fewest cores (up to max_cpus) at which the job runs within 2 % of its
+  // speed at max_cpus: Synergy's "ideal" CPU demand, from the engine.
+  int best_cpus(const TraceJob& job, Allocation a, int max_cpus);
+  std::size_t configurations() const { return memo_.size(); }
+
+ private:
+  std::map<std::tuple<std::string, int, std::string, std::string, int, int, int>, double> memo_;
+  std::map<std::string, std::unique_ptr<CostModel>> costs_;
+  std::map<std::string, std::unique_ptr<pipeline::Dataset>> datasets_;
+  std::string network_;
+};
+
+}  // namespace gpemu::cluster
+
+// ==== policies ====
+
+namespace gpemu::cluster {
+
+// What a policy sees of one active (arrived, unfinished) job.
+struct JobState {
+  std::size_t index = 0;  // into the trace
+  const TraceJob* job = nullptr;
+  double arrival_s = 0;
+  double attained_gpu_s = 0;  // GPU-seconds run so far (LAS's service)
+  double run_s = 0;           // seconds run so far
+  double remaining_s = 0;     // remaining iterations at the job's speed on its asked GPUs
+  double last_run_end_s = 0;  // when it last ran (its arrival if never)
+  bool running = false;       // held GPUs in the last round
+  int queue = 0;              // a multi-level policy's queue (LAS)
+};
+
+struct ClusterView {
+  double now_s = 0;
+  double round_s = 0;
+  int total_gpus = 0;
+  int total_cpus = 0;
+  double total_mem_gib = 0;
+  std::vector<JobState>* jobs = nullptr;
+};
+
+// A scheduling policy orders the active jobs each round; the simulator
+// places them in that order (a job that does not fit is skipped and later
+// ones may start: backfilling). Blox's and Synergy's policies have this shape.
+class Policy {
+ public:
+  virtual ~Policy() = default;
+  virtual std::string name() const = 0;
+  // Fills `order` with indices into *view.jobs, highest priority first.
+  virtual void order(const ClusterView& view, std::vector<std::size_t>& order) = 0;
+};
+
+// How a job's node shares its cores between the jobs placed on it.
+enum class CpuAllocation {
+  Prop,  // GPU-proportional: cores * job's GPUs / node's GPUs (Synergy's baseline)
+  Tune,  // Synergy-Tune: each job its engine-measured best cores, no job below its proportional share
+};
+CpuAllocation parse_cpu_allocation(std::string_view text);
+std::string_view to_string(CpuAllocation a);
+
+struct LasOptions {
+  // Tiresias' discretised 2D-LAS: queue limits in GPU-seconds of attained
+  // service (a job moves down at each); FIFO by arrival within a queue.
+  std::vector<double> queue_limits_gpu_s = {3600};
+  // A job that has waited more than this times its run time (and at least
+  // one round) is moved back to the top queue (Tiresias' STARVELIMIT).
+  double starvation_factor = 0;  // 0: off
+};
+
+// "fifo", "srtf", "las", "drf-fifo"; InputError naming the policy and the accepted ones.
+std::unique_ptr<Policy> make_policy(std::string_view name, const LasOptions& las = {});
+std::unique_ptr<Policy> make_fifo_policy();
+std::unique_ptr<Policy> make_srtf_policy();
+std::unique_ptr<Policy> make_las_policy(const LasOptions& options);
+std::unique_ptr<Policy> make_drf_fifo_policy();
+std::vector<std::string> policy_names();
+
+}  // namespace gpemu::cluster
+
+// ==== simulation ====
+
+namespace gpemu::cluster {
+
+struct SimOptions {
+  double round_s = 300;  // Synergy's and Gavel's default round
+  CpuAllocation cpu = CpuAllocation::Prop;
+  bool checkpoint_cost = true;  // preemption and resume cost their checkpoint I/O
+  // Utilisation samples: one per this many seconds of simulated time (0: one
+  // per round, at most 10,000 samples in all).
+  double util_every_s = 0;
+  std::function<void(std::size_t done, std::size_t total, double now_s)> progress;
+};
+
+struct JobResult {
+  std::string id, user, model;
+  int gpus = 0;
+  std::int64_t iterations = 0;
+  double arrival_s = 0, start_s = -1, finish_s = -1;
+  double wait_s() const { return start_s < 0 ? 0 : start_s - arrival_s; }
+  double jct_s() const { return finish_s < 0 ? 0 : finish_s - arrival_s; }
+  double gpu_s = 0;  // GPU-seconds held (checkpoint time included)
+  double cpu_s = 0;  // core-seconds held
+  int preemptions = 0;
+  bool finished() const { return finish_s >= 0; }
+};
+
+struct UtilSample {
+  double t_s = 0;
+  int busy_gpus = 0;
+  int busy_cpus = 0;
+  int active_jobs = 0;  // arrived and unfinished
+};
+
+struct ClusterRun {
+  std::string policy, cpu_allocation;
+  double round_s = 0;
+  int total_gpus = 0, total_cpus = 0;
+  std::vector<JobResult> jobs;  // trace order
+  std::vector<UtilSample> utilisation;
+  double makespan_s = 0;
+  std::int64_t rounds = 0;               // rounds the policy was asked
+  std::size_t speed_configurations = 0;  // engine figures computed
+  double mean_jct_s() const;
+};
+
+ClusterRun simulate(const ClusterConfig& cluster, const Trace& trace, Policy& policy, const SimOptions& options,
+                    JobSpeed& speed);
+
+// Sorted JCTs and their CDF values (i / n).
+std::vector<std::pair<double, double>> jct_cdf(const ClusterRun& run);
+// Every figure of the run; byte-identical for identical inputs.
+nlohmann::json run_json(const ClusterRun& run);
+// One row per job: id, user, model, gpus, iterations, arrival_s, start_s,
+// finish_s, wait_s, jct_s, gpu_s, cpu_s, preemptions.
+std::string run_csv(const ClusterRun& run);
+// The run as an HTML report (report.h): the summary, GPU and core
+// utilisation over time, every job's JCT sorted.
+RunReport cluster_report(const ClusterRun& run);
+
+}  // namespace gpemu::cluster

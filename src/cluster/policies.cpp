@@ -1,0 +1,21 @@
+// The policies by name (cluster.h).
+#include <fmt/format.h>
+
+#include "gpemu/cluster.h"
+#include "gpemu/error.h"
+
+namespace gpemu::cluster {
+
+std::vector<std::string> policy_names() { return {"fifo", "srtf", "las", "drf-fifo"}; }
+
+std::unique_ptr<Policy> make_policy(std::string_view name, const LasOptions& las) {
+  if (name == "fifo") return make_fifo_policy();
+  if (name == "srtf") return make_srtf_policy();
+  if (name == "las") return make_las_policy(las);
+  if (name == "drf-fifo") return make_drf_fifo_policy();
+  std::string accepted;
+  for (const auto& n : policy_names()) accepted += (accepted.empty() ? "" : ", ") + n;
+  throw InputError(fmt::format("--policy '{}': unknown; accepted: {}", name, accepted));
+}
+
+}  // namespace gpemu::cluster

@@ -1,0 +1,425 @@
+// The round-based cluster simulation (cluster.h): arrivals, the policy's
+// order, placement, the CPU allocation, progress at the engine's speed,
+// checkpoint costs, and the skipping of rounds in which nothing can change.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "cluster/free_gpus.h"
+#include "gpemu/cluster.h"
+#include "gpemu/error.h"
+
+namespace gpemu::cluster {
+namespace {
+
+struct Node {
+  const GpuSpec* gpu = nullptr;
+  int model = 0;  // index of its GPU model
+  int gpus = 0, cpus = 0;
+  int free_gpus = 0;
+  double decode_us = 0;
+};
+
+struct Slice {
+  std::size_t node = 0;
+  int gpus = 0;
+  int cpus = 0;
+};
+
+// The simulator's side of an active job (JobState is the policy's side).
+struct Active {
+  std::size_t trace_index = 0;
+  double remaining_iters = 0;
+  double fair_iter_s = 0;  // on its asked GPUs, consolidated, proportional cores
+  std::vector<Slice> placement, previous;
+  Allocation alloc;  // of the current placement
+  double iter_s = 0;
+  double overhead_s = 0;  // checkpoint I/O still to do before iterating
+  bool ran_before = false;
+};
+
+// The smallest node count >= spanned that splits the GPUs evenly with at most
+// kMaxGpusPerNode per node (the engine's multi-node job is an even split).
+int even_nodes(int gpus, int spanned) {
+  for (int d = std::max(1, spanned); d <= gpus; ++d)
+    if (gpus % d == 0 && gpus / d <= kMaxGpusPerNode) return d;
+  return gpus;
+}
+
+class Simulation {
+ public:
+  Simulation(const ClusterConfig& c, const Trace& t, Policy& p, const SimOptions& o, JobSpeed& s)
+      : cluster_(c), trace_(t), policy_(p), o_(o), speed_(s) {
+    if (!(o.round_s > 0) || !std::isfinite(o.round_s))
+      throw InputError(fmt::format("--round {}: expected a positive number of seconds", o.round_s));
+    std::map<std::string, int> models;
+    for (const auto& kind : c.nodes) {
+      auto [it, added] = models.emplace(kind.gpu->id, static_cast<int>(models.size()));
+      if (added) model_gpu_.push_back(kind.gpu);
+      for (int i = 0; i < kind.count; ++i) {
+        nodes_.push_back(Node{kind.gpu, it->second, kind.gpus, kind.cpus, kind.gpus, kind.decode_us});
+        total_cpus_ += kind.cpus;
+      }
+      max_per_node_ = std::max(max_per_node_, kind.gpus);
+    }
+    total_gpus_ = c.total_gpus();
+    for (std::size_t m = 0; m < model_gpu_.size(); ++m) index_.emplace_back(max_per_node_, nodes_.size());
+    for (std::size_t n = 0; n < nodes_.size(); ++n)
+      index_[static_cast<std::size_t>(nodes_[n].model)].insert(n, nodes_[n].gpus);
+    checkpoint_s_per_gpu_ = c.checkpoint_gib * 1.073741824 / c.storage_gb_per_s;  // GiB -> GB
+  }
+
+  ClusterRun run() {
+    ClusterRun out;
+    out.policy = policy_.name();
+    out.cpu_allocation = std::string(to_string(o_.cpu));
+    out.round_s = o_.round_s;
+    out.total_gpus = total_gpus_;
+    out.total_cpus = total_cpus_;
+    out.jobs.resize(trace_.jobs.size());
+    for (std::size_t i = 0; i < trace_.jobs.size(); ++i) {
+      const TraceJob& j = trace_.jobs[i];
+      JobResult& r = out.jobs[i];
+      r.id = j.id, r.user = j.user, r.model = j.model.empty() ? "fixed" : j.model_spec.name;
+      r.gpus = j.gpus, r.arrival_s = j.arrival_s;
+    }
+    const double R = o_.round_s;
+    std::size_t next = 0, done = 0;
+    std::int64_t round = 0;
+    std::vector<std::size_t> order;
+    while (done < trace_.jobs.size()) {
+      const double now = static_cast<double>(round) * R;
+      while (next < trace_.jobs.size() && trace_.jobs[next].arrival_s <= now) admit(next++, out);
+      if (active_.empty()) {
+        round = std::max(round + 1, static_cast<std::int64_t>(std::ceil(trace_.jobs[next].arrival_s / R)));
+        continue;
+      }
+      for (std::size_t k = 0; k < active_.size(); ++k)
+        states_[k].remaining_s = active_[k].remaining_iters * active_[k].fair_iter_s;
+      order.resize(active_.size());
+      for (std::size_t k = 0; k < order.size(); ++k) order[k] = k;
+      ClusterView view{now, R, total_gpus_, total_cpus_, 0, &states_};
+      policy_.order(view, order);
+      ++out.rounds;
+      const bool waiting = place(order);
+      allocate_cpus(order);
+      // Rounds that can run as one: nothing waits, so nothing changes until
+      // the next arrival or the first finish.
+      std::int64_t k = 1;
+      if (!waiting) {
+        std::int64_t limit = std::numeric_limits<std::int64_t>::max();
+        if (next < trace_.jobs.size())
+          limit =
+              std::max<std::int64_t>(1, static_cast<std::int64_t>(std::ceil(trace_.jobs[next].arrival_s / R)) - round);
+        for (const Active& a : active_) {
+          const double need = a.overhead_s + a.remaining_iters * a.iter_s;
+          limit = std::min(limit, std::max<std::int64_t>(1, static_cast<std::int64_t>(std::floor(need / R))));
+        }
+        k = limit;
+      }
+      const double span = static_cast<double>(k) * R;
+      sample(out, now);
+      done += progress(now, span, out);
+      round += k;
+      if (o_.progress) o_.progress(done, trace_.jobs.size(), now + span);
+    }
+    for (const auto& r : out.jobs) out.makespan_s = std::max(out.makespan_s, r.finish_s);
+    out.speed_configurations = speed_.configurations();
+    thin(out.utilisation);
+    return out;
+  }
+
+ private:
+  // The allocation a job gets alone, consolidated, with a GPU-proportional
+  // share of the cores: the first node kind with enough GPUs of its model.
+  Allocation fair_allocation(const TraceJob& j) const {
+    for (const auto& kind : cluster_.nodes) {
+      long have = 0;
+      for (const auto& k2 : cluster_.nodes)
+        if (k2.gpu == kind.gpu) have += static_cast<long>(k2.gpus) * k2.count;
+      if (have < j.gpus) continue;
+      Allocation a;
+      a.gpu = kind.gpu;
+      a.gpus = j.gpus;
+      a.nodes = even_nodes(j.gpus, (j.gpus + kind.gpus - 1) / kind.gpus);
+      a.cpus = std::max(1, kind.cpus * j.gpus / kind.gpus);
+      a.decode_us = kind.decode_us;
+      return a;
+    }
+    throw std::logic_error("fair_allocation: a job larger than the cluster passed the trace check");
+  }
+
+  void admit(std::size_t i, ClusterRun& out) {
+    const TraceJob& j = trace_.jobs[i];
+    Active a;
+    a.trace_index = i;
+    a.fair_iter_s = speed_.iteration_s(j, fair_allocation(j));
+    double iters = static_cast<double>(j.iterations);
+    if (iters == 0) iters = std::max(1.0, std::round(j.duration_s / a.fair_iter_s));
+    a.remaining_iters = iters;
+    out.jobs[i].iterations = static_cast<std::int64_t>(iters);
+    JobState s;
+    s.index = i;
+    s.job = &j;
+    s.arrival_s = j.arrival_s;
+    s.last_run_end_s = j.arrival_s;
+    active_.push_back(std::move(a));
+    states_.push_back(s);
+  }
+
+  void take(std::size_t n, int gpus) {
+    Node& node = nodes_[n];
+    index_[static_cast<std::size_t>(node.model)].update(n, node.free_gpus, node.free_gpus - gpus);
+    node.free_gpus -= gpus;
+  }
+
+  // Places jobs in the policy's order; returns whether a job is left waiting.
+  bool place(const std::vector<std::size_t>& order) {
+    for (auto& a : active_) {
+      for (const Slice& s : a.placement) {
+        Node& node = nodes_[s.node];
+        index_[static_cast<std::size_t>(node.model)].update(s.node, node.free_gpus, node.free_gpus + s.gpus);
+        node.free_gpus += s.gpus;
+      }
+      a.previous = std::move(a.placement);
+      a.placement.clear();
+    }
+    bool waiting = false;
+    long free_total = total_gpus_;
+    for (std::size_t k : order) {
+      Active& a = active_[k];
+      const TraceJob& j = trace_.jobs[a.trace_index];
+      if (free_total < j.gpus) {
+        waiting = true;
+        if (free_total == 0) break;
+        continue;
+      }
+      if (!place_job(a, j)) {
+        waiting = true;
+        continue;
+      }
+      free_total -= j.gpus;
+    }
+    return waiting;
+  }
+
+  bool place_job(Active& a, const TraceJob& j) {
+    // Where it ran, if those GPUs are still free: no migration.
+    bool same = !a.previous.empty();
+    for (const Slice& s : a.previous) same = same && nodes_[s.node].free_gpus >= s.gpus;
+    if (same) {
+      for (const Slice& s : a.previous) take(s.node, s.gpus);
+      a.placement = a.previous;
+      return true;
+    }
+    for (std::size_t m = 0; m < index_.size(); ++m) {
+      auto& idx = index_[m];
+      if (idx.total() < j.gpus) continue;
+      if (j.gpus <= max_per_node_) {
+        const long n = idx.best_fit(j.gpus);
+        if (n >= 0) {
+          take(static_cast<std::size_t>(n), j.gpus);
+          a.placement.push_back(Slice{static_cast<std::size_t>(n), j.gpus, 0});
+          return true;
+        }
+      }
+      // Spread over the nodes with the most free GPUs.
+      int left = j.gpus;
+      while (left > 0) {
+        const auto n = static_cast<std::size_t>(idx.most_free());
+        const int g = std::min(left, nodes_[n].free_gpus);
+        take(n, g);
+        a.placement.push_back(Slice{n, g, 0});
+        left -= g;
+      }
+      return true;
+    }
+    return false;
+  }
+
+  // Cores of each placed job on each of its nodes (Prop or Tune), then its
+  // allocation and speed.
+  void allocate_cpus(const std::vector<std::size_t>& order) {
+    if (o_.cpu == CpuAllocation::Prop) {
+      for (auto& a : active_)
+        for (Slice& s : a.placement) s.cpus = nodes_[s.node].cpus * s.gpus / nodes_[s.node].gpus;
+    } else {
+      tune(order);
+    }
+    for (auto& a : active_) {
+      if (a.placement.empty()) continue;
+      const TraceJob& j = trace_.jobs[a.trace_index];
+      Allocation al;
+      al.gpu = nodes_[a.placement.front().node].gpu;
+      al.decode_us = nodes_[a.placement.front().node].decode_us;
+      al.gpus = j.gpus;
+      al.nodes = even_nodes(j.gpus, static_cast<int>(a.placement.size()));
+      al.cpus = 0;
+      for (const Slice& s : a.placement) al.cpus += s.cpus;
+      al.cpus = std::max(1, al.cpus);
+      const bool moved =
+          a.placement.size() != a.previous.size() ||
+          !std::equal(a.placement.begin(), a.placement.end(), a.previous.begin(),
+                      [](const Slice& x, const Slice& y) { return x.node == y.node && x.gpus == y.gpus; });
+      if (moved && a.ran_before && o_.checkpoint_cost) a.overhead_s += 2 * checkpoint_s_per_gpu_ * j.gpus;
+      if (moved || al.cpus != a.alloc.cpus || a.iter_s == 0) {
+        a.alloc = al;
+        a.iter_s = speed_.iteration_s(j, al);
+      }
+    }
+  }
+
+  // Synergy-Tune (Mohan et al., OSDI 2022, section 4.3): a job never gets
+  // fewer cores than its GPU-proportional share unless it does not need
+  // them; jobs that need fewer give the rest back, and jobs that gain from
+  // more take it in the policy's order up to their best (the engine's).
+  void tune(const std::vector<std::size_t>& order) {
+    std::vector<int> spare(nodes_.size());
+    for (std::size_t n = 0; n < nodes_.size(); ++n) spare[n] = nodes_[n].cpus;
+    std::vector<int> want(active_.size(), 0);
+    for (std::size_t k : order) {
+      Active& a = active_[k];
+      if (a.placement.empty()) continue;
+      const TraceJob& j = trace_.jobs[a.trace_index];
+      int best = j.cpus;
+      if (best == 0) {
+        Allocation al;
+        al.gpu = nodes_[a.placement.front().node].gpu;
+        al.decode_us = nodes_[a.placement.front().node].decode_us;
+        al.gpus = j.gpus;
+        al.nodes = even_nodes(j.gpus, static_cast<int>(a.placement.size()));
+        int max_cpus = 0;
+        for (const Slice& s : a.placement) max_cpus += nodes_[s.node].cpus;
+        best = speed_.best_cpus(j, al, max_cpus);  // 0: its speed does not depend on cores
+      }
+      want[k] = best;
+      // First pass: min(proportional share, best) on each node.
+      for (Slice& s : a.placement) {
+        const int prop = nodes_[s.node].cpus * s.gpus / nodes_[s.node].gpus;
+        const int share = std::max(1, best * s.gpus / j.gpus);
+        s.cpus = std::min(prop, share);
+        spare[s.node] -= s.cpus;
+      }
+    }
+    // Second pass: the spare cores to those that want more, in order.
+    for (std::size_t k : order) {
+      Active& a = active_[k];
+      const TraceJob& j = trace_.jobs[a.trace_index];
+      for (Slice& s : a.placement) {
+        const int share = std::max(1, want[k] * s.gpus / j.gpus);
+        const int extra = std::min(spare[s.node], std::max(0, share - s.cpus));
+        s.cpus += extra;
+        spare[s.node] -= extra;
+      }
+    }
+  }
+
+  // Runs every placed job for `span` seconds from `now`; returns the jobs finished.
+  std::size_t progress(double now, double span, ClusterRun& out) {
+    std::size_t finished = 0;
+    for (std::size_t k = 0; k < active_.size();) {
+      Active& a = active_[k];
+      JobState& st = states_[k];
+      JobResult& r = out.jobs[a.trace_index];
+      const bool placed = !a.placement.empty();
+      if (placed && !st.running && a.ran_before) ++r.preemptions;  // resumes after a preemption
+      if (!placed) {
+        if (st.running) st.last_run_end_s = now;
+        st.running = false;
+        ++k;
+        continue;
+      }
+      if (r.start_s < 0) r.start_s = now;
+      a.ran_before = true;
+      st.running = true;
+      const double overhead = std::min(span, a.overhead_s);
+      a.overhead_s -= overhead;
+      const double compute = span - overhead;
+      const double can = compute / a.iter_s;
+      double held = span;
+      if (can >= a.remaining_iters) {
+        held = overhead + a.remaining_iters * a.iter_s;
+        a.remaining_iters = 0;
+        r.finish_s = now + held;
+      } else {
+        a.remaining_iters -= can;
+      }
+      const int gpus = trace_.jobs[a.trace_index].gpus;
+      r.gpu_s += gpus * held;
+      r.cpu_s += a.alloc.cpus * held;
+      st.attained_gpu_s += gpus * held;
+      st.run_s += held;
+      st.last_run_end_s = now + held;
+      if (a.remaining_iters == 0) {
+        for (const Slice& s : a.placement) {
+          Node& node = nodes_[s.node];
+          index_[static_cast<std::size_t>(node.model)].update(s.node, node.free_gpus, node.free_gpus + s.gpus);
+          node.free_gpus += s.gpus;
+        }
+        active_[k] = std::move(active_.back());
+        active_.pop_back();
+        states_[k] = states_.back();
+        states_.pop_back();
+        ++finished;
+        continue;
+      }
+      ++k;
+    }
+    return finished;
+  }
+
+  void sample(ClusterRun& out, double now) {
+    if (o_.util_every_s > 0 && !out.utilisation.empty() && now < out.utilisation.back().t_s + o_.util_every_s) return;
+    UtilSample u;
+    u.t_s = now;
+    for (const Active& a : active_)
+      for (const Slice& s : a.placement) u.busy_gpus += s.gpus, u.busy_cpus += s.cpus;
+    u.active_jobs = static_cast<int>(active_.size());
+    out.utilisation.push_back(u);
+  }
+
+  static void thin(std::vector<UtilSample>& u) {
+    constexpr std::size_t kMax = 10'000;
+    if (u.size() <= kMax) return;
+    const std::size_t stride = (u.size() + kMax - 1) / kMax;
+    std::size_t w = 0;
+    for (std::size_t i = 0; i < u.size(); i += stride) u[w++] = u[i];
+    u.resize(w);
+  }
+
+  const ClusterConfig& cluster_;
+  const Trace& trace_;
+  Policy& policy_;
+  const SimOptions& o_;
+  JobSpeed& speed_;
+  std::vector<Node> nodes_;
+  std::vector<const GpuSpec*> model_gpu_;
+  std::vector<detail::FreeGpuIndex> index_;
+  int max_per_node_ = 0, total_gpus_ = 0, total_cpus_ = 0;
+  double checkpoint_s_per_gpu_ = 0;
+  std::vector<Active> active_;
+  std::vector<JobState> states_;
+};
+
+}  // namespace
+
+CpuAllocation parse_cpu_allocation(std::string_view text) {
+  if (text == "prop") return CpuAllocation::Prop;
+  if (text == "tune") return CpuAllocation::Tune;
+  throw InputError(
+      fmt::format("--cpu-allocation '{}': unknown; accepted: prop (GPU-proportional cores), tune "
+                  "(Synergy-Tune)",
+                  text));
+}
+
+std::string_view to_string(CpuAllocation a) { return a == CpuAllocation::Prop ? "prop" : "tune"; }
+
+ClusterRun simulate(const ClusterConfig& cluster, const Trace& trace, Policy& policy, const SimOptions& options,
+                    JobSpeed& speed) {
+  return Simulation(cluster, trace, policy, options, speed).run();
+}
+
+}  // namespace gpemu::cluster

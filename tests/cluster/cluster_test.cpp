@@ -1,0 +1,248 @@
+// The cluster layer (cluster.h): its files, the engine's job speed, the
+// policies and the simulation, all in virtual time.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "gpemu/cluster.h"
+#include "gpemu/error.h"
+
+namespace gpemu::cluster {
+namespace {
+
+const char* kCluster = R"({"nodes": [{"gpu": "v100", "gpus": 4, "cpus": 24, "dram_gib": 500, "count": 2}]})";
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(ClusterFile, ReadsNodesAndCountsThem) {
+  const auto c = parse_cluster(kCluster, "c.json");
+  ASSERT_EQ(c.nodes.size(), 1u);
+  EXPECT_EQ(c.nodes[0].gpu, &find_gpu("v100"));
+  EXPECT_EQ(c.total_gpus(), 8);
+  EXPECT_EQ(c.total_nodes(), 2);
+}
+
+TEST(ClusterFile, NamesTheBadInput) {
+  EXPECT_NE(error_of([] {
+              parse_cluster(R"({"nodes": [{"gpu": "v999"}]})", "c.json");
+            }).find("'v999' is not in the catalog"),
+            std::string::npos);
+  EXPECT_NE(error_of([] {
+              parse_cluster(R"({"nodes": [{"gpu": "v100", "gpuz": 2}]})", "c.json");
+            }).find("c.json: node 1: unknown key 'gpuz'"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { parse_cluster(R"({"nodes": []})", "c.json"); }).find("non-empty list"), std::string::npos);
+  EXPECT_NE(error_of([] { parse_cluster(R"({"nodes": [{"gpu": "v100", "gpus": 0}]})", "c.json"); }).find("'gpus'"),
+            std::string::npos);
+}
+
+TEST(TraceFile, ParsesSortsAndRoundTrips) {
+  const auto c = parse_cluster(kCluster, "c.json");
+  const auto t = parse_trace(
+      "job,arrival_s,user,model,batch,gpus,iterations,duration_s,step_s,variant\n"
+      "b,10,u2,resnet50,64,2,100,,,precision=amp;memory_format=channels_last\n"
+      "# a comment\n"
+      "a,0,u1,,,1,,60,0.5,\n",
+      "t.csv", c);
+  ASSERT_EQ(t.jobs.size(), 2u);
+  EXPECT_EQ(t.jobs[0].id, "a");  // by arrival
+  EXPECT_EQ(t.jobs[1].model_spec.name, "resnet50");
+  EXPECT_EQ(t.jobs[1].model_spec.precision, zoo::Precision::AMP_FP16);
+  const auto again = parse_trace(trace_csv(t), "again.csv", c);
+  EXPECT_EQ(trace_csv(again), trace_csv(t));
+}
+
+TEST(TraceFile, NamesTheLineAndTheFix) {
+  const auto c = parse_cluster(kCluster, "c.json");
+  const std::string head = "job,arrival_s,model,batch,gpus,iterations\n";
+  EXPECT_NE(error_of([&] {
+              parse_trace(head + "a,0,resnet50,64,16,10\n", "t.csv", c);
+            }).find("t.csv:2: job 'a' asks for 16 GPUs; the cluster has at most 8 of one model (V100-PCIE-32GB)"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              parse_trace(head + "a,0,resnet50,64,1,10\na,1,resnet50,64,1,10\n", "t.csv", c);
+            }).find("t.csv:3"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              parse_trace(head + "a,zero,resnet50,64,1,10\n", "t.csv", c);
+            }).find("t.csv:2: 'arrival_s' is 'zero'"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { parse_trace(head + "a,0,nosuchnet,64,1,10\n", "t.csv", c); }).find("not a model of the zoo"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { parse_trace("job,arrival_s,gpus,colour\n", "t.csv", c); }).find("unknown column 'colour'"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              parse_trace(head + "a,0,resnet50,64,1\n", "t.csv", c);
+            }).find("5 fields where the header has 6"),
+            std::string::npos);
+}
+
+TEST(TraceGenerator, FollowsSynergysLawsAndIsSeeded) {
+  TraceOptions o;
+  o.jobs = 4000;
+  o.seed = 3;
+  o.jobs_per_hour = 10;
+  const auto t = generate_trace(o);
+  ASSERT_EQ(t.jobs.size(), 4000u);
+  int one = 0, eight = 0;
+  double last = 0;
+  for (const auto& j : t.jobs) {
+    one += j.gpus == 1;
+    eight += j.gpus == 8;
+    EXPECT_GE(j.arrival_s, last);
+    EXPECT_EQ(j.arrival_s, std::floor(j.arrival_s));
+    last = j.arrival_s;
+    EXPECT_GE(j.duration_s, std::round(60 * std::pow(10, 1.5)));
+    EXPECT_LE(j.duration_s, 600000);
+  }
+  EXPECT_NEAR(one / 4000.0, 0.7, 0.03);
+  EXPECT_NEAR(eight / 4000.0, 0.05, 0.015);
+  // 10 jobs an hour: the last of 4000 arrives near 400 h.
+  EXPECT_NEAR(last / 3600, 400, 40);
+  EXPECT_EQ(trace_csv(generate_trace(o)), trace_csv(t));
+  o.seed = 4;
+  EXPECT_NE(trace_csv(generate_trace(o)), trace_csv(t));
+}
+
+// Fixed-step jobs: exact figures by hand.
+TEST(Simulation, FifoRunsInArrivalOrderWithExactTimes) {
+  const auto c = parse_cluster(R"({"nodes": [{"gpu": "v100", "gpus": 1, "cpus": 4}]})", "c.json");
+  const auto t = parse_trace("job,arrival_s,gpus,iterations,step_s\na,0,1,100,1\nb,0,1,50,1\n", "t.csv", c);
+  JobSpeed speed;
+  auto fifo = make_policy("fifo");
+  SimOptions o;
+  o.round_s = 10;
+  const auto run = simulate(c, t, *fifo, o, speed);
+  EXPECT_DOUBLE_EQ(run.jobs[0].finish_s, 100);
+  EXPECT_DOUBLE_EQ(run.jobs[1].start_s, 100);
+  EXPECT_DOUBLE_EQ(run.jobs[1].finish_s, 150);
+  EXPECT_DOUBLE_EQ(run.mean_jct_s(), 125);
+  EXPECT_DOUBLE_EQ(run.jobs[0].gpu_s, 100);
+}
+
+TEST(Simulation, SrtfPreemptsForTheShorterJobAndPaysTheCheckpoint) {
+  const auto c = parse_cluster(
+      R"({"nodes": [{"gpu": "v100", "gpus": 1, "cpus": 4}], "checkpoint_gib": 1, "storage_gb_per_s": 1.073741824})",
+      "c.json");
+  const auto t = parse_trace("job,arrival_s,gpus,iterations,step_s\nlong,0,1,100,1\nshort,5,1,20,1\n", "t.csv", c);
+  JobSpeed speed;
+  auto srtf = make_policy("srtf");
+  SimOptions o;
+  o.round_s = 10;
+  const auto run = simulate(c, t, *srtf, o, speed);
+  // short arrives at 5, starts at the round at 10 and runs 20 s; long resumes
+  // at 30 with 1 s of checkpoint write and 1 s of read, 90 iterations left.
+  EXPECT_DOUBLE_EQ(run.jobs[1].start_s, 10);
+  EXPECT_DOUBLE_EQ(run.jobs[1].finish_s, 30);
+  EXPECT_DOUBLE_EQ(run.jobs[0].finish_s, 30 + 2 + 90);
+  EXPECT_EQ(run.jobs[0].preemptions, 1);
+}
+
+TEST(Simulation, LasGivesTheNewcomerTheGpu) {
+  const auto c = parse_cluster(R"({"nodes": [{"gpu": "v100", "gpus": 1, "cpus": 4}], "checkpoint_gib": 0})", "c.json");
+  const auto t = parse_trace("job,arrival_s,gpus,iterations,step_s\nold,0,1,100,1\nnew,10,1,100,1\n", "t.csv", c);
+  JobSpeed speed;
+  LasOptions las;
+  las.queue_limits_gpu_s = {};  // continuous LAS: the two alternate
+  auto policy = make_policy("las", las);
+  SimOptions o;
+  o.round_s = 10;
+  const auto run = simulate(c, t, *policy, o, speed);
+  EXPECT_DOUBLE_EQ(run.jobs[1].start_s, 10);
+  // Tied at 10 s of service each round, older first: both end near 200.
+  EXPECT_DOUBLE_EQ(run.jobs[0].finish_s + run.jobs[1].finish_s, 190 + 200);
+  // Tiresias' queues with a 50 GPU-s limit: old runs 50 s, then new gets its 50.
+  las.queue_limits_gpu_s = {50};
+  auto tiresias = make_policy("las", las);
+  const auto run2 = simulate(c, t, *tiresias, o, speed);
+  EXPECT_GT(run2.jobs[0].preemptions, 0);
+  EXPECT_DOUBLE_EQ(run2.makespan_s, 200);
+}
+
+TEST(Simulation, DrfFifoServesTheUserWithTheLeastDominantShare) {
+  const auto c = parse_cluster(R"({"nodes": [{"gpu": "v100", "gpus": 2, "cpus": 8}]})", "c.json");
+  const auto t = parse_trace(
+      "job,arrival_s,user,gpus,iterations,step_s\na1,0,A,1,10,1\na2,0,A,1,10,1\na3,0,A,1,10,1\nb1,0,B,1,10,1\n",
+      "t.csv", c);
+  JobSpeed speed;
+  SimOptions o;
+  o.round_s = 10;
+  auto fifo = make_policy("fifo");
+  const auto by_fifo = simulate(c, t, *fifo, o, speed);
+  EXPECT_DOUBLE_EQ(by_fifo.jobs[3].start_s, 10);  // b1 after a1 and a2
+  auto drf = make_policy("drf-fifo");
+  const auto by_drf = simulate(c, t, *drf, o, speed);
+  EXPECT_DOUBLE_EQ(by_drf.jobs[3].start_s, 0);  // B's share 0 < A's 1/2 after a1
+  EXPECT_DOUBLE_EQ(by_drf.jobs[0].start_s, 0);
+  EXPECT_DOUBLE_EQ(by_drf.jobs[1].start_s, 10);  // A's jobs in order
+  EXPECT_DOUBLE_EQ(by_drf.jobs[2].start_s, 10);
+  EXPECT_EQ(by_drf.policy, "drf-fifo");
+}
+
+TEST(Simulation, JobSpeedComesFromTheEngineAndCoresMatter) {
+  JobSpeed speed;
+  TraceJob j;
+  j.model = "resnet18";
+  j.model_spec.name = "resnet18";
+  j.batch = 256;
+  j.dataset = "imagenette";
+  Allocation a;
+  a.gpu = &find_gpu("v100");
+  a.cpus = 1;
+  const double one_core = speed.iteration_s(j, a);
+  a.cpus = 16;
+  const double many = speed.iteration_s(j, a);
+  EXPECT_GT(one_core, 2 * many);             // one core cannot decode 256 images as fast as a V100 trains
+  EXPECT_EQ(speed.iteration_s(j, a), many);  // memoised
+  const int best = speed.best_cpus(j, a, 24);
+  EXPECT_GT(best, 1);
+  EXPECT_LE(best, 24);
+  // A node whose cores are slower per image (its decode_us) needs more of them.
+  Allocation slow = a;
+  slow.decode_us = 4000;
+  slow.cpus = 3;
+  EXPECT_GT(speed.iteration_s(j, slow), speed.iteration_s(j, Allocation{a.gpu, 1, 1, 3, 0}) * 1.5);
+  EXPECT_GT(speed.best_cpus(j, slow, 24), best);
+  j.dataset.clear();
+  a.cpus = 1;
+  const double gpu_only = speed.iteration_s(j, a);
+  EXPECT_LE(gpu_only, many * 1.001);
+}
+
+TEST(Simulation, JsonIsByteIdenticalForTheSameInputs) {
+  const auto c = parse_cluster(kCluster, "c.json");
+  TraceOptions o;
+  o.jobs = 30;
+  o.seed = 7;
+  o.jobs_per_hour = 20;
+  o.models = {{"resnet18", 128, false}, {"alexnet", 128, false}};
+  const Trace t = parse_trace(trace_csv(generate_trace(o)), "t.csv", c);
+  SimOptions so;
+  auto dump = [&] {
+    JobSpeed speed;
+    auto las = make_policy("las");
+    return run_json(simulate(c, t, *las, so, speed)).dump();
+  };
+  const std::string a = dump();
+  EXPECT_EQ(a, dump());
+  JobSpeed speed;
+  auto las = make_policy("las");
+  const auto run = simulate(c, t, *las, so, speed);
+  const std::string page = render_html_report(cluster_report(run));
+  EXPECT_NE(page.find("30 jobs on 8 GPUs under las"), std::string::npos);
+  EXPECT_NE(page.find("GPUs busy"), std::string::npos);
+  EXPECT_NE(page.find("JCT of each job, shortest first"), std::string::npos);
+  EXPECT_EQ(render_html_report(cluster_report(run)), page);
+  const auto j = nlohmann::json::parse(a);
+  EXPECT_EQ(j["summary"]["finished"], 30);
+  EXPECT_GT(j["summary"]["mean_jct_s"].get<double>(), 0);
+}
+
+}  // namespace
+}  // namespace gpemu::cluster
