@@ -141,9 +141,10 @@ thread_local Time t_op_started = -1;
 thread_local bool t_cpp_call_first = false;
 
 // "[64, 650] [650, 2600] -> [64, 2600]": the shapes of an op's tensor
-// arguments and of its outputs, for the trace. An argument that is one of the
-// outputs (an out= overload's) is an output only; an in-place op's self is both.
-std::string shapes_text(c10::ArrayRef<c10::IValue> args, c10::ArrayRef<c10::IValue> outs, bool out_overload) {
+// arguments and of its outputs, for the trace. An out= argument (keyword-only
+// and written: `schema`'s) is an output only; an in-place op's self is both.
+std::string shapes_text(c10::ArrayRef<c10::IValue> args, c10::ArrayRef<c10::IValue> outs,
+                        const c10::FunctionSchema* schema) {
   std::string out;
   auto add = [&out](const at::Tensor& t) {
     if (!t.defined()) return;
@@ -152,14 +153,14 @@ std::string shapes_text(c10::ArrayRef<c10::IValue> args, c10::ArrayRef<c10::IVal
     for (std::size_t i = 0; i < t.sizes().size(); ++i) out += fmt::format("{}{}", i ? ", " : "", t.sizes()[i]);
     out += ']';
   };
-  auto is_out = [&](const at::Tensor& t) {
-    if (!out_overload) return false;
-    for (const c10::IValue& o : outs)
-      if (o.isTensor() && o.toTensor().unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) return true;
-    return false;
+  auto is_out = [&](std::size_t i) {
+    if (schema == nullptr || i >= schema->arguments().size()) return false;
+    const c10::Argument& a = schema->arguments()[i];
+    return a.kwarg_only() && a.alias_info() != nullptr && a.alias_info()->isWrite();
   };
-  for (const c10::IValue& v : args) {
-    if (v.isTensor() && !is_out(v.toTensor())) add(v.toTensor());
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const c10::IValue& v = args[i];
+    if (v.isTensor() && !is_out(i)) add(v.toTensor());
     if (v.isTensorList())
       for (const at::Tensor& t : v.toTensorVector()) add(t);
   }
@@ -174,7 +175,7 @@ std::string shapes_text(c10::ArrayRef<c10::IValue> args, c10::ArrayRef<c10::IVal
 }
 
 void charge(int device, std::string_view name, c10::ArrayRef<c10::IValue> args, c10::ArrayRef<c10::IValue> outs,
-            bool out_overload = false) {
+            const c10::FunctionSchema* schema = nullptr) {
   const OpProgram::Op op = live_op(name, current_section(), args, outs);
   const at::Context& ctx = at::globalContext();
   bool cpp_loop = t_cpp_loop_depth > 0;
@@ -183,7 +184,7 @@ void charge(int device, std::string_view name, c10::ArrayRef<c10::IValue> args, 
     t_cpp_call_first = false;
   }
   std::optional<OpDetail> detail;
-  if (rt().tracing()) detail = OpDetail{shapes_text(args, outs, out_overload)};
+  if (rt().tracing()) detail = OpDetail{shapes_text(args, outs, schema)};
   rt().issue(device, t_stream[static_cast<std::size_t>(device)], op, name, ctx.allowTF32CuDNN(), ctx.allowTF32CuBLAS(),
              cpp_loop, t_op_started, detail ? &*detail : nullptr);
 }
@@ -1029,7 +1030,7 @@ void emulate_op(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       }
     }
   }
-  charge(m.device, name, meta_args, meta_outs, schema.overload_name().starts_with("out"));
+  charge(m.device, name, meta_args, meta_outs, &schema);
   if (g_value_count.load(std::memory_order_relaxed) != 0) {
     // What the op wrote no longer holds the host's values.
     const auto& params = schema.arguments();

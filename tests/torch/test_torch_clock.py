@@ -53,6 +53,13 @@ class ScriptClocks(unittest.TestCase):
             time.sleep(5)
             real1 = time.clock_gettime(time.CLOCK_MONOTONIC)
             p2 = time.perf_counter()
+            # Library code keeps the real clocks: multiprocessing's wait computes
+            # its deadline with time.monotonic, which on emulated time would
+            # never pass (SIGALRM ends the script instead of hanging).
+            import multiprocessing.connection, signal
+            signal.alarm(60)
+            multiprocessing.connection.wait([], timeout=0.05)
+            signal.alarm(0)
             s = json.loads(torch.ops.gpemu.summary())
             print(json.dumps(dict(perf=(p1 - p0) / 10, wall=(t1 - t0) / 10, mono=(m1 - m0) / 10e9,
                                   perf_ns=(n1 - n0) / 10e9, dt=(d1 - d0).total_seconds() / 10,
@@ -193,7 +200,11 @@ class HostProfile(unittest.TestCase):
                 t1, k1 = torch.ops.gpemu.now(), kernels()
                 lstm(x, hx)
                 t2, k2 = torch.ops.gpemu.now(), kernels()
-                print(json.dumps(dict(adds=t1 - t0, lstm=t2 - t1, lstm_kernels=k2 - k1,
+                ln = torch.nn.LayerNorm(32).cuda()
+                k3 = kernels()
+                ln(x)
+                k4 = kernels()
+                print(json.dumps(dict(adds=t1 - t0, lstm=t2 - t1, lstm_kernels=k2 - k1, layer_norm_kernels=k4 - k3,
                                       host=json.loads(torch.ops.gpemu.summary())["host_profile"])))
             """, "--host", self.host_file(tmp))
         self.assertEqual(r["host"], "test-host")
@@ -201,6 +212,8 @@ class HostProfile(unittest.TestCase):
         # _VF.lstm issues its kernels from C++: its first pays the Python rate, the rest the C++ one
         self.assertGreater(r["lstm_kernels"], 20)
         self.assertAlmostEqual(r["lstm"], 100e-6 + (r["lstm_kernels"] - 1) * 10e-6, places=9)
+        # layer norm is one fused kernel, as on CUDA (torch 1.13 alone would issue batch norm and addcmul)
+        self.assertEqual(r["layer_norm_kernels"], 1)
 
     def test_a_bad_host_or_step_marker_is_named(self):
         with tempfile.NamedTemporaryFile("w", suffix=".py") as f:

@@ -6,9 +6,12 @@ print on the GPU: time.time, time.perf_counter, time.monotonic and their _ns
 forms, datetime.datetime.now / utcnow / today and datetime.date.today read the
 host's emulated time (offset to start at the real reading when the run
 began); time.sleep in the script's main thread returns at once and moves the
-emulated time on. Other threads sleep in real time (a watchdog's loop would
-otherwise push the emulated time on), and the DataLoader's worker processes
-get the real clocks back: their work is real. time.clock_gettime,
+emulated time on. That holds for the script's own code only: the standard
+library and installed packages (torch.distributed's store barrier,
+multiprocessing's waits) poll for real events with sleeps and deadlines of
+their own, and keep the real clocks. Other threads sleep in real time (a
+watchdog's loop would otherwise push the emulated time on), and the
+DataLoader's worker processes get the real clocks back: their work is real. time.clock_gettime,
 time.process_time and C code read the real clocks (docs/decisions.md).
 Under the real clock nothing is replaced.
 
@@ -27,23 +30,61 @@ import time
 _real = {}
 
 
+def _library_folders():
+    """Where the Python installation's code lives: the standard library,
+    site-packages / dist-packages (torch, torchvision, ...) and this package."""
+    import os
+    import site
+    import sysconfig
+
+    folders = {os.path.dirname(os.path.abspath(__file__))}
+    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+        if sysconfig.get_paths().get(key):
+            folders.add(sysconfig.get_paths()[key])
+    for get in (site.getsitepackages, lambda: [site.getusersitepackages()]):
+        try:
+            folders.update(get())
+        except Exception:  # noqa: BLE001 - a venv without them
+            pass
+    folders.update(p for p in sys.path if "-packages" in p)
+    return tuple(os.path.join(os.path.abspath(f), "") for f in folders if f)
+
+
 def _install_virtual_clocks(ops):
     names = ("time", "time_ns", "perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns", "sleep")
     for n in names:
         _real[n] = getattr(time, n)
     bases = {n: _real[n + "_ns"]() for n in ("time", "perf_counter", "monotonic")}
     main = threading.main_thread().ident
+    libraries = _library_folders()
+    script_files = {}  # code file name -> whether it is the script's own code
 
-    def clock(base):
-        return lambda: (base + ops.now_ns()) / 1e9
+    def from_script(depth):
+        """Whether the caller `depth` frames up is the script's own code (not
+        the standard library's, an installed package's or gpemu's): library
+        code waits for real events (a rank's store, a worker's queue) with
+        sleeps and deadlines of its own, which must stay real."""
+        name = sys._getframe(depth + 1).f_code.co_filename
+        mine = script_files.get(name)
+        if mine is None:
+            mine = script_files[name] = not (name.startswith(libraries) or name.startswith("<frozen"))
+        return mine
 
-    def clock_ns(base):
-        return lambda: base + ops.now_ns()
+    def clock(name, base):
+        real = _real[name + "_ns"]
+
+        def read():
+            return (base + ops.now_ns() if from_script(1) else real()) / 1e9
+
+        def read_ns():
+            return base + ops.now_ns() if from_script(1) else real()
+
+        return functools.update_wrapper(read, _real[name]), functools.update_wrapper(read_ns, real)
 
     real_sleep = _real["sleep"]
 
     def sleep(seconds):
-        if threading.get_ident() != main:
+        if threading.get_ident() != main or not from_script(1):
             return real_sleep(seconds)
         seconds = float(seconds)  # TypeError as time.sleep's for what is no number
         if not seconds >= 0:
@@ -51,15 +92,18 @@ def _install_virtual_clocks(ops):
         ops.advance(seconds)
 
     for n, base in bases.items():
-        setattr(time, n, functools.update_wrapper(clock(base), _real[n]))
-        setattr(time, n + "_ns", functools.update_wrapper(clock_ns(base), _real[n + "_ns"]))
+        read, read_ns = clock(n, base)
+        setattr(time, n, read)
+        setattr(time, n + "_ns", read_ns)
     time.sleep = functools.update_wrapper(sleep, real_sleep)
 
     real_datetime, real_date = datetime.datetime, datetime.date
     _real["datetime"], _real["date"] = real_datetime, real_date
+    time_base = bases["time"]
 
-    def now_timestamp():
-        return time.time()
+    def timestamp():
+        """time.time() as the caller of the datetime method (2 frames up) reads it."""
+        return (time_base + ops.now_ns() if from_script(2) else _real["time_ns"]()) / 1e9
 
     class _DatetimeMeta(type):
         def __instancecheck__(cls, obj):
@@ -80,22 +124,22 @@ def _install_virtual_clocks(ops):
 
         @classmethod
         def now(cls, tz=None):
-            return real_datetime.fromtimestamp(now_timestamp(), tz)
+            return real_datetime.fromtimestamp(timestamp(), tz)
 
         @classmethod
         def utcnow(cls):
-            return real_datetime.utcfromtimestamp(now_timestamp())
+            return real_datetime.utcfromtimestamp(timestamp())
 
         @classmethod
         def today(cls):
-            return real_datetime.fromtimestamp(now_timestamp())
+            return real_datetime.fromtimestamp(timestamp())
 
     class EmulatedDate(real_date, metaclass=_DateMeta):
         """datetime.date whose today() reads emulated time."""
 
         @classmethod
         def today(cls):
-            return real_date.fromtimestamp(now_timestamp())
+            return real_date.fromtimestamp(timestamp())
 
     for cls, real in ((EmulatedDatetime, real_datetime), (EmulatedDate, real_date)):
         cls.__name__, cls.__qualname__, cls.__module__ = real.__name__, real.__qualname__, real.__module__
