@@ -148,6 +148,56 @@ class Steps(unittest.TestCase):
         self.assertIn("over 4 steps (step marker)", err)
 
 
+class WordLanguageModel(unittest.TestCase):
+    def test_an_lstm_language_model_with_manual_updates_prints_the_emulated_step_time(self):
+        # pytorch/examples' word_language_model, its shape: an LSTM over
+        # bptt-long slices, a hand-written SGD update, time.time() per log interval.
+        r = run_script("""
+            import time
+            import torch.nn as nn
+            import torch.nn.functional as F
+            class RNNModel(nn.Module):
+                def __init__(self, ntoken=1000, ninp=64, nhid=64, nlayers=2):
+                    super().__init__()
+                    self.drop = nn.Dropout(0.2)
+                    self.encoder = nn.Embedding(ntoken, ninp)
+                    self.rnn = nn.LSTM(ninp, nhid, nlayers, dropout=0.2)
+                    self.decoder = nn.Linear(nhid, ntoken)
+                def forward(self, x, hidden):
+                    out, hidden = self.rnn(self.drop(self.encoder(x)), hidden)
+                    return F.log_softmax(self.decoder(self.drop(out)), dim=-1), hidden
+            bptt, batch, lr = 35, 20, 20.0
+            model, criterion = RNNModel().cuda(), nn.NLLLoss()
+            data = torch.randint(0, 1000, (bptt * 12 + 1, batch)).cuda()
+            hidden = tuple(torch.zeros(2, batch, 64, device="cuda") for _ in range(2))
+            model.train()
+            intervals, total_loss, start = [], 0.0, time.time()
+            for n, i in enumerate(range(0, bptt * 12, bptt)):
+                x, y = data[i:i + bptt], data[i + 1:i + 1 + bptt].reshape(-1)
+                hidden = tuple(h.detach() for h in hidden)
+                model.zero_grad()
+                output, hidden = model(x, hidden)
+                loss = criterion(output.view(-1, 1000), y)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 0.25)
+                for p in model.parameters():
+                    p.data.add_(p.grad, alpha=-lr)
+                total_loss += loss.item()
+                if n % 4 == 3:
+                    intervals.append((time.time() - start) * 1000 / 4)
+                    start = time.time()
+            s = json.loads(torch.ops.gpemu.summary())
+            print(json.dumps(dict(ms_per_batch=intervals, steps=s["steps"], kernels=s["kernels"])))
+        """, "--gpu", "h100")
+        self.assertEqual(r["steps"]["source"], "backward calls")
+        self.assertEqual(r["steps"]["count"], 12)
+        # After the first interval (the first batch makes the gradients), the
+        # script's own ms/batch is the emulated step time.
+        for ms in r["ms_per_batch"][1:]:
+            self.assertAlmostEqual(ms, r["steps"]["median_ms"], delta=r["steps"]["median_ms"] * 1e-5)
+        self.assertGreater(r["kernels"], 12 * 100)  # the LSTM's time steps and gates, from C++
+
+
 class Trace(unittest.TestCase):
     def test_each_kernel_is_drawn_once_with_its_shapes_bytes_and_phase(self):
         _, events, _, _ = run_with_outputs(
