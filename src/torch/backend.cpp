@@ -140,7 +140,7 @@ OpProgram::Section current_section() {
 thread_local Time t_op_started = -1;
 thread_local bool t_cpp_call_first = false;
 
-// "[64, 650] [650, 2600] -> [64, 2600]": the shapes of an op's tensor
+// "[64,650] [650,2600] -> [64,2600]": the shapes of an op's tensor
 // arguments and of its outputs, for the trace. An out= argument (keyword-only
 // and written: `schema`'s) is an output only; an in-place op's self is both.
 std::string shapes_text(c10::ArrayRef<c10::IValue> args, c10::ArrayRef<c10::IValue> outs,
@@ -150,7 +150,7 @@ std::string shapes_text(c10::ArrayRef<c10::IValue> args, c10::ArrayRef<c10::IVal
     if (!t.defined()) return;
     if (!out.empty() && out.back() != ' ') out += ' ';
     out += '[';
-    for (std::size_t i = 0; i < t.sizes().size(); ++i) out += fmt::format("{}{}", i ? ", " : "", t.sizes()[i]);
+    for (std::size_t i = 0; i < t.sizes().size(); ++i) out += fmt::format("{}{}", i ? "," : "", t.sizes()[i]);
     out += ']';
   };
   auto is_out = [&](std::size_t i) {

@@ -567,7 +567,7 @@ void Runtime::issue(int device_index, std::int64_t stream_id, const OpProgram::O
         shapes_.emplace_back(shapes);
       }
       kernel_details_[{device_index, stream_id}].push_back(
-          {it->second, static_cast<std::uint8_t>(op.section), op.bytes0, op.flops0});
+          {it->second, static_cast<std::uint8_t>(op.section), op.bytes0});
     }
   }
   if (remote()) {
@@ -951,8 +951,8 @@ std::pair<std::vector<TraceRecord>, std::vector<std::string>> Runtime::trace_rec
       const char* phase = "forward";
       if (kd.section == static_cast<std::uint8_t>(OpProgram::Section::Backward)) phase = "backward";
       if (kd.section == static_cast<std::uint8_t>(OpProgram::Section::Optimizer)) phase = "optimizer";
-      args[idx[k]] = fmt::format(R"({{"shapes":{},"bytes":{:.0f},"flops":{:.0f},"phase":"{}"}})",
-                                 nlohmann::json(shapes_[kd.shapes]).dump(), kd.bytes, kd.flops, phase);
+      args[idx[k]] = fmt::format(R"({{"shapes":{},"bytes":{:.0f},"phase":"{}"}})",
+                                 nlohmann::json(shapes_[kd.shapes]).dump(), kd.bytes, phase);
     }
   }
   return {std::move(records), std::move(args)};

