@@ -132,6 +132,20 @@ class Steps(unittest.TestCase):
         self.assertIn(f"kernels      {s['kernels']},", err)
         self.assertRegex(err, r"model error  \+-\d+ % per step expected")
 
+    def test_a_step_marker_may_name_a_record_function_label(self):
+        r = run_script("""
+            x = torch.randn(64, 64, device="cuda", requires_grad=True)
+            for _ in range(3):
+                with torch.profiler.record_function("my_step"):
+                    (x @ x).sum().backward()
+                    (x @ x).sum().backward()
+                    x.grad = None
+                    torch.cuda.synchronize()
+            print(json.dumps(json.loads(torch.ops.gpemu.summary())["steps"]))
+        """, "--step-marker", "my_step")
+        self.assertEqual(r["source"], "step marker")
+        self.assertEqual(r["count"], 3)  # not the 6 backward calls
+
     def test_a_step_marker_names_the_function_called_once_per_step(self):
         s, _, _, err = run_with_outputs(self.LOOP, "--step-marker", "train_step")
         self.assertEqual(s["iterations"], 4)
