@@ -923,6 +923,14 @@ nlohmann::json merge_summaries(nlohmann::json main, const std::vector<nlohmann::
   main["iterations_per_s"] = elapsed > 0 && !main["iterations"].is_null()
                                  ? nlohmann::json(main["iterations"].get<double>() / elapsed)
                                  : nlohmann::json(nullptr);
+  // Steps: the script's own when it stepped; else the first rank's (mp.spawn's
+  // parent only waits for its ranks).
+  if (main["steps"]["count"].get<std::size_t>() == 0)
+    for (const auto& p : procs)
+      if (p.contains("steps") && p["steps"]["count"].get<std::size_t>() > 0) {
+        main["steps"] = p["steps"];
+        break;
+      }
   main["processes"] = procs;
   return main;
 }
