@@ -81,6 +81,25 @@ class ScriptClocks(unittest.TestCase):
         self.assertLess(r["real_sleep"], 5.0)
         self.assertGreater(r["emulated"], 5.0)
 
+    def test_dataloader_workers_keep_the_real_clocks(self):
+        r = run_script("""
+            import time
+            from torch.utils.data import DataLoader, Dataset
+            class Clocks(Dataset):
+                def __len__(self):
+                    return 2
+                def __getitem__(self, i):
+                    return torch.tensor([time.time()], dtype=torch.float64)
+            time.sleep(1000)  # the script's emulated time runs 1000 s ahead of the real time
+            ahead = time.time()
+            worker = [float(b[0, 0]) for b in DataLoader(Clocks(), num_workers=1)]
+            print(json.dumps(dict(ahead=ahead, worker=worker, real=time.clock_gettime(time.CLOCK_REALTIME))))
+        """)
+        # The worker's work is real: its time.time() is the real one.
+        for t in r["worker"]:
+            self.assertLess(abs(t - r["real"]), 500)
+            self.assertGreater(r["ahead"] - t, 500)
+
     def test_the_real_clock_keeps_real_time(self):
         with tempfile.TemporaryDirectory() as tmp:
             script = os.path.join(tmp, "s.py")
