@@ -19,6 +19,7 @@
 
 #include "cli/commands.h"
 #include "common/output_path.h"
+#include "gpemu/calibration.h"
 #include "gpemu/catalog.h"
 #include "gpemu/error.h"
 #include "gpemu/share.h"
@@ -41,6 +42,8 @@ struct TorchArgs {
   std::string socket;
   int priority = 0;
   std::string mig;
+  std::string host;         // a host profile's name or file (empty: the default host)
+  std::string step_marker;  // a function or record_function label whose calls start the script's steps
   bool gpu_given = false;
 };
 
@@ -96,6 +99,18 @@ void set_env(const char* name, const std::string& value) {
   } else if (!a.socket.empty() || a.priority != 0 || !a.mig.empty()) {
     throw InputError("--socket, --priority and --mig are for a script attached to gpemu serve: add --connect");
   }
+  std::string host;
+  if (!a.host.empty()) {
+    // InputError naming --host and the accepted names; a file is passed on by its absolute path.
+    (void)find_host(a.host, "--host");
+    std::error_code hec;
+    host = fs::is_regular_file(a.host, hec) ? fs::absolute(a.host).string() : a.host;
+  }
+  if (a.step_marker.find_first_of(" \t\n()") != std::string::npos)
+    throw InputError(
+        fmt::format("--step-marker '{}': expected a function's name (train_step, Trainer.step) or a "
+                    "torch.profiler.record_function label, without spaces or parentheses",
+                    a.step_marker));
   if (!a.json.empty()) check_output_path(a.json, "--json");
   if (!a.trace.empty()) check_output_path(a.trace, "--trace");
   if (!a.report.empty()) check_output_path(a.report, "--report");
@@ -107,8 +122,9 @@ void set_env(const char* name, const std::string& value) {
   if (const char* old = std::getenv("PYTHONPATH"); old && *old) path += std::string(":") + old;
   set_env("PYTHONPATH", path);
   // A run's settings are its own: none inherited from an enclosing run.
-  for (const char* v : {"GPEMU_TORCH_JSON", "GPEMU_TORCH_TRACE", "GPEMU_TORCH_REPORT", "GPEMU_TORCH_MODEL",
-                        "GPEMU_TORCH_PARTS", "GPEMU_TORCH_SERVE", "GPEMU_TORCH_PRIORITY", "GPEMU_TORCH_MIG"})
+  for (const char* v :
+       {"GPEMU_TORCH_JSON", "GPEMU_TORCH_TRACE", "GPEMU_TORCH_REPORT", "GPEMU_TORCH_MODEL", "GPEMU_TORCH_PARTS",
+        "GPEMU_TORCH_SERVE", "GPEMU_TORCH_PRIORITY", "GPEMU_TORCH_MIG", "GPEMU_TORCH_HOST", "GPEMU_TORCH_STEP_MARKER"})
     ::unsetenv(v);
   set_env("GPEMU_TORCH_ACTIVE", "1");
   set_env("GPEMU_TORCH_GPU", a.connect ? served_gpu : a.gpu);
@@ -125,6 +141,8 @@ void set_env(const char* name, const std::string& value) {
   if (!a.json.empty()) set_env("GPEMU_TORCH_JSON", fs::absolute(a.json).string());
   if (!a.trace.empty()) set_env("GPEMU_TORCH_TRACE", fs::absolute(a.trace).string());
   if (!a.report.empty()) set_env("GPEMU_TORCH_REPORT", fs::absolute(a.report).string());
+  if (!host.empty()) set_env("GPEMU_TORCH_HOST", host);
+  if (!a.step_marker.empty()) set_env("GPEMU_TORCH_STEP_MARKER", a.step_marker);
   if (!a.model.empty()) {
     if (!zoo::has_model(a.model))
       throw InputError(fmt::format("--model '{}': not a model of the zoo (`gpemu models` lists them)", a.model));
@@ -150,9 +168,10 @@ std::vector<std::string>& script_args() {
 int split_torch_script_args(int argc, char** argv) {
   if (argc < 2 || std::string_view(argv[1]) != "torch") return argc;
   // gpemu torch's options that take a value (as --name value or --name=value).
-  static const std::vector<std::string_view> with_value = {"--gpu",    "--gpus",     "--clock", "--json",
-                                                           "--trace",  "--report",   "--model", "--python",
-                                                           "--socket", "--priority", "--mig"};
+  static const std::vector<std::string_view> with_value = {"--gpu",        "--gpus",     "--clock", "--json",
+                                                           "--trace",      "--report",   "--model", "--python",
+                                                           "--socket",     "--priority", "--mig",   "--host",
+                                                           "--step-marker"};
   int i = 2, cli_argc = argc;  // i: the script's index; cli_argc: what CLI11 parses
   while (i < argc) {
     const std::string_view arg = argv[i];
@@ -190,6 +209,12 @@ void add_torch_command(CLI::App& app) {
                   "The zoo model the script trains, if it is one: its learned time correction is applied, as "
                   "`gpemu predict` applies it (default: none, the per-operator model alone)");
   cmd->add_option("--python", a->python, "Python interpreter with Debian's CPU-only torch 1.13")->capture_default_str();
+  cmd->add_option("--host", a->host,
+                  "Host profile whose per-op costs the host pays under the virtual clock: a name (gpemu predict "
+                  "--host's) or a file from `gpemu bench host --out` (default: h200-2026)");
+  cmd->add_option("--step-marker", a->step_marker,
+                  "A function (or torch.profiler.record_function label) called once per step: its calls start "
+                  "the steps of the summary (default: optimizer.step() calls, else backward calls)");
   cmd->add_flag("--connect", a->connect,
                 "Share a running `gpemu serve`'s GPUs with other processes (its card, its policy, wall time)");
   cmd->add_option("--socket", a->socket, "With --connect: the server's socket (default: gpemu serve's default)");

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/atomic_file.h"
+#include "device/trace_args.h"
 #include "gpemu/device.h"
 
 namespace gpemu {
@@ -27,21 +28,26 @@ nlohmann::json meta(const char* what, int pid, int tid, const std::string& name)
 
 void write_chrome_trace(const std::vector<TraceRecord>& records, const std::vector<HostSpan>& spans,
                         const std::vector<TraceDeviceName>& devices, std::ostream& out) {
+  write_chrome_trace_with_args(records, {}, spans, devices, out);
+}
+
+void write_chrome_trace_with_args(const std::vector<TraceRecord>& records, const std::vector<std::string>& args,
+                                  const std::vector<HostSpan>& spans, const std::vector<TraceDeviceName>& devices,
+                                  std::ostream& out) {
   nlohmann::json events = nlohmann::json::array();
   std::set<std::pair<int, int>> tracks;
   std::set<int> pids;
-  for (const TraceRecord& r : records) {
+  for (std::size_t i = 0; i < records.size(); ++i) {
+    const TraceRecord& r = records[i];
     const int pid = r.device + 1;
     pids.insert(pid);
     auto emit = [&](int tid) {
       tracks.emplace(pid, tid);
-      events.push_back({{"ph", "X"},
-                        {"name", r.name},
-                        {"cat", r.category},
-                        {"pid", pid},
-                        {"tid", tid},
-                        {"ts", us(r.start)},
-                        {"dur", us(r.end - r.start)}});
+      nlohmann::json e = {{"ph", "X"},  {"name", r.name},    {"cat", r.category},         {"pid", pid},
+                          {"tid", tid}, {"ts", us(r.start)}, {"dur", us(r.end - r.start)}};
+      if (i < args.size() && !args[i].empty())
+        e["args"] = nlohmann::json::parse(args[i], nullptr, /*allow_exceptions=*/false);
+      events.push_back(std::move(e));
     };
     if (r.engine >= 0) emit(r.engine);
     if (r.stream >= 0) emit(kStreamTrackBase + r.stream);
@@ -82,8 +88,14 @@ namespace gpemu {
 
 void write_chrome_trace_file(const std::vector<TraceRecord>& records, const std::vector<HostSpan>& spans,
                              const std::vector<TraceDeviceName>& devices, const std::filesystem::path& path) {
+  write_chrome_trace_file_with_args(records, {}, spans, devices, path);
+}
+
+void write_chrome_trace_file_with_args(const std::vector<TraceRecord>& records, const std::vector<std::string>& args,
+                                       const std::vector<HostSpan>& spans, const std::vector<TraceDeviceName>& devices,
+                                       const std::filesystem::path& path) {
   std::ostringstream text;
-  write_chrome_trace(records, spans, devices, text);
+  write_chrome_trace_with_args(records, args, spans, devices, text);
   write_file_atomically(path, text.view(), "trace file");
 }
 

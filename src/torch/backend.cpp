@@ -110,7 +110,10 @@ std::unique_ptr<at::ObserverContext> phase_enter(const at::RecordFunction& fn) {
     const char* name = fn.name();
     if (name != nullptr && std::string_view(name).starts_with("Optimizer.")) {
       depth = &t_optimizer_depth;
-      if (std::string_view(name).starts_with("Optimizer.step")) rt().note_optimizer_step();
+      if (std::string_view(name).starts_with("Optimizer.step"))
+        rt().note_optimizer_step(t_device, t_stream[static_cast<std::size_t>(t_device)]);
+    } else if (name != nullptr && !rt().settings().step_marker.empty() && rt().settings().step_marker == name) {
+      rt().note_step(StepSource::Marker, t_device, t_stream[static_cast<std::size_t>(t_device)]);
     }
   }
   if (depth == nullptr) return nullptr;
@@ -130,11 +133,60 @@ OpProgram::Section current_section() {
   return OpProgram::Section::Forward;
 }
 
-void charge(int device, std::string_view name, c10::ArrayRef<c10::IValue> args, c10::ArrayRef<c10::IValue> outs) {
+// When the op being emulated reached the backend (the clock's time; -1: not
+// in one), and whether the next op inside a cpp_call (gpemu_torch's wrapper
+// of a Python function that issues many ops from C++) is its first: that
+// one pays the Python rate (the call's own Python), the rest the C++ rate.
+thread_local Time t_op_started = -1;
+thread_local bool t_cpp_call_first = false;
+
+// "[64,650] [650,2600] -> [64,2600]": the shapes of an op's tensor
+// arguments and of its outputs, for the trace. An out= argument (keyword-only
+// and written: `schema`'s) is an output only; an in-place op's self is both.
+std::string shapes_text(c10::ArrayRef<c10::IValue> args, c10::ArrayRef<c10::IValue> outs,
+                        const c10::FunctionSchema* schema) {
+  std::string out;
+  auto add = [&out](const at::Tensor& t) {
+    if (!t.defined()) return;
+    if (!out.empty() && out.back() != ' ') out += ' ';
+    out += '[';
+    for (std::size_t i = 0; i < t.sizes().size(); ++i) out += fmt::format("{}{}", i ? "," : "", t.sizes()[i]);
+    out += ']';
+  };
+  auto is_out = [&](std::size_t i) {
+    if (schema == nullptr || i >= schema->arguments().size()) return false;
+    const c10::Argument& a = schema->arguments()[i];
+    return a.kwarg_only() && a.alias_info() != nullptr && a.alias_info()->isWrite();
+  };
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const c10::IValue& v = args[i];
+    if (v.isTensor() && !is_out(i)) add(v.toTensor());
+    if (v.isTensorList())
+      for (const at::Tensor& t : v.toTensorVector()) add(t);
+  }
+  bool any = false;
+  for (const c10::IValue& v : outs) {
+    if (!v.isTensor() || !v.toTensor().defined()) continue;
+    if (!any) out += out.empty() ? "-> " : " -> ";
+    any = true;
+    add(v.toTensor());
+  }
+  return out;
+}
+
+void charge(int device, std::string_view name, c10::ArrayRef<c10::IValue> args, c10::ArrayRef<c10::IValue> outs,
+            const c10::FunctionSchema* schema = nullptr) {
   const OpProgram::Op op = live_op(name, current_section(), args, outs);
   const at::Context& ctx = at::globalContext();
+  bool cpp_loop = t_cpp_loop_depth > 0;
+  if (cpp_loop && t_cpp_call_first) {
+    cpp_loop = false;
+    t_cpp_call_first = false;
+  }
+  std::optional<OpDetail> detail;
+  if (rt().tracing()) detail = OpDetail{shapes_text(args, outs, schema)};
   rt().issue(device, t_stream[static_cast<std::size_t>(device)], op, name, ctx.allowTF32CuDNN(), ctx.allowTF32CuBLAS(),
-             t_cpp_loop_depth > 0);
+             cpp_loop, t_op_started, detail ? &*detail : nullptr);
 }
 
 void charge_view(int device, std::string_view name) {
@@ -905,7 +957,21 @@ c10::IValue from_meta(const c10::IValue& v, const MetaArgs& m) {
 std::mutex g_failed_mutex;
 std::map<std::string, std::string, std::less<>> g_failed;
 
+// Sets t_op_started for the op being emulated (the outermost one).
+struct OpStart {
+  OpStart() : outer(t_op_started < 0) {
+    if (outer) t_op_started = rt().clock().now();
+  }
+  ~OpStart() {
+    if (outer) t_op_started = -1;
+  }
+  OpStart(const OpStart&) = delete;
+  OpStart& operator=(const OpStart&) = delete;
+  bool outer;
+};
+
 void emulate_op(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const OpStart started;
   const c10::FunctionSchema& schema = op.schema();
   std::string_view name = schema.name();
   if (name.starts_with("aten::")) name.remove_prefix(6);
@@ -964,7 +1030,7 @@ void emulate_op(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       }
     }
   }
-  charge(m.device, name, meta_args, meta_outs);
+  charge(m.device, name, meta_args, meta_outs, &schema);
   if (g_value_count.load(std::memory_order_relaxed) != 0) {
     // What the op wrote no longer holds the host's values.
     const auto& params = schema.arguments();
@@ -1136,6 +1202,29 @@ class EmulatedTimer final : public c10d::Timer {
 
 void op_host_span(std::string name, double start, double end) { rt().host_span(std::move(name), start, end); }
 void op_cpp_loop(bool enter) { t_cpp_loop_depth = std::max(0, t_cpp_loop_depth + (enter ? 1 : -1)); }
+void op_cpp_call(bool enter) {
+  if (enter && t_cpp_loop_depth == 0) t_cpp_call_first = true;
+  if (!enter && t_cpp_loop_depth <= 1) t_cpp_call_first = false;
+  op_cpp_loop(enter);
+}
+// The script's own clocks under the virtual clock (gpemu_torch/_clock.py).
+int64_t op_now_ns() { return rt().clock().now(); }
+void op_advance(double seconds) {
+  try {
+    rt().advance_host(seconds);
+  } catch (const InputError& e) {
+    TORCH_CHECK(false, "gpemu torch: ", e.what());
+  }
+}
+// A step of the script began: "backward" or "marker" (gpemu_torch/_clock.py).
+void op_step(std::string source) {
+  TORCH_CHECK(source == "backward" || source == "marker", "gpemu torch: step source '", source,
+              "': expected 'backward' or 'marker'");
+  rt().note_step(source == "marker" ? StepSource::Marker : StepSource::Backward, t_device,
+                 t_stream[static_cast<std::size_t>(t_device)]);
+}
+std::string op_step_marker() { return rt().settings().step_marker; }
+bool op_virtual_clock() { return rt().clock().is_virtual(); }
 
 std::string op_summary() { return rt().summary_json(); }
 void op_finish() { rt().finish(); }
@@ -1189,6 +1278,12 @@ TORCH_LIBRARY(gpemu, m) {
   m.def("collective(int device, int stream, str kind, int bytes, int world, int start_ns) -> ()", &gb::op_collective);
   m.def("collective_seconds(str kind, int bytes, int world) -> float", &gb::op_collective_seconds);
   m.def("cpp_loop(bool enter) -> ()", &gb::op_cpp_loop);
+  m.def("cpp_call(bool enter) -> ()", &gb::op_cpp_call);
+  m.def("now_ns() -> int", &gb::op_now_ns);
+  m.def("advance(float seconds) -> ()", &gb::op_advance);
+  m.def("step(str source) -> ()", &gb::op_step);
+  m.def("step_marker() -> str", &gb::op_step_marker);
+  m.def("virtual_clock() -> bool", &gb::op_virtual_clock);
   m.def("host_span(str name, float start, float end) -> ()", &gb::op_host_span);
   m.def("summary() -> str", &gb::op_summary);
   m.def("finish() -> ()", &gb::op_finish);
@@ -1214,6 +1309,10 @@ TORCH_LIBRARY_IMPL(aten, CUDA, m) {
   // Composites that would pick cuDNN or a slow CUDA path: shape rules instead.
   m.impl("convolution", torch::CppFunction::makeFromBoxedFunction<&gb::emulate_op>());
   m.impl("convolution_backward", torch::CppFunction::makeFromBoxedFunction<&gb::emulate_op>());
+  // torch 1.13 decomposes layer norm on a backend without a kernel of its
+  // own into batch norm and addcmul, two forward launches; CUDA runs one
+  // fused kernel (its meta run gives the three outputs' shapes).
+  m.impl("native_layer_norm", torch::CppFunction::makeFromBoxedFunction<&gb::emulate_op>());
 }
 
 TORCH_LIBRARY_IMPL(_, CUDA, m) { m.fallback(torch::CppFunction::makeFromBoxedFunction<&gb::emulate_op>()); }

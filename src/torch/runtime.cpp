@@ -5,12 +5,16 @@
 #include <unistd.h>
 #include <algorithm>
 #include <charconv>
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "common/atomic_file.h"
+#include "common/checked.h"
 #include "common/message_text.h"
+#include "device/trace_args.h"
 #include "gpemu/error.h"
 #include "gpemu/interconnect.h"
 #include "gpemu/report.h"
@@ -56,6 +60,74 @@ KernelDemand op_demand(const OpProgram::Op& op, const GpuPeaks& peaks) {
   return {static_cast<float>(compute / busiest), static_cast<float>(memory / busiest)};
 }
 
+// The real clock less the time this process's issuing threads spent ready
+// to run but not running (the kernel's run_delay: another process had the
+// CPU). A GPU host would not have lost that time, so the emulated world
+// (timeline, syncs, events) does not see it: the loss is made up. The
+// script's own clocks are real under the real clock and do see it; the
+// summary reports it (host_load_delay_s). Samples are taken at most every
+// kSampleNs per thread (a /proc read costs a few microseconds) and after
+// every sleep (a wake-up a loaded CPU delays is run_delay too).
+class LoadAdjustedClock final : public Clock {
+ public:
+  LoadAdjustedClock() : real_(make_real_clock()) {}
+
+  // Never backwards: a loss sampled late holds the clock until real time has
+  // caught up with it.
+  Time now() const override {
+    const Time t = real_->now() - lost_.load(std::memory_order_relaxed);
+    Time seen = floor_.load(std::memory_order_relaxed);
+    while (t > seen && !floor_.compare_exchange_weak(seen, t, std::memory_order_relaxed)) {
+    }
+    return std::max(t, seen);
+  }
+  void sleep_until(Time deadline) override {
+    for (;;) {
+      real_->sleep_until(saturating_add(deadline, lost_.load(std::memory_order_relaxed)));
+      sample(/*force=*/true);
+      if (now() >= deadline) return;
+    }
+  }
+  void run_concurrently(std::vector<std::function<void()>> bodies) override {
+    real_->run_concurrently(std::move(bodies));
+  }
+  // Moves with the time made up, so that CLOCK_MONOTONIC times other
+  // processes share (rank processes' collectives) map onto this clock.
+  std::optional<std::int64_t> monotonic_epoch_ns() const override {
+    return *real_->monotonic_epoch_ns() + lost_.load(std::memory_order_relaxed);
+  }
+  bool is_virtual() const override { return false; }
+  std::string_view name() const override { return "real"; }
+
+  // Adds the calling thread's run_delay since its last sample.
+  void sample(bool force) {
+    thread_local std::int64_t last_delay = -1, last_at = 0;
+    const std::int64_t at = real_->now();
+    if (!force && last_delay >= 0 && at - last_at < kSampleNs) return;
+    last_at = at;
+    const std::int64_t delay = run_delay_ns();
+    if (delay < 0) return;
+    if (last_delay >= 0 && delay > last_delay) lost_.fetch_add(delay - last_delay, std::memory_order_relaxed);
+    last_delay = delay;
+  }
+  Duration lost() const { return lost_.load(std::memory_order_relaxed); }
+
+ private:
+  static constexpr std::int64_t kSampleNs = 1'000'000;
+  // The calling thread's run_delay (ns), -1 when the kernel does not say.
+  static std::int64_t run_delay_ns() {
+    std::FILE* f = std::fopen("/proc/thread-self/schedstat", "r");
+    if (f == nullptr) return -1;
+    long long run = 0, delay = -1;
+    if (std::fscanf(f, "%lld %lld", &run, &delay) != 2) delay = -1;
+    std::fclose(f);
+    return delay;
+  }
+  std::unique_ptr<Clock> real_;
+  std::atomic<std::int64_t> lost_{0};
+  mutable std::atomic<Time> floor_{0};
+};
+
 }  // namespace
 
 Settings Settings::from_env() {
@@ -92,6 +164,8 @@ Settings Settings::from_env() {
     s.priority = n;
   }
   if (auto v = env("GPEMU_TORCH_MIG")) s.mig = *v;
+  if (auto v = env("GPEMU_TORCH_HOST")) s.host = *v;
+  if (auto v = env("GPEMU_TORCH_STEP_MARKER")) s.step_marker = *v;
   if (s.serve && (s.trace || s.report))
     throw InputError(
         "GPEMU_TORCH_TRACE / GPEMU_TORCH_REPORT with GPEMU_TORCH_SERVE: the GPU's timeline is the server's; "
@@ -122,7 +196,8 @@ std::string client_name(const Settings& s) {
 Runtime::Runtime(Settings settings)
     : settings_(std::move(settings)),
       gpu_(&find_gpu(settings_.gpu)),
-      clock_(make_clock(settings_.clock)),
+      clock_(settings_.clock == ClockKind::Real && !settings_.serve ? std::make_unique<LoadAdjustedClock>()
+                                                                    : make_clock(settings_.clock)),
       timeline_(std::make_unique<Timeline>(*clock_)) {
   if (settings_.gpus < 1 || settings_.gpus > kMaxTorchGpus)
     throw InputError(fmt::format("gpus {}: expected 1 to {}", settings_.gpus, kMaxTorchGpus));
@@ -147,7 +222,8 @@ Runtime::Runtime(Settings settings)
     }
   }
   const auto calibration = load_default_calibration();
-  factors_ = calibration->factors(*gpu_);
+  host_ = find_host(settings_.host.empty() ? kDefaultHost : std::string_view(settings_.host), "GPEMU_TORCH_HOST");
+  factors_ = with_host(calibration->factors(*gpu_), host_);
   if (!settings_.model.empty()) correction_ = calibration->correction(zoo::canonical_name(settings_.model));
   for (int c = 0; c < 2; ++c)
     for (int m = 0; m < 2; ++m) {
@@ -435,30 +511,41 @@ void Runtime::pace_host(double seconds) {
   Time until = 0;
   {
     std::lock_guard lock(mutex_);
-    const Time now = clock_->now();
-    if (clock_->is_virtual()) {
-      // The host's emulated time is all there is: each op costs its launch.
-      host_ready_ = std::max(host_ready_, now) + launch;
-    } else {
-      // The script's Python, torch's dispatch and the emulator's own work
-      // are real time already spent on this op: the op costs the larger of
-      // that and its launch cost, not their sum.
-      host_ready_ = std::max(host_ready_ + launch, now);
-    }
+    // The host's emulated time is all there is: each op costs its launch.
+    host_ready_ = std::max(host_ready_, clock_->now()) + launch;
     until = host_ready_;
   }
   clock_->sleep_until(until);
 }
 
+bool Runtime::tracing() const { return timeline_->tracing(); }
+
+void Runtime::advance_host(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0)
+    throw InputError(fmt::format("advance the host by {} s: expected a finite time of 0 or more", seconds));
+  clock_->sleep_for(from_seconds(seconds));
+}
+
 void Runtime::issue(int device_index, std::int64_t stream_id, const OpProgram::Op& op, std::string_view name,
-                    bool tf32_conv, bool tf32_matmul, bool cpp_loop) {
+                    bool tf32_conv, bool tf32_matmul, bool cpp_loop, Time started, const OpDetail* detail) {
   check_stream(device_index, stream_id);
   const bool forward = op.section == OpProgram::Section::Forward || op.section == OpProgram::Section::Loss;
-  const double launch = cpp_loop && forward && op.kind != OpProgram::Kind::View
-                            ? factors_.launch_backward_us * 1e-6 * op.weight
-                            : op_launch_seconds(op, factors_);
-  pace_host(launch * (forward ? correction_.forward_host : correction_.backward_host));
   const bool view = op.kind == OpProgram::Kind::View;
+  if (clock_->is_virtual()) {
+    // The host profile's cost of the op, which folds in the Python and the
+    // dispatch of a real GPU host (the script's own here run in no emulated
+    // time); an op a C++ loop issues pays the C++ (autograd engine's) rate.
+    const double launch =
+        cpp_loop && forward && !view ? factors_.launch_backward_us * 1e-6 * op.weight : op_launch_seconds(op, factors_);
+    pace_host(launch * (forward ? correction_.forward_host : correction_.backward_host));
+  } else if (!view) {
+    if (auto* load = dynamic_cast<LoadAdjustedClock*>(clock_.get())) load->sample(/*force=*/false);
+    // The script's Python and torch's dispatch ran for real on this host
+    // (and the emulator's own work, in place of the CPU dispatch's): the
+    // host adds what a CUDA launch adds, counted from the op's start.
+    const Time from = started >= 0 ? started : clock_->now();
+    clock_->sleep_until(from + from_seconds(kCudaLaunchUs * 1e-6 * op.weight));
+  }
   const double seconds = view ? 0
                               : op_kernel_seconds(op, 0, peaks(tf32_conv, tf32_matmul), factors_) *
                                     (forward ? correction_.forward_gpu : correction_.backward_gpu);
@@ -472,6 +559,16 @@ void Runtime::issue(int device_index, std::int64_t stream_id, const OpProgram::O
     (op.section == OpProgram::Section::Optimizer  ? counters_.optimizer_gpu_s
      : op.section == OpProgram::Section::Backward ? counters_.backward_gpu_s
                                                   : counters_.forward_gpu_s) += seconds;
+    if (!remote() && timeline_->tracing()) {
+      const std::string_view shapes = detail != nullptr ? std::string_view(detail->shapes) : std::string_view();
+      auto it = shape_ids_.find(shapes);
+      if (it == shape_ids_.end()) {
+        it = shape_ids_.emplace(std::string(shapes), static_cast<std::uint32_t>(shapes_.size())).first;
+        shapes_.emplace_back(shapes);
+      }
+      kernel_details_[{device_index, stream_id}].push_back(
+          {it->second, static_cast<std::uint8_t>(op.section), op.bytes0});
+    }
   }
   if (remote()) {
     const KernelDemand d = op_demand(op, peaks(tf32_conv, tf32_matmul));
@@ -620,9 +717,39 @@ RunCounters Runtime::counters() const {
   return counters_;
 }
 
-void Runtime::note_optimizer_step() {
+std::string_view to_string(StepSource s) {
+  switch (s) {
+    case StepSource::Marker: return "step marker";
+    case StepSource::Optimizer: return "optimizer.step() calls";
+    case StepSource::Backward: return "backward calls";
+  }
+  return "";
+}
+
+void Runtime::note_optimizer_step(int device_index, std::int64_t stream_id) {
+  {
+    std::lock_guard lock(mutex_);
+    ++counters_.optimizer_steps;
+  }
+  note_step(StepSource::Optimizer, device_index, stream_id);
+}
+
+void Runtime::note_step(StepSource source, int device_index, std::int64_t stream_id) {
+  Time at = clock_->now();
+  if (!remote() && device_index >= 0 && device_index < device_count()) {
+    Stream& s = stream(device_index, stream_id);
+    at = std::max(at, timeline_->end_time(s.tail()));
+  }
   std::lock_guard lock(mutex_);
-  ++counters_.optimizer_steps;
+  step_starts_[static_cast<std::size_t>(source)].push_back(to_seconds(at));
+}
+
+std::pair<StepSource, std::vector<double>> Runtime::steps() const {
+  std::lock_guard lock(mutex_);
+  for (int i = 0; i < kStepSources; ++i)
+    if (!step_starts_[static_cast<std::size_t>(i)].empty())
+      return {static_cast<StepSource>(i), step_starts_[static_cast<std::size_t>(i)]};
+  return {StepSource::Optimizer, {}};
 }
 
 void Runtime::host_span(std::string name, double start_s, double end_s) {
@@ -653,10 +780,36 @@ nlohmann::json Runtime::summary_object() {
   j["elapsed_s"] = elapsed;
   j["emulated_seconds"] = elapsed;
   // The keys `gpemu train --json` has, where they mean the same: an
-  // iteration is an optimizer.step() call; phase times are the GPU time of
-  // the phase's kernels per iteration.
-  j["iterations"] = c.optimizer_steps;
-  const double iters = static_cast<double>(c.optimizer_steps);
+  // iteration is a step of the script (an optimizer.step() call; without
+  // any, a backward call; or a --step-marker call); phase times are the GPU
+  // time of the phase's kernels per iteration.
+  const auto [source, starts] = steps();
+  j["iterations"] = starts.size();
+  j["optimizer_steps"] = c.optimizer_steps;
+  const double iters = static_cast<double>(starts.size());
+  nlohmann::json st;
+  st["source"] = starts.empty() ? nlohmann::json(nullptr) : nlohmann::json(std::string(to_string(source)));
+  st["count"] = starts.size();
+  // The time from each step's start to the next's (the last step has no next).
+  std::vector<double> ms;
+  for (std::size_t i = 1; i < starts.size(); ++i) ms.push_back((starts[i] - starts[i - 1]) * 1e3);
+  st["step_ms"] = ms;
+  if (!ms.empty()) {
+    std::vector<double> sorted = ms;
+    std::sort(sorted.begin(), sorted.end());
+    const std::size_t n = sorted.size();
+    st["median_ms"] = n % 2 == 1 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+    st["min_ms"] = sorted.front();
+    st["max_ms"] = sorted.back();
+  } else {
+    st["median_ms"] = st["min_ms"] = st["max_ms"] = nullptr;
+  }
+  j["steps"] = st;
+  j["host_profile"] = host_.name;
+  // Real clock: the time this machine's load kept the script's threads from
+  // running (made up on the emulated timeline, seen by the script's own clocks).
+  const auto* load = dynamic_cast<const LoadAdjustedClock*>(clock_.get());
+  j["host_load_delay_s"] = load != nullptr ? nlohmann::json(to_seconds(load->lost())) : nlohmann::json(nullptr);
   j["iterations_per_s"] = iters > 0 && elapsed > 0 ? nlohmann::json(iters / elapsed) : nlohmann::json(nullptr);
   auto per_iter_ms = [&](double s) { return iters > 0 ? nlohmann::json(s / iters * 1e3) : nlohmann::json(nullptr); };
   j["forward_ms_mean"] = per_iter_ms(c.forward_gpu_s);
@@ -770,11 +923,48 @@ nlohmann::json merge_summaries(nlohmann::json main, const std::vector<nlohmann::
   main["iterations_per_s"] = elapsed > 0 && !main["iterations"].is_null()
                                  ? nlohmann::json(main["iterations"].get<double>() / elapsed)
                                  : nlohmann::json(nullptr);
+  // Steps: the script's own when it stepped; else the first rank's (mp.spawn's
+  // parent only waits for its ranks).
+  if (main["steps"]["count"].get<std::size_t>() == 0)
+    for (const auto& p : procs)
+      if (p.contains("steps") && p["steps"]["count"].get<std::size_t>() > 0) {
+        main["steps"] = p["steps"];
+        break;
+      }
   main["processes"] = procs;
   return main;
 }
 
 }  // namespace
+
+std::pair<std::vector<TraceRecord>, std::vector<std::string>> Runtime::trace_records() const {
+  std::vector<TraceRecord> records = timeline_->trace_records();
+  std::vector<std::string> args(records.size());
+  // Each stream's kernels run in issue order: the n-th kernel record of a
+  // stream (by start) is the n-th kernel issued to it.
+  std::map<std::pair<int, std::int64_t>, std::vector<std::size_t>> by_stream;
+  for (std::size_t i = 0; i < records.size(); ++i) {
+    TraceRecord& r = records[i];
+    if (r.stream >= 0) r.engine = -1;  // drawn once: on its stream's track
+    if (r.category == "kernel") by_stream[{r.device, r.stream}].push_back(i);
+  }
+  std::lock_guard lock(mutex_);
+  for (auto& [key, idx] : by_stream) {
+    const auto d = kernel_details_.find(key);
+    if (d == kernel_details_.end() || d->second.size() != idx.size()) continue;  // not every kernel known: none
+    std::stable_sort(idx.begin(), idx.end(),
+                     [&](std::size_t a, std::size_t b) { return records[a].start < records[b].start; });
+    for (std::size_t k = 0; k < idx.size(); ++k) {
+      const KernelDetail& kd = d->second[k];
+      const char* phase = "forward";
+      if (kd.section == static_cast<std::uint8_t>(OpProgram::Section::Backward)) phase = "backward";
+      if (kd.section == static_cast<std::uint8_t>(OpProgram::Section::Optimizer)) phase = "optimizer";
+      args[idx[k]] = fmt::format(R"({{"shapes":{},"bytes":{:.0f},"phase":"{}"}})",
+                                 nlohmann::json(shapes_[kd.shapes]).dump(), kd.bytes, phase);
+    }
+  }
+  return {std::move(records), std::move(args)};
+}
 
 nlohmann::json Runtime::part_object() {
   nlohmann::json part;
@@ -784,9 +974,13 @@ nlohmann::json Runtime::part_object() {
   const auto epoch = clock_->monotonic_epoch_ns();
   part["epoch_ns"] = epoch ? nlohmann::json(*epoch) : nlohmann::json(nullptr);
   nlohmann::json records = nlohmann::json::array();
-  if (timeline_->tracing())
-    for (const TraceRecord& r : timeline_->trace_records())
-      records.push_back({r.name, r.category, r.device, r.stream, r.engine, r.start, r.end});
+  if (timeline_->tracing()) {
+    const auto [traced, args] = trace_records();
+    for (std::size_t i = 0; i < traced.size(); ++i) {
+      const TraceRecord& r = traced[i];
+      records.push_back({r.name, r.category, r.device, r.stream, r.engine, r.start, r.end, args[i]});
+    }
+  }
   part["records"] = std::move(records);
   nlohmann::json spans = nlohmann::json::array();
   if (timeline_->tracing())
@@ -794,6 +988,43 @@ nlohmann::json Runtime::part_object() {
       spans.push_back({h.name, h.category, h.process, h.thread, h.start, h.end});
   part["spans"] = std::move(spans);
   return part;
+}
+
+void Runtime::print_summary(const nlohmann::json& summary) const {
+  const auto num = [](const nlohmann::json& v) { return v.is_null() ? 0.0 : v.get<double>(); };
+  std::string out = fmt::format("gpemu torch: {}x {}, {} clock, host {}\n", settings_.gpus, gpu_->name,
+                                to_string(settings_.clock), host_.name);
+  const nlohmann::json& st = summary["steps"];
+  if (st["count"].get<std::size_t>() > 0 && !st["median_ms"].is_null())
+    out += fmt::format("  step time    {:.3f} ms median ({:.3f} to {:.3f} ms) over {} steps ({})\n",
+                       num(st["median_ms"]), num(st["min_ms"]), num(st["max_ms"]), st["count"].get<std::size_t>(),
+                       st["source"].get<std::string>());
+  else
+    out += fmt::format(
+        "  steps        {} (no step time: a step is an optimizer.step(), a backward or a "
+        "--step-marker call)\n",
+        st["count"].get<std::size_t>());
+  out += fmt::format("  emulated     {:.3f} s, GPU busy {}\n", num(summary["elapsed_s"]),
+                     summary["gpu_util_pct"].is_null() ? std::string("n/a")
+                                                       : fmt::format("{:.1f} %", num(summary["gpu_util_pct"])));
+  if (!summary["host_load_delay_s"].is_null() && num(summary["host_load_delay_s"]) > 0.01 * num(summary["elapsed_s"]))
+    out += fmt::format(
+        "  host load    {:.3f} s: this machine's other work kept the script from running; made up on the emulated "
+        "GPUs, not in the script's own clocks (wall time)\n",
+        num(summary["host_load_delay_s"]));
+  out += fmt::format("  memory peak  {:.1f} MiB allocated, {:.1f} MiB reserved\n", num(summary["peak_allocated_mib"]),
+                     num(summary["peak_reserved_mib"]));
+  out += fmt::format("  kernels      {}, copies {}, syncs {}\n", summary["kernels"].get<std::uint64_t>(),
+                     summary["h2d_copies"].get<std::uint64_t>() + summary["d2h_copies"].get<std::uint64_t>(),
+                     summary["blocking_syncs"].get<std::uint64_t>());
+  const std::optional<ExpectedError> e = expected_error(*gpu_, settings_.model, "");
+  if (e)
+    out += fmt::format("  model error  +-{:.0f} % per step expected for the {} ({})\n", e->pct.iteration, gpu_->name,
+                       e->basis);
+  else
+    out += "  model error  not stated: the calibration holds no validation\n";
+  std::fputs(out.c_str(), stderr);
+  std::fflush(stderr);
 }
 
 void Runtime::finish() {
@@ -824,6 +1055,10 @@ void Runtime::finish() {
   }
   const nlohmann::json main_summary = summary_object();
   const nlohmann::json summary = merge_summaries(main_summary, parts);
+  if (summary["kernels"].get<std::uint64_t>() + summary["h2d_copies"].get<std::uint64_t>() +
+          summary["d2h_copies"].get<std::uint64_t>() >
+      0)
+    print_summary(summary);
   // One output that cannot be written (a full disk) does not stop the
   // others; every failure is named, and the run fails (gpemu_torch exits 1).
   std::vector<std::string> failed;
@@ -852,7 +1087,7 @@ void Runtime::finish() {
     int device;
     const nlohmann::json* stats;
   };
-  std::vector<TraceRecord> records = timeline_->trace_records();
+  auto [records, args] = trace_records();
   std::vector<TraceDeviceName> names;
   std::vector<Row> rows;
   for (const auto& d : devices_) {
@@ -871,9 +1106,11 @@ void Runtime::finish() {
       names.push_back({base + i, fmt::format("{}: {}", label, trace_gpu_name(i, gpu_->id))});
       rows.push_back({fmt::format("{} GPU {}", label, i), base + i, &d});
     }
-    for (const auto& r : part["records"])
+    for (const auto& r : part["records"]) {
       records.push_back({r[0].get<std::string>(), r[1].get<std::string>(), base + r[2].get<int>(), r[3].get<int>(),
                          r[4].get<int>(), r[5].get<Time>() + shift, r[6].get<Time>() + shift});
+      args.push_back(r.size() > 7 ? r[7].get<std::string>() : std::string());
+    }
   }
   std::vector<HostSpan> spans = timeline_->host_spans();
   for (const auto& part : parts) {
@@ -883,7 +1120,8 @@ void Runtime::finish() {
         spans.push_back({h[0].get<std::string>(), h[1].get<std::string>(), h[2].get<std::string>(), h[3].get<int>(),
                          h[4].get<Time>() + shift, h[5].get<Time>() + shift});
   }
-  if (settings_.trace) attempt("--trace", [&] { write_chrome_trace_file(records, spans, names, *settings_.trace); });
+  if (settings_.trace)
+    attempt("--trace", [&] { write_chrome_trace_file_with_args(records, args, spans, names, *settings_.trace); });
   if (settings_.report)
     attempt("--report", [&] {
       RunReport report;
@@ -895,7 +1133,7 @@ void Runtime::finish() {
       report.summary = {{"GPU", gpu_->name},
                         {"clock", std::string(to_string(settings_.clock))},
                         {"emulated time", fixed(summary["elapsed_s"], " s")},
-                        {"iterations (optimizer steps)", summary["iterations"].dump()},
+                        {"iterations (steps)", summary["iterations"].dump()},
                         {"iterations/s", fixed(summary["iterations_per_s"], "")},
                         {"forward GPU time per iteration", fixed(summary["forward_ms_mean"], " ms")},
                         {"backward GPU time per iteration", fixed(summary["backward_ms_mean"], " ms")},

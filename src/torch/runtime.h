@@ -17,6 +17,7 @@
 // autograd engine issues backward kernels from its own device threads).
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <filesystem>
@@ -35,6 +36,7 @@
 #include "gpemu/clock.h"
 #include "gpemu/cost_model.h"
 #include "gpemu/device.h"
+#include "gpemu/host.h"
 #include "gpemu/share.h"
 #include "gpemu/timeline.h"
 
@@ -64,12 +66,21 @@ struct Settings {
   std::optional<std::filesystem::path> serve;
   int priority = 0;  // the server's policy priority: larger first
   std::string mig;   // the server's policy mig: this process's slice
+  // The host profile (host.h) whose per-op costs the host pays under the
+  // virtual clock, by name or file (calibration.h, find_host); empty: the
+  // default host (kDefaultHost), as `gpemu predict --host`.
+  std::string host;
+  // The function (or torch.profiler.record_function label) whose calls mark
+  // the script's steps (gpemu torch --step-marker); empty: optimizer.step()
+  // calls, else backward calls.
+  std::string step_marker;
 
   // GPEMU_TORCH_GPU, GPEMU_TORCH_GPUS, GPEMU_TORCH_CLOCK, GPEMU_TORCH_JSON,
   // GPEMU_TORCH_TRACE, GPEMU_TORCH_REPORT, GPEMU_TORCH_MODEL,
   // GPEMU_TORCH_SCRIPT, GPEMU_TORCH_MAIN_PID (main_process: this process's
   // id, or unset), GPEMU_TORCH_PARTS, GPEMU_TORCH_SERVE,
-  // GPEMU_TORCH_PRIORITY, GPEMU_TORCH_MIG; unset ones keep their defaults. InputError naming the
+  // GPEMU_TORCH_PRIORITY, GPEMU_TORCH_MIG, GPEMU_TORCH_HOST,
+  // GPEMU_TORCH_STEP_MARKER; unset ones keep their defaults. InputError naming the
   // variable for a value that is not accepted.
   static Settings from_env();
 };
@@ -77,6 +88,22 @@ struct Settings {
 // The largest device count `gpemu torch --gpus` accepts (a DGX-class node has 8;
 // PyTorch's DeviceIndex is an int8).
 inline constexpr int kMaxTorchGpus = 64;
+
+// What marks the start of a step of the script (the summary's per-step
+// figures): the first that occurred wins, in this order.
+enum class StepSource { Marker, Optimizer, Backward };
+inline constexpr int kStepSources = 3;
+std::string_view to_string(StepSource s);
+
+// What an op's launch adds beyond the CPU-only dispatch this host runs for
+// real: a CUDA launch's host cost, the 5 us `gpemu bench host` states
+// (--cuda-launch-us; docs/decisions.md). Paid per kernel under the real clock.
+inline constexpr double kCudaLaunchUs = 5.0;
+
+// The trace's detail of one op (only built when a trace is written).
+struct OpDetail {
+  std::string shapes;  // the tensor arguments' and outputs' shapes, "[64,650] [650,2600] -> [64,2600]"
+};
 
 // Counters of one process's run, for the summary.
 struct RunCounters {
@@ -146,8 +173,25 @@ class Runtime {
   // bucket and buffer copies, DataParallel's scatter): its host cost is the
   // C++ launch path's (the calibrated backward cost), not the forward's,
   // which folds in the Python of a module's forward.
+  // started: when the op's call reached the backend (the clock's time; -1:
+  // now). Under the real clock the script's Python and torch's dispatch ran
+  // for real before it, so the host pays only what a CUDA launch adds
+  // (kCudaLaunchUs per kernel, from `started`); under the virtual clock it
+  // pays the host profile's per-op cost (host.h; cpp_loop: the C++ rate).
+  // detail: the op's shapes for the trace (null: none).
   void issue(int device, std::int64_t stream, const OpProgram::Op& op, std::string_view name, bool tf32_conv,
-             bool tf32_matmul, bool cpp_loop = false);
+             bool tf32_matmul, bool cpp_loop = false, Time started = -1, const OpDetail* detail = nullptr);
+  // Whether a trace (or report) is written: the caller builds OpDetail only then.
+  bool tracing() const;
+  // The script slept (time.sleep under the virtual clock) or waited for
+  // something real (its DataLoader): the host's emulated time moves on by
+  // `seconds`. InputError for a negative or non-finite time.
+  void advance_host(double seconds);
+  // A step of the script began (StepSource): its time is when the host
+  // reached it or when the GPU work issued before it ends on (device,
+  // stream), whichever is later.
+  void note_step(StepSource source, int device, std::int64_t stream);
+  const HostProfile& host_profile() const { return host_; }
   // A host-device copy of `bytes` on (device, stream); a pageable one (or
   // any device-to-host copy into pageable memory) returns only when done.
   void copy(int device, std::int64_t stream, bool to_device, std::uint64_t bytes, bool pinned);
@@ -178,7 +222,7 @@ class Runtime {
   // meta path, and ops refused; for the summary.
   void note_generic(std::string_view op);
   // An optimizer.step() began (torch.optim's "Optimizer.step#..." scope).
-  void note_optimizer_step();
+  void note_optimizer_step(int device, std::int64_t stream);
   // A span of the script's host for the trace (from start to end, in the
   // clock's seconds): the DataLoader's waits for a batch. Dropped when no
   // trace or report is written, and when empty.
@@ -217,6 +261,13 @@ class Runtime {
   int remote_event_device(std::int64_t id, std::optional<int> record_on = std::nullopt);
   nlohmann::json summary_object();
   nlohmann::json part_object();
+  // The source of the run's steps and their start times (seconds).
+  std::pair<StepSource, std::vector<double>> steps() const;
+  // The timeline's records, each drawn once (on its stream's track only when
+  // it has one), and each one's trace "args" (a kernel's detail; "" none).
+  std::pair<std::vector<TraceRecord>, std::vector<std::string>> trace_records() const;
+  // The table `gpemu torch` prints on stderr at the end of the run.
+  void print_summary(const nlohmann::json& summary) const;
 
   Settings settings_;
   const GpuSpec* gpu_ = nullptr;
@@ -232,7 +283,8 @@ class Runtime {
     Duration kernel_time = 0;  // the kernels' time alone
   };
   std::vector<std::unique_ptr<Remote>> remote_;  // per device when attached
-  FamilyFactors factors_;
+  FamilyFactors factors_;                        // the GPU family's, with the host profile's launch costs
+  HostProfile host_;
   ModelCorrection correction_;
   GpuPeaks peaks_[2][2];  // [tf32_conv][tf32_matmul]
 
@@ -244,6 +296,17 @@ class Runtime {
   std::map<std::tuple<std::string, std::uint64_t, int>, Duration, std::less<>> collective_durations_;
   std::vector<Duration> collective_busy_;  // per device
   bool finished_ = false;
+  std::array<std::vector<double>, kStepSources> step_starts_;  // by StepSource, seconds
+  // Per (device, stream), the trace detail of each kernel issued, in order:
+  // an index into shapes_ (interned), its section, the op's bytes.
+  struct KernelDetail {
+    std::uint32_t shapes;
+    std::uint8_t section;
+    double bytes;
+  };
+  std::map<std::pair<int, std::int64_t>, std::vector<KernelDetail>> kernel_details_;
+  std::vector<std::string> shapes_;
+  std::map<std::string, std::uint32_t, std::less<>> shape_ids_;
 
   // Events: here, the Event; attached, the device it was last recorded on (-1: never).
   std::mutex events_mutex_;

@@ -54,10 +54,12 @@ def install():
         os.environ["GPEMU_TORCH_PARTS"] = parts
         atexit.register(shutil.rmtree, parts, True)  # runs after finish (atexit: last in, first out)
     torch.ops.load_library(os.path.join(os.path.dirname(__file__), "_backend.so"))
-    from . import _cuda, _dist
+    from . import _clock, _cuda, _dist, _host
 
     _cuda.patch(torch)
     _dist.patch(torch)
+    _clock.patch(torch)
+    _host.patch(torch)
     if main or (outputs and os.environ.get("GPEMU_TORCH_PARTS")):
         atexit.register(_finish, torch.ops.gpemu.finish, parts)
     _installed = True

@@ -7,7 +7,7 @@ backend (torch.ops.gpemu.*) so that torch.cuda's own code runs (device count,
 current device, memory statistics, empty_cache, ...), and replaces what rests
 on CUDA-only C++ types (streams, events, device properties, the CUDA RNG).
 """
-import functools
+import os
 import types
 
 _ops = None
@@ -80,16 +80,9 @@ def cpp_loop(fn):
     """fn issues many ops from one call, as a C++ function of torch's does:
     they pay the C++ launch cost, not the forward's per-op cost, which folds
     in a module's Python (Runtime::issue, cpp_loop)."""
+    from ._host import scoped
 
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        _ops.cpp_loop(True)
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            _ops.cpp_loop(False)
-
-    return wrapper
+    return scoped(lambda enter: _ops.cpp_loop(enter), fn)
 
 
 def patch(torch):
@@ -296,16 +289,23 @@ def patch(torch):
         return out
 
     # The trace shows where the script waited for its DataLoader (the
-    # workers' own work is in their processes and is not drawn).
+    # workers' own work is in their processes and is not drawn). The wait is
+    # real (the loader is): under the virtual clock the host's emulated time
+    # moves on by the real time waited.
     from torch.utils.data import dataloader
 
+    from . import _clock
+
     next_batch = dataloader._BaseDataLoaderIter.__next__
+    virtual = os.environ.get("GPEMU_TORCH_CLOCK") == "virtual"
 
     def traced_next(self):
-        start = _ops.now()
+        start, real_start = _ops.now(), _clock.real_perf_counter()
         try:
             return next_batch(self)
         finally:
+            if virtual:
+                _ops.advance(max(0.0, _clock.real_perf_counter() - real_start))
             _ops.host_span("DataLoader next batch", start, _ops.now())
 
     dataloader._BaseDataLoaderIter.__next__ = traced_next
