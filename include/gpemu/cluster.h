@@ -224,12 +224,13 @@ struct LasOptions {
   double starvation_factor = 0;  // 0: off
 };
 
-// "fifo", "srtf", "las", "drf-fifo"; InputError naming the policy and the accepted ones.
+// "fifo", "srtf", "las", "drf-fifo", "timeslice"; InputError naming the policy and the accepted ones.
 std::unique_ptr<Policy> make_policy(std::string_view name, const LasOptions& las = {});
 std::unique_ptr<Policy> make_fifo_policy();
 std::unique_ptr<Policy> make_srtf_policy();
 std::unique_ptr<Policy> make_las_policy(const LasOptions& options);
 std::unique_ptr<Policy> make_drf_fifo_policy();
+std::unique_ptr<Policy> make_timeslice_policy();
 std::vector<std::string> policy_names();
 
 }  // namespace gpemu::cluster

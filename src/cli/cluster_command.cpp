@@ -114,7 +114,8 @@ void add_cluster_command(CLI::App& app) {
   cmd->add_option("--cluster", a->cluster, "Cluster file (JSON: nodes with GPU model, GPUs, cores, DRAM)");
   cmd->add_option("--trace", a->trace, "Trace file (CSV: one job a line)");
   cmd->add_option("--policy", a->policy,
-                  "fifo, srtf, las (Tiresias' discretised 2D-LAS) or drf-fifo (DRF between users, FIFO within one)")
+                  "fifo, srtf, las (Tiresias' discretised 2D-LAS) drf-fifo (DRF between users, FIFO within one) or "
+                  "timeslice (Gandiva's turns)")
       ->capture_default_str();
   cmd->add_option("--cpu-allocation", a->cpu, "prop (GPU-proportional cores) or tune (Synergy-Tune)")
       ->capture_default_str();

@@ -185,6 +185,25 @@ TEST(Simulation, DrfFifoServesTheUserWithTheLeastDominantShare) {
   EXPECT_EQ(by_drf.policy, "drf-fifo");
 }
 
+TEST(Simulation, TimeSlicingTakesTurnsWhereLasServesTheNewcomerFirst) {
+  const auto c = parse_cluster(R"({"nodes": [{"gpu": "v100", "gpus": 1, "cpus": 4}], "checkpoint_gib": 0})", "c.json");
+  const auto t = parse_trace("job,arrival_s,gpus,iterations,step_s\na,0,1,100,1\nb,50,1,30,1\n", "t.csv", c);
+  JobSpeed speed;
+  SimOptions o;
+  o.round_s = 10;
+  LasOptions continuous;
+  continuous.queue_limits_gpu_s = {};
+  auto las = make_policy("las", continuous);
+  const auto by_las = simulate(c, t, *las, o, speed);
+  EXPECT_DOUBLE_EQ(by_las.jobs[1].finish_s, 80);  // b runs 50-80: less service than a
+  EXPECT_DOUBLE_EQ(by_las.jobs[0].finish_s, 130);
+  auto slices = make_policy("timeslice");
+  const auto by_turns = simulate(c, t, *slices, o, speed);
+  EXPECT_DOUBLE_EQ(by_turns.jobs[1].finish_s, 100);  // b at 50, 70, 90; a at 60, 80, then 100-130
+  EXPECT_DOUBLE_EQ(by_turns.jobs[0].finish_s, 130);
+  EXPECT_EQ(by_turns.jobs[0].preemptions, 3);
+}
+
 TEST(Simulation, JobSpeedComesFromTheEngineAndCoresMatter) {
   JobSpeed speed;
   TraceJob j;
