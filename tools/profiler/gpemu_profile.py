@@ -70,8 +70,11 @@ def subtree(e):
 
 
 def op_class(opclass, names, phase, shapes):
-    known = [opclass.classify(n, phase) for n in names if opclass.classify(n, None) != "elementwise"
-             or n in opclass.VIEW or phase == "optimizer"]
+    """The class of an outermost op from the aten ops it ran (`names`, its own
+    first). A name in none of the tracer's tables (a wrapper such as conv2d)
+    says nothing; in the optimizer every kernel is the optimizer's."""
+    known = [opclass.classify(n, phase) for n in names
+             if phase == "optimizer" or opclass.classify(n, None) != "elementwise"]
     for c in CLASS_ORDER:
         if c in known:
             if c == "conv" and any(isinstance(x, list) and len(x) == 5 for x in shapes):
