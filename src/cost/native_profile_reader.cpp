@@ -233,7 +233,8 @@ class NativeReader {
       m.batch_size = *batch;
       m.phase = op_string(o, i, "phase");
       if (std::find(std::begin(kOpPhases), std::end(kOpPhases), m.phase) == std::end(kOpPhases))
-        fail(at("phase"), fmt::format("ops[{}].phase \"{}\" is unknown", i, m.phase), join(kOpPhases));
+        fail(at("phase"), fmt::format("ops[{}].phase \"{}\" is unknown", i, m.phase),
+             fmt::format("one of {}", join(kOpPhases)));
       m.op = op_string(o, i, "op");
       if (m.op.empty())
         fail(at("op"), fmt::format("ops[{}].op is empty", i), "an aten op name such as \"aten::conv2d\"");

@@ -98,6 +98,9 @@ TEST(CliProfile, BadInputIsAOneLineError) {
   const auto r = gpemu("profile --out /tmp/x --steps 0");
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.err.find("--steps 0"), std::string::npos) << r.err;
+  const auto o = gpemu("profile --out /tmp/x --op-steps 101");
+  EXPECT_NE(o.status, 0);
+  EXPECT_NE(o.err.find("--op-steps 101: 0 (no per-op times) to 100"), std::string::npos) << o.err;
   const auto p = gpemu("profile --out /tmp/x --python /nonexistent/python");
   EXPECT_NE(p.status, 0);
 }
