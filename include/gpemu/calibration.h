@@ -309,6 +309,25 @@ struct ValidationPoint {
   double ape_pct() const;              // |predicted - measured| / measured x 100
 };
 
+// Per-op times of a gpemu profile (Profile::ops) beside the analytical
+// model's per-op predictions for the same step, summed per phase and kind:
+// conv, matmul, or memory (every other class with a kernel: memory-bound in
+// the model). Views are left out (no kernel).
+struct OpClassPoint {
+  std::string gpu, model;
+  int batch_size = 0;
+  std::string phase;                          // forward, loss, backward, optimizer (zero_grad included)
+  std::string kind;                           // conv, matmul, memory
+  std::string timer;                          // the profile's op_timer: "cuda", or "cpu" (CPU time, not a GPU's)
+  double measured_calls = 0, measured_s = 0;  // per step: sum of calls x seconds per call
+  int predicted_ops = 0;                      // kernels of the model's program
+  double predicted_s = 0;                     // sum of op_kernel_seconds x the phase correction
+};
+// The points of one profile's ops at every batch size they were measured at
+// (none without ops).
+std::vector<OpClassPoint> op_class_points(const Profile& profile, const OpProgram& program, const GpuPeaks& peaks,
+                                          const FamilyFactors& f, const ModelCorrection& correction);
+
 struct ErrorStats {
   int n = 0;
   double mean_ape_pct = 0, median_ape_pct = 0, p90_ape_pct = 0, max_ape_pct = 0;
@@ -405,8 +424,9 @@ struct ValidationReport {
   // pairs with an OOM point: the bias.
   double oom_median_error_pct = 0;
   OomMarginFit oom_fit;
-  std::vector<ValidationPoint> points;  // when keep_points
-  std::vector<std::string> skipped;     // profiles not validated, and why
+  std::vector<ValidationPoint> points;   // when keep_points
+  std::vector<std::string> skipped;      // profiles not validated, and why
+  std::vector<OpClassPoint> op_classes;  // profiles with per-op times (op_class_points)
 };
 
 // Validates `calibration` (never the profiles themselves) on every measured

@@ -104,6 +104,21 @@ std::size_t extrapolated_tail_start(std::span<const ProfilePoint> rows, double r
 // Lower-case, '-' read as '_': "ResNet-50" and "resnet_50" name one model.
 std::string canonical_model_name(std::string_view name);
 
+// One aten op as `gpemu profile` measured it with torch.profiler: the calls
+// of one batch size that share (phase, op, shapes, dtype), aggregated
+// (docs/profiles.md, "Per-op GPU times").
+struct MeasuredOp {
+  int batch_size = 0;
+  std::string phase;     // "forward", "loss", "backward" or "optimizer" (zero_grad included)
+  std::string op;        // the outermost aten op, e.g. "aten::conv2d"
+  std::string op_class;  // the model zoo's class of the aten ops inside it ("conv", ...)
+  std::string shapes;    // its input shapes, as compact JSON ("[[1,3,224,224],[64,3,7,7],[]]")
+  std::string dtype;     // its first tensor's dtype ("float", "half"); empty when not recorded
+  double calls_per_step = 0;
+  double seconds_per_call = 0;       // Profile::op_timer's time of the op and the ops inside it
+  std::vector<std::string> kernels;  // CUDA kernels' names (a GPU only; at most 8)
+};
+
 // Everything measured for one model on one GPU. Series may be empty when the
 // source had no such table; all series hold real measurements only
 // (extrapolated tails removed).
@@ -132,6 +147,10 @@ struct Profile {
   // Free text kept with gpemu's own format ("comment"): what measured it
   // (gpemu profile: GPU, driver, torch, CUDA, cuDNN, host CPU).
   std::string comment;
+  // Per-op times (gpemu's own format only): "cuda" (kernel time on the GPU)
+  // or "cpu" (CPU time: a test of the profiler, not a GPU's); empty without ops.
+  std::string op_timer;
+  std::vector<MeasuredOp> ops;
 };
 
 enum class ProfileLayout {

@@ -31,7 +31,7 @@ namespace {
 struct ProfileArgs {
   std::string models = "resnet18", batch_sizes = "1,8,32", precision = "fp32", device = "auto", out, factory;
   std::string python = "/usr/bin/python3", script;
-  int warmup = 3, steps = 10;
+  int warmup = 3, steps = 10, op_steps = 1;
   bool channels_last = false;
 };
 
@@ -42,11 +42,38 @@ std::string csv_field(const std::string& s) {
   return q + "\"";
 }
 
+// The profiler script's per-op rows of batch size `b` (gpemu_profile.py
+// op_rows), as the profile's MeasuredOps; the reader checks them when the
+// written file is read back.
+void add_ops(Profile& prof, int b, const nlohmann::json& r) {
+  try {
+    prof.op_timer = r.at("op_timer").get<std::string>();
+    for (const nlohmann::json& o : r.at("ops")) {
+      MeasuredOp m;
+      m.batch_size = b;
+      m.phase = o.at("phase").get<std::string>();
+      m.op = o.at("op").get<std::string>();
+      m.op_class = o.at("class").get<std::string>();
+      m.shapes = o.at("shapes").dump();
+      m.dtype = o.value("dtype", "");
+      m.calls_per_step = o.at("calls_per_step").get<double>();
+      m.seconds_per_call = o.at("seconds_per_call").get<double>();
+      m.kernels = o.value("kernels", std::vector<std::string>{});
+      prof.ops.push_back(std::move(m));
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(fmt::format("gpemu profile: the profiler's per-op rows of {} at batch {} are malformed ({})",
+                                 prof.model, b, e.what()));
+  }
+}
+
 void run_profile(const ProfileArgs& a) {
   if (a.out.empty()) throw InputError("gpemu profile: give --out DIR for the profiles and steps.csv");
   if (a.steps < 1 || a.warmup < 0)
     throw InputError(
         fmt::format("--steps {} / --warmup {}: at least 1 timed step and 0 warm-up steps", a.steps, a.warmup));
+  if (a.op_steps < 0 || a.op_steps > 100)
+    throw InputError(fmt::format("--op-steps {}: 0 (no per-op times) to 100 steps under torch.profiler", a.op_steps));
   const std::string script =
       a.script.empty() ? (zoo::data_dir() / "tools" / "profiler" / "gpemu_profile.py").string() : a.script;
   if (!std::filesystem::exists(script))
@@ -57,6 +84,7 @@ void run_profile(const ProfileArgs& a) {
                     " --warmup " + std::to_string(a.warmup) + " --steps " + std::to_string(a.steps);
   if (a.channels_last) cmd += " --channels-last";
   if (!a.factory.empty()) cmd += " --factory " + bench::shell_quote(a.factory);
+  cmd += " --op-steps " + std::to_string(a.op_steps);
   std::cerr << "profiling " << a.models << " at batch sizes " << a.batch_sizes << " (" << a.precision << ")\n";
   // The script prints one JSON object a line; read them all.
   FILE* p = ::popen((cmd + " 2>/dev/null").c_str(), "r");
@@ -142,6 +170,10 @@ void run_profile(const ProfileArgs& a) {
       prof.peak_reserved_mib.push_back({b, r["peak_reserved_mib"].get<double>()});
       prof.persistent_mib.push_back({b, r["persistent_mib"].get<double>()});
     }
+    if (r.contains("ops_error"))
+      std::cerr << fmt::format("gpemu profile: {} at batch {}: no per-op times ({})\n", model, b,
+                               r.value("ops_error", ""));
+    if (r.contains("ops")) add_ops(prof, b, r);
     const double ms = r["step_s"].get<double>() * 1e3;
     csv << fmt::format(
         "{},{},{},{},,classification,sgd,{},{},{},{},n/a,{},n/a,no,yes,1,stated,{},{},{},{}\n", csv_field(gpu_name),
@@ -158,8 +190,13 @@ void run_profile(const ProfileArgs& a) {
     if (prof.forward_s.empty()) continue;
     const auto dir = std::filesystem::path(a.out) / gpu_id;
     std::filesystem::create_directories(dir);
-    write_file_atomically(dir / (prof.model + ".json"), native_profile_json(prof), "profile");
-    std::cout << fmt::format("wrote {}\n", (dir / (prof.model + ".json")).string());
+    const auto file = dir / (prof.model + ".json");
+    write_file_atomically(file, native_profile_json(prof), "profile");
+    if (gpu) read_native_profile(file);  // what a GPU run writes must read back ('cpu' is no catalog GPU)
+    std::cout << fmt::format("wrote {}{}\n", file.string(),
+                             prof.ops.empty() ? std::string()
+                                              : fmt::format(" ({} per-op rows, {} timings)", prof.ops.size(),
+                                                            prof.op_timer == "cuda" ? "CUDA kernel" : "CPU"));
   }
   write_file_atomically(std::filesystem::path(a.out) / "steps.csv", csv.str(), "step times");
   std::cout << fmt::format("wrote {} ({} rows)\n", (std::filesystem::path(a.out) / "steps.csv").string(), ok);
@@ -183,6 +220,9 @@ void add_profile_command(CLI::App& app) {
   cmd->add_option("--warmup", a->warmup, "Warm-up steps per row")->capture_default_str();
   cmd->add_option("--steps", a->steps, "Timed steps per row")->capture_default_str();
   cmd->add_flag("--channels-last", a->channels_last, "Model and input in channels_last");
+  cmd->add_option("--op-steps", a->op_steps,
+                  "Steps per row under torch.profiler for per-op times after the timed ones (0: none)")
+      ->capture_default_str();
   cmd->add_option("--factory", a->factory, "module:function building an nn.Module from a model name");
   cmd->add_option("--python", a->python, "Python interpreter with torch")->capture_default_str();
   cmd->add_option("--script", a->script, "The profiler script (default: tools/profiler/gpemu_profile.py)");

@@ -13,7 +13,7 @@ class LineScanner {
   SourceLines scan() {
     SourceLines out;
     blank();
-    if (peek() == '{') object(0, &out, -1);
+    if (peek() == '{') object(0, &out, nullptr);
     return out;
   }
 
@@ -39,9 +39,9 @@ class LineScanner {
     return out;
   }
 
-  // depth 0 is the document; out != nullptr records top-level keys (depth 0)
-  // or, with row >= 0, the keys of that row.
-  void object(int depth, SourceLines* out, int row) {
+  // depth 0 is the document; out != nullptr records its top-level keys;
+  // keys != nullptr records the keys of an element of "rows" or "ops".
+  void object(int depth, SourceLines* out, std::map<std::string, int>* keys) {
     ++i_;
     blank();
     while (peek() != '}' && peek() != '\0') {
@@ -52,9 +52,11 @@ class LineScanner {
       ++i_;  // ':'
       blank();
       if (out && depth == 0) out->top[key] = key_line;
-      if (out && row >= 0) out->row_keys[static_cast<std::size_t>(row)][key] = key_line;
+      if (keys) (*keys)[key] = key_line;
       if (out && depth == 0 && key == "rows" && peek() == '[')
-        rows_array(out);
+        elements(out->rows, out->row_keys);
+      else if (out && depth == 0 && key == "ops" && peek() == '[')
+        elements(out->ops, out->op_keys);
       else
         value(depth + 1);
       blank();
@@ -64,14 +66,15 @@ class LineScanner {
     ++i_;
   }
 
-  void rows_array(SourceLines* out) {
+  // The elements of a top-level array: where each begins, and its keys.
+  void elements(std::vector<int>& lines, std::vector<std::map<std::string, int>>& keys) {
     ++i_;
     blank();
     while (peek() != ']' && peek() != '\0') {
-      out->rows.push_back(line_);
-      out->row_keys.emplace_back();
+      lines.push_back(line_);
+      keys.emplace_back();
       if (peek() == '{')
-        object(2, out, static_cast<int>(out->rows.size()) - 1);
+        object(2, nullptr, &keys.back());
       else
         value(2);
       blank();
@@ -122,7 +125,7 @@ class LineScanner {
     if ((c == '{' || c == '[') && depth >= 2) {
       skip_nested();
     } else if (c == '{') {
-      object(depth, nullptr, -1);
+      object(depth, nullptr, nullptr);
     } else if (c == '[') {
       array(depth);
     } else if (c == '"') {

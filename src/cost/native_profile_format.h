@@ -33,6 +33,14 @@ inline constexpr RowField kRowFields[] = {
 
 inline constexpr std::string_view kTopFields[] = {
     "format",           "gpu",     "model", "precision", "host_memory", "input_bytes_per_sample", "oom_batch_size",
-    "model_transfer_s", "comment", "rows"};
+    "model_transfer_s", "comment", "rows",  "op_timer",  "ops"};
+
+// The fields of one element of "ops" (MeasuredOp), in the order they are written.
+inline constexpr std::string_view kOpFields[] = {
+    "batch_size", "phase", "op", "class", "shapes", "dtype", "calls_per_step", "seconds_per_call", "kernels"};
+inline constexpr std::string_view kOpPhases[] = {"forward", "loss", "backward", "optimizer"};
+inline constexpr std::string_view kOpTimers[] = {"cuda", "cpu"};
+// Calls of one op per training step: far past any model's op count.
+inline constexpr double kMaxOpCallsPerStep = 1e9;
 
 }  // namespace gpemu::cost_detail

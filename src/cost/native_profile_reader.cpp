@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -14,6 +16,7 @@
 #include "cost/text_fields.h"
 #include "gpemu/cost_model.h"
 #include "gpemu/error.h"
+#include "gpemu/zoo.h"
 
 namespace gpemu {
 
@@ -103,6 +106,7 @@ class NativeReader {
     if (doc_.contains("comment")) p.comment = doc_["comment"].get<std::string>();
 
     read_rows(p);
+    read_ops(p);
     p.source = path_;
     return p;
   }
@@ -181,6 +185,112 @@ class NativeReader {
                 [](const ProfilePoint& a, const ProfilePoint& c) { return a.batch_size < c.batch_size; });
   }
 
+  // The optional per-op section: "op_timer" and "ops" (MeasuredOp), one op a
+  // line, each at a batch size that has a row.
+  void read_ops(Profile& p) {
+    const bool has_ops = doc_.contains("ops") && !doc_["ops"].is_null();
+    if (auto timer = optional_string("op_timer")) {
+      if (std::find(std::begin(kOpTimers), std::end(kOpTimers), *timer) == std::end(kOpTimers))
+        fail(lines_.of_top("op_timer"), fmt::format("op_timer \"{}\" is unknown", *timer), "\"cuda\" or \"cpu\"");
+      p.op_timer = *timer;
+    }
+    if (!has_ops) {
+      if (!p.op_timer.empty())
+        fail(lines_.of_top("op_timer"), "op_timer is given but there are no \"ops\"", "both, or neither");
+      return;
+    }
+    const json& ops = doc_["ops"];
+    if (!ops.is_array())
+      fail(lines_.of_top("ops"), "ops is not an array", "an array of per-op rows (docs/profiles.md)");
+    if (p.op_timer.empty())
+      fail(lines_.of_top("ops"), "ops without \"op_timer\"", "\"op_timer\": \"cuda\" or \"cpu\" beside \"ops\"");
+    std::set<int> batches;
+    for (const RowField& f : kRowFields)
+      for (const ProfilePoint& q : p.*f.series) batches.insert(q.batch_size);
+    std::map<std::tuple<int, std::string, std::string, std::string, std::string>, int> seen;  // -> line
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      const json& o = ops[i];
+      const int line = lines_.of_op(i);
+      auto at = [&](std::string_view key) { return lines_.of_op_key(i, std::string(key)); };
+      if (!o.is_object())
+        fail(line, fmt::format("ops[{}] is {}", i, o.dump()),
+             fmt::format("an object with the fields {}", join(kOpFields)));
+      for (const auto& [key, value] : o.items()) {
+        const std::string& name = key;  // clang 14 cannot capture a structured binding
+        if (std::find(std::begin(kOpFields), std::end(kOpFields), name) == std::end(kOpFields))
+          fail(at(name), fmt::format("ops[{}] has an unknown field \"{}\"", i, name),
+               fmt::format("the fields {}", join(kOpFields)));
+      }
+      MeasuredOp m;
+      const json* b = o.contains("batch_size") ? &o["batch_size"] : nullptr;
+      std::optional<int> batch = b && b->is_number() ? batch_size_from_double(b->get<double>()) : std::nullopt;
+      if (!batch)
+        fail(at("batch_size"), fmt::format("ops[{}].batch_size is {}", i, b ? b->dump() : "missing"),
+             "a whole number >= 1");
+      if (!batches.count(*batch))
+        fail(at("batch_size"), fmt::format("ops[{}] is at batch size {}, which has no row", i, *batch),
+             "a batch size of \"rows\"");
+      m.batch_size = *batch;
+      m.phase = op_string(o, i, "phase");
+      if (std::find(std::begin(kOpPhases), std::end(kOpPhases), m.phase) == std::end(kOpPhases))
+        fail(at("phase"), fmt::format("ops[{}].phase \"{}\" is unknown", i, m.phase),
+             fmt::format("one of {}", join(kOpPhases)));
+      m.op = op_string(o, i, "op");
+      if (m.op.empty())
+        fail(at("op"), fmt::format("ops[{}].op is empty", i), "an aten op name such as \"aten::conv2d\"");
+      m.op_class = op_string(o, i, "class");
+      if (!zoo::parse_op_class(m.op_class))
+        fail(at("class"), fmt::format("ops[{}].class \"{}\" is unknown", i, m.op_class),
+             "a class of docs/model-zoo.md (conv, conv3d, matmul, norm, pooling, softmax, reduction, embedding, "
+             "elementwise, copy, view, optimizer, other)");
+      if (!o.contains("shapes") || !valid_shapes(o["shapes"]))
+        fail(at("shapes"),
+             fmt::format("ops[{}].shapes is {}", i, o.contains("shapes") ? o["shapes"].dump() : "missing"),
+             "an array with one shape per input: an array of whole numbers >= 0, or an array of such arrays");
+      m.shapes = o["shapes"].dump();
+      if (o.contains("dtype") && !o["dtype"].is_null()) m.dtype = op_string(o, i, "dtype");
+      m.calls_per_step = non_negative(o.contains("calls_per_step") ? o["calls_per_step"] : json(), at("calls_per_step"),
+                                      fmt::format("ops[{}].calls_per_step", i), "calls", kMaxOpCallsPerStep);
+      if (!(m.calls_per_step > 0))
+        fail(at("calls_per_step"), fmt::format("ops[{}].calls_per_step is 0", i), "a number of calls > 0");
+      m.seconds_per_call =
+          non_negative(o.contains("seconds_per_call") ? o["seconds_per_call"] : json(), at("seconds_per_call"),
+                       fmt::format("ops[{}].seconds_per_call", i), "seconds", kMaxProfileSeconds);
+      if (o.contains("kernels") && !o["kernels"].is_null()) {
+        const json& k = o["kernels"];
+        if (!k.is_array() || !std::all_of(k.begin(), k.end(), [](const json& e) { return e.is_string(); }))
+          fail(at("kernels"), fmt::format("ops[{}].kernels is not an array of strings", i), "an array of kernel names");
+        for (const json& e : k) m.kernels.push_back(e.get<std::string>());
+      }
+      if (auto [it, fresh] = seen.emplace(std::tuple(m.batch_size, m.phase, m.op, m.shapes, m.dtype), line); !fresh)
+        fail(line,
+             fmt::format("ops[{}] repeats {} {} {} at batch size {} (first on line {})", i, m.phase, m.op, m.shapes,
+                         m.batch_size, it->second),
+             "one op row per (batch_size, phase, op, shapes, dtype)");
+      p.ops.push_back(std::move(m));
+    }
+  }
+
+  std::string op_string(const json& o, std::size_t i, std::string_view key) const {
+    const std::string k(key);
+    if (!o.contains(k) || !o[k].is_string())
+      fail(lines_.of_op_key(i, k), fmt::format("ops[{}].{} is {}", i, key, o.contains(k) ? o[k].dump() : "missing"),
+           "a string");
+    return o[k].get<std::string>();
+  }
+
+  // One shape per input: whole numbers >= 0, or (a tensor list) arrays of them.
+  static bool valid_shapes(const json& v) {
+    auto dims = [](const json& s) {
+      return s.is_array() && std::all_of(s.begin(), s.end(), [](const json& d) {
+               return d.is_number_unsigned() || (d.is_number_integer() && d.get<std::int64_t>() >= 0);
+             });
+    };
+    return v.is_array() && std::all_of(v.begin(), v.end(), [&](const json& s) {
+             return dims(s) || (s.is_array() && std::all_of(s.begin(), s.end(), dims));
+           });
+  }
+
   std::string path_;
   const json& doc_;
   SourceLines lines_;
@@ -200,7 +310,7 @@ Profile parse_native_profile(std::string_view text, const std::string& path) {
   if (int line = line_past_nesting(text, kMaxJsonNesting))
     throw InputError(
         fmt::format("{}:{}: arrays and objects nested deeper than {} levels; expected a {} JSON "
-                    "document, which nests 3 deep (docs/profiles.md)",
+                    "document, which nests at most 6 deep (docs/profiles.md)",
                     path, line, kMaxJsonNesting, kNativeProfileFormat));
   json doc;
   try {

@@ -56,7 +56,23 @@ std::string native_profile_json(const Profile& p) {
     out += row;
     first_row = false;
   }
-  out += first_row ? "]\n}\n" : "\n  ]\n}\n";
+  out += first_row ? "]" : "\n  ]";
+  if (!p.ops.empty()) {
+    out += fmt::format(",\n  \"op_timer\": {},\n  \"ops\": [", json(p.op_timer).dump());
+    for (std::size_t i = 0; i < p.ops.size(); ++i) {
+      const MeasuredOp& m = p.ops[i];
+      std::string row = fmt::format("{{\"batch_size\": {}, \"phase\": {}, \"op\": {}, \"class\": {}, \"shapes\": {}",
+                                    m.batch_size, json(m.phase).dump(), json(m.op).dump(), json(m.op_class).dump(),
+                                    m.shapes.empty() ? std::string("[]") : json::parse(m.shapes).dump());
+      if (!m.dtype.empty()) row += fmt::format(", \"dtype\": {}", json(m.dtype).dump());
+      row += fmt::format(", \"calls_per_step\": {}, \"seconds_per_call\": {}", number(m.calls_per_step),
+                         number(m.seconds_per_call));
+      if (!m.kernels.empty()) row += fmt::format(", \"kernels\": {}", json(m.kernels).dump());
+      out += (i == 0 ? "\n    " : ",\n    ") + row + "}";
+    }
+    out += "\n  ]";
+  }
+  out += "\n}\n";
   return out;
 }
 

@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "common/stats.h"
+#include "cost/op_validation.h"
 #include "gpemu/cost_model.h"
 #include "gpemu/device.h"
 #include "gpemu/error.h"
@@ -246,6 +247,7 @@ ValidationReport validate(const ProfileDatabase& profiles, std::shared_ptr<const
     const GpuPeaks peaks = gpu_peaks(gpu, options.model);
     const FamilyFactors& f = calibration->factors(gpu);
     const ModelCorrection corr = calibration->correction(p.model);
+    for (OpClassPoint& pt : op_class_points(p, prog, peaks, f, corr)) rep.op_classes.push_back(std::move(pt));
 
     auto predict = [&](const Series& s, bool backward) {
       std::vector<double> b, out(s.size());
@@ -475,6 +477,7 @@ nlohmann::json validation_json(const ValidationReport& r) {
   }
   j["worst"] = worst;
   j["skipped"] = r.skipped;
+  j["op_classes"] = cost_detail::op_classes_json(r.op_classes);
   return j;
 }
 
@@ -549,6 +552,7 @@ void print_validation(const ValidationReport& r, std::ostream& out) {
                                             : fmt::format("fits up to {}", o.measured_last_batch),
                        o.predicted_max_batch);
   }
+  cost_detail::print_op_classes(r.op_classes, out);
   for (const std::string& s : r.skipped) out << "skipped: " << s << '\n';
 }
 

@@ -1,6 +1,7 @@
 // gpemu's own profile format: write then read back bit for bit, and malformed
 // files reported with path, line and what is accepted.
 #include <algorithm>
+#include <map>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -70,6 +71,49 @@ TEST(NativeProfile, WritesOneRowPerBatchSizePerLine) {
   EXPECT_NE(text.find("{\"batch_size\": 2, \"forward_s\": 0.011455714702606201, \"transfer_s\": 0.0001}"),
             std::string::npos)
       << text;
+}
+
+TEST(NativeProfile, PerOpTimesReadBackBitForBitOneOpALine) {
+  TempDir dir;
+  Profile p = full_profile();
+  p.op_timer = "cuda";
+  MeasuredOp conv;
+  conv.batch_size = 64;
+  conv.phase = "forward";
+  conv.op = "aten::conv2d";
+  conv.op_class = "conv";
+  conv.shapes = "[[64,3,224,224],[64,3,7,7],[]]";
+  conv.dtype = "float";
+  conv.calls_per_step = 1;
+  conv.seconds_per_call = 0.0012345678901234567;
+  conv.kernels = {"implicit_convolve_sgemm", "cudnn::winograd"};
+  MeasuredOp step = conv;
+  step.phase = "optimizer";
+  step.op = "aten::_foreach_add_";
+  step.op_class = "optimizer";
+  step.shapes = "[[[64,3,7,7],[64]],[]]";  // a tensor list
+  step.dtype.clear();
+  step.calls_per_step = 0.5;
+  step.kernels.clear();
+  p.ops = {conv, step};
+  const std::string text = native_profile_json(p);
+  EXPECT_NE(text.find("\n    {\"batch_size\": 64, \"phase\": \"forward\", \"op\": \"aten::conv2d\""), std::string::npos)
+      << text;
+  Profile back = read_native_profile(write_native_profile(p, dir.path()));
+  expect_same(p, back);
+  EXPECT_EQ(back.op_timer, "cuda");
+  ASSERT_EQ(back.ops.size(), 2u);
+  for (std::size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(back.ops[i].batch_size, p.ops[i].batch_size);
+    EXPECT_EQ(back.ops[i].phase, p.ops[i].phase);
+    EXPECT_EQ(back.ops[i].op, p.ops[i].op);
+    EXPECT_EQ(back.ops[i].op_class, p.ops[i].op_class);
+    EXPECT_EQ(back.ops[i].shapes, p.ops[i].shapes);
+    EXPECT_EQ(back.ops[i].dtype, p.ops[i].dtype);
+    EXPECT_EQ(back.ops[i].calls_per_step, p.ops[i].calls_per_step);
+    EXPECT_EQ(back.ops[i].seconds_per_call, p.ops[i].seconds_per_call);
+    EXPECT_EQ(back.ops[i].kernels, p.ops[i].kernels);
+  }
 }
 
 TEST(NativeProfile, OptionalFieldsMayBeLeftOut) {
@@ -158,6 +202,25 @@ std::string doc(std::string rows, const std::string& extra = "") {
 }
 const std::string kFile = "V100-PCIE-32GB/tiny.json";
 const std::string kRow1 = "    {\"batch_size\": 1, \"forward_s\": 0.1},\n";
+// A per-op section before the rows: op_timer on line 5, "ops" on 6, its ops from 7.
+std::string ops(const std::string& op, const std::string& more = "") {
+  return "  \"op_timer\": \"cuda\",\n  \"ops\": [\n    " + op + more + "\n  ],\n";
+}
+std::string op_with(const std::string& field, const std::string& value) {
+  std::map<std::string, std::string> f = {{"batch_size", "1"},
+                                          {"phase", "\"forward\""},
+                                          {"op", "\"aten::conv2d\""},
+                                          {"class", "\"conv\""},
+                                          {"shapes", "[[1,3,8,8],[4,3,3,3],[]]"},
+                                          {"calls_per_step", "2"},
+                                          {"seconds_per_call", "0.001"}};
+  f[field] = value;
+  std::string o = "{";
+  for (const auto& [k, v] : f)
+    if (!v.empty()) o += (o.size() > 1 ? ", \"" : "\"") + k + "\": " + v;
+  return o + "}";
+}
+const std::string kOp = op_with("dtype", "\"float\"");
 
 INSTANTIATE_TEST_SUITE_P(
     Cases, NativeProfileMalformed,
@@ -195,6 +258,36 @@ INSTANTIATE_TEST_SUITE_P(
         Malformed{"RowPastOom", kFile,
                   doc(kRow1 + "    {\"batch_size\": 300, \"forward_s\": 0.2},\n", "  \"oom_batch_size\": 257,\n"), 8,
                   "did not fit"},
+        Malformed{"OpsWithoutTimer", kFile, doc(kRow1, "  \"ops\": [\n    " + kOp + "\n  ],\n"), 5,
+                  "ops without \"op_timer\""},
+        Malformed{"TimerWithoutOps", kFile, doc(kRow1, "  \"op_timer\": \"cpu\",\n"), 5,
+                  "op_timer is given but there are no \"ops\""},
+        Malformed{"UnknownOpTimer", kFile, doc(kRow1, "  \"op_timer\": \"gpu\",\n  \"ops\": [],\n"), 5,
+                  "op_timer \"gpu\" is unknown"},
+        Malformed{"OpsNotArray", kFile, doc(kRow1, "  \"op_timer\": \"cpu\",\n  \"ops\": {},\n"), 6,
+                  "ops is not an array"},
+        Malformed{"OpAtABatchWithoutRow", kFile, doc(kRow1, ops(op_with("batch_size", "2"))), 7,
+                  "ops[0] is at batch size 2, which has no row"},
+        Malformed{"OpWithoutBatch", kFile, doc(kRow1, ops(op_with("batch_size", ""))), 7,
+                  "ops[0].batch_size is missing"},
+        Malformed{"UnknownOpPhase", kFile, doc(kRow1, ops(kOp, ",\n    " + op_with("phase", "\"update\""))), 8,
+                  "ops[1].phase \"update\" is unknown"},
+        Malformed{"UnknownOpClass", kFile, doc(kRow1, ops(op_with("class", "\"gemm\""))), 7,
+                  "ops[0].class \"gemm\" is unknown"},
+        Malformed{"NegativeShape", kFile, doc(kRow1, ops(op_with("shapes", "[[1,-3]]"))), 7,
+                  "ops[0].shapes is [[1,-3]]"},
+        Malformed{"ShapeNotAnArray", kFile, doc(kRow1, ops(op_with("shapes", "[7]"))), 7, "ops[0].shapes is [7]"},
+        Malformed{"OpNameNotText", kFile, doc(kRow1, ops(op_with("op", "3"))), 7, "ops[0].op is 3"},
+        Malformed{"ZeroCalls", kFile, doc(kRow1, ops(op_with("calls_per_step", "0"))), 7, "ops[0].calls_per_step is 0"},
+        Malformed{"NegativeOpTime", kFile, doc(kRow1, ops(op_with("seconds_per_call", "-1"))), 7,
+                  "ops[0].seconds_per_call is -1"},
+        Malformed{"KernelsNotText", kFile, doc(kRow1, ops(op_with("kernels", "[1]"))), 7,
+                  "ops[0].kernels is not an array of strings"},
+        Malformed{"UnknownOpField", kFile, doc(kRow1, ops(op_with("flops", "1"))), 7,
+                  "ops[0] has an unknown field \"flops\""},
+        Malformed{"OpNotAnObject", kFile, doc(kRow1, ops("[]")), 7, "ops[0] is []"},
+        Malformed{"RepeatedOp", kFile, doc(kRow1, ops(kOp, ",\n    " + kOp)), 8,
+                  "ops[1] repeats forward aten::conv2d [[1,3,8,8],[4,3,3,3],[]] at batch size 1 (first on line 7)"},
         Malformed{"FolderDisagreesWithGpu", "M40/tiny.json", doc(kRow1), 0, "lies in folder \"M40\""},
         Malformed{"FileNameDisagreesWithModel", "V100-PCIE-32GB/other.json", doc(kRow1), 0, "is named \"other.json\""}),
     [](const ::testing::TestParamInfo<Malformed>& info) { return info.param.name; });

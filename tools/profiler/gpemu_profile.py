@@ -6,9 +6,15 @@ Prints JSON lines: first {"environment": {...}}, then one object per
 (model, batch size). `gpemu profile` turns them into gpemu's profile layout
 and a step-times CSV (docs/profiles.md, docs/host.md).
 
+After the timed steps, --op-steps more steps run under torch.profiler (CUDA
+kernels on a GPU, CPU time on the CPU) and the row gets "ops": per aten op
+(the outermost one: what Python or autograd called), input shapes and phase,
+its calls per step, device time per call and kernel names (docs/profiles.md,
+"Per-op GPU times").
+
 usage: gpemu_profile.py --models resnet18,resnet50 --batch-sizes 1,8,32
        [--precision fp32|tf32|amp|bf16] [--device auto|cuda|cpu] [--warmup N] [--steps N]
-       [--channels-last] [--factory module:function]
+       [--channels-last] [--factory module:function] [--op-steps N]
 """
 import argparse
 import json
@@ -39,6 +45,139 @@ def environment(torch, device):
     return env
 
 
+# The phases of one step, as record_function ranges: GPEmu's backward is
+# loss + zero_grad + backward + optimizer step. zero_grad counts with the
+# optimizer, as in the zoo's programs (OpProgram::Section::ZeroGrad).
+PHASES = ("forward", "loss", "backward", "optimizer")
+# The class an outermost op gets: the first of these that an aten op inside it
+# has (the tracer's tables, tools/tracer/opclass.py); else elementwise, or view
+# when it ran views only.
+CLASS_ORDER = ("conv", "matmul", "norm", "pooling", "softmax", "embedding", "reduction", "copy", "optimizer")
+MAX_KERNEL_NAMES = 8
+
+
+def opclass_module():
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path.insert(0, os.path.join(here, "..", "tracer"))
+    import opclass  # noqa: E402 - tools/tracer/opclass.py, installed beside this script
+    return opclass
+
+
+def subtree(e):
+    yield e
+    for c in e.cpu_children:
+        yield from subtree(c)
+
+
+def op_class(opclass, names, phase, shapes):
+    """The class of an outermost op from the aten ops it ran (`names`, its own
+    first). A name in none of the tracer's tables (a wrapper such as conv2d)
+    says nothing; in the optimizer every kernel is the optimizer's."""
+    known = [opclass.classify(n, phase) for n in names
+             if phase == "optimizer" or opclass.classify(n, None) != "elementwise"]
+    for c in CLASS_ORDER:
+        if c in known:
+            if c == "conv" and any(isinstance(x, list) and len(x) == 5 for x in shapes):
+                return "conv3d"
+            return c
+    if len(known) == len(names) and all(k == "view" for k in known):
+        return "view"
+    return "elementwise"
+
+
+def shape_of(x):
+    """One input's recorded shape in the file's form: whole numbers, or for a
+    tensor list a list of such shapes; [] for anything else (a scalar)."""
+    def dims(v):
+        return isinstance(v, (list, tuple)) and all(isinstance(d, int) and d >= 0 for d in v)
+    if dims(x):
+        return list(x)
+    if isinstance(x, (list, tuple)) and all(dims(v) for v in x):
+        return [list(v) for v in x]
+    return []
+
+
+def dtype_of(dtypes):
+    for d in dtypes or []:
+        if d and d != "Scalar":
+            return d.replace("c10::", "").lower()
+    return None
+
+
+def op_rows(prof, cuda, steps, opclass):
+    """Per (phase, op, shapes, dtype): calls per step, device seconds per call
+    (the kernels of the op and the aten ops inside it on a GPU; its CPU time,
+    nested ops included, on the CPU), the class and the kernels' names."""
+    from torch.autograd import DeviceType
+    events = [e for e in prof.events() if getattr(e, "device_type", DeviceType.CPU) == DeviceType.CPU]
+    # Time windows, not thread stacks: on CUDA autograd runs backward on its own thread.
+    windows = sorted((e.time_range.start, e.time_range.end, e.name[len("gpemu::"):])
+                     for e in events if e.name.startswith("gpemu::"))
+    dtypes = {}
+    try:  # the input dtypes are on the raw kineto events only
+        for k in prof.profiler.kineto_results.events():
+            dtypes[k.correlation_id()] = k.dtypes()
+    except Exception:  # noqa: BLE001 - the dtype is optional
+        pass
+    rows = {}
+    for e in events:
+        if not e.name.startswith("aten::"):
+            continue
+        parent, outer = e.cpu_parent, True
+        while parent is not None:
+            if parent.name.startswith("aten::"):
+                outer = False
+                break
+            parent = parent.cpu_parent
+        if not outer:
+            continue
+        phase = next((p for s, t, p in windows if s <= e.time_range.start <= t), None)
+        if phase is None:
+            continue
+        nodes = [n for n in subtree(e) if n.name.startswith("aten::")]
+        if cuda:
+            kernels = [k for n in subtree(e) for k in getattr(n, "kernels", [])]
+            us = sum(k.duration for k in kernels)
+        else:
+            kernels, us = [], e.cpu_time_total
+        shapes = [shape_of(x) for x in (e.input_shapes or [])]
+        key = (phase, e.name, json.dumps(shapes), dtype_of(dtypes.get(e.id)))
+        r = rows.setdefault(key, {"calls": 0, "us": 0.0, "kernels": set(),
+                                  "class": op_class(opclass, [n.name[len("aten::"):] for n in nodes],
+                                                    phase, shapes)})
+        r["calls"] += 1
+        r["us"] += us
+        r["kernels"].update(k.name for k in kernels)
+    out = []
+    for (phase, name, shapes, dtype), r in sorted(rows.items(), key=lambda kv: (PHASES.index(kv[0][0]), -kv[1]["us"])):
+        row = {"phase": phase, "op": name, "class": r["class"], "shapes": json.loads(shapes),
+               "calls_per_step": r["calls"] / steps, "seconds_per_call": r["us"] * 1e-6 / r["calls"]}
+        if dtype:
+            row["dtype"] = dtype
+        if cuda:
+            row["kernels"] = sorted(r["kernels"])[:MAX_KERNEL_NAMES]
+        out.append(row)
+    return out
+
+
+def profile_ops(steps, cuda, forward, rest, sync):
+    """`steps` more training steps under torch.profiler, each phase a
+    record_function range; their per-op rows (op_rows)."""
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    def phase(name):
+        return record_function("gpemu::" + name)
+
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    with profile(activities=acts, record_shapes=True) as prof:
+        for _ in range(steps):
+            with phase("forward"):
+                out = forward()
+            rest(out, phase)
+            sync()
+    return op_rows(prof, cuda, steps, opclass_module())
+
+
 def build(torch, name, factory, device, channels_last):
     if factory:
         module, fn = factory.split(":", 1)
@@ -64,6 +203,7 @@ def main():
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--channels-last", action="store_true")
     ap.add_argument("--factory", default="")
+    ap.add_argument("--op-steps", type=int, default=1)
     a = ap.parse_args()
     try:
         import torch
@@ -118,17 +258,19 @@ def main():
                     with autocast():
                         return model(x)
 
-                def rest(out):  # GPEmu's backward: loss + zero_grad + backward + step
-                    with autocast():
+                def rest(out, phase=contextlib.nullcontext):  # GPEmu's backward: loss + zero_grad + backward + step
+                    with phase("loss"), autocast():
                         loss = F.cross_entropy(out, y)
-                    opt.zero_grad(set_to_none=True)
-                    if scaler:
-                        scaler.scale(loss).backward()
-                        scaler.step(opt)
-                        scaler.update()
-                    else:
-                        loss.backward()
-                        opt.step()
+                    with phase("optimizer"):
+                        opt.zero_grad(set_to_none=True)
+                    with phase("backward"):
+                        (scaler.scale(loss) if scaler else loss).backward()
+                    with phase("optimizer"):
+                        if scaler:
+                            scaler.step(opt)
+                            scaler.update()
+                        else:
+                            opt.step()
 
                 for _ in range(a.warmup):
                     rest(forward())
@@ -156,6 +298,13 @@ def main():
                     row.update(peak_allocated_mib=torch.cuda.max_memory_allocated() / 2**20,
                                peak_reserved_mib=torch.cuda.max_memory_reserved() / 2**20,
                                persistent_mib=persistent)
+                if a.op_steps > 0:  # per-op times, after (never inside) the timed steps and the peaks
+                    try:
+                        row.update(op_timer="cuda" if cuda else "cpu",
+                                   ops=profile_ops(a.op_steps, cuda, forward, rest, sync))
+                    except Exception as e:  # noqa: BLE001 - the row's times stand without its ops
+                        row.pop("op_timer", None)
+                        row["ops_error"] = repr(e)[:300].replace("\n", " ")
             except Exception as e:  # noqa: BLE001 - one failing row must not cost the others
                 oom = "out of memory" in str(e).lower()
                 row.update(status="oom" if oom else "error", error=repr(e)[:300].replace("\n", " "))
