@@ -204,6 +204,29 @@ TEST(Simulation, TimeSlicingTakesTurnsWhereLasServesTheNewcomerFirst) {
   EXPECT_EQ(by_turns.jobs[0].preemptions, 3);
 }
 
+TEST(Simulation, LasStarvationGuardGivesTheWaitingJobTurns) {
+  const auto c = parse_cluster(R"({"nodes": [{"gpu": "v100", "gpus": 1, "cpus": 4}], "checkpoint_gib": 0})", "c.json");
+  const auto t = parse_trace("job,arrival_s,gpus,iterations,step_s\na,0,1,100,1\nb,5,1,100,1\n", "t.csv", c);
+  JobSpeed speed;
+  SimOptions o;
+  o.round_s = 10;
+  LasOptions tiresias;
+  tiresias.queue_limits_gpu_s = {10};
+  // Both pass 10 GPU-s, then share the lower queue by arrival: b waits for all of a.
+  auto las = make_policy("las", tiresias);
+  const auto starved = simulate(c, t, *las, o, speed);
+  EXPECT_DOUBLE_EQ(starved.jobs[0].finish_s, 110);
+  EXPECT_DOUBLE_EQ(starved.jobs[1].finish_s, 200);
+  EXPECT_EQ(starved.jobs[1].preemptions, 1);  // resumed once, at 110
+  tiresias.starvation_factor = 2;
+  auto guarded = make_policy("las", tiresias);
+  const auto run = simulate(c, t, *guarded, o, speed);
+  // b is promoted after waiting twice its 10 s of running: it gets turns while a runs.
+  EXPECT_GT(run.jobs[1].preemptions, 1);
+  EXPECT_GT(run.jobs[0].finish_s, 110);
+  EXPECT_DOUBLE_EQ(run.makespan_s, 200);
+}
+
 TEST(Simulation, JobSpeedComesFromTheEngineAndCoresMatter) {
   JobSpeed speed;
   TraceJob j;
