@@ -110,15 +110,27 @@ TEST(TraceGenerator, FollowsSynergysLawsAndIsSeeded) {
   EXPECT_NE(trace_csv(generate_trace(o)), trace_csv(t));
 }
 
-// Fixed-step jobs: exact figures by hand.
-TEST(Simulation, FifoRunsInArrivalOrderWithExactTimes) {
-  const auto c = parse_cluster(R"({"nodes": [{"gpu": "v100", "gpus": 1, "cpus": 4}]})", "c.json");
-  const auto t = parse_trace("job,arrival_s,gpus,iterations,step_s\na,0,1,100,1\nb,0,1,50,1\n", "t.csv", c);
+// Fixed-step jobs on a small cluster under `policy` with rounds of 10 s.
+constexpr const char* kOneGpu = R"({"nodes": [{"gpu": "v100", "gpus": 1, "cpus": 4}], "checkpoint_gib": 0})";
+ClusterRun run_trace(const char* cluster, const std::string& trace, const std::string& policy,
+                     const LasOptions& las = {}) {
+  const auto c = parse_cluster(cluster, "c.json");
   JobSpeed speed;
-  auto fifo = make_policy("fifo");
+  auto p = make_policy(policy, las);
   SimOptions o;
   o.round_s = 10;
-  const auto run = simulate(c, t, *fifo, o, speed);
+  return simulate(c, parse_trace(trace, "t.csv", c), *p, o, speed);
+}
+
+LasOptions las_queues(std::vector<double> limits, double starvation = 0) {
+  LasOptions o;
+  o.queue_limits_gpu_s = std::move(limits);
+  o.starvation_factor = starvation;
+  return o;
+}
+
+TEST(Simulation, FifoRunsInArrivalOrderWithExactTimes) {
+  const auto run = run_trace(kOneGpu, "job,arrival_s,gpus,iterations,step_s\na,0,1,100,1\nb,0,1,50,1\n", "fifo");
   EXPECT_DOUBLE_EQ(run.jobs[0].finish_s, 100);
   EXPECT_DOUBLE_EQ(run.jobs[1].start_s, 100);
   EXPECT_DOUBLE_EQ(run.jobs[1].finish_s, 150);
@@ -127,15 +139,9 @@ TEST(Simulation, FifoRunsInArrivalOrderWithExactTimes) {
 }
 
 TEST(Simulation, SrtfPreemptsForTheShorterJobAndPaysTheCheckpoint) {
-  const auto c = parse_cluster(
+  const auto run = run_trace(
       R"({"nodes": [{"gpu": "v100", "gpus": 1, "cpus": 4}], "checkpoint_gib": 1, "storage_gb_per_s": 1.073741824})",
-      "c.json");
-  const auto t = parse_trace("job,arrival_s,gpus,iterations,step_s\nlong,0,1,100,1\nshort,5,1,20,1\n", "t.csv", c);
-  JobSpeed speed;
-  auto srtf = make_policy("srtf");
-  SimOptions o;
-  o.round_s = 10;
-  const auto run = simulate(c, t, *srtf, o, speed);
+      "job,arrival_s,gpus,iterations,step_s\nlong,0,1,100,1\nshort,5,1,20,1\n", "srtf");
   // short arrives at 5, starts at the round at 10 and runs 20 s; long resumes
   // at 30 with 1 s of checkpoint write and 1 s of read, 90 iterations left.
   EXPECT_DOUBLE_EQ(run.jobs[1].start_s, 10);
@@ -145,39 +151,24 @@ TEST(Simulation, SrtfPreemptsForTheShorterJobAndPaysTheCheckpoint) {
 }
 
 TEST(Simulation, LasGivesTheNewcomerTheGpu) {
-  const auto c = parse_cluster(R"({"nodes": [{"gpu": "v100", "gpus": 1, "cpus": 4}], "checkpoint_gib": 0})", "c.json");
-  const auto t = parse_trace("job,arrival_s,gpus,iterations,step_s\nold,0,1,100,1\nnew,10,1,100,1\n", "t.csv", c);
-  JobSpeed speed;
-  LasOptions las;
-  las.queue_limits_gpu_s = {};  // continuous LAS: the two alternate
-  auto policy = make_policy("las", las);
-  SimOptions o;
-  o.round_s = 10;
-  const auto run = simulate(c, t, *policy, o, speed);
+  const std::string trace = "job,arrival_s,gpus,iterations,step_s\nold,0,1,100,1\nnew,10,1,100,1\n";
+  // Continuous LAS: the two alternate, tied at 10 s of service each round, older first.
+  const auto run = run_trace(kOneGpu, trace, "las", las_queues({}));
   EXPECT_DOUBLE_EQ(run.jobs[1].start_s, 10);
-  // Tied at 10 s of service each round, older first: both end near 200.
   EXPECT_DOUBLE_EQ(run.jobs[0].finish_s + run.jobs[1].finish_s, 190 + 200);
   // Tiresias' queues with a 50 GPU-s limit: old runs 50 s, then new gets its 50.
-  las.queue_limits_gpu_s = {50};
-  auto tiresias = make_policy("las", las);
-  const auto run2 = simulate(c, t, *tiresias, o, speed);
+  const auto run2 = run_trace(kOneGpu, trace, "las", las_queues({50}));
   EXPECT_GT(run2.jobs[0].preemptions, 0);
   EXPECT_DOUBLE_EQ(run2.makespan_s, 200);
 }
 
 TEST(Simulation, DrfFifoServesTheUserWithTheLeastDominantShare) {
-  const auto c = parse_cluster(R"({"nodes": [{"gpu": "v100", "gpus": 2, "cpus": 8}]})", "c.json");
-  const auto t = parse_trace(
-      "job,arrival_s,user,gpus,iterations,step_s\na1,0,A,1,10,1\na2,0,A,1,10,1\na3,0,A,1,10,1\nb1,0,B,1,10,1\n",
-      "t.csv", c);
-  JobSpeed speed;
-  SimOptions o;
-  o.round_s = 10;
-  auto fifo = make_policy("fifo");
-  const auto by_fifo = simulate(c, t, *fifo, o, speed);
+  const char* two = R"({"nodes": [{"gpu": "v100", "gpus": 2, "cpus": 8}]})";
+  const std::string trace =
+      "job,arrival_s,user,gpus,iterations,step_s\na1,0,A,1,10,1\na2,0,A,1,10,1\na3,0,A,1,10,1\nb1,0,B,1,10,1\n";
+  const auto by_fifo = run_trace(two, trace, "fifo");
   EXPECT_DOUBLE_EQ(by_fifo.jobs[3].start_s, 10);  // b1 after a1 and a2
-  auto drf = make_policy("drf-fifo");
-  const auto by_drf = simulate(c, t, *drf, o, speed);
+  const auto by_drf = run_trace(two, trace, "drf-fifo");
   EXPECT_DOUBLE_EQ(by_drf.jobs[3].start_s, 0);  // B's share 0 < A's 1/2 after a1
   EXPECT_DOUBLE_EQ(by_drf.jobs[0].start_s, 0);
   EXPECT_DOUBLE_EQ(by_drf.jobs[1].start_s, 10);  // A's jobs in order
@@ -186,22 +177,28 @@ TEST(Simulation, DrfFifoServesTheUserWithTheLeastDominantShare) {
 }
 
 TEST(Simulation, TimeSlicingTakesTurnsWhereLasServesTheNewcomerFirst) {
-  const auto c = parse_cluster(R"({"nodes": [{"gpu": "v100", "gpus": 1, "cpus": 4}], "checkpoint_gib": 0})", "c.json");
-  const auto t = parse_trace("job,arrival_s,gpus,iterations,step_s\na,0,1,100,1\nb,50,1,30,1\n", "t.csv", c);
-  JobSpeed speed;
-  SimOptions o;
-  o.round_s = 10;
-  LasOptions continuous;
-  continuous.queue_limits_gpu_s = {};
-  auto las = make_policy("las", continuous);
-  const auto by_las = simulate(c, t, *las, o, speed);
+  const std::string trace = "job,arrival_s,gpus,iterations,step_s\na,0,1,100,1\nb,50,1,30,1\n";
+  const auto by_las = run_trace(kOneGpu, trace, "las", las_queues({}));
   EXPECT_DOUBLE_EQ(by_las.jobs[1].finish_s, 80);  // b runs 50-80: less service than a
   EXPECT_DOUBLE_EQ(by_las.jobs[0].finish_s, 130);
-  auto slices = make_policy("timeslice");
-  const auto by_turns = simulate(c, t, *slices, o, speed);
+  const auto by_turns = run_trace(kOneGpu, trace, "timeslice");
   EXPECT_DOUBLE_EQ(by_turns.jobs[1].finish_s, 100);  // b at 50, 70, 90; a at 60, 80, then 100-130
   EXPECT_DOUBLE_EQ(by_turns.jobs[0].finish_s, 130);
   EXPECT_EQ(by_turns.jobs[0].preemptions, 3);
+}
+
+TEST(Simulation, LasStarvationGuardGivesTheWaitingJobTurns) {
+  const std::string trace = "job,arrival_s,gpus,iterations,step_s\na,0,1,100,1\nb,5,1,100,1\n";
+  // Both pass 10 GPU-s, then share the lower queue by arrival: b waits for all of a.
+  const auto starved = run_trace(kOneGpu, trace, "las", las_queues({10}));
+  EXPECT_DOUBLE_EQ(starved.jobs[0].finish_s, 110);
+  EXPECT_DOUBLE_EQ(starved.jobs[1].finish_s, 200);
+  EXPECT_EQ(starved.jobs[1].preemptions, 1);  // resumed once, at 110
+  // b is promoted after waiting twice its 10 s of running: it gets turns while a runs.
+  const auto run = run_trace(kOneGpu, trace, "las", las_queues({10}, 2));
+  EXPECT_GT(run.jobs[1].preemptions, 1);
+  EXPECT_GT(run.jobs[0].finish_s, 110);
+  EXPECT_DOUBLE_EQ(run.makespan_s, 200);
 }
 
 TEST(Simulation, JobSpeedComesFromTheEngineAndCoresMatter) {
