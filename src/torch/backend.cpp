@@ -1209,6 +1209,7 @@ class EmulatedTimer final : public c10d::Timer {
 void op_host_span(std::string name, double start, double end) { rt().host_span(std::move(name), start, end); }
 void op_cpp_loop(bool enter) { t_cpp_loop_depth = std::max(0, t_cpp_loop_depth + (enter ? 1 : -1)); }
 
+bool op_set_model(std::string model) { return rt().set_model(model); }
 std::string op_summary() { return rt().summary_json(); }
 void op_finish() { rt().finish(); }
 std::string op_op_class(std::string op, bool optimizer) { return std::string(zoo::to_string(classify(op, optimizer))); }
@@ -1262,6 +1263,7 @@ TORCH_LIBRARY(gpemu, m) {
   m.def("collective_seconds(str kind, int bytes, int world) -> float", &gb::op_collective_seconds);
   m.def("cpp_loop(bool enter) -> ()", &gb::op_cpp_loop);
   m.def("host_span(str name, float start, float end) -> ()", &gb::op_host_span);
+  m.def("set_model(str model) -> bool", &gb::op_set_model);
   m.def("summary() -> str", &gb::op_summary);
   m.def("finish() -> ()", &gb::op_finish);
   m.def("op_class(str op, bool optimizer) -> str", &gb::op_op_class);

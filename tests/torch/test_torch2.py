@@ -292,6 +292,39 @@ class Optimizers(unittest.TestCase):
         return path
 
 
+class ZooModelCorrection(unittest.TestCase):
+    SCRIPT = """
+        import torchvision
+        a = torch.empty(2048, 2048, device="cuda")
+
+        def matmul_ms():
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a @ a  # the GPU is busy while the timed one is issued
+            s.record(); a @ a; e.record()
+            torch.cuda.synchronize()
+            return s.elapsed_time(e)
+
+        before = matmul_ms()
+        torchvision.models.squeezenet1_1()
+        after = matmul_ms()
+        print(json.dumps(dict(before=before, after=after,
+                              model=json.loads(torch.ops.gpemu.summary())["model_correction"])))
+    """
+
+    def test_a_torchvision_builder_of_a_zoo_model_selects_its_correction(self):
+        import sys
+        sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+        with open(os.path.join(sys.path[0], "data", "calibration.json")) as f:
+            corrections = json.load(f)["model_corrections"]
+        r = run_script(self.SCRIPT)
+        self.assertEqual(r["model"], "squeezenet1_1")
+        self.assertAlmostEqual(r["after"] / r["before"], corrections["squeezenet1_1"]["forward_gpu"], delta=1e-4)
+        # --model holds for the whole run.
+        r = run_script(self.SCRIPT, "--model", "resnet50")
+        self.assertEqual(r["model"], "resnet50")
+        self.assertEqual(r["after"], r["before"])
+
+
 class WordLanguageModel(unittest.TestCase):
     def test_lstm_with_a_hand_written_sgd_update(self):
         # pytorch/examples' word_language_model's training loop: nn.LSTM,

@@ -58,6 +58,9 @@ def install():
 
     _cuda.patch(torch)
     _dist.patch(torch)
+    from . import _models
+
+    _models.patch(torch)
     if os.environ.get("GPEMU_TORCH_API", "2") == "2":  # gpemu torch --torch 2 (the default)
         from . import _torch2
 
