@@ -720,6 +720,25 @@ void add_torch2_rules(std::unordered_map<std::string_view, Rule>& r) {
   r["scaled_dot_product_attention_backward"] = [](c10::ArrayRef<c10::IValue> a) -> Outs {
     return {meta_like(a[1].toTensor()), meta_like(a[2].toTensor()), meta_like(a[3].toTensor())};
   };
+  // Layer and group norm forward: one normalisation kernel as on a GPU (their
+  // CompositeExplicitAutograd form, which a CPU-only build runs for CUDA,
+  // is a batch norm of a reshaped input plus an addcmul, with other saved
+  // tensors). Statistics: layer norm's in the accumulate type (FP32 for half
+  // inputs), group norm's in the input's type, as CUDA's kernels make them.
+  r["native_layer_norm"] = [](c10::ArrayRef<c10::IValue> a) -> Outs {
+    const at::Tensor& x = a[0].toTensor();
+    const auto normalized = a[1].toIntVector();
+    std::vector<int64_t> stats(x.sizes().begin(), x.sizes().end());
+    for (std::size_t i = stats.size() - std::min(stats.size(), normalized.size()); i < stats.size(); ++i) stats[i] = 1;
+    const at::ScalarType acc =
+        (x.scalar_type() == at::kHalf || x.scalar_type() == at::kBFloat16) ? at::kFloat : x.scalar_type();
+    return {meta_empty(x.sizes(), x.scalar_type()), meta_empty(stats, acc), meta_empty(stats, acc)};
+  };
+  r["native_group_norm"] = [](c10::ArrayRef<c10::IValue> a) -> Outs {
+    const at::Tensor& x = a[0].toTensor();
+    const std::vector<int64_t> stats = {a[3].toInt(), a[6].toInt()};
+    return {meta_like(x), meta_empty(stats, x.scalar_type()), meta_empty(stats, x.scalar_type())};
+  };
   for (const char* n : {"_fused_adamw_", "_fused_adam_", "_fused_sgd_"})
     r[n] = [](c10::ArrayRef<c10::IValue>) -> Outs { return {}; };
   // torch 1.13's _foreach_* ops (foreach optimizers, clip_grad_norm_) have no
@@ -1309,6 +1328,9 @@ TORCH_LIBRARY_IMPL(aten, CUDA, m) {
   // Composites that would pick cuDNN or a slow CUDA path: shape rules instead.
   m.impl("convolution", torch::CppFunction::makeFromBoxedFunction<&gb::emulate_op>());
   m.impl("convolution_backward", torch::CppFunction::makeFromBoxedFunction<&gb::emulate_op>());
+  // Composites that would decompose a normalisation into other kernels (add_torch2_rules).
+  m.impl("native_layer_norm", torch::CppFunction::makeFromBoxedFunction<&gb::emulate_op>());
+  m.impl("native_group_norm", torch::CppFunction::makeFromBoxedFunction<&gb::emulate_op>());
 }
 
 TORCH_LIBRARY_IMPL(_, CUDA, m) { m.fallback(torch::CppFunction::makeFromBoxedFunction<&gb::emulate_op>()); }

@@ -363,6 +363,13 @@ def _with_fused(cls, fused_step):
             for g in groups:
                 g["fused"] = self.defaults.get("fused")
 
+    # inspect.signature(AdamW) names fused (nanoGPT checks it to pick the fused kernel).
+    signature = inspect.signature(init)
+    if not native:
+        signature = signature.replace(parameters=[
+            *[p for p in signature.parameters.values() if p.kind != inspect.Parameter.VAR_KEYWORD],
+            inspect.Parameter("fused", inspect.Parameter.KEYWORD_ONLY, default=None)])
+    __init__.__signature__ = signature
     cls.__init__ = __init__
     cls.step = wrapper
 
