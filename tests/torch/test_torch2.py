@@ -8,13 +8,17 @@ the cost model's figures (FlashAttention's FLOP count at
 kAttentionEfficiency of the catalog's peak), never the wall clock."""
 import json
 import os
+import shutil
+import tempfile
+import textwrap
 import unittest
 
-from test_torch_backend import MIB, gpemu, run_script
+from test_torch_backend import ROOT, gpemu, run_script
 
 # cost_model.h's kAttentionEfficiency: the fraction of the matmul peak a fused
 # attention kernel sustains.
 ATTENTION_EFFICIENCY = 0.6
+CALIBRATION = os.path.join(ROOT, "data", "calibration.json")
 
 
 def catalog_gpu(name):
@@ -288,10 +292,8 @@ class Optimizers(unittest.TestCase):
         self.assertIn("--torch", out.stderr)
 
     def _script(self):
-        import tempfile
-        import textwrap
         tmp = tempfile.mkdtemp()
-        self.addCleanup(__import__("shutil").rmtree, tmp, True)
+        self.addCleanup(shutil.rmtree, tmp, True)
         path = os.path.join(tmp, "script.py")
         with open(path, "w") as f:
             f.write("import json, torch\n" + textwrap.dedent(self.SCRIPT))
@@ -318,9 +320,7 @@ class ZooModelCorrection(unittest.TestCase):
     """
 
     def test_a_torchvision_builder_of_a_zoo_model_selects_its_correction(self):
-        import sys
-        sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-        with open(os.path.join(sys.path[0], "data", "calibration.json")) as f:
+        with open(CALIBRATION) as f:
             corrections = json.load(f)["model_corrections"]
         r = run_script(self.SCRIPT)
         self.assertEqual(r["model"], "squeezenet1_1")
@@ -380,8 +380,7 @@ class WordLanguageModel(unittest.TestCase):
         # One memory-bound kernel per parameter (the busy matmul before it
         # is the other kernel counted): it reads p and the grad and writes p,
         # at the V100 family's memory-bound efficiency of the catalog's bandwidth.
-        with open(os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-                               "data", "calibration.json")) as f:
+        with open(CALIBRATION) as f:
             efficiency = json.load(f)["families"]["Volta"]["memory_efficiency"]
         bandwidth = catalog_gpu(r["gpu"])["memory_bandwidth_gbs"] * 1e9 * efficiency
         for kernels, ms in r["update"]:
