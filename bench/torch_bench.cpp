@@ -38,9 +38,11 @@ nlohmann::json run_script(const Run& r, const TorchBenchOptions& o) {
   if (!fs::exists(script)) return {{"error", "the benchmark script is not there: " + script.string()}};
   const fs::path log = fs::temp_directory_path() / fmt::format("gpemu-bench-torch-{}.log", ::getpid());
   const std::string cmd =
-      fmt::format("{} torch --gpu {} --clock {} --model {} -- {} --model {} --batch {} --iters {} --warmup {} 2>{}",
-                  bench::shell_quote(self.string()), r.gpu, r.clock, kModel, bench::shell_quote(script.string()),
-                  kModel, r.batch, o.iters, o.warmup, bench::shell_quote(log.string()));
+      // --torch 1: the program predict's default (its --torch 1) models.
+      fmt::format(
+          "{} torch --torch 1 --gpu {} --clock {} --model {} -- {} --model {} --batch {} --iters {} --warmup {} 2>{}",
+          bench::shell_quote(self.string()), r.gpu, r.clock, kModel, bench::shell_quote(script.string()), kModel,
+          r.batch, o.iters, o.warmup, bench::shell_quote(log.string()));
   const bench::CommandOutput output = bench::run_command(cmd);
   std::ifstream in(log);
   std::string err((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

@@ -36,6 +36,7 @@ struct TorchArgs {
   std::string clock = "real";
   std::string json, trace, report, model;
   std::string python = "/usr/bin/python3";
+  int torch_api = 2;  // the PyTorch whose program runs: 2 (gpemu_torch/_torch2.py) or 1 (torch 1.13's own)
   std::vector<std::string> script;
   // Attached to gpemu serve: the socket (empty: the default one).
   bool connect = false;
@@ -135,6 +136,7 @@ void set_env(const char* name, const std::string& value) {
   }
   set_env("GPEMU_TORCH_GPUS", std::to_string(a.gpus));
   set_env("GPEMU_TORCH_CLOCK", a.clock);
+  set_env("GPEMU_TORCH_API", std::to_string(a.torch_api));
   set_env("GPEMU_TORCH_MAIN_PID", std::to_string(::getpid()));
   set_env("GPEMU_DATA_DIR", zoo::data_dir().string());
   set_env("GPEMU_TORCH_SCRIPT", a.script.front());
@@ -168,10 +170,10 @@ std::vector<std::string>& script_args() {
 int split_torch_script_args(int argc, char** argv) {
   if (argc < 2 || std::string_view(argv[1]) != "torch") return argc;
   // gpemu torch's options that take a value (as --name value or --name=value).
-  static const std::vector<std::string_view> with_value = {"--gpu",        "--gpus",     "--clock", "--json",
-                                                           "--trace",      "--report",   "--model", "--python",
-                                                           "--socket",     "--priority", "--mig",   "--host",
-                                                           "--step-marker"};
+  static const std::vector<std::string_view> with_value = {"--gpu",         "--gpus",     "--clock", "--json",
+                                                           "--trace",       "--report",   "--model", "--python",
+                                                           "--socket",      "--priority", "--mig",   "--host",
+                                                           "--step-marker", "--torch"};
   int i = 2, cli_argc = argc;  // i: the script's index; cli_argc: what CLI11 parses
   while (i < argc) {
     const std::string_view arg = argv[i];
@@ -215,6 +217,12 @@ void add_torch_command(CLI::App& app) {
   cmd->add_option("--step-marker", a->step_marker,
                   "A function (or torch.profiler.record_function label) called once per step: its calls start "
                   "the steps of the summary (default: optimizer.step() calls, else backward calls)");
+  cmd->add_option("--torch", a->torch_api,
+                  "The PyTorch whose program the script runs: 2 (PyTorch 2's API and defaults: "
+                  "F.scaled_dot_product_attention, torch.amp.GradScaler, foreach/fused optimizers, torch.compile "
+                  "as eager) or 1 (Debian's torch 1.13 as it is)")
+      ->check(CLI::IsMember({1, 2}))
+      ->capture_default_str();
   cmd->add_flag("--connect", a->connect,
                 "Share a running `gpemu serve`'s GPUs with other processes (its card, its policy, wall time)");
   cmd->add_option("--socket", a->socket, "With --connect: the server's socket (default: gpemu serve's default)");

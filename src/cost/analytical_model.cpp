@@ -345,7 +345,9 @@ OpCoefficients op_coefficients(const OpProgram::Op& op, const GpuPeaks& peaks, c
   // A depthwise convolution (one channel per group: a few FLOPs per byte)
   // is no GEMM and takes no tensor cores in TF32: cuDNN runs its FP32
   // kernels, the form the FP32 factors describe.
-  const double intensity = op.bytes1 > 0 ? op.flops1 / op.bytes1 : 0;
+  // Per sample for a zoo op (its slope in the batch size); a live op of
+  // `gpemu torch` has its FLOPs and bytes at batch 0 only.
+  const double intensity = op.bytes1 > 0 ? op.flops1 / op.bytes1 : op.bytes0 > 0 ? op.flops0 / op.bytes0 : 0;
   const bool depthwise_f32 = op.math == OpProgram::Math::F32 && intensity < kDepthwiseIntensity;
   const bool tensor_core_form =
       f.tensor_core_conv_efficiency > 0 && (op.math != OpProgram::Math::F32 || (tf32 && !depthwise_f32));

@@ -174,6 +174,18 @@ std::string shapes_text(c10::ArrayRef<c10::IValue> args, c10::ArrayRef<c10::IVal
   return out;
 }
 
+// A half-precision convolution on NCHW activations: cuDNN's tensor-core
+// kernels take NHWC, so it transposes the operands in and the result out
+// (nchwToNhwc / nhwcToNchw), reading and writing them once more each; as
+// `gpemu predict` adds them for --memory-format nchw (analytical_model.cpp).
+bool transposes_nchw(std::string_view name, const OpProgram::Op& op, c10::ArrayRef<c10::IValue> args) {
+  if (op.kind != OpProgram::Kind::Conv || op.math == OpProgram::Math::F32) return false;
+  const std::size_t activation = name == "convolution_backward" ? 1 : 0;
+  if (activation >= args.size() || !args[activation].isTensor()) return false;
+  const at::Tensor& x = args[activation].toTensor();
+  return x.dim() >= 4 && x.suggest_memory_format() == at::MemoryFormat::Contiguous;
+}
+
 void charge(int device, std::string_view name, c10::ArrayRef<c10::IValue> args, c10::ArrayRef<c10::IValue> outs,
             const c10::FunctionSchema* schema = nullptr) {
   const OpProgram::Op op = live_op(name, current_section(), args, outs);
@@ -185,8 +197,16 @@ void charge(int device, std::string_view name, c10::ArrayRef<c10::IValue> args, 
   }
   std::optional<OpDetail> detail;
   if (rt().tracing()) detail = OpDetail{shapes_text(args, outs, schema)};
-  rt().issue(device, t_stream[static_cast<std::size_t>(device)], op, name, ctx.allowTF32CuDNN(), ctx.allowTF32CuBLAS(),
-             cpp_loop, t_op_started, detail ? &*detail : nullptr);
+  const std::int64_t stream = t_stream[static_cast<std::size_t>(device)];
+  rt().issue(device, stream, op, name, ctx.allowTF32CuDNN(), ctx.allowTF32CuBLAS(), cpp_loop, t_op_started,
+             detail ? &*detail : nullptr);
+  if (transposes_nchw(name, op, args)) {
+    OpProgram::Op transpose;
+    transpose.kind = OpProgram::Kind::Memory;
+    transpose.section = op.section;
+    transpose.bytes0 = 2 * op.bytes0;
+    rt().issue(device, stream, transpose, "nchwToNhwc", false, false, cpp_loop);
+  }
 }
 
 void charge_view(int device, std::string_view name) {
@@ -729,6 +749,76 @@ std::vector<int64_t> conv_output_size(const at::Tensor& input, const at::Tensor&
   return out;
 }
 
+// The kernels PyTorch 2 runs that torch 1.13 has no op for, defined below as
+// gpemu::<name> with aten's arguments (gpemu_torch/_torch2.py calls them).
+//  - scaled_dot_product_attention (forward: the output and the rows'
+//    log-sum-exp in FP32, which backward reads; no L x S tensor) and its
+//    backward (the grads of q, k and v), as the tracer's fused.py defines
+//    them, with an optional attention mask last;
+//  - the fused optimizer kernels _fused_adamw_, _fused_adam_ and _fused_sgd_:
+//    they update their tensor lists in place and return nothing.
+constexpr std::string_view kForeach = "_foreach_ (out of place)";
+constexpr std::string_view kForeachNorm = "_foreach_norm";
+constexpr std::string_view kForeachInPlace = "_foreach_ (in place)";
+
+void add_torch2_rules(std::unordered_map<std::string_view, Rule>& r) {
+  r["scaled_dot_product_attention"] = [](c10::ArrayRef<c10::IValue> a) -> Outs {
+    const at::Tensor& q = a[0].toTensor();
+    const at::Tensor& v = a[2].toTensor();
+    std::vector<int64_t> out(q.sizes().begin(), q.sizes().end());
+    out.back() = v.size(-1);
+    const std::vector<int64_t> rows(q.sizes().begin(), q.sizes().end() - 1);
+    return {meta_empty(out, q.scalar_type()), meta_empty(rows, at::kFloat)};
+  };
+  r["scaled_dot_product_attention_backward"] = [](c10::ArrayRef<c10::IValue> a) -> Outs {
+    return {meta_like(a[1].toTensor()), meta_like(a[2].toTensor()), meta_like(a[3].toTensor())};
+  };
+  // Layer and group norm forward: one normalisation kernel as on a GPU (their
+  // CompositeExplicitAutograd form, which a CPU-only build runs for CUDA,
+  // is a batch norm of a reshaped input plus an addcmul, with other saved
+  // tensors). Statistics: layer norm's in the accumulate type (FP32 for half
+  // inputs), group norm's in the input's type, as CUDA's kernels make them.
+  r["native_layer_norm"] = [](c10::ArrayRef<c10::IValue> a) -> Outs {
+    const at::Tensor& x = a[0].toTensor();
+    const auto normalized = a[1].toIntVector();
+    std::vector<int64_t> stats(x.sizes().begin(), x.sizes().end());
+    for (std::size_t i = stats.size() - std::min(stats.size(), normalized.size()); i < stats.size(); ++i) stats[i] = 1;
+    const at::ScalarType acc =
+        (x.scalar_type() == at::kHalf || x.scalar_type() == at::kBFloat16) ? at::kFloat : x.scalar_type();
+    return {meta_empty(x.sizes(), x.scalar_type()), meta_empty(stats, acc), meta_empty(stats, acc)};
+  };
+  r["native_group_norm"] = [](c10::ArrayRef<c10::IValue> a) -> Outs {
+    const at::Tensor& x = a[0].toTensor();
+    const std::vector<int64_t> stats = {a[3].toInt(), a[6].toInt()};
+    return {meta_like(x), meta_empty(stats, x.scalar_type()), meta_empty(stats, x.scalar_type())};
+  };
+  for (const char* n : {"_fused_adamw_", "_fused_adam_", "_fused_sgd_"})
+    r[n] = [](c10::ArrayRef<c10::IValue>) -> Outs { return {}; };
+  // torch 1.13's _foreach_* ops (foreach optimizers, clip_grad_norm_) have no
+  // meta kernels: an out-of-place one gives a list shaped as its first list
+  // (_foreach_norm: one 0-dim norm per tensor); an in-place one, or an out=
+  // one, returns nothing (emulate_op picks kForeachInPlace by the schema).
+  r[kForeach] = [](c10::ArrayRef<c10::IValue> a) -> Outs {
+    c10::List<at::Tensor> out;
+    for (const at::Tensor& t : a[0].toTensorVector()) out.push_back(meta_like(t));
+    return {out};
+  };
+  r[kForeachNorm] = [](c10::ArrayRef<c10::IValue> a) -> Outs {
+    c10::List<at::Tensor> out;
+    for (const at::Tensor& t : a[0].toTensorVector()) out.push_back(meta_empty({}, t.scalar_type()));
+    return {out};
+  };
+  r[kForeachInPlace] = [](c10::ArrayRef<c10::IValue>) -> Outs { return {}; };
+}
+
+// The rule of op `name` returning `n_rets` values: its own, or for a
+// _foreach_ op one of the three above.
+std::string_view rule_name(std::string_view name, std::size_t n_rets) {
+  if (!name.starts_with("_foreach_")) return name;
+  if (n_rets == 0) return kForeachInPlace;
+  return name == "_foreach_norm" ? kForeachNorm : kForeach;
+}
+
 const std::unordered_map<std::string_view, Rule>& shape_rules() {
   static const std::unordered_map<std::string_view, Rule> rules = [] {
     std::unordered_map<std::string_view, Rule> r;
@@ -850,6 +940,7 @@ const std::unordered_map<std::string_view, Rule>& shape_rules() {
       return {meta_empty({b, 3 * h}, t), meta_empty({b, 3 * h}, t), meta_like(grad),
               bias ? c10::IValue(meta_empty({3 * h}, t)) : none(), bias ? c10::IValue(meta_empty({3 * h}, t)) : none()};
     };
+    add_torch2_rules(r);
     return r;
   }();
   return rules;
@@ -975,6 +1066,7 @@ void emulate_op(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const c10::FunctionSchema& schema = op.schema();
   std::string_view name = schema.name();
   if (name.starts_with("aten::")) name.remove_prefix(6);
+  if (name.starts_with("gpemu::")) name.remove_prefix(7);  // PyTorch 2's kernels (gpemu_torch/_torch2.py)
   const std::size_t n_args = schema.arguments().size();
   const std::size_t n_rets = schema.returns().size();
   MetaArgs m;
@@ -990,7 +1082,7 @@ void emulate_op(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
   Outs meta_outs;
   const auto& rules = shape_rules();
-  const auto rule = rules.find(name);
+  const auto rule = rules.find(rule_name(name, n_rets));
   try {
     if (rule != rules.end()) {
       meta_outs = rule->second(meta_args);
@@ -1226,6 +1318,7 @@ void op_step(std::string source) {
 std::string op_step_marker() { return rt().settings().step_marker; }
 bool op_virtual_clock() { return rt().clock().is_virtual(); }
 
+bool op_set_model(std::string model) { return rt().set_model(model); }
 std::string op_summary() { return rt().summary_json(); }
 void op_finish() { rt().finish(); }
 std::string op_op_class(std::string op, bool optimizer) { return std::string(zoo::to_string(classify(op, optimizer))); }
@@ -1285,9 +1378,31 @@ TORCH_LIBRARY(gpemu, m) {
   m.def("step_marker() -> str", &gb::op_step_marker);
   m.def("virtual_clock() -> bool", &gb::op_virtual_clock);
   m.def("host_span(str name, float start, float end) -> ()", &gb::op_host_span);
+  m.def("set_model(str model) -> bool", &gb::op_set_model);
   m.def("summary() -> str", &gb::op_summary);
   m.def("finish() -> ()", &gb::op_finish);
   m.def("op_class(str op, bool optimizer) -> str", &gb::op_op_class);
+  // PyTorch 2's kernels (add_torch2_rules): the boxed CUDA kernel runs them.
+  m.def(
+      "scaled_dot_product_attention(Tensor q, Tensor k, Tensor v, float p, bool causal, float scale, "
+      "Tensor? attn_mask=None) -> (Tensor, Tensor)");
+  m.def(
+      "scaled_dot_product_attention_backward(Tensor grad, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, "
+      "float p, bool causal, float scale, Tensor? attn_mask=None) -> (Tensor, Tensor, Tensor)");
+  m.def(
+      "_fused_adamw_(Tensor(a!)[] params, Tensor[] grads, Tensor(b!)[] exp_avgs, Tensor(c!)[] exp_avg_sqs, "
+      "Tensor(d!)[] max_exp_avg_sqs, Tensor[] state_steps, *, float lr, float beta1, float beta2, "
+      "float weight_decay, float eps, bool amsgrad, bool maximize, Tensor? grad_scale=None, "
+      "Tensor? found_inf=None) -> ()");
+  m.def(
+      "_fused_adam_(Tensor(a!)[] params, Tensor[] grads, Tensor(b!)[] exp_avgs, Tensor(c!)[] exp_avg_sqs, "
+      "Tensor(d!)[] max_exp_avg_sqs, Tensor[] state_steps, *, float lr, float beta1, float beta2, "
+      "float weight_decay, float eps, bool amsgrad, bool maximize, Tensor? grad_scale=None, "
+      "Tensor? found_inf=None) -> ()");
+  m.def(
+      "_fused_sgd_(Tensor(a!)[] params, Tensor[] grads, Tensor(b!)[] momentum_buffers, *, float weight_decay, "
+      "float momentum, float lr, float dampening, bool nesterov, bool maximize, bool is_first_step, "
+      "Tensor? grad_scale=None, Tensor? found_inf=None) -> ()");
 }
 
 TORCH_LIBRARY_IMPL(aten, CUDA, m) {
@@ -1309,10 +1424,9 @@ TORCH_LIBRARY_IMPL(aten, CUDA, m) {
   // Composites that would pick cuDNN or a slow CUDA path: shape rules instead.
   m.impl("convolution", torch::CppFunction::makeFromBoxedFunction<&gb::emulate_op>());
   m.impl("convolution_backward", torch::CppFunction::makeFromBoxedFunction<&gb::emulate_op>());
-  // torch 1.13 decomposes layer norm on a backend without a kernel of its
-  // own into batch norm and addcmul, two forward launches; CUDA runs one
-  // fused kernel (its meta run gives the three outputs' shapes).
+  // Composites that would decompose a normalisation into other kernels (add_torch2_rules).
   m.impl("native_layer_norm", torch::CppFunction::makeFromBoxedFunction<&gb::emulate_op>());
+  m.impl("native_group_norm", torch::CppFunction::makeFromBoxedFunction<&gb::emulate_op>());
 }
 
 TORCH_LIBRARY_IMPL(_, CUDA, m) { m.fallback(torch::CppFunction::makeFromBoxedFunction<&gb::emulate_op>()); }

@@ -28,6 +28,11 @@ const Names kConv = {"convolution",
                      "thnn_conv2d"};
 const Names kMatmul = {"mm",    "addmm", "bmm",  "baddbmm", "addbmm",           "mv",
                        "addmv", "dot",   "vdot", "addr",    "_addmm_activation"};
+// The fused attention kernel each way (F.scaled_dot_product_attention under
+// --torch 2; the tracer's fused.py ops of the same names and arguments, in
+// its FUSED table as matmuls): FLOPs as FlashAttention counts them, time at
+// kAttentionEfficiency (OpProgram::Op::attention).
+const Names kAttention = {"scaled_dot_product_attention", "scaled_dot_product_attention_backward"};
 const Names kNorm = {"native_batch_norm",         "native_batch_norm_backward",
                      "cudnn_batch_norm",          "cudnn_batch_norm_backward",
                      "native_layer_norm",         "native_layer_norm_backward",
@@ -229,6 +234,19 @@ const std::unordered_map<std::string_view, int> kElementwiseFlops = {{"addcmul",
                                                                      {"_foreach_addcdiv", 3},
                                                                      {"_foreach_lerp_", 3},
                                                                      {"_amp_foreach_non_finite_check_and_unscale_", 2}};
+// One fused optimizer kernel (--torch 2's fused=True): the FLOPs per element
+// of the foreach update it replaces, by the tracer's counts (lerp_, addcmul_,
+// addcdiv_ 3, others 1). AdamW: mul_ (decay), lerp_, mul_, addcmul_, sqrt,
+// div_, add_ (eps), addcdiv_; Adam: the same without the decay; SGD: add
+// (decay), mul_ and add_ (momentum), add_ (update).
+const std::unordered_map<std::string_view, int> kFusedFlops = {{"_fused_adamw_", 14},
+                                                               {"_fused_adam_", 13},
+                                                               {"_fused_sgd_", 4}};
+// The tensor lists a fused optimizer kernel writes besides reading them
+// (parameters and optimizer state; the grads and step counts are only read).
+const std::unordered_map<std::string_view, std::vector<std::size_t>> kFusedWritten = {{"_fused_adamw_", {0, 2, 3, 4}},
+                                                                                      {"_fused_adam_", {0, 2, 3, 4}},
+                                                                                      {"_fused_sgd_", {0, 2}}};
 const Names kZeroFlopElementwise = {"bernoulli_", "bernoulli", "normal_", "uniform_", "random_", "_amp_update_scale_"};
 
 bool has(const Names& set, std::string_view name) { return set.count(name) != 0; }
@@ -294,7 +312,7 @@ zoo::OpClass classify(std::string_view name, bool optimizer) {
   if (has(kView, name)) return C::View;
   if (optimizer) return C::Optimizer;
   if (has(kConv, name)) return C::Conv;
-  if (has(kMatmul, name)) return C::Matmul;
+  if (has(kMatmul, name) || has(kAttention, name)) return C::Matmul;
   if (has(kNorm, name)) return C::Norm;
   if (has(kPool, name)) return C::Pooling;
   if (has(kSoftmax, name)) return C::Softmax;
@@ -342,6 +360,20 @@ double op_flops(std::string_view name, zoo::OpClass cls, c10::ArrayRef<c10::IVal
   if (name == "addmv" && a1) return 2 * size_at(a1, 0) * size_at(a1, 1) + size_at(a1, 0);
   if (name == "dot" || name == "vdot") return 2 * numel(a0);
   if (name == "addr") return 2 * numel(a1) * numel(a2);
+  if (has(kAttention, name)) {
+    // Forward two L x S x d products per head (scores, then probabilities x
+    // values); backward five (the scores recomputed, and the grads of the
+    // probabilities, values, queries and keys), as FlashAttention counts
+    // them; a causal kernel skips the masked half. The tracer's rule.
+    const bool forward = name == "scaled_dot_product_attention";
+    const at::Tensor* q = forward ? a0 : a1;
+    const at::Tensor* k = forward ? a1 : a2;
+    if (q == nullptr || k == nullptr || q->dim() < 2) return 0;
+    const double products = forward ? 2 : 5;
+    const double f =
+        2 * products * (numel(q) / size_at(q, q->dim() - 1)) * size_at(k, k->dim() - 2) * size_at(q, q->dim() - 1);
+    return bool_at(a, forward ? 4 : 7) ? f / 2 : f;
+  }
   if (cls == C::Norm) {
     const at::Tensor* x = name.ends_with("_backward") ? a1 : a0;
     return (name.find("backward") != std::string_view::npos ? 8 : 5) * numel(x);
@@ -384,9 +416,11 @@ double op_flops(std::string_view name, zoo::OpClass cls, c10::ArrayRef<c10::IVal
   if (has(kZeroFlopElementwise, name)) return 0;
   if (name == "copy_" || name == "fill_" || name == "zero_" || name == "clone" || name == "_to_copy") return 0;
   const auto it = kElementwiseFlops.find(name);
-  const double per = it == kElementwiseFlops.end() ? 1 : it->second;
+  const auto fused = kFusedFlops.find(name);
+  const double per = fused != kFusedFlops.end() ? fused->second : it == kElementwiseFlops.end() ? 1 : it->second;
   double n = 0;
-  if (name.starts_with("_foreach_") || name == "_amp_foreach_non_finite_check_and_unscale_") {
+  if (name.starts_with("_foreach_") || name.starts_with("_fused_") ||
+      name == "_amp_foreach_non_finite_check_and_unscale_") {
     if (!a.empty() && (a[0].isTensorList() || a[0].isList()))
       for_each_tensor(a.slice(0, 1), [&](std::size_t, const at::Tensor& t) { n += static_cast<double>(t.numel()); });
     return per * n;
@@ -413,6 +447,10 @@ double op_bytes(std::string_view name, c10::ArrayRef<c10::IValue> args, c10::Arr
   for_each_tensor(outs, [&](std::size_t, const at::Tensor& t) {
     if (first_time(t)) written += unique_bytes(t);
   });
+  if (const auto fused = kFusedWritten.find(name); fused != kFusedWritten.end())
+    for (const std::size_t i : fused->second)
+      if (i < args.size())
+        for_each_tensor(args.slice(i, 1), [&](std::size_t, const at::Tensor& t) { written += unique_bytes(t); });
   return read + written;
 }
 
@@ -438,6 +476,11 @@ OpProgram::Op live_op(std::string_view name, OpProgram::Section section, c10::Ar
   if (first == at::kBFloat16) op.math = OpProgram::Math::BF16;
   op.flops0 = op_flops(name, cls, args, outs);
   op.bytes0 = op_bytes(name, args, outs);
+  op.attention = has(kAttention, name);
+  // One multi-tensor call (a foreach or fused optimizer kernel, GradScaler's
+  // unscale and update): issued at the host's foreach cost, as predict's
+  // foreach program issues it.
+  op.foreach_call = name.starts_with("_foreach_") || name.starts_with("_fused_") || name.starts_with("_amp_");
   return op;
 }
 

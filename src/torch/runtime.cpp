@@ -224,7 +224,10 @@ Runtime::Runtime(Settings settings)
   const auto calibration = load_default_calibration();
   host_ = find_host(settings_.host.empty() ? kDefaultHost : std::string_view(settings_.host), "GPEMU_TORCH_HOST");
   factors_ = with_host(calibration->factors(*gpu_), host_);
-  if (!settings_.model.empty()) correction_ = calibration->correction(zoo::canonical_name(settings_.model));
+  if (!settings_.model.empty()) {
+    model_ = settings_.model;
+    correction_ = calibration->correction(zoo::canonical_name(settings_.model));
+  }
   for (int c = 0; c < 2; ++c)
     for (int m = 0; m < 2; ++m) {
       AnalyticalOptions o;
@@ -529,6 +532,10 @@ void Runtime::advance_host(double seconds) {
 void Runtime::issue(int device_index, std::int64_t stream_id, const OpProgram::Op& op, std::string_view name,
                     bool tf32_conv, bool tf32_matmul, bool cpp_loop, Time started, const OpDetail* detail) {
   check_stream(device_index, stream_id);
+  const ModelCorrection correction = [this] {  // set_model may change it from another thread
+    std::lock_guard lock(mutex_);
+    return correction_;
+  }();
   const bool forward = op.section == OpProgram::Section::Forward || op.section == OpProgram::Section::Loss;
   const bool view = op.kind == OpProgram::Kind::View;
   if (clock_->is_virtual()) {
@@ -537,7 +544,7 @@ void Runtime::issue(int device_index, std::int64_t stream_id, const OpProgram::O
     // time); an op a C++ loop issues pays the C++ (autograd engine's) rate.
     const double launch =
         cpp_loop && forward && !view ? factors_.launch_backward_us * 1e-6 * op.weight : op_launch_seconds(op, factors_);
-    pace_host(launch * (forward ? correction_.forward_host : correction_.backward_host));
+    pace_host(launch * (forward ? correction.forward_host : correction.backward_host));
   } else if (!view) {
     if (auto* load = dynamic_cast<LoadAdjustedClock*>(clock_.get())) load->sample(/*force=*/false);
     // The script's Python and torch's dispatch ran for real on this host
@@ -548,7 +555,7 @@ void Runtime::issue(int device_index, std::int64_t stream_id, const OpProgram::O
   }
   const double seconds = view ? 0
                               : op_kernel_seconds(op, 0, peaks(tf32_conv, tf32_matmul), factors_) *
-                                    (forward ? correction_.forward_gpu : correction_.backward_gpu);
+                                    (forward ? correction.forward_gpu : correction.backward_gpu);
   {
     std::lock_guard lock(mutex_);
     if (view) {
@@ -768,6 +775,17 @@ void Runtime::note_generic(std::string_view op) {
     ++it->second;
 }
 
+bool Runtime::set_model(const std::string& model) {
+  const bool known = zoo::has_model(model);
+  if (!settings_.model.empty()) return known;
+  const ModelCorrection c =
+      known ? load_default_calibration()->correction(zoo::canonical_name(model)) : ModelCorrection{};
+  std::lock_guard lock(mutex_);
+  model_ = known ? model : std::string();
+  correction_ = c;
+  return known;
+}
+
 nlohmann::json Runtime::summary_object() {
   const RunCounters c = counters();
   const double elapsed = to_seconds(clock_->now());
@@ -775,7 +793,11 @@ nlohmann::json Runtime::summary_object() {
   j["gpu"] = gpu_->id;
   j["gpus"] = settings_.gpus;
   j["clock"] = std::string(to_string(settings_.clock));
-  j["model_correction"] = settings_.model.empty() ? nlohmann::json(nullptr) : nlohmann::json(settings_.model);
+  const std::string model = [this] {
+    std::lock_guard lock(mutex_);
+    return model_;
+  }();
+  j["model_correction"] = model.empty() ? nlohmann::json(nullptr) : nlohmann::json(model);
   j["serve"] = settings_.serve ? nlohmann::json(settings_.serve->string()) : nlohmann::json(nullptr);
   j["elapsed_s"] = elapsed;
   j["emulated_seconds"] = elapsed;

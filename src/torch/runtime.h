@@ -217,6 +217,13 @@ class Runtime {
   // clock (every process starts its own at zero).
   std::int64_t stream_ready_shared_ns(int device, std::int64_t stream);
 
+  // The zoo model the script trains from now on (a torchvision builder of
+  // that name was called): its learned correction applies, as with
+  // Settings::model; a name not in the zoo, none. Ignored when Settings::model
+  // was given (it holds for the whole run). Returns whether the model is the
+  // zoo's.
+  bool set_model(const std::string& model);
+
   RunCounters counters() const;
   // Ops that had no shape rule of their own and ran through the generic
   // meta path, and ops refused; for the summary.
@@ -285,6 +292,7 @@ class Runtime {
   std::vector<std::unique_ptr<Remote>> remote_;  // per device when attached
   FamilyFactors factors_;                        // the GPU family's, with the host profile's launch costs
   HostProfile host_;
+  std::string model_;  // whose correction_ applies (mutex_)
   ModelCorrection correction_;
   GpuPeaks peaks_[2][2];  // [tf32_conv][tf32_matmul]
 

@@ -229,6 +229,20 @@ TEST(TensorCoreForm, ConvolutionsAreARooflineAndDepthwiseTf32OnesKeepTheFp32Form
   EXPECT_NEAR(op_gpu_seconds(conv, 1, p, f), 4.945e12 / (494.5e12 * 2) + 1e9 / (4800e9 * 0.2) + 3e-6, 1e-12);
 }
 
+TEST(TensorCoreForm, ALiveOpIsToldDepthwiseByItsOwnFlopsPerByte) {
+  // gpemu torch's live ops have their FLOPs and bytes at batch 0 only (no slope).
+  const GpuPeaks p = gpu_peaks(find_gpu("H200-SXM-141GB"));
+  FamilyFactors f = unit_factors();
+  f.memory_efficiency = 0.5;
+  f.conv_efficiency = 2;
+  f.conv_bytes_efficiency = 0.2;
+  f.tensor_core_conv_efficiency = 0.5;
+  Op conv{Kind::Conv, Section::Forward, OpProgram::Math::F32, 4.945e12, 0, 1e9, 0};
+  EXPECT_NEAR(op_gpu_seconds(conv, 0, p, f), 4.945e12 / (494.5e12 * 0.5), 1e-12);
+  Op depthwise{Kind::Conv, Section::Forward, OpProgram::Math::F32, 2.25e9, 0, 1e9, 0};
+  EXPECT_NEAR(op_gpu_seconds(depthwise, 0, p, f), 2.25e9 / (494.5e12 * 2) + 1e9 / (4800e9 * 0.2), 1e-12);
+}
+
 TEST(TorchPreset, TwoSetsPyTorch2sDefaultsAndEachFlagStillOverrides) {
   const TorchPreset one = torch_preset("1"), two = torch_preset("2.11");
   EXPECT_EQ(one.sync, StepSync::Phases);

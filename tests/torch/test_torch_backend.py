@@ -222,7 +222,8 @@ class ResNet50(unittest.TestCase):
 
     def test_memory_and_phase_times_match_predict(self):
         # The script of `gpemu bench torch` (bench/torch_bench.py), two measured iterations.
-        out = gpemu("torch", "--clock", "virtual", "--gpu", "v100", "--model", "resnet50", "--",
+        # --torch 1: the program `gpemu predict` models by default (its --torch 1).
+        out = gpemu("torch", "--clock", "virtual", "--torch", "1", "--gpu", "v100", "--model", "resnet50", "--",
                      os.path.join(ROOT, "bench", "torch_bench.py"), "--batch", "64", "--iters", "2", "--warmup", "1",
                      "--micro-ops", "10")
         r = json.loads(out.stdout.strip().splitlines()[-1])
@@ -237,7 +238,7 @@ class ResNet50(unittest.TestCase):
         n = largest["max_batch"]
         runs = {}
         for b in (n, n + 1):
-            out = gpemu("torch", "--clock", "virtual", "--gpu", "v100", "--",
+            out = gpemu("torch", "--clock", "virtual", "--torch", "1", "--gpu", "v100", "--",
                         os.path.join(ROOT, "bench", "torch_bench.py"), "--batch", str(b), "--iters", "1", "--warmup",
                         "1", "--micro-ops", "10", check=False)
             runs[b] = (out.returncode, out.stderr)  # the traceback, then gpemu's summary

@@ -60,6 +60,13 @@ def install():
     _dist.patch(torch)
     _clock.patch(torch)
     _host.patch(torch)
+    from . import _models
+
+    _models.patch(torch)
+    if os.environ.get("GPEMU_TORCH_API", "2") == "2":  # gpemu torch --torch 2 (the default)
+        from . import _torch2
+
+        _torch2.patch(torch)
     if main or (outputs and os.environ.get("GPEMU_TORCH_PARTS")):
         atexit.register(_finish, torch.ops.gpemu.finish, parts)
     _installed = True
