@@ -135,7 +135,8 @@ struct ShareResult {
   std::string clock;
   std::vector<SharedJobResult> jobs;  // in the spec's order
   Time makespan = 0;                  // the last job's end (from time 0)
-  double mean_jct_s = 0;              // over the jobs that finished
+  double mean_jct_s = 0;              // over the jobs that finished (0 when none did: see jobs_finished)
+  int jobs_finished = 0;              // jobs that ran all their iterations without an error
   // The GPU's utilisation as nvidia-smi reports it: the share of each window
   // during which some kernel ran, in percent. The window is the spec's, or
   // a multiple of it that gives at most kMaxUtilizationWindows windows.
@@ -161,6 +162,9 @@ nlohmann::json share_json(const ShareResult& result, bool with_steps = false);
 // time split into its kernels' time alone and the rest, the GPU's
 // utilisation over time (all jobs, then each job's), each job's step times.
 RunReport share_report(const ShareResult& result);
+// The mean JCT as the summaries print it: "12.34 s (3 of 4 jobs finished)",
+// or "none: no job finished" (a run interrupted before any job ended).
+std::string mean_jct_text(const ShareResult& result);
 
 // A jobs file (YAML or JSON, docs/sharing.md):
 //   gpu: P100                  # optional: the card, when --gpu is not given

@@ -110,7 +110,7 @@ void share(const ShareArgs& a) {
   std::cout << '\n';
   std::vector<std::pair<std::string, std::string>> rows = {
       {"makespan", fmt::format("{} s", fixed(to_seconds(r.makespan), 2))},
-      {"mean JCT", fmt::format("{} s (jobs that finished)", fixed(r.mean_jct_s, 2))},
+      {"mean JCT", mean_jct_text(r)},
       {"GPU utilisation", fmt::format("{} % of the makespan with a kernel running (per {} s window: --json)",
                                       fixed(r.mean_utilization_pct, 1), to_seconds(r.utilization_window))}};
   if (a.connect) rows.pop_back();  // the server saw the kernels: gpemu smi
