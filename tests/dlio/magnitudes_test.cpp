@@ -75,6 +75,19 @@ TEST(DlioMagnitudes, EpochsPastTheLimitAreRefused) {
   EXPECT_CONTAINS(steps, "a run of at most 10000000 steps in all; 1000000 epochs of 16 steps are 1.6e+07");
 }
 
+// N18: a dataset whose one epoch is past the steps' limit blames its own
+// size, not train.epochs (which said "epochs = 1 is not valid").
+TEST(DlioMagnitudes, AnEpochTooLongBlamesTheDatasetsKey) {
+  const std::string err = error_of(kSmall, {"++workload.dataset.num_samples_per_file=1000000000"});
+  EXPECT_CONTAINS(err,
+                  "override '++workload.dataset.num_samples_per_file=1000000000': "
+                  "dataset.num_samples_per_file = 1000000000 is not valid; accepted: a dataset of at most "
+                  "10000000 steps per epoch; 8 files x 1000000000 samples / (1 per batch x 1 rank) are 8e+09");
+  EXPECT_EQ(err.find("train.epochs"), std::string::npos) << err;
+  EXPECT_CONTAINS(error_of(kSmall, {"++workload.dataset.num_files_train=20000000"}),
+                  "dataset.num_files_train = 20000000 is not valid");
+}
+
 TEST(DlioMagnitudes, CountsThatWouldExhaustMemoryAreRefused) {
   EXPECT_CONTAINS(
       error_of(kSmall, {"++workload.dataset.num_files_train=9223372036854775807"}),
