@@ -2,10 +2,15 @@
 
 #include <fmt/format.h>
 
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 #include <algorithm>
 #include <charconv>
+#include <cstddef>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -258,8 +263,49 @@ bool Runtime::stream_query(int device_index, std::int64_t id) {
 
 // ---- memory -----------------------------------------------------------------------
 
+// N10: each process of a run has its own emulated devices, so two processes
+// on one device index would each get the whole card. The first process of
+// the run to allocate on device i holds an abstract Unix socket named after
+// the run (its first process's pid) and i, for as long as it lives; a later
+// one finds the name taken and says so on stderr, naming the holder (its
+// SO_PEERCRED). (decisions.md: "Processes of one gpemu torch run on one GPU")
+void Runtime::claim_device(int index) {
+  if (index < 0 || index >= kMaxTorchGpus || claimed_[static_cast<std::size_t>(index)].exchange(true)) return;
+  const auto run = env("GPEMU_TORCH_MAIN_PID");
+  if (!run) return;  // not under gpemu torch: no run to share with
+  const std::string name = fmt::format("gpemu-torch-{}-cuda{}", *run, index);
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::memcpy(a.sun_path + 1, name.data(), std::min(name.size(), sizeof a.sun_path - 2));  // sun_path[0] = 0: abstract
+  const auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), len) == 0 && ::listen(fd, 64) == 0) return;  // held until exit
+  ::close(fd);
+  // Taken: by whom (a connection its listener never accepts tells its pid).
+  pid_t holder = 0;
+  const int probe = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (probe >= 0 && ::connect(probe, reinterpret_cast<sockaddr*>(&a), len) == 0) {
+    ucred cred{};
+    socklen_t n = sizeof cred;
+    if (::getsockopt(probe, SOL_SOCKET, SO_PEERCRED, &cred, &n) == 0) holder = cred.pid;
+  }
+  if (probe >= 0) ::close(probe);
+  const std::string warning = fmt::format(
+      "gpemu torch: warning: process {} allocates on cuda:{}, which {} of this run uses too; processes of one run do "
+      "not share an emulated GPU: each has a whole {}, its memory and its time (a real GPU would run out of memory "
+      "or time-slice them). To share one card, run `gpemu serve` and `gpemu torch --connect`, or give each process "
+      "its own GPU (--gpus)\n",
+      ::getpid(), index, holder > 0 ? fmt::format("process {}", holder) : std::string("another process"), gpu_->id);
+  std::fputs(warning.c_str(), stderr);
+}
+
 CachingAllocator::Ptr Runtime::allocate(int device_index, std::uint64_t bytes, std::int64_t stream_id) {
-  if (!remote()) return device(device_index).allocator().allocate(bytes, static_cast<int>(stream_id));
+  if (!remote()) {
+    Device& d = device(device_index);
+    if (!claimed_[static_cast<std::size_t>(device_index)].load(std::memory_order_relaxed)) claim_device(device_index);
+    return d.allocator().allocate(bytes, static_cast<int>(stream_id));
+  }
   Remote& r = remote_of(device_index);
   std::lock_guard lock(r.mutex);
   const nlohmann::json reply =

@@ -17,6 +17,7 @@
 // autograd engine issues backward kernels from its own device threads).
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <filesystem>
@@ -244,6 +245,10 @@ class Runtime {
   std::map<std::tuple<std::string, std::uint64_t, int>, Duration, std::less<>> collective_durations_;
   std::vector<Duration> collective_busy_;  // per device
   bool finished_ = false;
+  // Local devices this process has allocated on (claim_device): the first
+  // allocation looks for another process of the run on the same device.
+  std::array<std::atomic<bool>, kMaxTorchGpus> claimed_{};
+  void claim_device(int index);
 
   // Events: here, the Event; attached, the device it was last recorded on (-1: never).
   std::mutex events_mutex_;

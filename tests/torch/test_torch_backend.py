@@ -514,6 +514,7 @@ class Distributed(unittest.TestCase):
         self.assertEqual(procs[1]["devices"][0]["kernels"], 0)  # rank 1 used cuda:1 only
         self.assertGreater(procs[1]["devices"][1]["kernels"], 0)
         self.assertEqual(self.report.count("communication:"), 2)
+        self.assertNotIn("do not share an emulated GPU", run.stderr)  # each rank on its own GPU
 
     def test_a_dead_rank_ends_the_run_with_an_error(self):
         body = """
@@ -538,6 +539,40 @@ if __name__ == "__main__":
         run, _ = self.run_ranks(body, "--gpus", "2")
         self.assertNotEqual(run.returncode, 0)
         self.assertIn("exit code 3", run.stderr)
+
+
+class Processes(unittest.TestCase):
+    def test_processes_on_one_gpu_are_told_they_do_not_share_it(self):
+        # N10: each process of a run emulates its own card; two on cuda:0
+        # would each hold a whole one, where a real GPU runs out of memory.
+        body = """
+import os, sys
+import torch.multiprocessing as mp
+
+
+def child():
+    torch.empty(1 << 20, device="cuda:0")
+
+
+if __name__ == "__main__":
+    held = torch.empty(1 << 20, device="cuda:0")
+    p = mp.get_context("spawn").Process(target=child)
+    p.start()
+    p.join()
+    print(json.dumps({"pid": os.getpid(), "child": p.pid, "code": p.exitcode}))
+"""
+        with tempfile.TemporaryDirectory() as tmp:
+            script = os.path.join(tmp, "multi.py")
+            with open(script, "w") as f:
+                f.write("import json, torch\n" + body)
+            run = gpemu("torch", "--clock", "virtual", "--", script, check=False)
+        self.assertEqual(run.returncode, 0, run.stderr)
+        r = json.loads(run.stdout.strip().splitlines()[-1])
+        self.assertEqual(r["code"], 0)
+        self.assertIn(f"process {r['child']} allocates on cuda:0, which process {r['pid']} of this run uses too",
+                      run.stderr)
+        self.assertIn("gpemu serve", run.stderr)
+        self.assertEqual(run.stderr.count("do not share an emulated GPU"), 1)
 
 
 class LoaderSpans(unittest.TestCase):
