@@ -132,6 +132,7 @@ Runtime::Runtime(Settings settings)
   if (settings_.gpus < 1 || settings_.gpus > kMaxTorchGpus)
     throw InputError(fmt::format("gpus {}: expected 1 to {}", settings_.gpus, kMaxTorchGpus));
   timeline_->enable_trace(settings_.trace.has_value() || settings_.report.has_value());
+  for (auto& limit : reserve_limits_) limit.store(CachingAllocator::kUnlimited, std::memory_order_relaxed);
   collective_busy_.assign(static_cast<std::size_t>(settings_.gpus), 0);
   if (settings_.serve) {
     // Each device is a client of the server's GPU of the same index, from
@@ -304,7 +305,26 @@ CachingAllocator::Ptr Runtime::allocate(int device_index, std::uint64_t bytes, s
   if (!remote()) {
     Device& d = device(device_index);
     if (!claimed_[static_cast<std::size_t>(device_index)].load(std::memory_order_relaxed)) claim_device(device_index);
-    return d.allocator().allocate(bytes, static_cast<int>(stream_id));
+    CachingAllocator& a = d.allocator();
+    const CachingAllocator::Ptr p = a.allocate(bytes, static_cast<int>(stream_id));
+    const std::uint64_t limit = reserve_limits_[static_cast<std::size_t>(device_index)].load(std::memory_order_relaxed);
+    if (limit == CachingAllocator::kUnlimited || a.stats().reserved_bytes <= limit) return p;
+    // A new segment past the process's memory fraction: as PyTorch, the
+    // cache is released and the request tried again, then it is an OOM.
+    a.free(p);
+    a.empty_cache();
+    const CachingAllocator::Ptr q = a.allocate(bytes, static_cast<int>(stream_id));
+    if (a.stats().reserved_bytes <= limit) return q;
+    a.free(q);
+    a.empty_cache();
+    throw OutOfMemoryError(
+        fmt::format("CUDA out of memory. Tried to allocate {} (GPU {}; {} total capacity; {} allowed by "
+                    "set_per_process_memory_fraction; {} already allocated; {} reserved in total by PyTorch)",
+                    CachingAllocator::format_size(bytes), device_index,
+                    CachingAllocator::format_size(gpu_->reported_memory()), CachingAllocator::format_size(limit),
+                    CachingAllocator::format_size(a.stats().allocated_bytes),
+                    CachingAllocator::format_size(a.stats().reserved_bytes)),
+        bytes);
   }
   Remote& r = remote_of(device_index);
   std::lock_guard lock(r.mutex);
@@ -349,6 +369,22 @@ AllocatorStats Runtime::memory_stats(int device_index) {
   if (!remote()) return device(device_index).allocator().stats();
   const auto reply = call_if_attached(device_index, {{"op", "memory"}});
   return reply ? allocator_stats_from_json(*reply) : AllocatorStats{};
+}
+
+void Runtime::set_memory_fraction(int device_index, double fraction) {
+  if (!(fraction >= 0 && fraction <= 1))
+    throw InputError(fmt::format("set_per_process_memory_fraction: {} is not a fraction from 0 to 1", fraction));
+  if (remote())
+    throw InputError(
+        "set_per_process_memory_fraction: not emulated for a script attached to gpemu serve (--connect): the "
+        "server's allocator has no such limit; run without --connect to emulate it");
+  // PyTorch's rule: the fraction of the card's total memory (what
+  // get_device_properties reports), as a bound on what the process reserves.
+  (void)device(device_index);
+  reserve_limits_[static_cast<std::size_t>(device_index)].store(
+      fraction >= 1 ? CachingAllocator::kUnlimited
+                    : static_cast<std::uint64_t>(fraction * static_cast<double>(gpu_->reported_memory())),
+      std::memory_order_relaxed);
 }
 
 void Runtime::empty_cache(int device_index) {

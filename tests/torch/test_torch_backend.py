@@ -216,6 +216,44 @@ class Memory(unittest.TestCase):
         self.assertIn("CUDA out of memory", r["message"])
         self.assertEqual(r["allocated"], 0)
 
+    def test_a_memory_fraction_bounds_what_the_process_reserves(self):
+        # N14: set_per_process_memory_fraction was an AttributeError.
+        r = run_script("""
+            total = torch.cuda.get_device_properties(0).total_memory
+            torch.cuda.set_per_process_memory_fraction(0.25)
+            try:
+                torch.empty(total // 3, dtype=torch.uint8, device="cuda")
+                oom = False
+            except torch.cuda.OutOfMemoryError:
+                oom = True
+            fits = torch.empty(total // 5, dtype=torch.uint8, device="cuda").numel()
+            torch.cuda.set_per_process_memory_fraction(1.0)
+            more = torch.empty(total // 3, dtype=torch.uint8, device="cuda").numel()
+            print(json.dumps(dict(oom=oom, fits=fits, more=more, total=total)))
+        """, "--gpu", "v100")
+        self.assertTrue(r["oom"])
+        self.assertEqual(r["fits"], r["total"] // 5)
+        self.assertEqual(r["more"], r["total"] // 3)
+
+
+class HostSide(unittest.TestCase):
+    def test_printing_a_cuda_tensor_shows_its_host_values_and_ipc_says_it_is_not_emulated(self):
+        # N14: print(x) said "aten::masked_select has no shape rule", CUDA
+        # IPC "CUDA is not available".
+        r = run_script("""
+            x = torch.tensor([1.0, 2.5]).cuda()
+            try:
+                x.storage()._share_cuda_()
+                ipc = None
+            except RuntimeError as e:
+                ipc = str(e)
+            print(json.dumps(dict(s=str(x), big=repr(torch.empty(100000, device="cuda"))[:30], ipc=ipc)))
+        """)
+        self.assertEqual(r["s"], "tensor([1.0000, 2.5000], device='cuda:0')")
+        self.assertTrue(r["big"].startswith("tensor([0., 0., 0.,"), r["big"])
+        self.assertIn("CUDA IPC", r["ipc"])
+        self.assertIn("not emulated", r["ipc"])
+
 
 class ResNet50(unittest.TestCase):
     """The acceptance check of issue 11: ResNet-50, batch 64, V100."""
