@@ -576,7 +576,9 @@ if __name__ == "__main__":
 """
         run, _ = self.run_ranks(body, "--gpus", "2")
         self.assertNotEqual(run.returncode, 0)
-        self.assertIn("exit code 3", run.stderr)
+        # mp.spawn names the first rank it sees end: rank 1 (exit code 3), or
+        # rank 0, which ends itself when its all_reduce cannot complete.
+        self.assertTrue("exit code 3" in run.stderr or "rank 1 (pid" in run.stderr, run.stderr)
 
 
 class Processes(unittest.TestCase):
@@ -611,6 +613,57 @@ if __name__ == "__main__":
                       run.stderr)
         self.assertIn("gpemu serve", run.stderr)
         self.assertEqual(run.stderr.count("do not share an emulated GPU"), 1)
+
+
+class DeadPeer(unittest.TestCase):
+    def test_no_collective_completes_after_a_peer_died(self):
+        # N13: rank 0 went on for two more all_reduces after rank 1 died
+        # (c10d's Work.wait() does not raise its future's error). The ranks
+        # are started as torchrun starts them, so that nothing ends rank 0
+        # but gpemu.
+        body = """
+import os, sys
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+
+def main(rank, world, port, out):
+    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
+    torch.cuda.set_device(rank)
+    dist.init_process_group("nccl", rank=rank, world_size=world)
+    t = torch.ones(4, device="cuda")
+    for i in range(6):
+        dist.all_reduce(t)
+        torch.cuda.synchronize()
+        with open(f"{out}.{rank}", "w") as f:
+            json.dump(dict(done=i), f)
+        if rank == 1 and i == 2:
+            os._exit(7)
+
+
+if __name__ == "__main__":
+    ctx = mp.get_context("spawn")
+    ranks = [ctx.Process(target=main, args=(r, 2, int(sys.argv[1]), sys.argv[2])) for r in range(2)]
+    for p in ranks:
+        p.start()
+    for p in ranks:
+        p.join()
+    print(json.dumps(dict(codes=[p.exitcode for p in ranks])))
+"""
+        with tempfile.TemporaryDirectory() as tmp:
+            script, out = os.path.join(tmp, "ddp.py"), os.path.join(tmp, "rank")
+            with open(script, "w") as f:
+                f.write("import json, torch\n" + body)
+            run = gpemu("torch", "--clock", "virtual", "--gpus", "2", "--", script, str(free_port()), out,
+                        check=False)
+            with open(f"{out}.0") as f:
+                last = json.load(f)["done"]
+        self.assertTrue(run.stdout.strip(), run.stderr)
+        codes = json.loads(run.stdout.strip().splitlines()[-1])["codes"]
+        self.assertEqual(codes, [1, 7], run.stderr)
+        self.assertEqual(last, 2)  # the all_reduce after rank 1's death never completed
+        self.assertIn("gpemu torch: rank 0: all_reduce cannot complete: rank 1 (pid", run.stderr)
+        self.assertIn("has exited", run.stderr)
 
 
 class LoaderSpans(unittest.TestCase):
