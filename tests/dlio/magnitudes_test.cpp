@@ -88,6 +88,22 @@ TEST(DlioMagnitudes, AnEpochTooLongBlamesTheDatasetsKey) {
                   "dataset.num_files_train = 20000000 is not valid");
 }
 
+// S13: a value tagged or quoted as a string is text (epochs: !!str 2 ran 2
+// epochs), and an empty GPU name is no GPU's name (gpemu.gpu='' ran with
+// the config's step time, without a word).
+TEST(DlioMagnitudes, TextWhereANumberGoesAndAnEmptyGpuAreRefused) {
+  std::string tagged = kSmall;
+  tagged.replace(tagged.find("epochs: 1"), 9, "epochs: !!str 2");
+  EXPECT_CONTAINS(error_of(tagged), "train.epochs");
+  std::string quoted = kSmall;
+  quoted.replace(quoted.find("batch_size: 1"), 13, "batch_size: '1'");
+  EXPECT_CONTAINS(error_of(quoted), "reader.batch_size");
+  EXPECT_CONTAINS(error_of(kSmall, {"++workload.train.epochs='2'"}), "train.epochs");
+  EXPECT_CONTAINS(error_of(kSmall, {"++workload.gpemu.gpu=''"}), "gpemu.gpu = '': an empty name; accepted: a GPU");
+  EXPECT_EQ(error_of(kSmall, {"++workload.gpemu.gpu=null"}), "");
+  EXPECT_EQ(error_of(kSmall, {"++workload.train.epochs=2"}), "");
+}
+
 TEST(DlioMagnitudes, CountsThatWouldExhaustMemoryAreRefused) {
   EXPECT_CONTAINS(
       error_of(kSmall, {"++workload.dataset.num_files_train=9223372036854775807"}),
