@@ -205,6 +205,29 @@ TEST(DlioMagnitudes, ACheckpointLargerThanTheDiskIsRefusedBeforeWriting) {
   }
   for (const auto& e : std::filesystem::recursive_directory_iterator(dir.path()))
     EXPECT_FALSE(e.is_regular_file()) << e.path();
+  // Nor an empty epoch1-step0 folder (H4).
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
+}
+
+// H4: a run found out after its first epoch had trained (and its data was
+// generated) that no checkpoint would fit; it is refused before either.
+TEST(DlioMagnitudes, ARunWhoseCheckpointCannotFitIsRefusedBeforeItStarts) {
+  TempDir dir;
+  DlioWorkload w =
+      parse_dlio_config_string(kSmall, {"++workload.model.model_size_bytes=1e15", "++workload.workflow.checkpoint=True",
+                                        "++workload.workflow.generate_data=True",
+                                        "++workload.dataset.data_folder=" + (dir.path() / "data").string(),
+                                        "++workload.checkpoint.checkpoint_folder=" + (dir.path() / "ckpt").string()});
+  DlioRunOptions o;
+  o.clock = ClockKind::Virtual;
+  o.base_dir = dir.path();
+  try {
+    run_dlio_workload(w, o);
+    FAIL() << "the run started";
+  } catch (const InputError& e) {
+    EXPECT_CONTAINS(e.what(), "checkpoint (model.model_size_bytes): needs 1000000000000000 bytes");
+  }
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path()));  // no data generated, no checkpoint folder
 }
 
 TEST(DlioMagnitudes, DliosOwnNpzLayoutIsRefusedNotMisread) {
