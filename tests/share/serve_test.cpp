@@ -286,6 +286,18 @@ std::string reply_line(int fd) {
   return line;
 }
 
+// A raw connection that has said hello as `name`; -1 when it could not.
+int raw_hello(const std::filesystem::path& socket, const std::string& name) {
+  const int fd = raw_connect(socket);
+  if (fd < 0) return -1;
+  if (!send_text(fd, R"({"op": "hello", "name": ")" + name + "\"}\n") ||
+      reply_line(fd).find(R"("ok":true)") == std::string::npos) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
 // N3: a process that dies leaves its queued kernels behind; the others must
 // not wait for them. The hog queues four 400 ms kernels and dies; once the
 // server has let it go, another process's 1 ms step waits at most for the
@@ -294,11 +306,8 @@ TEST(Serve, ADeadClientsQueuedKernelsAreCancelled) {
   TempDir dir;
   Served s(options(dir, "V100-PCIE-16GB", SharePolicy::Fifo));
   ServeClient monitor(s.server.socket_path());
-  const int hog = raw_connect(s.server.socket_path());
+  const int hog = raw_hello(s.server.socket_path(), "hog");
   ASSERT_GE(hog, 0);
-  ASSERT_TRUE(send_text(hog, R"({"op": "hello", "name": "hog"})"
-                             "\n"));
-  ASSERT_NE(reply_line(hog).find(R"("ok":true)"), std::string::npos);
   std::string kernels;
   for (int i = 0; i < 4; ++i)
     kernels += R"({"op": "kernel", "ns": 400000000})"
@@ -324,11 +333,8 @@ TEST(Serve, ClientsThatDoNotReadOrNeverFinishARequestAreDropped) {
   o.idle_timeout = 200 * kMillisecond;
   Served s(o);
   ServeClient monitor(s.server.socket_path());
-  const int deaf = raw_connect(s.server.socket_path());
+  const int deaf = raw_hello(s.server.socket_path(), "deaf");
   ASSERT_GE(deaf, 0);
-  ASSERT_TRUE(send_text(deaf, R"({"op": "hello", "name": "deaf"})"
-                              "\n"));
-  ASSERT_NE(reply_line(deaf).find(R"("ok":true)"), std::string::npos);
   // smi replies, far more than the socket's buffers hold, none read.
   std::string smis;
   for (int i = 0; i < 2000; ++i)
@@ -342,11 +348,8 @@ TEST(Serve, ClientsThatDoNotReadOrNeverFinishARequestAreDropped) {
   EXPECT_TRUE(gone(monitor, "deaf"));
   ::close(deaf);
 
-  const int slow = raw_connect(s.server.socket_path());
+  const int slow = raw_hello(s.server.socket_path(), "slow");
   ASSERT_GE(slow, 0);
-  ASSERT_TRUE(send_text(slow, R"({"op": "hello", "name": "slow"})"
-                              "\n"));
-  ASSERT_NE(reply_line(slow).find(R"("ok":true)"), std::string::npos);
   std::atomic<bool> stop{false};
   std::thread trickle([&] {
     while (!stop && send_text(slow, " ")) std::this_thread::sleep_for(std::chrono::milliseconds(20));

@@ -24,16 +24,21 @@ def gpemu(*args, check=True):
     return subprocess.run([GPEMU, *args], check=check, capture_output=True, text=True, timeout=600)
 
 
-def run_script(body, *options):
-    """Runs `body` under gpemu torch; returns the JSON object it printed last."""
+def run_script_process(body, *options, script_args=()):
+    """Runs `body` under gpemu torch --clock virtual; returns the finished process."""
     with tempfile.TemporaryDirectory() as tmp:
         script = os.path.join(tmp, "script.py")
         with open(script, "w") as f:
             f.write("import json, torch\n" + textwrap.dedent(body))
-        out = gpemu("torch", "--clock", "virtual", *options, "--", script, check=False)
-        if out.returncode != 0:
-            raise AssertionError(f"script failed ({out.returncode}):\n{out.stdout}\n{out.stderr}")
-        return json.loads(out.stdout.strip().splitlines()[-1])
+        return gpemu("torch", "--clock", "virtual", *options, "--", script, *script_args, check=False)
+
+
+def run_script(body, *options):
+    """Runs `body` under gpemu torch; returns the JSON object it printed last."""
+    out = run_script_process(body, *options)
+    if out.returncode != 0:
+        raise AssertionError(f"script failed ({out.returncode}):\n{out.stdout}\n{out.stderr}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 class Devices(unittest.TestCase):
@@ -502,6 +507,20 @@ if __name__ == "__main__":
 """
 
 
+# A rank's script up to its process group: main(rank, world, port, out)'s
+# first lines, the rest of main indented under them.
+RANK_HEAD = """
+import os, sys
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+
+def main(rank, world, port, out):
+    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
+    torch.cuda.set_device(rank)
+    dist.init_process_group("nccl", rank=rank, world_size=world)"""
+
+
 class Distributed(unittest.TestCase):
     def run_ranks(self, body, *options):
         with tempfile.TemporaryDirectory() as tmp:
@@ -555,16 +574,7 @@ class Distributed(unittest.TestCase):
         self.assertNotIn("do not share an emulated GPU", run.stderr)  # each rank on its own GPU
 
     def test_a_dead_rank_ends_the_run_with_an_error(self):
-        body = """
-import os, sys
-import torch.distributed as dist
-import torch.multiprocessing as mp
-
-
-def main(rank, world, port, out):
-    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
-    torch.cuda.set_device(rank)
-    dist.init_process_group("nccl", rank=rank, world_size=world)
+        body = RANK_HEAD + """
     if rank == 1:
         os._exit(3)
     t = torch.ones(4, device="cuda")
@@ -601,11 +611,7 @@ if __name__ == "__main__":
     p.join()
     print(json.dumps({"pid": os.getpid(), "child": p.pid, "code": p.exitcode}))
 """
-        with tempfile.TemporaryDirectory() as tmp:
-            script = os.path.join(tmp, "multi.py")
-            with open(script, "w") as f:
-                f.write("import json, torch\n" + body)
-            run = gpemu("torch", "--clock", "virtual", "--", script, check=False)
+        run = run_script_process(body)
         self.assertEqual(run.returncode, 0, run.stderr)
         r = json.loads(run.stdout.strip().splitlines()[-1])
         self.assertEqual(r["code"], 0)
@@ -621,16 +627,7 @@ class DeadPeer(unittest.TestCase):
         # (c10d's Work.wait() does not raise its future's error). The ranks
         # are started as torchrun starts them, so that nothing ends rank 0
         # but gpemu.
-        body = """
-import os, sys
-import torch.distributed as dist
-import torch.multiprocessing as mp
-
-
-def main(rank, world, port, out):
-    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
-    torch.cuda.set_device(rank)
-    dist.init_process_group("nccl", rank=rank, world_size=world)
+        body = RANK_HEAD + """
     t = torch.ones(4, device="cuda")
     for i in range(6):
         dist.all_reduce(t)
@@ -651,11 +648,8 @@ if __name__ == "__main__":
     print(json.dumps(dict(codes=[p.exitcode for p in ranks])))
 """
         with tempfile.TemporaryDirectory() as tmp:
-            script, out = os.path.join(tmp, "ddp.py"), os.path.join(tmp, "rank")
-            with open(script, "w") as f:
-                f.write("import json, torch\n" + body)
-            run = gpemu("torch", "--clock", "virtual", "--gpus", "2", "--", script, str(free_port()), out,
-                        check=False)
+            out = os.path.join(tmp, "rank")
+            run = run_script_process(body, "--gpus", "2", script_args=(str(free_port()), out))
             with open(f"{out}.0") as f:
                 last = json.load(f)["done"]
         self.assertTrue(run.stdout.strip(), run.stderr)
