@@ -135,7 +135,8 @@ struct ShareResult {
   std::string clock;
   std::vector<SharedJobResult> jobs;  // in the spec's order
   Time makespan = 0;                  // the last job's end (from time 0)
-  double mean_jct_s = 0;              // over the jobs that finished
+  double mean_jct_s = 0;              // over the jobs that finished (0 when none did: see jobs_finished)
+  int jobs_finished = 0;              // jobs that ran all their iterations without an error
   // The GPU's utilisation as nvidia-smi reports it: the share of each window
   // during which some kernel ran, in percent. The window is the spec's, or
   // a multiple of it that gives at most kMaxUtilizationWindows windows.
@@ -161,6 +162,9 @@ nlohmann::json share_json(const ShareResult& result, bool with_steps = false);
 // time split into its kernels' time alone and the rest, the GPU's
 // utilisation over time (all jobs, then each job's), each job's step times.
 RunReport share_report(const ShareResult& result);
+// The mean JCT as the summaries print it: "12.34 s (3 of 4 jobs finished)",
+// or "none: no job finished" (a run interrupted before any job ended).
+std::string mean_jct_text(const ShareResult& result);
 
 // A jobs file (YAML or JSON, docs/sharing.md):
 //   gpu: P100                  # optional: the card, when --gpu is not given
@@ -273,11 +277,16 @@ class ShareServer {
   std::unique_ptr<Impl> impl_;
 };
 
+// How long a client waits for the server to accept it and to answer what
+// it answers at once (hello, smi, bye).
+inline constexpr Duration kServeReplyTimeout = 30 * kSecond;
+
 struct ClientHello {
   std::string name = "client";
   int gpu = 0;
   int priority = 0;
   std::string mig;
+  Duration reply_timeout = kServeReplyTimeout;
 };
 
 // A process's connection to `gpemu serve`.
@@ -290,7 +299,13 @@ class ServeClient {
   // does not fit).
   ServeClient(const std::filesystem::path& socket, const ClientHello& hello);
   // A connection that attaches to no GPU (a monitor: "smi" only).
-  explicit ServeClient(const std::filesystem::path& socket);
+  //
+  // Deadlines: the connection, hello, smi and bye fail with Error ("did not
+  // answer in N s") after reply_timeout; replies that wait for emulated work
+  // (sync, a launch the GPU has not reached) have none. Every wait ends at
+  // once with gpemu::Interrupted when SIGINT or SIGTERM came
+  // (common/interrupt.h's handlers).
+  explicit ServeClient(const std::filesystem::path& socket, Duration reply_timeout = kServeReplyTimeout);
   ~ServeClient();
   ServeClient(const ServeClient&) = delete;
   ServeClient& operator=(const ServeClient&) = delete;
@@ -321,6 +336,12 @@ class ServeClient {
   nlohmann::json checked(const nlohmann::json& message);
   void drain();  // reads the posted requests' replies
   Time default_stream_end(const nlohmann::json& reply);
+  void send_line(const nlohmann::json& message);
+  std::string reply(bool bounded);  // the next reply line; bounded: within the reply timeout
+  int timeout_ms() const;
+  std::string timeout_text() const;
+  std::filesystem::path socket_;
+  Duration reply_timeout_;
   int fd_ = -1;
   Time last_end_ = 0;  // the default stream's, as sync() and batch() saw it
   std::string buffer_;
@@ -331,7 +352,7 @@ class ServeClient {
 // The GPUs a running server describes (its "smi" reply's "gpus": index, id,
 // name, policy, memory, processes), at least one. Error when nothing serves
 // `socket` or the reply has none.
-nlohmann::json served_gpus(const std::filesystem::path& socket);
+nlohmann::json served_gpus(const std::filesystem::path& socket, Duration reply_timeout = kServeReplyTimeout);
 
 // The "memory" reply's allocator figures (every AllocatorStats field, under
 // its own name), written by the server and read by clients.

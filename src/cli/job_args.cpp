@@ -14,6 +14,8 @@
 #include "gpemu/catalog.h"
 #include "gpemu/clock.h"
 #include "gpemu/error.h"
+#include "gpemu/zoo.h"
+#include "zoo/seq_len.h"
 
 namespace gpemu::cli {
 
@@ -61,6 +63,7 @@ ModelSpec model_spec(const ModelArgs& a) {
   if (a.seq_len < 0)
     throw InputError(
         fmt::format("--seq-len {} is impossible: it must be at least 1 (0: the model's default)", a.seq_len));
+  zoo::check_seq_len_applies(a.model, a.seq_len);  // train took it silently (S12)
   m.seq_len = a.seq_len;
   return m;
 }

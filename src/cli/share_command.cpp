@@ -110,7 +110,7 @@ void share(const ShareArgs& a) {
   std::cout << '\n';
   std::vector<std::pair<std::string, std::string>> rows = {
       {"makespan", fmt::format("{} s", fixed(to_seconds(r.makespan), 2))},
-      {"mean JCT", fmt::format("{} s (jobs that finished)", fixed(r.mean_jct_s, 2))},
+      {"mean JCT", mean_jct_text(r)},
       {"GPU utilisation", fmt::format("{} % of the makespan with a kernel running (per {} s window: --json)",
                                       fixed(r.mean_utilization_pct, 1), to_seconds(r.utilization_window))}};
   if (a.connect) rows.pop_back();  // the server saw the kernels: gpemu smi
@@ -210,6 +210,7 @@ struct SmiArgs {
   std::string query;
   std::string format;
   bool json = false;
+  double timeout_s = to_seconds(kServeReplyTimeout);
 };
 
 // What no gpemu serve says: no GPU list, memory used beyond the total, a
@@ -241,7 +242,7 @@ void check_smi_reply(const nlohmann::json& s, const std::filesystem::path& socke
 
 void smi(const SmiArgs& a) {
   const std::filesystem::path socket = a.socket.empty() ? default_socket_path() : std::filesystem::path(a.socket);
-  ServeClient client(socket);
+  ServeClient client(socket, from_seconds(a.timeout_s));
   const nlohmann::json s = client.request({{"op", "smi"}});
   if (!s.value("ok", false)) throw Error(s.value("error", std::string("smi refused")));
   check_smi_reply(s, socket);
@@ -369,6 +370,9 @@ void add_smi_command(CLI::App& app) {
                   "utilization.gpu, compute_mode");
   cmd->add_option("--format", a->format, "csv[,noheader][,nounits] (with --query-gpu)")->default_str("csv");
   cmd->add_flag("--json", a->json, "Machine-readable output");
+  cmd->add_option("--timeout-s", a->timeout_s, "Give up on a server that does not answer in this long, s")
+      ->capture_default_str()
+      ->check(finite_number_in(0.01, 1e6));
   cmd->callback([a] {
     SmiArgs b = *a;
     if (b.format.empty()) b.format = "csv";

@@ -130,6 +130,19 @@ Series read_time_series(const fs::path& file, std::vector<std::string>* skipped)
   return column_series(read_table(file, "Batch_Size", kValue, "seconds", kMaxProfileSeconds, skipped), 0);
 }
 
+// A forward or backward table: times, not all 0 (a table of zeros is no
+// measurement; a run would predict steps of no time from it as "measured").
+Series read_compute_series(const fs::path& file, std::vector<std::string>* skipped) {
+  static constexpr std::string_view kValue[] = {"Time_In_SECONDS"};
+  const Table t = read_table(file, "Batch_Size", kValue, "seconds", kMaxProfileSeconds, skipped);
+  if (std::all_of(t.columns[0].begin(), t.columns[0].end(), [](double v) { return v == 0; }))
+    throw InputError(
+        fmt::format("{}:{}: every Time_In_SECONDS is 0; expected measured times, above 0 at some batch "
+                    "size",
+                    file.string(), t.lines.front()));
+  return column_series(t, 0);
+}
+
 double read_single_number(const fs::path& file) {
   const std::string path = file.string();
   const std::string text = read_text_file(path);
@@ -264,11 +277,11 @@ std::vector<Profile> read_gpemu_artifact(const fs::path& dir, std::vector<std::s
   Collector collector(skipped);
 
   collector.each_model(dir / "time" / "compute" / "forward", [&](Profile& p, const fs::path& folder) {
-    p.forward_s = read_time_series(required_file(folder, "time_by_batch_size.csv"), skipped);
+    p.forward_s = read_compute_series(required_file(folder, "time_by_batch_size.csv"), skipped);
     split_tail(p.forward_s, p.oom_batch_size);
   });
   collector.each_model(dir / "time" / "compute" / "backward", [&](Profile& p, const fs::path& folder) {
-    p.backward_s = read_time_series(required_file(folder, "time_by_batch_size.csv"), skipped);
+    p.backward_s = read_compute_series(required_file(folder, "time_by_batch_size.csv"), skipped);
     split_tail(p.backward_s, p.oom_batch_size);
   });
   collector.each_model(dir / "time" / "transfer", [&](Profile& p, const fs::path& folder) {

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/fs_errors.h"
+#include "common/json_keys.h"
 #include "common/message_text.h"
 #include "cost/json_source_lines.h"
 #include "cost/native_profile_format.h"
@@ -183,6 +184,15 @@ class NativeReader {
     for (const RowField& f : kRowFields)
       std::sort((p.*f.series).begin(), (p.*f.series).end(),
                 [](const ProfilePoint& a, const ProfilePoint& c) { return a.batch_size < c.batch_size; });
+    // A compute time of 0 at every batch size is no measurement (a run
+    // would take it as "measured" and predict steps of no time).
+    for (const Series Profile::*series : {&Profile::forward_s, &Profile::backward_s}) {
+      const Series& s = p.*series;
+      if (!s.empty() && std::all_of(s.begin(), s.end(), [](const ProfilePoint& q) { return q.value == 0; }))
+        fail(lines_.of_top("rows"),
+             fmt::format("every row's {} is 0", series == &Profile::forward_s ? "forward_s" : "backward_s"),
+             "measured times, above 0 at some batch size");
+    }
   }
 
   // The optional per-op section: "op_timer" and "ops" (MeasuredOp), one op a
@@ -313,8 +323,9 @@ Profile parse_native_profile(std::string_view text, const std::string& path) {
                     "document, which nests at most 6 deep (docs/profiles.md)",
                     path, line, kMaxJsonNesting, kNativeProfileFormat));
   json doc;
+  std::string twice;
   try {
-    doc = json::parse(text);
+    doc = parse_json_noting_duplicates(text, twice);
   } catch (const json::parse_error& e) {
     std::size_t end = std::min<std::size_t>(e.byte, text.size());
     int line = 1 + static_cast<int>(std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(end), '\n'));
@@ -331,6 +342,19 @@ Profile parse_native_profile(std::string_view text, const std::string& path) {
         fmt::format("{}:{}: the number {} is too large to represent; expected numbers within "
                     "the range of a double (about 1.8e308)",
                     path, line_of_token(text, number), number.size() > 40 ? number.substr(0, 40) + "..." : number));
+  }
+  if (!twice.empty()) {
+    // Where it is given the second time.
+    const std::string token = json(twice).dump();
+    const std::size_t first = text.find(token);
+    const std::size_t second = first == std::string_view::npos ? first : text.find(token, first + 1);
+    const std::size_t at = std::min(second == std::string_view::npos ? first : second, text.size());
+    const int line =
+        1 + static_cast<int>(std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(at), '\n'));
+    throw InputError(
+        fmt::format("{}:{}: the key {} is given twice in one object; expected each key once (JSON keeps "
+                    "only the last)",
+                    path, line, printable_excerpt(token, 60)));
   }
   return NativeReader(path, doc, scan_source_lines(text)).read();
 }

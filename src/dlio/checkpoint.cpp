@@ -285,6 +285,10 @@ CheckpointResult write_checkpoint(const DlioWorkload& w, const CheckpointIoOptio
   if (p.files.empty()) return r;
 
   std::error_code ec;
+  std::uint64_t planned = 0;
+  for (const CheckpointFile& f : p.files) planned = checked_add(planned, f.bytes, "checkpoint: the bytes to write");
+  // Before the folder is made: a checkpoint that cannot fit leaves none (H4).
+  detail::require_free_space(p.directory, planned, "checkpoint (model.model_size_bytes)");
   const bool created = !exists_or_throw(p.directory, "checkpoint.checkpoint_folder");
   fs::create_directories(p.directory, ec);
   if (ec || !is_folder(p.directory, "checkpoint.checkpoint_folder")) {
@@ -293,9 +297,6 @@ CheckpointResult write_checkpoint(const DlioWorkload& w, const CheckpointIoOptio
                     "accepted: a folder gpemu can create and write",
                     p.directory.string(), ec ? fs_reason(ec) : "a file of that name exists"));
   }
-  std::uint64_t planned = 0;
-  for (const CheckpointFile& f : p.files) planned = checked_add(planned, f.bytes, "checkpoint: the bytes to write");
-  detail::require_free_space(p.directory, planned, "checkpoint (model.model_size_bytes)");
   const bool do_fsync = options.fsync.value_or(w.checkpoint.fsync);
   const Content content(static_cast<std::uint64_t>(w.train.seed), w.checkpoint.randomize_tensor);
   std::vector<unsigned char> buf(p.block);

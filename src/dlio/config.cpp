@@ -571,6 +571,20 @@ void validate_magnitudes(const DlioWorkload& w) {
                 (static_cast<double>(std::max<std::int64_t>(1, w.reader.batch_size)) * world));
   double steps = w.workflow.train ? steps_per_epoch * w.train.epochs : 0;
   if (w.train.total_training_steps > 0) steps = std::min(steps, static_cast<double>(w.train.total_training_steps));
+  if (steps > static_cast<double>(kMaxTotalSteps) && steps_per_epoch > static_cast<double>(kMaxTotalSteps)) {
+    // One epoch is too many steps already: the dataset's size is to blame,
+    // not the epochs (N18); the key the user gave, else the larger count.
+    const bool files_set = w.set_keys.contains("dataset.num_files_train"),
+               samples_set = w.set_keys.contains("dataset.num_samples_per_file");
+    const bool blame_samples =
+        samples_set != files_set ? samples_set : d.num_samples_per_file >= static_cast<std::int64_t>(d.num_files_train);
+    invalid(w, blame_samples ? "dataset.num_samples_per_file" : "dataset.num_files_train",
+            std::to_string(blame_samples ? d.num_samples_per_file : static_cast<std::int64_t>(d.num_files_train)),
+            fmt::format("a dataset of at most {} steps per epoch; {} files x {} samples / ({} per batch x {} "
+                        "rank{}) are {:.3g} steps",
+                        kMaxTotalSteps, d.num_files_train, d.num_samples_per_file,
+                        std::max<std::int64_t>(1, w.reader.batch_size), world, world == 1 ? "" : "s", steps_per_epoch));
+  }
   if (steps > static_cast<double>(kMaxTotalSteps))
     invalid(w, "train.epochs", std::to_string(w.train.epochs),
             fmt::format("a run of at most {} steps in all; {} epochs of {:.0f} steps are {:.3g}", kMaxTotalSteps,

@@ -19,6 +19,7 @@
 #include <fmt/format.h>
 
 #include "common/interrupt.h"
+#include "dlio/free_space.h"
 #include "gpemu/catalog.h"
 #include "gpemu/clock.h"
 #include "gpemu/cost_model.h"
@@ -846,6 +847,14 @@ nlohmann::json run_dlio_workload(const DlioWorkload& w, const DlioRunOptions& o)
                       static_cast<double>(dlio_figures(w, ws).total_train_steps) * static_cast<double>(ranks.size()));
   const bool leader = ranks.front() == 0;
   const fs::path base = o.base_dir.empty() ? fs::current_path() : o.base_dir;
+  // One checkpoint of this process's writing ranks must fit, before epoch 1
+  // trains (it was found out after it, H4); each checkpoint checks again.
+  if (w.workflow.checkpoint && !checkpoint_schedule(w, ws).empty()) {
+    std::uint64_t one = 0;
+    for (const int r : ranks)
+      if (rank_writes_checkpoint(w, r)) one += checkpoint_bytes_per_rank(w, r, ws);
+    detail::require_free_space(resolve_checkpoint_folder(w, base), one, "checkpoint (model.model_size_bytes)");
+  }
 
   nlohmann::json result;
   result["workload"] = w.source;

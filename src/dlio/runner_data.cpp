@@ -449,8 +449,16 @@ DlioData open_dlio_data(const DlioWorkload& w, DlioSplit split, const fs::path& 
       fmt::format("generate it with workflow.generate_data: true (++workload.workflow.generate_data=True)");
   std::error_code ec;
   if (!is_folder(data.folder, "DLIO data")) {
+    // A workload that set nothing (an empty file) reads DLIO's default ./data
+    // from the current folder: say so, or the folder looks chosen (U6).
+    const std::string origin =
+        w.is_set("dataset.data_folder") || w.dataset.data_folder != DlioWorkload{}.dataset.data_folder
+            ? ""
+            : fmt::format(" (dataset.data_folder is DLIO's default '{}', resolved against '{}'{})",
+                          w.dataset.data_folder, base_dir.string(),
+                          w.set_keys.empty() ? fmt::format(": {} sets no key at all", w.source) : "");
     throw InputError(
-        fmt::format("DLIO data: the {} folder '{}' does not exist; {}", s.name, data.folder.string(), hint));
+        fmt::format("DLIO data: the {} folder '{}' does not exist{}; {}", s.name, data.folder.string(), origin, hint));
   }
   ManifestRead read = read_manifest(data.folder);
   if (!read.problem.empty()) {

@@ -50,8 +50,9 @@ Node scalar(std::string text) { return Node::make_scalar(std::move(text)); }
 Node null_node() { return Node{}; }
 
 // Integer text: optional sign and digits only (DLIO's YAML integers).
+// A quoted scalar ("2", '2', !!str 2) is text: no number or boolean (S13).
 std::optional<std::int64_t> to_int(const Node& n) {
-  if (!n.is_scalar() || n.scalar.empty()) return std::nullopt;
+  if (!n.is_scalar() || n.scalar.empty() || n.quoted) return std::nullopt;
   const std::string& s = n.scalar;
   std::size_t i = (s[0] == '-' || s[0] == '+') ? 1 : 0;
   if (i == s.size()) return std::nullopt;
@@ -66,7 +67,7 @@ std::optional<std::int64_t> to_int(const Node& n) {
 }
 
 std::optional<double> to_double(const Node& n) {
-  if (!n.is_scalar() || n.scalar.empty()) return std::nullopt;
+  if (!n.is_scalar() || n.scalar.empty() || n.quoted) return std::nullopt;
   const std::string& s = n.scalar;
   for (char c : s) {
     // Reject hex floats, "inf", "nan" and YAML's ".inf": numbers only.
@@ -82,7 +83,7 @@ std::optional<double> to_double(const Node& n) {
 }
 
 std::optional<bool> to_bool(const Node& n) {
-  if (!n.is_scalar()) return std::nullopt;
+  if (!n.is_scalar() || n.quoted) return std::nullopt;
   std::string s = n.scalar;
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   if (s == "true") return true;
@@ -684,6 +685,9 @@ SectionSpec build_schema() {
       f.name = "gpu";
       f.accepted = "a GPU of gpemu's catalog (gpemu devices lists them), e.g. A100-SXM4-80GB, H100-SXM5-80GB";
       f.set = [accepted = f.accepted](DlioWorkload& w, const Node& n, const std::string& path) {
+        if (n.is_scalar() && n.scalar.empty() && n.quoted)  // '' ran on no GPU without a word (S13)
+          throw InputError(
+              fmt::format("{}: {} = '': an empty name; accepted: {}, or null (~) for none", n.origin, path, accepted));
         if (n.is_null() || (n.is_scalar() && n.scalar.empty())) {
           w.gpemu.gpu.clear();
           return;

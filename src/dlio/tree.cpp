@@ -103,7 +103,8 @@ struct Converter {
       case YAML::NodeType::Scalar:
         n.kind = Node::Kind::Scalar;
         n.scalar = y.Scalar();
-        n.quoted = y.Tag() == "!";
+        // Quoted, or tagged a string (!!str 2): text, never a number (S13).
+        n.quoted = y.Tag() == "!" || y.Tag() == "tag:yaml.org,2002:str";
         break;
       case YAML::NodeType::Sequence:
         n.kind = Node::Kind::List;

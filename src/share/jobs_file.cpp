@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/json_keys.h"
 #include "common/message_text.h"
 #include "gpemu/error.h"
 #include "gpemu/share.h"
@@ -20,6 +21,7 @@ constexpr std::size_t kMaxJobsFileBytes = 16u << 20;
 constexpr std::int64_t kMaxBatch = 1 << 20;
 constexpr std::int64_t kMaxIterations = kMaxSharedSteps;  // all jobs together: share.h
 constexpr double kMaxArrivalS = 1e7;                      // 116 days
+constexpr double kMinComputeS = 1e-9;                     // a nanosecond, the clock's tick: less rounds to no time
 constexpr double kMaxComputeS = 3600;                     // an hour per step
 constexpr int kMaxPriority = 1000;
 
@@ -92,9 +94,10 @@ SharedJobSpec parse_job(const nlohmann::json& j, std::size_t index, std::string_
         fmt::format("{}: {}: 'dataset' is for a 'model' job; a 'compute_s' job's steps need no data", source, w.job));
   std::int64_t iterations = has_dataset ? 0 : 100;
   if (auto it = j.find("iterations"); it != j.end()) iterations = integer(w, "iterations", *it, 1, kMaxIterations);
-  SharedJobSpec s = has_model ? model_job(name, text(w, "model", j.at("model")), batch, iterations)
-                              : fixed_step_job(name, number(w, "compute_s", j.at("compute_s"), 0, kMaxComputeS, true),
-                                               batch, iterations);
+  SharedJobSpec s =
+      has_model ? model_job(name, text(w, "model", j.at("model")), batch, iterations)
+                : fixed_step_job(name, number(w, "compute_s", j.at("compute_s"), kMinComputeS, kMaxComputeS, false),
+                                 batch, iterations);
   JobSpec& job = s.job;
   if (has_dataset) {
     std::uint64_t epochs = 1;
@@ -173,14 +176,20 @@ JobsFile parse_jobs_text(std::string_view text_in, std::string_view source) {
     throw InputError(fmt::format("{}: {} bytes is too large for a jobs file (at most {} MiB)", source, text_in.size(),
                                  kMaxJobsFileBytes >> 20));
   nlohmann::json root;
+  std::string twice;
   try {
-    root = nlohmann::json::parse(text_in);
+    root = parse_json_noting_duplicates(text_in, twice);
   } catch (const nlohmann::json::exception& e) {
     throw InputError(
         fmt::format("{}: not valid JSON ({}); a jobs file is a JSON object with a 'jobs' list "
                     "(docs/sharing.md)",
                     source, e.what()));
   }
+  if (!twice.empty())
+    throw InputError(
+        fmt::format("{}: the key '{}' is given twice in one object; give each key once (JSON keeps "
+                    "only the last)",
+                    source, printable_excerpt(twice, 60)));
   const Where top{source, ""};
   if (!root.is_object()) bad(top, "(file)", root, "an object with 'jobs' (and optionally 'gpu')");
   for (const auto& [key, value] : root.items())

@@ -21,6 +21,7 @@
 #include <list>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -30,13 +31,19 @@
 #include "common/message_text.h"
 #include "gpemu/error.h"
 #include "gpemu/share.h"
-#include "share/json_fields.h"
+#include "share/metrics_http.h"
 #include "share/results.h"
+#include "share/serve_request.h"
 
 namespace gpemu {
 namespace {
 
-constexpr std::size_t kMaxLine = 1 << 20;              // a request longer than this ends the connection
+using share_detail::Framed;
+using share_detail::kMaxServeLine;
+using share_detail::reply_line;
+using share_detail::request_demand;
+using share_detail::request_int;
+using share_detail::request_string;
 constexpr std::int64_t kMaxKernelNs = 3600 * kSecond;  // an hour per kernel
 constexpr std::size_t kMaxKernelRecords = 1 << 16;     // per GPU, for utilisation
 constexpr int kMaxGpus = 64;
@@ -45,12 +52,56 @@ constexpr std::size_t kMaxStreams = 1024;               // streams a client may 
 constexpr std::size_t kMaxEvents = 1 << 16;             // events a client may hold at once
 constexpr std::int64_t kMaxEventId = INT64_C(1) << 53;  // ids JSON numbers carry exactly
 
+// How far ahead of now a client's kernels are put on the shared timeline.
+constexpr Duration kIssueAhead = 20 * kMillisecond;
+
 std::string errno_text(int e) { return std::strerror(e); }
 
-bool write_all(int fd, std::string_view s) {
+// True when the peer of fd closed its end (its process may have died);
+// requests it sent before are still readable.
+bool hung_up(int fd) {
+  pollfd p{fd, POLLRDHUP, 0};
+  return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+}
+
+// Waits for fd to be ready for `events` until `deadline` (none: no limit), in
+// slices, so that a SIGINT or SIGTERM (gpemu's handlers only set a flag)
+// ends the wait at once: false when it timed out or was interrupted.
+using Deadline = std::optional<std::chrono::steady_clock::time_point>;
+bool wait_ready(int fd, short events, const Deadline& deadline) {
+  for (;;) {
+    if (interrupt_requested()) return false;
+    int slice = 100;
+    if (deadline) {
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return false;
+      slice = static_cast<int>(std::min<std::int64_t>(slice, left.count()));
+    }
+    pollfd p{fd, events, 0};
+    const int r = ::poll(&p, 1, slice);
+    if (r > 0) return true;  // ready, or an error the next call reports
+    if (r < 0 && errno != EINTR) return true;
+  }
+}
+
+Deadline deadline_in(int timeout_ms) {
+  if (timeout_ms < 0) return std::nullopt;
+  return std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+}
+
+// Writes all of s; the peer has timeout_ms in all to take it (-1: no limit).
+// False when the connection failed, the time ran out (a peer that does not
+// read its replies) or a signal came.
+bool write_all(int fd, std::string_view s, int timeout_ms = -1) {
+  const Deadline deadline = deadline_in(timeout_ms);
   while (!s.empty()) {
-    const ssize_t n = ::send(fd, s.data(), s.size(), MSG_NOSIGNAL);
+    const ssize_t n = ::send(fd, s.data(), s.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      if (!wait_ready(fd, POLLOUT, deadline)) return false;
+      continue;
+    }
     if (n <= 0) return false;
     s.remove_prefix(static_cast<std::size_t>(n));
   }
@@ -60,59 +111,26 @@ bool write_all(int fd, std::string_view s) {
 enum class Read { Line, Closed, Timeout, TooLong };
 
 // One '\n'-terminated line from fd into `line` (without the newline);
-// `buffer` keeps what came after it. Waits at most timeout_ms per read.
+// `buffer` keeps what came after it. Waits at most timeout_ms in all (-1: no
+// limit): a peer that trickles bytes without ending a line times out too.
+// A signal ends the wait as a timeout does.
 Read read_line(int fd, std::string& buffer, std::string& line, int timeout_ms) {
+  const Deadline deadline = deadline_in(timeout_ms);
   for (;;) {
-    if (const auto nl = buffer.find('\n'); nl != std::string::npos) {
-      line.assign(buffer, 0, nl);
-      buffer.erase(0, nl + 1);
-      return Read::Line;
-    }
-    if (buffer.size() > kMaxLine) return Read::TooLong;
-    pollfd p{fd, POLLIN, 0};
-    const int r = ::poll(&p, 1, timeout_ms);
-    if (r < 0 && errno == EINTR) continue;
-    if (r == 0) return Read::Timeout;
-    if (r < 0) return Read::Closed;
+    const Framed f = share_detail::take_line(buffer, line);
+    if (f == Framed::Line) return Read::Line;
+    if (f == Framed::TooLong) return Read::TooLong;
+    if (!wait_ready(fd, POLLIN, deadline)) return Read::Timeout;
     char chunk[8192];
-    const ssize_t n = ::recv(fd, chunk, sizeof chunk, 0);
-    if (n < 0 && errno == EINTR) continue;
+    const ssize_t n = ::recv(fd, chunk, sizeof chunk, MSG_DONTWAIT);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;
     if (n <= 0) return Read::Closed;
     buffer.append(chunk, static_cast<std::size_t>(n));
   }
 }
 
-// A message as one line of JSON. Text that came from a client (echoed in an
-// error) may not be UTF-8: its bad bytes become U+FFFD instead of an exception.
-std::string line_of(const nlohmann::json& m) {
-  return m.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-}
-
 nlohmann::json fail(std::string_view kind, std::string error) {
   return {{"ok", false}, {"kind", kind}, {"oom", kind == "oom"}, {"error", std::move(error)}};
-}
-
-// A field of a request, checked (share/json_fields.h); InputError naming it otherwise.
-std::int64_t int_field(const nlohmann::json& m, const char* key, std::int64_t lo, std::int64_t hi, std::int64_t def,
-                       bool required = false) {
-  auto it = m.find(key);
-  if (it == m.end()) {
-    if (required) throw InputError(fmt::format("'{}' is missing: expected an integer from {} to {}", key, lo, hi));
-    return def;
-  }
-  return share_detail::integer_field(fmt::format("'{}'", key), *it, lo, hi);
-}
-
-float demand_field(const nlohmann::json& m, const char* key) {
-  auto it = m.find(key);
-  if (it == m.end()) return 1.0F;
-  return static_cast<float>(share_detail::number_field(fmt::format("'{}'", key), *it, 0, 1));
-}
-
-std::string string_field(const nlohmann::json& m, const char* key, std::string def) {
-  auto it = m.find(key);
-  if (it == m.end()) return def;
-  return share_detail::text_field(fmt::format("'{}'", key), *it, /*allow_empty=*/true);
 }
 
 // Every AllocatorStats field with its name on the wire.
@@ -138,7 +156,9 @@ constexpr std::pair<const char*, std::uint64_t AllocatorStats::*> kAllocatorFiel
   throw Error(error);
 }
 
-constexpr int kMaxPosted = 256;  // replies a client leaves unread at most (well within a socket's buffers)
+constexpr int kMaxPosted = 256;
+constexpr int kRefusalWriteMs = 100;  // a refusal is written on the accepting thread: it must not wait long  // replies
+                                      // a client leaves unread at most (well within a socket's buffers)
 
 }  // namespace
 
@@ -441,14 +461,25 @@ struct ShareServer::Impl {
 
   // ---- one client ----
 
+  // Sleeps until the server's time t in slices: the server stopping or the
+  // client hanging up (its process died: the kernel closed its socket) ends
+  // the wait with an Error that ends the client.
+  void sleep_until(const Client& c, Time t) {
+    while (clock->now() < t) {
+      if (stopping) throw Error("the server is stopping");
+      if (hung_up(c.fd)) throw Error("the client hung up");
+      clock->sleep_until(std::min<Time>(t, clock->now() + 20 * kMillisecond));
+    }
+  }
+
   nlohmann::json handle(Client& c, const nlohmann::json& m) {
-    const std::string op = m.contains("op") && m["op"].is_string() ? m["op"].get<std::string>() : "";
+    const std::string op = share_detail::request_op(m);
     if (op == "hello") {
       if (c.device) return fail("protocol", "hello: this client has said hello already");
-      const int g = static_cast<int>(int_field(m, "gpu", 0, o.gpus - 1, 0));
-      const int priority = static_cast<int>(int_field(m, "priority", -1000, 1000, 0));
-      const std::string mig = string_field(m, "mig", "");
-      c.name = string_field(m, "name", "client");
+      const int g = static_cast<int>(request_int(m, "gpu", 0, o.gpus - 1, 0));
+      const int priority = static_cast<int>(request_int(m, "priority", -1000, 1000, 0));
+      const std::string mig = request_string(m, "mig", "");
+      c.name = request_string(m, "name", "client");
       const bool slices = gpus[static_cast<std::size_t>(g)]->slices();
       if (slices && mig.empty())
         throw InputError(fmt::format("hello: policy mig: give 'mig', a profile of the {}", o.gpu->id));
@@ -482,27 +513,22 @@ struct ShareServer::Impl {
     CachingAllocator& alloc = dev.allocator();
     // The stream a request names ("stream", default 0: the default stream).
     const auto stream_of = [&]() -> Stream& {
-      const auto id = int_field(m, "stream", 0, static_cast<std::int64_t>(kMaxStreams), 0);
+      const auto id = request_int(m, "stream", 0, static_cast<std::int64_t>(kMaxStreams), 0);
       if (static_cast<std::size_t>(id) >= c.streams.size())
         throw InputError(fmt::format("stream {}: this client has streams 0 to {}", id, c.streams.size() - 1));
       return *c.streams[static_cast<std::size_t>(id)];
     };
-    // Waits on the clock in slices, so that stopping the server never waits
-    // for a long kernel of a client's.
+    // Waits on the clock in slices, so that stopping the server, or the
+    // client hanging up, never waits for a long kernel of a client's.
     const auto wait_for = [&](const Completion& done) {
-      return timeline.wait(done, [this](Time t) {
-        while (clock->now() < t) {
-          if (stopping) throw Error("the server is stopping");
-          clock->sleep_until(std::min<Time>(t, clock->now() + 100 * kMillisecond));
-        }
-      });
+      return timeline.wait(done, [&](Time t) { sleep_until(c, t); });
     };
     const auto wait_stream = [&](Stream& s) {
       c.queued = 0;
       return wait_for(s.tail());
     };
     const auto event_of = [&](bool create) -> Client::Recorded& {
-      const std::int64_t id = int_field(m, "event", 1, kMaxEventId, 0, true);
+      const std::int64_t id = request_int(m, "event", 1, kMaxEventId, 0, true);
       auto it = c.events.find(id);
       if (it == c.events.end()) {
         if (!create) throw InputError(fmt::format("event {}: not an event this client recorded", id));
@@ -513,8 +539,15 @@ struct ShareServer::Impl {
       return it->second;
     };
     const auto issue_kernel = [&](Stream& s) {
-      const Duration ns = int_field(m, "ns", 0, kMaxKernelNs, 0, true);
-      const KernelDemand demand{demand_field(m, "sm"), demand_field(m, "bw")};
+      const Duration ns = request_int(m, "ns", 0, kMaxKernelNs, 0, true);
+      const KernelDemand demand{request_demand(m, "sm"), request_demand(m, "bw")};
+      // A kernel goes on the shared GPU's timeline when the stream's work
+      // before it is about to end, not when it is asked: what a client asked
+      // and the GPU has not reached stays here (in its socket), so that a
+      // client that dies or is dropped leaves at most one kernel behind it
+      // for the others to wait for, as a dead process's context takes its
+      // queued work with it (N3).
+      sleep_until(c, timeline.end_time(s.tail()) - kIssueAhead);
       SharedGpu& gpu = *gpus[static_cast<std::size_t>(c.gpu)];
       // Under fifo each request is one exclusive turn.
       const bool fifo = gpu.exclusive_steps();
@@ -534,13 +567,13 @@ struct ShareServer::Impl {
     };
     if (op == "malloc") {
       const auto bytes =
-          static_cast<std::uint64_t>(int_field(m, "bytes", 0, static_cast<std::int64_t>(kMaxByteSize), 0, true));
+          static_cast<std::uint64_t>(request_int(m, "bytes", 0, static_cast<std::int64_t>(kMaxByteSize), 0, true));
       const CachingAllocator::Ptr p = alloc.allocate(bytes, stream_of().id());
       if (p) c.live.insert(p);
       return {{"ok", true}, {"ptr", p}, {"size", p ? alloc.block_size(p) : 0}};
     }
     if (op == "free") {
-      const auto p = static_cast<CachingAllocator::Ptr>(int_field(m, "ptr", 0, INT64_MAX, 0, true));
+      const auto p = static_cast<CachingAllocator::Ptr>(request_int(m, "ptr", 0, INT64_MAX, 0, true));
       if (p == 0) return {{"ok", true}};
       if (!c.live.erase(p)) return fail("input", fmt::format("free: {} is not a live allocation of this client", p));
       alloc.free(p);
@@ -552,9 +585,9 @@ struct ShareServer::Impl {
     }
     if (op == "copy") {
       Stream& s = stream_of();
-      const std::string dir = string_field(m, "dir", "h2d");
+      const std::string dir = request_string(m, "dir", "h2d");
       if (dir != "h2d" && dir != "d2h") throw InputError(fmt::format("copy: 'dir' is '{}': give h2d or d2h", dir));
-      const auto bytes = static_cast<std::uint64_t>(int_field(m, "bytes", 0, std::int64_t{1} << 36, 0, true));
+      const auto bytes = static_cast<std::uint64_t>(request_int(m, "bytes", 0, std::int64_t{1} << 36, 0, true));
       const auto pinned = m.find("pinned");
       if (pinned != m.end() && !pinned->is_boolean()) throw InputError("copy: 'pinned' must be true or false");
       const HostMemoryKind kind =
@@ -609,8 +642,8 @@ struct ShareServer::Impl {
       return {{"ok", true}, {"end_ns", wait_for(e.captured)}};
     }
     if (op == "elapsed") {
-      const std::int64_t a = int_field(m, "start", 1, kMaxEventId, 0, true);
-      const std::int64_t b = int_field(m, "end", 1, kMaxEventId, 0, true);
+      const std::int64_t a = request_int(m, "start", 1, kMaxEventId, 0, true);
+      const std::int64_t b = request_int(m, "end", 1, kMaxEventId, 0, true);
       const auto ia = c.events.find(a), ib = c.events.find(b);
       if (ia == c.events.end() || ib == c.events.end())
         throw InputError(
@@ -620,7 +653,7 @@ struct ShareServer::Impl {
       return {{"ok", true}, {"ms", to_ms(Event::elapsed(*ia->second.event, *ib->second.event))}};
     }
     if (op == "event_free") {
-      c.events.erase(int_field(m, "event", 1, kMaxEventId, 0, true));
+      c.events.erase(request_int(m, "event", 1, kMaxEventId, 0, true));
       return {{"ok", true}};
     }
     if (op == "empty_cache") {
@@ -646,10 +679,12 @@ struct ShareServer::Impl {
   // Requests and replies until the client leaves, goes silent or the server stops.
   void converse(const std::shared_ptr<Client>& c) {
     std::string buffer, line;
-    const auto idle_ms = std::max<std::int64_t>(1, o.idle_timeout / kMillisecond);
+    // A client that says nothing, trickles bytes without ending a request,
+    // or does not read its replies for the idle timeout is dropped (N11).
+    const int idle_ms = static_cast<int>(std::clamp<std::int64_t>(o.idle_timeout / kMillisecond, 1, INT32_MAX));
     std::int64_t idle = 0;
-    while (!stopping) {
-      const int slice = static_cast<int>(std::min<std::int64_t>(200, idle_ms));
+    while (!stopping && !interrupt_requested()) {
+      const int slice = std::min(200, idle_ms);
       const Read r = read_line(c->fd, buffer, line, slice);
       if (r == Read::Timeout) {
         idle += slice;
@@ -658,16 +693,16 @@ struct ShareServer::Impl {
       }
       idle = 0;
       if (r == Read::TooLong) {
-        write_all(c->fd, line_of(fail("protocol", fmt::format("a request longer than {} bytes", kMaxLine))));
+        write_all(c->fd, reply_line(fail("protocol", fmt::format("a request longer than {} bytes", kMaxServeLine))),
+                  idle_ms);
         break;
       }
       if (r == Read::Closed) break;
       nlohmann::json reply;
       bool bye = false;
       try {
-        const nlohmann::json m = nlohmann::json::parse(line);
-        if (!m.is_object()) throw InputError("a request is a JSON object with an 'op'");
-        bye = m.value("op", nlohmann::json()) == "bye";
+        const nlohmann::json m = share_detail::parse_request(line);
+        bye = share_detail::request_op(m) == "bye";
         reply = handle(*c, m);
       } catch (const nlohmann::json::exception& e) {
         reply = fail("protocol", fmt::format("not a JSON request ({})", e.what()));
@@ -678,7 +713,7 @@ struct ShareServer::Impl {
       } catch (const std::exception& e) {
         reply = fail("error", e.what());
       }
-      if (!write_all(c->fd, line_of(reply)) || bye) break;
+      if (!write_all(c->fd, reply_line(reply), idle_ms) || bye) break;
     }
   }
 
@@ -727,14 +762,17 @@ struct ShareServer::Impl {
     ucred cred{};
     socklen_t len = sizeof cred;
     if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || cred.uid != ::geteuid()) {
-      write_all(fd, line_of(fail("refused", fmt::format("refused: the peer's user ({}) is not the server's ({})",
-                                                        cred.uid, ::geteuid()))));
+      write_all(fd,
+                reply_line(fail("refused", fmt::format("refused: the peer's user ({}) is not the server's ({})",
+                                                       cred.uid, ::geteuid()))),
+                kRefusalWriteMs);
       ::close(fd);
       return;
     }
     std::lock_guard lock(mu);
     if (clients.size() >= static_cast<std::size_t>(o.max_clients)) {
-      write_all(fd, line_of(fail("refused", fmt::format("refused: the server has its {} clients", o.max_clients))));
+      write_all(fd, reply_line(fail("refused", fmt::format("refused: the server has its {} clients", o.max_clients))),
+                kRefusalWriteMs);
       ::close(fd);
       return;
     }
@@ -746,28 +784,81 @@ struct ShareServer::Impl {
     c->thread = std::thread([this, c] { serve(c); });
   }
 
-  void serve_metrics_once() {
-    const int fd = ::accept4(metrics_fd, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) return;
-    std::string buffer, line;
-    // The request line and headers, up to a blank line (or 1 s).
-    while (read_line(fd, buffer, line, 1000) == Read::Line && !line.empty() && line != "\r") {
+  // The metrics endpoint: one thread, off the accepting path, serving every
+  // connection without blocking. Each has kMetricsDeadline from its accept
+  // to send its request's head and take the response, so a slow or silent
+  // peer (a slowloris) holds neither the other scrapers nor shutdown (N6).
+  struct MetricsConnection {
+    int fd = -1;
+    std::chrono::steady_clock::time_point deadline;
+    std::string in, out;
+    std::size_t sent = 0;
+  };
+  static constexpr auto kMetricsDeadline = std::chrono::seconds(2);
+  static constexpr std::size_t kMaxMetricsConnections = 64;
+
+  // Reads what came, answers a whole head; false when the connection is done.
+  bool metrics_step(MetricsConnection& m) {
+    if (m.out.empty()) {
+      char chunk[4096];
+      for (;;) {
+        const ssize_t n = ::recv(m.fd, chunk, sizeof chunk, MSG_DONTWAIT);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+        if (n <= 0) return false;  // closed before a whole request
+        m.in.append(chunk, static_cast<std::size_t>(n));
+        if (m.in.size() > share_detail::kMaxMetricsHead) break;
+      }
+      const std::size_t end = share_detail::metrics_head_end(m.in);
+      if (end == 0 && m.in.size() <= share_detail::kMaxMetricsHead) return true;  // more to come
+      const std::string_view head = std::string_view(m.in).substr(0, end == 0 ? m.in.size() : end);
+      const int status = share_detail::metrics_request_status(head);
+      m.out = share_detail::metrics_response(status, head, status == 200 ? metrics_text() : std::string());
     }
-    const std::string body = metrics_text();
-    write_all(fd, fmt::format("HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\n"
-                              "Connection: close\r\n\r\n{}",
-                              body.size(), body));
-    ::close(fd);
+    while (m.sent < m.out.size()) {
+      const ssize_t n = ::send(m.fd, m.out.data() + m.sent, m.out.size() - m.sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+      if (n <= 0) return false;
+      m.sent += static_cast<std::size_t>(n);
+    }
+    return false;  // answered
+  }
+
+  void serve_metrics() {
+    std::deque<MetricsConnection> conns;
+    std::vector<pollfd> p;
+    while (!stopping) {
+      p.assign({{metrics_fd, POLLIN, 0}, {wake[0], POLLIN, 0}});
+      for (const auto& m : conns) p.push_back({m.fd, static_cast<short>(m.out.empty() ? POLLIN : POLLOUT), 0});
+      if (::poll(p.data(), p.size(), 100) < 0 && errno != EINTR) break;
+      const auto now = std::chrono::steady_clock::now();
+      std::deque<MetricsConnection> kept;
+      for (std::size_t i = 0; i < conns.size(); ++i) {
+        MetricsConnection& m = conns[i];
+        const bool ready = (p[i + 2].revents & (POLLIN | POLLOUT | POLLHUP | POLLERR)) != 0;
+        if (now < m.deadline && (!ready || metrics_step(m)))
+          kept.push_back(std::move(m));
+        else
+          ::close(m.fd);
+      }
+      conns = std::move(kept);
+      if (p[0].revents & POLLIN) {
+        const int fd = ::accept4(metrics_fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd >= 0) {
+          if (conns.size() >= kMaxMetricsConnections) {  // the oldest goes: the newest may be a real scraper
+            ::close(conns.front().fd);
+            conns.pop_front();
+          }
+          conns.push_back({fd, now + kMetricsDeadline, {}, {}, 0});
+        }
+      }
+    }
+    for (const auto& m : conns) ::close(m.fd);
   }
 
   void run() {
-    if (metrics_fd >= 0 && !metrics_thread.joinable())
-      metrics_thread = std::thread([this] {
-        while (!stopping) {
-          pollfd p[2] = {{metrics_fd, POLLIN, 0}, {wake[0], POLLIN, 0}};
-          if (::poll(p, 2, 200) > 0 && (p[0].revents & POLLIN)) serve_metrics_once();
-        }
-      });
+    if (metrics_fd >= 0 && !metrics_thread.joinable()) metrics_thread = std::thread([this] { serve_metrics(); });
     while (!stopping && !interrupt_requested()) {
       pollfd p[2] = {{listen_fd, POLLIN, 0}, {wake[0], POLLIN, 0}};
       const int r = ::poll(p, 2, 200);
@@ -794,7 +885,8 @@ std::string ShareServer::metrics_text() { return impl_->metrics_text(); }
 
 // ---- the client ----------------------------------------------------------------
 
-ServeClient::ServeClient(const std::filesystem::path& socket, const ClientHello& hello) : ServeClient(socket) {
+ServeClient::ServeClient(const std::filesystem::path& socket, const ClientHello& hello)
+    : ServeClient(socket, hello.reply_timeout) {
   nlohmann::json m = {{"op", "hello"}, {"name", hello.name}, {"gpu", hello.gpu}, {"priority", hello.priority}};
   if (!hello.mig.empty()) m["mig"] = hello.mig;
   hello_ = request(m);
@@ -808,7 +900,9 @@ ServeClient::ServeClient(const std::filesystem::path& socket, const ClientHello&
   }
 }
 
-ServeClient::ServeClient(const std::filesystem::path& socket) {
+ServeClient::ServeClient(const std::filesystem::path& socket, Duration reply_timeout)
+    : socket_(socket), reply_timeout_(reply_timeout) {
+  if (reply_timeout <= 0) throw InputError("gpemu serve: a client's reply timeout must be positive");
   const std::string p = socket.string();
   sockaddr_un addr{};
   if (p.size() >= sizeof addr.sun_path) throw InputError(fmt::format("socket path {} is too long", p));
@@ -823,43 +917,82 @@ ServeClient::ServeClient(const std::filesystem::path& socket) {
           "refusing the socket {}: its folder {} must be a folder of this user's that others cannot write to "
           "({}), as gpemu serve makes it",
           p, dir.string(), problem));
-  fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd_ < 0) throw Error("cannot make a socket: " + errno_text(errno));
   addr.sun_family = AF_UNIX;
   std::memcpy(addr.sun_path, p.c_str(), p.size() + 1);
-  if (::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    const int e = errno;
+  // A server whose backlog is full (it stopped accepting) refuses at once
+  // without blocking: tried again until the reply timeout, or a signal.
+  const Deadline deadline = deadline_in(timeout_ms());
+  int e = 0;
+  while (::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    e = errno;
+    if (e == EINTR) continue;
+    if (e != EAGAIN || interrupt_requested() || std::chrono::steady_clock::now() >= *deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    e = 0;
+  }
+  if (e != 0) {
     ::close(fd_);
     fd_ = -1;
+    throw_if_interrupted();
+    if (e == EAGAIN)
+      throw Error(fmt::format("gpemu serve at {} did not accept the connection in {}", p, timeout_text()));
     throw Error(fmt::format("nothing serves {} ({}); start 'gpemu serve' or give its --socket", p, errno_text(e)));
   }
   // The server's user, as the server checks ours: this user or root.
   ucred cred{};
   socklen_t len = sizeof cred;
   const bool known = ::getsockopt(fd_, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0;
-  const int e = errno;
+  const int cred_errno = errno;
   if (!known || (cred.uid != ::geteuid() && cred.uid != 0)) {
     ::close(fd_);
     fd_ = -1;
-    throw Error(known ? fmt::format("refusing the server at {}: it runs as uid {}, not as this user ({}) or root", p,
-                                    cred.uid, ::geteuid())
-                      : fmt::format("refusing the server at {}: its user cannot be known ({})", p, errno_text(e)));
+    throw Error(
+        known ? fmt::format("refusing the server at {}: it runs as uid {}, not as this user ({}) or root", p, cred.uid,
+                            ::geteuid())
+              : fmt::format("refusing the server at {}: its user cannot be known ({})", p, errno_text(cred_errno)));
   }
 }
 
 ServeClient::~ServeClient() {
   if (fd_ < 0) return;
   try {
-    request({{"op", "bye"}});
-  } catch (...) {  // NOLINT: the server is gone; nothing to say goodbye to
+    if (!interrupt_requested()) request({{"op", "bye"}});
+  } catch (...) {  // NOLINT: the server is gone (or does not answer); nothing to say goodbye to
   }
   ::close(fd_);
+}
+
+int ServeClient::timeout_ms() const {
+  return static_cast<int>(std::clamp<std::int64_t>(reply_timeout_ / kMillisecond, 1, INT32_MAX));
+}
+
+std::string ServeClient::timeout_text() const { return fmt::format("{:g} s", to_seconds(reply_timeout_)); }
+
+void ServeClient::send_line(const nlohmann::json& message) {
+  if (write_all(fd_, reply_line(message))) return;
+  throw_if_interrupted();
+  throw Error("gpemu serve: the connection is closed");
+}
+
+std::string ServeClient::reply(bool bounded) {
+  std::string line;
+  switch (read_line(fd_, buffer_, line, bounded ? timeout_ms() : -1)) {
+    case Read::Line: return line;
+    case Read::Timeout:
+      throw_if_interrupted();
+      throw Error(fmt::format("gpemu serve at {} did not answer in {}", socket_.string(), timeout_text()));
+    case Read::TooLong: throw Error(fmt::format("gpemu serve: a reply longer than {} bytes", kMaxServeLine));
+    case Read::Closed: break;
+  }
+  throw Error("gpemu serve: the server closed the connection");
 }
 
 void ServeClient::post(const nlohmann::json& message) {
   if (fd_ < 0) throw Error("gpemu serve: not connected");
   if (posted_ >= kMaxPosted) drain();
-  if (!write_all(fd_, line_of(message))) throw Error("gpemu serve: the connection is closed");
+  send_line(message);
   ++posted_;
 }
 
@@ -867,9 +1000,11 @@ void ServeClient::drain() {
   nlohmann::json first_refusal;  // every reply is read; the first refusal is thrown
   for (; posted_ > 0; --posted_) {
     std::string line;
-    if (read_line(fd_, buffer_, line, -1) != Read::Line) {
+    try {
+      line = reply(/*bounded=*/false);  // a posted launch may wait for the GPU to reach it
+    } catch (...) {
       posted_ = 0;
-      throw Error("gpemu serve: the server closed the connection");
+      throw;
     }
     nlohmann::json r = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (r.is_discarded()) r = {{"ok", false}, {"error", "gpemu serve: a reply that is not JSON"}};
@@ -881,10 +1016,11 @@ void ServeClient::drain() {
 nlohmann::json ServeClient::request(const nlohmann::json& message) {
   if (fd_ < 0) throw Error("gpemu serve: not connected");
   drain();
-  if (!write_all(fd_, line_of(message))) throw Error("gpemu serve: the connection is closed");
-  std::string line;
-  const Read r = read_line(fd_, buffer_, line, -1);
-  if (r != Read::Line) throw Error("gpemu serve: the server closed the connection");
+  send_line(message);
+  // What answers at once has the reply timeout; the rest may wait for
+  // emulated work (an hour-long kernel), and ends on a signal only.
+  const std::string op = message.is_object() ? message.value("op", std::string()) : std::string();
+  const std::string line = reply(op == "hello" || op == "smi" || op == "bye");
   try {
     return nlohmann::json::parse(line);
   } catch (const nlohmann::json::exception& e) {
@@ -921,8 +1057,8 @@ Time ServeClient::default_stream_end(const nlohmann::json& reply) {
   return last_end_;
 }
 
-nlohmann::json served_gpus(const std::filesystem::path& socket) {
-  ServeClient monitor(socket);
+nlohmann::json served_gpus(const std::filesystem::path& socket, Duration reply_timeout) {
+  ServeClient monitor(socket, reply_timeout);
   const nlohmann::json s = monitor.request({{"op", "smi"}});
   if (!s.value("ok", false) || !s.contains("gpus") || !s["gpus"].is_array() || s["gpus"].empty())
     throw Error(fmt::format("gpemu serve at {} did not describe its GPUs", socket.string()));

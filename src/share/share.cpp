@@ -186,6 +186,7 @@ void sum_up(ShareResult& out) {
     }
   }
   out.mean_jct_s = finished > 0 ? jct / finished : 0;
+  out.jobs_finished = finished;
 }
 
 }  // namespace share_detail
@@ -313,7 +314,8 @@ nlohmann::json share_json(const ShareResult& r, bool with_steps) {
                         {"policy", to_string(r.policy)},
                         {"clock", r.clock},
                         {"makespan_s", to_seconds(r.makespan)},
-                        {"mean_jct_s", r.mean_jct_s},
+                        {"mean_jct_s", r.jobs_finished > 0 ? nlohmann::json(r.mean_jct_s) : nlohmann::json()},
+                        {"jobs_finished", r.jobs_finished},
                         {"mean_utilization_pct", r.mean_utilization_pct},
                         {"memory_capacity_bytes", r.memory_capacity_bytes},
                         {"peak_memory_used_bytes", r.peak_memory_used_bytes},
@@ -325,6 +327,11 @@ nlohmann::json share_json(const ShareResult& r, bool with_steps) {
   return out;
 }
 
+std::string mean_jct_text(const ShareResult& r) {
+  if (r.jobs_finished == 0) return "none: no job finished";
+  return fmt::format("{:.2f} s ({} of {} jobs finished)", r.mean_jct_s, r.jobs_finished, r.jobs.size());
+}
+
 RunReport share_report(const ShareResult& r) {
   RunReport rep;
   rep.title = fmt::format("{} jobs sharing one emulated {} ({})", r.jobs.size(), r.gpu, to_string(r.policy));
@@ -332,7 +339,7 @@ RunReport share_report(const ShareResult& r) {
                  {"policy", std::string(to_string(r.policy))},
                  {"clock", r.clock},
                  {"makespan", fmt::format("{:.2f} s", to_seconds(r.makespan))},
-                 {"mean JCT", fmt::format("{:.2f} s (jobs that finished)", r.mean_jct_s)},
+                 {"mean JCT", mean_jct_text(r)},
                  {"GPU utilisation", fmt::format("{:.1f} % (a kernel running)", r.mean_utilization_pct)}};
   if (!sharing_policy(r.policy).slices())
     rep.summary.push_back({"GPU memory", fmt::format("peak {:.0f} MiB of {:.0f} MiB",

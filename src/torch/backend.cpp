@@ -1175,6 +1175,9 @@ void op_empty_cache() {
   }
 }
 void op_reset_peak(int64_t device) { rt().reset_peak_stats(static_cast<int>(device)); }
+void op_set_memory_fraction(double fraction, int64_t device) {
+  rt().set_memory_fraction(static_cast<int>(device), fraction);
+}
 void op_synchronize(int64_t device) { rt().synchronize_device(static_cast<int>(device)); }
 int64_t op_current_device() { return t_device; }
 void op_set_device(int64_t device) {
@@ -1347,6 +1350,7 @@ TORCH_LIBRARY(gpemu, m) {
   m.def("memory_stats(int device) -> int[]", &gb::op_memory_stats);
   m.def("empty_cache() -> ()", &gb::op_empty_cache);
   m.def("reset_peak_memory_stats(int device) -> ()", &gb::op_reset_peak);
+  m.def("set_memory_fraction(float fraction, int device) -> ()", &gb::op_set_memory_fraction);
   m.def("synchronize(int device) -> ()", &gb::op_synchronize);
   m.def("current_device() -> int", &gb::op_current_device);
   m.def("set_device(int device) -> ()", &gb::op_set_device);

@@ -151,6 +151,8 @@ class Runtime {
   std::uint64_t block_size(int device, CachingAllocator::Ptr p);
   AllocatorStats memory_stats(int device);
   void empty_cache(int device);
+  // torch.cuda.set_per_process_memory_fraction (local devices only: InputError attached).
+  void set_memory_fraction(int device, double fraction);
   void reset_peak_stats(int device);
 
   // CUDA events by id (cudaEvent_t): created unrecorded; an event never
@@ -315,6 +317,13 @@ class Runtime {
   std::map<std::pair<int, std::int64_t>, std::vector<KernelDetail>> kernel_details_;
   std::vector<std::string> shapes_;
   std::map<std::string, std::uint32_t, std::less<>> shape_ids_;
+  // Local devices this process has allocated on (claim_device): the first
+  // allocation looks for another process of the run on the same device.
+  std::array<std::atomic<bool>, kMaxTorchGpus> claimed_{};
+  // set_per_process_memory_fraction's bound on what each device's allocator reserves.
+  // (Set to CachingAllocator::kUnlimited by the constructor.)
+  std::array<std::atomic<std::uint64_t>, kMaxTorchGpus> reserve_limits_{};
+  void claim_device(int index);
 
   // Events: here, the Event; attached, the device it was last recorded on (-1: never).
   std::mutex events_mutex_;

@@ -14,6 +14,7 @@
 #include "gpemu/error.h"
 #include "gpemu/job.h"
 #include "gpemu/zoo.h"
+#include "zoo/seq_len.h"
 
 namespace gpemu {
 
@@ -112,14 +113,7 @@ void check_request(const PredictRequest& r) {
         fmt::format("--precision bf16: {} has no BF16 support ('gpemu devices' lists its BF16 as -), "
                     "and PyTorch disables bf16 autocast there; accepted on it: fp32 or amp",
                     gpu.id));
-  if (r.model.seq_len > 0) {
-    const zoo::ModelGraph* sg = zoo::find_model(r.model.name);
-    if (sg && !sg->has_seq_len())
-      throw InputError(
-          fmt::format("--seq-len {}: {} has no sequence dimension; give --seq-len only for sequence "
-                      "models (gpemu models lists their default_seq_len)",
-                      r.model.seq_len, sg->name()));
-  }
+  zoo::check_seq_len_applies(r.model.name, r.model.seq_len);
   if (!r.batch_size && !r.max_batch)
     throw InputError("--batch-size is required (or --max-batch to find the largest that fits)");
 }

@@ -15,6 +15,7 @@
 #include "gpemu/zoo.h"
 
 #include "zoo/data_dir.h"
+#include "zoo/seq_len.h"
 
 // Set by CMakeLists.txt on this file only (other objects then do not depend on
 // where the tree is checked out, so ccache shares them between checkouts).
@@ -232,6 +233,16 @@ const ModelGraph* find_model(std::string_view name) {
   const ModelGraph* out = g.get();
   c.graphs.emplace(key, std::move(g));
   return out;
+}
+
+void check_seq_len_applies(std::string_view name, std::int64_t seq_len) {
+  if (seq_len <= 0) return;
+  const ModelGraph* g = find_model(name);
+  if (g && !g->has_seq_len())
+    throw InputError(
+        fmt::format("--seq-len {}: {} has no sequence dimension; give --seq-len only for sequence "
+                    "models (gpemu models lists their default_seq_len)",
+                    seq_len, g->name()));
 }
 
 const ModelGraph& load_model(std::string_view name) {

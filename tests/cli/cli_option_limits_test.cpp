@@ -34,6 +34,10 @@ TEST(CliOptionLimits, SeqLenPastTheLimitIsRefusedNotWrapped) {
 TEST(CliOptionLimits, SeqLenOnAModelWithoutASequenceIsRefused) {
   expect_refused("predict --gpu v100 --model resnet50 -b 8 --seq-len 512",
                  {"--seq-len 512", "resnet50 has no sequence dimension"});
+  // train took it with rc 0 and no note (S12); its default model is resnet18.
+  expect_refused("train --clock virtual --synthetic -n 5 --seq-len 512",
+                 {"--seq-len 512", "resnet18 has no sequence dimension"});
+  EXPECT_EQ(run_gpemu("train --clock virtual --synthetic -n 2 --model gpt2_small -b 2 --seq-len 128").status, 0);
 }
 
 TEST(CliOptionLimits, Bf16OnACardWithoutItIsRefused) {

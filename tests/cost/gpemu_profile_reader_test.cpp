@@ -221,6 +221,7 @@ INSTANTIATE_TEST_SUITE_P(
         Malformed{"NonNumericTime", kForward, kHeader + "1,0.1\n2,fast\n", 3, "Time_In_SECONDS 'fast'"},
         Malformed{"NegativeTime", kForward, kHeader + "1,0.1\n2,0.2\n3,-0.3\n", 4, "'-0.3'"},
         Malformed{"NaNTime", kBackward, kHeader + "1,nan\n", 2, "'nan'"},
+        Malformed{"AllZeroTimes", kForward, kHeader + "1,0\n2,0.0\n", 2, "every Time_In_SECONDS is 0"},  // S11
         Malformed{"FractionalBatch", kForward, kHeader + "1,0.1\n2.5,0.2\n", 3, "'2.5' is not a batch size"},
         Malformed{"ZeroBatch", kForward, kHeader + "0,0.1\n", 2, "'0' is not a batch size"},
         Malformed{"DuplicateBatch", kForward, kHeader + "1,0.1\n2,0.2\n2.0,0.3\n", 4,

@@ -253,6 +253,14 @@ INSTANTIATE_TEST_SUITE_P(
         Malformed{"MissingBatch", kFile, doc(kRow1 + "    {\"forward_s\": 0.1},\n"), 7, "rows[1] has no batch_size"},
         Malformed{"DuplicateBatch", kFile, doc(kRow1 + "    {\"batch_size\": 1.0, \"forward_s\": 0.2},\n"), 7,
                   "batch size 1 appears twice (first on line 6)"},
+        Malformed{"AllZeroForward", kFile,  // S11: no measurement, though each value is in range
+                  doc("    {\"batch_size\": 1, \"forward_s\": 0, \"backward_s\": 0.1},\n"
+                      "    {\"batch_size\": 2, \"forward_s\": 0.0, \"backward_s\": 0.2},\n"),
+                  5, "every row's forward_s is 0"},
+        Malformed{"KeyGivenTwice", kFile, doc(kRow1, "  \"gpu\": \"V100-PCIE-32GB\",\n"), 5,  // S11
+                  "the key \"gpu\" is given twice in one object"},
+        Malformed{"RowKeyGivenTwice", kFile, doc("    {\"batch_size\": 1, \"forward_s\": 0.1, \"forward_s\": 0.3},\n"),
+                  6, "the key \"forward_s\" is given twice"},
         Malformed{"UnknownRowField", kFile, doc("    {\"batch_size\": 1, \"fwd_s\": 0.1},\n"), 6,
                   "unknown field \"fwd_s\""},
         Malformed{"RowPastOom", kFile,

@@ -122,6 +122,27 @@ TEST(DlioFiles, AManifestWithABadFieldIsRegenerated) {
   EXPECT_NO_THROW(open_dlio_data(w, DlioSplit::Train));
 }
 
+// U6: an empty workload file ran on DLIO's default ./data, and the error
+// named that folder as if the file had chosen it.
+TEST(DlioFiles, AMissingDefaultDataFolderIsSaidToBeTheDefault) {
+  TempDir tmp;
+  const DlioWorkload empty = parse_dlio_config_string("", {}, {}, "empty.yaml");
+  try {
+    open_dlio_data(empty, DlioSplit::Train, tmp.path());
+    ADD_FAILURE() << "a missing folder was opened";
+  } catch (const InputError& e) {
+    EXPECT_CONTAINS(e.what(), "does not exist (dataset.data_folder is DLIO's default './data/', resolved against '" +
+                                  tmp.path().string() + "': empty.yaml sets no key at all)");
+  }
+  DlioWorkload chosen = tiny(tmp.path());
+  try {
+    open_dlio_data(chosen, DlioSplit::Train);
+    ADD_FAILURE() << "a missing folder was opened";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()).find("default"), std::string::npos) << e.what();
+  }
+}
+
 // S5: a manifest saying "record_length": 0 was used as it stood: 0 bytes read
 // per step, AU 93 %, exit 0.
 TEST(DlioFiles, AManifestOfZeroByteRecordsIsRefusedOrRegenerated) {

@@ -75,6 +75,35 @@ TEST(DlioMagnitudes, EpochsPastTheLimitAreRefused) {
   EXPECT_CONTAINS(steps, "a run of at most 10000000 steps in all; 1000000 epochs of 16 steps are 1.6e+07");
 }
 
+// N18: a dataset whose one epoch is past the steps' limit blames its own
+// size, not train.epochs (which said "epochs = 1 is not valid").
+TEST(DlioMagnitudes, AnEpochTooLongBlamesTheDatasetsKey) {
+  const std::string err = error_of(kSmall, {"++workload.dataset.num_samples_per_file=1000000000"});
+  EXPECT_CONTAINS(err,
+                  "override '++workload.dataset.num_samples_per_file=1000000000': "
+                  "dataset.num_samples_per_file = 1000000000 is not valid; accepted: a dataset of at most "
+                  "10000000 steps per epoch; 8 files x 1000000000 samples / (1 per batch x 1 rank) are 8e+09");
+  EXPECT_EQ(err.find("train.epochs"), std::string::npos) << err;
+  EXPECT_CONTAINS(error_of(kSmall, {"++workload.dataset.num_files_train=20000000"}),
+                  "dataset.num_files_train = 20000000 is not valid");
+}
+
+// S13: a value tagged or quoted as a string is text (epochs: !!str 2 ran 2
+// epochs), and an empty GPU name is no GPU's name (gpemu.gpu='' ran with
+// the config's step time, without a word).
+TEST(DlioMagnitudes, TextWhereANumberGoesAndAnEmptyGpuAreRefused) {
+  std::string tagged = kSmall;
+  tagged.replace(tagged.find("epochs: 1"), 9, "epochs: !!str 2");
+  EXPECT_CONTAINS(error_of(tagged), "train.epochs");
+  std::string quoted = kSmall;
+  quoted.replace(quoted.find("batch_size: 1"), 13, "batch_size: '1'");
+  EXPECT_CONTAINS(error_of(quoted), "reader.batch_size");
+  EXPECT_CONTAINS(error_of(kSmall, {"++workload.train.epochs='2'"}), "train.epochs");
+  EXPECT_CONTAINS(error_of(kSmall, {"++workload.gpemu.gpu=''"}), "gpemu.gpu = '': an empty name; accepted: a GPU");
+  EXPECT_EQ(error_of(kSmall, {"++workload.gpemu.gpu=null"}), "");
+  EXPECT_EQ(error_of(kSmall, {"++workload.train.epochs=2"}), "");
+}
+
 TEST(DlioMagnitudes, CountsThatWouldExhaustMemoryAreRefused) {
   EXPECT_CONTAINS(
       error_of(kSmall, {"++workload.dataset.num_files_train=9223372036854775807"}),
@@ -176,6 +205,29 @@ TEST(DlioMagnitudes, ACheckpointLargerThanTheDiskIsRefusedBeforeWriting) {
   }
   for (const auto& e : std::filesystem::recursive_directory_iterator(dir.path()))
     EXPECT_FALSE(e.is_regular_file()) << e.path();
+  // Nor an empty epoch1-step0 folder (H4).
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
+}
+
+// H4: a run found out after its first epoch had trained (and its data was
+// generated) that no checkpoint would fit; it is refused before either.
+TEST(DlioMagnitudes, ARunWhoseCheckpointCannotFitIsRefusedBeforeItStarts) {
+  TempDir dir;
+  DlioWorkload w =
+      parse_dlio_config_string(kSmall, {"++workload.model.model_size_bytes=1e15", "++workload.workflow.checkpoint=True",
+                                        "++workload.workflow.generate_data=True",
+                                        "++workload.dataset.data_folder=" + (dir.path() / "data").string(),
+                                        "++workload.checkpoint.checkpoint_folder=" + (dir.path() / "ckpt").string()});
+  DlioRunOptions o;
+  o.clock = ClockKind::Virtual;
+  o.base_dir = dir.path();
+  try {
+    run_dlio_workload(w, o);
+    FAIL() << "the run started";
+  } catch (const InputError& e) {
+    EXPECT_CONTAINS(e.what(), "checkpoint (model.model_size_bytes): needs 1000000000000000 bytes");
+  }
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path()));  // no data generated, no checkpoint folder
 }
 
 TEST(DlioMagnitudes, DliosOwnNpzLayoutIsRefusedNotMisread) {

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <fstream>
@@ -20,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/interrupt.h"
 #include "gpemu/catalog.h"
 #include "gpemu/cost_model.h"
 #include "gpemu/error.h"
@@ -257,6 +259,142 @@ TEST(Serve, ProcessesShareOneCardsMemoryAndADeadOnesIsReclaimed) {
   EXPECT_GT(b.malloc(6ull << 30), 0u);
 }
 
+// A connection to the server's socket that speaks raw lines (a client the
+// test controls byte by byte); -1 when it cannot connect.
+int raw_connect(const std::filesystem::path& socket) {
+  const std::string path = socket.string();
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+bool send_text(int fd, const std::string& text) {
+  return ::send(fd, text.data(), text.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(text.size());
+}
+
+// One reply line (the test's client waits for it as long as it takes).
+std::string reply_line(int fd) {
+  std::string line;
+  char ch = 0;
+  while (::read(fd, &ch, 1) == 1 && ch != '\n') line += ch;
+  return line;
+}
+
+// A raw connection that has said hello as `name`; -1 when it could not.
+int raw_hello(const std::filesystem::path& socket, const std::string& name) {
+  const int fd = raw_connect(socket);
+  if (fd < 0) return -1;
+  if (!send_text(fd, R"({"op": "hello", "name": ")" + name + "\"}\n") ||
+      reply_line(fd).find(R"("ok":true)") == std::string::npos) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// N3: a process that dies leaves its queued kernels behind; the others must
+// not wait for them. The hog queues four 400 ms kernels and dies; once the
+// server has let it go, another process's 1 ms step waits at most for the
+// kernel the GPU had reached (under fifo it waited for all four, 1.6 s).
+TEST(Serve, ADeadClientsQueuedKernelsAreCancelled) {
+  TempDir dir;
+  Served s(options(dir, "V100-PCIE-16GB", SharePolicy::Fifo));
+  ServeClient monitor(s.server.socket_path());
+  const int hog = raw_hello(s.server.socket_path(), "hog");
+  ASSERT_GE(hog, 0);
+  std::string kernels;
+  for (int i = 0; i < 4; ++i)
+    kernels += R"({"op": "kernel", "ns": 400000000})"
+               "\n";
+  ASSERT_TRUE(send_text(hog, kernels));
+  // Posted as torch --connect posts launches; the first is on the GPU when
+  // its reply comes (the server took the others at once before, in the 50 ms).
+  ASSERT_NE(reply_line(hog).find(R"("ok":true)"), std::string::npos);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ::close(hog);  // as kill -9 would
+  ASSERT_TRUE(gone(monitor, "hog"));
+  ServeClient next(s.server.socket_path(), {"next", 0, 0, ""});
+  const Time start = next.sync();
+  EXPECT_LT(next.batch(kMillisecond) - start, 800 * kMillisecond);
+}
+
+// N11: a client that sends requests but never reads the replies, and one
+// that trickles bytes without ever ending a request, are dropped after the
+// idle timeout like a silent one (they were kept for ever).
+TEST(Serve, ClientsThatDoNotReadOrNeverFinishARequestAreDropped) {
+  TempDir dir;
+  ServeOptions o = options(dir);
+  o.idle_timeout = 200 * kMillisecond;
+  Served s(o);
+  ServeClient monitor(s.server.socket_path());
+  const int deaf = raw_hello(s.server.socket_path(), "deaf");
+  ASSERT_GE(deaf, 0);
+  // smi replies, far more than the socket's buffers hold, none read.
+  std::string smis;
+  for (int i = 0; i < 2000; ++i)
+    smis += R"({"op": "smi"})"
+            "\n";
+  for (std::size_t at = 0; at < smis.size();) {
+    const ssize_t n = ::send(deaf, smis.data() + at, smis.size() - at, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n <= 0) break;  // the server stopped reading: it is stuck writing to us
+    at += static_cast<std::size_t>(n);
+  }
+  EXPECT_TRUE(gone(monitor, "deaf"));
+  ::close(deaf);
+
+  const int slow = raw_hello(s.server.socket_path(), "slow");
+  ASSERT_GE(slow, 0);
+  std::atomic<bool> stop{false};
+  std::thread trickle([&] {
+    while (!stop && send_text(slow, " ")) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  });
+  EXPECT_TRUE(gone(monitor, "slow"));
+  stop = true;
+  trickle.join();
+  ::close(slow);
+}
+
+// N5: a client gives up on a server that does not answer (SIGSTOPped, or not
+// gpemu's) after its reply timeout, and any wait ends at once on SIGINT or
+// SIGTERM; it waited for ever and ignored the first signal.
+TEST(Serve, ClientsGiveUpOnAServerThatDoesNotAnswer) {
+  TempDir dir;
+  const auto path = dir.path() / "s.sock";
+  const int silent = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::strncpy(a.sun_path, path.c_str(), sizeof a.sun_path - 1);
+  ASSERT_EQ(::bind(silent, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(silent, 4), 0);  // connections wait in its backlog; nothing answers
+  try {
+    ServeClient c(path, ClientHello{"c", 0, 0, "", 100 * kMillisecond});
+    ADD_FAILURE() << "a hello nobody answered was taken";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("did not answer in 0.1 s"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(served_gpus(path, 100 * kMillisecond), Error);
+  // A signal ends a wait that has no deadline of its own.
+  std::thread signal([] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    request_interrupt(SIGTERM);
+  });
+  try {
+    ServeClient c(path, ClientHello{"c", 0, 0, "", 3600 * kSecond});
+    ADD_FAILURE() << "the hello outlived SIGTERM";
+  } catch (const Interrupted& e) {
+    EXPECT_EQ(e.signal(), SIGTERM);
+  }
+  signal.join();
+  clear_interrupt();
+  ::close(silent);
+}
+
 TEST(Serve, ASilentClientIsDroppedAndTheOthersGoOn) {
   TempDir dir;
   ServeOptions o = options(dir);
@@ -379,6 +517,64 @@ TEST(Serve, SmiAndMetricsDescribeTheEmulatedGpus) {
   EXPECT_EQ(reply.rfind("HTTP/1.0 200 OK", 0), 0u) << reply;
   EXPECT_NE(reply.find("DCGM_FI_DEV_GPU_UTIL{gpu=\"0\""), std::string::npos) << reply;
   EXPECT_NE(reply.find("DCGM_FI_DEV_FB_USED{gpu=\"1\""), std::string::npos) << reply;
+}
+
+// A request to the metrics endpoint on 127.0.0.1:port and its whole response.
+std::string http_exchange(int port, const std::string& request) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<std::uint16_t>(port));
+  ::inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    ::close(fd);
+    return "no connection";
+  }
+  (void)!::write(fd, request.data(), request.size());
+  std::string reply;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) reply.append(buf, static_cast<std::size_t>(n));
+  ::close(fd);
+  return reply;
+}
+
+// N6: a connection that trickles its headers (a slowloris) held the
+// endpoint, one connection at a time, until it stopped; others wait no
+// longer for it, and anything but GET /metrics is refused.
+TEST(Serve, ASlowMetricsPeerDoesNotHoldTheOthers) {
+  TempDir dir;
+  ServeOptions o = options(dir);
+  o.metrics = "127.0.0.1:0";
+  Served s(o);
+  const int port = s.server.metrics_port();
+  const int slow = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<std::uint16_t>(port));
+  ::inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  ASSERT_EQ(::connect(slow, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  std::atomic<bool> trickling{true};
+  std::thread trickle([&] {
+    const std::string start = "GET /metrics HTTP/1.1\r\n";
+    (void)!::send(slow, start.data(), start.size(), MSG_NOSIGNAL);
+    // A header line every 50 ms for 1.5 s.
+    for (int i = 0; i < 30 && trickling; ++i) {
+      (void)!::send(slow, "X-a: b\r\n", 8, MSG_NOSIGNAL);
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    trickling = false;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the slow one is in first
+  const std::string reply = http_exchange(port, "GET /metrics HTTP/1.1\r\n\r\n");
+  EXPECT_TRUE(trickling) << "the scrape was answered only after the slow peer was done";
+  EXPECT_EQ(reply.rfind("HTTP/1.0 200 OK", 0), 0u) << reply;
+  EXPECT_NE(reply.find("DCGM_FI_DEV_FB_USED"), std::string::npos) << reply;
+  EXPECT_EQ(http_exchange(port, "POST /admin HTTP/1.1\r\n\r\n").rfind("HTTP/1.0 405", 0), 0u);
+  EXPECT_EQ(http_exchange(port, "GET /secret HTTP/1.1\r\n\r\n").rfind("HTTP/1.0 404", 0), 0u);
+  EXPECT_EQ(http_exchange(port, "\r\n\r\n").rfind("HTTP/1.0 400", 0), 0u);
+  trickling = false;
+  trickle.join();
+  ::close(slow);
 }
 
 // N16: where the metrics endpoint listens, and whether other machines reach it.

@@ -16,6 +16,7 @@
 #include "gpemu/cost_model.h"
 #include "gpemu/error.h"
 #include "gpemu/share.h"
+#include "share/results.h"
 
 namespace gpemu {
 namespace {
@@ -159,7 +160,7 @@ TEST(JobsFile, BadInputIsNamedWithWhatIsAccepted) {
   EXPECT_NE(
       jobs_error(R"({"jobs": [{"model": "resnet50", "batch_size": 18446744073709551615}]})").find("an integer from 1"),
       std::string::npos);
-  EXPECT_NE(jobs_error(R"({"jobs": [{"compute_s": 0}]})").find("above 0"), std::string::npos);
+  EXPECT_NE(jobs_error(R"({"jobs": [{"compute_s": 0}]})").find("from 1e-09"), std::string::npos);
   EXPECT_NE(jobs_error(R"({"jobs": [{"model": "resnet50", "arrival_s": "soon"}]})").find("'arrival_s'"),
             std::string::npos);
   EXPECT_NE(jobs_error(R"({"jobs": [{"name": "a", "model": "x"}, {"name": "a", "model": "x"}]})").find("taken"),
@@ -173,6 +174,33 @@ TEST(JobsFile, BadInputIsNamedWithWhatIsAccepted) {
   EXPECT_EQ(ok.jobs[0].name, "job1");
   EXPECT_EQ(ok.jobs[0].job.batch_size, 32);
   EXPECT_EQ(ok.jobs[0].priority, 2);
+}
+
+// N15: what ran silently wrong: a step that rounds to no time, a key given
+// twice (JSON keeps the last), and "mean JCT 0.00 s" when no job finished.
+TEST(JobsFile, OddValuesThatRanSilentlyAreRefusedOrSaid) {
+  const std::string tiny = jobs_error(R"({"jobs": [{"compute_s": 1e-300, "iterations": 10}]})");
+  EXPECT_NE(tiny.find("'compute_s' is 1e-300: expected a number from 1e-09 and at most 3600"), std::string::npos)
+      << tiny;
+  EXPECT_EQ(parse_jobs(R"({"jobs": [{"compute_s": 1e-9}]})", "t").jobs.size(), 1u);
+  const std::string twice = jobs_error(R"({"jobs": [{"compute_s": 1, "iterations": 5, "iterations": 7}]})");
+  EXPECT_NE(twice.find("jobs.json: the key 'iterations' is given twice in one object"), std::string::npos) << twice;
+  EXPECT_NE(jobs_error(R"({"jobs": [{"compute_s": 1}], "jobs": [{"compute_s": 2}]})").find("'jobs' is given twice"),
+            std::string::npos);
+  // The same key in two objects is two keys.
+  EXPECT_EQ(parse_jobs(R"({"jobs": [{"name": "a", "compute_s": 1}, {"name": "b", "compute_s": 1}]})", "t").jobs.size(),
+            2u);
+  ShareResult none;
+  none.jobs.resize(2);
+  for (auto& j : none.jobs) j.error = "interrupted by SIGINT";
+  share_detail::sum_up(none);
+  EXPECT_EQ(mean_jct_text(none), "none: no job finished");
+  EXPECT_TRUE(share_json(none)["mean_jct_s"].is_null());
+  EXPECT_EQ(share_json(none)["jobs_finished"], 0);
+  none.jobs[1].error.clear();
+  none.jobs[1].jct_s = 2.5;
+  share_detail::sum_up(none);
+  EXPECT_EQ(mean_jct_text(none), "2.50 s (1 of 2 jobs finished)");
 }
 
 TEST(JobsFile, DatasetsQueuesAndCoresAreCheckedToo) {

@@ -24,16 +24,21 @@ def gpemu(*args, check=True):
     return subprocess.run([GPEMU, *args], check=check, capture_output=True, text=True, timeout=600)
 
 
-def run_script(body, *options):
-    """Runs `body` under gpemu torch; returns the JSON object it printed last."""
+def run_script_process(body, *options, script_args=()):
+    """Runs `body` under gpemu torch --clock virtual; returns the finished process."""
     with tempfile.TemporaryDirectory() as tmp:
         script = os.path.join(tmp, "script.py")
         with open(script, "w") as f:
             f.write("import json, torch\n" + textwrap.dedent(body))
-        out = gpemu("torch", "--clock", "virtual", *options, "--", script, check=False)
-        if out.returncode != 0:
-            raise AssertionError(f"script failed ({out.returncode}):\n{out.stdout}\n{out.stderr}")
-        return json.loads(out.stdout.strip().splitlines()[-1])
+        return gpemu("torch", "--clock", "virtual", *options, "--", script, *script_args, check=False)
+
+
+def run_script(body, *options):
+    """Runs `body` under gpemu torch; returns the JSON object it printed last."""
+    out = run_script_process(body, *options)
+    if out.returncode != 0:
+        raise AssertionError(f"script failed ({out.returncode}):\n{out.stdout}\n{out.stderr}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 class Devices(unittest.TestCase):
@@ -215,6 +220,44 @@ class Memory(unittest.TestCase):
         self.assertTrue(r["raised"])
         self.assertIn("CUDA out of memory", r["message"])
         self.assertEqual(r["allocated"], 0)
+
+    def test_a_memory_fraction_bounds_what_the_process_reserves(self):
+        # N14: set_per_process_memory_fraction was an AttributeError.
+        r = run_script("""
+            total = torch.cuda.get_device_properties(0).total_memory
+            torch.cuda.set_per_process_memory_fraction(0.25)
+            try:
+                torch.empty(total // 3, dtype=torch.uint8, device="cuda")
+                oom = False
+            except torch.cuda.OutOfMemoryError:
+                oom = True
+            fits = torch.empty(total // 5, dtype=torch.uint8, device="cuda").numel()
+            torch.cuda.set_per_process_memory_fraction(1.0)
+            more = torch.empty(total // 3, dtype=torch.uint8, device="cuda").numel()
+            print(json.dumps(dict(oom=oom, fits=fits, more=more, total=total)))
+        """, "--gpu", "v100")
+        self.assertTrue(r["oom"])
+        self.assertEqual(r["fits"], r["total"] // 5)
+        self.assertEqual(r["more"], r["total"] // 3)
+
+
+class HostSide(unittest.TestCase):
+    def test_printing_a_cuda_tensor_shows_its_host_values_and_ipc_says_it_is_not_emulated(self):
+        # N14: print(x) said "aten::masked_select has no shape rule", CUDA
+        # IPC "CUDA is not available".
+        r = run_script("""
+            x = torch.tensor([1.0, 2.5]).cuda()
+            try:
+                x.storage()._share_cuda_()
+                ipc = None
+            except RuntimeError as e:
+                ipc = str(e)
+            print(json.dumps(dict(s=str(x), big=repr(torch.empty(100000, device="cuda"))[:30], ipc=ipc)))
+        """)
+        self.assertEqual(r["s"], "tensor([1.0000, 2.5000], device='cuda:0')")
+        self.assertTrue(r["big"].startswith("tensor([0., 0., 0.,"), r["big"])
+        self.assertIn("CUDA IPC", r["ipc"])
+        self.assertIn("not emulated", r["ipc"])
 
 
 class ResNet50(unittest.TestCase):
@@ -465,6 +508,20 @@ if __name__ == "__main__":
 """
 
 
+# A rank's script up to its process group: main(rank, world, port, out)'s
+# first lines, the rest of main indented under them.
+RANK_HEAD = """
+import os, sys
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+
+def main(rank, world, port, out):
+    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
+    torch.cuda.set_device(rank)
+    dist.init_process_group("nccl", rank=rank, world_size=world)"""
+
+
 class Distributed(unittest.TestCase):
     def run_ranks(self, body, *options):
         with tempfile.TemporaryDirectory() as tmp:
@@ -515,18 +572,10 @@ class Distributed(unittest.TestCase):
         self.assertEqual(procs[1]["devices"][0]["kernels"], 0)  # rank 1 used cuda:1 only
         self.assertGreater(procs[1]["devices"][1]["kernels"], 0)
         self.assertEqual(self.report.count("communication:"), 2)
+        self.assertNotIn("do not share an emulated GPU", run.stderr)  # each rank on its own GPU
 
     def test_a_dead_rank_ends_the_run_with_an_error(self):
-        body = """
-import os, sys
-import torch.distributed as dist
-import torch.multiprocessing as mp
-
-
-def main(rank, world, port, out):
-    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
-    torch.cuda.set_device(rank)
-    dist.init_process_group("nccl", rank=rank, world_size=world)
+        body = RANK_HEAD + """
     if rank == 1:
         os._exit(3)
     t = torch.ones(4, device="cuda")
@@ -538,7 +587,78 @@ if __name__ == "__main__":
 """
         run, _ = self.run_ranks(body, "--gpus", "2")
         self.assertNotEqual(run.returncode, 0)
-        self.assertIn("exit code 3", run.stderr)
+        # mp.spawn names the first rank it sees end: rank 1 (exit code 3), or
+        # rank 0, which ends itself when its all_reduce cannot complete.
+        self.assertTrue("exit code 3" in run.stderr or "rank 1 (pid" in run.stderr, run.stderr)
+
+
+class Processes(unittest.TestCase):
+    def test_processes_on_one_gpu_are_told_they_do_not_share_it(self):
+        # N10: each process of a run emulates its own card; two on cuda:0
+        # would each hold a whole one, where a real GPU runs out of memory.
+        body = """
+import os, sys
+import torch.multiprocessing as mp
+
+
+def child():
+    torch.empty(1 << 20, device="cuda:0")
+
+
+if __name__ == "__main__":
+    held = torch.empty(1 << 20, device="cuda:0")
+    p = mp.get_context("spawn").Process(target=child)
+    p.start()
+    p.join()
+    print(json.dumps({"pid": os.getpid(), "child": p.pid, "code": p.exitcode}))
+"""
+        run = run_script_process(body)
+        self.assertEqual(run.returncode, 0, run.stderr)
+        r = json.loads(run.stdout.strip().splitlines()[-1])
+        self.assertEqual(r["code"], 0)
+        self.assertIn(f"process {r['child']} allocates on cuda:0, which process {r['pid']} of this run uses too",
+                      run.stderr)
+        self.assertIn("gpemu serve", run.stderr)
+        self.assertEqual(run.stderr.count("do not share an emulated GPU"), 1)
+
+
+class DeadPeer(unittest.TestCase):
+    def test_no_collective_completes_after_a_peer_died(self):
+        # N13: rank 0 went on for two more all_reduces after rank 1 died
+        # (c10d's Work.wait() does not raise its future's error). The ranks
+        # are started as torchrun starts them, so that nothing ends rank 0
+        # but gpemu.
+        body = RANK_HEAD + """
+    t = torch.ones(4, device="cuda")
+    for i in range(6):
+        dist.all_reduce(t)
+        torch.cuda.synchronize()
+        with open(f"{out}.{rank}", "w") as f:
+            json.dump(dict(done=i), f)
+        if rank == 1 and i == 2:
+            os._exit(7)
+
+
+if __name__ == "__main__":
+    ctx = mp.get_context("spawn")
+    ranks = [ctx.Process(target=main, args=(r, 2, int(sys.argv[1]), sys.argv[2])) for r in range(2)]
+    for p in ranks:
+        p.start()
+    for p in ranks:
+        p.join()
+    print(json.dumps(dict(codes=[p.exitcode for p in ranks])))
+"""
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "rank")
+            run = run_script_process(body, "--gpus", "2", script_args=(str(free_port()), out))
+            with open(f"{out}.0") as f:
+                last = json.load(f)["done"]
+        self.assertTrue(run.stdout.strip(), run.stderr)
+        codes = json.loads(run.stdout.strip().splitlines()[-1])["codes"]
+        self.assertEqual(codes, [1, 7], run.stderr)
+        self.assertEqual(last, 2)  # the all_reduce after rank 1's death never completed
+        self.assertIn("gpemu torch: rank 0: all_reduce cannot complete: rank 1 (pid", run.stderr)
+        self.assertIn("has exited", run.stderr)
 
 
 class LoaderSpans(unittest.TestCase):

@@ -101,11 +101,30 @@ def patch(torch):
     C._cuda_emptyCache = lambda: _ops.empty_cache()
     C._cuda_resetPeakMemoryStats = lambda d: _ops.reset_peak_memory_stats(d)
     C._cuda_resetAccumulatedMemoryStats = lambda d: None
+    C._cuda_setMemoryFraction = lambda fraction, d: _ops.set_memory_fraction(fraction, d)
     C._cuda_getArchFlags = lambda: None
     C._cuda_getCompiledVersion = lambda: 11070
     C._cuda_canDeviceAccessPeer = lambda a, b: True
     C._cuda_isInBadFork = lambda: False
     cuda._initialized = True
+
+    # What torch does with a CUDA tensor's values on the host (printing it)
+    # runs on its host copy: the values the host gave it, else zeros, as
+    # .cpu() gives them (N14: print(x) failed in masked_select).
+    tensor_str = torch._tensor_str._tensor_str
+
+    def _tensor_str(self, indent):
+        return tensor_str(self.cpu() if self.is_cuda else self, indent)
+
+    torch._tensor_str._tensor_str = _tensor_str
+
+    # CUDA IPC: each process emulates its own devices; no handle of one is
+    # any use in another.
+    def _share_cuda_(self, *args, **kwargs):
+        raise RuntimeError("gpemu torch: sharing a CUDA tensor with another process (CUDA IPC) is not emulated: each "
+                           "process has its own emulated GPU; send host tensors (.cpu()) instead")
+
+    torch.UntypedStorage._share_cuda_ = _share_cuda_
 
     def get_device_properties(device=None):
         d = _dev(torch, device)

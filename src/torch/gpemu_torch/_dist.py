@@ -22,7 +22,10 @@ collectives
 """
 import collections
 import datetime
+import os
+import sys
 import threading
+import time
 
 import torch
 
@@ -45,6 +48,37 @@ def _cuda_device(tensors, what):
     if len(devices) != 1:
         raise RuntimeError(f"{what}: expected tensors on one GPU per process, got cuda:{sorted(devices)}")
     return devices.pop()
+
+
+def _alive(pid):
+    """Whether process `pid` still runs (an exited one its parent has not
+    reaped yet is a zombie: not running)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _end_rank(rank, what, pids, error):
+    """A collective whose exchange failed: a peer died (gloo saw its
+    connection close) or the exchange broke. NCCL would wait for the peer
+    until the group's timeout, then its watchdog ends the process; the
+    collective never completes. A future's error is not raised by
+    Work.wait() (c10d's future-wrapping work only waits), so a script would
+    go on as if it had: this rank stops here, naming the rank that is gone."""
+    dead = []
+    for _ in range(50):  # the peer's exit may be a moment behind its closed connection
+        dead = [r for r, pid in enumerate(pids) if r != rank and not _alive(pid)]
+        if dead:
+            break
+        time.sleep(0.02)
+    who = (", ".join(f"rank {r} (pid {pids[r]})" for r in dead) + (" has" if len(dead) == 1 else " have") + " exited"
+           if dead else f"it failed ({(str(error).splitlines() or [type(error).__name__])[0]})")
+    sys.stderr.write(f"gpemu torch: rank {rank}: {what} cannot complete: {who}; NCCL would wait for it until the "
+                     f"process group's timeout and then end this process: rank {rank} stops here (exit 1)\n")
+    sys.stderr.flush()
+    os._exit(1)
 
 
 def _host_values(t):
@@ -115,7 +149,11 @@ def patch(torch):
             super().__init__(rank, size)
             self.options = options if options is not None else NcclOptions()
             timeout = getattr(self.options, "_timeout", datetime.timedelta(minutes=30))
-            self._gloo = dist.ProcessGroupGloo(dist.PrefixStore("gpemu-nccl/", store), rank, size, timeout)
+            prefixed = dist.PrefixStore("gpemu-nccl/", store)
+            self._gloo = dist.ProcessGroupGloo(prefixed, rank, size, timeout)
+            # Every rank's process id, to name the one that died (_end_rank).
+            prefixed.set(f"pid/{rank}", str(os.getpid()))
+            self._pids = [int(prefixed.get(f"pid/{r}")) for r in range(size)]
             self._comm_streams = {}
             self._in_order = _InOrder()
 
@@ -159,7 +197,7 @@ def patch(torch):
             # finish() runs on a gloo thread and must not hold the group: were
             # its closure the group's last reference, the gloo group would be
             # destroyed on its own thread, which joins itself.
-            world = self.size()
+            world, rank, pids = self.size(), self.rank(), self._pids
 
             def finish():
                 try:
@@ -177,9 +215,9 @@ def patch(torch):
                         result.set_result(tensors)
                     finally:
                         _ops.set_stream(device, saved)
-                except Exception as e:  # noqa: BLE001 - handed to the waiter
-                    if not result.done():
-                        result.set_exception(e)
+                except Exception as e:  # noqa: BLE001 - the collective cannot complete
+                    # Before the waiter could see the future done (and go on).
+                    _end_rank(rank, what, pids, e)
 
             in_order = self._in_order
             entry = in_order.add()
