@@ -255,12 +255,21 @@ def _scaling(grad_scaler, optimizer):
     return grad_scaler._get_scale_async(), sum(found.values())
 
 
+def _closure_loss(torch, closure):
+    """An optimizer step's closure, run with grad enabled (None without one)."""
+    if closure is None:
+        return None
+    with torch.enable_grad():
+        return closure()
+
+
+def _to(t, device):
+    return None if t is None else t.to(device, non_blocking=True)
+
+
 def _fused_adam_step(torch, kernel):
     def step(self, closure=None, grad_scaler=None):
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
+        loss = _closure_loss(torch, closure)
         grad_scale, found_inf = _scaling(grad_scaler, self)
         for g in self.param_groups:
             entries = []
@@ -280,8 +289,7 @@ def _fused_adam_step(torch, kernel):
                                 (p, p.grad, st["exp_avg"], st["exp_avg_sq"], st.get("max_exp_avg_sq"), st["step"])))
             beta1, beta2 = g["betas"]
             for (device, _), (ps, gs, ms, vs, mvs, steps) in _by_device_and_dtype(entries).items():
-                scale = None if grad_scale is None else grad_scale.to(device, non_blocking=True)
-                inf = None if found_inf is None else found_inf.to(device, non_blocking=True)
+                scale, inf = _to(grad_scale, device), _to(found_inf, device)
                 torch._foreach_add_(steps, 1)
                 kernel(ps, gs, ms, vs, mvs if g["amsgrad"] else [], steps, lr=float(g["lr"]), beta1=float(beta1),
                        beta2=float(beta2), weight_decay=float(g["weight_decay"]), eps=float(g["eps"]),
@@ -296,10 +304,7 @@ def _fused_adam_step(torch, kernel):
 
 def _fused_sgd_step(torch):
     def step(self, closure=None, grad_scaler=None):
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
+        loss = _closure_loss(torch, closure)
         grad_scale, found_inf = _scaling(grad_scaler, self)
         for g in self.param_groups:
             entries = []
@@ -314,8 +319,7 @@ def _fused_sgd_step(torch):
                     bufs = [torch.empty_like(grad) for grad in gs]
                     for p, b in zip(ps, bufs):
                         self.state[p]["momentum_buffer"] = b
-                scale = None if grad_scale is None else grad_scale.to(device, non_blocking=True)
-                inf = None if found_inf is None else found_inf.to(device, non_blocking=True)
+                scale, inf = _to(grad_scale, device), _to(found_inf, device)
                 _ops._fused_sgd_(ps, gs, bufs if momentum != 0 else [], weight_decay=float(g["weight_decay"]),
                                  momentum=momentum, lr=float(g["lr"]), dampening=float(g["dampening"]),
                                  nesterov=bool(g["nesterov"]), maximize=bool(g.get("maximize", False)),
