@@ -12,7 +12,9 @@ def predict_args(r):
     p = r['precision']
     prec = {'amp': 'amp', 'bf16': 'bf16'}.get(p, 'fp32')
     args = ['./build/gpemu', 'predict', '--gpu', 'h200', '--model', r['model'], '-b', r['batch_size'], '--precision', prec,
-            '--optimizer', 'adam' if r['optimizer'] == 'adamw' else 'sgd', '--torch', '2', '--json']
+            '--optimizer', 'adam' if r['optimizer'] == 'adamw' else 'sgd', '--torch', '2', '--json',
+            # measure.py keeps only the loss: F.cross_entropy(m(x), y), m(input_ids=ids, labels=ids).loss
+            '--keep-output', 'off']
     if r['seq_len']: args += ['--seq-len', r['seq_len']]
     if p == 'tf32': args += ['--matmul-precision', 'high']
     if p == 'fp32': args += ['--cudnn-tf32', 'off']

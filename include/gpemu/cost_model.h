@@ -964,6 +964,12 @@ struct ReplayOptions {
   // trace, torch 1.13). true drops those clones (GPEmu's V100/P100/M40 tables
   // were measured with the older PyTorch: docs/zoo-memory.md).
   bool legacy_inplace_hardtanh = false;
+  // true: the training loop holds the model's output until the step ends
+  // (`output = model(x); loss = criterion(output, y)` as imagenet's main.py
+  // and GPEmu's profiler write it; the zoo's trace). false: only the loss is
+  // kept (`F.cross_entropy(model(x), y)`, Hugging Face's `model(...).loss`):
+  // a forward result that no backward op reads dies at its last forward use.
+  bool keep_output = true;
   // Iterations replayed: the first is cold, the rest steady (>= 1).
   int iterations = 2;
   // After `iterations`, keep replaying steady iterations until one reserves

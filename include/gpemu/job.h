@@ -128,6 +128,9 @@ struct ModelSpec {
   // optimizer.zero_grad() keeps the .grad tensors (set_to_none=False, PyTorch
   // < 2.0's default and how GPEmu measured); false: set_to_none=True.
   bool keep_grads = true;
+  // The training loop holds the model's output until the step ends (as
+  // imagenet's main.py does); false: only the loss (zoo::ReplayOptions).
+  bool keep_output = true;
   std::int64_t seq_len = 0;  // sequence models; 0: the model's default
   // The program variant (matmul precision, AMP flavour, memory format,
   // attention, fused ops, micro-steps); nullopt: variant_from_precision
@@ -521,6 +524,7 @@ struct Prediction {
   zoo::Precision precision = zoo::Precision::FP32;
   zoo::Optimizer optimizer = zoo::Optimizer::SGD;
   bool keep_grads = true;
+  bool keep_output = true;      // ModelSpec::keep_output
   std::string program_variant;  // describe(variant)
   std::string host_profile;     // the host profile's name ("" : the GPU family's calibrated launch times)
   std::string step_sync;        // "phases" or "pipelined"

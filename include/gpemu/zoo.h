@@ -196,6 +196,8 @@ class ModelGraph {
   // writes it, or -1 when no op does. Used to create lazily allocated state
   // (optimizer buffers appear at their first use on the first step).
   std::vector<int> first_use(Precision precision = Precision::FP32, Optimizer optimizer = Optimizer::SGD) const;
+  // For each tensors() entry, the last op that reads or writes it, or -1.
+  std::vector<int> last_use(Precision precision = Precision::FP32, Optimizer optimizer = Optimizer::SGD) const;
   // Number of ops() / tensors() entries (independent of the shape).
   int op_count(Precision precision = Precision::FP32, Optimizer optimizer = Optimizer::SGD) const;
   int tensor_count(Precision precision = Precision::FP32, Optimizer optimizer = Optimizer::SGD) const;

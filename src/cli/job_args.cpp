@@ -32,8 +32,17 @@ void add_model_options(CLI::App* cmd, ModelArgs& a) {
                   "--torch 2)");
   cmd->add_option("--profiles", a.profiles, "Directory of measured profiles (GPEmu or gpemu layout)");
   add_task_option(cmd, a.task);
+  add_keep_output_option(cmd, a.keep_output);
   add_variant_flags(cmd, a.variant);
   add_torch_options(cmd, a.torch, a.host);
+}
+
+void add_keep_output_option(CLI::App* cmd, std::string& keep_output) {
+  cmd->add_option("--keep-output", keep_output,
+                  "on: the training loop holds the model's output until the step ends (output = model(x); loss = "
+                  "criterion(output, y), as imagenet's main.py); off: only the loss is kept "
+                  "(F.cross_entropy(model(x), y), Hugging Face's model(...).loss): peak memory")
+      ->capture_default_str();
 }
 
 ModelSpec model_spec(const ModelArgs& a) {
@@ -56,6 +65,13 @@ ModelSpec model_spec(const ModelArgs& a) {
                     "(set_to_none=True, PyTorch >= 2.0 default)",
                     a.zero_grad));
   m.sync = preset.sync;
+  if (a.keep_output == "on" || a.keep_output == "off")
+    m.keep_output = a.keep_output == "on";
+  else
+    throw InputError(
+        fmt::format("unknown --keep-output '{}': expected on (the loop holds the model's output to the "
+                    "step's end) or off (only the loss is kept)",
+                    a.keep_output));
   if (!a.host.empty())
     m.host = find_host(a.host, "--host");
   else if (preset.default_host)

@@ -25,16 +25,19 @@ struct ModelArgs {
   std::int64_t seq_len = 0;
   std::string precision = "fp32", optimizer = "sgd", zero_grad;  // zero_grad "": the --torch preset's
   std::string profiles;
-  std::string torch = "1";      // --torch: the PyTorch major version whose defaults the program takes
-  std::string host;             // --host: a host profile's name or file ("": the --torch preset's)
-  std::string task;             // --task: BERT's heads (task_model)
-  ProgramVariantNames variant;  // --matmul-precision, --amp, ... (cli/variant_flags.h)
+  std::string torch = "1";         // --torch: the PyTorch major version whose defaults the program takes
+  std::string host;                // --host: a host profile's name or file ("": the --torch preset's)
+  std::string task;                // --task: BERT's heads (task_model)
+  std::string keep_output = "on";  // --keep-output: the loop holds the model's output to the step's end
+  ProgramVariantNames variant;     // --matmul-precision, --amp, ... (cli/variant_flags.h)
 };
 // Registers --gpu ... --profiles, --task and the program-variant flags.
 void add_model_options(CLI::App* cmd, ModelArgs& a);
 // InputError naming the flag for unknown values. The model is task_model(model,
 // task); the variant is to_variant(variant, precision), set with set_program_variant.
 ModelSpec model_spec(const ModelArgs& a);
+// Registers --keep-output (ModelArgs::keep_output).
+void add_keep_output_option(CLI::App* cmd, std::string& keep_output);
 // The layered cost model (measured profiles where they apply, then the
 // analytical model) for this model spec; `note` hears why profiles were set
 // aside when they were.

@@ -32,6 +32,7 @@ struct PredictArgs {
   bool max_batch = false;
   bool json = false;
   std::string task;
+  std::string keep_output = "on";
   VariantFlags variant;
 };
 
@@ -46,6 +47,7 @@ PredictRequest request(const PredictArgs& a) {
   m.torch = a.torch;
   m.host = a.host;
   m.task = a.task;
+  m.keep_output = a.keep_output;
   m.variant = a.variant;
   PredictRequest r;
   r.gpu = &find_gpu(a.gpu);
@@ -156,6 +158,7 @@ void add_predict_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--json", a->json, "Machine-readable output");
   add_task_option(cmd, a->task);
+  add_keep_output_option(cmd, a->keep_output);
   add_variant_flags(cmd, a->variant);
   add_torch_options(cmd, a->torch, a->host);
   cmd->callback([a] { predict(*a); });

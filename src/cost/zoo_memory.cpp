@@ -45,6 +45,15 @@ ZooMemoryPlan zoo_memory_plan(const ModelGraph& model, Shape shape, const Replay
   const std::vector<TensorLife> tensors = model.tensors(shape, options.precision, options.optimizer);
   const std::vector<OpCost> ops = model.ops(shape, options.precision, options.optimizer);
   const std::vector<int> first_use = model.first_use(options.precision, options.optimizer);
+  const std::vector<int> last_use = model.last_use(options.precision, options.optimizer);
+  // A forward result that outlives the forward and that no later op reads is
+  // held only by the script (the model's output): without keep_output it dies
+  // at its last forward use.
+  const auto script_held = [&](const TensorLife& t, int i) {
+    const int u = last_use[i];
+    return !options.keep_output && t.role == Role::Act && t.alloc >= 0 && ops[t.alloc].phase == Phase::Forward &&
+           (t.free < 0 || ops[t.free].phase != Phase::Forward) && u >= 0 && ops[u].phase == Phase::Forward;
+  };
   const int n = static_cast<int>(ops.size());
   const int end = n;  // the iteration's end
 
@@ -99,7 +108,7 @@ ZooMemoryPlan zoo_memory_plan(const ModelGraph& model, Shape shape, const Replay
       }
       continue;
     }
-    const int f = t.free >= 0 ? t.free : end;
+    const int f = script_held(t, i) ? last_use[i] : t.free >= 0 ? t.free : end;
     for (Buckets* b : {&first, &steady}) {
       b->alloc(t.alloc, i);
       b->free(f, i);

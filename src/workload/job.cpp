@@ -380,6 +380,7 @@ Job::Job(Clock& clock, const CostModel& costs, JobSpec spec)
     plan_->replay.precision = spec_.compute.model.precision;
     plan_->replay.optimizer = spec_.compute.model.optimizer;
     plan_->replay.keep_grads = spec_.compute.model.keep_grads;
+    plan_->replay.keep_output = spec_.compute.model.keep_output;
   }
   const VariationOptions fwd = with_cv(spec_.compute.variation, cost_.forward_cv);
   const VariationOptions bwd = with_cv(spec_.compute.variation, cost_.backward_cv);

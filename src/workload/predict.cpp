@@ -46,6 +46,7 @@ zoo::ReplayOptions replay_options(const ModelSpec& m) {
   o.precision = m.precision;
   o.optimizer = m.optimizer;
   o.keep_grads = m.keep_grads;
+  o.keep_output = m.keep_output;
   return o;
 }
 
@@ -125,6 +126,7 @@ Prediction base_prediction(const PredictRequest& r) {
   p.precision = r.model.precision;
   p.optimizer = r.model.optimizer;
   p.keep_grads = r.model.keep_grads;
+  p.keep_output = r.model.keep_output;
   p.program_variant = describe(program_variant(r.model));
   return p;
 }
@@ -252,6 +254,7 @@ nlohmann::json prediction_json(const Prediction& p) {
          {"precision", std::string(zoo::to_string(p.precision))},
          {"optimizer", std::string(zoo::to_string(p.optimizer))},
          {"zero_grad", zero_grad_name(p.keep_grads)},
+         {"keep_output", p.keep_output},
          {"capacity_mib", mib(p.capacity_bytes)},
          {"max_batch", p.max_batch.value_or(0)},
          {"peak_allocated_mib", mib(p.peak_allocated_bytes)},
@@ -268,6 +271,7 @@ nlohmann::json prediction_json(const Prediction& p) {
        {"precision", std::string(zoo::to_string(p.precision))},
        {"optimizer", std::string(zoo::to_string(p.optimizer))},
        {"zero_grad", zero_grad_name(p.keep_grads)},
+       {"keep_output", p.keep_output},
        {"program_variant", p.program_variant},
        {"host_profile", p.host_profile.empty() ? std::string("calibrated family launch times") : p.host_profile},
        {"step_sync", p.step_sync},

@@ -65,6 +65,7 @@ struct GraphPlan {
   std::array<std::pair<int, int>, 3> ranges{};
   std::vector<std::pair<int, int>> param_grad;  // indices into tensors
   std::vector<int> first_use;                   // per tensor: first op using it, -1: none
+  std::vector<int> last_use;                    // per tensor: last op using it, -1: none
 };
 
 struct ModelGraph::Impl {
@@ -333,11 +334,15 @@ GraphPlan build_plan(const ModelGraph::Impl& g, const Variant& v, const Table& s
   }
   for (auto [param, grad] : v.param_grad) p.param_grad.emplace_back(tensor_index[param], tensor_index[grad]);
   p.first_use.assign(p.tensors.size(), -1);
+  p.last_use.assign(p.tensors.size(), -1);
   for (int k = n_all - 1; k >= 0; --k) {
     if (drop[k]) continue;
     for (const auto* l : {&op_ins(k), &op_outs(k)})
       for (int t : *l)
-        if (tensor_index[t] >= 0) p.first_use[tensor_index[t]] = new_index[k];
+        if (tensor_index[t] >= 0) {
+          p.first_use[tensor_index[t]] = new_index[k];
+          if (p.last_use[tensor_index[t]] < 0) p.last_use[tensor_index[t]] = new_index[k];
+        }
   }
   return p;
 }
@@ -592,6 +597,10 @@ std::array<PhaseTotals, 3> ModelGraph::phase_totals(Shape shape, Precision preci
 
 std::vector<int> ModelGraph::first_use(Precision precision, Optimizer optimizer) const {
   return impl_->plan(precision, optimizer).first_use;
+}
+
+std::vector<int> ModelGraph::last_use(Precision precision, Optimizer optimizer) const {
+  return impl_->plan(precision, optimizer).last_use;
 }
 
 int ModelGraph::op_count(Precision precision, Optimizer optimizer) const {

@@ -327,6 +327,25 @@ TEST(CliValidate, StepTimesAndProfilesAreOneOrTheOther) {
   EXPECT_NE(bad.err.find("confidence"), std::string::npos) << bad.err;
 }
 
+// --keep-output off: measure.py's `m(input_ids=ids, labels=ids).loss` drops
+// BERT's MLM logits once the loss is computed; the same time, less memory.
+TEST(CliPredict, KeepOutputOffDropsTheLogitsAfterTheLoss) {
+  const std::string base = "predict --gpu h200 --model bert_base -b 8 --seq-len 128 --optimizer adam --torch 2 --json";
+  const Output kept = gpemu(base), dropped = gpemu(base + " --keep-output off");
+  ASSERT_EQ(kept.status, 0) << kept.err;
+  ASSERT_EQ(dropped.status, 0) << dropped.err;
+  const auto k = nlohmann::json::parse(kept.out), d = nlohmann::json::parse(dropped.out);
+  EXPECT_EQ(k["keep_output"], true);
+  EXPECT_EQ(d["keep_output"], false);
+  EXPECT_EQ(k["iteration_ms"], d["iteration_ms"]);
+  // The FP32 logits are 8 x 128 x 30522 x 4 bytes = 119.2 MiB.
+  EXPECT_GT(k["peak_allocated_mib"].get<double>() - d["peak_allocated_mib"].get<double>(), 60.0);
+  const Output bad = gpemu("predict --gpu h200 --model bert_base -b 8 --keep-output maybe");
+  EXPECT_NE(bad.status, 0);
+  EXPECT_NE(bad.err.find("--keep-output 'maybe'"), std::string::npos) << bad.err;
+  EXPECT_EQ(bad.err.find('\n'), bad.err.size() - 1) << bad.err;
+}
+
 TEST(CliPredict, VariantFlagsChangeTheProgram) {
   const Output highest =
       gpemu("predict --gpu A100-SXM4-80GB --model bert_base --task squad -b 32 --seq-len 384 --json");

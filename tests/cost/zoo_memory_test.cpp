@@ -25,6 +25,11 @@ namespace fs = std::filesystem;
 constexpr double kMiB = 1024.0 * 1024.0;
 constexpr std::uint64_t kGiB = 1ull << 30;
 
+// The phase of the op a release belongs to (ops.size(): the step's end).
+Phase phase_of_free(const std::vector<OpCost>& ops, int op) {
+  return op >= 0 && op < static_cast<int>(ops.size()) ? ops[op].phase : Phase::Optimizer;
+}
+
 TEST(ZooMemoryPlan, EventsBalanceWithinAnIteration) {
   const ModelGraph& g = load_model("resnet18");
   for (bool keep : {true, false}) {
@@ -139,6 +144,47 @@ TEST(ZooMemoryReplay, UntilSteadyReplaysUntilTheAllocatorRepeats) {
   EXPECT_EQ(replay_memory(g, Shape{32, 0}, CachingAllocator::kUnlimited, capped).iterations_replayed, 2);
   capped.max_iterations = 0;
   EXPECT_THROW(replay_memory(g, Shape{32, 0}, CachingAllocator::kUnlimited, capped), InputError);
+}
+
+// Without keep_output the forward results that only the script holds die at
+// their last forward use: BERT's MLM logits (B x S x vocab, FP32), which the
+// zoo's loop keeps to the end of the step and `model(...).loss` drops once
+// the loss is computed; autograd's saved tensors stay (a backward op reads them).
+TEST(ZooMemoryPlan, WithoutKeepOutputTheLogitsDieAtTheLoss) {
+  const ModelGraph& g = load_model("bert_base");
+  const Shape shape{2, 128};
+  const std::vector<TensorLife> tensors = g.tensors(shape);
+  const std::vector<OpCost> ops = g.ops(shape);
+  ReplayOptions kept, dropped;
+  dropped.keep_output = false;
+  const ZooMemoryPlan a = zoo_memory_plan(g, shape, kept), b = zoo_memory_plan(g, shape, dropped);
+  ASSERT_EQ(a.steady_iteration.size(), b.steady_iteration.size());
+  auto frees = [](const ZooMemoryPlan& p) {
+    std::map<int, int> f;
+    for (const MemoryEvent& e : p.steady_iteration)
+      if (!e.alloc) f[e.slot] = e.op;
+    return f;
+  };
+  const std::map<int, int> fa = frees(a), fb = frees(b);
+  std::uint64_t largest = 0;
+  for (const auto& [slot, op] : fb) {
+    if (op == fa.at(slot)) continue;
+    const TensorLife& t = tensors.at(a.slot_tensor.at(slot));
+    EXPECT_EQ(t.role, Role::Act);
+    EXPECT_EQ(ops.at(op).phase, Phase::Forward);                 // now dies in the forward
+    EXPECT_NE(phase_of_free(ops, fa.at(slot)), Phase::Forward);  // was kept past it
+    largest = std::max(largest, t.bytes);
+  }
+  EXPECT_EQ(largest, 2ull * 128 * 30522 * 4);  // the logits
+  const MemoryReplay ra = replay_memory(g, shape, CachingAllocator::kUnlimited, kept);
+  const MemoryReplay rb = replay_memory(g, shape, CachingAllocator::kUnlimited, dropped);
+  EXPECT_LT(rb.peak_allocated_bytes + largest / 2, ra.peak_allocated_bytes);
+  // A CNN's output is its B x 1000 logits: the peak hardly moves.
+  const ModelGraph& r = load_model("resnet18");
+  const MemoryReplay ca = replay_memory(r, Shape{32, 0}, CachingAllocator::kUnlimited, kept);
+  const MemoryReplay cb = replay_memory(r, Shape{32, 0}, CachingAllocator::kUnlimited, dropped);
+  EXPECT_LE(cb.peak_allocated_bytes, ca.peak_allocated_bytes);
+  EXPECT_LE(ca.peak_allocated_bytes - cb.peak_allocated_bytes, 2ull << 20);
 }
 
 TEST(ZooMemoryReplay, LaterIterationsCanNeedMoreThanTheFirstTwo) {
