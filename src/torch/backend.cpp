@@ -188,7 +188,7 @@ bool transposes_nchw(std::string_view name, const OpProgram::Op& op, c10::ArrayR
 
 void charge(int device, std::string_view name, c10::ArrayRef<c10::IValue> args, c10::ArrayRef<c10::IValue> outs,
             const c10::FunctionSchema* schema = nullptr) {
-  const OpProgram::Op op = live_op(name, current_section(), args, outs);
+  const OpProgram::Op op = live_op(name, current_section(), args, outs, schema);
   const at::Context& ctx = at::globalContext();
   bool cpp_loop = t_cpp_loop_depth > 0;
   if (cpp_loop && t_cpp_call_first) {

@@ -429,8 +429,15 @@ double op_flops(std::string_view name, zoo::OpClass cls, c10::ArrayRef<c10::IVal
   return per * n;
 }
 
-double op_bytes(std::string_view name, c10::ArrayRef<c10::IValue> args, c10::ArrayRef<c10::IValue> outs) {
+double op_bytes(std::string_view name, c10::ArrayRef<c10::IValue> args, c10::ArrayRef<c10::IValue> outs,
+                const c10::FunctionSchema* schema) {
   const bool write_only_self = has(kWriteOnlySelf, name);
+  // torch's structured ops reach an emulated device through their out=
+  // overload (threshold_backward.grad_input, add.out, ...): the output is an
+  // argument there, written, not read.
+  auto out_argument = [schema](std::size_t i) {
+    return schema != nullptr && i < schema->arguments().size() && schema->arguments()[i].is_out();
+  };
   // Each tensor counted once per side (an op has a handful: a linear scan).
   std::vector<const void*> seen;
   auto first_time = [&seen](const at::Tensor& t) {
@@ -441,7 +448,7 @@ double op_bytes(std::string_view name, c10::ArrayRef<c10::IValue> args, c10::Arr
   };
   double read = 0, written = 0;
   for_each_tensor(args, [&](std::size_t i, const at::Tensor& t) {
-    if (first_time(t) && !(write_only_self && i == 0)) read += unique_bytes(t);
+    if (first_time(t) && !(write_only_self && i == 0) && !out_argument(i)) read += unique_bytes(t);
   });
   seen.clear();
   for_each_tensor(outs, [&](std::size_t, const at::Tensor& t) {
@@ -455,7 +462,7 @@ double op_bytes(std::string_view name, c10::ArrayRef<c10::IValue> args, c10::Arr
 }
 
 OpProgram::Op live_op(std::string_view name, OpProgram::Section section, c10::ArrayRef<c10::IValue> args,
-                      c10::ArrayRef<c10::IValue> outs) {
+                      c10::ArrayRef<c10::IValue> outs, const c10::FunctionSchema* schema) {
   const zoo::OpClass cls = classify(name, section == OpProgram::Section::Optimizer);
   OpProgram::Op op;
   op.section = section;
@@ -475,7 +482,7 @@ OpProgram::Op live_op(std::string_view name, OpProgram::Section section, c10::Ar
   if (first == at::kHalf) op.math = OpProgram::Math::F16;
   if (first == at::kBFloat16) op.math = OpProgram::Math::BF16;
   op.flops0 = op_flops(name, cls, args, outs);
-  op.bytes0 = op_bytes(name, args, outs);
+  op.bytes0 = op_bytes(name, args, outs, schema);
   op.attention = has(kAttention, name);
   // One multi-tensor call (a foreach or fused optimizer kernel, GradScaler's
   // unscale and update): issued at the host's foreach cost, as predict's

@@ -5,6 +5,7 @@
 // tests/python/test_torch_backend.py checks the two tables agree.
 #pragma once
 
+#include <ATen/core/function_schema.h>
 #include <ATen/core/ivalue.h>
 
 #include <string_view>
@@ -24,12 +25,14 @@ double op_flops(std::string_view name, zoo::OpClass cls, c10::ArrayRef<c10::IVal
                 c10::ArrayRef<c10::IValue> outs);
 
 // Bytes the op reads (its tensor arguments, except a first argument that
-// WRITE_ONLY_SELF ops overwrite without reading) and writes (its outputs).
-double op_bytes(std::string_view name, c10::ArrayRef<c10::IValue> args, c10::ArrayRef<c10::IValue> outs);
+// WRITE_ONLY_SELF ops overwrite without reading, and the out= arguments of
+// an out= overload, which `schema` names) and writes (its outputs).
+double op_bytes(std::string_view name, c10::ArrayRef<c10::IValue> args, c10::ArrayRef<c10::IValue> outs,
+                const c10::FunctionSchema* schema = nullptr);
 
 // The analytical model's op: kind from the class, math from the dtype of the
 // first tensor argument (f16 / bf16 run on tensor cores), FLOPs and bytes.
 OpProgram::Op live_op(std::string_view name, OpProgram::Section section, c10::ArrayRef<c10::IValue> args,
-                      c10::ArrayRef<c10::IValue> outs);
+                      c10::ArrayRef<c10::IValue> outs, const c10::FunctionSchema* schema = nullptr);
 
 }  // namespace gpemu::torch_backend
