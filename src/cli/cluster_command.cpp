@@ -24,6 +24,7 @@ struct ClusterArgs {
   double round_s = 300;
   std::vector<double> las_queues = {3600};
   double starvation = 0;
+  double allox_alpha = 0.5;
   bool no_checkpoint_cost = false;
   std::string json, csv, report;
 };
@@ -57,7 +58,9 @@ void run_cluster(const ClusterArgs& a) {
   las.queue_limits_gpu_s = a.las_queues;
   if (las.queue_limits_gpu_s.size() == 1 && las.queue_limits_gpu_s[0] == 0) las.queue_limits_gpu_s.clear();
   las.starvation_factor = a.starvation;
-  auto policy = cluster::make_policy(a.policy, las);
+  cluster::AlloxOptions allox;
+  allox.alpha = a.allox_alpha;
+  auto policy = cluster::make_policy(a.policy, las, allox);
   cluster::SimOptions o;
   o.round_s = a.round_s;
   o.cpu = cluster::parse_cpu_allocation(a.cpu);
@@ -114,8 +117,9 @@ void add_cluster_command(CLI::App& app) {
   cmd->add_option("--cluster", a->cluster, "Cluster file (JSON: nodes with GPU model, GPUs, cores, DRAM)");
   cmd->add_option("--trace", a->trace, "Trace file (CSV: one job a line)");
   cmd->add_option("--policy", a->policy,
-                  "fifo, srtf, las (Tiresias' discretised 2D-LAS) drf-fifo (DRF between users, FIFO within one) or "
-                  "timeslice (Gandiva's turns)")
+                  "fifo, srtf, las (Tiresias' discretised 2D-LAS), drf-fifo (DRF between users, FIFO within one), "
+                  "drf (DRF, shortest job on either configuration), allox (AlloX's min-cost matching to GPU or CPU) "
+                  "or timeslice (Gandiva's turns)")
       ->capture_default_str();
   cmd->add_option("--cpu-allocation", a->cpu, "prop (GPU-proportional cores) or tune (Synergy-Tune)")
       ->capture_default_str();
@@ -124,6 +128,9 @@ void add_cluster_command(CLI::App& app) {
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--starvation", a->starvation, "LAS starvation factor (0: off)")->capture_default_str();
+  cmd->add_option("--allox-alpha", a->allox_alpha,
+                  "AlloX: the share of users (least fairness score) matched each round")
+      ->capture_default_str();
   cmd->add_flag("--no-checkpoint-cost", a->no_checkpoint_cost, "Preemption and migration cost nothing");
   cmd->add_option("--clock", a->clock, "virtual (the only one a cluster runs on)")->capture_default_str();
   cmd->add_option("--json", a->json, "Write every figure as JSON to this file ('-': stdout)");

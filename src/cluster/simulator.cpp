@@ -39,6 +39,7 @@ struct Active {
   double iter_s = 0;
   double overhead_s = 0;  // checkpoint I/O still to do before iterating
   bool ran_before = false;
+  bool on_cpu = false, was_on_cpu = false;  // on its CPU configuration this round, last round
 };
 
 // The smallest node count >= spanned that splits the GPUs evenly with at most
@@ -66,6 +67,7 @@ class Simulation {
       max_per_node_ = std::max(max_per_node_, kind.gpus);
     }
     total_gpus_ = c.total_gpus();
+    for (const auto& j : t.jobs) cpu_configs_ = cpu_configs_ || j.cpu_config_cpus > 0;
     for (std::size_t m = 0; m < model_gpu_.size(); ++m) index_.emplace_back(max_per_node_, nodes_.size());
     for (std::size_t n = 0; n < nodes_.size(); ++n)
       index_[static_cast<std::size_t>(nodes_[n].model)].insert(n, nodes_[n].gpus);
@@ -97,8 +99,12 @@ class Simulation {
         round = std::max(round + 1, static_cast<std::int64_t>(std::ceil(trace_.jobs[next].arrival_s / R)));
         continue;
       }
-      for (std::size_t k = 0; k < active_.size(); ++k)
-        states_[k].remaining_s = active_[k].remaining_iters * active_[k].fair_iter_s;
+      for (std::size_t k = 0; k < active_.size(); ++k) {
+        const Active& a = active_[k];
+        states_[k].remaining_s = a.remaining_iters * a.fair_iter_s;
+        states_[k].remaining_cpu_s = a.remaining_iters * trace_.jobs[a.trace_index].cpu_step_s;
+        states_[k].use_cpu = false;
+      }
       order.resize(active_.size());
       for (std::size_t k = 0; k < order.size(); ++k) order[k] = k;
       ClusterView view{now, R, total_gpus_, total_cpus_, 0, &states_};
@@ -186,15 +192,23 @@ class Simulation {
       }
       a.previous = std::move(a.placement);
       a.placement.clear();
+      a.was_on_cpu = a.on_cpu;
+      a.on_cpu = false;
     }
     bool waiting = false;
-    long free_total = total_gpus_;
+    long free_total = total_gpus_, free_cpus = total_cpus_;
     for (std::size_t k : order) {
       Active& a = active_[k];
       const TraceJob& j = trace_.jobs[a.trace_index];
+      if (states_[k].use_cpu && j.cpu_config_cpus > 0) {
+        a.on_cpu = free_cpus >= j.cpu_config_cpus;
+        waiting = waiting || !a.on_cpu;
+        if (a.on_cpu) free_cpus -= j.cpu_config_cpus;
+        continue;
+      }
       if (free_total < j.gpus) {
         waiting = true;
-        if (free_total == 0) break;
+        if (free_total == 0 && !cpu_configs_) break;
         continue;
       }
       if (!place_job(a, j)) {
@@ -202,6 +216,11 @@ class Simulation {
         continue;
       }
       free_total -= j.gpus;
+      if (j.cpus > 0) {
+        free_cpus -= j.cpus;
+      } else {
+        for (const Slice& s : a.placement) free_cpus -= nodes_[s.node].cpus * s.gpus / nodes_[s.node].gpus;
+      }
     }
     return waiting;
   }
@@ -250,8 +269,15 @@ class Simulation {
       tune(order);
     }
     for (auto& a : active_) {
-      if (a.placement.empty()) continue;
       const TraceJob& j = trace_.jobs[a.trace_index];
+      if (a.on_cpu) {  // its CPU configuration: its cores, its step time there
+        if (!a.was_on_cpu && a.ran_before && o_.checkpoint_cost) a.overhead_s += 2 * checkpoint_s_per_gpu_ * j.gpus;
+        a.alloc = Allocation{};
+        a.alloc.cpus = j.cpu_config_cpus;
+        a.iter_s = j.cpu_step_s;
+        continue;
+      }
+      if (a.placement.empty()) continue;
       Allocation al;
       al.gpu = nodes_[a.placement.front().node].gpu;
       al.decode_us = nodes_[a.placement.front().node].decode_us;
@@ -261,11 +287,11 @@ class Simulation {
       for (const Slice& s : a.placement) al.cpus += s.cpus;
       al.cpus = std::max(1, al.cpus);
       const bool moved =
-          a.placement.size() != a.previous.size() ||
+          a.was_on_cpu || a.placement.size() != a.previous.size() ||
           !std::equal(a.placement.begin(), a.placement.end(), a.previous.begin(),
                       [](const Slice& x, const Slice& y) { return x.node == y.node && x.gpus == y.gpus; });
       if (moved && a.ran_before && o_.checkpoint_cost) a.overhead_s += 2 * checkpoint_s_per_gpu_ * j.gpus;
-      if (moved || al.cpus != a.alloc.cpus || a.iter_s == 0) {
+      if (moved || al.cpus != a.alloc.cpus || a.iter_s == 0 || a.alloc.gpu == nullptr) {
         a.alloc = al;
         a.iter_s = speed_.iteration_s(j, al);
       }
@@ -324,7 +350,7 @@ class Simulation {
       Active& a = active_[k];
       JobState& st = states_[k];
       JobResult& r = out.jobs[a.trace_index];
-      const bool placed = !a.placement.empty();
+      const bool placed = !a.placement.empty() || a.on_cpu;
       if (placed && !st.running && a.ran_before) ++r.preemptions;  // resumes after a preemption
       if (!placed) {
         if (st.running) st.last_run_end_s = now;
@@ -333,8 +359,10 @@ class Simulation {
         continue;
       }
       if (r.start_s < 0) r.start_s = now;
+      if (!st.running) a.overhead_s += cluster_.job_start_s;
       a.ran_before = true;
       st.running = true;
+      st.ran_on_cpu = r.on_cpu = a.on_cpu;
       const double overhead = std::min(span, a.overhead_s);
       a.overhead_s -= overhead;
       const double compute = span - overhead;
@@ -347,7 +375,7 @@ class Simulation {
       } else {
         a.remaining_iters -= can;
       }
-      const int gpus = trace_.jobs[a.trace_index].gpus;
+      const int gpus = a.on_cpu ? 0 : trace_.jobs[a.trace_index].gpus;
       r.gpu_s += gpus * held;
       r.cpu_s += a.alloc.cpus * held;
       st.attained_gpu_s += gpus * held;
@@ -375,8 +403,10 @@ class Simulation {
     if (o_.util_every_s > 0 && !out.utilisation.empty() && now < out.utilisation.back().t_s + o_.util_every_s) return;
     UtilSample u;
     u.t_s = now;
-    for (const Active& a : active_)
+    for (const Active& a : active_) {
       for (const Slice& s : a.placement) u.busy_gpus += s.gpus, u.busy_cpus += s.cpus;
+      if (a.on_cpu) u.busy_cpus += a.alloc.cpus;
+    }
     u.active_jobs = static_cast<int>(active_.size());
     out.utilisation.push_back(u);
   }
@@ -399,6 +429,7 @@ class Simulation {
   std::vector<const GpuSpec*> model_gpu_;
   std::vector<detail::FreeGpuIndex> index_;
   int max_per_node_ = 0, total_gpus_ = 0, total_cpus_ = 0;
+  bool cpu_configs_ = false;  // some job of the trace has a CPU configuration
   double checkpoint_s_per_gpu_ = 0;
   std::vector<Active> active_;
   std::vector<JobState> states_;

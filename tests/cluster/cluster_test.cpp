@@ -176,6 +176,91 @@ TEST(Simulation, DrfFifoServesTheUserWithTheLeastDominantShare) {
   EXPECT_EQ(by_drf.policy, "drf-fifo");
 }
 
+// One GPU and 16 cores: a GPU job holds its 4 cores; a CPU configuration
+// takes 8 of the 12 left (one CPU machine for AlloX). Rounds of 5 s.
+constexpr const char* kHybrid = R"({"nodes": [{"gpu": "v100", "gpus": 1, "cpus": 16}], "checkpoint_gib": 0})";
+ClusterRun run_hybrid(const std::string& jobs, const std::string& policy) {
+  const auto c = parse_cluster(kHybrid, "c.json");
+  JobSpeed speed;
+  auto p = make_policy(policy);
+  SimOptions o;
+  o.round_s = 5;
+  return simulate(
+      c, parse_trace("job,arrival_s,gpus,iterations,step_s,cpus,cpu_config_cpus,cpu_step_s\n" + jobs, "t.csv", c), *p,
+      o, speed);
+}
+
+TEST(Simulation, DrfRunsEachJobOnItsFasterConfigurationShortestFirst) {
+  // long: 100 s on the GPU, 50 s on 8 cores; short: 10 s on the GPU only.
+  const std::string jobs = "long,0,1,1,100,4,8,50\nshort,0,1,1,10,4,,\n";
+  const auto drf = run_hybrid(jobs, "drf");
+  EXPECT_DOUBLE_EQ(drf.jobs[1].finish_s, 10);
+  EXPECT_DOUBLE_EQ(drf.jobs[0].finish_s, 50);  // at once, on its CPU configuration
+  EXPECT_TRUE(drf.jobs[0].on_cpu);
+  EXPECT_DOUBLE_EQ(drf.jobs[0].gpu_s, 0);
+  EXPECT_DOUBLE_EQ(drf.jobs[0].cpu_s, 8 * 50);
+  const auto fifo = run_hybrid(jobs, "drf-fifo");  // arrival order, on GPUs
+  EXPECT_DOUBLE_EQ(fifo.jobs[0].finish_s, 100);
+  EXPECT_DOUBLE_EQ(fifo.jobs[1].finish_s, 110);
+  EXPECT_FALSE(fifo.jobs[0].on_cpu);
+}
+
+TEST(Simulation, AlloxMatchesJobsToMachinesForTheLeastTotalCompletionTime) {
+  // GPU / CPU seconds: a 10 / 100, b 30 / 35, c 20 / 1000. The least sum of
+  // completion times: a then c on the GPU (10 + 30), b on the CPU (35).
+  const auto run = run_hybrid("a,0,1,1,10,4,8,100\nb,0,1,1,30,4,8,35\nc,0,1,1,20,4,8,1000\n", "allox");
+  EXPECT_DOUBLE_EQ(run.jobs[0].finish_s, 10);
+  EXPECT_TRUE(run.jobs[1].on_cpu);
+  EXPECT_DOUBLE_EQ(run.jobs[1].finish_s, 35);
+  EXPECT_DOUBLE_EQ(run.jobs[2].start_s, 10);
+  EXPECT_DOUBLE_EQ(run.jobs[2].finish_s, 30);
+  EXPECT_FALSE(run.jobs[2].on_cpu);
+  // Two jobs slow on CPU: one waits for the GPU though the CPU is free.
+  const auto wait = run_hybrid("a,0,1,1,10,4,8,100\nb,0,1,1,10,4,8,100\n", "allox");
+  EXPECT_DOUBLE_EQ(wait.jobs[0].finish_s + wait.jobs[1].finish_s, 10 + 20);
+  EXPECT_FALSE(wait.jobs[0].on_cpu || wait.jobs[1].on_cpu);
+}
+
+TEST(Simulation, AlloxMatchesTheJobsOfTheUsersOfLeastFairnessScore) {
+  // alpha 0.5 of two users: one user's jobs each round. At 5 s x runs x1
+  // (score 1/2 of the GPUs), y none: y's job takes the free GPU though x's
+  // x2 is shorter; x2 follows it.
+  const char* two = R"({"nodes": [{"gpu": "v100", "gpus": 2, "cpus": 16}], "checkpoint_gib": 0})";
+  const std::string trace = "job,arrival_s,user,gpus,iterations,step_s\nx1,0,x,1,1,100\nx2,5,x,1,1,5\ny1,5,y,1,1,20\n";
+  const auto run = run_trace(two, trace, "allox");
+  EXPECT_DOUBLE_EQ(run.jobs[2].start_s, 10);  // the round after their arrival
+  EXPECT_DOUBLE_EQ(run.jobs[1].start_s, 30);
+  EXPECT_DOUBLE_EQ(run_trace(two, trace, "srtf").jobs[1].start_s, 10);
+}
+
+TEST(Simulation, AJobPaysItsStartEachTimeItStarts) {
+  const auto run = run_trace(R"({"nodes": [{"gpu": "v100", "gpus": 1, "cpus": 4}], "job_start_s": 2.5})",
+                             "job,arrival_s,gpus,iterations,step_s\na,0,1,10,1\nb,0,1,10,1\n", "fifo");
+  EXPECT_DOUBLE_EQ(run.jobs[0].finish_s, 12.5);
+  EXPECT_DOUBLE_EQ(run.jobs[1].start_s, 20);  // the round after a's end
+  EXPECT_DOUBLE_EQ(run.jobs[1].finish_s, 32.5);
+}
+
+TEST(TraceFile, ACpuConfigurationIsAStepJobsWithItsCoresAndTime) {
+  const auto c = parse_cluster(kHybrid, "c.json");
+  const std::string head = "job,arrival_s,gpus,iterations,step_s,model,cpu_config_cpus,cpu_step_s\n";
+  EXPECT_NE(error_of([&] {
+              parse_trace(head + "a,0,1,1,1,,8,\n", "t.csv", c);
+            }).find("t.csv:2: job 'a': a CPU configuration is cpu_config_cpus and cpu_step_s together"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              parse_trace(head + "a,0,1,1,,resnet18,8,2\n", "t.csv", c);
+            }).find("no model of training on CPU cores"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              parse_trace(head + "a,0,1,1,1,,64,2\n", "t.csv", c);
+            }).find("asks for 64 cores on CPU; the cluster has 16"),
+            std::string::npos);
+  const auto t = parse_trace(head + "a,0,1,1,1,,8,2.5\n", "t.csv", c);
+  EXPECT_EQ(trace_csv(parse_trace(trace_csv(t), "again.csv", c)), trace_csv(t));
+  EXPECT_DOUBLE_EQ(t.jobs[0].cpu_step_s, 2.5);
+}
+
 TEST(Simulation, TimeSlicingTakesTurnsWhereLasServesTheNewcomerFirst) {
   const std::string trace = "job,arrival_s,gpus,iterations,step_s\na,0,1,100,1\nb,50,1,30,1\n";
   const auto by_las = run_trace(kOneGpu, trace, "las", las_queues({}));
