@@ -141,23 +141,20 @@ class AlloxPolicy final : public Policy {
       const JobState& j = jobs[i];
       if (j.job->gpus > 1) {
         wide.push_back(i);
-      } else if (cand.size() < kMaxCandidates &&
-                 std::find(users.begin(), users.end(), j.job->user) != users.end()) {
+      } else if (cand.size() < kMaxCandidates && std::find(users.begin(), users.end(), j.job->user) != users.end()) {
         cand.push_back(i);
         gpu_job_cores = std::max(gpu_job_cores, gpu_cores(j));
         cpu_config = std::max(cpu_config, static_cast<double>(j.job->cpu_config_cpus));
       }
     }
     // 3. Machines: every GPU; CPU machines of the largest CPU configuration.
-    const int cpu_machines = std::max(
-        static_cast<int>(cpu_free_in.size()),
-        cpu_config > 0 ? static_cast<int>(std::floor((C - G * gpu_job_cores) / cpu_config + 1e-9)) : 0);
+    const int cpu_machines =
+        std::max(static_cast<int>(cpu_free_in.size()),
+                 cpu_config > 0 ? static_cast<int>(std::floor((C - G * gpu_job_cores) / cpu_config + 1e-9)) : 0);
     gpu_free_in.resize(std::max(gpu_free_in.size(), static_cast<std::size_t>(view.total_gpus)), 0.0);
     cpu_free_in.resize(static_cast<std::size_t>(cpu_machines), 0.0);
-    const auto free_gpus =
-        static_cast<std::size_t>(std::count(gpu_free_in.begin(), gpu_free_in.end(), 0.0));
-    const auto free_cpus =
-        static_cast<std::size_t>(std::count(cpu_free_in.begin(), cpu_free_in.end(), 0.0));
+    const auto free_gpus = static_cast<std::size_t>(std::count(gpu_free_in.begin(), gpu_free_in.end(), 0.0));
+    const auto free_cpus = static_cast<std::size_t>(std::count(cpu_free_in.begin(), cpu_free_in.end(), 0.0));
     if (!cand.empty() && free_gpus + free_cpus > 0) {
       struct Machine {
         double free_in;
@@ -200,6 +197,8 @@ class AlloxPolicy final : public Policy {
 
 }  // namespace
 
-std::unique_ptr<Policy> make_allox_policy(const AlloxOptions& options) { return std::make_unique<AlloxPolicy>(options); }
+std::unique_ptr<Policy> make_allox_policy(const AlloxOptions& options) {
+  return std::make_unique<AlloxPolicy>(options);
+}
 
 }  // namespace gpemu::cluster

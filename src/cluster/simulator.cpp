@@ -99,12 +99,13 @@ class Simulation {
         round = std::max(round + 1, static_cast<std::int64_t>(std::ceil(trace_.jobs[next].arrival_s / R)));
         continue;
       }
-      for (std::size_t k = 0; k < active_.size(); ++k) {
-        const Active& a = active_[k];
-        states_[k].remaining_s = a.remaining_iters * a.fair_iter_s;
-        states_[k].remaining_cpu_s = a.remaining_iters * trace_.jobs[a.trace_index].cpu_step_s;
-        states_[k].use_cpu = false;
-      }
+      for (std::size_t k = 0; k < active_.size(); ++k)
+        states_[k].remaining_s = active_[k].remaining_iters * active_[k].fair_iter_s;
+      if (cpu_configs_)
+        for (std::size_t k = 0; k < active_.size(); ++k) {
+          states_[k].remaining_cpu_s = active_[k].remaining_iters * trace_.jobs[active_[k].trace_index].cpu_step_s;
+          states_[k].use_cpu = false;
+        }
       order.resize(active_.size());
       for (std::size_t k = 0; k < order.size(); ++k) order[k] = k;
       ClusterView view{now, R, total_gpus_, total_cpus_, 0, &states_};
@@ -216,6 +217,7 @@ class Simulation {
         continue;
       }
       free_total -= j.gpus;
+      if (!cpu_configs_) continue;  // the pool matters to CPU configurations only
       if (j.cpus > 0) {
         free_cpus -= j.cpus;
       } else {
@@ -269,6 +271,7 @@ class Simulation {
       tune(order);
     }
     for (auto& a : active_) {
+      if (a.placement.empty() && !a.on_cpu) continue;
       const TraceJob& j = trace_.jobs[a.trace_index];
       if (a.on_cpu) {  // its CPU configuration: its cores, its step time there
         if (!a.was_on_cpu && a.ran_before && o_.checkpoint_cost) a.overhead_s += 2 * checkpoint_s_per_gpu_ * j.gpus;
@@ -277,7 +280,6 @@ class Simulation {
         a.iter_s = j.cpu_step_s;
         continue;
       }
-      if (a.placement.empty()) continue;
       Allocation al;
       al.gpu = nodes_[a.placement.front().node].gpu;
       al.decode_us = nodes_[a.placement.front().node].decode_us;
