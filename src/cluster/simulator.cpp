@@ -34,6 +34,7 @@ struct Active {
   std::size_t trace_index = 0;
   double remaining_iters = 0;
   double fair_iter_s = 0;  // on its asked GPUs, consolidated, proportional cores
+  double best_iter_s = 0;  // Tune: there with its best cores (Synergy's speed-up over fair share)
   std::vector<Slice> placement, previous;
   Allocation alloc;  // of the current placement
   double iter_s = 0;
@@ -99,8 +100,16 @@ class Simulation {
         round = std::max(round + 1, static_cast<std::int64_t>(std::ceil(trace_.jobs[next].arrival_s / R)));
         continue;
       }
-      for (std::size_t k = 0; k < active_.size(); ++k)
-        states_[k].remaining_s = active_[k].remaining_iters * active_[k].fair_iter_s;
+      // The remaining time a policy sees: at fair share; under Tune at the speed
+      // the job ran at last round, or at its best if it did not run (Synergy's
+      // remaining_duration(fair=False), whose speed-up Tune resets each round).
+      for (std::size_t k = 0; k < active_.size(); ++k) {
+        const Active& a = active_[k];
+        const double iter_s = o_.cpu == CpuAllocation::Prop ? a.fair_iter_s
+                              : states_[k].running          ? a.iter_s
+                                                            : a.best_iter_s;
+        states_[k].remaining_s = a.remaining_iters * iter_s;
+      }
       if (cpu_configs_)
         for (std::size_t k = 0; k < active_.size(); ++k) {
           states_[k].remaining_cpu_s = active_[k].remaining_iters * trace_.jobs[active_[k].trace_index].cpu_step_s;
@@ -163,7 +172,18 @@ class Simulation {
     const TraceJob& j = trace_.jobs[i];
     Active a;
     a.trace_index = i;
-    a.fair_iter_s = speed_.iteration_s(j, fair_allocation(j));
+    Allocation fair = fair_allocation(j);
+    a.fair_iter_s = a.best_iter_s = speed_.iteration_s(j, fair);
+    if (o_.cpu == CpuAllocation::Tune) {
+      int node_cpus = 0;
+      for (const auto& kind : cluster_.nodes)
+        if (kind.gpu == fair.gpu && node_cpus == 0) node_cpus = kind.cpus;
+      const int best = j.cpus > 0 ? j.cpus : speed_.best_cpus(j, fair, node_cpus * fair.nodes);
+      if (best > 0) {
+        fair.cpus = best;
+        a.best_iter_s = speed_.iteration_s(j, fair);
+      }
+    }
     double iters = static_cast<double>(j.iterations);
     if (iters == 0) iters = std::max(1.0, std::round(j.duration_s / a.fair_iter_s));
     a.remaining_iters = iters;

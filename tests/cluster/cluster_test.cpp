@@ -286,6 +286,29 @@ TEST(Simulation, LasStarvationGuardGivesTheWaitingJobTurns) {
   EXPECT_DOUBLE_EQ(run.makespan_s, 200);
 }
 
+TEST(Simulation, SrtfUnderTuneOrdersByTheTunedRemainingTime) {
+  // a (AlexNet reading Imagenette, 1 GPU) runs twice as fast with the node's
+  // 24 cores as with its 3; b (8 GPUs, no loader) gains nothing. At fair
+  // share a has more left than b, at its best less: Synergy's SRTF sorts by
+  // remaining_duration(fair=False) under Tune, so a goes first there.
+  const auto c = parse_cluster(R"({"nodes": [{"gpu": "v100", "gpus": 8, "cpus": 24}], "checkpoint_gib": 0})", "c.json");
+  const auto t = parse_trace(
+      "job,arrival_s,model,batch,gpus,iterations,dataset\na,0,alexnet,256,1,500,imagenette\n"
+      "b,0,resnet18,64,8,1100,\n",
+      "t.csv", c);
+  JobSpeed speed;
+  auto srtf = make_policy("srtf");
+  SimOptions o;
+  o.round_s = 10;
+  const auto prop = simulate(c, t, *srtf, o, speed);
+  EXPECT_DOUBLE_EQ(prop.jobs[1].start_s, 0);
+  EXPECT_GT(prop.jobs[0].start_s, 0);
+  o.cpu = CpuAllocation::Tune;
+  const auto tune = simulate(c, t, *srtf, o, speed);
+  EXPECT_DOUBLE_EQ(tune.jobs[0].start_s, 0);
+  EXPECT_GT(tune.jobs[1].start_s, 0);
+}
+
 TEST(Simulation, JobSpeedComesFromTheEngineAndCoresMatter) {
   JobSpeed speed;
   TraceJob j;
