@@ -232,6 +232,9 @@ class Policy {
 enum class CpuAllocation {
   Prop,  // GPU-proportional: cores * job's GPUs / node's GPUs (Synergy's baseline)
   Tune,  // Synergy-Tune: each job its engine-measured best cores, no job below its proportional share
+  // Synergy-Greedy: each job, in the policy's order, its best cores on GPUs
+  // whose node still has them, else it waits this round (Synergy's "skip").
+  Greedy,
 };
 CpuAllocation parse_cpu_allocation(std::string_view text);
 std::string_view to_string(CpuAllocation a);

@@ -121,7 +121,8 @@ void add_cluster_command(CLI::App& app) {
                   "drf (DRF, shortest job on either configuration), allox (AlloX's min-cost matching to GPU or CPU) "
                   "or timeslice (Gandiva's turns)")
       ->capture_default_str();
-  cmd->add_option("--cpu-allocation", a->cpu, "prop (GPU-proportional cores) or tune (Synergy-Tune)")
+  cmd->add_option("--cpu-allocation", a->cpu,
+                  "prop (GPU-proportional cores), tune (Synergy-Tune) or greedy (Synergy-Greedy)")
       ->capture_default_str();
   cmd->add_option("--round", a->round_s, "Round length, s")->capture_default_str();
   cmd->add_option("--las-queues", a->las_queues, "LAS queue limits in GPU-seconds, increasing (0: continuous LAS)")

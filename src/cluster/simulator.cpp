@@ -21,6 +21,7 @@ struct Node {
   int gpus = 0, cpus = 0;
   int free_gpus = 0;
   double decode_us = 0;
+  int free_cpus = 0;  // Greedy: cores not yet given this round
 };
 
 struct Slice {
@@ -34,7 +35,8 @@ struct Active {
   std::size_t trace_index = 0;
   double remaining_iters = 0;
   double fair_iter_s = 0;  // on its asked GPUs, consolidated, proportional cores
-  double best_iter_s = 0;  // Tune: there with its best cores (Synergy's speed-up over fair share)
+  double best_iter_s = 0;  // Tune, Greedy: there with its best cores (Synergy's speed-up over fair share)
+  int best_cpus = 0;       // Tune, Greedy: those cores (0: its speed does not depend on them)
   std::vector<Slice> placement, previous;
   Allocation alloc;  // of the current placement
   double iter_s = 0;
@@ -174,11 +176,11 @@ class Simulation {
     a.trace_index = i;
     Allocation fair = fair_allocation(j);
     a.fair_iter_s = a.best_iter_s = speed_.iteration_s(j, fair);
-    if (o_.cpu == CpuAllocation::Tune) {
+    if (o_.cpu != CpuAllocation::Prop) {
       int node_cpus = 0;
       for (const auto& kind : cluster_.nodes)
         if (kind.gpu == fair.gpu && node_cpus == 0) node_cpus = kind.cpus;
-      const int best = j.cpus > 0 ? j.cpus : speed_.best_cpus(j, fair, node_cpus * fair.nodes);
+      const int best = a.best_cpus = j.cpus > 0 ? j.cpus : speed_.best_cpus(j, fair, node_cpus * fair.nodes);
       if (best > 0) {
         fair.cpus = best;
         a.best_iter_s = speed_.iteration_s(j, fair);
@@ -206,16 +208,14 @@ class Simulation {
   // Places jobs in the policy's order; returns whether a job is left waiting.
   bool place(const std::vector<std::size_t>& order) {
     for (auto& a : active_) {
-      for (const Slice& s : a.placement) {
-        Node& node = nodes_[s.node];
-        index_[static_cast<std::size_t>(node.model)].update(s.node, node.free_gpus, node.free_gpus + s.gpus);
-        node.free_gpus += s.gpus;
-      }
+      release(a.placement);
       a.previous = std::move(a.placement);
       a.placement.clear();
       a.was_on_cpu = a.on_cpu;
       a.on_cpu = false;
     }
+    if (o_.cpu == CpuAllocation::Greedy)
+      for (Node& n : nodes_) n.free_cpus = n.cpus;
     bool waiting = false;
     long free_total = total_gpus_, free_cpus = total_cpus_;
     for (std::size_t k : order) {
@@ -232,7 +232,7 @@ class Simulation {
         if (free_total == 0 && !cpu_configs_) break;
         continue;
       }
-      if (!place_job(a, j)) {
+      if (!place_job(a, j) || (o_.cpu == CpuAllocation::Greedy && !greedy_cores(a, j))) {
         waiting = true;
         continue;
       }
@@ -281,13 +281,55 @@ class Simulation {
     return false;
   }
 
-  // Cores of each placed job on each of its nodes (Prop or Tune), then its
-  // allocation and speed.
+  // Synergy-Greedy: the job's best cores on each of its nodes (its share of
+  // them by GPUs, at least one), or, where a node lacks them, a node of its
+  // GPU model that has both the GPUs and the cores (best fit by GPUs); else
+  // the job gives its GPUs back and waits.
+  int greedy_need(const Active& a, const TraceJob& j, int gpus) const {
+    return std::max(1, (a.best_cpus * gpus + j.gpus - 1) / j.gpus);
+  }
+  bool greedy_cores(Active& a, const TraceJob& j) {
+    bool fits = true;
+    for (const Slice& s : a.placement) fits = fits && nodes_[s.node].free_cpus >= greedy_need(a, j, s.gpus);
+    if (!fits) {
+      const int model = nodes_[a.placement.front().node].model;
+      release(a.placement);
+      a.placement.clear();
+      long pick = -1;
+      const int need = greedy_need(a, j, j.gpus);
+      for (std::size_t n = 0; n < nodes_.size(); ++n) {
+        const Node& node = nodes_[n];
+        if (node.model == model && node.free_gpus >= j.gpus && node.free_cpus >= need &&
+            (pick < 0 || node.free_gpus < nodes_[static_cast<std::size_t>(pick)].free_gpus))
+          pick = static_cast<long>(n);
+      }
+      if (pick < 0) return false;
+      take(static_cast<std::size_t>(pick), j.gpus);
+      a.placement.push_back(Slice{static_cast<std::size_t>(pick), j.gpus, 0});
+    }
+    for (Slice& s : a.placement) {
+      s.cpus = greedy_need(a, j, s.gpus);
+      nodes_[s.node].free_cpus -= s.cpus;
+    }
+    return true;
+  }
+
+  // Gives a placement's GPUs back to their nodes.
+  void release(const std::vector<Slice>& placement) {
+    for (const Slice& s : placement) {
+      Node& node = nodes_[s.node];
+      index_[static_cast<std::size_t>(node.model)].update(s.node, node.free_gpus, node.free_gpus + s.gpus);
+      node.free_gpus += s.gpus;
+    }
+  }
+
+  // Cores of each placed job on each of its nodes (Prop or Tune; Greedy's
+  // are set at placement), then its allocation and speed.
   void allocate_cpus(const std::vector<std::size_t>& order) {
     if (o_.cpu == CpuAllocation::Prop) {
       for (auto& a : active_)
         for (Slice& s : a.placement) s.cpus = nodes_[s.node].cpus * s.gpus / nodes_[s.node].gpus;
-    } else {
+    } else if (o_.cpu == CpuAllocation::Tune) {
       tune(order);
     }
     for (auto& a : active_) {
@@ -404,11 +446,7 @@ class Simulation {
       st.run_s += held;
       st.last_run_end_s = now + held;
       if (a.remaining_iters == 0) {
-        for (const Slice& s : a.placement) {
-          Node& node = nodes_[s.node];
-          index_[static_cast<std::size_t>(node.model)].update(s.node, node.free_gpus, node.free_gpus + s.gpus);
-          node.free_gpus += s.gpus;
-        }
+        release(a.placement);
         active_[k] = std::move(active_.back());
         active_.pop_back();
         states_[k] = states_.back();
@@ -462,13 +500,16 @@ class Simulation {
 CpuAllocation parse_cpu_allocation(std::string_view text) {
   if (text == "prop") return CpuAllocation::Prop;
   if (text == "tune") return CpuAllocation::Tune;
+  if (text == "greedy") return CpuAllocation::Greedy;
   throw InputError(
       fmt::format("--cpu-allocation '{}': unknown; accepted: prop (GPU-proportional cores), tune "
-                  "(Synergy-Tune)",
+                  "(Synergy-Tune), greedy (Synergy-Greedy)",
                   text));
 }
 
-std::string_view to_string(CpuAllocation a) { return a == CpuAllocation::Prop ? "prop" : "tune"; }
+std::string_view to_string(CpuAllocation a) {
+  return a == CpuAllocation::Prop ? "prop" : a == CpuAllocation::Tune ? "tune" : "greedy";
+}
 
 ClusterRun simulate(const ClusterConfig& cluster, const Trace& trace, Policy& policy, const SimOptions& options,
                     JobSpeed& speed) {

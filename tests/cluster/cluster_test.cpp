@@ -309,6 +309,24 @@ TEST(Simulation, SrtfUnderTuneOrdersByTheTunedRemainingTime) {
   EXPECT_GT(tune.jobs[1].start_s, 0);
 }
 
+TEST(Simulation, SynergyGreedyMakesAJobWaitForItsBestCores) {
+  // Two GPUs and 8 cores; each job's best is 6 cores (its trace cpus).
+  const auto c = parse_cluster(R"({"nodes": [{"gpu": "v100", "gpus": 2, "cpus": 8}], "checkpoint_gib": 0})", "c.json");
+  const auto t = parse_trace("job,arrival_s,gpus,iterations,step_s,cpus\na,0,1,10,1,6\nb,0,1,10,1,6\n", "t.csv", c);
+  JobSpeed speed;
+  auto fifo = make_policy("fifo");
+  SimOptions o;
+  o.round_s = 10;
+  o.cpu = CpuAllocation::Greedy;
+  const auto greedy = simulate(c, t, *fifo, o, speed);
+  EXPECT_DOUBLE_EQ(greedy.jobs[0].cpu_s, 6 * 10);
+  EXPECT_DOUBLE_EQ(greedy.jobs[1].start_s, 10);  // a GPU was free, its cores were not
+  EXPECT_DOUBLE_EQ(greedy.jobs[1].finish_s, 20);
+  o.cpu = CpuAllocation::Tune;  // no job below its proportional share: both run
+  EXPECT_DOUBLE_EQ(simulate(c, t, *fifo, o, speed).jobs[1].finish_s, 10);
+  EXPECT_EQ(parse_cpu_allocation("greedy"), CpuAllocation::Greedy);
+}
+
 TEST(Simulation, JobSpeedComesFromTheEngineAndCoresMatter) {
   JobSpeed speed;
   TraceJob j;
