@@ -118,8 +118,8 @@ void add_cluster_command(CLI::App& app) {
   cmd->add_option("--trace", a->trace, "Trace file (CSV: one job a line)");
   cmd->add_option("--policy", a->policy,
                   "fifo, srtf, las (Tiresias' discretised 2D-LAS), drf-fifo (DRF between users, FIFO within one), "
-                  "drf (DRF, shortest job on either configuration), allox (AlloX's min-cost matching to GPU or CPU) "
-                  "or timeslice (Gandiva's turns)")
+                  "drf (DRF, shortest job on either configuration), allox (AlloX's min-cost matching to GPU or CPU), "
+                  "max-min (Gavel's max-min fairness) or timeslice (Gandiva's turns)")
       ->capture_default_str();
   cmd->add_option("--cpu-allocation", a->cpu,
                   "prop (GPU-proportional cores), tune (Synergy-Tune) or greedy (Synergy-Greedy)")

@@ -272,6 +272,23 @@ TEST(Simulation, TimeSlicingTakesTurnsWhereLasServesTheNewcomerFirst) {
   EXPECT_EQ(by_turns.jobs[0].preemptions, 3);
 }
 
+TEST(Simulation, MaxMinFairnessGivesEachJobItsShareOfRounds) {
+  // One GPU, two jobs: each's max-min share is half the time. Gavel's
+  // priority (share / fraction received) alternates them, ties by arrival.
+  const auto run = run_trace(kOneGpu, "job,arrival_s,gpus,iterations,step_s\na,0,1,30,1\nb,0,1,30,1\n", "max-min");
+  EXPECT_DOUBLE_EQ(run.jobs[0].finish_s, 50);  // 0-10, 20-30, 40-50
+  EXPECT_DOUBLE_EQ(run.jobs[1].finish_s, 60);  // 10-20, 30-40, 50-60
+  EXPECT_EQ(run.jobs[0].preemptions, 2);
+  EXPECT_EQ(run.jobs[1].preemptions, 2);
+  // Four GPUs: 1 GPU and 4 GPUs water-fill to shares 1 and 3/4; the small
+  // job first, the large one next round (it has had none of its share).
+  const auto mixed = run_trace(R"({"nodes": [{"gpu": "v100", "gpus": 4, "cpus": 16}], "checkpoint_gib": 0})",
+                               "job,arrival_s,gpus,iterations,step_s\nbig,0,4,10,1\nsmall,0,1,100,1\n", "max-min");
+  EXPECT_DOUBLE_EQ(mixed.jobs[1].start_s, 0);
+  EXPECT_DOUBLE_EQ(mixed.jobs[0].start_s, 10);
+  EXPECT_DOUBLE_EQ(mixed.jobs[0].finish_s, 20);
+}
+
 TEST(Simulation, LasStarvationGuardGivesTheWaitingJobTurns) {
   const std::string trace = "job,arrival_s,gpus,iterations,step_s\na,0,1,100,1\nb,5,1,100,1\n";
   // Both pass 10 GPU-s, then share the lower queue by arrival: b waits for all of a.
