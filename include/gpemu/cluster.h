@@ -31,6 +31,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "gpemu/catalog.h"
+#include "gpemu/error.h"
 #include "gpemu/job.h"
 #include "gpemu/report.h"
 
@@ -213,6 +214,14 @@ struct ClusterView {
   std::vector<JobState>* jobs = nullptr;
 };
 
+// What a policy throws to end a run early (a policy written in Python that
+// raised): simulate() returns the run so far, its finished jobs' records
+// complete, with ClusterRun::stopped saying why.
+class PolicyFailure : public Error {
+ public:
+  using Error::Error;
+};
+
 // A scheduling policy orders the active jobs each round; the simulator
 // places them in that order (a job that does not fit is skipped and later
 // ones may start: backfilling). Blox's and Synergy's policies have this shape.
@@ -320,6 +329,8 @@ struct ClusterRun {
   double makespan_s = 0;
   std::int64_t rounds = 0;               // rounds the policy was asked
   std::size_t speed_configurations = 0;  // engine figures computed
+  std::string stopped;                   // why the policy ended the run early ("": it ran to the end)
+  double stopped_at_s = 0;
   double mean_jct_s() const;
 };
 

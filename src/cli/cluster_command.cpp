@@ -77,6 +77,9 @@ void run_cluster(const ClusterArgs& a) {
   if (!a.json.empty()) write_output(a.json, j.dump(2) + "\n", "--json");
   if (!a.csv.empty()) write_output(a.csv, cluster::run_csv(run), "--csv");
   if (!a.report.empty()) write_html_report_file(cluster::cluster_report(run), a.report);
+  if (!run.stopped.empty())
+    throw Error(fmt::format("the run stopped at {} s: {} (the finished jobs' records are written)", run.stopped_at_s,
+                            run.stopped));
   if (a.json == "-" || a.csv == "-") return;
   const auto& s = j["summary"];
   std::cout << fmt::format("{} jobs on {} GPUs ({} nodes) under {} with {} cores, rounds of {} s (virtual time)\n\n",

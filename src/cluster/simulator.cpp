@@ -120,10 +120,26 @@ class Simulation {
       order.resize(active_.size());
       for (std::size_t k = 0; k < order.size(); ++k) order[k] = k;
       ClusterView view{now, R, total_gpus_, total_cpus_, 0, &states_};
-      policy_.order(view, order);
+      try {
+        policy_.order(view, order);
+      } catch (const PolicyFailure& e) {  // the run so far, finished jobs' records complete
+        out.stopped = e.what();
+        out.stopped_at_s = now;
+        break;
+      }
       ++out.rounds;
       const bool waiting = place(order);
       allocate_cpus(order);
+      if (next == trace_.jobs.size() && std::none_of(active_.begin(), active_.end(), [](const Active& a) {
+            return !a.placement.empty() || a.on_cpu;
+          })) {
+        out.stopped = fmt::format(
+            "{} left every job waiting (none ordered, or none that fits) with nothing "
+            "running and no job to arrive: the run cannot go on",
+            policy_.name());
+        out.stopped_at_s = now;
+        break;
+      }
       // Rounds that can run as one: nothing waits, so nothing changes until
       // the next arrival or the first finish.
       std::int64_t k = 1;

@@ -344,6 +344,39 @@ TEST(Simulation, SynergyGreedyMakesAJobWaitForItsBestCores) {
   EXPECT_EQ(parse_cpu_allocation("greedy"), CpuAllocation::Greedy);
 }
 
+// A policy that runs jobs in arrival order, and throws PolicyFailure at its
+// `fail_at`-th round (0: never), or orders none (`none`).
+class Faulty final : public Policy {
+ public:
+  Faulty(int fail_at, bool none) : fail_at_(fail_at), none_(none) {}
+  std::string name() const override { return "faulty"; }
+  void order(const ClusterView&, std::vector<std::size_t>& order) override {
+    if (++calls_ == fail_at_) throw PolicyFailure("faulty raised");
+    if (none_) order.clear();
+  }
+
+ private:
+  int calls_ = 0, fail_at_;
+  bool none_;
+};
+
+TEST(Simulation, APolicyFailureEndsTheRunWithTheFinishedJobsRecorded) {
+  const auto c = parse_cluster(kOneGpu, "c.json");
+  const auto t = parse_trace("job,arrival_s,gpus,iterations,step_s\na,0,1,10,1\nb,0,1,100,1\n", "t.csv", c);
+  JobSpeed speed;
+  SimOptions o;
+  o.round_s = 10;
+  Faulty fails(2, false);
+  const auto run = simulate(c, t, fails, o, speed);
+  EXPECT_EQ(run.stopped, "faulty raised");
+  EXPECT_DOUBLE_EQ(run.stopped_at_s, 10);
+  EXPECT_DOUBLE_EQ(run.jobs[0].finish_s, 10);
+  EXPECT_FALSE(run.jobs[1].finished());
+  EXPECT_EQ(run_json(run)["stopped"]["why"], "faulty raised");
+  Faulty idle(0, true);  // nothing would ever run: the run ends instead of spinning
+  EXPECT_NE(simulate(c, t, idle, o, speed).stopped.find("faulty left every job waiting"), std::string::npos);
+}
+
 TEST(Simulation, JobSpeedComesFromTheEngineAndCoresMatter) {
   JobSpeed speed;
   TraceJob j;
