@@ -237,7 +237,7 @@ class Simulation {
     for (std::size_t k : order) {
       Active& a = active_[k];
       const TraceJob& j = trace_.jobs[a.trace_index];
-      if (states_[k].use_cpu && j.cpu_config_cpus > 0) {
+      if (cpu_configs_ && states_[k].use_cpu && j.cpu_config_cpus > 0) {
         a.on_cpu = free_cpus >= j.cpu_config_cpus;
         waiting = waiting || !a.on_cpu;
         if (a.on_cpu) free_cpus -= j.cpu_config_cpus;
