@@ -31,6 +31,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "gpemu/catalog.h"
+#include "gpemu/error.h"
 #include "gpemu/job.h"
 #include "gpemu/report.h"
 
@@ -60,13 +61,16 @@ struct ClusterConfig {
   // (its checkpoint), and the storage's rate for them.
   double checkpoint_gib = 1.0;
   double storage_gb_per_s = 2.0;
+  // Seconds a job takes each time it starts or resumes before it iterates
+  // (a container's start: AlloX's pods), on the resources it was given.
+  double job_start_s = 0;
   int total_gpus() const;
   int total_nodes() const;
 };
 
 // JSON: {"nodes": [{"gpu": "v100", "gpus": 8, "cpus": 24, "dram_gib": 500,
 // "count": 2, "name": "...", "rack": 0}], "network": "100gbe",
-// "checkpoint_gib": 1, "storage_gb_per_s": 2}. InputError naming the file,
+// "checkpoint_gib": 1, "storage_gb_per_s": 2, "job_start_s": 0}. InputError naming the file,
 // the node and the key for anything else.
 ClusterConfig parse_cluster(std::string_view text, std::string_view source);
 ClusterConfig read_cluster_file(const std::string& path);
@@ -88,10 +92,16 @@ struct TraceJob {
   // Synergy's trace turns Philly durations into iterations).
   std::int64_t iterations = 0;
   double duration_s = 0;
-  double step_s = 0;     // model "": a fixed time per iteration
-  std::string dataset;   // a virtual dataset (pipeline.h); "": in-memory batches, no loader
-  int cpus = 0;          // asked loader cores; 0: none stated
-  double mem_gib = 0;    // asked host memory; 0: none stated
+  double step_s = 0;    // model "": a fixed time per iteration
+  std::string dataset;  // a virtual dataset (pipeline.h); "": in-memory batches, no loader
+  int cpus = 0;         // asked loader cores; 0: none stated
+  double mem_gib = 0;   // asked host memory; 0: none stated
+  // A second configuration on CPU cores alone, as AlloX's jobs have: the
+  // cores it holds (0: none) and its seconds per iteration there (a step_s
+  // job's; gpemu has no model of training on CPU cores). A policy that
+  // places jobs on either configuration (drf, allox) may run it there.
+  int cpu_config_cpus = 0;
+  double cpu_step_s = 0;
   ModelSpec model_spec;  // resolved from model and variant
 };
 
@@ -100,7 +110,8 @@ struct Trace {
 };
 
 // CSV with a header naming columns among: job, arrival_s, user, model, batch,
-// variant, gpus, iterations, duration_s, step_s, dataset, cpus, mem_gib
+// variant, gpus, iterations, duration_s, step_s, dataset, cpus, mem_gib,
+// cpu_config_cpus, cpu_step_s
 // (job, arrival_s, gpus and one of iterations / duration_s required).
 // Errors name the file and line. A job asking more GPUs than one kind of
 // node of the cluster offers is named with the fix.
@@ -185,6 +196,13 @@ struct JobState {
   double last_run_end_s = 0;  // when it last ran (its arrival if never)
   bool running = false;       // held GPUs in the last round
   int queue = 0;              // a multi-level policy's queue (LAS)
+  // Jobs with a CPU configuration (TraceJob::cpu_config_cpus): the remaining
+  // iterations at its speed there, and whether it ran there last round.
+  double remaining_cpu_s = 0;
+  bool ran_on_cpu = false;
+  // The policy's choice for this round (reset each round): run the job on its
+  // CPU configuration, taking its cores from the cluster's pool.
+  bool use_cpu = false;
 };
 
 struct ClusterView {
@@ -196,9 +214,21 @@ struct ClusterView {
   std::vector<JobState>* jobs = nullptr;
 };
 
+// What a policy throws to end a run early (a policy written in Python that
+// raised): simulate() returns the run so far, its finished jobs' records
+// complete, with ClusterRun::stopped saying why.
+class PolicyFailure : public Error {
+ public:
+  using Error::Error;
+};
+
 // A scheduling policy orders the active jobs each round; the simulator
 // places them in that order (a job that does not fit is skipped and later
 // ones may start: backfilling). Blox's and Synergy's policies have this shape.
+// Jobs the policy leaves out of the order wait this round. A job marked
+// use_cpu runs on its CPU configuration: its cores come from the cluster's
+// pool of cores, less those of the jobs placed on GPUs before it (a GPU job
+// holds its trace `cpus`, else its GPU-proportional share).
 class Policy {
  public:
   virtual ~Policy() = default;
@@ -211,6 +241,9 @@ class Policy {
 enum class CpuAllocation {
   Prop,  // GPU-proportional: cores * job's GPUs / node's GPUs (Synergy's baseline)
   Tune,  // Synergy-Tune: each job its engine-measured best cores, no job below its proportional share
+  // Synergy-Greedy: each job, in the policy's order, its best cores on GPUs
+  // whose node still has them, else it waits this round (Synergy's "skip").
+  Greedy,
 };
 CpuAllocation parse_cpu_allocation(std::string_view text);
 std::string_view to_string(CpuAllocation a);
@@ -224,12 +257,29 @@ struct LasOptions {
   double starvation_factor = 0;  // 0: off
 };
 
-// "fifo", "srtf", "las", "drf-fifo", "timeslice"; InputError naming the policy and the accepted ones.
-std::unique_ptr<Policy> make_policy(std::string_view name, const LasOptions& las = {});
+struct AlloxOptions {
+  // The share of users (those of least fairness score) whose jobs the
+  // matching considers each round (AlloX's alpha; its code's AlphaFair 0.5).
+  double alpha = 0.5;
+};
+
+// "fifo", "srtf", "las", "drf-fifo", "drf", "allox", "max-min", "timeslice"; InputError
+// naming the policy and the accepted ones.
+std::unique_ptr<Policy> make_policy(std::string_view name, const LasOptions& las = {}, const AlloxOptions& allox = {});
 std::unique_ptr<Policy> make_fifo_policy();
 std::unique_ptr<Policy> make_srtf_policy();
 std::unique_ptr<Policy> make_las_policy(const LasOptions& options);
 std::unique_ptr<Policy> make_drf_fifo_policy();
+// DRF as AlloX's DRFS: the user of least dominant share next, its job of
+// shortest time on either configuration, on that configuration.
+std::unique_ptr<Policy> make_drf_policy();
+// AlloX (Le et al., EuroSys 2020): min-cost matching of the waiting jobs of
+// the alpha share of users of least fairness score to (machine, position)
+// slots, GPU and CPU machines; the free machines start their first job.
+std::unique_ptr<Policy> make_allox_policy(const AlloxOptions& options);
+// Gavel's max-min fairness: water-filled time shares of the GPUs, turned into
+// rounds by Gavel's priority (share / fraction of time received).
+std::unique_ptr<Policy> make_max_min_policy();
 std::unique_ptr<Policy> make_timeslice_policy();
 std::vector<std::string> policy_names();
 
@@ -259,6 +309,7 @@ struct JobResult {
   double gpu_s = 0;  // GPU-seconds held (checkpoint time included)
   double cpu_s = 0;  // core-seconds held
   int preemptions = 0;
+  bool on_cpu = false;  // ran on its CPU configuration (last placed there)
   bool finished() const { return finish_s >= 0; }
 };
 
@@ -278,6 +329,8 @@ struct ClusterRun {
   double makespan_s = 0;
   std::int64_t rounds = 0;               // rounds the policy was asked
   std::size_t speed_configurations = 0;  // engine figures computed
+  std::string stopped;                   // why the policy ended the run early ("": it ran to the end)
+  double stopped_at_s = 0;
   double mean_jct_s() const;
 };
 

@@ -24,6 +24,7 @@ struct ClusterArgs {
   double round_s = 300;
   std::vector<double> las_queues = {3600};
   double starvation = 0;
+  double allox_alpha = 0.5;
   bool no_checkpoint_cost = false;
   std::string json, csv, report;
 };
@@ -57,7 +58,9 @@ void run_cluster(const ClusterArgs& a) {
   las.queue_limits_gpu_s = a.las_queues;
   if (las.queue_limits_gpu_s.size() == 1 && las.queue_limits_gpu_s[0] == 0) las.queue_limits_gpu_s.clear();
   las.starvation_factor = a.starvation;
-  auto policy = cluster::make_policy(a.policy, las);
+  cluster::AlloxOptions allox;
+  allox.alpha = a.allox_alpha;
+  auto policy = cluster::make_policy(a.policy, las, allox);
   cluster::SimOptions o;
   o.round_s = a.round_s;
   o.cpu = cluster::parse_cpu_allocation(a.cpu);
@@ -74,6 +77,9 @@ void run_cluster(const ClusterArgs& a) {
   if (!a.json.empty()) write_output(a.json, j.dump(2) + "\n", "--json");
   if (!a.csv.empty()) write_output(a.csv, cluster::run_csv(run), "--csv");
   if (!a.report.empty()) write_html_report_file(cluster::cluster_report(run), a.report);
+  if (!run.stopped.empty())
+    throw Error(fmt::format("the run stopped at {} s: {} (the finished jobs' records are written)", run.stopped_at_s,
+                            run.stopped));
   if (a.json == "-" || a.csv == "-") return;
   const auto& s = j["summary"];
   std::cout << fmt::format("{} jobs on {} GPUs ({} nodes) under {} with {} cores, rounds of {} s (virtual time)\n\n",
@@ -114,16 +120,21 @@ void add_cluster_command(CLI::App& app) {
   cmd->add_option("--cluster", a->cluster, "Cluster file (JSON: nodes with GPU model, GPUs, cores, DRAM)");
   cmd->add_option("--trace", a->trace, "Trace file (CSV: one job a line)");
   cmd->add_option("--policy", a->policy,
-                  "fifo, srtf, las (Tiresias' discretised 2D-LAS) drf-fifo (DRF between users, FIFO within one) or "
-                  "timeslice (Gandiva's turns)")
+                  "fifo, srtf, las (Tiresias' discretised 2D-LAS), drf-fifo (DRF between users, FIFO within one), "
+                  "drf (DRF, shortest job on either configuration), allox (AlloX's min-cost matching to GPU or CPU), "
+                  "max-min (Gavel's max-min fairness) or timeslice (Gandiva's turns)")
       ->capture_default_str();
-  cmd->add_option("--cpu-allocation", a->cpu, "prop (GPU-proportional cores) or tune (Synergy-Tune)")
+  cmd->add_option("--cpu-allocation", a->cpu,
+                  "prop (GPU-proportional cores), tune (Synergy-Tune) or greedy (Synergy-Greedy)")
       ->capture_default_str();
   cmd->add_option("--round", a->round_s, "Round length, s")->capture_default_str();
   cmd->add_option("--las-queues", a->las_queues, "LAS queue limits in GPU-seconds, increasing (0: continuous LAS)")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--starvation", a->starvation, "LAS starvation factor (0: off)")->capture_default_str();
+  cmd->add_option("--allox-alpha", a->allox_alpha,
+                  "AlloX: the share of users (least fairness score) matched each round")
+      ->capture_default_str();
   cmd->add_flag("--no-checkpoint-cost", a->no_checkpoint_cost, "Preemption and migration cost nothing");
   cmd->add_option("--clock", a->clock, "virtual (the only one a cluster runs on)")->capture_default_str();
   cmd->add_option("--json", a->json, "Write every figure as JSON to this file ('-': stdout)");

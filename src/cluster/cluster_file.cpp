@@ -18,7 +18,8 @@ namespace {
 constexpr std::size_t kMaxFileBytes = 16u << 20;
 constexpr int kMaxNodes = 1'000'000;
 
-const std::set<std::string, std::less<>> kTopKeys = {"nodes", "network", "checkpoint_gib", "storage_gb_per_s"};
+const std::set<std::string, std::less<>> kTopKeys = {"nodes", "network", "checkpoint_gib", "storage_gb_per_s",
+                                                     "job_start_s"};
 const std::set<std::string, std::less<>> kNodeKeys = {"name",     "gpu",   "gpus", "cpus",
                                                       "dram_gib", "count", "rack", "decode_us"};
 
@@ -114,6 +115,8 @@ ClusterConfig parse_cluster(std::string_view text, std::string_view source) {
   }
   if (auto k = root.find("checkpoint_gib"); k != root.end())
     c.checkpoint_gib = number_field(fmt::format("{}: 'checkpoint_gib'", source), *k, 0, 1 << 20);
+  if (auto k = root.find("job_start_s"); k != root.end())
+    c.job_start_s = number_field(fmt::format("{}: 'job_start_s'", source), *k, 0, 1e6);
   if (auto k = root.find("storage_gb_per_s"); k != root.end())
     c.storage_gb_per_s = number_field(fmt::format("{}: 'storage_gb_per_s'", source), *k, 0, 1e6, true);
   return c;

@@ -6,13 +6,18 @@
 
 namespace gpemu::cluster {
 
-std::vector<std::string> policy_names() { return {"fifo", "srtf", "las", "drf-fifo", "timeslice"}; }
+std::vector<std::string> policy_names() {
+  return {"fifo", "srtf", "las", "drf-fifo", "drf", "allox", "max-min", "timeslice"};
+}
 
-std::unique_ptr<Policy> make_policy(std::string_view name, const LasOptions& las) {
+std::unique_ptr<Policy> make_policy(std::string_view name, const LasOptions& las, const AlloxOptions& allox) {
   if (name == "fifo") return make_fifo_policy();
   if (name == "srtf") return make_srtf_policy();
   if (name == "las") return make_las_policy(las);
   if (name == "drf-fifo") return make_drf_fifo_policy();
+  if (name == "drf") return make_drf_policy();
+  if (name == "allox") return make_allox_policy(allox);
+  if (name == "max-min") return make_max_min_policy();
   if (name == "timeslice") return make_timeslice_policy();
   std::string accepted;
   for (const auto& n : policy_names()) accepted += (accepted.empty() ? "" : ", ") + n;

@@ -52,6 +52,7 @@ nlohmann::json run_json(const ClusterRun& run) {
   j["cpus"] = run.total_cpus;
   j["rounds"] = run.rounds;
   j["speed_configurations"] = run.speed_configurations;
+  if (!run.stopped.empty()) j["stopped"] = {{"at_s", run.stopped_at_s}, {"why", run.stopped}};
   const auto v = sorted_jcts(run);
   double wait = 0;
   for (const auto& r : run.jobs) wait += r.wait_s();
@@ -78,7 +79,8 @@ nlohmann::json run_json(const ClusterRun& run) {
                     {"jct_s", r.jct_s()},
                     {"gpu_s", r.gpu_s},
                     {"cpu_s", r.cpu_s},
-                    {"preemptions", r.preemptions}});
+                    {"preemptions", r.preemptions},
+                    {"device", r.on_cpu ? "cpu" : "gpu"}});
   auto& cdf = j["jct_cdf"] = nlohmann::json::array();
   for (const auto& [x, p] : jct_cdf(run)) cdf.push_back({x, p});
   auto& util = j["utilisation"] = nlohmann::json::array();
@@ -92,10 +94,12 @@ nlohmann::json run_json(const ClusterRun& run) {
 }
 
 std::string run_csv(const ClusterRun& run) {
-  std::string out = "job,user,model,gpus,iterations,arrival_s,start_s,finish_s,wait_s,jct_s,gpu_s,cpu_s,preemptions\n";
+  std::string out =
+      "job,user,model,gpus,iterations,arrival_s,start_s,finish_s,wait_s,jct_s,gpu_s,cpu_s,preemptions,device\n";
   for (const auto& r : run.jobs)
-    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{}\n", r.id, r.user, r.model, r.gpus, r.iterations,
-                       r.arrival_s, r.start_s, r.finish_s, r.wait_s(), r.jct_s(), r.gpu_s, r.cpu_s, r.preemptions);
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", r.id, r.user, r.model, r.gpus, r.iterations,
+                       r.arrival_s, r.start_s, r.finish_s, r.wait_s(), r.jct_s(), r.gpu_s, r.cpu_s, r.preemptions,
+                       r.on_cpu ? "cpu" : "gpu");
   return out;
 }
 

@@ -21,6 +21,7 @@ struct Node {
   int gpus = 0, cpus = 0;
   int free_gpus = 0;
   double decode_us = 0;
+  int free_cpus = 0;  // Greedy: cores not yet given this round
 };
 
 struct Slice {
@@ -34,11 +35,14 @@ struct Active {
   std::size_t trace_index = 0;
   double remaining_iters = 0;
   double fair_iter_s = 0;  // on its asked GPUs, consolidated, proportional cores
+  double best_iter_s = 0;  // Tune, Greedy: there with its best cores (Synergy's speed-up over fair share)
+  int best_cpus = 0;       // Tune, Greedy: those cores (0: its speed does not depend on them)
   std::vector<Slice> placement, previous;
   Allocation alloc;  // of the current placement
   double iter_s = 0;
   double overhead_s = 0;  // checkpoint I/O still to do before iterating
   bool ran_before = false;
+  bool on_cpu = false, was_on_cpu = false;  // on its CPU configuration this round, last round
 };
 
 // The smallest node count >= spanned that splits the GPUs evenly with at most
@@ -66,6 +70,7 @@ class Simulation {
       max_per_node_ = std::max(max_per_node_, kind.gpus);
     }
     total_gpus_ = c.total_gpus();
+    for (const auto& j : t.jobs) cpu_configs_ = cpu_configs_ || j.cpu_config_cpus > 0;
     for (std::size_t m = 0; m < model_gpu_.size(); ++m) index_.emplace_back(max_per_node_, nodes_.size());
     for (std::size_t n = 0; n < nodes_.size(); ++n)
       index_[static_cast<std::size_t>(nodes_[n].model)].insert(n, nodes_[n].gpus);
@@ -97,15 +102,44 @@ class Simulation {
         round = std::max(round + 1, static_cast<std::int64_t>(std::ceil(trace_.jobs[next].arrival_s / R)));
         continue;
       }
-      for (std::size_t k = 0; k < active_.size(); ++k)
-        states_[k].remaining_s = active_[k].remaining_iters * active_[k].fair_iter_s;
+      // The remaining time a policy sees: at fair share; under Tune at the speed
+      // the job ran at last round, or at its best if it did not run (Synergy's
+      // remaining_duration(fair=False), whose speed-up Tune resets each round).
+      for (std::size_t k = 0; k < active_.size(); ++k) {
+        const Active& a = active_[k];
+        const double iter_s = o_.cpu == CpuAllocation::Prop ? a.fair_iter_s
+                              : states_[k].running          ? a.iter_s
+                                                            : a.best_iter_s;
+        states_[k].remaining_s = a.remaining_iters * iter_s;
+      }
+      if (cpu_configs_)
+        for (std::size_t k = 0; k < active_.size(); ++k) {
+          states_[k].remaining_cpu_s = active_[k].remaining_iters * trace_.jobs[active_[k].trace_index].cpu_step_s;
+          states_[k].use_cpu = false;
+        }
       order.resize(active_.size());
       for (std::size_t k = 0; k < order.size(); ++k) order[k] = k;
       ClusterView view{now, R, total_gpus_, total_cpus_, 0, &states_};
-      policy_.order(view, order);
+      try {
+        policy_.order(view, order);
+      } catch (const PolicyFailure& e) {  // the run so far, finished jobs' records complete
+        out.stopped = e.what();
+        out.stopped_at_s = now;
+        break;
+      }
       ++out.rounds;
       const bool waiting = place(order);
       allocate_cpus(order);
+      if (next == trace_.jobs.size() && std::none_of(active_.begin(), active_.end(), [](const Active& a) {
+            return !a.placement.empty() || a.on_cpu;
+          })) {
+        out.stopped = fmt::format(
+            "{} left every job waiting (none ordered, or none that fits) with nothing "
+            "running and no job to arrive: the run cannot go on",
+            policy_.name());
+        out.stopped_at_s = now;
+        break;
+      }
       // Rounds that can run as one: nothing waits, so nothing changes until
       // the next arrival or the first finish.
       std::int64_t k = 1;
@@ -156,7 +190,18 @@ class Simulation {
     const TraceJob& j = trace_.jobs[i];
     Active a;
     a.trace_index = i;
-    a.fair_iter_s = speed_.iteration_s(j, fair_allocation(j));
+    Allocation fair = fair_allocation(j);
+    a.fair_iter_s = a.best_iter_s = speed_.iteration_s(j, fair);
+    if (o_.cpu != CpuAllocation::Prop) {
+      int node_cpus = 0;
+      for (const auto& kind : cluster_.nodes)
+        if (kind.gpu == fair.gpu && node_cpus == 0) node_cpus = kind.cpus;
+      const int best = a.best_cpus = j.cpus > 0 ? j.cpus : speed_.best_cpus(j, fair, node_cpus * fair.nodes);
+      if (best > 0) {
+        fair.cpus = best;
+        a.best_iter_s = speed_.iteration_s(j, fair);
+      }
+    }
     double iters = static_cast<double>(j.iterations);
     if (iters == 0) iters = std::max(1.0, std::round(j.duration_s / a.fair_iter_s));
     a.remaining_iters = iters;
@@ -179,29 +224,41 @@ class Simulation {
   // Places jobs in the policy's order; returns whether a job is left waiting.
   bool place(const std::vector<std::size_t>& order) {
     for (auto& a : active_) {
-      for (const Slice& s : a.placement) {
-        Node& node = nodes_[s.node];
-        index_[static_cast<std::size_t>(node.model)].update(s.node, node.free_gpus, node.free_gpus + s.gpus);
-        node.free_gpus += s.gpus;
-      }
+      release(a.placement);
       a.previous = std::move(a.placement);
       a.placement.clear();
+      a.was_on_cpu = a.on_cpu;
+      a.on_cpu = false;
     }
+    if (o_.cpu == CpuAllocation::Greedy)
+      for (Node& n : nodes_) n.free_cpus = n.cpus;
     bool waiting = false;
-    long free_total = total_gpus_;
+    long free_total = total_gpus_, free_cpus = total_cpus_;
     for (std::size_t k : order) {
       Active& a = active_[k];
       const TraceJob& j = trace_.jobs[a.trace_index];
-      if (free_total < j.gpus) {
-        waiting = true;
-        if (free_total == 0) break;
+      if (cpu_configs_ && states_[k].use_cpu && j.cpu_config_cpus > 0) {
+        a.on_cpu = free_cpus >= j.cpu_config_cpus;
+        waiting = waiting || !a.on_cpu;
+        if (a.on_cpu) free_cpus -= j.cpu_config_cpus;
         continue;
       }
-      if (!place_job(a, j)) {
+      if (free_total < j.gpus) {
+        waiting = true;
+        if (free_total == 0 && !cpu_configs_) break;
+        continue;
+      }
+      if (!place_job(a, j) || (o_.cpu == CpuAllocation::Greedy && !greedy_cores(a, j))) {
         waiting = true;
         continue;
       }
       free_total -= j.gpus;
+      if (!cpu_configs_) continue;  // the pool matters to CPU configurations only
+      if (j.cpus > 0) {
+        free_cpus -= j.cpus;
+      } else {
+        for (const Slice& s : a.placement) free_cpus -= nodes_[s.node].cpus * s.gpus / nodes_[s.node].gpus;
+      }
     }
     return waiting;
   }
@@ -240,18 +297,67 @@ class Simulation {
     return false;
   }
 
-  // Cores of each placed job on each of its nodes (Prop or Tune), then its
-  // allocation and speed.
+  // Synergy-Greedy: the job's best cores on each of its nodes (its share of
+  // them by GPUs, at least one), or, where a node lacks them, a node of its
+  // GPU model that has both the GPUs and the cores (best fit by GPUs); else
+  // the job gives its GPUs back and waits.
+  int greedy_need(const Active& a, const TraceJob& j, int gpus) const {
+    return std::max(1, (a.best_cpus * gpus + j.gpus - 1) / j.gpus);
+  }
+  bool greedy_cores(Active& a, const TraceJob& j) {
+    bool fits = true;
+    for (const Slice& s : a.placement) fits = fits && nodes_[s.node].free_cpus >= greedy_need(a, j, s.gpus);
+    if (!fits) {
+      const int model = nodes_[a.placement.front().node].model;
+      release(a.placement);
+      a.placement.clear();
+      long pick = -1;
+      const int need = greedy_need(a, j, j.gpus);
+      for (std::size_t n = 0; n < nodes_.size(); ++n) {
+        const Node& node = nodes_[n];
+        if (node.model == model && node.free_gpus >= j.gpus && node.free_cpus >= need &&
+            (pick < 0 || node.free_gpus < nodes_[static_cast<std::size_t>(pick)].free_gpus))
+          pick = static_cast<long>(n);
+      }
+      if (pick < 0) return false;
+      take(static_cast<std::size_t>(pick), j.gpus);
+      a.placement.push_back(Slice{static_cast<std::size_t>(pick), j.gpus, 0});
+    }
+    for (Slice& s : a.placement) {
+      s.cpus = greedy_need(a, j, s.gpus);
+      nodes_[s.node].free_cpus -= s.cpus;
+    }
+    return true;
+  }
+
+  // Gives a placement's GPUs back to their nodes.
+  void release(const std::vector<Slice>& placement) {
+    for (const Slice& s : placement) {
+      Node& node = nodes_[s.node];
+      index_[static_cast<std::size_t>(node.model)].update(s.node, node.free_gpus, node.free_gpus + s.gpus);
+      node.free_gpus += s.gpus;
+    }
+  }
+
+  // Cores of each placed job on each of its nodes (Prop or Tune; Greedy's
+  // are set at placement), then its allocation and speed.
   void allocate_cpus(const std::vector<std::size_t>& order) {
     if (o_.cpu == CpuAllocation::Prop) {
       for (auto& a : active_)
         for (Slice& s : a.placement) s.cpus = nodes_[s.node].cpus * s.gpus / nodes_[s.node].gpus;
-    } else {
+    } else if (o_.cpu == CpuAllocation::Tune) {
       tune(order);
     }
     for (auto& a : active_) {
-      if (a.placement.empty()) continue;
+      if (a.placement.empty() && !a.on_cpu) continue;
       const TraceJob& j = trace_.jobs[a.trace_index];
+      if (a.on_cpu) {  // its CPU configuration: its cores, its step time there
+        if (!a.was_on_cpu && a.ran_before && o_.checkpoint_cost) a.overhead_s += 2 * checkpoint_s_per_gpu_ * j.gpus;
+        a.alloc = Allocation{};
+        a.alloc.cpus = j.cpu_config_cpus;
+        a.iter_s = j.cpu_step_s;
+        continue;
+      }
       Allocation al;
       al.gpu = nodes_[a.placement.front().node].gpu;
       al.decode_us = nodes_[a.placement.front().node].decode_us;
@@ -261,11 +367,11 @@ class Simulation {
       for (const Slice& s : a.placement) al.cpus += s.cpus;
       al.cpus = std::max(1, al.cpus);
       const bool moved =
-          a.placement.size() != a.previous.size() ||
+          a.was_on_cpu || a.placement.size() != a.previous.size() ||
           !std::equal(a.placement.begin(), a.placement.end(), a.previous.begin(),
                       [](const Slice& x, const Slice& y) { return x.node == y.node && x.gpus == y.gpus; });
       if (moved && a.ran_before && o_.checkpoint_cost) a.overhead_s += 2 * checkpoint_s_per_gpu_ * j.gpus;
-      if (moved || al.cpus != a.alloc.cpus || a.iter_s == 0) {
+      if (moved || al.cpus != a.alloc.cpus || a.iter_s == 0 || a.alloc.gpu == nullptr) {
         a.alloc = al;
         a.iter_s = speed_.iteration_s(j, al);
       }
@@ -324,7 +430,7 @@ class Simulation {
       Active& a = active_[k];
       JobState& st = states_[k];
       JobResult& r = out.jobs[a.trace_index];
-      const bool placed = !a.placement.empty();
+      const bool placed = !a.placement.empty() || a.on_cpu;
       if (placed && !st.running && a.ran_before) ++r.preemptions;  // resumes after a preemption
       if (!placed) {
         if (st.running) st.last_run_end_s = now;
@@ -333,8 +439,10 @@ class Simulation {
         continue;
       }
       if (r.start_s < 0) r.start_s = now;
+      if (!st.running) a.overhead_s += cluster_.job_start_s;
       a.ran_before = true;
       st.running = true;
+      st.ran_on_cpu = r.on_cpu = a.on_cpu;
       const double overhead = std::min(span, a.overhead_s);
       a.overhead_s -= overhead;
       const double compute = span - overhead;
@@ -347,18 +455,14 @@ class Simulation {
       } else {
         a.remaining_iters -= can;
       }
-      const int gpus = trace_.jobs[a.trace_index].gpus;
+      const int gpus = a.on_cpu ? 0 : trace_.jobs[a.trace_index].gpus;
       r.gpu_s += gpus * held;
       r.cpu_s += a.alloc.cpus * held;
       st.attained_gpu_s += gpus * held;
       st.run_s += held;
       st.last_run_end_s = now + held;
       if (a.remaining_iters == 0) {
-        for (const Slice& s : a.placement) {
-          Node& node = nodes_[s.node];
-          index_[static_cast<std::size_t>(node.model)].update(s.node, node.free_gpus, node.free_gpus + s.gpus);
-          node.free_gpus += s.gpus;
-        }
+        release(a.placement);
         active_[k] = std::move(active_.back());
         active_.pop_back();
         states_[k] = states_.back();
@@ -375,8 +479,10 @@ class Simulation {
     if (o_.util_every_s > 0 && !out.utilisation.empty() && now < out.utilisation.back().t_s + o_.util_every_s) return;
     UtilSample u;
     u.t_s = now;
-    for (const Active& a : active_)
+    for (const Active& a : active_) {
       for (const Slice& s : a.placement) u.busy_gpus += s.gpus, u.busy_cpus += s.cpus;
+      if (a.on_cpu) u.busy_cpus += a.alloc.cpus;
+    }
     u.active_jobs = static_cast<int>(active_.size());
     out.utilisation.push_back(u);
   }
@@ -399,6 +505,7 @@ class Simulation {
   std::vector<const GpuSpec*> model_gpu_;
   std::vector<detail::FreeGpuIndex> index_;
   int max_per_node_ = 0, total_gpus_ = 0, total_cpus_ = 0;
+  bool cpu_configs_ = false;  // some job of the trace has a CPU configuration
   double checkpoint_s_per_gpu_ = 0;
   std::vector<Active> active_;
   std::vector<JobState> states_;
@@ -409,13 +516,16 @@ class Simulation {
 CpuAllocation parse_cpu_allocation(std::string_view text) {
   if (text == "prop") return CpuAllocation::Prop;
   if (text == "tune") return CpuAllocation::Tune;
+  if (text == "greedy") return CpuAllocation::Greedy;
   throw InputError(
       fmt::format("--cpu-allocation '{}': unknown; accepted: prop (GPU-proportional cores), tune "
-                  "(Synergy-Tune)",
+                  "(Synergy-Tune), greedy (Synergy-Greedy)",
                   text));
 }
 
-std::string_view to_string(CpuAllocation a) { return a == CpuAllocation::Prop ? "prop" : "tune"; }
+std::string_view to_string(CpuAllocation a) {
+  return a == CpuAllocation::Prop ? "prop" : a == CpuAllocation::Tune ? "tune" : "greedy";
+}
 
 ClusterRun simulate(const ClusterConfig& cluster, const Trace& trace, Policy& policy, const SimOptions& options,
                     JobSpeed& speed) {

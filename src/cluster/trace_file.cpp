@@ -22,8 +22,9 @@ namespace {
 constexpr std::size_t kMaxTraceBytes = 256u << 20;
 constexpr std::size_t kMaxJobs = 10'000'000;
 
-const std::vector<std::string> kColumns = {"job",        "arrival_s",  "user",   "model",   "batch", "variant", "gpus",
-                                           "iterations", "duration_s", "step_s", "dataset", "cpus",  "mem_gib"};
+const std::vector<std::string> kColumns = {"job",     "arrival_s", "user",       "model",           "batch",
+                                           "variant", "gpus",      "iterations", "duration_s",      "step_s",
+                                           "dataset", "cpus",      "mem_gib",    "cpu_config_cpus", "cpu_step_s"};
 
 std::string column_list() {
   std::string s;
@@ -153,6 +154,8 @@ Trace parse_trace(std::string_view text, std::string_view source, const ClusterC
   std::string most_model;
   for (const auto& [model, g] : gpus_per_model(cluster))
     if (g > most_gpus) most_gpus = g, most_model = model;
+  int total_cpus = 0;
+  for (const auto& n : cluster.nodes) total_cpus += n.cpus * n.count;
   Trace trace;
   std::vector<int> col;  // header position -> column index
   std::set<std::string> ids, checked_datasets;
@@ -224,6 +227,10 @@ Trace parse_trace(std::string_view text, std::string_view source, const ClusterC
         j.cpus = static_cast<int>(whole(l, c, v, 1, 4096));
       else if (c == "mem_gib")
         j.mem_gib = number(l, c, v, 0, 1 << 20);
+      else if (c == "cpu_config_cpus")
+        j.cpu_config_cpus = static_cast<int>(whole(l, c, v, 1, 1 << 20));
+      else if (c == "cpu_step_s")
+        j.cpu_step_s = number(l, c, v, 1e-6, 1e6);
     }
     if (j.id.empty()) throw InputError(fmt::format("{}: empty; every job needs an id", l.at("job")));
     if (!ids.insert(j.id).second)
@@ -239,6 +246,16 @@ Trace parse_trace(std::string_view text, std::string_view source, const ClusterC
     if (j.model.empty() && (has_batch || !j.variant.empty() || !j.dataset.empty()))
       throw InputError(fmt::format("{}:{}: job '{}': batch, variant and dataset are for a model job, not a step_s one",
                                    source, line_no, j.id));
+    if ((j.cpu_config_cpus > 0) != (j.cpu_step_s > 0) || (j.cpu_config_cpus > 0 && !j.model.empty()))
+      throw InputError(
+          fmt::format("{}:{}: job '{}': a CPU configuration is cpu_config_cpus and cpu_step_s together, on a "
+                      "step_s job (gpemu has no model of training on CPU cores)",
+                      source, line_no, j.id));
+    if (j.cpu_config_cpus > total_cpus)
+      throw InputError(
+          fmt::format("{}:{}: job '{}' asks for {} cores on CPU; the cluster has {}: lower its "
+                      "cpu_config_cpus or add nodes",
+                      source, line_no, j.id, j.cpu_config_cpus, total_cpus));
     if (!j.model.empty()) j.model_spec = model_spec(l, j.model, j.variant);
     if (!j.dataset.empty() && checked_datasets.insert(j.dataset).second) {
       try {
@@ -269,15 +286,19 @@ Trace read_trace_file(const std::string& path, const ClusterConfig& cluster) {
 }
 
 std::string trace_csv(const Trace& trace) {
-  std::string out = "job,arrival_s,user,model,batch,variant,gpus,iterations,duration_s,step_s,dataset,cpus,mem_gib\n";
+  std::string out =
+      "job,arrival_s,user,model,batch,variant,gpus,iterations,duration_s,step_s,dataset,cpus,mem_gib,cpu_config_cpus,"
+      "cpu_step_s\n";
   for (const auto& j : trace.jobs) {
-    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{}\n", j.id, fmt_double(j.arrival_s), j.user, j.model,
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", j.id, fmt_double(j.arrival_s), j.user, j.model,
                        j.model.empty() ? std::string() : std::to_string(j.batch), j.variant, j.gpus,
                        j.iterations > 0 ? std::to_string(j.iterations) : std::string(),
                        j.duration_s > 0 ? fmt_double(j.duration_s) : std::string(),
                        j.step_s > 0 ? fmt_double(j.step_s) : std::string(), j.dataset,
                        j.cpus > 0 ? std::to_string(j.cpus) : std::string(),
-                       j.mem_gib > 0 ? fmt_double(j.mem_gib) : std::string());
+                       j.mem_gib > 0 ? fmt_double(j.mem_gib) : std::string(),
+                       j.cpu_config_cpus > 0 ? std::to_string(j.cpu_config_cpus) : std::string(),
+                       j.cpu_step_s > 0 ? fmt_double(j.cpu_step_s) : std::string());
   }
   return out;
 }

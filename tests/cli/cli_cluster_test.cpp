@@ -49,7 +49,8 @@ TEST(CliCluster, AnUnknownPolicyNamesTheAcceptedOnes) {
   const auto r =
       run_gpemu("cluster --cluster " + cluster.string() + " --trace " + trace.string() + " --policy lottery");
   EXPECT_NE(r.status, 0);
-  EXPECT_NE(r.err.find("--policy 'lottery': unknown; accepted: fifo, srtf, las, drf-fifo, timeslice"),
+  EXPECT_NE(r.err.find(
+                "--policy 'lottery': unknown; accepted: fifo, srtf, las, drf-fifo, drf, allox, max-min, timeslice"),
             std::string::npos)
       << r.err;
 }

@@ -176,6 +176,91 @@ TEST(Simulation, DrfFifoServesTheUserWithTheLeastDominantShare) {
   EXPECT_EQ(by_drf.policy, "drf-fifo");
 }
 
+// One GPU and 16 cores: a GPU job holds its 4 cores; a CPU configuration
+// takes 8 of the 12 left (one CPU machine for AlloX). Rounds of 5 s.
+constexpr const char* kHybrid = R"({"nodes": [{"gpu": "v100", "gpus": 1, "cpus": 16}], "checkpoint_gib": 0})";
+ClusterRun run_hybrid(const std::string& jobs, const std::string& policy) {
+  const auto c = parse_cluster(kHybrid, "c.json");
+  JobSpeed speed;
+  auto p = make_policy(policy);
+  SimOptions o;
+  o.round_s = 5;
+  return simulate(
+      c, parse_trace("job,arrival_s,gpus,iterations,step_s,cpus,cpu_config_cpus,cpu_step_s\n" + jobs, "t.csv", c), *p,
+      o, speed);
+}
+
+TEST(Simulation, DrfRunsEachJobOnItsFasterConfigurationShortestFirst) {
+  // long: 100 s on the GPU, 50 s on 8 cores; short: 10 s on the GPU only.
+  const std::string jobs = "long,0,1,1,100,4,8,50\nshort,0,1,1,10,4,,\n";
+  const auto drf = run_hybrid(jobs, "drf");
+  EXPECT_DOUBLE_EQ(drf.jobs[1].finish_s, 10);
+  EXPECT_DOUBLE_EQ(drf.jobs[0].finish_s, 50);  // at once, on its CPU configuration
+  EXPECT_TRUE(drf.jobs[0].on_cpu);
+  EXPECT_DOUBLE_EQ(drf.jobs[0].gpu_s, 0);
+  EXPECT_DOUBLE_EQ(drf.jobs[0].cpu_s, 8 * 50);
+  const auto fifo = run_hybrid(jobs, "drf-fifo");  // arrival order, on GPUs
+  EXPECT_DOUBLE_EQ(fifo.jobs[0].finish_s, 100);
+  EXPECT_DOUBLE_EQ(fifo.jobs[1].finish_s, 110);
+  EXPECT_FALSE(fifo.jobs[0].on_cpu);
+}
+
+TEST(Simulation, AlloxMatchesJobsToMachinesForTheLeastTotalCompletionTime) {
+  // GPU / CPU seconds: a 10 / 100, b 30 / 35, c 20 / 1000. The least sum of
+  // completion times: a then c on the GPU (10 + 30), b on the CPU (35).
+  const auto run = run_hybrid("a,0,1,1,10,4,8,100\nb,0,1,1,30,4,8,35\nc,0,1,1,20,4,8,1000\n", "allox");
+  EXPECT_DOUBLE_EQ(run.jobs[0].finish_s, 10);
+  EXPECT_TRUE(run.jobs[1].on_cpu);
+  EXPECT_DOUBLE_EQ(run.jobs[1].finish_s, 35);
+  EXPECT_DOUBLE_EQ(run.jobs[2].start_s, 10);
+  EXPECT_DOUBLE_EQ(run.jobs[2].finish_s, 30);
+  EXPECT_FALSE(run.jobs[2].on_cpu);
+  // Two jobs slow on CPU: one waits for the GPU though the CPU is free.
+  const auto wait = run_hybrid("a,0,1,1,10,4,8,100\nb,0,1,1,10,4,8,100\n", "allox");
+  EXPECT_DOUBLE_EQ(wait.jobs[0].finish_s + wait.jobs[1].finish_s, 10 + 20);
+  EXPECT_FALSE(wait.jobs[0].on_cpu || wait.jobs[1].on_cpu);
+}
+
+TEST(Simulation, AlloxMatchesTheJobsOfTheUsersOfLeastFairnessScore) {
+  // alpha 0.5 of two users: one user's jobs each round. At 5 s x runs x1
+  // (score 1/2 of the GPUs), y none: y's job takes the free GPU though x's
+  // x2 is shorter; x2 follows it.
+  const char* two = R"({"nodes": [{"gpu": "v100", "gpus": 2, "cpus": 16}], "checkpoint_gib": 0})";
+  const std::string trace = "job,arrival_s,user,gpus,iterations,step_s\nx1,0,x,1,1,100\nx2,5,x,1,1,5\ny1,5,y,1,1,20\n";
+  const auto run = run_trace(two, trace, "allox");
+  EXPECT_DOUBLE_EQ(run.jobs[2].start_s, 10);  // the round after their arrival
+  EXPECT_DOUBLE_EQ(run.jobs[1].start_s, 30);
+  EXPECT_DOUBLE_EQ(run_trace(two, trace, "srtf").jobs[1].start_s, 10);
+}
+
+TEST(Simulation, AJobPaysItsStartEachTimeItStarts) {
+  const auto run = run_trace(R"({"nodes": [{"gpu": "v100", "gpus": 1, "cpus": 4}], "job_start_s": 2.5})",
+                             "job,arrival_s,gpus,iterations,step_s\na,0,1,10,1\nb,0,1,10,1\n", "fifo");
+  EXPECT_DOUBLE_EQ(run.jobs[0].finish_s, 12.5);
+  EXPECT_DOUBLE_EQ(run.jobs[1].start_s, 20);  // the round after a's end
+  EXPECT_DOUBLE_EQ(run.jobs[1].finish_s, 32.5);
+}
+
+TEST(TraceFile, ACpuConfigurationIsAStepJobsWithItsCoresAndTime) {
+  const auto c = parse_cluster(kHybrid, "c.json");
+  const std::string head = "job,arrival_s,gpus,iterations,step_s,model,cpu_config_cpus,cpu_step_s\n";
+  EXPECT_NE(error_of([&] {
+              parse_trace(head + "a,0,1,1,1,,8,\n", "t.csv", c);
+            }).find("t.csv:2: job 'a': a CPU configuration is cpu_config_cpus and cpu_step_s together"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              parse_trace(head + "a,0,1,1,,resnet18,8,2\n", "t.csv", c);
+            }).find("no model of training on CPU cores"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              parse_trace(head + "a,0,1,1,1,,64,2\n", "t.csv", c);
+            }).find("asks for 64 cores on CPU; the cluster has 16"),
+            std::string::npos);
+  const auto t = parse_trace(head + "a,0,1,1,1,,8,2.5\n", "t.csv", c);
+  EXPECT_EQ(trace_csv(parse_trace(trace_csv(t), "again.csv", c)), trace_csv(t));
+  EXPECT_DOUBLE_EQ(t.jobs[0].cpu_step_s, 2.5);
+}
+
 TEST(Simulation, TimeSlicingTakesTurnsWhereLasServesTheNewcomerFirst) {
   const std::string trace = "job,arrival_s,gpus,iterations,step_s\na,0,1,100,1\nb,50,1,30,1\n";
   const auto by_las = run_trace(kOneGpu, trace, "las", las_queues({}));
@@ -185,6 +270,23 @@ TEST(Simulation, TimeSlicingTakesTurnsWhereLasServesTheNewcomerFirst) {
   EXPECT_DOUBLE_EQ(by_turns.jobs[1].finish_s, 100);  // b at 50, 70, 90; a at 60, 80, then 100-130
   EXPECT_DOUBLE_EQ(by_turns.jobs[0].finish_s, 130);
   EXPECT_EQ(by_turns.jobs[0].preemptions, 3);
+}
+
+TEST(Simulation, MaxMinFairnessGivesEachJobItsShareOfRounds) {
+  // One GPU, two jobs: each's max-min share is half the time. Gavel's
+  // priority (share / fraction received) alternates them, ties by arrival.
+  const auto run = run_trace(kOneGpu, "job,arrival_s,gpus,iterations,step_s\na,0,1,30,1\nb,0,1,30,1\n", "max-min");
+  EXPECT_DOUBLE_EQ(run.jobs[0].finish_s, 50);  // 0-10, 20-30, 40-50
+  EXPECT_DOUBLE_EQ(run.jobs[1].finish_s, 60);  // 10-20, 30-40, 50-60
+  EXPECT_EQ(run.jobs[0].preemptions, 2);
+  EXPECT_EQ(run.jobs[1].preemptions, 2);
+  // Four GPUs: 1 GPU and 4 GPUs water-fill to shares 1 and 3/4; the small
+  // job first, the large one next round (it has had none of its share).
+  const auto mixed = run_trace(R"({"nodes": [{"gpu": "v100", "gpus": 4, "cpus": 16}], "checkpoint_gib": 0})",
+                               "job,arrival_s,gpus,iterations,step_s\nbig,0,4,10,1\nsmall,0,1,100,1\n", "max-min");
+  EXPECT_DOUBLE_EQ(mixed.jobs[1].start_s, 0);
+  EXPECT_DOUBLE_EQ(mixed.jobs[0].start_s, 10);
+  EXPECT_DOUBLE_EQ(mixed.jobs[0].finish_s, 20);
 }
 
 TEST(Simulation, LasStarvationGuardGivesTheWaitingJobTurns) {
@@ -199,6 +301,80 @@ TEST(Simulation, LasStarvationGuardGivesTheWaitingJobTurns) {
   EXPECT_GT(run.jobs[1].preemptions, 1);
   EXPECT_GT(run.jobs[0].finish_s, 110);
   EXPECT_DOUBLE_EQ(run.makespan_s, 200);
+}
+
+TEST(Simulation, SrtfUnderTuneOrdersByTheTunedRemainingTime) {
+  // a (AlexNet reading Imagenette, 1 GPU) runs twice as fast with the node's
+  // 24 cores as with its 3; b (8 GPUs, no loader) gains nothing. At fair
+  // share a has more left than b, at its best less: Synergy's SRTF sorts by
+  // remaining_duration(fair=False) under Tune, so a goes first there.
+  const auto c = parse_cluster(R"({"nodes": [{"gpu": "v100", "gpus": 8, "cpus": 24}], "checkpoint_gib": 0})", "c.json");
+  const auto t = parse_trace(
+      "job,arrival_s,model,batch,gpus,iterations,dataset\na,0,alexnet,256,1,500,imagenette\n"
+      "b,0,resnet18,64,8,1100,\n",
+      "t.csv", c);
+  JobSpeed speed;
+  auto srtf = make_policy("srtf");
+  SimOptions o;
+  o.round_s = 10;
+  const auto prop = simulate(c, t, *srtf, o, speed);
+  EXPECT_DOUBLE_EQ(prop.jobs[1].start_s, 0);
+  EXPECT_GT(prop.jobs[0].start_s, 0);
+  o.cpu = CpuAllocation::Tune;
+  const auto tune = simulate(c, t, *srtf, o, speed);
+  EXPECT_DOUBLE_EQ(tune.jobs[0].start_s, 0);
+  EXPECT_GT(tune.jobs[1].start_s, 0);
+}
+
+TEST(Simulation, SynergyGreedyMakesAJobWaitForItsBestCores) {
+  // Two GPUs and 8 cores; each job's best is 6 cores (its trace cpus).
+  const auto c = parse_cluster(R"({"nodes": [{"gpu": "v100", "gpus": 2, "cpus": 8}], "checkpoint_gib": 0})", "c.json");
+  const auto t = parse_trace("job,arrival_s,gpus,iterations,step_s,cpus\na,0,1,10,1,6\nb,0,1,10,1,6\n", "t.csv", c);
+  JobSpeed speed;
+  auto fifo = make_policy("fifo");
+  SimOptions o;
+  o.round_s = 10;
+  o.cpu = CpuAllocation::Greedy;
+  const auto greedy = simulate(c, t, *fifo, o, speed);
+  EXPECT_DOUBLE_EQ(greedy.jobs[0].cpu_s, 6 * 10);
+  EXPECT_DOUBLE_EQ(greedy.jobs[1].start_s, 10);  // a GPU was free, its cores were not
+  EXPECT_DOUBLE_EQ(greedy.jobs[1].finish_s, 20);
+  o.cpu = CpuAllocation::Tune;  // no job below its proportional share: both run
+  EXPECT_DOUBLE_EQ(simulate(c, t, *fifo, o, speed).jobs[1].finish_s, 10);
+  EXPECT_EQ(parse_cpu_allocation("greedy"), CpuAllocation::Greedy);
+}
+
+// A policy that runs jobs in arrival order, and throws PolicyFailure at its
+// `fail_at`-th round (0: never), or orders none (`none`).
+class Faulty final : public Policy {
+ public:
+  Faulty(int fail_at, bool none) : fail_at_(fail_at), none_(none) {}
+  std::string name() const override { return "faulty"; }
+  void order(const ClusterView&, std::vector<std::size_t>& order) override {
+    if (++calls_ == fail_at_) throw PolicyFailure("faulty raised");
+    if (none_) order.clear();
+  }
+
+ private:
+  int calls_ = 0, fail_at_;
+  bool none_;
+};
+
+TEST(Simulation, APolicyFailureEndsTheRunWithTheFinishedJobsRecorded) {
+  const auto c = parse_cluster(kOneGpu, "c.json");
+  const auto t = parse_trace("job,arrival_s,gpus,iterations,step_s\na,0,1,10,1\nb,0,1,100,1\n", "t.csv", c);
+  JobSpeed speed;
+  SimOptions o;
+  o.round_s = 10;
+  Faulty fails(2, false);
+  const auto run = simulate(c, t, fails, o, speed);
+  EXPECT_EQ(run.stopped, "faulty raised");
+  EXPECT_DOUBLE_EQ(run.stopped_at_s, 10);
+  EXPECT_DOUBLE_EQ(run.jobs[0].finish_s, 10);
+  EXPECT_FALSE(run.jobs[1].finished());
+  EXPECT_EQ(run_json(run)["stopped"]["why"], "faulty raised");
+  Faulty idle(0, true);  // nothing would ever run: the run ends instead of spinning
+  EXPECT_NE(simulate(c, t, idle, o, speed).stopped.find("faulty left every job waiting"), std::string::npos);
 }
 
 TEST(Simulation, JobSpeedComesFromTheEngineAndCoresMatter) {

@@ -324,3 +324,89 @@ class Serve(unittest.TestCase):
         with self.assertRaises(gpemu.Error) as e:
             gpemu.ServeClient(os.path.join(self.tmp, "none.sock"))
         self.assertIn("none.sock", str(e.exception))
+
+
+class ClusterPolicies(unittest.TestCase):
+    """gpemu.cluster with a policy written in Python (docs/cluster.md), in virtual time."""
+
+    CLUSTER = {"nodes": [{"gpu": "v100", "gpus": 1, "cpus": 4}], "checkpoint_gib": 0}
+
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+        self.trace = os.path.join(self.dir.name, "t.csv")
+        with open(self.trace, "w") as f:
+            f.write("job,arrival_s,gpus,iterations,step_s\nlong,0,1,100,1\nshort,5,1,20,1\nlast,5,1,30,1\n")
+
+    def tearDown(self):
+        self.dir.cleanup()
+
+    def run_cluster(self, policy, **kw):
+        return gpemu.cluster(self.CLUSTER, self.trace, policy=policy, round_s=10, **kw)
+
+    def test_a_python_srtf_runs_as_the_built_in_one(self):
+        class Srtf:
+            def schedule(self, state):
+                jobs = sorted(state["jobs"], key=lambda j: (j["remaining_s"], j["arrival_s"]))
+                return [j["id"] for j in jobs]
+
+        ours, builtin = self.run_cluster(Srtf()), self.run_cluster("srtf")
+        self.assertEqual(ours["policy"], "Srtf")
+        self.assertEqual([j["finish_s"] for j in ours["jobs"]], [j["finish_s"] for j in builtin["jobs"]])
+        self.assertEqual(ours["jobs"][1]["finish_s"], 30)  # short: from the round at 10, 20 s
+
+    def test_jobs_left_out_wait(self):
+        class ShortFirstAlone:
+            def schedule(self, state):
+                ids = [j["id"] for j in state["jobs"]]
+                return ["short"] if "short" in ids else ids
+
+        run = self.run_cluster(ShortFirstAlone())
+        self.assertEqual(run["jobs"][1]["start_s"], 10)
+        self.assertEqual(run["jobs"][0]["preemptions"], 1)  # long waited while short ran alone
+        self.assertEqual(run["jobs"][2]["start_s"], 120)  # last after long's 90 s left, from 30
+
+        class Nobody:
+            def schedule(self, state):
+                return []
+
+        with self.assertRaises(gpemu.Error) as e:
+            self.run_cluster(Nobody())
+        self.assertIn("Nobody left every job waiting", str(e.exception))
+
+    def test_a_policy_that_raises_ends_the_run_with_the_finished_jobs_written(self):
+        class Raiser:
+            rounds = 0
+
+            def schedule(self, state):
+                self.rounds += 1
+                if self.rounds == 5:
+                    return 1 / 0
+                return sorted((j["id"] for j in state["jobs"]), key=lambda i: i != "short")
+
+        out = os.path.join(self.dir.name, "run.json")
+        with self.assertRaises(gpemu.Error) as e:
+            self.run_cluster(Raiser(), json=out)
+        message = str(e.exception)
+        self.assertNotIn("\n", message)
+        self.assertIn("Raiser.schedule at 40 s raised ZeroDivisionError", message)
+        self.assertIn("1 finished jobs' records are written to " + out, message)
+        self.assertIsInstance(e.exception.__cause__, ZeroDivisionError)
+        with open(out) as f:
+            written = json.load(f)
+        self.assertEqual(written, e.exception.run)
+        self.assertEqual(written["stopped"]["at_s"], 40)
+        self.assertEqual(written["jobs"][1]["finish_s"], 30)  # short, finished before the raise
+
+    def test_bad_answers_and_policies_are_named(self):
+        class Stranger:
+            def schedule(self, state):
+                return ["nobody"]
+
+        with self.assertRaises(gpemu.Error) as e:
+            self.run_cluster(Stranger())
+        self.assertIn("Stranger.schedule at 0 s returned 'nobody', not the id of an active job", str(e.exception))
+        with self.assertRaises(gpemu.InputError) as e:
+            self.run_cluster(object())
+        self.assertIn("schedule(cluster_state)", str(e.exception))
+        with self.assertRaises(gpemu.InputError):
+            self.run_cluster("lottery")
