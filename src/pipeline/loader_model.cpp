@@ -374,7 +374,11 @@ std::string ModelledLoader::describe() const {
                    : std::string()) +
          (admission_.capacity > 0 ? fmt::format("; loader cache {:.1f} MiB ({})", admission_.capacity / 1048576.0,
                                                 to_string(admission_.policy))
-                                  : std::string());
+                                  : std::string()) +
+         (dataset_.page_size > 0 ? fmt::format("; FFCV-style file: {} reads, quasi-random order, raw samples not "
+                                               "entropy-decoded, {:.3f} ms a batch after decoding",
+                                               to_string(options_.read_method), to_ms(model_.collate_per_batch))
+                                 : std::string());
 }
 
 }  // namespace gpemu::pipeline

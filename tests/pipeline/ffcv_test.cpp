@@ -222,6 +222,20 @@ TEST(FfcvModel, LayoutOfSizesPacksPagesAsTheWriter) {
   EXPECT_EQ(jpeg.samples[3].label, 1);
 }
 
+TEST(FfcvModel, VirtualDatasetsHaveAnFfcvLayout) {
+  const Dataset d = virtual_dataset("ffcv:imagenette", 3);
+  ASSERT_EQ(d.size(), 9469u);
+  EXPECT_EQ(d.page_size, 4u << 20);
+  std::size_t raw = 0;
+  for (const Sample& s : d.samples) {
+    EXPECT_LE(std::max(s.width, s.height), 500u);
+    raw += s.format == SampleFormat::RawRgb;
+  }
+  EXPECT_GT(raw, 4500u);  // a fair coin over 9,469: 4,734 +- 3 sigma (146)
+  EXPECT_LT(raw, 4970u);
+  EXPECT_THROW(virtual_dataset("ffcv:imagenet22k"), InputError);
+}
+
 // Exact under the virtual clock: one worker, batches of two, reads from the
 // mapped pages (no per-sample cost, instant copies), 1 ms to crop and
 // transform a sample, 10 ns a byte of JPEG, and FFCV's stages after decoding
