@@ -63,7 +63,9 @@ TEST(FfcvFile, PacksRecordsIntoPagesWithPerSampleMetadata) {
       ASSERT_EQ(s.format, SampleFormat::RawRgb);
       EXPECT_EQ(s.length, std::uint64_t{s.width} * s.height * 3);
     }
-    if (i > 0) EXPECT_GE(s.offset, d.samples[i - 1].offset + d.samples[i - 1].length);
+    if (i > 0) {
+      EXPECT_GE(s.offset, d.samples[i - 1].offset + d.samples[i - 1].length);
+    }
   }
   EXPECT_GT(jpeg, 110u);  // a fair coin over 300: 150 +- 3 sigma
   EXPECT_LT(jpeg, 190u);
