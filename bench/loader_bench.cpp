@@ -142,7 +142,8 @@ nlohmann::json run_loader_bench(const LoaderBenchOptions& o) {
   };
   if (!o.cold) warm_page_cache(files);
 
-  // gpemu
+  // gpemu's loader, and its FFCV-style loader over the same images: one
+  // timed run of a loader over a dataset.
   pl::LoaderOptions lo;
   lo.batch_size = o.batch_size;
   lo.num_workers = o.workers;
@@ -152,29 +153,43 @@ nlohmann::json run_loader_bench(const LoaderBenchOptions& o) {
   lo.transform.height = lo.transform.width = o.image_size;
   lo.read_method = o.read_method;
   lo.decode_images = o.decode;
-  pl::DataLoader loader(dataset, lo);
-  std::size_t images = 0;
-  Duration read = 0, decode = 0, collate = 0, wait = 0;
-  Duration evicting = 0;  // not part of the loader's time
-  const auto start = std::chrono::steady_clock::now();
-  for (int epoch = 0; epoch < o.epochs; ++epoch) {
-    if (o.cold) {
-      const auto e0 = std::chrono::steady_clock::now();
-      evict();
-      evicting += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - e0).count();
+  auto timed = [&](const pl::Dataset& d, const pl::LoaderOptions& options, const std::vector<std::string>& its_files) {
+    pl::DataLoader loader(d, options);
+    std::size_t images = 0;
+    Duration read = 0, decode = 0, collate = 0, wait = 0;
+    Duration evicting = 0;  // not part of the loader's time
+    const auto start = std::chrono::steady_clock::now();
+    for (int epoch = 0; epoch < o.epochs; ++epoch) {
+      if (o.cold) {
+        const auto e0 = std::chrono::steady_clock::now();
+        pl::evict_from_page_cache(its_files);
+        resident_after_evict = std::max(resident_after_evict, pl::page_cache_resident_bytes(its_files));
+        evicting += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - e0).count();
+      }
+      loader.begin_epoch(static_cast<std::uint64_t>(epoch));
+      while (auto b = loader.next()) {
+        images += b->size();
+        read += b->timing.read_ns;
+        decode += b->timing.decode_ns;
+        collate += b->timing.collate_ns;
+        wait += b->timing.wait_ns;
+      }
     }
-    loader.begin_epoch(static_cast<std::uint64_t>(epoch));
-    while (auto b = loader.next()) {
-      images += b->size();
-      read += b->timing.read_ns;
-      decode += b->timing.decode_ns;
-      collate += b->timing.collate_ns;
-      wait += b->timing.wait_ns;
-    }
-  }
-  const double gpemu_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() - to_seconds(evicting);
-  const double gpemu_ips = images / gpemu_s;
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() - to_seconds(evicting);
+    return nlohmann::json{{"seconds", seconds},
+                          {"images", images},
+                          {"images_per_s", images / seconds},
+                          {"read_s", to_seconds(read)},
+                          {"decode_s", to_seconds(decode)},
+                          {"collate_s", to_seconds(collate)},
+                          {"wait_s", to_seconds(wait)},
+                          {"bytes_read", loader.stats().bytes_read},
+                          {"skipped", loader.stats().skipped}};
+  };
+  nlohmann::json gpemu_run = timed(dataset, lo, files);
+  const double gpemu_ips = gpemu_run["images_per_s"].get<double>();
+  gpemu_run.erase("images_per_s");
 
   nlohmann::json r;
   r["workers"] = o.workers;
@@ -190,15 +205,37 @@ nlohmann::json run_loader_bench(const LoaderBenchOptions& o) {
                   {"total_bytes", marker.value("total_bytes", 0)},
                   {"generated", marker.value("generated", false)}};
   r["gpemu_images_per_s"] = gpemu_ips;
-  r["gpemu"] = {{"seconds", gpemu_s},
-                {"images", images},
-                {"read_s", to_seconds(read)},
-                {"decode_s", to_seconds(decode)},
-                {"collate_s", to_seconds(collate)},
-                {"wait_s", to_seconds(wait)},
-                {"bytes_read", loader.stats().bytes_read},
-                {"skipped", loader.stats().skipped}};
+  r["gpemu"] = gpemu_run;
   if (o.cold) r["gpemu"]["resident_after_evict_bytes"] = resident_after_evict;
+  // The FFCV-style loader: the same images written once into an FFCV-style
+  // file beside the folder (FFCV's write_imagenet.sh 500 0.50 90), memory-mapped.
+  r["ffcv_images_per_s"] = nullptr;
+  r["ffcv"] = nullptr;
+  if (!o.run_ffcv || !o.decode) {
+    r["ffcv_error"] = o.decode ? "not run (run_ffcv = false)" : "not run: bytes only (decode = false)";
+  } else {
+    const fs::path file = dir.string() + ".ffcv";
+    std::error_code ec;
+    double write_s = 0;
+    if (marker.value("generated", false) || !fs::exists(file, ec)) {
+      fs::remove(file, ec);
+      const auto w0 = std::chrono::steady_clock::now();
+      pl::write_ffcv_file(dataset, file, pl::FfcvWriteOptions{});
+      write_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
+    }
+    const pl::Dataset ffcv = pl::open_ffcv_file(file);
+    if (!o.cold) warm_page_cache({file.string()});
+    pl::LoaderOptions fo = lo;
+    fo.read_method = pl::ReadMethod::Pread;  // the FFCV-style loader maps the file (use_ffcv_loader)
+    pl::use_ffcv_loader(ffcv, fo.batch_size, fo, nullptr);
+    nlohmann::json f = timed(ffcv, fo, {file.string()});
+    r["ffcv_images_per_s"] = f["images_per_s"];
+    f.erase("images_per_s");
+    f["file"] = file.string();
+    f["file_bytes"] = fs::file_size(file, ec);
+    f["write_s"] = write_s;  // 0: the file was already there
+    r["ffcv"] = f;
+  }
   r["torch_images_per_s"] = nullptr;
   r["ratio"] = nullptr;
   r["torch"] = nullptr;
@@ -237,6 +274,8 @@ void print_loader_bench(const nlohmann::json& r, std::ostream& out) {
       << (r.value("cold", false) ? "cold" : "warm") << " page cache\n";
   bench::Table t({"loader", "images/s", "seconds"});
   t.add_row({"gpemu", num(r["gpemu_images_per_s"], 1), num(r["gpemu"]["seconds"], 2)});
+  t.add_row({"gpemu FFCV-style (mmap)", num(r["ffcv_images_per_s"], 1),
+             r["ffcv"].is_object() ? num(r["ffcv"]["seconds"], 2) : std::string("-")});
   t.add_row({"torch DataLoader", num(r["torch_images_per_s"], 1),
              r["torch"].is_object() ? num(r["torch"]["seconds"], 2) : std::string("-")});
   t.print(out);
@@ -245,6 +284,7 @@ void print_loader_bench(const nlohmann::json& r, std::ostream& out) {
   } else {
     out << "torch: " << r.value("torch_error", std::string("not available")) << "\n";
   }
+  if (!r["ffcv"].is_object()) out << "FFCV-style: " << r.value("ffcv_error", std::string("not run")) << "\n";
   const auto& g = r["gpemu"];
   out << "gpemu worker time: read " << num(g["read_s"], 2) << " s, decode+transform " << num(g["decode_s"], 2)
       << " s, collate " << num(g["collate_s"], 3) << " s; consumer waited " << num(g["wait_s"], 2) << " s\n";

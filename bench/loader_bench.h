@@ -43,6 +43,7 @@ struct LoaderBenchOptions {
   bool cold = false;   // evict the dataset from the page cache before each epoch
   bool decode = true;  // false: deliver the JPEG bytes (I/O only; torch is not run)
   bool run_torch = true;
+  bool run_ffcv = true;  // also the FFCV-style loader over the same images (written once into <dir>.ffcv)
   std::string python = "/usr/bin/python3";
   std::string torch_script;  // empty: torch_loader.py beside this file's source
 };

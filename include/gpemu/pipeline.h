@@ -60,9 +60,13 @@
 namespace gpemu::pipeline {
 
 enum class SampleFormat {
-  Jpeg,   // decoded and transformed into a float tensor by the loader
-  Bytes,  // delivered as raw bytes; costs its read, no decode
+  Jpeg,    // decoded and transformed into a float tensor by the loader
+  Bytes,   // delivered as raw bytes; costs its read, no decode
+  RawRgb,  // 8-bit RGB pixels, width x height x 3 (an FFCV-style file's raw samples): cropped and transformed as a JPEG
 };
+
+// Whether the loader decodes and transforms a sample of this format into an image.
+inline bool is_image(SampleFormat f) { return f != SampleFormat::Bytes; }
 
 struct Sample {
   std::string path;
@@ -70,6 +74,7 @@ struct Sample {
   std::uint64_t length = 0;  // bytes; for whole-file samples, the size when the dataset was opened
   std::int64_t label = -1;   // -1: no label
   SampleFormat format = SampleFormat::Bytes;
+  std::uint32_t width = 0, height = 0;  // RawRgb: its pixels
 };
 
 struct Dataset {
@@ -80,6 +85,8 @@ struct Dataset {
   // Samples per file of a grouped dataset (open_grouped_dataset, grouped()):
   // samples i*k .. i*k + k - 1 are one file, in order; 1 otherwise.
   std::size_t group_size = 1;
+  // An FFCV-style file (open_ffcv_file): its page size; 0 otherwise.
+  std::uint64_t page_size = 0;
 
   std::size_t size() const { return samples.size(); }
   // The distinct files behind the samples, in first-use order.
@@ -144,7 +151,7 @@ bool is_grouped_dataset(const std::filesystem::path& dir);
 // the byte range inside the file, whole groups in order); InputError naming
 // the file and line otherwise.
 Dataset open_grouped_dataset(const std::filesystem::path& dir);
-// A folder to train on: a grouped dataset, else an ImageFolder.
+// What --data names: an FFCV-style file (open_ffcv_file), a grouped dataset, else an ImageFolder.
 Dataset open_dataset_folder(const std::filesystem::path& dir);
 
 // The dataset with its samples packed `group_size` to a file, in order
@@ -163,6 +170,9 @@ Dataset grouped(const Dataset& dataset, std::size_t group_size);
 //    classes (Imagenette copied up to about 10 GB);
 //  - "imagenette": Imagenette's training split (full size), 9,469 JPEG files
 //    in 10 classes;
+//  - "ffcv:<any of these>": that dataset's FFCV-style layout (ffcv_layout with
+//    FfcvWriteOptions' defaults, write_imagenet.sh 500 0.50 90), which the
+//    modelled loader reads as the FFCV-style loader;
 //  - "sizes=FILE": one sample size in bytes per line (blank lines and lines
 //    starting with '#' skipped), 1 byte to 1 TiB each, at most 20,000,000
 //    samples and a file of at most 1 GiB; one class.
@@ -176,6 +186,51 @@ Dataset grouped(const Dataset& dataset, std::size_t group_size);
 Dataset virtual_dataset(std::string_view spec, std::uint64_t seed = 0);
 // The sizes of a "sizes=FILE" text, `name` naming it in errors.
 std::vector<std::uint64_t> parse_sample_sizes(std::string_view text, const std::string& name);
+
+// FFCV-style files (`gpemu dataset ffcv`; docs/pipeline.md "FFCV-style files"):
+// a whole image dataset in one file, as FFCV's .beton holds it. Each image is
+// scaled down so its longer side is at most max_resolution pixels (area
+// averaging) and stored, by a seeded coin of probability jpeg_share, as a JPEG
+// of jpeg_quality or as raw RGB pixels (FFCV's RGBImageField in 'proportion'
+// mode: `write_imagenet.sh 500 0.50 90` is 500, 0.5, 90). Records are packed
+// into pages of page_size bytes and never straddle a page unless larger than
+// one (which then starts a page of its own, and the next record the page
+// after it), so a page can be read or cached whole. Layout: a 4 KiB header
+// (magic, version, figures), the pages, then the per-sample metadata table
+// (offset, length, label, width, height, JPEG or raw) and an end magic.
+struct FfcvWriteOptions {
+  int max_resolution = 500;
+  double jpeg_share = 0.5;
+  int jpeg_quality = 90;
+  std::uint64_t page_size = std::uint64_t{4} << 20;  // FFCV's DatasetWriter default
+  std::uint64_t seed = 0;
+};
+struct FfcvSummary {
+  std::size_t samples = 0, jpeg = 0, raw = 0;
+  std::uint64_t file_bytes = 0, pages = 0;
+};
+// `out` must not exist (InputError otherwise); it appears whole or not at all.
+FfcvSummary write_ffcv_file(const Dataset& images, const std::filesystem::path& out, const FfcvWriteOptions& options);
+// Whether `path` is a file that starts with the format's magic.
+bool is_ffcv_file(const std::filesystem::path& path);
+// Its samples (format Jpeg or RawRgb, all in the one file) with page_size
+// set; every table entry is checked (inside the data, raw lengths equal to
+// width x height x 3, pages not straddled); InputError naming the file and
+// entry otherwise.
+Dataset open_ffcv_file(const std::filesystem::path& path);
+// The same layout for a dataset described by sizes (a virtual dataset): each
+// JPEG's pixels from its size at ImageNet's ~110 KB for 500x375 pixels, scaled
+// to max_resolution, stored as JPEG (the size that quality gives) or raw by
+// the same seeded coin, packed into pages as the writer packs them.
+Dataset ffcv_layout(const Dataset& images, const FfcvWriteOptions& options);
+
+// FFCV's QUASI_RANDOM order (ffcv.loader.OrderOption): the pages a rank
+// reads are shuffled, then the samples of each window of consecutive pages
+// holding at least `window` samples, so a batch touches few pages and a page
+// is done with soon after it is first read (what a process cache needs).
+// A pure function of (page of each sample, seed, epoch).
+std::vector<std::size_t> quasi_random_order(const std::vector<std::size_t>& indices, const Dataset& dataset,
+                                            std::size_t window, std::uint64_t seed, std::uint64_t epoch);
 
 }  // namespace gpemu::pipeline
 
@@ -215,9 +270,13 @@ namespace gpemu::pipeline {
 enum class ReadMethod {
   Pread,    // pread(2) per sample, read then decode, sample by sample (default)
   IoUring,  // io_uring: every read of a batch in flight at once, then decode
+  // FFCV-style files only (their dataset has a page_size):
+  Mmap,          // the file memory-mapped, the OS page cache serving it (FFCV's os_cache=True)
+  ProcessCache,  // its pages read whole into the loader's memory once each (FFCV's os_cache=False)
 };
-std::string_view to_string(ReadMethod m);  // "pread", "io_uring"
-// Accepts "pread" and "io_uring" (also "io-uring", "uring"); InputError otherwise.
+std::string_view to_string(ReadMethod m);  // "pread", "io_uring", "mmap", "process_cache"
+// Accepts "pread", "io_uring" (also "io-uring", "uring"), "mmap" and
+// "process_cache"; InputError otherwise.
 ReadMethod parse_read_method(std::string_view name);
 
 class FileReader {
@@ -864,6 +923,11 @@ struct LoaderOptions {
 // The sampler options of a loader's options (shuffle, seed, rank, world
 // size, uneven shards, groups).
 SamplerOptions sampler_options(const LoaderOptions& o);
+// The dataset indices a loader visits in an epoch, in order: the sampler's,
+// or for a shuffled FFCV-style file (page_size > 0) FFCV's quasi-random
+// order over them (quasi_random_order, windows of a batch). Both loaders use it.
+std::vector<std::size_t> epoch_order(const Sampler& sampler, const Dataset& dataset, const LoaderOptions& o,
+                                     std::uint64_t epoch);
 
 struct SampleError {
   std::size_t index;  // dataset index
@@ -1116,6 +1180,7 @@ class PipelineSource : public BatchSource {
 //
 //   cost(sample) = read_per_sample + bytes / read_bytes_per_s
 //                + (decode_per_sample + bytes * decode_ns_per_byte)   [JPEG samples that are decoded]
+//                + decode_per_sample                                  [raw RGB samples that are decoded]
 //   cost(batch)  = (sum of its samples' costs + collate_per_batch) * share
 //   share        = max(1, loader threads on the machine / cores)
 //
@@ -1187,6 +1252,21 @@ struct SampleCost {
   Duration decode = 0;
 };
 SampleCost model_sample_cost(const Sample& sample, bool decode_images, const LoaderModelOptions& model);
+
+// The FFCV-style loader (an FFCV-style file: Dataset::page_size > 0) under
+// the virtual clock: the modelled loader over the file's records, read from
+// the mapped pages (no per-sample syscall: read_per_sample 0), raw samples
+// costing the crop/resize/normalise part of decoding only (decode_per_sample)
+// and JPEG ones also their entropy decoding (decode_ns_per_byte x bytes),
+// FFCV's quasi-random order (epoch_order), and per batch the stages after its
+// JIT-compiled decode (ToDevice, ToTorchImage, Convert, NormalizeImage) at
+// GPEmu's measured medians (ffcv_stage_costs.csv; on the GPU, or as
+// GPEmu's emulator ran them on the CPU), scaled by batch_size / 256.
+LoaderModelOptions ffcv_loader_model(LoaderModelOptions base, std::size_t batch_size, bool stages_on_cpu);
+// What a job over an FFCV-style file uses: mmap reads unless another memory
+// read (the process cache) was asked for, and ffcv_loader_model's costs when
+// `model` is given (the virtual clock). Nothing for other datasets.
+void use_ffcv_loader(const Dataset& dataset, std::size_t batch_size, LoaderOptions& options, LoaderModelOptions* model);
 
 class ModelledLoader : public BatchSource {
  public:

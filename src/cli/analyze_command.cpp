@@ -51,6 +51,8 @@ void analyze(const AnalyzeArgs& args) {
   o.loader = o.job.data.loader;
   o.loader.group_size = o.dataset.group_size;
   o.model = o.job.data.model;  // --cores, --decode-us, --decode-ns-per-byte
+  pipeline::use_ffcv_loader(o.dataset, static_cast<std::size_t>(o.job.batch_size), o.loader,
+                            o.clock == ClockKind::Virtual ? &o.model : nullptr);  // an FFCV-style file
   o.storage.read_per_sample = static_cast<Duration>(args.storage_latency_us * 1000.0);
   o.storage.bytes_per_s = args.storage_mb_per_s * 1e6;
 

@@ -86,7 +86,8 @@ void add_bench_command(CLI::App& app) {
             ->capture_default_str();
       });
   add_bench<LoaderBenchOptions>(
-      *cmd, "loader", "Data loader throughput: gpemu's loader vs torchvision ImageFolder + DataLoader",
+      *cmd, "loader",
+      "Data loader throughput: gpemu's loader and its FFCV-style loader vs torchvision ImageFolder + DataLoader",
       [](const LoaderBenchOptions& o) { return run_loader_bench(o); }, print_loader_bench,
       [](CLI::App& c, LoaderBenchOptions& o) {
         c.add_option("--workers", o.workers, "Loader workers for both")->capture_default_str();
@@ -101,7 +102,10 @@ void add_bench_command(CLI::App& app) {
             "--bytes-only", [&o](std::int64_t) { o.decode = false; },
             "Deliver the JPEG bytes without decoding (an I/O-only loader; torch is not run)");
         c.add_flag_function(
-            "--no-torch", [&o](std::int64_t) { o.run_torch = false; }, "Run gpemu's loader only");
+            "--no-torch", [&o](std::int64_t) { o.run_torch = false; }, "Do not run torch's loader");
+        c.add_flag_function(
+            "--no-ffcv", [&o](std::int64_t) { o.run_ffcv = false; },
+            "Do not run gpemu's FFCV-style loader (over the same images written once into an FFCV-style file)");
       });
   add_bench<OverheadBenchOptions>(
       *cmd, "overhead", "Emulation overhead: accelerator utilization of 100 us emulated steps fed from memory",

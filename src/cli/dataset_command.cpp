@@ -86,6 +86,42 @@ void group(const GroupArgs& a) {
   std::cout << fmt::format("train on it: gpemu train --data {} (files are shuffled as units, read by groups)\n", a.out);
 }
 
+struct FfcvArgs {
+  std::string data, out, page_size = "4M";
+  pipeline::FfcvWriteOptions o;
+  bool json = false;
+};
+
+void ffcv(FfcvArgs& a) {
+  a.o.page_size = gpemu::parse_byte_size(a.page_size, "--page-size");
+  std::error_code ec;
+  const pipeline::Dataset source = std::filesystem::is_regular_file(a.data, ec) ? pipeline::open_file_list(a.data)
+                                                                                : pipeline::open_image_folder(a.data);
+  const pipeline::FfcvSummary s = pipeline::write_ffcv_file(source, a.out, a.o);
+  if (a.json) {
+    const nlohmann::json j = {{"data", a.data},
+                              {"out", a.out},
+                              {"max_resolution", a.o.max_resolution},
+                              {"jpeg_share", a.o.jpeg_share},
+                              {"jpeg_quality", a.o.jpeg_quality},
+                              {"page_size", a.o.page_size},
+                              {"seed", a.o.seed},
+                              {"samples", s.samples},
+                              {"jpeg", s.jpeg},
+                              {"raw", s.raw},
+                              {"pages", s.pages},
+                              {"file_bytes", s.file_bytes}};
+    std::cout << j.dump(2) << '\n';
+    return;
+  }
+  std::cout << fmt::format(
+      "wrote {} images of {} to {}: {} as JPEG (quality {}), {} as raw RGB, longer side at most {} "
+      "pixels, {} pages of {} bytes, {:.1f} MB\n",
+      s.samples, a.data, a.out, s.jpeg, a.o.jpeg_quality, s.raw, a.o.max_resolution, s.pages, a.o.page_size,
+      static_cast<double>(s.file_bytes) / 1e6);
+  std::cout << fmt::format("train on it: gpemu train --data {} (memory-mapped, quasi-random order)\n", a.out);
+}
+
 }  // namespace
 
 void add_dataset_command(CLI::App& app) {
@@ -116,6 +152,22 @@ void add_dataset_command(CLI::App& app) {
   gc->add_option("--seed", g->seed, "Seed of the random order")->capture_default_str();
   gc->add_flag("--json", g->json, "Machine-readable output");
   gc->callback([g] { group(*g); });
+
+  auto f = std::make_shared<FfcvArgs>();
+  auto* fc = cmd->add_subcommand("ffcv",
+                                 "Write an ImageFolder into one FFCV-style file (page-aligned records, per-sample "
+                                 "metadata, JPEG or raw pixels), as FFCV's write_imagenet.sh does");
+  fc->add_option("--data", f->data, "ImageFolder (or a file list of JPEGs) to write")->required();
+  fc->add_option("--out", f->out, "New file to write")->required();
+  fc->add_option("--max-resolution", f->o.max_resolution, "Longer side of a stored image at most, pixels")
+      ->capture_default_str();
+  fc->add_option("--jpeg-share", f->o.jpeg_share, "Share of images stored as JPEG (the rest raw RGB), 0 to 1")
+      ->capture_default_str();
+  fc->add_option("--jpeg-quality", f->o.jpeg_quality, "Quality of the stored JPEGs, 1 to 100")->capture_default_str();
+  fc->add_option("--page-size", f->page_size, "Page size, a multiple of 4096 bytes (e.g. 4M)")->capture_default_str();
+  fc->add_option("--seed", f->o.seed, "Seed of the JPEG-or-raw choice")->capture_default_str();
+  fc->add_flag("--json", f->json, "Machine-readable output");
+  fc->callback([f] { ffcv(*f); });
 }
 
 }  // namespace gpemu::cli

@@ -9,6 +9,7 @@
 #include "common/interrupt.h"
 #include "common/output_path.h"
 #include "gpemu/error.h"
+#include "gpemu/pipeline.h"
 #include "gpemu/train.h"
 
 namespace gpemu::cli {
@@ -28,8 +29,9 @@ int default_workers(int requested, int gpus) {
 std::filesystem::path training_data_dir(const std::string& data, bool quiet, std::vector<std::string>* notes) {
   if (!data.empty()) {
     std::error_code ec;
-    if (!std::filesystem::is_directory(data, ec))
-      throw InputError(fmt::format("--data folder '{}' does not exist or is not a folder", data));
+    if (!std::filesystem::is_directory(data, ec) && !pipeline::is_ffcv_file(data))
+      throw InputError(fmt::format(
+          "--data '{}' does not exist or is neither a folder nor an FFCV-style file ('gpemu dataset ffcv')", data));
     return data;
   }
   auto ensured = train::ensure_synthetic_dataset(train::cache_dir(), train::default_dataset_spec(),

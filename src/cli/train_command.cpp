@@ -255,6 +255,9 @@ void train(const TrainArgs& a, CLI::App* cmd) {
     }
   }
 
+  if (!synthetic)  // an FFCV-style file (or its virtual layout) is read by the FFCV-style loader
+    pipeline::use_ffcv_loader(spec.data.dataset, static_cast<std::size_t>(spec.batch_size), spec.data.loader,
+                              clock_kind == ClockKind::Virtual ? &spec.data.model : nullptr);
   auto clock = make_clock(clock_kind);
   Job job(*clock, *costs, spec);
   const auto wall_start = std::chrono::steady_clock::now();
@@ -302,7 +305,7 @@ void train(const TrainArgs& a, CLI::App* cmd) {
                            {"storage", a.storage},
                            {"group_size", spec.data.dataset.group_size},
                            {"cold", a.cold},
-                           {"read_method", pipeline::to_string(read_method)}};
+                           {"read_method", pipeline::to_string(spec.data.loader.read_method)}};
   if (j.model.seq_len > 0) config["seq_len"] = j.model.seq_len;
   if (!data_dir.empty()) config["data"] = data_dir.string();
   if (virtual_data) config["data"] = spec.data.dataset.root + " (sizes without files)";
@@ -332,7 +335,7 @@ void train(const TrainArgs& a, CLI::App* cmd) {
     out["optimizer"] = j.model.optimizer;
     out["zero_grad"] = j.model.zero_grad;
     if (j.model.seq_len > 0) out["seq_len"] = j.model.seq_len;
-    if (!synthetic) out["read_method"] = pipeline::to_string(read_method);
+    if (!synthetic) out["read_method"] = pipeline::to_string(spec.data.loader.read_method);
     if (!data_dir.empty() || virtual_data) {
       out["data"] = virtual_data ? spec.data.dataset.root : data_dir.string();
       out["dataset_images"] = dataset_images;

@@ -17,7 +17,7 @@ std::uint64_t staging_bytes(const Dataset& dataset, const LoaderOptions& o, int 
   const std::uint64_t image = 3ull * static_cast<std::uint64_t>(o.transform.height) *
                               static_cast<std::uint64_t>(o.transform.width) * sizeof(float);
   for (const Sample& s : dataset.samples)
-    per_sample = std::max(per_sample, s.format == SampleFormat::Jpeg && o.decode_images ? image : s.length);
+    per_sample = std::max(per_sample, is_image(s.format) && o.decode_images ? image : s.length);
   const std::uint64_t batch = per_sample * o.batch_size;
   const std::uint64_t buffer = (batch + (1u << 20) - 1) / (1u << 20) * (1u << 20);
   const auto per_loader =

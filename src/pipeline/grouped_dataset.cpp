@@ -169,6 +169,7 @@ Dataset open_grouped_dataset(const fs::path& dir) {
 }
 
 Dataset open_dataset_folder(const fs::path& dir) {
+  if (is_ffcv_file(dir)) return open_ffcv_file(dir);
   return is_grouped_dataset(dir) ? open_grouped_dataset(dir) : open_image_folder(dir);
 }
 

@@ -21,12 +21,22 @@ std::string errno_text(int err) { return std::strerror(err); }
 
 }  // namespace
 
-std::string_view to_string(ReadMethod m) { return m == ReadMethod::IoUring ? "io_uring" : "pread"; }
+std::string_view to_string(ReadMethod m) {
+  switch (m) {
+    case ReadMethod::IoUring: return "io_uring";
+    case ReadMethod::Mmap: return "mmap";
+    case ReadMethod::ProcessCache: return "process_cache";
+    default: return "pread";
+  }
+}
 
 ReadMethod parse_read_method(std::string_view name) {
   if (name == "pread") return ReadMethod::Pread;
   if (name == "io_uring" || name == "io-uring" || name == "uring") return ReadMethod::IoUring;
-  throw InputError("unknown read method '" + std::string(name) + "': accepted 'pread' (the default) or 'io_uring'");
+  if (name == "mmap") return ReadMethod::Mmap;
+  if (name == "process_cache" || name == "process-cache") return ReadMethod::ProcessCache;
+  throw InputError("unknown read method '" + std::string(name) +
+                   "': accepted 'pread' (the default), 'io_uring', and for FFCV-style files 'mmap' or 'process_cache'");
 }
 
 FileReader::FileReader(bool direct_io, NoteFn note) : direct_(direct_io), note_(std::move(note)) {}

@@ -15,6 +15,7 @@
 #include "common/random.h"
 #include "gpemu/error.h"
 #include "pipeline/io_uring_reader.h"
+#include "pipeline/mapped_files.h"
 
 namespace gpemu::pipeline {
 
@@ -98,15 +99,38 @@ void validate(const LoaderOptions& o, const Dataset& ds) {
   if (o.superbatch > 1 && o.read_method != ReadMethod::IoUring)
     bad("a superbatch of " + std::to_string(o.superbatch) +
         " submits several batches' reads at once, which needs io_uring reads (read method 'io_uring')");
+  const bool from_memory = o.read_method == ReadMethod::Mmap || o.read_method == ReadMethod::ProcessCache;
+  if (from_memory && ds.page_size == 0)
+    bad("read method '" + std::string(to_string(o.read_method)) +
+        "' reads an FFCV-style file ('gpemu dataset ffcv'); '" + ds.root + "' is not one: use 'pread' or 'io_uring'");
   if (o.decode_images) {
     bool jpeg = false, bytes = false;
-    for (const auto& s : ds.samples) (s.format == SampleFormat::Jpeg ? jpeg : bytes) = true;
+    for (const auto& s : ds.samples) (is_image(s.format) ? jpeg : bytes) = true;
     if (jpeg && bytes) {
       bad("dataset '" + ds.root +
           "' mixes JPEG images and byte records; a batch holds one kind "
           "(set decode_images=false to read everything as bytes)");
     }
   }
+}
+
+// An FFCV-style file's raw RGB sample as a crop region: the whole image,
+// already pixels, and the augmentation's box in it.
+DecodedCrop raw_crop(std::span<const std::byte> bytes, const Sample& s, const Augmentation& aug) {
+  if (bytes.size() != std::uint64_t{s.width} * s.height * 3)
+    throw InputError("raw RGB sample of " + std::to_string(bytes.size()) + " bytes is not " + std::to_string(s.width) +
+                     "x" + std::to_string(s.height) + "x3");
+  DecodedCrop c;
+  c.rgb = reinterpret_cast<const std::uint8_t*>(bytes.data());
+  c.stride = static_cast<int>(s.width) * 3;
+  c.region_width = c.info.width = static_cast<int>(s.width);
+  c.region_height = c.info.height = static_cast<int>(s.height);
+  c.info.components = 3;
+  c.box_x = aug.box.x;
+  c.box_y = aug.box.y;
+  c.box_width = aug.box.width;
+  c.box_height = aug.box.height;
+  return c;
 }
 
 }  // namespace
@@ -117,7 +141,7 @@ struct DataLoader::Impl {
         opt(std::move(o)),
         sampler(dataset.size(), sampler_options(opt)),
         origin(std::chrono::steady_clock::now()) {
-    images = opt.decode_images && dataset.samples.front().format == SampleFormat::Jpeg;
+    images = opt.decode_images && is_image(dataset.samples.front().format);
     cache = opt.cache
                 ? opt.cache
                 : (opt.cache_bytes > 0
@@ -130,6 +154,8 @@ struct DataLoader::Impl {
     queues.resize(workers);
     worker_cv = std::make_unique<std::condition_variable[]>(std::max<std::size_t>(workers, 1));
     stats.direct_io_active = opt.direct_io;
+    if (opt.read_method == ReadMethod::Mmap || opt.read_method == ReadMethod::ProcessCache)
+      mapped = std::make_unique<MappedFiles>(opt.read_method == ReadMethod::ProcessCache, dataset.page_size);
   }
 
   Dataset dataset;
@@ -139,6 +165,7 @@ struct DataLoader::Impl {
   bool images = true;
   std::shared_ptr<LoaderCache> cache;
   std::shared_ptr<StagingPool> pool;
+  std::unique_ptr<MappedFiles> mapped;  // FFCV-style files: mmap or the process cache
 
   // Shared with workers, guarded by mu.
   std::mutex mu;
@@ -338,6 +365,9 @@ struct DataLoader::Impl {
             bytes = ctx.fetched[k].bytes;
           } else if (auto c = cached(s, b)) {
             bytes = *c;
+          } else if (mapped) {
+            bytes = mapped->read(s.path, s.offset, s.length);
+            count_read(s, bytes, b);
           } else {
             bytes = ctx.reader.read(s.path, s.offset, s.length);
             count_read(s, bytes, b);
@@ -347,13 +377,17 @@ struct DataLoader::Impl {
           if (images) {
             Augmentation aug;
             const std::uint64_t seed = common::mix_seed(epoch_seed, idx);
-            const auto crop = ctx.decoder.decode_crop(
-                bytes,
-                [&](int w, int h) {
-                  aug = draw_augmentation(w, h, t, seed);
-                  return aug.box;
-                },
-                t.width, t.height, opt.jpeg_validation);
+            const DecodedCrop crop =
+                s.format == SampleFormat::RawRgb
+                    ? raw_crop(bytes, s,
+                               aug = draw_augmentation(static_cast<int>(s.width), static_cast<int>(s.height), t, seed))
+                    : ctx.decoder.decode_crop(
+                          bytes,
+                          [&](int w, int h) {
+                            aug = draw_augmentation(w, h, t, seed);
+                            return aug.box;
+                          },
+                          t.width, t.height, opt.jpeg_validation);
             resize_normalize(crop, aug.flip, t, reinterpret_cast<float*>(b.buffer_.data() + used));
             used += slot;
             b.timing.decode_ns += now() - t1;
@@ -506,7 +540,7 @@ struct DataLoader::Impl {
     epoch_active = true;
     epoch = e;
     plan.clear();
-    const auto order = sampler.indices(e);
+    const auto order = epoch_order(sampler, dataset, opt, e);
     for (std::size_t i = 0; i < order.size(); i += opt.batch_size) {
       const std::size_t end = std::min(order.size(), i + opt.batch_size);
       if (end - i < opt.batch_size && opt.drop_last) break;

@@ -55,6 +55,8 @@ SampleCost model_sample_cost(const Sample& sample, bool decode_images, const Loa
   if (decode_images && sample.format == SampleFormat::Jpeg)
     c.decode =
         m.decode_per_sample + ns_from_double(bytes * m.decode_ns_per_byte, bytes * m.decode_ns_per_byte * 1e-9, "s");
+  else if (decode_images && sample.format == SampleFormat::RawRgb)
+    c.decode = m.decode_per_sample;  // pixels already: the crop, resize and normalisation only
   return c;
 }
 
@@ -248,7 +250,7 @@ void ModelledLoader::begin_epoch(std::uint64_t epoch) {
   epoch_ = epoch;
   begun_ = true;
   epoch_start_ = clock_.now();
-  const std::vector<std::size_t> order = sampler_.indices(epoch);
+  const std::vector<std::size_t> order = epoch_order(sampler_, dataset_, options_, epoch);
   batches_.clear();
   for (std::size_t i = 0; i < order.size(); i += options_.batch_size) {
     const std::size_t n = std::min(options_.batch_size, order.size() - i);
@@ -329,7 +331,7 @@ std::optional<LoadedBatch> ModelledLoader::next(const SleepFn& sleep_until) {
   b.index = i;
   b.samples = static_cast<std::int64_t>(batches_[i].size());
   b.sample_indices = batches_[i];
-  const bool images = options_.decode_images && dataset_.samples[batches_[i].front()].format == SampleFormat::Jpeg;
+  const bool images = options_.decode_images && is_image(dataset_.samples[batches_[i].front()].format);
   if (images) {
     b.bytes = output_bytes_per_image_ * batches_[i].size();
   } else {
@@ -372,7 +374,11 @@ std::string ModelledLoader::describe() const {
                    : std::string()) +
          (admission_.capacity > 0 ? fmt::format("; loader cache {:.1f} MiB ({})", admission_.capacity / 1048576.0,
                                                 to_string(admission_.policy))
-                                  : std::string());
+                                  : std::string()) +
+         (dataset_.page_size > 0 ? fmt::format("; FFCV-style file: {} reads, quasi-random order, raw samples not "
+                                               "entropy-decoded, {:.3f} ms a batch after decoding",
+                                               to_string(options_.read_method), to_ms(model_.collate_per_batch))
+                                 : std::string());
 }
 
 }  // namespace gpemu::pipeline

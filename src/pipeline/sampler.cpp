@@ -15,6 +15,13 @@ SamplerOptions sampler_options(const LoaderOptions& o) {
   return SamplerOptions{o.shuffle, o.seed, o.rank, o.world_size, o.drop_uneven_shards, o.group_size};
 }
 
+std::vector<std::size_t> epoch_order(const Sampler& sampler, const Dataset& dataset, const LoaderOptions& o,
+                                     std::uint64_t epoch) {
+  std::vector<std::size_t> order = sampler.indices(epoch);
+  if (o.shuffle && dataset.page_size > 0) order = quasi_random_order(order, dataset, o.batch_size, o.seed, epoch);
+  return order;
+}
+
 Sampler::Sampler(std::size_t dataset_size, SamplerOptions options) : dataset_size_(dataset_size), options_(options) {
   if (options_.world_size < 1) {
     throw InputError("sampler: world_size " + std::to_string(options_.world_size) + " is not allowed; it must be >= 1");

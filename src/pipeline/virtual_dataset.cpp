@@ -139,6 +139,13 @@ Dataset grouped(const Dataset& dataset, std::size_t group_size) {
 }
 
 Dataset virtual_dataset(std::string_view spec, std::uint64_t seed) {
+  // ffcv:<spec>: that dataset as `gpemu dataset ffcv` would write it with its
+  // defaults (write_imagenet.sh's 500, 0.50, 90), the coin seeded as the order.
+  if (spec.starts_with("ffcv:")) {
+    FfcvWriteOptions o;
+    o.seed = seed;
+    return ffcv_layout(virtual_dataset(spec.substr(5), seed), o);
+  }
   for (const Preset& p : kPresets) {
     if (spec != p.name) continue;
     std::vector<std::uint64_t> sizes(p.files);
@@ -170,7 +177,7 @@ Dataset virtual_dataset(std::string_view spec, std::uint64_t seed) {
   }
   throw InputError(
       fmt::format("--virtual-dataset '{}': unknown; accepted imagenet1k, imagenette10g, imagenette or sizes=FILE (one "
-                  "size in bytes per line)",
+                  "size in bytes per line), each also as ffcv:<that> (its FFCV-style layout)",
                   printable_excerpt(spec, 200)));
 }
 

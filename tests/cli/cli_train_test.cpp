@@ -265,6 +265,27 @@ TEST(CliTrain, ADatasetGroupedOnDiskTrainsByGroups) {
   EXPECT_NE(run_gpemu("dataset group --data " + images + " --out " + groups + "2 --size 0").status, 0);
 }
 
+TEST(CliTrain, AnFfcvStyleFileTrainsMemoryMappedOnBothClocks) {
+  TempFolder dir;
+  const std::string images = make_dataset(dir), file = (dir / "train.ffcv").string();
+  auto f = json_of(run_gpemu("dataset ffcv --data " + images + " --out " + file + " --max-resolution 64 --json"));
+  EXPECT_EQ(f["samples"], 16);
+  EXPECT_EQ(f["jpeg"].get<int>() + f["raw"].get<int>(), 16);
+  auto real = json_of(run_gpemu("train --data " + file + " --clock real -b 4 --workers 1 --epochs 1 --json"));
+  EXPECT_EQ(real["loader"], "real");
+  EXPECT_EQ(real["read_method"], "mmap");
+  EXPECT_EQ(real["samples"], 16);
+  auto modelled = json_of(run_gpemu("train --data " + file + " --clock virtual -b 4 --workers 1 --json"));
+  EXPECT_EQ(modelled["loader"], "modelled");
+  EXPECT_EQ(modelled["read_method"], "mmap");
+  Outcome again = run_gpemu("dataset ffcv --data " + images + " --out " + file);
+  EXPECT_NE(again.status, 0);  // exists: refused, nothing touched
+  EXPECT_NE(again.err.find("exists"), std::string::npos) << again.err;
+  Outcome folder = run_gpemu("train --data " + images + " --clock real --read-method mmap -b 4 -n 1");
+  EXPECT_NE(folder.status, 0);
+  EXPECT_NE(folder.err.find("FFCV-style"), std::string::npos) << folder.err;
+}
+
 TEST(CliTrain, BadOptionsAreOneLine) {
   for (std::string args :
        {"train --gpus 0 -n 1", "train --synthetic --data /tmp -n 1", "train --pin-mode glue -n 1",
