@@ -319,11 +319,15 @@ TEST(CliFaults, RunningOutOfHostMemoryIsAOneLineErrorNotAnAbort) {
   TempDir d;
   const std::string jobs =
       d.write("jobs.json", R"({"jobs": [{"name": "a", "compute_s": 0.01, "iterations": 1000000}]})").string();
-  const auto r = run_gpemu("share --jobs " + jobs + " --clock virtual --json", "ulimit -v 150000; ");
+  // With each step's row asked for (--steps) the records grow with the steps.
+  const auto r = run_gpemu("share --jobs " + jobs + " --clock virtual --json --steps", "ulimit -v 150000; ");
   EXPECT_EQ(r.status, 1) << r.err;
   EXPECT_EQ(r.err,
             "gpemu: error: out of host memory (std::bad_alloc): the run's records did not fit in what this process "
             "may allocate; give fewer steps, epochs or jobs, or raise the limit (ulimit -v)\n");
+  // Without them a run's memory is flat in steps: the same run fits.
+  const auto flat = run_gpemu("share --jobs " + jobs + " --clock virtual --json", "ulimit -v 150000; ");
+  EXPECT_EQ(flat.status, 0) << flat.err;
 }
 
 // N19: 8 x 10^6 steps (within the 10^7-step limit) grew ~0.9 KB a step and
