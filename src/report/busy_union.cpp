@@ -8,8 +8,9 @@
 namespace gpemu {
 
 BusyUnion::BusyUnion(Duration window, std::size_t max_intervals, std::size_t max_bins)
-    : window_(window), max_intervals_(std::max<std::size_t>(2, max_intervals)),
-      max_bins_(std::max<std::size_t>(2, max_bins)), bin_(window) {
+    : max_intervals_(std::max<std::size_t>(2, max_intervals)),
+      max_bins_(std::max<std::size_t>(2, max_bins)),
+      bin_(window) {
   if (window <= 0) throw std::invalid_argument("BusyUnion: the window must be positive");
 }
 
@@ -67,9 +68,10 @@ std::vector<Duration> BusyUnion::busy(Time end, Duration window) const {
       const Time w0 = static_cast<Time>(k) * window;
       if (w0 >= b || w0 >= end) break;
       const Time hi = std::min({b, w0 + window, end});
-      const Duration upto = ns == length ? hi - a
-                                         : std::llround(static_cast<double>(ns) * static_cast<double>(hi - a) /
-                                                        static_cast<double>(length));
+      const Duration upto =
+          ns == length
+              ? hi - a
+              : std::llround(static_cast<double>(ns) * static_cast<double>(hi - a) / static_cast<double>(length));
       out[k] += upto - given;
       given = upto;
     }

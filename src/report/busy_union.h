@@ -38,7 +38,6 @@ class BusyUnion {
  private:
   void fold_older_half();
   void add_to_bins(Time start, Time end);
-  Duration window_;
   std::size_t max_intervals_, max_bins_;
   std::map<Time, Time> open_;  // start -> end: disjoint, not touching, after folded_to_
   Time folded_to_ = 0;         // busy time before this is in bins_
