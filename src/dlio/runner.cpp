@@ -650,19 +650,26 @@ double allocatable_bytes() {
   return bytes;
 }
 
-// Every step of the run keeps its record (times, sample indices) for the
-// figures until the run ends: about 1 KB a step and 8 bytes a sample. A run
-// whose records would not fit in what this process can allocate is refused
-// before it starts, naming the key, instead of dying of std::bad_alloc hours in.
-void check_records_fit(const DlioWorkload& w, double steps) {
-  const double per_step = 1024.0 + 8.0 * static_cast<double>(std::max<std::int64_t>(1, w.reader.batch_size));
-  const double need = steps * per_step, have = allocatable_bytes();
+// Each epoch of each rank keeps its record (the epoch's figures, its blocks,
+// its printed line: about 5 KB measured) until the run ends, and each step
+// too when its rows are kept (a trace, a report, record_steps: about 1 KB a
+// step and 8 bytes a sample). A run whose records would not fit in what this
+// process can allocate is refused before it starts, naming the key, instead
+// of dying of std::bad_alloc hours in.
+void check_records_fit(const DlioWorkload& w, const DlioRunOptions& o, double rank_epochs, double steps) {
+  constexpr double kPerEpoch = 5120;
+  const bool rows = o.record_steps || o.trace || o.on_record;
+  const double per_step =
+      rows ? 1024.0 + 8.0 * static_cast<double>(std::max<std::int64_t>(1, w.reader.batch_size)) : 0.0;
+  const double need = rank_epochs * kPerEpoch + steps * per_step, have = allocatable_bytes();
   if (have > 0 && need > have)
     throw InputError(fmt::format(
-        "{}train.epochs = {} is not valid here: the run's {:.3g} steps keep a record each (about {:.0f} bytes), "
-        "{:.2f} GB in all, more than this process can allocate now ({:.2f} GB: the machine's available memory "
-        "or ulimit -v); accepted: fewer epochs or steps (train.epochs, train.total_training_steps)",
-        w.source.empty() ? "" : w.source + ": ", w.train.epochs, steps, per_step, need / 1e9, have / 1e9));
+        "{}train.epochs = {} is not valid here: the run's {:.3g} epochs of its ranks keep a record each (about {:.0f} "
+        "bytes){}, {:.2f} GB in all, more than this process can allocate now ({:.2f} GB: the machine's available "
+        "memory or ulimit -v); accepted: fewer epochs or steps (train.epochs, train.total_training_steps)",
+        w.source.empty() ? "" : w.source + ": ", w.train.epochs, rank_epochs, kPerEpoch,
+        rows ? fmt::format(" and its {:.3g} steps one each with their rows (about {:.0f} bytes)", steps, per_step) : "",
+        need / 1e9, have / 1e9));
 }
 
 // The world size and the ranks this process runs, checked.
@@ -867,7 +874,7 @@ nlohmann::json run_dlio_workload(const DlioWorkload& w, const DlioRunOptions& o)
   const bool train = w.workflow.train;
   // Before anything is generated or read.
   if (train)
-    check_records_fit(w,
+    check_records_fit(w, o, static_cast<double>(w.train.epochs) * static_cast<double>(ranks.size()),
                       static_cast<double>(dlio_figures(w, ws).total_train_steps) * static_cast<double>(ranks.size()));
   const bool leader = ranks.front() == 0;
   const fs::path base = o.base_dir.empty() ? fs::current_path() : o.base_dir;
