@@ -293,12 +293,37 @@ struct ScheduleSpec {
   std::function<void(const StepBoundary&)> between_steps;
 };
 
+// Where a job's per-step records go once their GPU times are known, besides
+// (or instead of) RunRecord: a front end's running figures, or a file of
+// rows. Called from the ranks' host threads (and from Job::record() for the
+// last ones), per rank in step and kernel issue order.
+struct StepRecord;
+struct KernelSpan;
+class RecordSink {
+ public:
+  virtual ~RecordSink() = default;
+  virtual void on_step(const StepRecord&) {}
+  virtual void on_kernel(int gpu, const KernelSpan&) {}
+};
+
+// What a RunRecord keeps of each step. By default every step and kernel
+// (RunRecord::steps, RankRecord::compute_intervals), so memory grows with the
+// steps; a long run keeps neither and its memory is flat: the per-rank totals
+// (RankRecord::train, compute_busy, last_kernel_end) are kept either way, and
+// summarize() reads only them.
+struct RecordSpec {
+  bool steps = true;
+  bool kernels = true;
+  RecordSink* sink = nullptr;  // not owned; outlives the run
+};
+
 struct JobSpec {
   ComputeSpec compute;
   int batch_size = 64;  // per rank
   DataSpec data;
   ClusterSpec cluster;
   ScheduleSpec schedule;
+  RecordSpec record;
   bool trace = false;  // record timeline operations and host spans
 };
 
@@ -363,6 +388,15 @@ struct StepRecord {
   Duration all_reduce_wait = 0;
 };
 
+// A rank's train steps, totalled as they settle: what summarize() and a
+// session read, so a record that keeps no steps has the same figures.
+struct StepTotals {
+  std::int64_t steps = 0, samples = 0;
+  Duration data_stall = 0, fetch_stall = 0, prep_stall = 0, h2d = 0, all_reduce_wait = 0;
+  Time end = 0;  // the latest step_end or all_reduce_end
+  void add(const StepRecord& s);
+};
+
 struct EpochMark {
   int gpu = 0;
   RunPhase phase = RunPhase::Train;
@@ -385,7 +419,9 @@ struct RankRecord {
   int gpu = 0;
   std::int64_t iterations = 0;
   Duration compute_busy = 0;
-  std::vector<KernelSpan> compute_intervals;  // every kernel, issue order
+  std::vector<KernelSpan> compute_intervals;  // every kernel, issue order (RecordSpec::kernels)
+  Time last_kernel_end = 0;
+  StepTotals train;  // its train steps
   std::uint64_t peak_allocated_bytes = 0, peak_reserved_bytes = 0;
   Duration forward_total = 0, backward_total = 0;
   std::string source;  // the source's describe()
@@ -402,7 +438,7 @@ struct RunRecord {
   StepTime step_time = StepTime::CostModel;
   Time start = 0;
   Time host_end = 0;              // the last host thread finished
-  std::vector<StepRecord> steps;  // ordered by (gpu, phase order as run)
+  std::vector<StepRecord> steps;  // ordered by (gpu, phase order as run); RecordSpec::steps
   std::vector<EpochMark> epochs;  // per rank and phase, in order
   std::vector<CheckpointRecord> checkpoints;
   std::vector<RankRecord> ranks;
@@ -614,7 +650,9 @@ class Job {
   void run_rank(Rank& r, JobObserver* observer);
   void run_phase(Rank& r, RunPhase phase, int epoch, pipeline::BatchSource& source, JobObserver* observer, bool& stop);
   void checkpoint(Rank& r, int epoch, std::uint64_t step, JobObserver* observer);
-  static void settle_records(Rank& r);
+  void settle_records(Rank& r);
+  void keep_step(Rank& r, StepRecord&& s);
+  void keep_kernel(Rank& r, KernelSpan k, Duration busy);
   void allocate_persistent(Rank& r);
   friend class StepBoundary;
 

@@ -65,8 +65,9 @@ SharedJobSpec fixed_step_job(std::string name, double step_s, int batch_size, st
 void with_dataset(SharedJobSpec& job, std::string_view dataset, int workers, std::uint64_t epochs);
 
 inline constexpr std::size_t kMaxSharedJobs = 1024;
-// The steps of all jobs of one run together: each keeps its records (about
-// 300 bytes) until the run ends, so 10^6 steps are about 300 MB.
+// The steps of all jobs of one run together. With ShareSpec::per_step each
+// step keeps its records (about 300 bytes) until the run ends, so 10^6 steps
+// are about 300 MB; without, a run's memory is flat in steps.
 inline constexpr std::int64_t kMaxSharedSteps = 1'000'000;
 // Utilisation windows a result holds at most: a longer run widens its
 // window (ShareResult::utilization_window says to what).
@@ -89,6 +90,10 @@ struct ShareSpec {
   // CPU cores of the machine the jobs' modelled data loaders share
   // (pipeline::CpuPool); 0: this machine's.
   int cpu_cores = 0;
+  // Each job's step ends and kernel spans (SharedJobResult::step_ends,
+  // step_samples, kernels: share_json's steps, share_report's charts), which
+  // grow with the steps; false: the totals only, in memory flat in steps.
+  bool per_step = true;
 };
 
 // Gives every job without a cost model the layered cost model of its model

@@ -104,6 +104,41 @@ std::string errs(const PhaseErrors& e) {
   return fmt::format("{} / {} / {}", fixed(e.forward, 1), fixed(e.backward, 1), fixed(e.iteration, 1));
 }
 
+// The fitted factors per family and GPU, and the expected errors stored.
+void print_calibration(const Calibration& cal, const CalibrateArgs& a) {
+  Table t({"family", "conv eff", "conv bytes eff", "matmul eff", "memory eff", "bwd factor", "launch fwd us",
+           "launch bwd us", "launch opt us", "view us", "origin"});
+  for (const std::string& fam : catalog_families()) {
+    const FamilyFactors& f = cal.families.at(fam);
+    t.add({fam, fixed(f.conv_efficiency, 3), fixed(f.conv_bytes_efficiency, 3), fixed(f.matmul_efficiency, 3),
+           fixed(f.memory_efficiency, 3), fixed(f.backward_factor, 3), fixed(f.launch_forward_us, 1),
+           fixed(f.launch_backward_us, 1), fixed(f.launch_optimizer_us, 1), fixed(f.launch_view_us, 1),
+           cal.origin_of(fam)});
+  }
+  for (const auto& [id, f] : cal.gpu_factors)
+    t.add({id, fixed(f.conv_efficiency, 3), fixed(f.conv_bytes_efficiency, 3), fixed(f.matmul_efficiency, 3),
+           fixed(f.memory_efficiency, 3), fixed(f.backward_factor, 3), fixed(f.launch_forward_us, 1),
+           fixed(f.launch_backward_us, 1), fixed(f.launch_optimizer_us, 1), fixed(f.launch_view_us, 1),
+           cal.origin_of(find_gpu(id))});
+  t.print(std::cout);
+  std::cout << fmt::format("\n{} model corrections; {} rows fitted\n", cal.models.size(), cal.rows);
+  if (!a.no_crossval) {
+    std::cout << "\nexpected errors stored (median APE %, forward / backward / iteration)\n";
+    for (const auto& [fam, e] : cal.in_sample) std::cout << fmt::format("  in-sample {:<10} {}\n", fam, errs(e));
+    for (const auto& [fam, e] : cal.gpu_left_out) std::cout << fmt::format("  GPU left out {:<7} {}\n", fam, errs(e));
+    if (cal.gpu_left_out_overall)
+      std::cout << fmt::format("  GPU left out, all     {}\n", errs(*cal.gpu_left_out_overall));
+    for (const auto& [fam, e] : cal.models_left_out)
+      std::cout << fmt::format("  models left out ({}) {}\n", fam, errs(e));
+  }
+  if (!cal.program_errors.empty()) {
+    std::cout << "\nprogram kinds against published step times (APE %: 80th percentile, the stated error; median)\n";
+    for (const auto& [kind, e] : cal.program_errors)
+      std::cout << fmt::format("  {:<22} {:>3} rows  {:>5.1f}  {:>5.1f}{}\n", kind, e.rows, e.p80_pct, e.median_pct,
+                               e.rows < kMinEvidenceRows ? "  (too few rows: the widest kind's error is stated)" : "");
+  }
+}
+
 void run_calibrate(const CalibrateArgs& a) {
   if (a.rounds < 1) throw InputError(fmt::format("--rounds {} is impossible: it must be at least 1", a.rounds));
   const std::filesystem::path out = calibration_target(a);
@@ -166,38 +201,7 @@ void run_calibrate(const CalibrateArgs& a) {
         fmt::format("gpemu calibrate --step-times {}: {} rows compared", names, rep.points.size());
   }
   cal.save(out);
-
-  Table t({"family", "conv eff", "conv bytes eff", "matmul eff", "memory eff", "bwd factor", "launch fwd us",
-           "launch bwd us", "launch opt us", "view us", "origin"});
-  for (const std::string& fam : catalog_families()) {
-    const FamilyFactors& f = cal.families.at(fam);
-    t.add({fam, fixed(f.conv_efficiency, 3), fixed(f.conv_bytes_efficiency, 3), fixed(f.matmul_efficiency, 3),
-           fixed(f.memory_efficiency, 3), fixed(f.backward_factor, 3), fixed(f.launch_forward_us, 1),
-           fixed(f.launch_backward_us, 1), fixed(f.launch_optimizer_us, 1), fixed(f.launch_view_us, 1),
-           cal.origin_of(fam)});
-  }
-  for (const auto& [id, f] : cal.gpu_factors)
-    t.add({id, fixed(f.conv_efficiency, 3), fixed(f.conv_bytes_efficiency, 3), fixed(f.matmul_efficiency, 3),
-           fixed(f.memory_efficiency, 3), fixed(f.backward_factor, 3), fixed(f.launch_forward_us, 1),
-           fixed(f.launch_backward_us, 1), fixed(f.launch_optimizer_us, 1), fixed(f.launch_view_us, 1),
-           cal.origin_of(find_gpu(id))});
-  t.print(std::cout);
-  std::cout << fmt::format("\n{} model corrections; {} rows fitted\n", cal.models.size(), cal.rows);
-  if (!a.no_crossval) {
-    std::cout << "\nexpected errors stored (median APE %, forward / backward / iteration)\n";
-    for (const auto& [fam, e] : cal.in_sample) std::cout << fmt::format("  in-sample {:<10} {}\n", fam, errs(e));
-    for (const auto& [fam, e] : cal.gpu_left_out) std::cout << fmt::format("  GPU left out {:<7} {}\n", fam, errs(e));
-    if (cal.gpu_left_out_overall)
-      std::cout << fmt::format("  GPU left out, all     {}\n", errs(*cal.gpu_left_out_overall));
-    for (const auto& [fam, e] : cal.models_left_out)
-      std::cout << fmt::format("  models left out ({}) {}\n", fam, errs(e));
-  }
-  if (!cal.program_errors.empty()) {
-    std::cout << "\nprogram kinds against published step times (APE %: 80th percentile, the stated error; median)\n";
-    for (const auto& [kind, e] : cal.program_errors)
-      std::cout << fmt::format("  {:<22} {:>3} rows  {:>5.1f}  {:>5.1f}{}\n", kind, e.rows, e.p80_pct, e.median_pct,
-                               e.rows < kMinEvidenceRows ? "  (too few rows: the widest kind's error is stated)" : "");
-  }
+  print_calibration(cal, a);
   std::cout << "\nwrote " << out.string() << '\n';
 }
 

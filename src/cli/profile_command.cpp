@@ -67,15 +67,15 @@ void add_ops(Profile& prof, int b, const nlohmann::json& r) {
   }
 }
 
-void run_profile(const ProfileArgs& a) {
+// The profiler script's command line, after the flags' checks.
+std::string profiler_command(const ProfileArgs& a, std::string& script) {
   if (a.out.empty()) throw InputError("gpemu profile: give --out DIR for the profiles and steps.csv");
   if (a.steps < 1 || a.warmup < 0)
     throw InputError(
         fmt::format("--steps {} / --warmup {}: at least 1 timed step and 0 warm-up steps", a.steps, a.warmup));
   if (a.op_steps < 0 || a.op_steps > 100)
     throw InputError(fmt::format("--op-steps {}: 0 (no per-op times) to 100 steps under torch.profiler", a.op_steps));
-  const std::string script =
-      a.script.empty() ? (zoo::data_dir() / "tools" / "profiler" / "gpemu_profile.py").string() : a.script;
+  script = a.script.empty() ? (zoo::data_dir() / "tools" / "profiler" / "gpemu_profile.py").string() : a.script;
   if (!std::filesystem::exists(script))
     throw InputError(fmt::format("gpemu profile: the profiler script {} is missing; give --script FILE", script));
   std::string cmd = bench::shell_quote(a.python) + " " + bench::shell_quote(script) + " --models " +
@@ -85,7 +85,18 @@ void run_profile(const ProfileArgs& a) {
   if (a.channels_last) cmd += " --channels-last";
   if (!a.factory.empty()) cmd += " --factory " + bench::shell_quote(a.factory);
   cmd += " --op-steps " + std::to_string(a.op_steps);
-  std::cerr << "profiling " << a.models << " at batch sizes " << a.batch_sizes << " (" << a.precision << ")\n";
+  return cmd;
+}
+
+// What the profiler printed: its environment and one row per model and batch.
+struct ProfilerOutput {
+  nlohmann::json env;
+  std::vector<nlohmann::json> rows;
+  bool gpu = false;  // measured on a CUDA device
+  std::string gpu_id = "cpu", gpu_name = "cpu";
+};
+
+ProfilerOutput run_profiler(const ProfileArgs& a, const std::string& cmd, const std::string& script) {
   // The script prints one JSON object a line; read them all.
   FILE* p = ::popen((cmd + " 2>/dev/null").c_str(), "r");
   if (!p) throw InputError(fmt::format("gpemu profile: cannot start {}", a.python));
@@ -93,8 +104,7 @@ void run_profile(const ProfileArgs& a) {
   char buf[4096];
   while (std::size_t n = std::fread(buf, 1, sizeof buf, p)) text.append(buf, n);
   const int status = ::pclose(p);
-  nlohmann::json env;
-  std::vector<nlohmann::json> rows;
+  ProfilerOutput out;
   std::istringstream lines(text);
   for (std::string line; std::getline(lines, line);) {
     if (line.empty() || line[0] != '{') continue;
@@ -103,43 +113,49 @@ void run_profile(const ProfileArgs& a) {
     if (j.contains("error"))
       throw InputError(fmt::format("gpemu profile: {} (python: {})", j["error"].get<std::string>(), a.python));
     if (j.contains("environment"))
-      env = j["environment"];
+      out.env = j["environment"];
     else
-      rows.push_back(j);
+      out.rows.push_back(j);
   }
-  if (env.is_null() || status != 0)
+  if (out.env.is_null() || status != 0)
     throw InputError(fmt::format("gpemu profile: {} {} printed no measurement (status {})", a.python, script, status));
-  const bool gpu = env.value("device", "") == "cuda";
-  std::string gpu_id = "cpu", gpu_name = "cpu";
-  if (gpu) {
-    gpu_name = env.value("gpu", "");
+  out.gpu = out.env.value("device", "") == "cuda";
+  if (out.gpu) {
+    out.gpu_name = out.env.value("gpu", "");
     try {
-      gpu_id = find_gpu(gpu_name).id;
+      out.gpu_id = find_gpu(out.gpu_name).id;
     } catch (const InputError&) {
       throw InputError(
           fmt::format("gpemu profile: the GPU '{}' is not in the catalog (gpemu devices); add it "
                       "(src/catalog/gpu_catalog.cpp) so its profile can be read",
-                      gpu_name));
+                      out.gpu_name));
     }
   }
+  return out;
+}
+
+// The measured rows as profiles (per model) and steps.csv's rows; returns how many were measured.
+int collect_rows(const ProfileArgs& a, const ProfilerOutput& po, std::map<std::string, Profile>& profiles,
+                 std::ostringstream& csv, std::string& measured_on) {
+  const nlohmann::json& env = po.env;
+  const bool gpu = po.gpu;
+  const std::string& gpu_id = po.gpu_id;
+  const std::string& gpu_name = po.gpu_name;
   const std::string when = [] {
     char b[32];
     const std::time_t t = std::time(nullptr);
     std::strftime(b, sizeof b, "%Y-%m-%d", std::gmtime(&t));
     return std::string(b);
   }();
-  const std::string measured_on =
-      gpu ? fmt::format("gpemu profile on {}", gpu_name)
-          : std::string("gpemu profile on the CPU (a test of the profiler: CPU timings, not a GPU's)");
-  std::map<std::string, Profile> profiles;
-  std::ostringstream csv;
+  measured_on = gpu ? fmt::format("gpemu profile on {}", gpu_name)
+                    : std::string("gpemu profile on the CPU (a test of the profiler: CPU timings, not a GPU's)");
   csv << "gpu,model,precision,batch_size,seq_len,task,optimizer,matmul_precision,conv_precision,amp,memory_format,"
          "attention,fused_ops,mlm_positions,includes_h2d,includes_loss_and_optimizer,micro_steps,confidence,"
          "published_iteration_ms,published_figure,source,notes\n";
   const std::string half = a.precision == "amp" ? "fp16" : a.precision;
   const bool foreach = gpu && env.value("torch", "1").substr(0, 1) >= "2";  // PyTorch 2's SGD default on CUDA
   int ok = 0;
-  for (const nlohmann::json& r : rows) {
+  for (const nlohmann::json& r : po.rows) {
     const std::string model = r.value("model", "");
     Profile& prof = profiles[model];
     prof.gpu = gpu_id;
@@ -184,15 +200,27 @@ void run_profile(const ProfileArgs& a) {
         csv_field(fmt::format("SGD momentum 0.9, zero_grad(set_to_none=True), synthetic data on the device; {}",
                               env.dump())));
   }
+  return ok;
+}
+
+void run_profile(const ProfileArgs& a) {
+  std::string script;
+  const std::string cmd = profiler_command(a, script);
+  std::cerr << "profiling " << a.models << " at batch sizes " << a.batch_sizes << " (" << a.precision << ")\n";
+  const ProfilerOutput po = run_profiler(a, cmd, script);
+  std::map<std::string, Profile> profiles;
+  std::ostringstream csv;
+  std::string measured_on;
+  const int ok = collect_rows(a, po, profiles, csv, measured_on);
   if (ok == 0) throw InputError("gpemu profile: no row was measured (every model and batch size failed; see above)");
   std::filesystem::create_directories(a.out);
   for (auto& [model, prof] : profiles) {
     if (prof.forward_s.empty()) continue;
-    const auto dir = std::filesystem::path(a.out) / gpu_id;
+    const auto dir = std::filesystem::path(a.out) / po.gpu_id;
     std::filesystem::create_directories(dir);
     const auto file = dir / (prof.model + ".json");
     write_file_atomically(file, native_profile_json(prof), "profile");
-    if (gpu) read_native_profile(file);  // what a GPU run writes must read back ('cpu' is no catalog GPU)
+    if (po.gpu) read_native_profile(file);  // what a GPU run writes must read back ('cpu' is no catalog GPU)
     std::cout << fmt::format("wrote {}{}\n", file.string(),
                              prof.ops.empty() ? std::string()
                                               : fmt::format(" ({} per-op rows, {} timings)", prof.ops.size(),
@@ -200,7 +228,7 @@ void run_profile(const ProfileArgs& a) {
   }
   write_file_atomically(std::filesystem::path(a.out) / "steps.csv", csv.str(), "step times");
   std::cout << fmt::format("wrote {} ({} rows)\n", (std::filesystem::path(a.out) / "steps.csv").string(), ok);
-  if (!gpu)
+  if (!po.gpu)
     std::cout << "note: measured on the CPU: the files test the profiler; no GPU was profiled, and gpemu's readers "
                  "refuse the 'cpu' device\n";
 }

@@ -69,6 +69,7 @@ void share(const ShareArgs& a) {
   spec.trace = !a.trace.empty();
   spec.jobs = file.jobs;
   spec.cpu_cores = a.cores > 0 ? a.cores : file.cores;
+  spec.per_step = (a.json && a.steps) || !a.report.empty();  // what prints them; otherwise flat in steps
   warn_skipped_profiles(a.profiles);
   give_cost_models(spec, a.profiles.empty() ? std::nullopt : std::optional<std::filesystem::path>(a.profiles));
   if (a.connect && (!a.trace.empty() || !a.report.empty()))

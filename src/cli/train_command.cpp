@@ -21,6 +21,7 @@
 #include "gpemu/device.h"
 #include "gpemu/error.h"
 #include "gpemu/job.h"
+#include "gpemu/loader_choice.h"
 #include "gpemu/pipeline.h"
 #include "gpemu/report.h"
 #include "gpemu/timeline.h"
@@ -122,25 +123,40 @@ void reject_for_dlio(CLI::App* cmd) {
       list, given.size() == 1 ? "does" : "do"));
 }
 
-void train(const TrainArgs& a, CLI::App* cmd) {
+void train_dlio(const TrainArgs& a, CLI::App* cmd) {
   const JobArgs& j = a.job;
-  check_run_outputs(a.trace, a.report);
-  if (!a.dlio_config.empty()) {
-    reject_for_dlio(cmd);
-    DlioTrainArgs d;
-    d.config = a.dlio_config;
-    d.overrides = a.dlio_overrides;
-    d.clock = parse_clock_kind(j.clock);
-    if (cmd->get_option("--gpu")->count() > 0) d.gpu = j.model.gpu;
-    if (cmd->get_option("--gpus")->count() > 0) d.world_size = j.gpus;
-    if (cmd->get_option("--seed")->count() > 0) d.seed = j.seed;
-    d.profiles = j.model.profiles;
-    d.trace = a.trace;
-    d.report = a.report;
-    d.json = j.json;
-    run_dlio_train(d);
-    return;
-  }
+  reject_for_dlio(cmd);
+  DlioTrainArgs d;
+  d.config = a.dlio_config;
+  d.overrides = a.dlio_overrides;
+  d.clock = parse_clock_kind(j.clock);
+  if (cmd->get_option("--gpu")->count() > 0) d.gpu = j.model.gpu;
+  if (cmd->get_option("--gpus")->count() > 0) d.world_size = j.gpus;
+  if (cmd->get_option("--seed")->count() > 0) d.seed = j.seed;
+  d.profiles = j.model.profiles;
+  d.trace = a.trace;
+  d.report = a.report;
+  d.json = j.json;
+  run_dlio_train(d);
+}
+
+// What the flags say about the data, and what the outputs print of it.
+struct TrainData {
+  ClockKind clock = ClockKind::Real;
+  bool synthetic = false, virtual_data = false;
+  std::filesystem::path dir;
+  std::string loader_kind, pin_mode_used = "n/a";
+  std::size_t images = 0;
+  std::uint64_t bytes = 0, cache_bytes = 0;
+  pipeline::CachePolicy cache_policy{};
+  pipeline::ReadMethod read_method{};
+};
+
+// The flags' own checks, the job's spec from the shared job flags, and which
+// data feeds the GPUs: a folder, in-memory batches, or the default dataset
+// (-n without --data keeps the workload-only runs of earlier versions).
+TrainData check_train_flags(const TrainArgs& a, CLI::App* cmd, JobSpec& spec) {
+  const JobArgs& j = a.job;
   if (!a.dlio_overrides.empty())
     throw InputError(
         fmt::format("'{}' is an override of a DLIO workload: give the workload with --dlio-config FILE.yaml",
@@ -150,115 +166,250 @@ void train(const TrainArgs& a, CLI::App* cmd) {
     throw InputError(fmt::format("--iterations {} is impossible: it must be 0 or more", a.iterations));
   if (!j.data.empty() && a.synthetic)
     throw InputError("--data and --synthetic exclude each other: train on a folder, or on in-memory batches");
-  const ClockKind clock_kind = parse_clock_kind(j.clock);
-  const bool virtual_data = !j.virtual_dataset.empty();
-  if (virtual_data && a.synthetic)
+  TrainData d;
+  d.clock = parse_clock_kind(j.clock);
+  d.virtual_data = !j.virtual_dataset.empty();
+  if (d.virtual_data && a.synthetic)
     throw InputError(
         "--virtual-dataset excludes --synthetic: train on sizes without files, a folder, or in-memory batches");
   check_virtual_dataset(j);
-  JobSpec spec = job_spec(j);
-  // A loader error (a data file gone mid-epoch) or SIGINT/SIGTERM, on one GPU
-  // or several: the job returns what finished, which is printed before the
-  // error, and the command still fails.
-  spec.schedule.keep_partial = true;
-  const std::uint64_t cache_bytes = gpemu::parse_byte_size(a.cache_bytes, "--cache-bytes");
-  const pipeline::CachePolicy cache_policy = pipeline::parse_cache_policy(a.cache_policy);
-  if (cache_bytes == 0 && cmd->get_option("--cache-policy")->count() > 0)
+  spec = job_spec(j);
+  d.cache_bytes = gpemu::parse_byte_size(a.cache_bytes, "--cache-bytes");
+  d.cache_policy = pipeline::parse_cache_policy(a.cache_policy);
+  if (d.cache_bytes == 0 && cmd->get_option("--cache-policy")->count() > 0)
     throw InputError(fmt::format("--cache-policy {} needs a loader cache: give --cache-bytes too", a.cache_policy));
   if (!a.page_cache_bytes.empty() && a.storage.empty())
     throw InputError(
         "--page-cache-bytes is the page cache in front of a modelled storage device: give --storage too (without "
         "it every read is a memory read)");
-
-  // What feeds the GPUs: a folder, in-memory batches, or the default dataset.
-  // -n without --data keeps the workload-only runs of earlier versions.
-  const bool synthetic = !virtual_data && (a.synthetic || (j.data.empty() && a.iterations >= 0));
-  if (!a.storage.empty() && clock_kind != ClockKind::Virtual)
+  d.synthetic = !d.virtual_data && (a.synthetic || (j.data.empty() && a.iterations >= 0));
+  if (!a.storage.empty() && d.clock != ClockKind::Virtual)
     throw InputError(fmt::format(
         "--storage {} models a device for the modelled loader (--clock virtual); the real loader reads the storage "
         "the data is on",
         a.storage));
-  if (!a.storage.empty() && synthetic)
+  if (!a.storage.empty() && d.synthetic)
     throw InputError(fmt::format(
         "--storage {} has nothing to read with in-memory batches: give a dataset (--virtual-dataset or --data)",
         a.storage));
-  std::vector<std::string> notes;
-  std::filesystem::path data_dir;
-  if (!synthetic && !virtual_data) data_dir = training_data_dir(j.data, j.json, &notes);
-  auto costs = job_cost_model(j.model, &notes);
+  return d;
+}
 
-  spec.schedule.epochs = a.epochs;
-  spec.trace = !a.trace.empty();
-  std::string loader_kind;
-  std::string pin_mode_used = "n/a";
-  std::size_t dataset_images = 0;
-  std::uint64_t dataset_bytes = 0;
-  const pipeline::ReadMethod read_method = spec.data.loader.read_method;
-  if (synthetic) {
-    loader_kind = "synthetic";
+// The job's data: in-memory batches, or the dataset through the loader the
+// clock implies (loader_choice.h), with the flags' cache, storage and pinning.
+void fill_data(const TrainArgs& a, TrainData& d, JobSpec& spec, std::vector<std::string>& notes) {
+  const JobArgs& j = a.job;
+  d.read_method = spec.data.loader.read_method;
+  if (d.synthetic) {
+    d.loader_kind = "synthetic";
     spec.data.source = DataSource::Synthetic;
     spec.data.synthetic_batches = a.iterations >= 0 ? a.iterations : kDefaultSyntheticIterations;
-  } else {
-    if (a.iterations >= 0) spec.schedule.max_iterations = a.iterations;
-    spec.data.dataset =
-        virtual_data ? pipeline::virtual_dataset(j.virtual_dataset, j.seed) : pipeline::open_dataset_folder(data_dir);
-    if (a.group_size > 1) {
-      if (!virtual_data)
-        throw InputError(fmt::format(
-            "--group-size {} packs a dataset described by sizes (--virtual-dataset); files are packed by 'gpemu "
-            "dataset group --size {}', whose folder --data then reads by groups",
-            a.group_size, a.group_size));
-      spec.data.dataset = pipeline::grouped(spec.data.dataset, static_cast<std::size_t>(a.group_size));
+    return;
+  }
+  if (a.iterations >= 0) spec.schedule.max_iterations = a.iterations;
+  spec.data.dataset =
+      d.virtual_data ? pipeline::virtual_dataset(j.virtual_dataset, j.seed) : pipeline::open_dataset_folder(d.dir);
+  if (a.group_size > 1) {
+    if (!d.virtual_data)
+      throw InputError(fmt::format(
+          "--group-size {} packs a dataset described by sizes (--virtual-dataset); files are packed by 'gpemu "
+          "dataset group --size {}', whose folder --data then reads by groups",
+          a.group_size, a.group_size));
+    spec.data.dataset = pipeline::grouped(spec.data.dataset, static_cast<std::size_t>(a.group_size));
+  }
+  spec.data.loader.group_size = spec.data.dataset.group_size;
+  d.images = spec.data.dataset.size();
+  d.bytes = spec.data.dataset.total_bytes();
+  spec.data.source = dataset_source(d.clock);
+  if (spec.data.source == DataSource::Modelled) {
+    d.loader_kind = "modelled";
+    pipeline::LoaderModelOptions& m = spec.data.model;
+    m.cache_bytes = d.cache_bytes;
+    m.cache_policy = d.cache_policy;
+    if (!a.storage.empty()) {
+      m.storage = pipeline::parse_storage(a.storage);
+      if (!a.page_cache_bytes.empty())
+        m.page_cache_bytes = gpemu::parse_byte_size(a.page_cache_bytes, "--page-cache-bytes");
+      m.page_cache_cold = a.cold;
+    } else if (a.cold) {
+      notes.push_back("--cold has no effect on the modelled loader without --storage (every read is a memory read)");
     }
-    spec.data.loader.group_size = spec.data.dataset.group_size;
-    dataset_images = spec.data.dataset.size();
-    dataset_bytes = spec.data.dataset.total_bytes();
-    if (clock_kind == ClockKind::Virtual) {
-      loader_kind = "modelled";
-      spec.data.source = DataSource::Modelled;
-      pipeline::LoaderModelOptions& m = spec.data.model;
-      m.cache_bytes = cache_bytes;
-      m.cache_policy = cache_policy;
-      if (!a.storage.empty()) {
-        m.storage = pipeline::parse_storage(a.storage);
-        if (!a.page_cache_bytes.empty())
-          m.page_cache_bytes = gpemu::parse_byte_size(a.page_cache_bytes, "--page-cache-bytes");
-        m.page_cache_cold = a.cold;
-      } else if (a.cold) {
-        notes.push_back("--cold has no effect on the modelled loader without --storage (every read is a memory read)");
-      }
-      if (read_method != pipeline::ReadMethod::Pread && a.storage.empty())
-        notes.push_back(
-            "--read-method and --superbatch have no effect on the modelled loader without --storage (every read is a "
-            "memory read)");
-    } else {
-      if (cache_bytes > 0)  // one per machine
-        spec.data.loader.cache = std::make_shared<pipeline::LoaderCache>(
-            pipeline::cache_admission(spec.data.dataset, cache_bytes, cache_policy));
-      loader_kind = "real";
-      spec.data.source = DataSource::Loader;
-      spec.data.cold = a.cold;
-      if (spec.data.pin_memory) {
-        if (j.pin_mode == "auto") {
-          const std::uint64_t need = pipeline::staging_bytes(spec.data.dataset, spec.data.loader, j.gpus);
-          spec.data.loader.pin_mode = PinMode::Lock;
-          if (!can_lock_pinned(need)) {
-            spec.data.loader.pin_mode = PinMode::AccountOnly;
-            notes.push_back(fmt::format(
-                "pinned staging buffers are accounted, not locked: locking {} MiB exceeds RLIMIT_MEMLOCK (raise "
-                "'ulimit -l', or pass --pin-mode account to silence this)",
-                need >> 20));
-          }
-        }
-        pin_mode_used = spec.data.loader.pin_mode == PinMode::Lock ? "lock" : "account";
+    if (d.read_method != pipeline::ReadMethod::Pread && a.storage.empty())
+      notes.push_back(
+          "--read-method and --superbatch have no effect on the modelled loader without --storage (every read is a "
+          "memory read)");
+    return;
+  }
+  if (d.cache_bytes > 0)  // one per machine
+    spec.data.loader.cache = std::make_shared<pipeline::LoaderCache>(
+        pipeline::cache_admission(spec.data.dataset, d.cache_bytes, d.cache_policy));
+  d.loader_kind = "real";
+  spec.data.cold = a.cold;
+  if (spec.data.pin_memory) {
+    if (j.pin_mode == "auto")
+      if (auto note = lock_pinned_if_allowed(spec.data, j.gpus)) notes.push_back(std::move(*note));
+    d.pin_mode_used = spec.data.loader.pin_mode == PinMode::Lock ? "lock" : "account";
+  }
+}
+
+// The run's configuration, as the report shows it.
+nlohmann::json run_config(const TrainArgs& a, const TrainData& d, const JobSpec& spec, const RunRecord& rec) {
+  const JobArgs& j = a.job;
+  nlohmann::json config = {{"gpu", rec.gpu},
+                           {"gpus", j.gpus},
+                           {"nodes", rec.nodes},
+                           {"network", rec.nodes > 1 ? nlohmann::json(rec.network) : nlohmann::json()},
+                           {"model", rec.model},
+                           {"batch_size", spec.batch_size},
+                           {"global_batch_size", static_cast<std::int64_t>(spec.batch_size) * j.gpus},
+                           {"precision", j.model.precision},
+                           {"program_variant", describe(program_variant(spec.compute.model))},
+                           {"optimizer", j.model.optimizer},
+                           {"zero_grad", j.model.zero_grad},
+                           {"clock", j.clock},
+                           {"sync", j.sync},
+                           {"seed", j.seed},
+                           {"epochs", a.epochs},
+                           {"loader", d.loader_kind},
+                           {"workers", spec.data.loader.num_workers},
+                           {"prefetch_factor", j.prefetch_factor},
+                           {"pin_memory", spec.data.pin_memory},
+                           {"pin_mode", d.pin_mode_used},
+                           {"cache_bytes", d.cache_bytes},
+                           {"cache_policy", pipeline::to_string(d.cache_policy)},
+                           {"storage", a.storage},
+                           {"group_size", spec.data.dataset.group_size},
+                           {"cold", a.cold},
+                           {"read_method", pipeline::to_string(d.read_method)}};
+  if (j.model.seq_len > 0) config["seq_len"] = j.model.seq_len;
+  if (!d.dir.empty()) config["data"] = d.dir.string();
+  if (d.virtual_data) config["data"] = spec.data.dataset.root + " (sizes without files)";
+  return config;
+}
+
+// `gpemu train --json`'s object.
+nlohmann::json train_json(const TrainArgs& a, const TrainData& d, const JobSpec& spec, const RunRecord& rec,
+                          double wall_s, const std::vector<std::string>& notes) {
+  const JobArgs& j = a.job;
+  nlohmann::json out = train::summary_json(rec);
+  out["wall_s"] = wall_s;
+  out["loader"] = d.loader_kind;
+  out["workers"] = spec.data.loader.num_workers;
+  out["prefetch_factor"] = j.prefetch_factor;
+  out["global_batch_size"] = static_cast<std::int64_t>(spec.batch_size) * j.gpus;
+  out["gpemu_gpus"] = j.gpemu_gpus;
+  out["pin_memory"] = spec.data.pin_memory;
+  out["pin_mode"] = d.pin_mode_used;
+  out["precision"] = j.model.precision;
+  out["program_variant"] = describe(program_variant(spec.compute.model));
+  out["optimizer"] = j.model.optimizer;
+  out["zero_grad"] = j.model.zero_grad;
+  if (j.model.seq_len > 0) out["seq_len"] = j.model.seq_len;
+  if (!d.synthetic) out["read_method"] = pipeline::to_string(d.read_method);
+  if (!d.dir.empty() || d.virtual_data) {
+    out["data"] = d.virtual_data ? spec.data.dataset.root : d.dir.string();
+    out["dataset_images"] = d.images;
+    out["dataset_bytes"] = d.bytes;
+    nlohmann::json reads = train::loader_stats_json(rec.loader_stats, d.bytes);
+    reads["cache_bytes"] = d.cache_bytes;
+    reads["superbatch"] = spec.data.loader.superbatch;
+    reads["group_size"] = spec.data.dataset.group_size;
+    reads["cache_policy"] = d.cache_bytes > 0 ? nlohmann::json(pipeline::to_string(d.cache_policy)) : nlohmann::json();
+    if (spec.data.source == DataSource::Modelled) {
+      const pipeline::LoaderModelOptions& m = spec.data.model;
+      reads["storage"] = m.storage ? nlohmann::json(m.storage->name) : nlohmann::json();
+      if (m.storage) {
+        reads["page_cache_bytes"] =
+            m.page_cache_bytes == UINT64_MAX ? nlohmann::json("unlimited") : nlohmann::json(m.page_cache_bytes);
+        reads["page_cache_cold"] = m.page_cache_cold;
       }
     }
+    out["reads"] = reads;
+  }
+  out["virtual_dataset"] = d.virtual_data;
+  if (!a.trace.empty()) out["trace"] = a.trace;
+  if (!a.report.empty()) out["report"] = a.report;
+  if (!notes.empty()) out["notes"] = notes;
+  return out;
+}
+
+// The text summary: what ran, the summary rows, per-GPU figures, notes.
+void print_train(const TrainArgs& a, const TrainData& d, const JobSpec& spec, const RunRecord& rec, double wall_s,
+                 const std::vector<std::string>& notes) {
+  const JobArgs& j = a.job;
+  const RunSummary r = summarize(rec);
+  std::cout << fmt::format("trained {} on {} emulated {}{} ({} clock), batch size {}, {} epoch{}\n", r.model,
+                           j.gpus == 1 ? std::string("an") : std::to_string(j.gpus), r.gpu,
+                           rec.nodes > 1 ? fmt::format(" in {} nodes joined by {}", rec.nodes, rec.network) : "",
+                           j.clock,
+                           j.gpus == 1 ? std::to_string(spec.batch_size)
+                                       : fmt::format("{} per GPU ({} in all)", spec.batch_size,
+                                                     static_cast<std::int64_t>(spec.batch_size) * j.gpus),
+                           r.epochs.size(), r.epochs.size() == 1 ? "" : "s");
+  if (const std::string label = gpemu_compat_label(j); !label.empty()) std::cout << label << '\n';
+  if (!d.dir.empty())
+    std::cout << fmt::format("data: {} ({} images, {:.1f} MB)\n", d.dir.string(), d.images,
+                             static_cast<double>(d.bytes) / 1e6);
+  if (d.virtual_data)
+    std::cout << fmt::format("data: {}, sizes without files ({} images, {:.1f} MB)\n", spec.data.dataset.root, d.images,
+                             static_cast<double>(d.bytes) / 1e6);
+  std::cout << "batches: " << r.source << "\n\n";
+  std::vector<std::pair<std::string, std::string>> rows;
+  for (const SummaryRow& row : train::summary_rows(rec)) rows.emplace_back(row.key, row.value);
+  rows.emplace_back(
+      "emulated time",
+      d.clock == ClockKind::Virtual && wall_s > 0
+          ? fmt::format("{} s (wall {} s: {} emulated s per wall s)", fixed(to_seconds(r.elapsed), 3), fixed(wall_s, 3),
+                        fixed(to_seconds(r.elapsed) / wall_s, to_seconds(r.elapsed) >= 10 * wall_s ? 0 : 2))
+          : fmt::format("{} s (wall {} s)", fixed(to_seconds(r.elapsed), 3), fixed(wall_s, 3)));
+  const std::int64_t its = std::max<std::int64_t>(1, r.iterations * r.gpus);
+  rows.emplace_back("forward mean", fmt::format("{} ms", fixed(r.iterations ? to_ms(r.forward_total) / its : 0, 3)));
+  rows.emplace_back("backward mean", fmt::format("{} ms", fixed(r.iterations ? to_ms(r.backward_total) / its : 0, 3)));
+  print_summary(std::cout, rows);
+  if (r.gpus > 1) {
+    std::cout << '\n';
+    Table t({"GPU", "iterations", "samples", "util %", "stall %", "H2D %", "all-reduce %", "peak MiB"});
+    for (const GpuSummary& g : r.per_gpu) {
+      auto share = [&](Duration x) {
+        return fixed(r.elapsed > 0 ? 100.0 * to_seconds(x) / to_seconds(r.elapsed) : 0, 1);
+      };
+      t.add({std::to_string(g.gpu), std::to_string(g.iterations), std::to_string(g.samples), share(g.compute_busy),
+             share(g.data_stall), share(g.h2d), share(g.all_reduce_wait), fixed(mib(g.peak_allocated_bytes), 1)});
+    }
+    t.print(std::cout);
+    std::cout << "backward split: " << r.backward_split << '\n';
+  }
+  std::cout << "GPU costs: " << r.cost.note << '\n';
+  std::cout << "GPU memory: " << r.memory_plan << '\n';
+  for (const std::string& n : notes) std::cout << "note: " << n << '\n';
+  if (!a.trace.empty()) std::cout << "trace: " << a.trace << " (open in https://ui.perfetto.dev)\n";
+  if (!a.report.empty()) std::cout << "report: " << a.report << '\n';
+  std::cout.flush();
+}
+
+void train(const TrainArgs& a, CLI::App* cmd) {
+  const JobArgs& j = a.job;
+  check_run_outputs(a.trace, a.report);
+  if (!a.dlio_config.empty()) return train_dlio(a, cmd);
+  JobSpec spec;
+  TrainData d = check_train_flags(a, cmd, spec);
+  // A loader error (a data file gone mid-epoch) or SIGINT/SIGTERM, on one GPU
+  // or several: the job returns what finished, which is printed before the
+  // error, and the command still fails.
+  spec.schedule.keep_partial = true;
+  std::vector<std::string> notes;
+  if (!d.synthetic && !d.virtual_data) d.dir = training_data_dir(j.data, j.json, &notes);
+  auto costs = job_cost_model(j.model, &notes);
+  spec.schedule.epochs = a.epochs;
+  spec.trace = !a.trace.empty();
+  fill_data(a, d, spec, notes);
+  if (!d.synthetic) {  // an FFCV-style file (or its virtual layout) is read by the FFCV-style loader
+    pipeline::use_ffcv_loader(spec.data.dataset, static_cast<std::size_t>(spec.batch_size), spec.data.loader,
+                              spec.data.source == DataSource::Modelled ? &spec.data.model : nullptr);
+    d.read_method = spec.data.loader.read_method;
   }
 
-  if (!synthetic)  // an FFCV-style file (or its virtual layout) is read by the FFCV-style loader
-    pipeline::use_ffcv_loader(spec.data.dataset, static_cast<std::size_t>(spec.batch_size), spec.data.loader,
-                              clock_kind == ClockKind::Virtual ? &spec.data.model : nullptr);
-  auto clock = make_clock(clock_kind);
+  auto clock = make_clock(d.clock);
   Job job(*clock, *costs, spec);
   const auto wall_start = std::chrono::steady_clock::now();
   ProgressBar bar(fmt::format("training {} on {}x {}", canonical_model_name(j.model.model), j.gpus,
@@ -277,141 +428,19 @@ void train(const TrainArgs& a, CLI::App* cmd) {
         "epoch is cut short)");
   }
   const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
-  const RunSummary r = summarize(rec);
-  const int workers = spec.data.loader.num_workers;
-
-  nlohmann::json config = {{"gpu", rec.gpu},
-                           {"gpus", j.gpus},
-                           {"nodes", rec.nodes},
-                           {"network", rec.nodes > 1 ? nlohmann::json(rec.network) : nlohmann::json()},
-                           {"model", rec.model},
-                           {"batch_size", spec.batch_size},
-                           {"global_batch_size", static_cast<std::int64_t>(spec.batch_size) * j.gpus},
-                           {"precision", j.model.precision},
-                           {"program_variant", describe(program_variant(spec.compute.model))},
-                           {"optimizer", j.model.optimizer},
-                           {"zero_grad", j.model.zero_grad},
-                           {"clock", j.clock},
-                           {"sync", j.sync},
-                           {"seed", j.seed},
-                           {"epochs", a.epochs},
-                           {"loader", loader_kind},
-                           {"workers", workers},
-                           {"prefetch_factor", j.prefetch_factor},
-                           {"pin_memory", spec.data.pin_memory},
-                           {"pin_mode", pin_mode_used},
-                           {"cache_bytes", cache_bytes},
-                           {"cache_policy", pipeline::to_string(cache_policy)},
-                           {"storage", a.storage},
-                           {"group_size", spec.data.dataset.group_size},
-                           {"cold", a.cold},
-                           {"read_method", pipeline::to_string(spec.data.loader.read_method)}};
-  if (j.model.seq_len > 0) config["seq_len"] = j.model.seq_len;
-  if (!data_dir.empty()) config["data"] = data_dir.string();
-  if (virtual_data) config["data"] = spec.data.dataset.root + " (sizes without files)";
-
   if (!a.trace.empty()) {
     train::add_stall_spans(rec, job.timeline());
     write_chrome_trace_file(job.timeline().trace_records(), job.timeline().host_spans(), job.trace_devices(), a.trace);
   }
   if (!a.report.empty()) {
-    RunReport rep = train::make_run_report(rec, config);
+    RunReport rep = train::make_run_report(rec, run_config(a, d, spec, rec));
     for (const std::string& n : notes) rep.notes.push_back(n);
     write_html_report_file(rep, a.report);
   }
-
-  if (j.json) {
-    nlohmann::json out = train::summary_json(rec);
-    out["wall_s"] = wall_s;
-    out["loader"] = loader_kind;
-    out["workers"] = workers;
-    out["prefetch_factor"] = j.prefetch_factor;
-    out["global_batch_size"] = static_cast<std::int64_t>(spec.batch_size) * j.gpus;
-    out["gpemu_gpus"] = j.gpemu_gpus;
-    out["pin_memory"] = spec.data.pin_memory;
-    out["pin_mode"] = pin_mode_used;
-    out["precision"] = j.model.precision;
-    out["program_variant"] = describe(program_variant(spec.compute.model));
-    out["optimizer"] = j.model.optimizer;
-    out["zero_grad"] = j.model.zero_grad;
-    if (j.model.seq_len > 0) out["seq_len"] = j.model.seq_len;
-    if (!synthetic) out["read_method"] = pipeline::to_string(spec.data.loader.read_method);
-    if (!data_dir.empty() || virtual_data) {
-      out["data"] = virtual_data ? spec.data.dataset.root : data_dir.string();
-      out["dataset_images"] = dataset_images;
-      out["dataset_bytes"] = dataset_bytes;
-      nlohmann::json reads = train::loader_stats_json(rec.loader_stats, dataset_bytes);
-      reads["cache_bytes"] = cache_bytes;
-      reads["superbatch"] = spec.data.loader.superbatch;
-      reads["group_size"] = spec.data.dataset.group_size;
-      reads["cache_policy"] = cache_bytes > 0 ? nlohmann::json(pipeline::to_string(cache_policy)) : nlohmann::json();
-      if (clock_kind == ClockKind::Virtual) {
-        const pipeline::LoaderModelOptions& m = spec.data.model;
-        reads["storage"] = m.storage ? nlohmann::json(m.storage->name) : nlohmann::json();
-        if (m.storage) {
-          reads["page_cache_bytes"] =
-              m.page_cache_bytes == UINT64_MAX ? nlohmann::json("unlimited") : nlohmann::json(m.page_cache_bytes);
-          reads["page_cache_cold"] = m.page_cache_cold;
-        }
-      }
-      out["reads"] = reads;
-    }
-    out["virtual_dataset"] = virtual_data;
-    if (!a.trace.empty()) out["trace"] = a.trace;
-    if (!a.report.empty()) out["report"] = a.report;
-    if (!notes.empty()) out["notes"] = notes;
-    std::cout << out.dump(2) << '\n';
-    if (rec.stopped) std::rethrow_exception(rec.stopped);
-    return;
-  }
-
-  std::cout << fmt::format("trained {} on {} emulated {}{} ({} clock), batch size {}, {} epoch{}\n", r.model,
-                           j.gpus == 1 ? std::string("an") : std::to_string(j.gpus), r.gpu,
-                           rec.nodes > 1 ? fmt::format(" in {} nodes joined by {}", rec.nodes, rec.network) : "",
-                           j.clock,
-                           j.gpus == 1 ? std::to_string(spec.batch_size)
-                                       : fmt::format("{} per GPU ({} in all)", spec.batch_size,
-                                                     static_cast<std::int64_t>(spec.batch_size) * j.gpus),
-                           r.epochs.size(), r.epochs.size() == 1 ? "" : "s");
-  if (const std::string label = gpemu_compat_label(j); !label.empty()) std::cout << label << '\n';
-  if (!data_dir.empty())
-    std::cout << fmt::format("data: {} ({} images, {:.1f} MB)\n", data_dir.string(), dataset_images,
-                             static_cast<double>(dataset_bytes) / 1e6);
-  if (virtual_data)
-    std::cout << fmt::format("data: {}, sizes without files ({} images, {:.1f} MB)\n", spec.data.dataset.root,
-                             dataset_images, static_cast<double>(dataset_bytes) / 1e6);
-  std::cout << "batches: " << r.source << "\n\n";
-  std::vector<std::pair<std::string, std::string>> rows;
-  for (const SummaryRow& row : train::summary_rows(rec)) rows.emplace_back(row.key, row.value);
-  rows.emplace_back(
-      "emulated time",
-      clock_kind == ClockKind::Virtual && wall_s > 0
-          ? fmt::format("{} s (wall {} s: {} emulated s per wall s)", fixed(to_seconds(r.elapsed), 3), fixed(wall_s, 3),
-                        fixed(to_seconds(r.elapsed) / wall_s, to_seconds(r.elapsed) >= 10 * wall_s ? 0 : 2))
-          : fmt::format("{} s (wall {} s)", fixed(to_seconds(r.elapsed), 3), fixed(wall_s, 3)));
-  const std::int64_t its = std::max<std::int64_t>(1, r.iterations * r.gpus);
-  rows.emplace_back("forward mean", fmt::format("{} ms", fixed(r.iterations ? to_ms(r.forward_total) / its : 0, 3)));
-  rows.emplace_back("backward mean", fmt::format("{} ms", fixed(r.iterations ? to_ms(r.backward_total) / its : 0, 3)));
-  print_summary(std::cout, rows);
-  if (r.gpus > 1) {
-    std::cout << '\n';
-    Table t({"GPU", "iterations", "samples", "util %", "stall %", "H2D %", "all-reduce %", "peak MiB"});
-    for (const GpuSummary& g : r.per_gpu) {
-      auto share = [&](Duration d) {
-        return fixed(r.elapsed > 0 ? 100.0 * to_seconds(d) / to_seconds(r.elapsed) : 0, 1);
-      };
-      t.add({std::to_string(g.gpu), std::to_string(g.iterations), std::to_string(g.samples), share(g.compute_busy),
-             share(g.data_stall), share(g.h2d), share(g.all_reduce_wait), fixed(mib(g.peak_allocated_bytes), 1)});
-    }
-    t.print(std::cout);
-    std::cout << "backward split: " << r.backward_split << '\n';
-  }
-  std::cout << "GPU costs: " << r.cost.note << '\n';
-  std::cout << "GPU memory: " << r.memory_plan << '\n';
-  for (const std::string& n : notes) std::cout << "note: " << n << '\n';
-  if (!a.trace.empty()) std::cout << "trace: " << a.trace << " (open in https://ui.perfetto.dev)\n";
-  if (!a.report.empty()) std::cout << "report: " << a.report << '\n';
-  std::cout.flush();
+  if (j.json)
+    std::cout << train_json(a, d, spec, rec, wall_s, notes).dump(2) << '\n';
+  else
+    print_train(a, d, spec, rec, wall_s, notes);
   if (rec.stopped) std::rethrow_exception(rec.stopped);
 }
 

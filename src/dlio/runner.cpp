@@ -58,9 +58,38 @@ struct DlioStep {
   std::uint64_t samples = 0;
 };
 
+// What DLIO's compute_metrics_train reads of a block: the first
+// exclude_start steps of the block and the steps among the last exclude_end
+// of the epoch are left out. Summed as the steps come, so a run's memory
+// does not grow with its steps; each step's row is kept only when asked
+// (DlioRunOptions::record_steps).
+struct Exclusion {
+  std::uint64_t epoch_steps = 0;
+  int exclude_start = 0, exclude_end = 0;
+};
+
 struct Block {
   Time start = 0, end = 0;
-  std::vector<DlioStep> steps;
+  std::uint64_t steps = 0, measured = 0, samples = 0, bytes = 0;
+  Duration excluded = 0, compute = 0, emulated = 0, load = 0;
+  std::vector<DlioStep> rows;
+
+  void add(const DlioStep& s, const Exclusion& x, bool keep_row) {
+    const bool out = steps < static_cast<std::uint64_t>(x.exclude_start) ||
+                     s.index + static_cast<std::uint64_t>(x.exclude_end) >= x.epoch_steps;
+    ++steps;
+    if (keep_row) rows.push_back(s);
+    if (out) {
+      excluded += s.proc;
+      return;
+    }
+    ++measured;
+    samples += s.samples;
+    compute += s.compute;
+    emulated += s.emulated;
+    load += s.load;
+    bytes += s.bytes;
+  }
 };
 
 struct RankPhase {
@@ -84,30 +113,16 @@ struct Figures {
   double compute_s = 0, total_s = 0, emulated_s = 0, load_wait_s = 0;
 };
 
-// DLIO's compute_metrics_train for one block: the first exclude_start steps of
-// the block and the steps among the last exclude_end of the epoch are left out;
-// total = block wall time - their proc times.
-Figures block_figures(const Block& b, std::uint64_t epoch_steps, int exclude_start, int exclude_end) {
+// DLIO's compute_metrics_train for one block: total = block wall time - the
+// left-out steps' proc times.
+Figures block_figures(const Block& b) {
   Figures f;
-  f.steps = b.steps.size();
-  Duration excluded = 0, compute = 0, emulated = 0, load = 0;
-  std::uint64_t bytes = 0;
-  for (std::size_t k = 0; k < b.steps.size(); ++k) {
-    const DlioStep& s = b.steps[k];
-    const bool out =
-        k < static_cast<std::size_t>(exclude_start) || s.index + static_cast<std::uint64_t>(exclude_end) >= epoch_steps;
-    if (out) {
-      excluded += s.proc;
-      continue;
-    }
-    ++f.measured;
-    f.samples += s.samples;
-    compute += s.compute;
-    emulated += s.emulated;
-    load += s.load;
-    bytes += s.bytes;
-  }
-  const Duration total = (b.end - b.start) - excluded;
+  f.steps = b.steps;
+  f.measured = b.measured;
+  f.samples = b.samples;
+  const Duration compute = b.compute, emulated = b.emulated, load = b.load;
+  const std::uint64_t bytes = b.bytes;
+  const Duration total = (b.end - b.start) - b.excluded;
   f.total_s = total > 0 ? to_seconds(total) : 0;
   f.compute_s = to_seconds(compute);
   f.emulated_s = to_seconds(emulated);
@@ -121,11 +136,11 @@ Figures block_figures(const Block& b, std::uint64_t epoch_steps, int exclude_sta
 }
 
 // One rank's epoch: blocks weighted by their steps (DLIO's end_train).
-Figures rank_figures(const RankPhase& p, std::uint64_t epoch_steps, int exclude_start, int exclude_end) {
+Figures rank_figures(const RankPhase& p) {
   Figures f;
   double weight = 0;
   for (const Block& b : p.blocks) {
-    const Figures bf = block_figures(b, epoch_steps, exclude_start, exclude_end);
+    const Figures bf = block_figures(b);
     const auto n = static_cast<double>(bf.steps);
     f.steps += bf.steps;
     f.measured += bf.measured;
@@ -289,78 +304,49 @@ pipeline::LoaderOptions loader_options(const DlioWorkload& w, bool lock_pinned, 
   return lo;
 }
 
-// The run's record as DLIO's per-rank phases: blocks of steps between the
-// checkpoints written inside an epoch.
-std::vector<RankResult> rank_results(const RunRecord& rec, const std::vector<int>& ranks) {
-  // The steps of each (GPU, phase, epoch), read once.
-  std::map<std::tuple<int, bool, std::uint64_t>, std::vector<const gpemu::StepRecord*>> by_phase;
-  for (const gpemu::StepRecord& s : rec.steps) by_phase[{s.gpu, s.phase == RunPhase::Train, s.epoch}].push_back(&s);
-  std::vector<RankResult> out;
-  for (std::size_t i = 0; i < ranks.size(); ++i) {
-    RankResult rr;
-    rr.rank = ranks[i];
-    const int gpu = static_cast<int>(i);
-    for (const EpochMark& m : rec.epochs) {
-      if (m.gpu != gpu) continue;
-      RankPhase rp;
-      rp.rank = ranks[i];
-      rp.epoch = static_cast<int>(m.epoch) + 1;
-      rp.blocks.emplace_back();
-      rp.blocks.back().start = m.start;
-      std::vector<const CheckpointRecord*> inside;
-      for (const CheckpointRecord& c : rec.checkpoints)
-        if (c.gpu == gpu && m.phase == RunPhase::Train && c.start >= m.start && c.end <= m.host_end &&
-            c.epoch == rp.epoch)
-          inside.push_back(&c);
-      std::size_t next_ckpt = 0;
-      for (const gpemu::StepRecord* sp : by_phase[{gpu, m.phase == RunPhase::Train, m.epoch}]) {
-        const gpemu::StepRecord& s = *sp;
-        DlioStep d;
-        d.index = s.index;
-        d.load = s.delivered - s.next_called;
-        d.compute = s.host_done - s.delivered;
-        d.proc = s.host_done - s.next_called;
-        d.emulated = s.compute;
-        d.bytes = s.bytes;
-        d.samples = static_cast<std::uint64_t>(s.samples);
-        rp.blocks.back().steps.push_back(d);
-        while (next_ckpt < inside.size() && inside[next_ckpt]->start >= s.host_done &&
-               inside[next_ckpt]->step == s.index + 1) {
-          rp.blocks.back().end = inside[next_ckpt]->start;
-          rp.blocks.emplace_back();
-          rp.blocks.back().start = inside[next_ckpt]->end;
-          ++next_ckpt;
-        }
-      }
-      rp.blocks.back().end = m.host_end;
-      if (rp.blocks.back().steps.empty() && rp.blocks.size() > 1) rp.blocks.pop_back();
-      (m.phase == RunPhase::Train ? rr.train : rr.eval).push_back(std::move(rp));
-    }
-    if (i < rec.loader_stats.size()) rr.train_stats = rec.loader_stats[i];
-    if (i < rec.eval_loader_stats.size()) rr.eval_stats = rec.eval_loader_stats[i];
-    out.push_back(std::move(rr));
-  }
-  return out;
-}
-
-// DLIO's progress callback, from the job's observer hooks.
+// DLIO's per-rank phases, built from the job's observer hooks as the steps
+// run (blocks of steps between the checkpoints written inside an epoch), and
+// its progress callback.
 class DlioObserver : public JobObserver {
  public:
-  DlioObserver(const std::function<void(const DlioProgress&)>& progress, const std::vector<int>& ranks)
-      : progress_(progress), ranks_(ranks) {}
+  DlioObserver(const std::function<void(const DlioProgress&)>& progress, const std::vector<int>& ranks, Exclusion train,
+               Exclusion eval, bool keep_rows)
+      : progress_(progress), ranks_(ranks), train_(train), eval_(eval), keep_rows_(keep_rows), phases_(ranks.size()) {}
   void on_step(const StepEvent& e) override {
+    const gpemu::StepRecord& s = *e.record;
+    const bool train = e.phase == RunPhase::Train;
+    Open& o = phases_[static_cast<std::size_t>(e.gpu)][{train, e.epoch}];
+    if (o.blocks.empty()) o.blocks.emplace_back();
+    DlioStep d;
+    d.index = s.index;
+    d.load = s.delivered - s.next_called;
+    d.compute = s.host_done - s.delivered;
+    d.proc = s.host_done - s.next_called;
+    d.emulated = s.compute;
+    d.bytes = s.bytes;
+    d.samples = static_cast<std::uint64_t>(s.samples);
+    o.blocks.back().add(d, train ? train_ : eval_, keep_rows_);
     if (!progress_) return;
     DlioProgress pr;
-    pr.phase = e.phase == RunPhase::Train ? DlioPhase::Train : DlioPhase::Eval;
+    pr.phase = train ? DlioPhase::Train : DlioPhase::Eval;
     pr.rank = ranks_[static_cast<std::size_t>(e.gpu)];
     pr.epoch = e.epoch;
     pr.step = e.step;
     pr.steps = e.steps;
-    pr.sample_indices = e.record->sample_indices;
-    pr.bytes = e.record->bytes;
+    pr.sample_indices = s.sample_indices;
+    pr.bytes = s.bytes;
     progress_(pr);
   }
+  // A checkpoint ends the epoch's block (at its start) and opens the next
+  // (at its end). One after the epoch's steps is set aside in results() when
+  // it ended after the epoch did, as it is not inside the epoch.
   void on_checkpoint(const CheckpointRecord& c) override {
+    Open& o = phases_[static_cast<std::size_t>(c.gpu)][{true, c.epoch}];
+    if (o.blocks.empty()) o.blocks.emplace_back();
+    o.blocks.back().end = c.start;
+    o.blocks.emplace_back();
+    o.blocks.back().start = c.end;
+    o.splits.push_back({c.start, c.end});
     if (!progress_) return;
     DlioProgress pr;
     pr.phase = DlioPhase::Checkpoint;
@@ -371,9 +357,49 @@ class DlioObserver : public JobObserver {
     progress_(pr);
   }
 
+  // The phases the record marks as finished, per rank (after the run).
+  std::vector<RankResult> results(const RunRecord& rec) {
+    std::vector<RankResult> out;
+    for (std::size_t i = 0; i < ranks_.size(); ++i) {
+      RankResult rr;
+      rr.rank = ranks_[i];
+      for (const EpochMark& m : rec.epochs) {
+        if (m.gpu != static_cast<int>(i)) continue;
+        const bool train = m.phase == RunPhase::Train;
+        RankPhase rp;
+        rp.rank = ranks_[i];
+        rp.epoch = static_cast<int>(m.epoch) + 1;
+        Open& o = phases_[i][{train, rp.epoch}];
+        // Checkpoints past the epoch's end split nothing: their blocks (after
+        // the last step) are empty.
+        while (!o.splits.empty() && (o.splits.back().first < m.start || o.splits.back().second > m.host_end)) {
+          o.splits.pop_back();
+          o.blocks.pop_back();
+        }
+        if (o.blocks.empty()) o.blocks.emplace_back();
+        o.blocks.front().start = m.start;
+        o.blocks.back().end = m.host_end;
+        if (o.blocks.back().steps == 0 && o.blocks.size() > 1) o.blocks.pop_back();
+        rp.blocks = std::move(o.blocks);
+        (train ? rr.train : rr.eval).push_back(std::move(rp));
+      }
+      if (i < rec.loader_stats.size()) rr.train_stats = rec.loader_stats[i];
+      if (i < rec.eval_loader_stats.size()) rr.eval_stats = rec.eval_loader_stats[i];
+      out.push_back(std::move(rr));
+    }
+    return out;
+  }
+
  private:
+  struct Open {
+    std::vector<Block> blocks;
+    std::vector<std::pair<Time, Time>> splits;  // the checkpoints that ended blocks
+  };
   const std::function<void(const DlioProgress&)>& progress_;
   const std::vector<int>& ranks_;
+  Exclusion train_, eval_;
+  bool keep_rows_;
+  std::vector<std::map<std::pair<bool, int>, Open>> phases_;  // per GPU: (train, epoch) -> its blocks so far
 };
 
 pipeline::Dataset to_dataset(const DlioData& d, bool jpeg) {
@@ -420,14 +446,12 @@ nlohmann::json loader_stats_json(const std::vector<RankResult>& results, bool ev
 
 // Per-epoch figures over ranks (AU: mean over ranks, DLIO's allreduce / size;
 // samples/s and MB/s: summed over ranks) and the overall means over epochs.
-nlohmann::json phase_json(const std::vector<RankResult>& results, bool eval, std::uint64_t epoch_steps,
-                          const DlioWorkload& w, bool record_steps) {
+nlohmann::json phase_json(const std::vector<RankResult>& results, bool eval, const DlioWorkload& w, bool record_steps) {
   std::map<int, std::vector<std::pair<int, Figures>>> by_epoch;  // epoch -> (rank, figures)
   std::map<int, std::vector<const RankPhase*>> phases;
   for (const RankResult& r : results) {
     for (const RankPhase& p : eval ? r.eval : r.train) {
-      by_epoch[p.epoch].emplace_back(r.rank, rank_figures(p, epoch_steps, w.output.exclude_start_steps,
-                                                          w.output.exclude_end_steps));
+      by_epoch[p.epoch].emplace_back(r.rank, rank_figures(p));
       phases[p.epoch].push_back(&p);
     }
   }
@@ -465,7 +489,7 @@ nlohmann::json phase_json(const std::vector<RankResult>& results, bool eval, std
       nlohmann::json steps = nlohmann::json::array();
       for (const RankPhase* p : phases[epoch]) {
         for (std::size_t b = 0; b < p->blocks.size(); ++b) {
-          for (const DlioStep& s : p->blocks[b].steps) {
+          for (const DlioStep& s : p->blocks[b].rows) {
             steps.push_back({{"rank", p->rank},
                              {"block", b},
                              {"step", s.index + 1},
@@ -626,19 +650,26 @@ double allocatable_bytes() {
   return bytes;
 }
 
-// Every step of the run keeps its record (times, sample indices) for the
-// figures until the run ends: about 1 KB a step and 8 bytes a sample. A run
-// whose records would not fit in what this process can allocate is refused
-// before it starts, naming the key, instead of dying of std::bad_alloc hours in.
-void check_records_fit(const DlioWorkload& w, double steps) {
-  const double per_step = 1024.0 + 8.0 * static_cast<double>(std::max<std::int64_t>(1, w.reader.batch_size));
-  const double need = steps * per_step, have = allocatable_bytes();
+// Each epoch of each rank keeps its record (the epoch's figures, its blocks,
+// its printed line: about 5 KB measured) until the run ends, and each step
+// too when its rows are kept (a trace, a report, record_steps: about 1 KB a
+// step and 8 bytes a sample). A run whose records would not fit in what this
+// process can allocate is refused before it starts, naming the key, instead
+// of dying of std::bad_alloc hours in.
+void check_records_fit(const DlioWorkload& w, const DlioRunOptions& o, double rank_epochs, double steps) {
+  constexpr double kPerEpoch = 5120;
+  const bool rows = o.record_steps || o.trace || o.on_record;
+  const double per_step =
+      rows ? 1024.0 + 8.0 * static_cast<double>(std::max<std::int64_t>(1, w.reader.batch_size)) : 0.0;
+  const double need = rank_epochs * kPerEpoch + steps * per_step, have = allocatable_bytes();
   if (have > 0 && need > have)
     throw InputError(fmt::format(
-        "{}train.epochs = {} is not valid here: the run's {:.3g} steps keep a record each (about {:.0f} bytes), "
-        "{:.2f} GB in all, more than this process can allocate now ({:.2f} GB: the machine's available memory "
-        "or ulimit -v); accepted: fewer epochs or steps (train.epochs, train.total_training_steps)",
-        w.source.empty() ? "" : w.source + ": ", w.train.epochs, steps, per_step, need / 1e9, have / 1e9));
+        "{}train.epochs = {} is not valid here: the run's {:.3g} epochs of its ranks keep a record each (about {:.0f} "
+        "bytes){}, {:.2f} GB in all, more than this process can allocate now ({:.2f} GB: the machine's available "
+        "memory or ulimit -v); accepted: fewer epochs or steps (train.epochs, train.total_training_steps)",
+        w.source.empty() ? "" : w.source + ": ", w.train.epochs, rank_epochs, kPerEpoch,
+        rows ? fmt::format(" and its {:.3g} steps one each with their rows (about {:.0f} bytes)", steps, per_step) : "",
+        need / 1e9, have / 1e9));
 }
 
 // The world size and the ranks this process runs, checked.
@@ -843,7 +874,7 @@ nlohmann::json run_dlio_workload(const DlioWorkload& w, const DlioRunOptions& o)
   const bool train = w.workflow.train;
   // Before anything is generated or read.
   if (train)
-    check_records_fit(w,
+    check_records_fit(w, o, static_cast<double>(w.train.epochs) * static_cast<double>(ranks.size()),
                       static_cast<double>(dlio_figures(w, ws).total_train_steps) * static_cast<double>(ranks.size()));
   const bool leader = ranks.front() == 0;
   const fs::path base = o.base_dir.empty() ? fs::current_path() : o.base_dir;
@@ -988,12 +1019,16 @@ nlohmann::json run_dlio_workload(const DlioWorkload& w, const DlioRunOptions& o)
   clock_options.spin_window = o.spin_window;
   auto clock = make_clock(o.clock, clock_options);
   result["clock"] = std::string(clock->name());
+  // The record keeps each step only for what reads them all: the trace's
+  // data waits, the caller's record (a report) and the step rows.
+  spec.record.steps = spec.record.kernels = o.trace || o.on_record || o.record_steps;
   Job job(*clock, *cost_model, spec);
-  DlioObserver observer(o.progress, ranks);
+  DlioObserver observer(o.progress, ranks, {d.steps, w.output.exclude_start_steps, w.output.exclude_end_steps},
+                        {d.eval_steps, w.output.exclude_start_steps, w.output.exclude_end_steps}, o.record_steps);
   const Time t0 = clock->now();
   const RunRecord rec = job.run(&observer);
   const Time t1 = clock->now();
-  std::vector<RankResult> results = rank_results(rec, ranks);
+  std::vector<RankResult> results = observer.results(rec);
   if (rec.stopped) keep_finished_epochs(results);
   if (job.timeline().tracing())
     for (const gpemu::StepRecord& st : rec.steps)
@@ -1013,7 +1048,7 @@ nlohmann::json run_dlio_workload(const DlioWorkload& w, const DlioRunOptions& o)
   result["dataset"] = dataset;
   result["steps_per_epoch"] = train ? d.steps : 0;
   if (train) {
-    nlohmann::json t = phase_json(results, false, d.steps, w, o.record_steps);
+    nlohmann::json t = phase_json(results, false, w, o.record_steps);
     for (auto it = t.begin(); it != t.end(); ++it) result[it.key()] = it.value();
     if (auto note = no_measured_step_warning(w, t)) warnings.push_back(*note);
     result["loader"] = loader_stats_json(results, false);
@@ -1023,7 +1058,7 @@ nlohmann::json run_dlio_workload(const DlioWorkload& w, const DlioRunOptions& o)
         {"preprocess", preprocess},
         {"storage_bytes_per_s", o.storage_bytes_per_s ? nlohmann::json(*o.storage_bytes_per_s) : nlohmann::json()}};
     if (d.has_eval) {
-      nlohmann::json e = phase_json(results, true, d.eval_steps, w, o.record_steps);
+      nlohmann::json e = phase_json(results, true, w, o.record_steps);
       e["steps_per_epoch"] = d.eval_steps;
       e.erase("au_threshold_pct");
       e.erase("au_pass");

@@ -6,6 +6,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <tuple>
 
@@ -18,6 +19,7 @@
 #include "gpemu/report.h"
 #include "gpemu/session.h"
 #include "gpemu/sharing_policy.h"
+#include "report/busy_union.h"
 #include "share/results.h"
 
 namespace gpemu {
@@ -31,9 +33,10 @@ void validate(const ShareSpec& spec) {
         fmt::format("share: {} CPU cores: give a positive count, or 0 for this machine's", spec.cpu_cores));
   if (spec.utilization_window <= 0)
     throw InputError(fmt::format("share: utilisation window {} ns: it must be positive", spec.utilization_window));
-  // Every step of every job keeps its records (the job's RunRecord, its
-  // kernels' spans, the result's step ends) until the run ends: about 300
-  // bytes a step. The steps in all are bounded so that the records fit.
+  // With per-step rows every step of every job keeps its records (the job's
+  // RunRecord, its kernels' spans, the result's step ends) until the run
+  // ends: about 300 bytes a step. The steps in all are bounded so that the
+  // records fit (a jobs file's bound too).
   double steps = 0;
   for (const SharedJobSpec& j : spec.jobs) steps += static_cast<double>(planned_share_steps(j));
   if (steps > static_cast<double>(kMaxSharedSteps)) {
@@ -104,18 +107,21 @@ std::int64_t planned_share_steps(const SharedJobSpec& j) {
 
 namespace {
 
-// The share of each window [k * window, (k + 1) * window) of [0, end) in
-// which some kernel ran, in percent (report.h's union of intervals).
-std::vector<double> utilization(const std::vector<KernelSpan>& spans, Time end, Duration window) {
-  if (end <= 0) return {};
-  std::vector<BusyInterval> busy;
-  busy.reserve(spans.size());
-  for (const KernelSpan& k : spans) busy.push_back({k.start, k.end});
-  std::vector<double> pct;
-  for (const UtilizationSample& u : utilization_from_intervals("GPU", busy, window, 0, end).samples)
-    pct.push_back(100.0 * u.busy_fraction);
-  return pct;
-}
+// Every job's kernels, as they settle, into the union of the GPU's busy
+// time (flat in steps: busy_union.h).
+class KernelUnion final : public RecordSink {
+ public:
+  explicit KernelUnion(Duration window) : union_(window) {}
+  void on_kernel(int, const KernelSpan& k) override {
+    std::lock_guard lock(mu_);  // the jobs' host threads (real clock)
+    union_.add(k.start, k.end);
+  }
+  const BusyUnion& busy() const { return union_; }
+
+ private:
+  std::mutex mu_;
+  BusyUnion union_;
+};
 
 }  // namespace
 
@@ -217,11 +223,14 @@ ShareResult run_shared(Clock& clock, const CostModel& costs, const ShareSpec& sp
   world.cpu_cores_per_node = spec.cpu_cores;
   world.trace = spec.trace;
   Session session(clock, costs, world);
+  KernelUnion kernels(spec.utilization_window);
   std::map<std::string, JobId, std::less<>> id_of;
   for (const SharedJobSpec& js : spec.jobs) {
     SessionJob j;
     j.name = js.name;
     j.job = js.job;
+    j.job.record.steps = j.job.record.kernels = spec.per_step;
+    j.job.record.sink = &kernels;
     j.arrival = js.arrival;
     if (!js.after.empty()) j.after = id_of.at(js.after);  // a queue: its arrival counts from that job's end
     j.gpu = 0;
@@ -251,9 +260,9 @@ ShareResult run_shared(Clock& clock, const CostModel& costs, const ShareSpec& sp
       r.iterations = rank.iterations;
       r.peak_allocated_bytes = rank.peak_allocated_bytes;
       r.peak_reserved_bytes = rank.peak_reserved_bytes;
+      r.samples = rank.train.samples;
       for (const StepRecord& s : rec.steps) {
         if (s.phase != RunPhase::Train) continue;
-        r.samples += s.samples;
         r.step_ends.push_back(s.step_end);
         r.step_samples.push_back(s.samples);
       }
@@ -265,14 +274,20 @@ ShareResult run_shared(Clock& clock, const CostModel& costs, const ShareSpec& sp
   }
 
   sum_up(out);
-  std::vector<KernelSpan> all;
-  for (const SharedJobResult& r : out.jobs) all.insert(all.end(), r.kernels.begin(), r.kernels.end());
   // At most kMaxUtilizationWindows windows: a longer run's windows are
   // widened (to a whole number of the asked window) and the result says so.
+  // Each is the share of its time in which some kernel ran.
   out.utilization_window = utilization_window_for(out.makespan, spec.utilization_window);
-  out.utilization_pct = utilization(all, out.makespan, out.utilization_window);
-  const std::vector<double> whole = utilization(all, out.makespan, std::max<Duration>(out.makespan, 1));
-  out.mean_utilization_pct = whole.empty() ? 0 : whole.front();
+  const std::vector<Duration> busy = kernels.busy().busy(out.makespan, out.utilization_window);
+  Duration all = 0;
+  for (std::size_t k = 0; k < busy.size(); ++k) {
+    const Time w0 = static_cast<Time>(k) * out.utilization_window;
+    const Duration length = std::min(w0 + out.utilization_window, out.makespan) - w0;
+    out.utilization_pct.push_back(100.0 * (static_cast<double>(busy[k]) / static_cast<double>(length)));
+    all += busy[k];
+  }
+  out.mean_utilization_pct =
+      out.makespan > 0 ? 100.0 * (static_cast<double>(all) / static_cast<double>(out.makespan)) : 0;
   out.peak_memory_used_bytes = session.gpu(0).memory().peak_used();
   if (spec.trace) {
     out.trace = session.timeline().trace_records();

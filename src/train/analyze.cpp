@@ -10,6 +10,7 @@
 #include "gpemu/clock.h"
 #include "gpemu/device.h"
 #include "gpemu/error.h"
+#include "gpemu/loader_choice.h"
 #include "gpemu/pipeline.h"
 
 namespace gpemu::train {
@@ -49,7 +50,7 @@ DataStallPass run_pass(const CostModel& costs, const DataStallOptions& o, PassKi
     spec.data.synthetic_batches = static_cast<std::int64_t>(shard.batches_per_epoch());
   } else {
     p.name = kind == PassKind::Cached ? "cached" : "cold";
-    spec.data.source = o.clock == ClockKind::Virtual ? DataSource::Modelled : DataSource::Loader;
+    spec.data.source = dataset_source(o.clock);
     spec.data.cold = kind == PassKind::Cold;
   }
   Job job(*clock, costs, spec);

@@ -274,9 +274,11 @@ struct Job::Rank {
   // critical path) and no record keeps its operations alive.
   std::deque<Pending> pending;
   std::deque<std::pair<Completion, Duration>> kernels;
-  std::vector<StepRecord> steps;
-  std::vector<KernelSpan> spans;
+  std::vector<StepRecord> steps;  // RecordSpec::steps
+  std::vector<KernelSpan> spans;  // RecordSpec::kernels
   Duration compute_busy = 0;
+  Time last_kernel_end = 0;
+  StepTotals train;
   std::vector<PhaseMark> phases;
   std::vector<CheckpointRecord> checkpoints;
   Duration forward_total = 0, backward_total = 0;
@@ -504,15 +506,39 @@ void Job::checkpoint(Rank& r, int epoch, std::uint64_t step, JobObserver* observ
 // have not either), so each step costs O(1) amortized.
 void Job::settle_records(Rank& r) {
   while (!r.pending.empty() && settle(r.pending.front())) {
-    r.steps.push_back(finish(r.pending.front(), [](const Completion& c) { return c.known_end(); }));
+    keep_step(r, finish(r.pending.front(), [](const Completion& c) { return c.known_end(); }));
     r.pending.pop_front();
   }
   while (!r.kernels.empty() && r.kernels.front().first.resolved()) {
     const auto& [c, d] = r.kernels.front();
-    r.spans.push_back({c.known_start(d), c.known_end()});
-    r.compute_busy += d;
+    keep_kernel(r, {c.known_start(d), c.known_end()}, d);
     r.kernels.pop_front();
   }
+}
+
+// A settled step: into the totals, the sink and (when kept) the record.
+void Job::keep_step(Rank& r, StepRecord&& s) {
+  if (s.phase == RunPhase::Train) r.train.add(s);
+  if (spec_.record.sink) spec_.record.sink->on_step(s);
+  if (spec_.record.steps) r.steps.push_back(std::move(s));
+}
+
+void Job::keep_kernel(Rank& r, KernelSpan k, Duration busy) {
+  r.compute_busy += busy;
+  r.last_kernel_end = std::max(r.last_kernel_end, k.end);
+  if (spec_.record.sink) spec_.record.sink->on_kernel(r.index, k);
+  if (spec_.record.kernels) r.spans.push_back(k);
+}
+
+void StepTotals::add(const StepRecord& s) {
+  ++steps;
+  samples += s.samples;
+  data_stall += s.data_stall;
+  fetch_stall += s.fetch_stall;
+  prep_stall += s.prep_stall;
+  h2d += s.h2d;
+  all_reduce_wait += s.all_reduce_wait;
+  end = std::max(end, std::max(s.step_end, s.all_reduce_end));
 }
 
 void Job::run_phase(Rank& r, RunPhase phase, int epoch, pipeline::BatchSource& source, JobObserver* observer,
@@ -961,11 +987,15 @@ std::vector<std::function<void()>> Job::host_threads(JobObserver* observer) {
     // per run of backward chunks and the optimizer step; at most 256 Ki reserved.
     const std::size_t kernels_per_step = std::max<std::size_t>(2, 2 + plan_->backward_ends.size());
     for (auto& r : ranks_) {
-      r->steps.reserve(planned);
-      r->steps.resize(steps);
-      r->steps.clear();
-      r->spans.resize(std::min(steps * kernels_per_step, std::size_t{1} << 18));
-      r->spans.clear();
+      if (spec_.record.steps) {
+        r->steps.reserve(planned);
+        r->steps.resize(steps);
+        r->steps.clear();
+      }
+      if (spec_.record.kernels) {
+        r->spans.resize(std::min(steps * kernels_per_step, std::size_t{1} << 18));
+        r->spans.clear();
+      }
     }
   }
 
@@ -1036,16 +1066,14 @@ RunRecord Job::record() {
     rr.iterations = r->iterations;
     // What had not settled during the run has now.
     auto end = [&tl](const Completion& c) { return tl.end_time(c); };
-    for (const auto& [c, d] : r->kernels) {
-      const Time e = end(c);
-      r->spans.push_back({c.known_start(d), e});
-      r->compute_busy += d;
-    }
+    for (const auto& [c, d] : r->kernels) keep_kernel(*r, {c.known_start(d), end(c)}, d);
     r->kernels.clear();
-    for (Pending& p : r->pending) r->steps.push_back(finish(p, end));
+    for (Pending& p : r->pending) keep_step(*r, finish(p, end));
     r->pending.clear();
     rr.compute_intervals = std::move(r->spans);
     rr.compute_busy = r->compute_busy;
+    rr.last_kernel_end = r->last_kernel_end;
+    rr.train = r->train;
     if (rec.steps.empty())
       rec.steps = std::move(r->steps);
     else
@@ -1167,22 +1195,22 @@ RunSummary summarize(const RunRecord& rec) {
     end = std::max(end, g.end);
     res.per_gpu.push_back(std::move(g));
   }
-  // One pass over the steps (not one per GPU: a run of a thousand GPUs would
-  // read every step a thousand times). Ranks are GPU ids 0..n-1 in order.
-  for (const StepRecord& b : rec.steps) {
-    if (b.phase != RunPhase::Train || b.gpu < 0 || static_cast<std::size_t>(b.gpu) >= res.per_gpu.size()) continue;
-    GpuSummary& g = res.per_gpu[static_cast<std::size_t>(b.gpu)];
+  // The train steps' totals (RankRecord::train, kept whether or not the
+  // record keeps the steps).
+  for (std::size_t i = 0; i < rec.ranks.size(); ++i) {
+    const StepTotals& t = rec.ranks[i].train;
+    GpuSummary& g = res.per_gpu[i];
     // A run stopped early (keep_partial) has no mark for the phase it was
     // in; its steps still count, so the time they took counts too.
-    g.end = std::max(g.end, std::max(b.step_end, b.all_reduce_end));
+    if (t.steps > 0) g.end = std::max(g.end, t.end);
     end = std::max(end, g.end);
-    g.samples += b.samples;
-    g.data_stall += b.data_stall;
-    g.fetch_stall += b.fetch_stall;
-    g.prep_stall += b.prep_stall;
-    g.h2d += b.h2d;
-    g.all_reduce_wait += b.all_reduce_wait;
-    res.samples += b.samples;
+    g.samples += t.samples;
+    g.data_stall += t.data_stall;
+    g.fetch_stall += t.fetch_stall;
+    g.prep_stall += t.prep_stall;
+    g.h2d += t.h2d;
+    g.all_reduce_wait += t.all_reduce_wait;
+    res.samples += t.samples;
   }
   for (auto& [e, er] : epochs) res.epochs.push_back(er);
   res.elapsed = end - rec.start;

@@ -333,9 +333,9 @@ void Session::run_job(Slot& s) {
     const RunRecord& rec = *out.record;
     if (rec.stopped) out.error = error_text(rec.stopped);
     // Its end: its last GPU work (train steps and kernels).
-    for (const StepRecord& st : rec.steps)
-      if (st.phase == RunPhase::Train) out.end = std::max(out.end, st.step_end);
-    for (const KernelSpan& k : rec.ranks.front().compute_intervals) out.end = std::max(out.end, k.end);
+    const RankRecord& rank = rec.ranks.front();
+    if (rank.train.steps > 0) out.end = std::max(out.end, rank.train.end);
+    out.end = std::max(out.end, rank.last_kernel_end);
   }
   end_job(s);
 }

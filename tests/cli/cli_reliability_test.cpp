@@ -319,17 +319,22 @@ TEST(CliFaults, RunningOutOfHostMemoryIsAOneLineErrorNotAnAbort) {
   TempDir d;
   const std::string jobs =
       d.write("jobs.json", R"({"jobs": [{"name": "a", "compute_s": 0.01, "iterations": 1000000}]})").string();
-  const auto r = run_gpemu("share --jobs " + jobs + " --clock virtual --json", "ulimit -v 150000; ");
+  // With each step's row asked for (--steps) the records grow with the steps.
+  const auto r = run_gpemu("share --jobs " + jobs + " --clock virtual --json --steps", "ulimit -v 150000; ");
   EXPECT_EQ(r.status, 1) << r.err;
   EXPECT_EQ(r.err,
             "gpemu: error: out of host memory (std::bad_alloc): the run's records did not fit in what this process "
             "may allocate; give fewer steps, epochs or jobs, or raise the limit (ulimit -v)\n");
+  // Without them a run's memory is flat in steps: the same run fits.
+  const auto flat = run_gpemu("share --jobs " + jobs + " --clock virtual --json", "ulimit -v 150000; ");
+  EXPECT_EQ(flat.status, 0) << flat.err;
 }
 
 // N19: 8 x 10^6 steps (within the 10^7-step limit) grew ~0.9 KB a step and
-// aborted with an uncaught std::bad_alloc after a minute. A run whose step
-// records cannot fit in what the process may allocate is refused up front,
-// naming the key; nothing is generated.
+// aborted with an uncaught std::bad_alloc after a minute. Steps keep no
+// record now, but each of the 10^6 epochs does (~5 KB): a run whose records
+// cannot fit in what the process may allocate is refused up front, naming
+// the key; nothing is generated.
 TEST(CliDlioFiles, ARunWhoseStepRecordsCannotFitIsRefusedBeforeItStarts) {
 #if defined(__SANITIZE_ADDRESS__)
   GTEST_SKIP() << "AddressSanitizer reserves terabytes of shadow memory at start and cannot run under ulimit -v";
@@ -337,7 +342,8 @@ TEST(CliDlioFiles, ARunWhoseStepRecordsCannotFitIsRefusedBeforeItStarts) {
   TinyDlio t;
   const auto r = run_gpemu(t.args() + " ++workload.train.epochs=1000000", "ulimit -v 1000000; ");
   EXPECT_EQ(r.status, 1) << r.err;
-  EXPECT_NE(r.err.find("train.epochs = 1000000 is not valid here: the run's 8e+06 steps keep a record each"),
+  EXPECT_NE(r.err.find(
+                "train.epochs = 1000000 is not valid here: the run's 1e+06 epochs of its ranks keep a record each"),
             std::string::npos)
       << r.err;
   EXPECT_NE(r.err.find("more than this process can allocate now"), std::string::npos) << r.err;

@@ -376,6 +376,36 @@ TEST(Share, RunsWhoseRecordsOrClockWouldNotFitAreRefusedUpFront) {
   EXPECT_NE(clock.find("accepted: a run that fits the emulated clock"), std::string::npos) << clock;
 }
 
+// Without per-step rows (ShareSpec::per_step) a run keeps no step and no
+// kernel of any job, after 10^5 steps as after 10^3, and its figures are
+// those of a run that keeps them.
+TEST(Share, WithoutPerStepRowsTheResultIsTheSameAndDoesNotGrowWithSteps) {
+  static const auto costs = make_cost_model(std::nullopt);
+  auto run_with = [&](bool per_step, SharePolicy policy, std::vector<SharedJobSpec> jobs) {
+    const std::unique_ptr<Clock> clock = make_virtual_clock();
+    ShareSpec spec;
+    spec.gpu = &find_gpu("v100");
+    spec.options.policy = policy;
+    spec.jobs = std::move(jobs);
+    spec.utilization_window = from_seconds(0.05);
+    spec.per_step = per_step;
+    return run_shared(*clock, *costs, spec);
+  };
+  const std::vector<SharedJobSpec> two = {model_job("a", "resnet18", 32, 40), model_job("b", "resnet50", 16, 20, 0.3)};
+  for (const SharePolicy p : {SharePolicy::TimeSlice, SharePolicy::Mps, SharePolicy::Fifo}) {
+    const ShareResult kept = run_with(true, p, two), flat = run_with(false, p, two);
+    EXPECT_EQ(share_json(flat, false), share_json(kept, false)) << to_string(p);
+    EXPECT_GT(kept.jobs[0].kernels.size(), 0u);
+    EXPECT_GT(flat.mean_utilization_pct, 0);
+  }
+  for (const int steps : {1'000, 100'000}) {
+    const ShareResult r = run_with(false, SharePolicy::Fifo, {fixed_job("f", 0.001, 8, steps, 0)});
+    EXPECT_EQ(r.jobs[0].iterations, steps);
+    EXPECT_EQ(r.jobs[0].step_ends.size() + r.jobs[0].step_samples.size() + r.jobs[0].kernels.size(), 0u);
+    EXPECT_DOUBLE_EQ(r.mean_utilization_pct, 100.0);
+  }
+}
+
 TEST(Share, ALongRunsUtilisationWindowsAreWidenedNotCountless) {
   // 1000 hour-long steps: 3.6 million one-second windows before.
   const ShareResult r = run("V100-PCIE-16GB", SharePolicy::Fifo, {fixed_job("long", 3600, 8, 1000, 0)});

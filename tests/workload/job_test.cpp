@@ -154,6 +154,52 @@ TEST(Job, AFixedStepTimeGivesExactTimesUnderTheVirtualClock) {
   }
 }
 
+// A record that keeps no steps (RecordSpec) holds as many elements after
+// 10^5 steps as after 10^3, its summary is the same as a record that keeps
+// them all, and its sink hears every step and kernel.
+TEST(Job, ARecordWithoutStepsDoesNotGrowWithStepsAndSumsTheSame) {
+  const GpuSpec& a100 = find_gpu("a100");
+  const auto costs = make_cost_model(std::nullopt);
+  struct Count final : RecordSink {
+    std::int64_t steps = 0, kernels = 0;
+    Duration compute = 0;
+    void on_step(const StepRecord& s) override { ++steps, compute += s.compute; }
+    void on_kernel(int, const KernelSpan&) override { ++kernels; }
+  };
+  auto run = [&](std::int64_t steps, bool keep, Count* sink) {
+    JobSpec s = synthetic_spec(a100, "resnet18", 4, steps);
+    s.compute.step_time = StepTime::Fixed;
+    s.compute.fixed_train = TimeSpec::constant(0.010);
+    s.compute.copy_batch = s.compute.use_allocator = s.compute.all_reduce = false;
+    s.record.steps = s.record.kernels = keep;
+    s.record.sink = sink;
+    auto clock = make_virtual_clock();
+    Job job(*clock, *costs, s);
+    return job.run();
+  };
+  auto stored = [](const RunRecord& r) {
+    std::size_t n = r.steps.size() + r.epochs.size() + r.checkpoints.size() + r.loader_stats.size();
+    for (const RankRecord& rr : r.ranks) n += rr.compute_intervals.size();
+    return n;
+  };
+  Count sink;
+  const RunRecord big = run(100'000, false, &sink);
+  EXPECT_EQ(stored(big), stored(run(1'000, false, nullptr)));
+  EXPECT_EQ(sink.steps, 100'000);
+  EXPECT_EQ(sink.kernels, 100'000);
+  EXPECT_EQ(sink.compute, 100'000 * 10 * kMillisecond);
+  const RunRecord kept = run(1'000, true, nullptr);
+  EXPECT_EQ(stored(kept), stored(run(1'000, false, nullptr)) + 2'000);  // its steps and kernels
+  // The same figures either way.
+  const RunSummary a = summarize(kept), b = summarize(run(1'000, false, nullptr));
+  EXPECT_EQ(a.elapsed, b.elapsed);
+  EXPECT_EQ(a.samples, b.samples);
+  EXPECT_EQ(a.gpu_util_pct, b.gpu_util_pct);
+  EXPECT_EQ(a.data_stall_pct, b.data_stall_pct);
+  EXPECT_EQ(big.ranks.front().train.steps, 100'000);
+  EXPECT_EQ(summarize(big).elapsed, 100'000 * 10 * kMillisecond);
+}
+
 // GPEmu's "N GPUs" (ComputeSpec::time_divisor): one rank whose batches'
 // compute and H2D copy take 1/N of their time.
 TEST(Job, GpemuCompatibleNGpusDivideEachBatchsTimeByN) {
