@@ -476,7 +476,7 @@ void blas_workspace(int device, std::int64_t stream, bool lt) {
   static const bool torch2 =
       std::getenv("GPEMU_TORCH_API") == nullptr || std::string(std::getenv("GPEMU_TORCH_API")) == "2";
   if (!torch2) return;
-  static std::mutex mutex;
+  static auto& mutex = *new std::mutex;  // thread exits may outlive static destruction
   static auto& taken = *new std::array<std::vector<bool>, kMaxTorchGpus>;  // handle -> leased
   static auto& held = *new std::set<std::tuple<int, std::size_t, std::int64_t, bool>>;
   struct Lease {  // this thread's handle per device, back to the pool when the thread ends
