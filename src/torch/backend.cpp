@@ -37,11 +37,14 @@
 #include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <thread>
+#include <tuple>
 #include <unordered_map>
 
 #include "gpemu/error.h"
@@ -186,9 +189,13 @@ bool transposes_nchw(std::string_view name, const OpProgram::Op& op, c10::ArrayR
   return x.dim() >= 4 && x.suggest_memory_format() == at::MemoryFormat::Contiguous;
 }
 
+void blas_workspace(int device, std::int64_t stream, bool lt);  // below the device allocator
+
 void charge(int device, std::string_view name, c10::ArrayRef<c10::IValue> args, c10::ArrayRef<c10::IValue> outs,
             const c10::FunctionSchema* schema = nullptr) {
   const OpProgram::Op op = live_op(name, current_section(), args, outs, schema);
+  if (op.kind == OpProgram::Kind::Matmul && name.substr(0, 10) != "scaled_dot")
+    blas_workspace(device, t_stream[static_cast<std::size_t>(device)], name == "addmm" || name == "_addmm_activation");
   const at::Context& ctx = at::globalContext();
   bool cpp_loop = t_cpp_loop_depth > 0;
   if (cpp_loop && t_cpp_call_first) {
@@ -456,6 +463,56 @@ struct DeviceAllocator final : c10::Allocator {
 };
 
 DeviceAllocator g_device_allocator;
+
+// cuBLAS's workspaces under PyTorch 2 (its CublasHandlePool.cpp): a thread's
+// first cuBLAS call on a device takes a handle from the pool (one per thread
+// while the thread lives), and the first call on a (handle, stream) takes a
+// workspace from the caching allocator that stays allocated for the
+// process's life (empty_cache keeps it): 32 MiB on sm 9.0, else 2 x 4096 KiB +
+// 8 x 16 KiB; a cuBLASLt call (addmm with its bias, Linear's forward) takes
+// another 1 MiB. Forward (the script's thread) and backward (autograd's
+// device thread) thus hold one each. torch 1.13's cuBLAS allocated its own.
+void blas_workspace(int device, std::int64_t stream, bool lt) {
+  static const bool torch2 =
+      std::getenv("GPEMU_TORCH_API") == nullptr || std::string(std::getenv("GPEMU_TORCH_API")) == "2";
+  if (!torch2) return;
+  static auto& mutex = *new std::mutex;  // thread exits may outlive static destruction
+  static auto& taken = *new std::array<std::vector<bool>, kMaxTorchGpus>;  // handle -> leased
+  static auto& held = *new std::set<std::tuple<int, std::size_t, std::int64_t, bool>>;
+  struct Lease {  // this thread's handle per device, back to the pool when the thread ends
+    std::array<int, kMaxTorchGpus> handle;
+    Lease() { handle.fill(-1); }
+    ~Lease() {
+      std::lock_guard lock(mutex);
+      for (std::size_t d = 0; d < handle.size(); ++d)
+        if (handle[d] >= 0) taken[d][static_cast<std::size_t>(handle[d])] = false;
+    }
+  };
+  thread_local Lease lease;
+  const auto d = static_cast<std::size_t>(device);
+  std::vector<std::uint64_t> sizes;
+  {
+    std::lock_guard lock(mutex);
+    if (lease.handle[d] < 0) {
+      auto free = std::find(taken[d].begin(), taken[d].end(), false);
+      if (free == taken[d].end()) free = taken[d].insert(free, false);
+      *free = true;
+      lease.handle[d] = static_cast<int>(free - taken[d].begin());
+    }
+    for (const bool which : {false, true})
+      if ((lt || !which) && held.emplace(device, static_cast<std::size_t>(lease.handle[d]), stream, which).second)
+        sizes.push_back(which                                 ? (1u << 20)
+                        : rt().gpu().architecture == "Hopper" ? (32u << 20)
+                                                              : 2 * (4096u << 10) + 8 * (16u << 10));
+  }
+  DeviceScope scope(device);
+  static auto& blocks = *new std::vector<c10::DataPtr>;  // never freed, as PyTorch's
+  for (const std::uint64_t bytes : sizes) {
+    c10::DataPtr block = g_device_allocator.allocate(bytes);
+    std::lock_guard lock(mutex);
+    blocks.push_back(std::move(block));
+  }
+}
 
 at::Tensor new_device_tensor(int device, c10::IntArrayRef sizes, c10::IntArrayRef strides, at::ScalarType dtype) {
   DeviceScope scope(device);
@@ -762,16 +819,34 @@ constexpr std::string_view kForeachNorm = "_foreach_norm";
 constexpr std::string_view kForeachInPlace = "_foreach_ (in place)";
 
 void add_torch2_rules(std::unordered_map<std::string_view, Rule>& r) {
+  // The output's layout is the kernel's: FlashAttention (half precision, no
+  // mask, q's head size = v's <= 256, sm 8.0 on) writes it as q is laid out
+  // (empty_like of q), the memory-efficient kernel as (N, L, heads, d); so
+  // multi_head_attention_forward's permute(2, 0, 1, 3).contiguous() and a GPT
+  // block's transpose(1, 2).contiguous() copy nothing where PyTorch 2's do not.
+  // Backward's grads take q's, k's and v's layouts (both kernels).
   r["scaled_dot_product_attention"] = [](c10::ArrayRef<c10::IValue> a) -> Outs {
     const at::Tensor& q = a[0].toTensor();
     const at::Tensor& v = a[2].toTensor();
     std::vector<int64_t> out(q.sizes().begin(), q.sizes().end());
     out.back() = v.size(-1);
     const std::vector<int64_t> rows(q.sizes().begin(), q.sizes().end() - 1);
-    return {meta_empty(out, q.scalar_type()), meta_empty(rows, at::kFloat)};
+    const std::string& arch = rt().gpu().architecture;
+    const bool half = q.scalar_type() == at::kHalf || q.scalar_type() == at::kBFloat16;
+    const bool flash = half && (a.size() < 7 || !a[6].isTensor() || !a[6].toTensor().defined()) &&
+                       v.size(-1) == q.size(-1) && q.size(-1) <= 256 &&
+                       (arch == "Ampere" || arch == "Ada" || arch == "Hopper" || arch == "Blackwell");
+    at::Tensor o;
+    if (q.dim() != 4)
+      o = meta_empty(out, q.scalar_type());
+    else if (flash)
+      o = at::empty_like(q);
+    else
+      o = meta_empty({out[0], out[2], out[1], out[3]}, q.scalar_type()).transpose(1, 2);
+    return {o, meta_empty(rows, at::kFloat)};
   };
   r["scaled_dot_product_attention_backward"] = [](c10::ArrayRef<c10::IValue> a) -> Outs {
-    return {meta_like(a[1].toTensor()), meta_like(a[2].toTensor()), meta_like(a[3].toTensor())};
+    return {at::empty_like(a[1].toTensor()), at::empty_like(a[2].toTensor()), at::empty_like(a[3].toTensor())};
   };
   // Layer and group norm forward: one normalisation kernel as on a GPU (their
   // CompositeExplicitAutograd form, which a CPU-only build runs for CUDA,

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -69,16 +71,19 @@ KernelDemand op_demand(const OpProgram::Op& op, const GpuPeaks& peaks) {
 // CPU). A GPU host would not have lost that time, so the emulated world
 // (timeline, syncs, events) does not see it: the loss is made up. The
 // script's own clocks are real under the real clock and do see it; the
-// summary reports it (host_load_delay_s). Samples are taken at most every
-// kSampleNs per thread (a /proc read costs a few microseconds) and after
-// every sleep (a wake-up a loaded CPU delays is run_delay too).
+// summary reports it (host_load_delay_s). A thread samples its own delay
+// each time it reads the clock (one getrusage(); /proc only when the thread
+// was switched out since), so nothing is stamped with a delay not yet made
+// up, and a delay is made up only down to the time the clock has shown
+// (another thread ran meanwhile): the clock then never has to hold, which a
+// waiting thread would sleep out in real time, losing the time again.
 class LoadAdjustedClock final : public Clock {
  public:
   LoadAdjustedClock() : real_(make_real_clock()) {}
 
-  // Never backwards: a loss sampled late holds the clock until real time has
-  // caught up with it.
+  // Never backwards (the floor: the latest time shown).
   Time now() const override {
+    sample();
     const Time t = real_->now() - lost_.load(std::memory_order_relaxed);
     Time seen = floor_.load(std::memory_order_relaxed);
     while (t > seen && !floor_.compare_exchange_weak(seen, t, std::memory_order_relaxed)) {
@@ -88,7 +93,6 @@ class LoadAdjustedClock final : public Clock {
   void sleep_until(Time deadline) override {
     for (;;) {
       real_->sleep_until(saturating_add(deadline, lost_.load(std::memory_order_relaxed)));
-      sample(/*force=*/true);
       if (now() >= deadline) return;
     }
   }
@@ -103,32 +107,53 @@ class LoadAdjustedClock final : public Clock {
   bool is_virtual() const override { return false; }
   std::string_view name() const override { return "real"; }
 
-  // Adds the calling thread's run_delay since its last sample.
-  void sample(bool force) {
-    thread_local std::int64_t last_delay = -1, last_at = 0;
-    const std::int64_t at = real_->now();
-    if (!force && last_delay >= 0 && at - last_at < kSampleNs) return;
-    last_at = at;
+  // Adds the calling thread's run_delay since its last sample: none without
+  // a context switch since (run_delay grows only while the thread is off the CPU).
+  void sample() const {
+    thread_local std::int64_t last_delay = -1;
+    thread_local long last_switches = -1;
+    rusage u{};
+    if (::getrusage(RUSAGE_THREAD, &u) == 0) {
+      const long switches = u.ru_nvcsw + u.ru_nivcsw;
+      if (switches == last_switches) return;
+      last_switches = switches;
+    }
     const std::int64_t delay = run_delay_ns();
     if (delay < 0) return;
-    if (last_delay >= 0 && delay > last_delay) lost_.fetch_add(delay - last_delay, std::memory_order_relaxed);
+    if (last_delay >= 0 && delay > last_delay) {
+      // Not below what the clock has shown: where another thread read the
+      // clock during this one's delay, the process was not stalled, and
+      // that part of the delay was not lost.
+      const std::int64_t cap = real_->now() - floor_.load(std::memory_order_relaxed);
+      std::int64_t l = lost_.load(std::memory_order_relaxed);
+      while (l < cap &&
+             !lost_.compare_exchange_weak(l, std::min(l + (delay - last_delay), cap), std::memory_order_relaxed)) {
+      }
+    }
     last_delay = delay;
   }
   Duration lost() const { return lost_.load(std::memory_order_relaxed); }
 
  private:
-  static constexpr std::int64_t kSampleNs = 1'000'000;
   // The calling thread's run_delay (ns), -1 when the kernel does not say.
   static std::int64_t run_delay_ns() {
-    std::FILE* f = std::fopen("/proc/thread-self/schedstat", "r");
-    if (f == nullptr) return -1;
+    struct File {  // this thread's, open while the thread lives
+      int fd = ::open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+      ~File() {
+        if (fd >= 0) ::close(fd);
+      }
+    };
+    thread_local File file;
+    char text[96];
+    const ssize_t n = file.fd < 0 ? -1 : ::pread(file.fd, text, sizeof text - 1, 0);
+    if (n <= 0) return -1;
+    text[n] = '\0';
     long long run = 0, delay = -1;
-    if (std::fscanf(f, "%lld %lld", &run, &delay) != 2) delay = -1;
-    std::fclose(f);
+    if (std::sscanf(text, "%lld %lld", &run, &delay) != 2) delay = -1;
     return delay;
   }
   std::unique_ptr<Clock> real_;
-  std::atomic<std::int64_t> lost_{0};
+  mutable std::atomic<std::int64_t> lost_{0};
   mutable std::atomic<Time> floor_{0};
 };
 
@@ -627,7 +652,6 @@ void Runtime::issue(int device_index, std::int64_t stream_id, const OpProgram::O
         cpp_loop && forward && !view ? factors_.launch_backward_us * 1e-6 * op.weight : op_launch_seconds(op, factors_);
     pace_host(launch * (forward ? correction.forward_host : correction.backward_host));
   } else if (!view) {
-    if (auto* load = dynamic_cast<LoadAdjustedClock*>(clock_.get())) load->sample(/*force=*/false);
     // The script's Python and torch's dispatch ran for real on this host
     // (and the emulator's own work, in place of the CPU dispatch's): the
     // host adds what a CUDA launch adds, counted from the op's start.

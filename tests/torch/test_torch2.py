@@ -185,6 +185,7 @@ class AttentionModules(unittest.TestCase):
         # the layer's activations are a few MiB.
         layer = nn.TransformerEncoderLayer(d_model=128, nhead=8, dim_feedforward=256, batch_first=True).cuda()
         x = torch.empty(2, 1024, 128, device="cuda")
+        layer(x).sum().backward()  # cuBLAS's workspaces, kept for the process's life, are taken here
         torch.cuda.synchronize()
         base = torch.cuda.memory_allocated()
         torch.cuda.reset_peak_memory_stats()
@@ -230,6 +231,36 @@ class AttentionModules(unittest.TestCase):
         self.assertFalse(r1["sdpa"])
         self.assertGreater(r1["encoder"], 2 * scores, r1)
         self.assertGreater(r1["mha"], 2 * scores, r1)
+
+
+class Workspaces(unittest.TestCase):
+    def test_cublas_workspaces_and_the_attention_output_layout(self):
+        # PyTorch 2's cuBLAS workspace per (thread, stream): 32 MiB on Hopper, with 1 MiB
+        # more for a cuBLASLt addmm; autograd's thread takes its own; they outlive empty_cache.
+        # FlashAttention's output is laid out as q; the memory-efficient kernel's as (N, L, H, d).
+        r = run_script("""
+            MIB = 1 << 20
+            lin = torch.nn.Linear(64, 64).cuda()
+            x = torch.empty(8, 64, device="cuda")
+            a = torch.cuda.memory_allocated()
+            y = lin(x)
+            b = torch.cuda.memory_allocated()
+            y.sum().backward()
+            torch.cuda.empty_cache()
+            c = torch.cuda.memory_allocated()
+            F = torch.nn.functional
+            qkv = torch.empty(3, 197, 4, 768, device="cuda", dtype=torch.half).unbind(0)  # (L, N, E) each, as MHA
+            q, k, v = (t.view(197, 48, 64).transpose(0, 1).view(4, 12, 197, 64) for t in qkv)
+            flash = F.scaled_dot_product_attention(q, k, v).permute(2, 0, 1, 3).is_contiguous()
+            q32, k32, v32 = (t.float() for t in (q, k, v))
+            efficient = F.scaled_dot_product_attention(q32, k32, v32).transpose(1, 2).is_contiguous()
+            print(json.dumps(dict(forward=(b - a) / MIB, backward=(c - b) / MIB, flash=flash, efficient=efficient)))
+        """, "--gpu", "h200")
+        out, grads = 8 * 64 * 4 / 2**20, (64 * 64 + 64) * 4 / 2**20
+        self.assertAlmostEqual(r["forward"], 33 + out, delta=0.01, msg=r)
+        self.assertAlmostEqual(r["backward"], 32 + grads - out, delta=0.01, msg=r)
+        self.assertTrue(r["flash"], r)
+        self.assertTrue(r["efficient"], r)
 
 
 class Optimizers(unittest.TestCase):
