@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/sanitizers.h"
 #include "gpemu/clock.h"
 
 // Cooperative threads as fibers: under the virtual clock exactly one host
@@ -26,11 +27,11 @@
 // Sanitizer builds keep OS threads (ASan and TSan do not follow unannotated
 // stack switches).
 #if defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
+#if __has_feature(memory_sanitizer)
 #define GPEMU_NO_FIBERS 1
 #endif
 #endif
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if defined(GPEMU_ASAN) || defined(GPEMU_TSAN)
 #define GPEMU_NO_FIBERS 1
 #endif
 #if defined(__x86_64__) && defined(__linux__) && !defined(GPEMU_NO_FIBERS)

@@ -869,7 +869,11 @@ std::function<CheckpointIo(const CheckpointCall&)> checkpoint_writer(
 
 nlohmann::json run_dlio_workload(const DlioWorkload& w, const DlioRunOptions& o) {
   const auto wall0 = std::chrono::steady_clock::now();
-  const auto [ws, ranks] = world_and_ranks(w, o);
+  // Named variables, not a structured binding: the lambdas below capture
+  // them, which clang before 16 refuses for bindings.
+  const std::pair<int, std::vector<int>> world = world_and_ranks(w, o);
+  const int ws = world.first;
+  const std::vector<int>& ranks = world.second;
   const GpuSpec& gpu = find_gpu(w.gpemu.gpu.empty() ? o.default_gpu : w.gpemu.gpu);
   const bool train = w.workflow.train;
   // Before anything is generated or read.

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "common/sanitizers.h"
 #include "support/temp_dir.h"
 
 namespace {
@@ -313,7 +314,7 @@ TEST(CliSignals, InterruptedDlioRunReportsNoPartialEpoch) {
 // when a worker thread met it. Now one line that says what ran out and what
 // to do, and exit status 1.
 TEST(CliFaults, RunningOutOfHostMemoryIsAOneLineErrorNotAnAbort) {
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(GPEMU_ASAN)
   GTEST_SKIP() << "AddressSanitizer reserves terabytes of shadow memory at start and cannot run under ulimit -v";
 #endif
   TempDir d;
@@ -336,7 +337,7 @@ TEST(CliFaults, RunningOutOfHostMemoryIsAOneLineErrorNotAnAbort) {
 // cannot fit in what the process may allocate is refused up front, naming
 // the key; nothing is generated.
 TEST(CliDlioFiles, ARunWhoseStepRecordsCannotFitIsRefusedBeforeItStarts) {
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(GPEMU_ASAN)
   GTEST_SKIP() << "AddressSanitizer reserves terabytes of shadow memory at start and cannot run under ulimit -v";
 #endif
   TinyDlio t;

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "common/sanitizers.h"
 #include "gpemu/clock.h"
 #include "gpemu/error.h"
 
@@ -81,7 +82,7 @@ TEST(VirtualClock, RunConcurrentlyRethrowsTheFirstError) {
 // fibers, each stack with a guard page; more of them than the kernel's
 // vm.max_map_count allows guards for is an error saying so, not stacks that
 // silently overflow into each other. (Sanitizer builds use OS threads.)
-#if defined(__x86_64__) && defined(__linux__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#if defined(__x86_64__) && defined(__linux__) && !defined(GPEMU_ASAN) && !defined(GPEMU_TSAN)
 TEST(VirtualClock, MoreHostThreadsThanGuardPagesIsAClearError) {
   std::ifstream f("/proc/sys/vm/max_map_count");
   long long max_maps = 0;

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <string>
 
+#include "common/sanitizers.h"
 #include "gpemu/device.h"
 #include "gpemu/error.h"
 
@@ -30,7 +31,7 @@ long vm_locked_kb() {
 // AddressSanitizer intercepts mlock and returns success without locking
 // (sanitizer_common's MlockIsUnsupported), so what the kernel reports cannot
 // be checked in that build.
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(GPEMU_ASAN)
 #define GPEMU_SKIP_UNDER_ASAN() GTEST_SKIP() << "AddressSanitizer turns mlock into a no-op"
 #else
 #define GPEMU_SKIP_UNDER_ASAN() (void)0
