@@ -49,9 +49,10 @@ void add_bench(CLI::App& parent, const char* name, const char* what, Run run, Pr
 
 }  // namespace
 
-void add_bench_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("bench", "Benchmarks of the emulator itself (figures, not pass/fail)");
-  cmd->require_subcommand(1);
+namespace {
+
+// The emulator itself: its clocks, device density, this host, the data loader.
+void add_emulator_benches(CLI::App* cmd) {
   add_bench<TimingBenchOptions>(
       *cmd, "timing", "Real-clock fidelity: drift and lateness of 10,000 synchronized kernels vs relative sleeps",
       [](const TimingBenchOptions& o) { return run_timing_bench(o); }, print_timing_bench,
@@ -107,6 +108,10 @@ void add_bench_command(CLI::App& app) {
             "--no-ffcv", [&o](std::int64_t) { o.run_ffcv = false; },
             "Do not run gpemu's FFCV-style loader (over the same images written once into an FFCV-style file)");
       });
+}
+
+// The cost model and the engine at scale: overhead, cross-validation, many GPUs.
+void add_model_benches(CLI::App* cmd) {
   add_bench<OverheadBenchOptions>(
       *cmd, "overhead", "Emulation overhead: accelerator utilization of 100 us emulated steps fed from memory",
       [](const OverheadBenchOptions& o) { return run_overhead_bench(o); }, print_overhead_bench,
@@ -148,6 +153,10 @@ void add_bench_command(CLI::App& app) {
         c.add_option("--sync", o.sync, "Host waits every 'iteration' (loss.item()) or at the 'end'")
             ->capture_default_str();
       });
+}
+
+// The front ends: gpemu torch, the cluster, sharing, serve, the DataStall figures.
+void add_front_end_benches(CLI::App* cmd) {
   add_bench<TorchBenchOptions>(
       *cmd, "torch",
       "gpemu torch: resnet50 on emulated V100 and H100 under both clocks, against predict, and the emulator's "
@@ -195,6 +204,16 @@ void add_bench_command(CLI::App& app) {
                      "CPU cores the loaders share (default: this machine's; the paper's server: 24)");
         c.add_option("--batches", o.batches, "Batches per GPU per epoch")->capture_default_str();
       });
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("bench", "Benchmarks of the emulator itself (figures, not pass/fail)");
+  cmd->require_subcommand(1);
+  add_emulator_benches(cmd);
+  add_model_benches(cmd);
+  add_front_end_benches(cmd);
 }
 
 }  // namespace gpemu::cli

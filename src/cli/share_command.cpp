@@ -241,91 +241,93 @@ void check_smi_reply(const nlohmann::json& s, const std::filesystem::path& socke
   }
 }
 
-void smi(const SmiArgs& a) {
-  const std::filesystem::path socket = a.socket.empty() ? default_socket_path() : std::filesystem::path(a.socket);
-  ServeClient client(socket, from_seconds(a.timeout_s));
-  const nlohmann::json s = client.request({{"op", "smi"}});
-  if (!s.value("ok", false)) throw Error(s.value("error", std::string("smi refused")));
-  check_smi_reply(s, socket);
-  if (a.json) {
-    std::cout << s.dump(2) << '\n';
-    return;
+constexpr double kMiB = 1048576.0;
+
+// --format csv[,noheader][,nounits]: whether to print the header and the units.
+std::pair<bool, bool> smi_csv_format(const std::string& format) {
+  bool header = true, units = true;
+  if (format.rfind("csv", 0) != 0)
+    throw InputError(fmt::format("--format '{}': give csv, optionally with ,noheader and ,nounits", format));
+  for (std::size_t at = 3; at < format.size();) {
+    const std::size_t next = format.find(',', at + 1);
+    const std::string opt = format.substr(at + 1, next == std::string::npos ? std::string::npos : next - at - 1);
+    if (opt == "noheader")
+      header = false;
+    else if (opt == "nounits")
+      units = false;
+    else
+      throw InputError(fmt::format("--format: '{}' is not known; give noheader or nounits", opt));
+    at = next == std::string::npos ? format.size() : next;
   }
-  constexpr double MiB = 1048576.0;
-  if (!a.query.empty()) {
-    // nvidia-smi --query-gpu=...: the fields scripts ask for most.
-    bool header = true, units = true;
-    std::string fmt_rest = a.format;
-    if (fmt_rest.rfind("csv", 0) != 0)
-      throw InputError(fmt::format("--format '{}': give csv, optionally with ,noheader and ,nounits", a.format));
-    for (std::size_t at = 3; at < fmt_rest.size();) {
-      const std::size_t next = fmt_rest.find(',', at + 1);
-      const std::string opt = fmt_rest.substr(at + 1, next == std::string::npos ? std::string::npos : next - at - 1);
-      if (opt == "noheader")
-        header = false;
-      else if (opt == "nounits")
-        units = false;
-      else
-        throw InputError(fmt::format("--format: '{}' is not known; give noheader or nounits", opt));
-      at = next == std::string::npos ? fmt_rest.size() : next;
-    }
-    std::vector<std::string> fields;
-    for (std::size_t at = 0; at <= a.query.size();) {
-      const std::size_t next = a.query.find(',', at);
-      std::string f = a.query.substr(at, next == std::string::npos ? std::string::npos : next - at);
-      f.erase(0, f.find_first_not_of(' '));
-      f.erase(f.find_last_not_of(' ') + 1);
-      fields.push_back(f);
-      if (next == std::string::npos) break;
-      at = next + 1;
-    }
-    const std::map<std::string, std::string> unit = {
-        {"memory.total", "MiB"}, {"memory.used", "MiB"}, {"memory.free", "MiB"}, {"utilization.gpu", "%"}};
-    const std::set<std::string> known = {"index",        "name",        "uuid",        "count",
-                                         "memory.total", "memory.used", "memory.free", "utilization.gpu",
-                                         "compute_mode"};
+  return {header, units};
+}
+
+// --query-gpu's comma-separated fields, each one gpemu smi answers.
+std::vector<std::string> smi_query_fields(const std::string& query) {
+  std::vector<std::string> fields;
+  for (std::size_t at = 0; at <= query.size();) {
+    const std::size_t next = query.find(',', at);
+    std::string f = query.substr(at, next == std::string::npos ? std::string::npos : next - at);
+    f.erase(0, f.find_first_not_of(' '));
+    f.erase(f.find_last_not_of(' ') + 1);
+    fields.push_back(f);
+    if (next == std::string::npos) break;
+    at = next + 1;
+  }
+  const std::set<std::string> known = {"index",        "name",        "uuid",        "count",
+                                       "memory.total", "memory.used", "memory.free", "utilization.gpu",
+                                       "compute_mode"};
+  for (const auto& f : fields)
+    if (!known.contains(f))
+      throw InputError(
+          fmt::format("--query-gpu: field '{}' is not known; gpemu smi answers index, name, uuid, count, "
+                      "memory.total, memory.used, memory.free, utilization.gpu, compute_mode",
+                      f));
+  return fields;
+}
+
+// nvidia-smi --query-gpu=...: the fields scripts ask for most.
+void print_smi_query(const SmiArgs& a, const nlohmann::json& s) {
+  const auto [header, units] = smi_csv_format(a.format);
+  const std::vector<std::string> fields = smi_query_fields(a.query);
+  const std::map<std::string, std::string> unit = {
+      {"memory.total", "MiB"}, {"memory.used", "MiB"}, {"memory.free", "MiB"}, {"utilization.gpu", "%"}};
+  if (header) {
+    std::string line;
     for (const auto& f : fields)
-      if (!known.contains(f))
-        throw InputError(
-            fmt::format("--query-gpu: field '{}' is not known; gpemu smi answers index, name, uuid, count, "
-                        "memory.total, memory.used, memory.free, utilization.gpu, compute_mode",
-                        f));
-    if (header) {
-      std::string line;
-      for (const auto& f : fields)
-        line += (line.empty() ? "" : ", ") + f + (units && unit.contains(f) ? " [" + unit.at(f) + "]" : "");
-      std::cout << line << '\n';
-    }
-    for (const auto& g : s["gpus"]) {
-      std::string line;
-      const auto total = g["memory_total_bytes"].get<std::uint64_t>(),
-                 used = g["memory_used_bytes"].get<std::uint64_t>();
-      for (const auto& f : fields) {
-        std::string v;
-        if (f == "index") v = std::to_string(g["index"].get<int>());
-        if (f == "name") v = terminal_text(g["name"].get<std::string>());
-        if (f == "uuid") v = terminal_text(g["uuid"].get<std::string>());
-        if (f == "count") v = std::to_string(s["gpus"].size());
-        if (f == "memory.total") v = std::to_string(static_cast<std::uint64_t>(total / MiB));
-        if (f == "memory.used") v = std::to_string(static_cast<std::uint64_t>(used / MiB));
-        if (f == "memory.free") v = std::to_string(static_cast<std::uint64_t>((total - std::min(total, used)) / MiB));
-        if (f == "utilization.gpu") v = std::to_string(static_cast<int>(g["utilization_pct"].get<double>() + 0.5));
-        if (f == "compute_mode") v = g["policy"] == "mps" ? "Exclusive_Process" : "Default";
-        if (units && unit.contains(f)) v += " " + unit.at(f);
-        line += (line.empty() ? "" : ", ") + v;
-      }
-      std::cout << line << '\n';
-    }
-    return;
+      line += (line.empty() ? "" : ", ") + f + (units && unit.contains(f) ? " [" + unit.at(f) + "]" : "");
+    std::cout << line << '\n';
   }
-  // The familiar table.
+  for (const auto& g : s["gpus"]) {
+    std::string line;
+    const auto total = g["memory_total_bytes"].get<std::uint64_t>(), used = g["memory_used_bytes"].get<std::uint64_t>();
+    for (const auto& f : fields) {
+      std::string v;
+      if (f == "index") v = std::to_string(g["index"].get<int>());
+      if (f == "name") v = terminal_text(g["name"].get<std::string>());
+      if (f == "uuid") v = terminal_text(g["uuid"].get<std::string>());
+      if (f == "count") v = std::to_string(s["gpus"].size());
+      if (f == "memory.total") v = std::to_string(static_cast<std::uint64_t>(total / kMiB));
+      if (f == "memory.used") v = std::to_string(static_cast<std::uint64_t>(used / kMiB));
+      if (f == "memory.free") v = std::to_string(static_cast<std::uint64_t>((total - std::min(total, used)) / kMiB));
+      if (f == "utilization.gpu") v = std::to_string(static_cast<int>(g["utilization_pct"].get<double>() + 0.5));
+      if (f == "compute_mode") v = g["policy"] == "mps" ? "Exclusive_Process" : "Default";
+      if (units && unit.contains(f)) v += " " + unit.at(f);
+      line += (line.empty() ? "" : ", ") + v;
+    }
+    std::cout << line << '\n';
+  }
+}
+
+// The familiar table.
+void print_smi_table(const nlohmann::json& s) {
   std::cout << "gpemu smi: emulated GPUs of 'gpemu serve' (utilisation over the last second)\n\n";
   Table t({"GPU", "Name", "Policy", "Memory-Usage", "GPU-Util"});
   for (const auto& g : s["gpus"])
     t.add({std::to_string(g["index"].get<int>()), terminal_text(g["name"].get<std::string>()),
            terminal_text(g["policy"].get<std::string>()),
-           fmt::format("{:.0f}MiB / {:.0f}MiB", g["memory_used_bytes"].get<double>() / MiB,
-                       g["memory_total_bytes"].get<double>() / MiB),
+           fmt::format("{:.0f}MiB / {:.0f}MiB", g["memory_used_bytes"].get<double>() / kMiB,
+                       g["memory_total_bytes"].get<double>() / kMiB),
            fmt::format("{:.0f}%", g["utilization_pct"].get<double>())});
   t.print(std::cout);
   std::cout << "\nProcesses:\n";
@@ -334,8 +336,22 @@ void smi(const SmiArgs& a) {
     for (const auto& proc : g["processes"])
       p.add({std::to_string(g["index"].get<int>()), std::to_string(proc["pid"].get<int>()),
              terminal_text(proc["name"].get<std::string>()),
-             fmt::format("{:.0f}MiB", proc["memory_bytes"].get<double>() / MiB)});
+             fmt::format("{:.0f}MiB", proc["memory_bytes"].get<double>() / kMiB)});
   p.print(std::cout);
+}
+
+void smi(const SmiArgs& a) {
+  const std::filesystem::path socket = a.socket.empty() ? default_socket_path() : std::filesystem::path(a.socket);
+  ServeClient client(socket, from_seconds(a.timeout_s));
+  const nlohmann::json s = client.request({{"op", "smi"}});
+  if (!s.value("ok", false)) throw Error(s.value("error", std::string("smi refused")));
+  check_smi_reply(s, socket);
+  if (a.json)
+    std::cout << s.dump(2) << '\n';
+  else if (!a.query.empty())
+    print_smi_query(a, s);
+  else
+    print_smi_table(s);
 }
 
 }  // namespace

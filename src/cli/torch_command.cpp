@@ -70,7 +70,17 @@ void set_env(const char* name, const std::string& value) {
     throw ResourceError(fmt::format("gpemu torch: cannot set {}: {}", name, std::strerror(errno)));
 }
 
-[[noreturn]] void run_script(const TorchArgs& a) {
+// What the options resolved to once checked: the served GPU and socket
+// (--connect) and the host profile as the backend reads it.
+struct ScriptRun {
+  std::string served_gpu, host;
+  fs::path socket;
+};
+
+// Every option checked before the script starts: InputError naming the
+// option otherwise.
+ScriptRun check_script_options(const TorchArgs& a) {
+  ScriptRun r;
   if (a.script.empty()) throw InputError("gpemu torch: no script given: gpemu torch [options] -- script.py [args...]");
   const fs::path script = a.script.front();
   std::error_code ec;
@@ -81,8 +91,6 @@ void set_env(const char* name, const std::string& value) {
   (void)find_gpu(a.gpu);  // InputError naming the GPU when it is not catalogued
   if (a.clock != "real" && a.clock != "virtual")
     throw InputError(fmt::format("--clock '{}': expected 'real' or 'virtual'", a.clock));
-  std::string served_gpu;
-  fs::path socket;
   if (a.connect) {
     if (a.gpu_given) throw InputError("--gpu with --connect: the GPU is the server's (gpemu serve --gpu)");
     if (a.clock != "real")
@@ -91,21 +99,20 @@ void set_env(const char* name, const std::string& value) {
       throw InputError(
           "--trace / --report with --connect: the GPU's timeline is the server's; watch it with gpemu smi");
     // The server is there and has the GPUs asked for, before the script starts.
-    socket = fs::absolute(a.socket.empty() ? default_socket_path() : fs::path(a.socket));
-    const nlohmann::json gpus = served_gpus(socket);
+    r.socket = fs::absolute(a.socket.empty() ? default_socket_path() : fs::path(a.socket));
+    const nlohmann::json gpus = served_gpus(r.socket);
     if (a.gpus > static_cast<int>(gpus.size()))
       throw InputError(fmt::format("--gpus {} with --connect: the server at {} has {} GPU{} (gpemu serve --gpus)",
-                                   a.gpus, socket.string(), gpus.size(), gpus.size() == 1 ? "" : "s"));
-    served_gpu = gpus[0]["id"].get<std::string>();
+                                   a.gpus, r.socket.string(), gpus.size(), gpus.size() == 1 ? "" : "s"));
+    r.served_gpu = gpus[0]["id"].get<std::string>();
   } else if (!a.socket.empty() || a.priority != 0 || !a.mig.empty()) {
     throw InputError("--socket, --priority and --mig are for a script attached to gpemu serve: add --connect");
   }
-  std::string host;
   if (!a.host.empty()) {
     // InputError naming --host and the accepted names; a file is passed on by its absolute path.
     (void)find_host(a.host, "--host");
     std::error_code hec;
-    host = fs::is_regular_file(a.host, hec) ? fs::absolute(a.host).string() : a.host;
+    r.host = fs::is_regular_file(a.host, hec) ? fs::absolute(a.host).string() : a.host;
   }
   if (a.step_marker.find_first_of(" \t\n()") != std::string::npos)
     throw InputError(
@@ -118,6 +125,11 @@ void set_env(const char* name, const std::string& value) {
   if (::access(a.python.c_str(), X_OK) != 0)
     throw InputError(fmt::format("--python '{}': not an executable ({})", a.python, std::strerror(errno)));
 
+  return r;
+}
+
+// The environment the torch backend reads (src/torch/runtime.h, Settings::from_env).
+void set_script_env(const TorchArgs& a, const ScriptRun& r) {
   const fs::path root = torch_package_root();
   std::string path = (root / "gpemu_torch").string() + ":" + root.string();
   if (const char* old = std::getenv("PYTHONPATH"); old && *old) path += std::string(":") + old;
@@ -128,9 +140,9 @@ void set_env(const char* name, const std::string& value) {
         "GPEMU_TORCH_SERVE", "GPEMU_TORCH_PRIORITY", "GPEMU_TORCH_MIG", "GPEMU_TORCH_HOST", "GPEMU_TORCH_STEP_MARKER"})
     ::unsetenv(v);
   set_env("GPEMU_TORCH_ACTIVE", "1");
-  set_env("GPEMU_TORCH_GPU", a.connect ? served_gpu : a.gpu);
+  set_env("GPEMU_TORCH_GPU", a.connect ? r.served_gpu : a.gpu);
   if (a.connect) {
-    set_env("GPEMU_TORCH_SERVE", socket.string());
+    set_env("GPEMU_TORCH_SERVE", r.socket.string());
     set_env("GPEMU_TORCH_PRIORITY", std::to_string(a.priority));
     if (!a.mig.empty()) set_env("GPEMU_TORCH_MIG", a.mig);
   }
@@ -143,14 +155,17 @@ void set_env(const char* name, const std::string& value) {
   if (!a.json.empty()) set_env("GPEMU_TORCH_JSON", fs::absolute(a.json).string());
   if (!a.trace.empty()) set_env("GPEMU_TORCH_TRACE", fs::absolute(a.trace).string());
   if (!a.report.empty()) set_env("GPEMU_TORCH_REPORT", fs::absolute(a.report).string());
-  if (!host.empty()) set_env("GPEMU_TORCH_HOST", host);
+  if (!r.host.empty()) set_env("GPEMU_TORCH_HOST", r.host);
   if (!a.step_marker.empty()) set_env("GPEMU_TORCH_STEP_MARKER", a.step_marker);
   if (!a.model.empty()) {
     if (!zoo::has_model(a.model))
       throw InputError(fmt::format("--model '{}': not a model of the zoo (`gpemu models` lists them)", a.model));
     set_env("GPEMU_TORCH_MODEL", a.model);
   }
+}
 
+[[noreturn]] void run_script(const TorchArgs& a) {
+  set_script_env(a, check_script_options(a));
   std::vector<std::string> args = {a.python};
   args.insert(args.end(), a.script.begin(), a.script.end());
   std::vector<char*> argv;
