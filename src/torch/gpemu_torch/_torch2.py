@@ -267,15 +267,18 @@ def _to(t, device):
     return None if t is None else t.to(device, non_blocking=True)
 
 
+def _with_grads(group):
+    """The parameters of an optimizer's param group that have a gradient this step."""
+    return [p for p in group["params"] if p.grad is not None]
+
+
 def _fused_adam_step(torch, kernel):
     def step(self, closure=None, grad_scaler=None):
         loss = _closure_loss(torch, closure)
         grad_scale, found_inf = _scaling(grad_scaler, self)
         for g in self.param_groups:
             entries = []
-            for p in g["params"]:
-                if p.grad is None:
-                    continue
+            for p in _with_grads(g):
                 if p.grad.is_sparse:
                     raise RuntimeError(f"{type(self).__name__} does not support sparse gradients")
                 st = self.state[p]
@@ -307,11 +310,7 @@ def _fused_sgd_step(torch):
         loss = _closure_loss(torch, closure)
         grad_scale, found_inf = _scaling(grad_scaler, self)
         for g in self.param_groups:
-            entries = []
-            for p in g["params"]:
-                if p.grad is None:
-                    continue
-                entries.append(((p.device, p.dtype), (p, p.grad, self.state[p].get("momentum_buffer"))))
+            entries = [((p.device, p.dtype), (p, p.grad, self.state[p].get("momentum_buffer"))) for p in _with_grads(g)]
             momentum = float(g["momentum"])
             for (device, _), (ps, gs, bufs) in _by_device_and_dtype(entries).items():
                 first = momentum != 0 and all(b is None for b in bufs)
