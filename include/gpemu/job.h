@@ -148,6 +148,21 @@ struct ModelSpec {
 ProgramVariant program_variant(const ModelSpec& m);
 // Sets the variant and the zoo precision it is traced in (pure half: the half trace).
 void set_program_variant(ModelSpec& m, const ProgramVariant& v);
+// ProgramVariantNames at PyTorch's defaults, attention and foreach left to a TorchPreset.
+inline ProgramVariantNames torch_default_names() {
+  ProgramVariantNames n;
+  n.attention.clear();
+  n.foreach.clear();
+  return n;
+}
+// The program PyTorch `preset.major` runs for m's model at m's precision: the
+// variant from `names` with the preset's defaults where attention or foreach
+// is empty (with_torch_defaults; the graph may change: vit_b_16 ->
+// vit_b_16_sdpa), zero_grad, how steps are issued, and the default host for
+// PyTorch 2. The default names: every other option at PyTorch's default.
+// keywords: errors name the options as keywords (Python), not as flags.
+void apply_torch_preset(ModelSpec& m, const TorchPreset& preset, ProgramVariantNames names = torch_default_names(),
+                        bool keywords = false);
 
 // Where a step's GPU time comes from.
 enum class StepTime {

@@ -152,12 +152,18 @@ class Item:
         return out
 
     def train(self, args, label=""):
-        """Runs `gpemu train ... --json` and returns its JSON."""
-        return self.run([gpemu_binary(), "train", "--json"] + [str(a) for a in args], label, "elapsed_s")
+        """Runs `gpemu train ... --json` and returns its JSON. GPEmu's experiments ran PyTorch 1.x
+        programs on its own hosts: `--torch 1` unless the item names another."""
+        args = [str(a) for a in args]
+        if "--torch" not in args:
+            args = ["--torch", "1"] + args
+        return self.run([gpemu_binary(), "train", "--json"] + args, label, "elapsed_s")
 
     def share(self, jobs_file, args, label=""):
         """Runs `gpemu share --jobs FILE ... --json` on a jobs file (a dict, written to the output folder) and
         returns its JSON."""
+        # Model jobs run GPEmu's PyTorch 1.x programs unless a job names another.
+        jobs_file = {**jobs_file, "jobs": [{"torch": "1", **j} if "model" in j else j for j in jobs_file["jobs"]]}
         path = os.path.join(self.out, f"jobs-{len(self.runs)}.json")
         with open(path, "w") as f:
             json.dump(jobs_file, f, indent=1)

@@ -49,22 +49,18 @@ ModelSpec model_spec(const ModelArgs& a) {
   ModelSpec m;
   m.precision = zoo::parse_precision(a.precision);
   const TorchPreset preset = torch_preset(a.torch, "--torch");
-  const std::string model = task_model(a.model, a.task);
-  ProgramVariant v = to_variant(with_torch_defaults(a.variant, preset, model), m.precision);
-  m.name = variant_model(model, v);
-  set_program_variant(m, v);
+  m.name = task_model(a.model, a.task);
+  apply_torch_preset(m, preset, a.variant);
   m.optimizer = zoo::parse_optimizer(a.optimizer);
-  const std::string zero_grad = a.zero_grad.empty() ? (preset.zero_grad_to_none ? "none" : "zero") : a.zero_grad;
-  if (zero_grad == "zero")
+  if (a.zero_grad == "zero")
     m.keep_grads = true;
-  else if (zero_grad == "none")
+  else if (a.zero_grad == "none")
     m.keep_grads = false;
-  else
+  else if (!a.zero_grad.empty())
     throw InputError(
         fmt::format("unknown --zero-grad '{}': expected zero (grads kept, PyTorch < 2.0 default) or none "
                     "(set_to_none=True, PyTorch >= 2.0 default)",
                     a.zero_grad));
-  m.sync = preset.sync;
   if (a.keep_output == "on" || a.keep_output == "off")
     m.keep_output = a.keep_output == "on";
   else
@@ -72,10 +68,7 @@ ModelSpec model_spec(const ModelArgs& a) {
         fmt::format("unknown --keep-output '{}': expected on (the loop holds the model's output to the "
                     "step's end) or off (only the loss is kept)",
                     a.keep_output));
-  if (!a.host.empty())
-    m.host = find_host(a.host, "--host");
-  else if (preset.default_host)
-    m.host = find_host(kDefaultHost, "--host");
+  if (!a.host.empty()) m.host = find_host(a.host, "--host");
   if (a.seq_len < 0)
     throw InputError(
         fmt::format("--seq-len {} is impossible: it must be at least 1 (0: the model's default)", a.seq_len));

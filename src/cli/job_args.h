@@ -25,7 +25,7 @@ struct ModelArgs {
   std::int64_t seq_len = 0;
   std::string precision = "fp32", optimizer = "sgd", zero_grad;  // zero_grad "": the --torch preset's
   std::string profiles;
-  std::string torch = "1";         // --torch: the PyTorch major version whose defaults the program takes
+  std::string torch = "2";         // --torch: the PyTorch major version whose defaults the program takes
   std::string host;                // --host: a host profile's name or file ("": the --torch preset's)
   std::string task;                // --task: BERT's heads (task_model)
   std::string keep_output = "on";  // --keep-output: the loop holds the model's output to the step's end

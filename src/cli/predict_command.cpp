@@ -28,7 +28,7 @@ struct PredictArgs {
   std::string gpu, model, profiles, host_memory = "pinned";
   std::optional<int> batch_size;
   std::int64_t seq_len = 0;
-  std::string precision = "fp32", optimizer = "sgd", zero_grad, torch = "1", host;
+  std::string precision = "fp32", optimizer = "sgd", zero_grad, torch = "2", host;
   bool max_batch = false;
   bool json = false;
   std::string task;

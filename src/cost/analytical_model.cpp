@@ -661,6 +661,11 @@ std::unique_ptr<CostModel> make_layered_cost_model(const std::optional<std::file
   std::unique_ptr<ProfileCostModel> profiles;
   if (profiles_dir && measured_profiles_apply(options))
     profiles = std::make_unique<ProfileCostModel>(ProfileDatabase::load(*profiles_dir), profiles_dir->string());
+  else if (profiles_dir && ProfileDatabase::detect_layouts(*profiles_dir).empty())
+    // Set aside for this program, but a folder that is not one is still an
+    // input error, whatever the program.
+    throw InputError(fmt::format("{}: holds no profiles; expected GPEmu's layout or gpemu's own (docs/profiles.md)",
+                                 profiles_dir->string()));
   return std::make_unique<LayeredCostModel>(std::move(profiles), std::make_unique<AnalyticalCostModel>(options));
 }
 

@@ -122,20 +122,25 @@ class Emulator {
   std::vector<std::unique_ptr<Device>> devices_;
 };
 
+// The program of `torch` (1 or 2: TorchPreset) for `model`; zero_grad, when
+// given ("zero" or "none"), overrides the preset's. A fixed-step job (no
+// model) takes no preset.
 ModelSpec model_spec(const std::string& model, const std::string& precision, const std::string& optimizer,
-                     const std::string& zero_grad, std::int64_t seq_len) {
+                     const std::string& zero_grad, std::int64_t seq_len, const std::string& torch,
+                     ProgramVariantNames variant = torch_default_names()) {
   ModelSpec m;
   m.name = model;
   m.precision = zoo::parse_precision(precision);
   m.optimizer = zoo::parse_optimizer(optimizer);
+  if (!model.empty()) apply_torch_preset(m, torch_preset(torch, "torch"), std::move(variant), /*keywords=*/true);
   if (zero_grad == "zero")
     m.keep_grads = true;
   else if (zero_grad == "none")
     m.keep_grads = false;
-  else
+  else if (!zero_grad.empty())
     throw InputError(
         fmt::format("zero_grad '{}': expected 'zero' (grads kept, PyTorch < 2.0) or 'none' "
-                    "(set_to_none=True, PyTorch >= 2.0)",
+                    "(set_to_none=True, PyTorch >= 2.0; default with torch='2')",
                     zero_grad));
   if (seq_len < 0) throw InputError(fmt::format("seq_len {}: must be at least 1 (0: the model's default)", seq_len));
   m.seq_len = seq_len;
@@ -148,21 +153,18 @@ py::object predict(const std::string& gpu, const std::string& model, std::option
                    std::optional<std::filesystem::path> profiles, const std::string& task,
                    const std::string& matmul_precision, const std::string& cudnn_tf32, const std::string& amp,
                    const std::string& memory_format, const std::string& attention, const std::string& fused,
-                   int micro_steps) {
-  const ProgramVariantNames variant{matmul_precision, amp,   memory_format, attention, fused,
-                                    cudnn_tf32,       "off", micro_steps};
+                   int micro_steps, const std::string& torch) {
+  const ProgramVariantNames variant{matmul_precision, amp, memory_format, attention, fused,
+                                    cudnn_tf32,       "",  micro_steps};
   PredictRequest r;
   r.gpu = &find_gpu(gpu);
-  r.model = model_spec(task_model(model, task), precision, optimizer, zero_grad, seq_len);
+  r.model = model_spec(task_model(model, task), precision, optimizer, zero_grad, seq_len, torch, variant);
   if (host_memory == "pinned")
     r.host = HostMemoryKind::Pinned;
   else if (host_memory == "pageable")
     r.host = HostMemoryKind::Pageable;
   else
     throw InputError(fmt::format("host_memory '{}': expected 'pinned' or 'pageable'", host_memory));
-  ProgramVariant v = to_variant(variant, r.model.precision, /*keywords=*/true);
-  r.model.name = variant_model(r.model.name, v, "fused");
-  set_program_variant(r.model, v);
   r.batch_size = batch_size;
   r.max_batch = max_batch;
   r.profiles = std::move(profiles);
@@ -182,14 +184,14 @@ py::object train(const std::string& model, const std::string& gpu, int batch_siz
                  const std::string& zero_grad, std::int64_t seq_len, std::optional<double> step_time_s,
                  const std::string& sync, bool pin_memory, const std::string& clock,
                  std::optional<std::filesystem::path> profiles, std::optional<std::filesystem::path> trace,
-                 std::optional<std::filesystem::path> report) {
+                 std::optional<std::filesystem::path> report, const std::string& torch) {
   if (iterations < 1) throw InputError(fmt::format("iterations {}: must be at least 1", iterations));
   if (batch_size < 1) throw InputError(fmt::format("batch_size {}: must be at least 1", batch_size));
   if (step_time_s && !(*step_time_s >= 0 && *step_time_s <= 1e6))
     throw InputError(fmt::format("step_time_s {}: must be seconds from 0 to 1e6", *step_time_s));
   JobSpec spec = step_time_s ? fixed_step_job("job", *step_time_s, batch_size, iterations).job
                              : model_job("job", model, batch_size, iterations).job;
-  spec.compute.model = model_spec(step_time_s ? "" : model, precision, optimizer, zero_grad, seq_len);
+  spec.compute.model = model_spec(step_time_s ? "" : model, precision, optimizer, zero_grad, seq_len, torch);
   spec.compute.sync = parse_sync_mode(sync);
   spec.data.pin_memory = pin_memory;
   spec.cluster.gpu = &find_gpu(gpu);
@@ -531,19 +533,22 @@ PYBIND11_MODULE(gpemu, m) {
 
   // ---- predict, the job, sharing
   m.def("predict", &python::predict, py::arg("gpu"), py::arg("model"), py::arg("batch_size") = py::none(),
-        py::kw_only(), py::arg("precision") = "fp32", py::arg("optimizer") = "sgd", py::arg("zero_grad") = "zero",
+        py::kw_only(), py::arg("precision") = "fp32", py::arg("optimizer") = "sgd", py::arg("zero_grad") = "",
         py::arg("seq_len") = 0, py::arg("host_memory") = "pinned", py::arg("max_batch") = false,
         py::arg("profiles") = py::none(), py::arg("task") = "", py::arg("matmul_precision") = "highest",
         py::arg("cudnn_tf32") = "on", py::arg("amp") = "autocast", py::arg("memory_format") = "nchw",
-        py::arg("attention") = "eager", py::arg("fused") = "none", py::arg("micro_steps") = 1,
-        "One training step's time and memory: the dict `gpemu predict --json` prints.");
+        py::arg("attention") = "", py::arg("fused") = "none", py::arg("micro_steps") = 1, py::arg("torch") = "2",
+        "One training step's time and memory: the dict `gpemu predict --json` prints. torch='2' (default): PyTorch "
+        "2's program (zero_grad to None, foreach optimizers, MultiheadAttention through SDPA, steps back to back on "
+        "the default host); torch='1': PyTorch 1.x's, as GPEmu's profiles were measured.");
   m.def("train", &python::train, py::kw_only(), py::arg("model") = std::string(kDefaultModel), py::arg("gpu") = "v100",
         py::arg("batch_size") = 64, py::arg("iterations") = 100, py::arg("gpus") = 1, py::arg("nodes") = 1,
         py::arg("network") = "100gbe", py::arg("precision") = "fp32", py::arg("optimizer") = "sgd",
-        py::arg("zero_grad") = "zero", py::arg("seq_len") = 0, py::arg("step_time_s") = py::none(),
+        py::arg("zero_grad") = "", py::arg("seq_len") = 0, py::arg("step_time_s") = py::none(),
         py::arg("sync") = "iteration", py::arg("pin_memory") = true, py::arg("clock") = "virtual",
         py::arg("profiles") = py::none(), py::arg("trace") = py::none(), py::arg("report") = py::none(),
-        "Runs a training job on in-memory batches and returns `gpemu train --json`'s summary.");
+        py::arg("torch") = "2",
+        "Runs a training job on in-memory batches and returns `gpemu train --json`'s summary (torch: as predict's).");
   m.def("share", &python::share, py::arg("jobs"), py::kw_only(), py::arg("gpu") = "", py::arg("policy") = "fifo",
         py::arg("clock") = "virtual", py::arg("timeslice_ms") = 2.0, py::arg("switch_us") = 25.0,
         py::arg("profiles") = py::none(),

@@ -9,6 +9,7 @@
 
 #include "common/json_keys.h"
 #include "common/message_text.h"
+#include "gpemu/calibration.h"
 #include "gpemu/error.h"
 #include "gpemu/share.h"
 #include "gpemu/zoo.h"
@@ -34,7 +35,7 @@ const std::set<std::string, std::less<>> kJobKeys = {"name",       "model",     
                                                      "iterations", "arrival_s",       "priority",  "mig",
                                                      "precision",  "optimizer",       "dataset",   "epochs",
                                                      "workers",    "prefetch_factor", "decode_us", "decode_ns_per_byte",
-                                                     "after"};
+                                                     "after",      "torch",           "host"};
 
 std::string accepted_keys() {
   std::string s;
@@ -124,6 +125,18 @@ SharedJobSpec parse_job(const nlohmann::json& j, std::size_t index, std::string_
       job.compute.model.precision = zoo::parse_precision(text(w, "precision", *it));
     if (auto it = j.find("optimizer"); it != j.end())
       job.compute.model.optimizer = zoo::parse_optimizer(text(w, "optimizer", *it));
+    // The program of the PyTorch a model job names (2 unless "torch": "1"),
+    // as `gpemu train --torch` runs it.
+    if (has_model)
+      apply_torch_preset(job.compute.model,
+                         torch_preset(j.contains("torch") ? text(w, "torch", j.at("torch")) : "2", "torch"));
+    for (const char* key : {"torch", "host"})
+      if (!has_model && j.contains(key))
+        throw InputError(
+            fmt::format("'{}' applies to a job with a \"model\"; a \"compute_s\" job's step time is given", key));
+    // The host that issues the job's steps (a name or a `gpemu bench host` file), as `--host`.
+    if (auto it = j.find("host"); it != j.end() && has_model)
+      job.compute.model.host = find_host(text(w, "host", *it), "host");
   } catch (const InputError& e) {
     throw InputError(fmt::format("{}: {}: {}", source, w.job, e.what()));
   }

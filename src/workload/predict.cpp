@@ -27,6 +27,16 @@ void set_program_variant(ModelSpec& m, const ProgramVariant& v) {
   m.precision = zoo_precision(v);
 }
 
+void apply_torch_preset(ModelSpec& m, const TorchPreset& preset, ProgramVariantNames names, bool keywords) {
+  ProgramVariant v = to_variant(with_torch_defaults(std::move(names), preset, m.name), m.precision, keywords);
+  m.name = variant_model(m.name, v, keywords ? "fused" : "--fused");
+  set_program_variant(m, v);
+  m.keep_grads = !preset.zero_grad_to_none;
+  m.sync = preset.sync;
+  m.host.reset();
+  if (preset.default_host) m.host = find_host(kDefaultHost, "--host");
+}
+
 AnalyticalOptions analytical_options(const ModelSpec& m) {
   AnalyticalOptions ao;
   ao.optimizer = m.optimizer;
@@ -54,9 +64,10 @@ namespace {
 
 std::string profiles_set_aside(const ModelSpec& m, const std::filesystem::path& profiles) {
   return fmt::format(
-      "--profiles {} not used: measured profiles are FP32 runs with SGD and zero_grad(); times for {}, {}, "
-      "zero_grad '{}' come from the analytical model",
-      profiles.string(), zoo::to_string(m.precision), zoo::to_string(m.optimizer), m.keep_grads ? "zero" : "none");
+      "--profiles {} not used: measured profiles are PyTorch 1.x programs (FP32, SGD, zero_grad(), each phase "
+      "synchronised, on GPEmu's hosts; --torch 1); times for {}, {}, zero_grad '{}'{} come from the analytical model",
+      profiles.string(), zoo::to_string(m.precision), zoo::to_string(m.optimizer), m.keep_grads ? "zero" : "none",
+      m.sync == StepSync::Pipelined ? ", steps back to back" : "");
 }
 
 }  // namespace

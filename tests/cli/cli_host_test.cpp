@@ -24,9 +24,10 @@ nlohmann::json predict_json(const std::string& args) {
   return nlohmann::json::parse(r.out);
 }
 
-TEST(CliHost, TorchTwoIsPyTorch2sProgramOnTheDefaultHostAndFlagsStillOverride) {
-  const auto one = predict_json("");
-  const auto two = predict_json("--torch 2");
+TEST(CliHost, TorchTwoIsTheDefaultProgramOnTheDefaultHostAndFlagsStillOverride) {
+  const auto one = predict_json("--torch 1");
+  const auto two = predict_json("");
+  EXPECT_EQ(predict_json("--torch 2"), two);
   EXPECT_EQ(one["zero_grad"], "zero");
   EXPECT_EQ(one["step_sync"], "phases");
   EXPECT_EQ(two["zero_grad"], "none");
@@ -39,10 +40,10 @@ TEST(CliHost, TorchTwoIsPyTorch2sProgramOnTheDefaultHostAndFlagsStillOverride) {
   EXPECT_EQ(overridden["zero_grad"], "zero");
   EXPECT_EQ(overridden["program_variant"].get<std::string>().find("foreach"), std::string::npos);
   // ViT's nn.MultiheadAttention takes SDPA under PyTorch 2 only.
-  const auto vit = gpemu("predict --gpu h200 --model vit_b_16 -b 32 --torch 2 --json");
+  const auto vit = gpemu("predict --gpu h200 --model vit_b_16 -b 32 --json");
   ASSERT_EQ(vit.status, 0) << vit.err;
   EXPECT_EQ(nlohmann::json::parse(vit.out)["model"], "vit_b_16_sdpa");
-  const auto vit1 = gpemu("predict --gpu h200 --model vit_b_16 -b 32 --json");
+  const auto vit1 = gpemu("predict --gpu h200 --model vit_b_16 -b 32 --torch 1 --json");
   EXPECT_EQ(nlohmann::json::parse(vit1.out)["model"], "vit_b_16");
 }
 

@@ -132,9 +132,9 @@ TEST(CliPredictZoo, MaxBatchIsTheLargestThatFits) {
 TEST(CliPredictZoo, MeasuredOomEvidenceCapsMaxBatch) {
   const std::filesystem::path shared = GPEMU_SHARED_DIR "/reference/gpemu-profiles";
   if (!std::filesystem::exists(shared)) GTEST_SKIP() << "shared profiles absent: " << shared;
-  // GPEmu's P100 ran resnet50 up to batch 179 (180 did not fit).
-  auto j =
-      zoo_json_of(run_zoo_cli("predict --gpu P100 --model resnet50 --max-batch --json --profiles " + shared.string()));
+  // GPEmu's P100 ran resnet50 up to batch 179 (180 did not fit), a PyTorch 1.x program (--torch 1).
+  auto j = zoo_json_of(
+      run_zoo_cli("predict --gpu P100 --model resnet50 --max-batch --torch 1 --json --profiles " + shared.string()));
   EXPECT_EQ(j["max_batch"], 179);
   auto zoo_only = zoo_json_of(run_zoo_cli("predict --gpu P100 --model resnet50 --max-batch --json"));
   EXPECT_GE(zoo_only["max_batch"].get<int>(), 179);

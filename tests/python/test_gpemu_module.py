@@ -182,6 +182,8 @@ class Predict(unittest.TestCase):
              ["--gpu", "h100", "--model", "bert_base", "-b", "32", "--precision", "amp", "--matmul-precision", "high",
               "--fused", "optimizer"]),
             (("a100", "resnet50"), {"max_batch": True}, ["--gpu", "a100", "--model", "resnet50", "--max-batch"]),
+            (("h200", "vit_b_16", 32), {"torch": "1", "precision": "amp"},
+             ["--gpu", "h200", "--model", "vit_b_16", "-b", "32", "--torch", "1", "--precision", "amp"]),
         ]
         for args, kwargs, flags in cases:
             with self.subTest(flags=flags):
@@ -192,6 +194,8 @@ class Predict(unittest.TestCase):
             gpemu.predict("v100", "resnet50", 8, matmul_precision="medium-rare")
         with self.assertRaisesRegex(gpemu.InputError, "zero_grad"):
             gpemu.predict("v100", "resnet50", 8, zero_grad="sometimes")
+        with self.assertRaisesRegex(gpemu.InputError, "torch '3'"):
+            gpemu.predict("v100", "resnet50", 8, torch="3")
         with self.assertRaisesRegex(gpemu.InputError, "host_memory"):
             gpemu.predict("v100", "resnet50", 8, host_memory="shared")
         with self.assertRaisesRegex(gpemu.InputError, "batch-size is required"):

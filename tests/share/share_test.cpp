@@ -176,6 +176,31 @@ TEST(JobsFile, BadInputIsNamedWithWhatIsAccepted) {
   EXPECT_EQ(ok.jobs[0].priority, 2);
 }
 
+TEST(JobsFile, AModelJobRunsPyTorch2sProgramUnlessItNamesTorch1) {
+  const JobsFile f = parse_jobs(
+      R"({"jobs": [{"model": "vit_b_16"}, {"model": "vit_b_16", "torch": "1"}, {"model": "resnet50", "torch": "2"}]})",
+      "t");
+  const ModelSpec &two = f.jobs[0].job.compute.model, &one = f.jobs[1].job.compute.model;
+  EXPECT_EQ(two.name, "vit_b_16_sdpa");  // nn.MultiheadAttention through SDPA
+  EXPECT_FALSE(two.keep_grads);
+  EXPECT_EQ(two.sync, StepSync::Pipelined);
+  ASSERT_TRUE(two.host.has_value());
+  EXPECT_EQ(two.host->name, kDefaultHost);
+  EXPECT_EQ(one.name, "vit_b_16");
+  EXPECT_TRUE(one.keep_grads);
+  EXPECT_EQ(one.sync, StepSync::Phases);
+  EXPECT_FALSE(one.host.has_value());
+  EXPECT_TRUE(f.jobs[2].job.compute.model.variant->foreach_optimizer);
+  EXPECT_NE(jobs_error(R"({"jobs": [{"model": "resnet50", "torch": "3"}]})").find("torch '3'"), std::string::npos);
+  EXPECT_NE(jobs_error(R"({"jobs": [{"compute_s": 0.1, "torch": "2"}]})").find("'torch' applies to a job with"),
+            std::string::npos);
+  // The host issuing the steps, as --host names it.
+  const JobsFile h = parse_jobs(R"({"jobs": [{"model": "resnet50", "host": "gpemu-2022-volta"}]})", "t");
+  EXPECT_EQ(h.jobs[0].job.compute.model.host->name, "gpemu-2022-volta");
+  EXPECT_NE(jobs_error(R"({"jobs": [{"model": "resnet50", "host": "nosuch"}]})").find("host 'nosuch'"),
+            std::string::npos);
+}
+
 // N15: what ran silently wrong: a step that rounds to no time, a key given
 // twice (JSON keeps the last), and "mean JCT 0.00 s" when no job finished.
 TEST(JobsFile, OddValuesThatRanSilentlyAreRefusedOrSaid) {

@@ -265,19 +265,21 @@ class ResNet50(unittest.TestCase):
 
     def test_memory_and_phase_times_match_predict(self):
         # The script of `gpemu bench torch` (bench/torch_bench.py), two measured iterations.
-        # --torch 1: the program `gpemu predict` models by default (its --torch 1).
+        # --torch 1 on both sides: PyTorch 1.x's program, the one torch 1.13 runs as it is.
         out = gpemu("torch", "--clock", "virtual", "--torch", "1", "--gpu", "v100", "--model", "resnet50", "--",
                      os.path.join(ROOT, "bench", "torch_bench.py"), "--batch", "64", "--iters", "2", "--warmup", "1",
                      "--micro-ops", "10")
         r = json.loads(out.stdout.strip().splitlines()[-1])
-        p = json.loads(gpemu("predict", "--model", "resnet50", "--gpu", "v100", "-b", "64", "--json").stdout)
+        p = json.loads(gpemu("predict", "--model", "resnet50", "--gpu", "v100", "-b", "64", "--torch", "1",
+                             "--json").stdout)
         self.assertLess(abs(r["forward_ms"] / p["forward_ms"] - 1), 0.10, (r, p["forward_ms"]))
         self.assertLess(abs(r["backward_ms"] / p["backward_ms"] - 1), 0.10, (r, p["backward_ms"]))
         self.assertLess(abs(r["peak_allocated_bytes"] / (p["peak_allocated_mib"] * MIB) - 1), 0.01, r)
         self.assertLess(abs(r["peak_reserved_bytes"] / (p["peak_reserved_mib"] * MIB) - 1), 0.01, r)
 
     def test_the_script_runs_out_of_memory_at_the_batch_predict_says(self):
-        largest = json.loads(gpemu("predict", "--model", "resnet50", "--gpu", "v100", "--max-batch", "--json").stdout)
+        largest = json.loads(gpemu("predict", "--model", "resnet50", "--gpu", "v100", "--max-batch", "--torch", "1",
+                                   "--json").stdout)
         n = largest["max_batch"]
         runs = {}
         for b in (n, n + 1):
