@@ -199,6 +199,11 @@ class Timeline {
   Time end_time(const Completion& c);
   // Blocks until every issued operation has completed; returns the latest end.
   Time wait_all();
+  // Ends c at now() if it has not ended (the process that issued it died, and
+  // CUDA tears down its context): unstarted, it ends as soon as it may start;
+  // on its link, it gives its share back at once. What depends on c then
+  // follows from that end. An operation already final keeps its end.
+  void cancel(const Completion& c);
 
   // Tracing: when enabled, every operation issued from then on has its final
   // start/end recorded (an operation issued while it was off is not).

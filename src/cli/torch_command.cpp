@@ -148,6 +148,13 @@ void set_script_env(const TorchArgs& a, const ScriptRun& r) {
   }
   set_env("GPEMU_TORCH_GPUS", std::to_string(a.gpus));
   set_env("GPEMU_TORCH_CLOCK", a.clock);
+  // The script's C clocks read emulated time too (src/torch/clock_shim.cpp);
+  // gpemu_torch/_clock.py attaches the shim once the backend is loaded.
+  if (const fs::path shim = root / "gpemu_torch" / "_clock_shim.so"; a.clock == "virtual" && fs::exists(shim)) {
+    std::string preload = shim.string();
+    if (const char* old = std::getenv("LD_PRELOAD"); old && *old) preload += std::string(":") + old;
+    set_env("LD_PRELOAD", preload);
+  }
   set_env("GPEMU_TORCH_API", std::to_string(a.torch_api));
   set_env("GPEMU_TORCH_MAIN_PID", std::to_string(::getpid()));
   set_env("GPEMU_DATA_DIR", zoo::data_dir().string());

@@ -652,6 +652,26 @@ Time Timeline::end_time(const Completion& c) {
   return resolve_locked(c.op_.get(), false);
 }
 
+void Timeline::cancel(const Completion& c) {
+  if (!c.op_) return;  // issued on the fast path: its end was fixed at issue
+  std::lock_guard<std::mutex> lock(mutex_);
+  PendingOp& op = *c.op_;
+  if (op.final.load(std::memory_order_relaxed)) return;
+  resolve_locked(nullptr, false);  // commits every flow's progress up to now
+  if (op.final.load(std::memory_order_relaxed)) return;
+  // No end before the committed horizon (now): what was committed stays.
+  const Time now = horizon_;
+  if (op.s_start_known && op.s_start <= now) {
+    op.duration = std::min(op.duration, now - op.s_start);  // started: its latency ends by now
+  } else {
+    op.lower_bound = now;
+    op.duration = 0;
+  }
+  op.bytes = 0;
+  op.c_remaining = 0;
+  sim_->valid = false;  // the next resolution rebuilds from the committed state
+}
+
 Time Timeline::wait_all() {
   for (;;) {
     Time until;

@@ -726,6 +726,21 @@ struct ShareServer::Impl {
     {
       std::lock_guard lock(mu);
       if (c->device) {
+        // Its context goes with it: the kernel it left on the GPU stops now,
+        // not at its end, which may be an hour away (N3).
+        for (Stream* s : c->streams) timeline.cancel(s->tail());
+        SharedGpu& gpu = *gpus[static_cast<std::size_t>(c->gpu)];
+        if (gpu.exclusive_steps()) {
+          // Under fifo a kernel alone on the GPU took the timeline's fast path,
+          // whose end is fixed: the next turn starts now instead of after it.
+          const Time now = clock->now();
+          const Completion last = gpu.begin_turn();
+          const bool its_turn = last.resolved() && last.known_end() > now &&
+                                std::any_of(c->streams.begin(), c->streams.end(), [&](const Stream* s) {
+                                  return s->tail().resolved() && s->tail().known_end() == last.known_end();
+                                });
+          gpu.end_turn(its_turn ? Completion::at(now) : last);
+        }
         for (CachingAllocator::Ptr p : c->live) c->device->allocator().free(p);
         c->live.clear();
         c->events.clear();

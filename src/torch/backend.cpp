@@ -1415,6 +1415,15 @@ namespace c10d {
 C10_REGISTER_TYPED_CLASS(TimerRegistry, c10::kCUDA, gb::EmulatedTimer);
 }  // namespace c10d
 
+// The emulated clock for the script's C code (clock_shim.cpp attaches to these).
+extern "C" __attribute__((visibility("default"))) long long gpemu_torch_now_ns() { return gb::op_now_ns(); }
+extern "C" __attribute__((visibility("default"))) void gpemu_torch_advance_ns(long long ns) {
+  try {
+    gb::rt().advance_host(static_cast<double>(ns) / 1e9);
+  } catch (const std::exception&) {  // NOLINT: a sleep the clock refuses is a sleep of nothing
+  }
+}
+
 TORCH_LIBRARY(gpemu, m) {
   gb::g_loading_thread = std::this_thread::get_id();
   at::addGlobalCallback(at::RecordFunctionCallback(&gb::phase_enter, &gb::phase_exit)

@@ -46,6 +46,28 @@ TEST_F(SharedLink, TwoConcurrentTransfersSplitTheLinkEvenly) {
   EXPECT_EQ(timeline.end_time(cb), 2'000'000);
 }
 
+// A dead process's work (N3): cancelled at 500 us, a's transfer gives the link
+// back at once, its kernel behind it ends as soon as it may start, and b runs
+// alone from then on.
+TEST_F(SharedLink, ACancelledTransferEndsNowAndGivesItsShareBack) {
+  Device a = make(0), b = make(1);
+  Completion ca = a.default_stream().copy_h2d(1'500'000, HostMemoryKind::Pinned);
+  Completion ka = a.default_stream().launch_kernel(100'000'000);
+  Completion cb = b.default_stream().copy_h2d(1'500'000, HostMemoryKind::Pinned);
+  EXPECT_EQ(timeline.end_time(cb), 2'000'000);  // shared to the end, so far
+  clock->sleep_until(500'000);
+  timeline.cancel(ka);  // not started: ends when ca does
+  timeline.cancel(ca);
+  EXPECT_EQ(timeline.end_time(ca), 500'000);
+  EXPECT_EQ(timeline.end_time(ka), 500'000);
+  // b moved 375,000 bytes at 0.75 B/ns, then the rest alone at 1 B/ns.
+  EXPECT_EQ(timeline.end_time(cb), 500'000 + 1'125'000);
+  // Cancelling what has ended changes nothing.
+  clock->sleep_until(2'000'000);
+  timeline.cancel(cb);
+  EXPECT_EQ(timeline.end_time(cb), 1'625'000);
+}
+
 TEST_F(SharedLink, ALaterTransferSlowsAnEarlierOneAndItsDependents) {
   Device a = make(0), b = make(1);
   Completion ca = a.default_stream().copy_h2d(1'000'000, HostMemoryKind::Pinned);

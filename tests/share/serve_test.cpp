@@ -299,10 +299,11 @@ int raw_hello(const std::filesystem::path& socket, const std::string& name) {
 }
 
 // N3: a process that dies leaves its queued kernels behind; the others must
-// not wait for them. The hog queues four 400 ms kernels and dies; once the
-// server has let it go, another process's 1 ms step waits at most for the
-// kernel the GPU had reached (under fifo it waited for all four, 1.6 s).
-TEST(Serve, ADeadClientsQueuedKernelsAreCancelled) {
+// not wait for them, nor for the one the GPU is running: CUDA tears the
+// context down. The hog queues four 3 s kernels and dies; once the server has
+// let it go, another process's 1 ms step waits for none of them (under fifo
+// it waited for all four, 12 s; then for the running one, up to 3 s).
+TEST(Serve, ADeadClientsQueuedAndRunningKernelsAreCancelled) {
   TempDir dir;
   Served s(options(dir, "V100-PCIE-16GB", SharePolicy::Fifo));
   ServeClient monitor(s.server.socket_path());
@@ -310,7 +311,7 @@ TEST(Serve, ADeadClientsQueuedKernelsAreCancelled) {
   ASSERT_GE(hog, 0);
   std::string kernels;
   for (int i = 0; i < 4; ++i)
-    kernels += R"({"op": "kernel", "ns": 400000000})"
+    kernels += R"({"op": "kernel", "ns": 3000000000})"
                "\n";
   ASSERT_TRUE(send_text(hog, kernels));
   // Posted as torch --connect posts launches; the first is on the GPU when
@@ -321,7 +322,7 @@ TEST(Serve, ADeadClientsQueuedKernelsAreCancelled) {
   ASSERT_TRUE(gone(monitor, "hog"));
   ServeClient next(s.server.socket_path(), {"next", 0, 0, ""});
   const Time start = next.sync();
-  EXPECT_LT(next.batch(kMillisecond) - start, 800 * kMillisecond);
+  EXPECT_LT(next.batch(kMillisecond) - start, 1000 * kMillisecond);
 }
 
 // N11: a client that sends requests but never reads the replies, and one

@@ -81,6 +81,37 @@ class ScriptClocks(unittest.TestCase):
         self.assertLess(r["real_sleep"], 5.0)
         self.assertGreater(r["emulated"], 5.0)
 
+    def test_the_scripts_c_code_reads_emulated_time(self):
+        probe = os.environ.get("GPEMU_CLOCK_PROBE")
+        if not probe or not os.path.exists(probe):
+            self.skipTest("the C probe library is built with the torch backend (GPEMU_CLOCK_PROBE unset)")
+        r = run_script(f"""
+            import ctypes, time
+            c = ctypes.CDLL({probe!r})
+            c.probe_monotonic_ns.restype = c.probe_gettimeofday_ns.restype = ctypes.c_longlong
+            c.probe_nanosleep.argtypes = (ctypes.c_longlong,)
+            m = torch.nn.Linear(1024, 1024).cuda()
+            x = torch.randn(512, 1024, device="cuda")
+            m(x).sum().item()
+            c0, g0, p0 = c.probe_monotonic_ns(), c.probe_gettimeofday_ns(), time.monotonic_ns()
+            real0 = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+            for _ in range(5):
+                m(x).sum().item()
+            c.probe_nanosleep(3_000_000_000)
+            c1, g1, p1, t1 = c.probe_monotonic_ns(), c.probe_gettimeofday_ns(), time.monotonic_ns(), time.time()
+            real1 = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+            print(json.dumps(dict(c=(c1 - c0) / 1e9, g=(g1 - g0) / 1e9, p=(p1 - p0) / 1e9, real=(real1 - real0) / 1e9,
+                                  same=abs(c0 - p0) / 1e9, wall=g1 / 1e9 - t1)))
+        """, "--gpu", "v100")
+        # The C code's clocks are the Python ones: the 5 steps' emulated time
+        # plus the 3 s its nanosleep moved them on, which took no real 3 s.
+        self.assertGreater(r["p"], 3.0)
+        self.assertAlmostEqual(r["c"], r["p"], delta=1e-3)
+        self.assertAlmostEqual(r["g"], r["p"], delta=1e-3)
+        self.assertLess(r["same"], 1e-3)
+        self.assertLess(abs(r["wall"]), 1.0)
+        self.assertLess(r["real"], 3.0)
+
     def test_dataloader_workers_keep_the_real_clocks(self):
         r = run_script("""
             import time

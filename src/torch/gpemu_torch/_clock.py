@@ -11,8 +11,10 @@ library and installed packages (torch.distributed's store barrier,
 multiprocessing's waits) poll for real events with sleeps and deadlines of
 their own, and keep the real clocks. Other threads sleep in real time (a
 watchdog's loop would otherwise push the emulated time on), and the
-DataLoader's worker processes get the real clocks back: their work is real. time.clock_gettime,
-time.process_time and C code read the real clocks (docs/decisions.md).
+DataLoader's worker processes get the real clocks back: their work is real. The script's own
+compiled code (its C extensions and ctypes libraries) reads emulated time through the preloaded
+_clock_shim.so; time.clock_gettime, time.process_time and every other library's C code read the
+real clocks (docs/decisions.md).
 Under the real clock nothing is replaced.
 
 Steps (both clocks): the summary's per-step figures come from optimizer.step()
@@ -48,6 +50,23 @@ def _library_folders():
             pass
     folders.update(p for p in sys.path if "-packages" in p)
     return tuple(os.path.join(os.path.abspath(f), "") for f in folders if f)
+
+
+def _attach_c_clocks(base_time_ns, base_monotonic_ns):
+    """The script's compiled code (its C extensions, its ctypes libraries) reads the same emulated
+    clocks: `gpemu torch` preloads _clock_shim.so, which serves that code's clock_gettime,
+    gettimeofday, time and sleeps from the backend's clock once attached here; everything else
+    keeps the real clocks. Without the shim (another launcher) nothing changes."""
+    import ctypes
+    import os
+
+    try:
+        attach = ctypes.CDLL(None).gpemu_clock_shim_attach
+    except (OSError, AttributeError):
+        return
+    attach.argtypes = (ctypes.c_char_p, ctypes.c_longlong, ctypes.c_longlong)
+    backend = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_backend.so")
+    attach(backend.encode(), base_time_ns, base_monotonic_ns)
 
 
 def _install_virtual_clocks(ops):
@@ -91,6 +110,7 @@ def _install_virtual_clocks(ops):
             raise ValueError("sleep length must be non-negative")
         ops.advance(seconds)
 
+    _attach_c_clocks(bases["time"], bases["monotonic"])
     for n, base in bases.items():
         read, read_ns = clock(n, base)
         setattr(time, n, read)
