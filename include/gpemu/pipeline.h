@@ -1063,7 +1063,13 @@ struct LoadedBatch {
   Time ready = 0;                                  // when the loader had finished it (emulation clock)
   Duration read = 0;                               // worker time reading its samples (summed)
   Duration decode = 0;                             // worker time decoding + transforming them (summed)
-  std::shared_ptr<void> keep_alive;                // the real batch (its staging buffer), held until the next batch
+  // GPU decode (LoaderModelOptions::gpu_decode): the SM time of its decoding
+  // and augmentation, which the job launches on its own stream of the rank's
+  // GPU, and the device memory the pipeline holds (its decoded batches and
+  // decode buffers), which the job allocates once; 0 for CPU loaders.
+  Duration gpu_decode = 0;
+  std::uint64_t pipeline_device_bytes = 0;
+  std::shared_ptr<void> keep_alive;  // the real batch (its staging buffer), held until the next batch
 };
 
 // How a source's host thread sleeps: through the rank's HostSync, so peers
@@ -1205,6 +1211,28 @@ struct CpuPool {
   double share() const { return std::max(1.0, static_cast<double>(threads.load()) / std::max(1, cores)); }
 };
 
+// ---- GPU decode (DALI-style mixed pipeline), modelled loader ----
+//
+// DALI's `fn.decoders.image_random_crop(device="mixed")` + `fn.resize` +
+// `fn.crop_mirror_normalize` on the GPU: the host reads and parses each JPEG;
+// a card with a JPEG engine (NVJPG: A100, H100) decodes on it, others decode
+// with CUDA on the SMs after the host threads entropy-decode (nvJPEG's hybrid
+// backend, DALI's choice for images under 1 Mpixel); crop, resize and
+// normalisation run on the SMs; the decoded batch stays on the device. Costs
+// and sources: docs/pipeline.md, "GPU decode (DALI-style)".
+
+// Pixels of an ImageNet-like JPEG per byte of file: about 110 KB for 500 x 375
+// (docs/pipeline.md, "Generators"); the rule the virtual datasets' layouts use.
+inline constexpr double kImageNetPixelsPerJpegByte = 500.0 * 375.0 / 110e3;
+
+struct GpuDecodeModel {
+  std::string gpu;                 // the card's id
+  bool engine = false;             // decoded by its JPEG engine (else CUDA on the SMs)
+  double engine_ns_per_pixel = 0;  // engine time per decoded pixel
+  double sm_ns_per_pixel = 0;      // CUDA decode (dequantise, IDCT, colour) per pixel on the SMs
+  double memory_bytes_per_s = 0;   // crop, resize and normalise move their bytes at the card's bandwidth
+  int queue_depth = 2;             // decoded batches held on the device (DALI's prefetch_queue_depth)
+};
 struct LoaderModelOptions {
   // Per sample: open + pread from the page cache (syscalls, lookups).
   Duration read_per_sample = 60 * kMicrosecond;
@@ -1244,6 +1272,11 @@ struct LoaderModelOptions {
   // cache of an even share of these capacities, and their share of the
   // storage (shared_by): set by the job to world_size.
   int ranks_sharing = 1;
+  // JPEGs decoded on the GPU as DALI's mixed pipeline does (gpu_decode.cpp):
+  // the workers read and parse (and, without a JPEG engine, entropy-decode:
+  // nvJPEG's hybrid backend), the GPU decodes, crops, resizes and normalises.
+  // Unset: decoded by the workers.
+  std::optional<GpuDecodeModel> gpu_decode;
 };
 
 // The model's figures for one sample (exposed for tests and docs).
@@ -1267,6 +1300,19 @@ LoaderModelOptions ffcv_loader_model(LoaderModelOptions base, std::size_t batch_
 // read (the process cache) was asked for, and ffcv_loader_model's costs when
 // `model` is given (the virtual clock). Nothing for other datasets.
 void use_ffcv_loader(const Dataset& dataset, std::size_t batch_size, LoaderOptions& options, LoaderModelOptions* model);
+
+// GPU decode (GpuDecodeModel above): the model for a card of the catalog.
+GpuDecodeModel gpu_decode_model(const GpuSpec& gpu);
+
+// One batch's GPU work: engine time, SM time (decode without an engine, then
+// crop/resize/normalise) and the device memory the pipeline holds for it.
+struct GpuDecodeCost {
+  Duration engine = 0;
+  Duration sm = 0;
+  std::uint64_t device_bytes = 0;
+};
+GpuDecodeCost gpu_decode_cost(const GpuDecodeModel& m, const Dataset& dataset, const std::vector<std::size_t>& batch,
+                              const ImageTransformOptions& transform);
 
 class ModelledLoader : public BatchSource {
  public:
@@ -1327,6 +1373,7 @@ class ModelledLoader : public BatchSource {
   std::vector<Duration> read_, decode_;
   std::vector<Time> worker_free_;
   std::size_t next_ = 0;
+  Time gpu_free_ = 0;  // GPU decode: when the GPU stage finishes the batch before
 
   // The simulated path: per worker, the batch it works on (or none), the
   // next sample in it and when its next read starts; the next batch it takes.

@@ -1,0 +1,56 @@
+// `gpemu train --decode gpu` (DALI-style GPU decode, virtual clock), as a user runs it.
+#include <gtest/gtest.h>
+
+#include "support/run_gpemu.h"
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace {
+
+using gpemu::testing::run_gpemu;
+
+const std::string kRun = "train --clock virtual --virtual-dataset imagenette --model resnet18 --gpu p100 -b 256 -n 4 "
+                         "--workers 4 --cores 4 --json --decode ";
+
+nlohmann::json json_of(const std::string& args) {
+  const auto r = run_gpemu(args);
+  EXPECT_EQ(r.status, 0) << r.err;
+  return nlohmann::json::parse(r.out);
+}
+
+TEST(CliGpuDecode, ThePipelineHoldsGpuMemoryAndSaysWhereItDecodes) {
+  const nlohmann::json cpu = json_of(kRun + "cpu");
+  const nlohmann::json gpu = json_of(kRun + "gpu");
+  EXPECT_NE(gpu["source"].get<std::string>().find(
+                "; GPU decode (DALI-style) on P100-PCIE-16GB's SMs, entropy decoding on the host"),
+            std::string::npos)
+      << gpu["source"];
+  EXPECT_EQ(cpu["source"].get<std::string>().find("GPU decode"), std::string::npos);
+  // At least its two decoded float batches of 256 x 3 x 224 x 224 (294 MiB) on the device.
+  EXPECT_GE(gpu["peak_allocated_mib"].get<double>() - cpu["peak_allocated_mib"].get<double>(),
+            2.0 * 256 * 602112 / 1048576.0);
+  // The decode kernels count as GPU work: the GPU is busier.
+  EXPECT_GT(gpu["gpu_util_pct"].get<double>(), cpu["gpu_util_pct"].get<double>());
+}
+
+TEST(CliGpuDecode, AnOutOfMemoryCanComeFromThePipeline) {
+  // 9,000 images: 10.1 GiB of decoded float batches and 5.4 GiB of decode buffers beside the model on 16 GB.
+  const auto r = run_gpemu(
+      "train --clock virtual --virtual-dataset imagenette --model resnet18 --gpu p100 -b 9000 -n 1 --workers 1 "
+      "--cores 1 --decode gpu");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("the GPU decode pipeline's buffers"), std::string::npos) << r.err;
+}
+
+TEST(CliGpuDecode, BadChoicesAreRefusedInOneLine) {
+  auto r = run_gpemu("train --synthetic -n 1 --decode tpu");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("unknown --decode 'tpu': accepted 'cpu'"), std::string::npos) << r.err;
+  r = run_gpemu("train --synthetic -n 1 --clock real --decode gpu");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("--decode gpu is modelled only: give --clock virtual"), std::string::npos) << r.err;
+}
+
+}  // namespace
