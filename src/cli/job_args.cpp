@@ -161,7 +161,7 @@ void add_job_options(CLI::App* cmd, JobArgs& a) {
       ->check(finite_number_in(0, 1e9));
   cmd->add_option("--decode", a.decode,
                   "Where JPEGs are decoded: 'cpu' (the loader workers) or 'gpu' (DALI's mixed pipeline: the workers "
-                  "parse, the GPU's JPEG engine or SMs decode, crop, resize and normalise; --clock virtual)");
+                  "parse, the GPU's JPEG engine or SMs decode, crop, resize and normalise)");
   cmd->add_option("--decode-ns-per-byte", a.decode_ns_per_byte,
                   "Modelled loader: CPU nanoseconds of JPEG decoding per byte of the file (default 15)")
       ->check(finite_number_in(0, 1e9));
@@ -274,13 +274,7 @@ JobSpec job_spec(const JobArgs& a) {
   if (a.decode != "cpu" && a.decode != "gpu")
     throw InputError(
         fmt::format("unknown --decode '{}': accepted 'cpu' (the loader workers) or 'gpu' (DALI-style)", a.decode));
-  if (a.decode == "gpu") {
-    if (parse_clock_kind(a.clock) != ClockKind::Virtual)
-      throw InputError(
-          "--decode gpu is modelled only: give --clock virtual (the real loader decodes on the CPU; gpemu has no GPU "
-          "decoder to run)");
-    s.data.model.gpu_decode = pipeline::gpu_decode_model(*s.cluster.gpu);
-  }
+  if (a.decode == "gpu") lo.gpu_decode = pipeline::gpu_decode_model(*s.cluster.gpu);
   validate(s);
   return s;
 }

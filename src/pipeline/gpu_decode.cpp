@@ -44,26 +44,38 @@ GpuDecodeModel gpu_decode_model(const GpuSpec& gpu) {
   return m;
 }
 
+std::string describe(const GpuDecodeModel& m) {
+  return fmt::format("GPU decode (DALI-style) on {}'s {}", m.gpu,
+                     m.engine ? "JPEG engine" : "SMs, entropy decoding on the host");
+}
+
 GpuDecodeCost gpu_decode_cost(const GpuDecodeModel& m, const Dataset& dataset, const std::vector<std::size_t>& batch,
                               const ImageTransformOptions& transform) {
   const double out_pixels = static_cast<double>(transform.height) * static_cast<double>(transform.width);
-  double pixels = 0, resize_bytes = 0;
+  double pixels = 0, crop = 0;
   for (std::size_t idx : batch) {
     const Sample& s = dataset.samples[idx];
     const double px = s.format == SampleFormat::RawRgb ? static_cast<double>(s.width) * static_cast<double>(s.height)
                                                        : static_cast<double>(s.length) * kImageNetPixelsPerJpegByte;
     if (s.format == SampleFormat::Jpeg) pixels += px;
-    // The crop read as 8-bit RGB (at most the image), the output written as float.
-    resize_bytes += 3.0 * std::min(px, out_pixels) + 3.0 * out_pixels * sizeof(float);
+    crop += std::min(px, out_pixels);
   }
+  return gpu_decode_cost(m, pixels, crop, batch.size(), transform);
+}
+
+GpuDecodeCost gpu_decode_cost(const GpuDecodeModel& m, double jpeg_pixels, double crop_pixels, std::size_t images,
+                              const ImageTransformOptions& transform) {
+  const double out_pixels = static_cast<double>(transform.height) * static_cast<double>(transform.width);
+  const auto n = static_cast<double>(images);
+  // The crops read as 8-bit RGB, the outputs written as float.
+  const double resize_bytes = 3.0 * crop_pixels + n * 3.0 * out_pixels * sizeof(float);
   GpuDecodeCost c;
-  const double engine_ns = m.engine ? pixels * m.engine_ns_per_pixel : 0;
-  const double sm_ns = (m.engine ? 0 : pixels * m.sm_ns_per_pixel) + resize_bytes * 1e9 / m.memory_bytes_per_s;
+  const double engine_ns = m.engine ? jpeg_pixels * m.engine_ns_per_pixel : 0;
+  const double sm_ns = (m.engine ? 0 : jpeg_pixels * m.sm_ns_per_pixel) + resize_bytes * 1e9 / m.memory_bytes_per_s;
   c.engine = static_cast<Duration>(std::llround(engine_ns));
   c.sm = static_cast<Duration>(std::llround(sm_ns));
   // Held on the device: queue_depth decoded batches, and the decoded images of the batch in flight (8-bit RGB).
-  const auto n = static_cast<double>(batch.size());
-  c.device_bytes = static_cast<std::uint64_t>(m.queue_depth * n * 3.0 * out_pixels * sizeof(float) + 3.0 * pixels);
+  c.device_bytes = static_cast<std::uint64_t>(m.queue_depth * n * 3.0 * out_pixels * sizeof(float) + 3.0 * jpeg_pixels);
   return c;
 }
 

@@ -73,6 +73,7 @@ ModelledLoader::ModelledLoader(Clock& clock, Dataset dataset, LoaderOptions opti
       trace_(trace),
       sampler_(dataset_.size(), sampler_options(options_)) {
   validate(options_, model_);
+  if (options_.gpu_decode) model_.gpu_decode = options_.gpu_decode;
   if (dataset_.size() == 0) throw InputError(fmt::format("dataset '{}' has no samples", dataset_.root));
   const int cores = model_.cores > 0 ? model_.cores : std::max(1u, std::thread::hardware_concurrency());
   const int threads = model_.loader_threads > 0 ? model_.loader_threads : std::max(1, options_.num_workers);
@@ -399,10 +400,7 @@ std::string ModelledLoader::describe() const {
                                                "entropy-decoded, {:.3f} ms a batch after decoding",
                                                to_string(options_.read_method), to_ms(model_.collate_per_batch))
                                  : std::string()) +
-         (model_.gpu_decode
-              ? fmt::format("; GPU decode (DALI-style) on {}'s {}", model_.gpu_decode->gpu,
-                            model_.gpu_decode->engine ? "JPEG engine" : "SMs, entropy decoding on the host")
-              : std::string());
+         (model_.gpu_decode ? "; " + pipeline::describe(*model_.gpu_decode) : std::string());
 }
 
 }  // namespace gpemu::pipeline

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "support/run_gpemu.h"
+#include "support/temp_dir.h"
 
 #include <string>
 
@@ -11,8 +12,9 @@ namespace {
 
 using gpemu::testing::run_gpemu;
 
-const std::string kRun = "train --clock virtual --virtual-dataset imagenette --model resnet18 --gpu p100 -b 256 -n 4 "
-                         "--workers 4 --cores 4 --json --decode ";
+const std::string kRun =
+    "train --clock virtual --virtual-dataset imagenette --model resnet18 --gpu p100 -b 256 -n 4 "
+    "--workers 4 --cores 4 --json --decode ";
 
 nlohmann::json json_of(const std::string& args) {
   const auto r = run_gpemu(args);
@@ -44,13 +46,47 @@ TEST(CliGpuDecode, AnOutOfMemoryCanComeFromThePipeline) {
   EXPECT_NE(r.err.find("the GPU decode pipeline's buffers"), std::string::npos) << r.err;
 }
 
-TEST(CliGpuDecode, BadChoicesAreRefusedInOneLine) {
-  auto r = run_gpemu("train --synthetic -n 1 --decode tpu");
+TEST(CliGpuDecode, AnUnknownPlaceIsRefusedInOneLine) {
+  const auto r = run_gpemu("train --synthetic -n 1 --decode tpu");
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.err.find("unknown --decode 'tpu': accepted 'cpu'"), std::string::npos) << r.err;
-  r = run_gpemu("train --synthetic -n 1 --clock real --decode gpu");
-  EXPECT_NE(r.status, 0);
-  EXPECT_NE(r.err.find("--decode gpu is modelled only: give --clock virtual"), std::string::npos) << r.err;
+}
+
+// The real clock: 300 tiny JPEGs, the workers parse and entropy-decode them, the emulated P100 decodes.
+TEST(CliGpuDecode, RealClockOnTinyImages) {
+  gpemu::testing::TempDir dir;
+  const std::string data = (dir.path() / "images").string();
+  ASSERT_EQ(run_gpemu("dataset synth --out " + data + " --images 300 --classes 3 --median-kb 3").status, 0);
+  const nlohmann::json j =
+      json_of("train --data " + data + " --model resnet18 --gpu p100 -b 32 -n 4 --workers 2 --json --decode gpu");
+  EXPECT_EQ(j["clock"], "real");
+  EXPECT_EQ(j["iterations"], 4);
+  EXPECT_NE(j["source"].get<std::string>().find("real loader"), std::string::npos) << j["source"];
+  EXPECT_NE(j["source"].get<std::string>().find("GPU decode (DALI-style) on P100-PCIE-16GB's SMs"), std::string::npos)
+      << j["source"];
+  // The pipeline's two decoded float batches of 32 are on the device beside training.
+  const nlohmann::json cpu = json_of("train --data " + data +
+                                     " --model resnet18 --gpu p100 -b 32 -n 4 --workers 2 "
+                                     "--json --decode cpu");
+  EXPECT_GE(j["peak_allocated_mib"].get<double>() - cpu["peak_allocated_mib"].get<double>(),
+            2.0 * 32 * 602112 / 1048576.0);
+}
+
+// `gpemu bench loader` prints the GPU-decode loader beside the others: its host part measured, its GPU part
+// modelled for the card named.
+TEST(CliGpuDecode, TheLoaderBenchRunsItBesideTheOthers) {
+  gpemu::testing::TempDir dir;
+  const std::string args = "bench loader --images 24 --workers 1 --no-torch --no-ffcv --dataset-dir " +
+                           (dir.path() / "images").string() + " --gpu-decode a100";
+  const nlohmann::json j = json_of(args + " --json");
+  ASSERT_TRUE(j["gpu_decode"].is_object()) << j.dump();
+  EXPECT_EQ(j["gpu_decode"]["gpu"], "A100-SXM4-40GB");
+  EXPECT_EQ(j["gpu_decode"]["engine"], true);
+  EXPECT_EQ(j["gpu_decode"]["images"], 24);
+  EXPECT_GT(j["gpu_decode"]["gpu_s"].get<double>(), 0);
+  EXPECT_GT(j["gpu_decode_images_per_s"].get<double>(), 0);
+  const auto text = run_gpemu(args);
+  EXPECT_NE(text.out.find("gpemu GPU decode (DALI-style, A100-SXM4-40GB modelled)"), std::string::npos) << text.out;
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include "gpemu/catalog.h"
 #include "gpemu/clock.h"
 #include "gpemu/pipeline.h"
+#include "support/pipeline_test_util.h"
 
 namespace gpemu::pipeline {
 namespace {
@@ -110,6 +111,79 @@ TEST(GpuDecode, TheLoaderRunsTheGpuStageAfterTheHostsInBatchOrder) {
   // One output buffer: batch 1's GPU stage waits for batch 0's delivery (at 10 ms, when the consumer first asks).
   EXPECT_EQ(deliveries(round_model(true, 1), 10'000'000)[1].ready, 10'000'000 + engine);
   EXPECT_EQ(deliveries(round_model(true, 2), 10'000'000)[1].ready, 2 * engine);
+}
+
+// Real clock: 300 tiny JPEGs read by the real loader with GPU decode. The
+// workers deliver the files' bytes and count their real pixels (from the
+// headers); the batch's GPU work is the model's for those pixels.
+TEST(GpuDecodeReal, WorkersDeliverTheFilesAndTheirPixels) {
+  testing::TempDir dir;
+  generate_image_dataset(dir.path(), 3, 300, 7, 3.0);
+  const Dataset d = open_image_folder(dir.path());
+  ASSERT_EQ(d.size(), 300u);
+  JpegDecoder decoder;
+  for (const char* gpu : {"p100", "a100"}) {
+    LoaderOptions o;
+    o.batch_size = 64;
+    o.num_workers = 2;
+    o.gpu_decode = gpu_decode_model(find_gpu(gpu));
+    auto clock = make_real_clock();
+    PipelineSource source(*clock, d, o);
+    source.begin_epoch(0);
+    std::size_t samples = 0;
+    while (auto b = source.next({})) {
+      const auto& batch = *std::static_pointer_cast<Batch>(b->keep_alive);
+      EXPECT_EQ(batch.layout, BatchLayout::Bytes);
+      double pixels = 0, crop = 0;
+      std::uint64_t bytes = 0;
+      for (std::size_t k = 0; k < batch.sample_indices.size(); ++k) {
+        const Sample& s = d.samples[batch.sample_indices[k]];
+        const auto file = testing::read_bytes(s.path);
+        const JpegInfo info = decoder.read_info(file);
+        pixels += static_cast<double>(info.width) * info.height;
+        crop += std::min(static_cast<double>(info.width) * info.height, 224.0 * 224.0);
+        bytes += s.length;
+        // The delivered record is the file itself.
+        const auto record =
+            batch.bytes().subspan(batch.byte_offsets[k], batch.byte_offsets[k + 1] - batch.byte_offsets[k]);
+        ASSERT_EQ(record.size(), file.size());
+        EXPECT_TRUE(std::equal(record.begin(), record.end(), file.begin()));
+      }
+      EXPECT_EQ(b->bytes, bytes);
+      EXPECT_DOUBLE_EQ(batch.gpu_jpeg_pixels, pixels);
+      EXPECT_DOUBLE_EQ(batch.gpu_crop_pixels, crop);
+      const GpuDecodeCost c = gpu_decode_cost(*o.gpu_decode, pixels, crop, batch.size(), o.transform);
+      EXPECT_EQ(b->gpu_decode, c.sm) << gpu;
+      EXPECT_EQ(b->pipeline_device_bytes, c.device_bytes);
+      EXPECT_GT(b->decode, 0) << "the host's parse (and entropy decoding) is timed";
+      if (c.engine > 0) {
+        EXPECT_GE(b->ready, c.engine);  // after the engine's turn
+      }
+      samples += batch.size();
+    }
+    EXPECT_EQ(samples, 300u);
+    EXPECT_NE(source.describe().find(std::string("GPU decode (DALI-style) on ") + o.gpu_decode->gpu),
+              std::string::npos);
+  }
+}
+
+TEST(GpuDecodeReal, ACorruptJpegIsTheSamplesError) {
+  testing::TempDir dir;
+  generate_image_dataset(dir.path(), 1, 4, 3, 3.0);
+  Dataset d = open_image_folder(dir.path());
+  testing::write_bytes(d.samples[2].path, std::vector<std::byte>(64, std::byte{0x42}));
+  d = open_image_folder(dir.path());
+  LoaderOptions o;
+  o.batch_size = 4;
+  o.gpu_decode = gpu_decode_model(find_gpu("p100"));
+  DataLoader loader(d, o);
+  loader.begin_epoch(0);
+  try {
+    loader.next();
+    FAIL() << "a corrupt JPEG was parsed";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find(d.samples[2].path), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
