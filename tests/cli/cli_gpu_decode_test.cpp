@@ -46,10 +46,13 @@ TEST(CliGpuDecode, AnOutOfMemoryCanComeFromThePipeline) {
   EXPECT_NE(r.err.find("the GPU decode pipeline's buffers"), std::string::npos) << r.err;
 }
 
-TEST(CliGpuDecode, AnUnknownPlaceIsRefusedInOneLine) {
-  const auto r = run_gpemu("train --synthetic -n 1 --decode tpu");
+TEST(CliGpuDecode, AnUnknownPlaceOrNothingToDecodeIsRefusedInOneLine) {
+  auto r = run_gpemu("train --synthetic -n 1 --decode tpu");
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.err.find("unknown --decode 'tpu': accepted 'cpu'"), std::string::npos) << r.err;
+  r = run_gpemu("train --synthetic --clock virtual -n 1 --decode gpu");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("--decode gpu decodes a dataset's JPEGs"), std::string::npos) << r.err;
 }
 
 // The real clock: 300 tiny JPEGs, the workers parse and entropy-decode them, the emulated P100 decodes.
