@@ -156,7 +156,7 @@ nlohmann::json run_loader_bench(const LoaderBenchOptions& o) {
   auto timed = [&](const pl::Dataset& d, const pl::LoaderOptions& options, const std::vector<std::string>& its_files) {
     pl::DataLoader loader(d, options);
     std::size_t images = 0;
-    Duration read = 0, decode = 0, collate = 0, wait = 0;
+    Duration read = 0, decode = 0, collate = 0, wait = 0, gpu = 0;
     Duration evicting = 0;  // not part of the loader's time
     const auto start = std::chrono::steady_clock::now();
     for (int epoch = 0; epoch < o.epochs; ++epoch) {
@@ -173,6 +173,11 @@ nlohmann::json run_loader_bench(const LoaderBenchOptions& o) {
         decode += b->timing.decode_ns;
         collate += b->timing.collate_ns;
         wait += b->timing.wait_ns;
+        if (options.gpu_decode) {
+          const pl::GpuDecodeCost c = pl::gpu_decode_cost(*options.gpu_decode, b->gpu_jpeg_pixels, b->gpu_crop_pixels,
+                                                          b->size(), options.transform);
+          gpu += c.engine + c.sm;
+        }
       }
     }
     const double seconds =
@@ -185,7 +190,8 @@ nlohmann::json run_loader_bench(const LoaderBenchOptions& o) {
                           {"collate_s", to_seconds(collate)},
                           {"wait_s", to_seconds(wait)},
                           {"bytes_read", loader.stats().bytes_read},
-                          {"skipped", loader.stats().skipped}};
+                          {"skipped", loader.stats().skipped},
+                          {"gpu_s", to_seconds(gpu)}};
   };
   nlohmann::json gpemu_run = timed(dataset, lo, files);
   const double gpemu_ips = gpemu_run["images_per_s"].get<double>();
@@ -236,6 +242,25 @@ nlohmann::json run_loader_bench(const LoaderBenchOptions& o) {
     f["write_s"] = write_s;  // 0: the file was already there
     r["ffcv"] = f;
   }
+  // The GPU-decode loader (DALI-style): the workers parse (and, without a JPEG
+  // engine, entropy-decode) for real; the GPU's decode and resize are the
+  // model's, in emulated seconds; the slower of the two sets its images/s.
+  r["gpu_decode_images_per_s"] = nullptr;
+  r["gpu_decode"] = nullptr;
+  if (o.gpu_decode.empty() || !o.decode) {
+    r["gpu_decode_error"] = o.decode ? "not run (gpu_decode empty)" : "not run: bytes only (decode = false)";
+  } else {
+    pl::LoaderOptions go = lo;
+    go.gpu_decode = pl::gpu_decode_model(find_gpu(o.gpu_decode));
+    nlohmann::json g = timed(dataset, go, files);
+    const double host_s = g["seconds"].get<double>();
+    g["host_images_per_s"] = g["images_per_s"];
+    g.erase("images_per_s");
+    g["gpu"] = go.gpu_decode->gpu;
+    g["engine"] = go.gpu_decode->engine;
+    r["gpu_decode_images_per_s"] = g["images"].get<double>() / std::max(host_s, g["gpu_s"].get<double>());
+    r["gpu_decode"] = g;
+  }
   r["torch_images_per_s"] = nullptr;
   r["ratio"] = nullptr;
   r["torch"] = nullptr;
@@ -276,6 +301,11 @@ void print_loader_bench(const nlohmann::json& r, std::ostream& out) {
   t.add_row({"gpemu", num(r["gpemu_images_per_s"], 1), num(r["gpemu"]["seconds"], 2)});
   t.add_row({"gpemu FFCV-style (mmap)", num(r["ffcv_images_per_s"], 1),
              r["ffcv"].is_object() ? num(r["ffcv"]["seconds"], 2) : std::string("-")});
+  t.add_row({r["gpu_decode"].is_object()
+                 ? "gpemu GPU decode (DALI-style, " + r["gpu_decode"]["gpu"].get<std::string>() + " modelled)"
+                 : std::string("gpemu GPU decode (DALI-style)"),
+             num(r["gpu_decode_images_per_s"], 1),
+             r["gpu_decode"].is_object() ? num(r["gpu_decode"]["seconds"], 2) : std::string("-")});
   t.add_row({"torch DataLoader", num(r["torch_images_per_s"], 1),
              r["torch"].is_object() ? num(r["torch"]["seconds"], 2) : std::string("-")});
   t.print(out);
@@ -285,6 +315,13 @@ void print_loader_bench(const nlohmann::json& r, std::ostream& out) {
     out << "torch: " << r.value("torch_error", std::string("not available")) << "\n";
   }
   if (!r["ffcv"].is_object()) out << "FFCV-style: " << r.value("ffcv_error", std::string("not run")) << "\n";
+  if (const auto& d = r["gpu_decode"]; d.is_object()) {
+    out << "GPU decode: host part " << num(d["host_images_per_s"], 1) << " images/s (measured), GPU part "
+        << num(d["gpu_s"], 3) << " s for " << d.value("images", 0) << " images on the "
+        << (d.value("engine", false) ? "JPEG engine" : "SMs") << " (modelled)\n";
+  } else {
+    out << "GPU decode: " << r.value("gpu_decode_error", std::string("not run")) << "\n";
+  }
   const auto& g = r["gpemu"];
   out << "gpemu worker time: read " << num(g["read_s"], 2) << " s, decode+transform " << num(g["decode_s"], 2)
       << " s, collate " << num(g["collate_s"], 3) << " s; consumer waited " << num(g["wait_s"], 2) << " s\n";

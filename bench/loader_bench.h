@@ -14,7 +14,11 @@
 // images, batch_size, epochs, read_method, cold, decode, dataset {dir,
 // median_bytes, total_bytes, generated}, gpemu {seconds, read_s, decode_s,
 // collate_s, wait_s, bytes_read, resident_after_evict_bytes (cold: the most
-// left in the page cache by an eviction)}, torch {seconds, version} or null.
+// left in the page cache by an eviction)}, torch {seconds, version} or null,
+// ffcv_images_per_s and ffcv, gpu_decode_images_per_s and gpu_decode (the
+// same breakdown plus gpu, gpu_s: the modelled GPU seconds, host_images_per_s;
+// its images/s is images / max(host seconds, GPU seconds)) or
+// gpu_decode_error.
 #pragma once
 
 #include <cstddef>
@@ -44,6 +48,9 @@ struct LoaderBenchOptions {
   bool decode = true;  // false: deliver the JPEG bytes (I/O only; torch is not run)
   bool run_torch = true;
   bool run_ffcv = true;  // also the FFCV-style loader over the same images (written once into <dir>.ffcv)
+  // Also the GPU-decode loader (DALI-style) over the same images for this card: its workers' host part runs
+  // for real, its GPU part is the model's (emulated seconds); empty: not run.
+  std::string gpu_decode = "v100";
   std::string python = "/usr/bin/python3";
   std::string torch_script;  // empty: torch_loader.py beside this file's source
 };

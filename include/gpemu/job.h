@@ -664,6 +664,7 @@ class Job {
   struct Rank;
   void run_rank(Rank& r, JobObserver* observer);
   void run_phase(Rank& r, RunPhase phase, int epoch, pipeline::BatchSource& source, JobObserver* observer, bool& stop);
+  void gpu_preprocess(Rank& r, const pipeline::LoadedBatch& b);
   void checkpoint(Rank& r, int epoch, std::uint64_t step, JobObserver* observer);
   void settle_records(Rank& r);
   void keep_step(Rank& r, StepRecord&& s);

@@ -726,6 +726,11 @@ class JpegDecoder {
   // Whole image as RGB8 at scale_num/8 (1..8) of full resolution.
   DecodedImage decode(std::span<const std::byte> data, int scale_num = 8);
 
+  // The host's part of a GPU decode (nvJPEG's hybrid backend): the header,
+  // and with `entropy_decode` every DCT coefficient Huffman-decoded
+  // (jpeg_read_coefficients), as the host threads do before the GPU's IDCT.
+  JpegInfo host_part(std::span<const std::byte> data, bool entropy_decode);
+
  private:
   struct State;
   std::unique_ptr<State> s_;
@@ -878,6 +883,28 @@ namespace gpemu::pipeline {
 
 enum class OnError { Skip, Stop };
 
+// ---- GPU decode (DALI-style mixed pipeline) ----
+//
+// DALI's `fn.decoders.image_random_crop(device="mixed")` + `fn.resize` +
+// `fn.crop_mirror_normalize` on the GPU: the host reads and parses each JPEG;
+// a card with a JPEG engine (NVJPG: A100, H100) decodes on it, others decode
+// with CUDA on the SMs after the host threads entropy-decode (nvJPEG's hybrid
+// backend, DALI's choice for images under 1 Mpixel); crop, resize and
+// normalisation run on the SMs; the decoded batch stays on the device. Costs
+// and sources: docs/pipeline.md, "GPU decode (DALI-style)".
+
+// Pixels of an ImageNet-like JPEG per byte of file: about 110 KB for 500 x 375
+// (docs/pipeline.md, "Generators"); the rule the virtual datasets' layouts use.
+inline constexpr double kImageNetPixelsPerJpegByte = 500.0 * 375.0 / 110e3;
+
+struct GpuDecodeModel {
+  std::string gpu;                 // the card's id
+  bool engine = false;             // decoded by its JPEG engine (else CUDA on the SMs)
+  double engine_ns_per_pixel = 0;  // engine time per decoded pixel
+  double sm_ns_per_pixel = 0;      // CUDA decode (dequantise, IDCT, colour) per pixel on the SMs
+  double memory_bytes_per_s = 0;   // crop, resize and normalise move their bytes at the card's bandwidth
+  int queue_depth = 2;             // decoded batches held on the device (DALI's prefetch_queue_depth)
+};
 struct LoaderOptions {
   std::size_t batch_size = 1;
   int num_workers = 0;      // 0: load in the consumer's thread
@@ -918,6 +945,11 @@ struct LoaderOptions {
   std::uint64_t cache_bytes = 0;                  // loader cache capacity; 0: no cache
   CachePolicy cache_policy = CachePolicy::Minio;  // its admission (with cache_bytes)
   std::shared_ptr<LoaderCache> cache;             // a cache to share; overrides cache_bytes and cache_policy
+  // JPEGs decoded on the GPU as DALI's mixed pipeline does (GpuDecodeModel):
+  // the workers read each image and parse it (entropy-decode it too without a
+  // JPEG engine) and deliver its bytes; the batch's GPU work is the emulated
+  // GPU's (LoadedBatch::gpu_decode). Both loaders. Unset: decoded by the workers.
+  std::optional<GpuDecodeModel> gpu_decode;
 };
 
 // The sampler options of a loader's options (shuffle, seed, rank, world
@@ -967,6 +999,9 @@ class Batch {
   std::size_t cache_hits = 0;
   std::size_t cache_misses = 0;
   BatchTiming timing;
+  // GPU decode (LoaderOptions::gpu_decode): the batch's JPEG pixels and crop
+  // pixels (each image's, at most the output's), from their headers.
+  double gpu_jpeg_pixels = 0, gpu_crop_pixels = 0;
 
   std::size_t size() const { return sample_indices.size(); }
   std::span<const float> images() const;     // empty unless layout == Images
@@ -1063,7 +1098,13 @@ struct LoadedBatch {
   Time ready = 0;                                  // when the loader had finished it (emulation clock)
   Duration read = 0;                               // worker time reading its samples (summed)
   Duration decode = 0;                             // worker time decoding + transforming them (summed)
-  std::shared_ptr<void> keep_alive;                // the real batch (its staging buffer), held until the next batch
+  // GPU decode (LoaderModelOptions::gpu_decode): the SM time of its decoding
+  // and augmentation, which the job launches on its own stream of the rank's
+  // GPU, and the device memory the pipeline holds (its decoded batches and
+  // decode buffers), which the job allocates once; 0 for CPU loaders.
+  Duration gpu_decode = 0;
+  std::uint64_t pipeline_device_bytes = 0;
+  std::shared_ptr<void> keep_alive;  // the real batch (its staging buffer), held until the next batch
 };
 
 // How a source's host thread sleeps: through the rank's HostSync, so peers
@@ -1165,7 +1206,8 @@ class PipelineSource : public BatchSource {
   Clock& clock_;
   PipelineSourceOptions source_;
   std::unique_ptr<DataLoader> loader_;
-  Duration offset_ = 0;  // emulation clock time = loader time + offset_
+  Duration offset_ = 0;   // emulation clock time = loader time + offset_
+  Time engine_free_ = 0;  // GPU decode on a JPEG engine: when it finishes its last batch
 };
 
 }  // namespace gpemu::pipeline
@@ -1244,6 +1286,9 @@ struct LoaderModelOptions {
   // cache of an even share of these capacities, and their share of the
   // storage (shared_by): set by the job to world_size.
   int ranks_sharing = 1;
+  // GPU decode's model (gpu_decode.cpp): taken from LoaderOptions::gpu_decode
+  // by the modelled loader; model_sample_cost reads it.
+  std::optional<GpuDecodeModel> gpu_decode;
 };
 
 // The model's figures for one sample (exposed for tests and docs).
@@ -1267,6 +1312,25 @@ LoaderModelOptions ffcv_loader_model(LoaderModelOptions base, std::size_t batch_
 // read (the process cache) was asked for, and ffcv_loader_model's costs when
 // `model` is given (the virtual clock). Nothing for other datasets.
 void use_ffcv_loader(const Dataset& dataset, std::size_t batch_size, LoaderOptions& options, LoaderModelOptions* model);
+
+// GPU decode (GpuDecodeModel above): the model for a card of the catalog.
+GpuDecodeModel gpu_decode_model(const GpuSpec& gpu);
+// "GPU decode (DALI-style) on <card>'s JPEG engine" (or SMs), for the loaders' describe().
+std::string describe(const GpuDecodeModel& m);
+
+// One batch's GPU work: engine time, SM time (decode without an engine, then
+// crop/resize/normalise) and the device memory the pipeline holds for it.
+struct GpuDecodeCost {
+  Duration engine = 0;
+  Duration sm = 0;
+  std::uint64_t device_bytes = 0;
+};
+GpuDecodeCost gpu_decode_cost(const GpuDecodeModel& m, const Dataset& dataset, const std::vector<std::size_t>& batch,
+                              const ImageTransformOptions& transform);
+// The same from a batch's summed JPEG pixels and its crop pixels (each
+// image's, at most its output's): what the real loader measured.
+GpuDecodeCost gpu_decode_cost(const GpuDecodeModel& m, double jpeg_pixels, double crop_pixels, std::size_t images,
+                              const ImageTransformOptions& transform);
 
 class ModelledLoader : public BatchSource {
  public:
@@ -1327,6 +1391,7 @@ class ModelledLoader : public BatchSource {
   std::vector<Duration> read_, decode_;
   std::vector<Time> worker_free_;
   std::size_t next_ = 0;
+  Time gpu_free_ = 0;  // GPU decode: when the GPU stage finishes the batch before
 
   // The simulated path: per worker, the batch it works on (or none), the
   // next sample in it and when its next read starts; the next batch it takes.

@@ -152,6 +152,9 @@ void add_job_options(CLI::App* cmd, JobArgs& a) {
   cmd->add_option("--decode-us", a.decode_us,
                   "Modelled loader: CPU microseconds to decode and transform one JPEG, fixed part (default 800)")
       ->check(finite_number_in(0, 1e9));
+  cmd->add_option("--decode", a.decode,
+                  "Where JPEGs are decoded: 'cpu' (the loader workers) or 'gpu' (DALI's mixed pipeline: the workers "
+                  "parse, the GPU's JPEG engine or SMs decode, crop, resize and normalise)");
   cmd->add_option("--decode-ns-per-byte", a.decode_ns_per_byte,
                   "Modelled loader: CPU nanoseconds of JPEG decoding per byte of the file (default 15)")
       ->check(finite_number_in(0, 1e9));
@@ -261,6 +264,10 @@ JobSpec job_spec(const JobArgs& a) {
   if (a.decode_us >= 0)
     s.data.model.decode_per_sample = static_cast<Duration>(std::llround(a.decode_us * kMicrosecond));
   if (a.decode_ns_per_byte >= 0) s.data.model.decode_ns_per_byte = a.decode_ns_per_byte;
+  if (a.decode != "cpu" && a.decode != "gpu")
+    throw InputError(
+        fmt::format("unknown --decode '{}': accepted 'cpu' (the loader workers) or 'gpu' (DALI-style)", a.decode));
+  if (a.decode == "gpu") lo.gpu_decode = pipeline::gpu_decode_model(*s.cluster.gpu);
   validate(s);
   return s;
 }

@@ -77,6 +77,7 @@ struct JobArgs {
   int cores = 0;
   double decode_us = -1;  // modelled loader's CPU costs per decoded JPEG; -1: the model's defaults
   double decode_ns_per_byte = -1;
+  std::string decode = "cpu";  // --decode: where JPEGs are decoded, cpu (the workers) or gpu (DALI-style)
   bool json = false;
 };
 void add_job_options(CLI::App* cmd, JobArgs& a);

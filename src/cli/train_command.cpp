@@ -192,6 +192,10 @@ TrainData check_train_flags(const TrainArgs& a, CLI::App* cmd, JobSpec& spec) {
     throw InputError(fmt::format(
         "--storage {} has nothing to read with in-memory batches: give a dataset (--virtual-dataset or --data)",
         a.storage));
+  if (j.decode == "gpu" && d.synthetic)
+    throw InputError(
+        "--decode gpu decodes a dataset's JPEGs, and in-memory batches are tensors already: give a dataset "
+        "(--virtual-dataset or --data)");
   return d;
 }
 

@@ -119,7 +119,7 @@ void PipelineSource::begin_epoch(std::uint64_t epoch) {
   loader_->begin_epoch(epoch);
 }
 
-std::optional<LoadedBatch> PipelineSource::next(const SleepFn&) {
+std::optional<LoadedBatch> PipelineSource::next(const SleepFn& sleep_until) {
   std::optional<Batch> b = loader_->next();
   if (!b) return std::nullopt;
   LoadedBatch out;
@@ -135,6 +135,19 @@ std::optional<LoadedBatch> PipelineSource::next(const SleepFn&) {
     out.ready = to_clock(b->timing.finished_at);
     out.read = b->timing.read_ns;
     out.decode = b->timing.decode_ns;
+  }
+  if (const auto& gpu = loader_->options().gpu_decode; gpu && !b->sample_indices.empty() && b->gpu_crop_pixels > 0) {
+    const GpuDecodeCost c =
+        gpu_decode_cost(*gpu, b->gpu_jpeg_pixels, b->gpu_crop_pixels, b->size(), loader_->options().transform);
+    out.gpu_decode = c.sm;
+    out.pipeline_device_bytes = c.device_bytes;
+    // The JPEG engine decodes batches in order, each once the workers have parsed it.
+    if (c.engine > 0) {
+      const Time parsed = source_.untimed ? clock_.now() : to_clock(b->timing.finished_at);
+      engine_free_ = std::max(engine_free_, parsed) + c.engine;
+      if (engine_free_ > clock_.now()) sleep_until ? sleep_until(engine_free_) : clock_.sleep_until(engine_free_);
+      out.ready = std::max(out.ready, engine_free_);
+    }
   }
   if (!source_.untimed && source_.trace && source_.trace->tracing()) {
     const std::string process = loader_trace_process(source_.rank, b->worker);
@@ -159,7 +172,7 @@ std::size_t PipelineSource::samples_per_epoch() const { return loader_->sampler(
 std::string PipelineSource::describe() const {
   const auto& o = loader_->options();
   return fmt::format(
-      "real loader: {} worker{}, prefetch factor {}, {}{}{}{}", o.num_workers, o.num_workers == 1 ? "" : "s",
+      "real loader: {} worker{}, prefetch factor {}, {}{}{}{}{}", o.num_workers, o.num_workers == 1 ? "" : "s",
       o.prefetch_factor,
       o.pin_memory ? (o.pin_mode == PinMode::Lock ? "pinned (locked)" : "pinned (accounted, not locked)") : "pageable",
       o.cache || o.cache_bytes
@@ -167,7 +180,8 @@ std::string PipelineSource::describe() const {
                         to_string(o.cache ? o.cache->admission().policy : o.cache_policy))
           : "",
       source_.cold ? ", cold page cache each epoch" : "",
-      o.read_method == ReadMethod::IoUring ? ", io_uring reads" : "");
+      o.read_method == ReadMethod::IoUring ? ", io_uring reads" : "",
+      o.gpu_decode ? ", " + pipeline::describe(*o.gpu_decode) : "");
 }
 
 }  // namespace gpemu::pipeline

@@ -261,7 +261,7 @@ Dataset ffcv_layout(const Dataset& images, const FfcvWriteOptions& o) {
   PagePacker packer{o.page_size};
   // ImageNet: about 110 KB for a 500x375 image (docs/pipeline.md, "Generators"),
   // so a file's pixels are its size x 500 x 375 / 110,000, at 4:3.
-  constexpr double kPixelsPerByte = 500.0 * 375.0 / 110e3;
+  constexpr double kPixelsPerByte = kImageNetPixelsPerJpegByte;
   // JPEG bytes per pixel at quality q: ~0.40 at q 90 for photos re-encoded
   // at 4:2:0 (ImageNet's own files are ~0.59 at q ~92 by the ratio above);
   // scaled linearly by quality around it, a rough rule for a layout.

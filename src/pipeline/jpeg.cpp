@@ -176,6 +176,22 @@ struct JpegDecoder::State {
     return true;
   }
 
+  bool host_core(const std::byte* data, std::size_t size, bool entropy_decode, JpegInfo* info) {
+    if (setjmp(err.jump)) {
+      jpeg_abort_decompress(&cinfo);
+      return false;
+    }
+    start_header(data, size);
+    *info = {static_cast<int>(cinfo.image_width), static_cast<int>(cinfo.image_height), cinfo.num_components};
+    if (entropy_decode) {
+      jpeg_read_coefficients(&cinfo);  // every scan's Huffman decoding, into coefficient blocks
+      jpeg_finish_decompress(&cinfo);
+    } else {
+      jpeg_abort_decompress(&cinfo);
+    }
+    return true;
+  }
+
   bool crop_core(const std::byte* data, std::size_t size, const std::function<CropBox(int, int)>* choose, int min_w,
                  int min_h, JpegValidation validation) {
     if (setjmp(err.jump)) {
@@ -285,6 +301,13 @@ JpegDecoder::~JpegDecoder() { jpeg_destroy_decompress(&s_->cinfo); }
 JpegInfo JpegDecoder::read_info(std::span<const std::byte> data) {
   JpegInfo info;
   if (!s_->info_core(data.data(), data.size(), &info)) throw JpegError(std::string("corrupt JPEG: ") + s_->err.message);
+  return info;
+}
+
+JpegInfo JpegDecoder::host_part(std::span<const std::byte> data, bool entropy_decode) {
+  JpegInfo info;
+  if (!s_->host_core(data.data(), data.size(), entropy_decode, &info))
+    throw JpegError(std::string("corrupt JPEG: ") + s_->err.message);
   return info;
 }
 

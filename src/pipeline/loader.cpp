@@ -318,19 +318,38 @@ struct DataLoader::Impl {
     b.timing.read_ns += now() - t0;
   }
 
+  // GPU decode's host part of one sample (pipeline.h, "GPU decode"): its
+  // header parsed, and entropy-decoded without a JPEG engine; its pixels
+  // counted for the GPU's share. Timed as decoding.
+  void host_part_of_gpu_decode(WorkerContext& ctx, const Sample& s, std::span<const std::byte> bytes, Batch& b) {
+    const Time t0 = now();
+    const double out = static_cast<double>(opt.transform.height) * static_cast<double>(opt.transform.width);
+    double px = static_cast<double>(s.width) * static_cast<double>(s.height);
+    if (s.format == SampleFormat::Jpeg) {
+      const JpegInfo info = ctx.decoder.host_part(bytes, !opt.gpu_decode->engine);
+      px = static_cast<double>(info.width) * static_cast<double>(info.height);
+      b.gpu_jpeg_pixels += px;
+    }
+    b.gpu_crop_pixels += std::min(px, out);
+    b.timing.decode_ns += now() - t0;
+  }
+
   Result build_batch(WorkerContext& ctx, const Task& task) {
     Result r;
     Batch& b = r.batch;
     b.epoch = task.epoch;
     b.index = task.index;
     b.worker = ctx.id;
-    b.layout = images ? BatchLayout::Images : BatchLayout::Bytes;
+    // GPU decode: the workers parse and deliver the files' bytes; the GPU decodes (emulated).
+    const bool gpu = images && opt.gpu_decode.has_value();
+    const bool decode_here = images && !gpu;
+    b.layout = decode_here ? BatchLayout::Images : BatchLayout::Bytes;
     b.timing.started_at = now();
     try {
       const auto& t = opt.transform;
       const std::size_t slot = static_cast<std::size_t>(3) * t.height * t.width * sizeof(float);
       std::size_t total = 0;
-      if (images) {
+      if (decode_here) {
         total = slot * task.indices.size();
       } else {
         for (auto idx : task.indices) total += dataset.samples[idx].length;
@@ -341,14 +360,14 @@ struct DataLoader::Impl {
 
       std::size_t used = 0;
       b.byte_offsets.clear();
-      if (!images) b.byte_offsets.push_back(0);
+      if (!decode_here) b.byte_offsets.push_back(0);
       const std::uint64_t epoch_seed = common::mix_seed(opt.seed, task.epoch);
       if (ctx.uring) {
         if (cancelled(task)) {
           r.cancelled = true;
           return r;
         }
-        read_ahead(ctx, task, b, images ? nullptr : b.buffer_.data());
+        read_ahead(ctx, task, b, decode_here ? nullptr : b.buffer_.data());
       }
       for (std::size_t k = 0; k < task.indices.size(); ++k) {
         const std::size_t idx = task.indices[k];
@@ -374,7 +393,7 @@ struct DataLoader::Impl {
           }
           const Time t1 = now();
           b.timing.read_ns += t1 - t0;
-          if (images) {
+          if (decode_here) {
             Augmentation aug;
             const std::uint64_t seed = common::mix_seed(epoch_seed, idx);
             const DecodedCrop crop =
@@ -392,12 +411,14 @@ struct DataLoader::Impl {
             used += slot;
             b.timing.decode_ns += now() - t1;
           } else {
+            if (gpu) host_part_of_gpu_decode(ctx, s, bytes, b);
+            const Time t2 = now();
             // io_uring reads land in place; after a skipped sample they move up.
             std::byte* place = b.buffer_.data() + used;
             if (!bytes.empty() && bytes.data() != place) std::memmove(place, bytes.data(), bytes.size());
             used += bytes.size();
             b.byte_offsets.push_back(used);
-            b.timing.read_ns += now() - t1;
+            b.timing.read_ns += now() - t2;
           }
           b.sample_indices.push_back(idx);
           b.labels.push_back(s.label);
@@ -415,7 +436,7 @@ struct DataLoader::Impl {
       c0 = now();
       b.buffer_.set_size(used);
       const auto n = static_cast<std::int64_t>(b.sample_indices.size());
-      if (images) {
+      if (decode_here) {
         b.shape = {n, 3, t.height, t.width};
       } else {
         bool uniform = n > 0;

@@ -52,7 +52,11 @@ SampleCost model_sample_cost(const Sample& sample, bool decode_images, const Loa
   c.read =
       m.read_per_sample +
       (m.read_bytes_per_s > 0 ? ns_from_double(bytes * 1e9 / m.read_bytes_per_s, bytes / m.read_bytes_per_s, "s") : 0);
-  if (decode_images && sample.format == SampleFormat::Jpeg)
+  if (decode_images && m.gpu_decode) {
+    // The GPU decodes (gpu_decode.cpp); without a JPEG engine the host threads entropy-decode first.
+    if (sample.format == SampleFormat::Jpeg && !m.gpu_decode->engine)
+      c.decode = ns_from_double(bytes * m.decode_ns_per_byte, bytes * m.decode_ns_per_byte * 1e-9, "s");
+  } else if (decode_images && sample.format == SampleFormat::Jpeg)
     c.decode =
         m.decode_per_sample + ns_from_double(bytes * m.decode_ns_per_byte, bytes * m.decode_ns_per_byte * 1e-9, "s");
   else if (decode_images && sample.format == SampleFormat::RawRgb)
@@ -69,6 +73,7 @@ ModelledLoader::ModelledLoader(Clock& clock, Dataset dataset, LoaderOptions opti
       trace_(trace),
       sampler_(dataset_.size(), sampler_options(options_)) {
   validate(options_, model_);
+  if (options_.gpu_decode) model_.gpu_decode = options_.gpu_decode;
   if (dataset_.size() == 0) throw InputError(fmt::format("dataset '{}' has no samples", dataset_.root));
   const int cores = model_.cores > 0 ? model_.cores : std::max(1u, std::thread::hardware_concurrency());
   const int threads = model_.loader_threads > 0 ? model_.loader_threads : std::max(1, options_.num_workers);
@@ -264,6 +269,7 @@ void ModelledLoader::begin_epoch(std::uint64_t epoch) {
   decode_.assign(batches_.size(), 0);
   worker_free_.assign(static_cast<std::size_t>(std::max(1, options_.num_workers)), epoch_start_);
   next_ = 0;
+  gpu_free_ = epoch_start_;
   workers_.assign(worker_free_.size(), WorkerState{});
   for (std::size_t w = 0; w < workers_.size(); ++w) workers_[w].next_batch = w;
   if (page_cache_ && model_.page_cache_cold) page_cache_->clear();
@@ -316,7 +322,18 @@ std::optional<LoadedBatch> ModelledLoader::next(const SleepFn& sleep_until) {
   if (options_.num_workers == 0) consumer_dispatch_ = clock_.now();
   // Batches are computed in order; a batch's dispatch depends only on
   // earlier deliveries, so everything it needs is known now.
-  const Time ready = finish_of(i);
+  const bool images = options_.decode_images && is_image(dataset_.samples[batches_[i].front()].format);
+  Time ready = finish_of(i);
+  GpuDecodeCost gpu;
+  if (model_.gpu_decode && images) {
+    // The GPU stage takes batches in order, once their host part is done and
+    // one of its queue_depth output buffers is free (the batch that many
+    // before was delivered).
+    gpu = gpu_decode_cost(*model_.gpu_decode, dataset_, batches_[i], options_.transform);
+    const auto depth = static_cast<std::size_t>(std::max(1, model_.gpu_decode->queue_depth));
+    const Time start = std::max({ready, gpu_free_, i >= depth ? delivered_[i - depth] : epoch_start_});
+    gpu_free_ = ready = start + gpu.engine + gpu.sm;
+  }
   if (ready > clock_.now()) {
     if (sleep_until)
       sleep_until(ready);
@@ -331,8 +348,12 @@ std::optional<LoadedBatch> ModelledLoader::next(const SleepFn& sleep_until) {
   b.index = i;
   b.samples = static_cast<std::int64_t>(batches_[i].size());
   b.sample_indices = batches_[i];
-  const bool images = options_.decode_images && is_image(dataset_.samples[batches_[i].front()].format);
-  if (images) {
+  if (model_.gpu_decode && images) {
+    // The host copies the files' bytes; the decoded batch is already on the device.
+    for (std::size_t idx : batches_[i]) b.bytes += dataset_.samples[idx].length;
+    b.gpu_decode = gpu.sm;
+    b.pipeline_device_bytes = gpu.device_bytes;
+  } else if (images) {
     b.bytes = output_bytes_per_image_ * batches_[i].size();
   } else {
     for (std::size_t idx : batches_[i]) b.bytes += dataset_.samples[idx].length;
@@ -378,7 +399,8 @@ std::string ModelledLoader::describe() const {
          (dataset_.page_size > 0 ? fmt::format("; FFCV-style file: {} reads, quasi-random order, raw samples not "
                                                "entropy-decoded, {:.3f} ms a batch after decoding",
                                                to_string(options_.read_method), to_ms(model_.collate_per_batch))
-                                 : std::string());
+                                 : std::string()) +
+         (model_.gpu_decode ? "; " + pipeline::describe(*model_.gpu_decode) : std::string());
 }
 
 }  // namespace gpemu::pipeline

@@ -247,10 +247,12 @@ StepRecord finish(Pending& p, EndTime end) {
 struct Job::Rank {
   int index = 0;
   Device* device = nullptr;
-  Node* node = nullptr;      // the rank's node when ranks share links
-  int local = 0;             // its index in that node
-  Stream* stream = nullptr;  // the loop's stream (the legacy default stream, as a PyTorch loop)
-  Stream* comm = nullptr;    // DDP's communication stream (gpus > 1)
+  Node* node = nullptr;          // the rank's node when ranks share links
+  int local = 0;                 // its index in that node
+  Stream* stream = nullptr;      // the loop's stream (the legacy default stream, as a PyTorch loop)
+  Stream* comm = nullptr;        // DDP's communication stream (gpus > 1)
+  Stream* prep = nullptr;        // GPU decode's stream (LoadedBatch::gpu_decode), made at its first batch
+  std::uint64_t prep_bytes = 0;  // device memory the GPU decode pipeline holds (in `persistent`)
   std::function<void(Time)> sleep;
   Variation forward_noise, backward_noise;
   std::optional<TimeSampler> train_draw, eval_draw;
@@ -297,6 +299,7 @@ struct Job::Rank {
     slots.clear();
     for (auto q = persistent.rbegin(); q != persistent.rend(); ++q) a.free(*q);
     persistent.clear();
+    prep_bytes = 0;
   }
 };
 
@@ -541,6 +544,32 @@ void StepTotals::add(const StepRecord& s) {
   end = std::max(end, std::max(s.step_end, s.all_reduce_end));
 }
 
+// A GPU-decoding loader's work on the rank's GPU (pipeline.h, "GPU decode"):
+// its buffers, allocated as the pipeline grows them and kept to the end (an
+// out-of-memory error can come from them), and the batch's decode and
+// augmentation kernels on their own stream, which share the GPU with
+// training's.
+void Job::gpu_preprocess(Rank& r, const pipeline::LoadedBatch& b) {
+  if (b.pipeline_device_bytes > r.prep_bytes) {
+    if (spec_.compute.use_allocator) {
+      const std::uint64_t more = b.pipeline_device_bytes - r.prep_bytes;
+      try {
+        r.persistent.push_back(r.device->allocator().allocate(more));
+      } catch (const OutOfMemoryError& e) {
+        throw OutOfMemoryError(fmt::format("GPU {}: the GPU decode pipeline's buffers (its decoded batches and decode "
+                                           "buffers, {:.1f} MiB) do not fit beside training: {}",
+                                           r.index, static_cast<double>(b.pipeline_device_bytes) / 1048576.0, e.what()),
+                               more);
+      }
+    }
+    r.prep_bytes = b.pipeline_device_bytes;
+  }
+  if (b.gpu_decode <= 0) return;
+  if (!r.prep) r.prep = &r.device->create_stream(/*non_blocking=*/true);
+  const Completion c = r.prep->launch_kernel(b.gpu_decode, "GPU decode (DALI-style)");
+  r.kernels.emplace_back(c, b.gpu_decode);
+}
+
 void Job::run_phase(Rank& r, RunPhase phase, int epoch, pipeline::BatchSource& source, JobObserver* observer,
                     bool& stop) {
   Timeline& tl = *timeline_;
@@ -590,6 +619,7 @@ void Job::run_phase(Rank& r, RunPhase phase, int epoch, pipeline::BatchSource& s
       break;
     }
     const Time delivered = clock_.now();
+    if (b->gpu_decode > 0 || b->pipeline_device_bytes > r.prep_bytes) gpu_preprocess(r, *b);
 
     const int n = static_cast<int>(b->samples);
     const std::pair<StepCost, StepMemory>* costs = nullptr;
@@ -890,7 +920,7 @@ void StepBoundary::sleep_until(Time t) const { static_cast<Job::Rank*>(rank_)->s
 
 void StepBoundary::drain() const {
   Job::Rank& r = *static_cast<Job::Rank*>(rank_);
-  for (Stream* s : {r.stream, r.comm})
+  for (Stream* s : {r.stream, r.comm, r.prep})
     if (s) job_.timeline().wait(s->tail(), r.sleep);
 }
 
