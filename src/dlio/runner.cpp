@@ -342,7 +342,8 @@ nlohmann::json loader_stats_json(const std::vector<RankResult>& results, bool ev
 
 // Per-epoch figures over ranks (AU: mean over ranks, DLIO's allreduce / size;
 // samples/s and MB/s: summed over ranks) and the overall means over epochs.
-nlohmann::json phase_json(const std::vector<RankResult>& results, bool eval, const DlioWorkload& w, bool record_steps) {
+nlohmann::json phase_json(const std::vector<RankResult>& results, bool eval, const DlioWorkload& w,
+                          const DlioRunOptions& o) {
   std::map<int, std::vector<std::pair<int, Figures>>> by_epoch;  // epoch -> (rank, figures)
   std::map<int, std::vector<const RankPhase*>> phases;
   for (const RankResult& r : results) {
@@ -368,6 +369,7 @@ nlohmann::json phase_json(const std::vector<RankResult>& results, bool eval, con
       e.steps = std::max(e.steps, f.steps);
       e.measured = std::max(e.measured, f.measured);
       e.samples += f.samples;
+      if (!o.per_rank_epochs) continue;
       nlohmann::json rj = figures_json(f);
       rj["rank"] = rank;
       ranks.push_back(std::move(rj));
@@ -380,8 +382,8 @@ nlohmann::json phase_json(const std::vector<RankResult>& results, bool eval, con
     e.load_wait_s /= n;
     nlohmann::json ej = figures_json(e);
     ej["epoch"] = epoch;
-    ej["ranks"] = std::move(ranks);
-    if (record_steps) {
+    if (o.per_rank_epochs) ej["ranks"] = std::move(ranks);
+    if (o.record_steps) {
       nlohmann::json steps = nlohmann::json::array();
       for (const RankPhase* p : phases[epoch]) {
         for (std::size_t b = 0; b < p->blocks.size(); ++b) {
@@ -958,9 +960,9 @@ nlohmann::json run_dlio_workload(const DlioWorkload& w, const DlioRunOptions& o)
   result["dataset"] = dataset;
   result["steps_per_epoch"] = train ? d.steps : 0;
   if (train) {
-    nlohmann::json t = phase_json(results, false, w, o.record_steps);
-    for (auto it = t.begin(); it != t.end(); ++it) result[it.key()] = it.value();
+    nlohmann::json t = phase_json(results, false, w, o);
     if (auto note = no_measured_step_warning(w, t)) warnings.push_back(*note);
+    for (auto it = t.begin(); it != t.end(); ++it) result[it.key()] = std::move(it.value());  // not copied
     result["loader"] = loader_stats_json(results, false);
     result["loader"]["read_threads"] = w.reader.read_threads;
     result["loader"]["prefetch_batches_per_worker"] = std::max(1, w.reader.prefetch_size);
@@ -968,7 +970,7 @@ nlohmann::json run_dlio_workload(const DlioWorkload& w, const DlioRunOptions& o)
         {"preprocess", preprocess},
         {"storage_bytes_per_s", o.storage_bytes_per_s ? nlohmann::json(*o.storage_bytes_per_s) : nlohmann::json()}};
     if (d.has_eval) {
-      nlohmann::json e = phase_json(results, true, w, o.record_steps);
+      nlohmann::json e = phase_json(results, true, w, o);
       e["steps_per_epoch"] = d.eval_steps;
       e.erase("au_threshold_pct");
       e.erase("au_pass");
