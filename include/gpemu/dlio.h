@@ -565,6 +565,10 @@ struct DlioRunOptions {
   std::function<void(Timeline&, const std::vector<TraceDeviceName>&)> on_timeline;
   // Include per-step records (load, compute, proc times) in the result.
   bool record_steps = false;
+  // Each epoch's per-rank figures (per_epoch[].ranks, what --json prints);
+  // false: the epochs' own figures only (what the text output prints), so a
+  // run of many epochs keeps less for each.
+  bool per_rank_epochs = true;
   // Called once after the run with the engine's record (e.g. for a report).
   std::function<void(const RunRecord&)> on_record;
   // When the run stops early (a failed checkpoint write, a loader error,

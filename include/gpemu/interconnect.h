@@ -81,6 +81,9 @@ struct NodeOptions {
   // Latency of one collective step or peer transfer, before its bytes flow.
   Duration nvlink_latency = 3 * kMicrosecond;
   Duration pcie_p2p_latency = 5 * kMicrosecond;
+  // false: the links only, no devices (a session's node, session.h: the
+  // jobs placed on its GPUs make their devices on views of it, NodeGpus).
+  bool devices = true;
 };
 
 // What carries the bytes from one GPU to another.
@@ -117,11 +120,35 @@ struct RingPlan {
   int nvlinks_per_gpu = 0;
 };
 
+class Node;
+
+// GPUs of an existing node that a job runs on (a session's, session.h): the
+// job's ranks are processes of their own on them, over the node's links.
+struct NodeGpus {
+  Timeline* timeline = nullptr;  // the GPUs' timeline; null: the job builds its own GPUs
+  // The node's links (Node with NodeOptions::devices false, or any node);
+  // needed by a job whose ranks move bytes between GPUs (a DDP step). Null:
+  // each rank's device has PCIe links of its own (or its shared GPU's).
+  const Node* node = nullptr;
+  std::vector<int> gpus;  // the node's GPU positions, one per rank, in rank order
+  // Per rank, the shared GPU (device.h) its device is a process on; empty:
+  // whole cards (a device's memory and compute are its own).
+  std::vector<ShareContext> shares;
+};
+
 class Node {
  public:
   // InputError for an impossible option (no GPUs, a fabric the GPU lacks the
   // links for, more GPUs than the fabric has places).
   Node(Timeline& timeline, const GpuSpec& spec, NodeOptions options = {});
+  // A job's view of some GPUs of another node (`on`): its positions 0..k-1
+  // are on.gpus, reached over that node's links (switch uplinks, NVLink,
+  // PCIe peer lanes), so two jobs on one node share them; its devices are
+  // new (the job's processes), made from `device` with index
+  // first_device_index + position, on on.shares' shared GPUs when given.
+  // The same node as `on.node` when on.gpus is all of it, in order.
+  // InputError for a position out of range or repeated.
+  Node(const NodeGpus& on, DeviceOptions device, int first_device_index = 0);
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
 
@@ -129,7 +156,7 @@ class Node {
   const GpuSpec& spec() const { return *spec_; }
   const NodeOptions& options() const { return options_; }
   Fabric fabric() const { return fabric_; }
-  int size() const { return static_cast<int>(devices_.size()); }
+  int size() const { return static_cast<int>(switch_.size()); }
   Device& device(int gpu) const;
   // The GPU position of a device of this node; InputError for a foreign device.
   int position_of(const Device& device) const;
@@ -166,7 +193,9 @@ class Node {
   const GpuSpec* spec_;
   NodeOptions options_;
   Fabric fabric_;
+  PcieModel pcie_;
   std::vector<std::unique_ptr<Device>> devices_;
+  std::vector<int> switch_;  // per GPU
   std::vector<const Link*> uplink_h2d_, uplink_d2h_;
   std::vector<const Link*> egress_;       // per GPU, NVLink
   std::vector<const Link*> p2p_tx_;       // per GPU, PCIe lanes for same-switch peer traffic (may be null)

@@ -230,6 +230,18 @@ struct ClusterSpec {
   NetworkSpec network;   // nodes > 1 (network_preset / parse_network)
   NodeOptions node;      // gpus > 1: each node (node.gpus is set from gpus / nodes)
   DeviceOptions device;  // gpus == 1
+  // A session's GPUs (session.h sets it; a caller that keeps its own
+  // devices may too): with on_node.timeline set, the ranks run on these GPUs
+  // of an existing node, on its timeline, instead of GPUs the job builds.
+  // With links (a DDP step of several GPUs) the job's node is a view of
+  // on_node.node (Node(NodeGpus, ...): its switch uplinks and NVLink, shared
+  // with the other jobs on it); otherwise each rank's device is made from
+  // `device` (PCIe links of its own, or its shared GPU's). gpus must be
+  // on_node.gpus.size(); device.share stays empty (the shared GPUs are
+  // on_node.shares). A job of several nodes given only a timeline still
+  // builds its nodes and network on it (Cluster). Trace rows:
+  // node.first_device_index + rank.
+  NodeGpus on_node;
   BucketOptions buckets;
   int backward_even_chunks = 16;  // DDP without a zoo graph (backward_plan.h)
   int backward_max_chunks = 64;

@@ -1289,6 +1289,22 @@ struct LoaderModelOptions {
   // GPU decode's model (gpu_decode.cpp): taken from LoaderOptions::gpu_decode
   // by the modelled loader; model_sample_cost reads it.
   std::optional<GpuDecodeModel> gpu_decode;
+
+  // DLIO's modelled loading. With either of these set, each batch is an
+  // operation on the loader's timeline (the ModelledLoader's `trace`
+  // argument, then required), issued when the batch is dispatched and on its
+  // worker's lane after the batch before it: its samples' preprocessing,
+  // drawn from `preprocess` (reader.preprocess_time, seeded by
+  // preprocess_seed; a sleep in DLIO's loader, so not scaled by the CPU
+  // share), then its bytes over storage_link, which the loaders of several
+  // ranks share max-min (storage_bytes_per_s). The costs above still add to
+  // the draws (DLIO gives them 0).
+  std::optional<TimeSpec> preprocess;
+  std::uint64_t preprocess_seed = 0;
+  const Link* storage_link = nullptr;
+  std::uint64_t link_bytes_per_sample = 0;  // bytes a sample puts on storage_link; 0: its length
+  // Batches an epoch delivers at most (a fixed-steps epoch, DLIO's); 0: all the sampler gives.
+  std::size_t batches_per_epoch = 0;
 };
 
 // The model's figures for one sample (exposed for tests and docs).
@@ -1341,6 +1357,13 @@ class ModelledLoader : public BatchSource {
   // impossible options, as DataLoader.
   ModelledLoader(Clock& clock, Dataset dataset, LoaderOptions options, LoaderModelOptions model = {},
                  Timeline* trace = nullptr);
+  // The same over a dataset several loaders share (not copied), delivering
+  // the batches of `inner` (a real loader's or in-memory ones: their data),
+  // each once `inner` has it and its modelled work has ended (DLIO's
+  // modelled loading, which reads for real and models the time). Without
+  // `inner` the loader makes its batches itself, as above.
+  ModelledLoader(Clock& clock, std::shared_ptr<const Dataset> dataset, LoaderOptions options, LoaderModelOptions model,
+                 Timeline* trace, std::unique_ptr<BatchSource> inner = nullptr);
   ~ModelledLoader() override;  // its threads leave the CPU pool
   ModelledLoader(const ModelledLoader&) = delete;
   ModelledLoader& operator=(const ModelledLoader&) = delete;
@@ -1367,13 +1390,17 @@ class ModelledLoader : public BatchSource {
     return storage_ != nullptr && (options_.read_method == ReadMethod::IoUring || options_.superbatch > 1);
   }
   Time simulate_until_finished(std::size_t i);
+  // The timeline path (LoaderModelOptions::preprocess, storage_link).
+  bool on_timeline() const { return model_.preprocess.has_value() || model_.storage_link != nullptr; }
+  void issue(std::size_t i);
   struct WorkerState;
   Duration sample_step(WorkerState& ws, Time& t);
   void submit_reads(WorkerState& ws, Time t);
   Duration scaled(Duration d) const;
 
   Clock& clock_;
-  Dataset dataset_;
+  std::shared_ptr<const Dataset> data_;
+  const Dataset& dataset_;
   LoaderOptions options_;
   LoaderModelOptions model_;
   Timeline* trace_;
@@ -1415,6 +1442,12 @@ class ModelledLoader : public BatchSource {
   std::uint64_t cache_used_ = 0;
   Time consumer_dispatch_ = -1;  // num_workers == 0: when next() asked for the batch
   LoaderStats stats_;
+  std::unique_ptr<BatchSource> inner_;
+  // The timeline path: per batch its operation (once issued); per worker
+  // lane its last one.
+  std::optional<TimeSampler> preprocess_;
+  std::vector<Completion> issued_, lanes_;
+  std::vector<bool> is_issued_;
 };
 
 }  // namespace gpemu::pipeline

@@ -16,23 +16,30 @@
 //                                                                  |            tensors back to the GPU)
 //                                                                  +--resume-- preempted  (restore cost on restart)
 //
-// Each job is the one engine's Job (job.h) on one GPU of the session: a
-// process's Device on that GPU's SharedGpu, so jobs placed on one GPU share it
-// under the session's sharing policy (sharing_policy.h), its memory and its
-// PCIe link. Which GPU a queued job gets, and when, is the placement policy's
-// (PlacementPolicy below): "pinned" starts a job at once on the GPU it names
-// (gpemu share: every job on GPU 0), "first-fit" gives each job a GPU of its
-// own, the lowest free one, in the order jobs were queued (a cluster's FIFO
-// scheduler). A job that ends gives its memory back and wakes the queue.
+// Each job is the one engine's Job (job.h) on GPUs of the session
+// (ClusterSpec::on_node): one GPU, or several of one node for a data-parallel
+// job (its ranks' all-reduce over the node's NVLink or PCIe links, which
+// other jobs on the node share; its copies over the GPU's PCIe link). Its
+// Devices are processes of its own on them: on a shared session, views of
+// each GPU's SharedGpu, so jobs placed on one GPU share it under the
+// session's sharing policy (sharing_policy.h), its memory and its PCIe link;
+// on an exclusive session (SessionSpec::exclusive, `gpemu train`), whole
+// cards, one job on a GPU at a time. Which GPUs a queued job gets, and when,
+// is the placement policy's (PlacementPolicy below): "pinned" starts a job at
+// once on the GPUs it names (gpemu share: every job on GPU 0), "first-fit"
+// gives each job GPUs of its own, the lowest free ones of one node, in the
+// order jobs were queued (a cluster's FIFO scheduler). A job that ends gives
+// its memory and GPUs back and wakes the queue.
 //
 // Under the virtual clock a session of a thousand jobs is exact and
 // deterministic: every job is a host thread under Clock::run_concurrently,
 // waits (for its arrival, its placement, a resume, another job's end) go
 // through the clock (ClockEvent), never by polling.
 //
-// Not yet: jobs of several GPUs (a Job still builds its own node for those),
-// a storage model and a network shared by the jobs, placement or sharing
-// policies written in Python (docs/architecture.md, "Sessions").
+// Not yet: jobs of several nodes (a Job of several nodes builds its own
+// cluster), pausing or preempting a job of several GPUs, a storage model
+// and a network shared by the jobs, placement or sharing policies written in
+// Python (docs/architecture.md, "Sessions").
 //
 // Thread safety: add_job and at before run(); pause, preempt, resume and
 // ended from the session's host threads (control actions, observers) while
@@ -40,6 +47,7 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -53,6 +61,7 @@
 #include "gpemu/clock.h"
 #include "gpemu/cost_model.h"
 #include "gpemu/device.h"
+#include "gpemu/interconnect.h"
 #include "gpemu/job.h"
 #include "gpemu/time.h"
 #include "gpemu/timeline.h"
@@ -69,8 +78,9 @@ std::string_view to_string(JobState s);
 // A queued job, as a placement policy sees it.
 struct PlacementRequest {
   JobId job = 0;
-  int gpu = -1;  // the GPU the job names (SessionJob::gpu); -1: any
+  int gpu = -1;  // the GPU the job names (SessionJob::gpu; its first, with several); -1: any
   Time queued = 0;
+  int gpus = 1;  // GPUs it needs, all of one node
 };
 // One GPU of the session, as a placement policy sees it.
 struct GpuLoad {
@@ -86,9 +96,17 @@ class PlacementPolicy {
  public:
   virtual ~PlacementPolicy() = default;
   virtual std::string_view name() const = 0;
-  // The GPU to start `job` on now, or -1 to keep it queued.
+  // The GPU to start a job of one GPU on now, or -1 to keep it queued.
   virtual int place(const PlacementRequest& job, std::span<const GpuLoad> gpus) const = 0;
+  // The job.gpus GPUs, all of one node, to start a job on now (rank order),
+  // or none to keep it queued. Default: place() for one GPU; for several,
+  // free_gpus_of_one_node.
+  virtual std::vector<int> place_gpus(const PlacementRequest& job, std::span<const GpuLoad> gpus) const;
 };
+// job.gpus GPUs with no job, all of one node: from job.gpu on when it names
+// one (all must be free), else the lowest free ones of the lowest node that
+// has enough; none when there are not.
+std::vector<int> free_gpus_of_one_node(const PlacementRequest& job, std::span<const GpuLoad> gpus);
 // "pinned" or "first-fit"; InputError naming the accepted ones otherwise.
 std::shared_ptr<const PlacementPolicy> placement_policy(std::string_view name);
 std::vector<std::string> placement_policy_names();
@@ -100,28 +118,46 @@ struct SessionSpec {
   int nodes = 1;
   int gpus_per_node = 1;
   ShareOptions share;  // how the jobs on one GPU share it
+  // Each GPU is one job's at a time, as a whole card (no SharedGpu: its
+  // memory is the job's alone, as `gpemu train`'s); the placement policy's
+  // choice of a GPU that holds a job keeps the job queued. `share` is unused.
+  bool exclusive = false;
+  // Each node's topology (PCIe switches, fabric, NVLink), made when a job of
+  // several GPUs is added; gpus and first_device_index are set per node.
+  NodeOptions node;
   // Null: "pinned" (each job starts at its arrival on the GPU it names).
   std::shared_ptr<const PlacementPolicy> placement;
   int cpu_cores_per_node = 0;  // the cores a node's jobs' modelled loaders share; 0: this machine's
   bool trace = false;          // keep the timeline's operations and host spans
 };
 
+// The session a job runs alone in, on GPUs of its own (`gpemu train`,
+// analyze): exclusive GPUs, one node of exactly the job's GPUs (its nodes'
+// when it has several), the job's node options, its modelled loader's
+// cores and its trace. The job added to it runs as Job::run would run it.
+// InputError for an invalid job (validate).
+SessionSpec session_for(const JobSpec& job);
+
 struct SessionJob {
   std::string name;
-  // A job of one GPU. The session sets its GPU, its place on the GPU,
-  // keep_partial and between_steps; the rest (model, batch, data, schedule)
-  // is the job's.
+  // A job of cluster.gpus GPUs of one node. The session sets its GPUs
+  // (cluster.gpu, on_node), keep_partial and, for one GPU, between_steps; the
+  // rest (model, batch, data, schedule) is the job's.
   JobSpec job;
   Time arrival = 0;                 // when it is queued (with `after`: this long after that job's end)
   std::optional<JobId> after;       // an earlier job whose end starts its arrival's delay
-  int gpu = -1;                     // the GPU it asks for; -1: the placement policy chooses
+  int gpu = -1;                     // the GPU it asks for (its first); -1: the placement policy chooses
   int priority = 0;                 // sharing policy priority: larger first
   std::string mig;                  // sharing policy mig: its slice's profile
   Duration checkpoint_save = 0;     // preemption: the checkpoint's write, after the GPU drains
   Duration checkpoint_restore = 0;  // the restart's read, before the first step after it
   // Its cost model; null: the session's.
   std::shared_ptr<const CostModel> costs;
-  int trace_row = -1;  // the trace's device row of its Device; -1: its JobId
+  int trace_row = -1;               // the trace's device row of its first Device (then one a GPU); -1: its JobId
+  JobObserver* observer = nullptr;  // its steps and checkpoints; not owned, outlives run()
+  // Called on its first host thread once it is built on its GPUs, before
+  // it runs (a front end's progress bar, its wall time); null: nothing.
+  std::function<void(Job&)> on_start;
 };
 
 // A pause or preemption, from its request taking effect to the job running again.
@@ -134,17 +170,24 @@ struct JobOutcome {
   JobId id = 0;
   std::string name;
   JobState state = JobState::Added;
-  int gpu = -1;      // where it ran (-1: never placed)
-  Time arrival = 0;  // queued
-  Time start = 0;    // placed and started (its arrival when it never started)
-  Time end = 0;      // its GPU work ended, or it failed
+  int gpu = -1;           // where it ran: its first GPU (-1: never placed)
+  std::vector<int> gpus;  // all its GPUs, rank order
+  Time arrival = 0;       // queued
+  Time start = 0;         // placed and started (its arrival when it never started)
+  Time end = 0;           // its GPU work ended, or it failed
   std::vector<JobPause> pauses;
   // The job's record (empty when it failed before its first step: no
   // context, no slice, no room for its weights; error says why).
   std::optional<RunRecord> record;
-  std::string error;  // what ended it early; empty when it ran its schedule
+  std::string error;                     // what ended it early; empty when it ran its schedule
+  std::exception_ptr exception;          // that error as thrown (null for a placement that never came)
+  std::vector<TraceDeviceName> devices;  // its Devices' trace rows (Job::trace_devices)
   Duration jct() const { return end - arrival; }
 };
+
+// A job's record; what ended it rethrown when it has none (it failed at its
+// start) or, without keep_partial, when it stopped early (as Job::run).
+const RunRecord& record_of(const JobOutcome& outcome, bool keep_partial = true);
 
 class Session {
  public:
@@ -158,12 +201,14 @@ class Session {
   Clock& clock() const { return clock_; }
   Timeline& timeline() { return *timeline_; }
   const SessionSpec& spec() const { return spec_; }
-  int gpus() const { return static_cast<int>(gpus_.size()); }
+  int gpus() const { return gpu_count_; }
+  // A shared session's GPU (logic_error on an exclusive session).
   SharedGpu& gpu(int index);
 
   // Before run(). InputError naming the job and the field for a bad job
-  // (a GPU out of range, an `after` that is not an earlier job, a job of
-  // several GPUs).
+  // (a GPU out of range, an `after` that is not an earlier job, more GPUs
+  // than a node has, several nodes, several GPUs on a session sharing GPUs
+  // under a policy that holds a GPU for a whole step, as fifo).
   JobId add_job(SessionJob job);
   // Runs `action` on a control thread of the session at `t` (actions at the
   // same time in the order given): where pause, preempt and resume are called.
@@ -178,8 +223,8 @@ class Session {
 
   // From the session's host threads while it runs. pause and preempt take
   // effect at the job's next step boundary; a request for a job that is not
-  // running (queued, ended, already paused) is ignored, as is resume for a
-  // job that is not paused or preempted.
+  // running (queued, ended, already paused) or of several GPUs is ignored,
+  // as is resume for a job that is not paused or preempted.
   void pause(JobId id);
   void preempt(JobId id);
   void resume(JobId id);
@@ -193,6 +238,10 @@ class Session {
  private:
   struct Slot;
   void run_job(Slot& s);
+  void run_rank(Slot& s, int rank);
+  void start_job(Slot& s);
+  JobSpec placed_spec(Slot& s);
+  const Node& node(int index);
   void end_job(Slot& s);
   void enqueue(Slot& s);
   void dispatch();
@@ -204,7 +253,9 @@ class Session {
   const CostModel& costs_;
   SessionSpec spec_;
   std::unique_ptr<Timeline> timeline_;
-  std::vector<std::unique_ptr<SharedGpu>> gpus_;
+  int gpu_count_ = 0;
+  std::vector<std::unique_ptr<SharedGpu>> gpus_;  // shared sessions
+  std::vector<std::unique_ptr<Node>> nodes_;      // per node, its links; made for the first job of several GPUs
   std::vector<std::shared_ptr<pipeline::CpuPool>> cpu_pools_;  // per node
   std::vector<std::unique_ptr<Slot>> slots_;
   std::vector<std::pair<Time, std::function<void(Session&)>>> actions_;
@@ -214,5 +265,9 @@ class Session {
   mutable std::mutex mu_;
   bool ran_ = false;
 };
+
+// Job::run as the one-job case of a session: `job` alone on GPUs of its own
+// (session_for), its record returned or its error thrown as Job::run does.
+RunRecord run_alone(Clock& clock, const CostModel& costs, JobSpec job, JobObserver* observer = nullptr);
 
 }  // namespace gpemu

@@ -31,6 +31,7 @@ void run_dlio_train(const DlioTrainArgs& a) {
   const dlio::DlioWorkload w = dlio::parse_dlio_config(a.config, overrides);
   dlio::DlioRunOptions o;
   o.clock = a.clock;
+  o.per_rank_epochs = a.json;  // the text output prints each epoch's figures, not each rank's
   if (a.gpu) o.default_gpu = find_gpu(*a.gpu).id;
   if (!a.profiles.empty()) o.profiles_dir = a.profiles;
   warn_skipped_profiles(a.profiles);

@@ -24,6 +24,7 @@
 #include "gpemu/loader_choice.h"
 #include "gpemu/pipeline.h"
 #include "gpemu/report.h"
+#include "gpemu/session.h"
 #include "gpemu/timeline.h"
 #include "gpemu/train.h"
 
@@ -50,16 +51,16 @@ struct TrainArgs {
 
 constexpr int kDefaultSyntheticIterations = 300;
 
-// Progress bar on a TTY, fed from GPU 0's host thread.
+// Progress bar on a TTY (made once the job is built), fed from GPU 0's host thread.
 class ProgressObserver : public JobObserver {
  public:
-  explicit ProgressObserver(ProgressBar& bar) : bar_(bar) {}
+  explicit ProgressObserver(std::optional<ProgressBar>& bar) : bar_(bar) {}
   void on_step(const StepEvent& e) override {
-    if (e.gpu == 0 && e.phase == RunPhase::Train) bar_.update(e.done);
+    if (e.gpu == 0 && e.phase == RunPhase::Train && bar_) bar_->update(e.done);
   }
 
  private:
-  ProgressBar& bar_;
+  std::optional<ProgressBar>& bar_;
 };
 
 // Flags that mean nothing for a DLIO workload (its YAML says it): refused by name.
@@ -413,15 +414,22 @@ void train(const TrainArgs& a, CLI::App* cmd) {
     d.read_method = spec.data.loader.read_method;
   }
 
+  // The one-job case of a session: the job alone on GPUs of its own.
   auto clock = make_clock(d.clock);
-  Job job(*clock, *costs, spec);
-  const auto wall_start = std::chrono::steady_clock::now();
-  ProgressBar bar(fmt::format("training {} on {}x {}", canonical_model_name(j.model.model), j.gpus,
-                              spec.cluster.gpu->id),
-                  job.planned_iterations());
+  Session session(*clock, *costs, session_for(spec));
+  auto wall_start = std::chrono::steady_clock::now();
+  std::optional<ProgressBar> bar;
   ProgressObserver progress(bar);
-  const RunRecord rec = job.run(&progress);
-  bar.finish();
+  session.add_job({.name = "train", .job = spec, .observer = &progress, .on_start = [&](Job& job) {
+                     wall_start = std::chrono::steady_clock::now();
+                     bar.emplace(fmt::format("training {} on {}x {}", canonical_model_name(j.model.model), j.gpus,
+                                             spec.cluster.gpu->id),
+                                 job.planned_iterations());
+                   }});
+  session.run();
+  if (bar) bar->finish();
+  const JobOutcome& outcome = session.outcome(0);
+  const RunRecord& rec = record_of(outcome);
   // An error before any step (out of memory at the first batch) has nothing to report.
   if (rec.stopped && rec.steps.empty() && !interrupt_signal()) std::rethrow_exception(rec.stopped);
   if (const int sig = interrupt_signal()) {
@@ -433,8 +441,9 @@ void train(const TrainArgs& a, CLI::App* cmd) {
   }
   const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
   if (!a.trace.empty()) {
-    train::add_stall_spans(rec, job.timeline());
-    write_chrome_trace_file(job.timeline().trace_records(), job.timeline().host_spans(), job.trace_devices(), a.trace);
+    train::add_stall_spans(rec, session.timeline());
+    write_chrome_trace_file(session.timeline().trace_records(), session.timeline().host_spans(), outcome.devices,
+                            a.trace);
   }
   if (!a.report.empty()) {
     RunReport rep = train::make_run_report(rec, run_config(a, d, spec, rec));

@@ -174,110 +174,6 @@ nlohmann::json figures_json(const Figures& f) {
           {"load_wait_s", f.load_wait_s}};
 }
 
-// --- Modelled loading ------------------------------------------------------------
-
-// The loader's work that gpemu models on the emulated timeline rather than
-// doing for real: DLIO's per-sample preprocess_time and, when given, the
-// transfer of the batch's bytes over a modelled storage link. It wraps the
-// rank's source (the real loader or the synthetic one): batches are dealt
-// round-robin to `workers` lanes (one batch at a time each) and at most
-// workers x prefetch are outstanding, as in PyTorch's DataLoader: batch i is
-// issued when batch i - workers x prefetch is consumed. workers = 0 loads
-// each batch when it is asked for. A batch is delivered when both the inner
-// source has it and its modelled work has ended.
-class ModelledLoading : public pipeline::BatchSource {
- public:
-  ModelledLoading(std::unique_ptr<pipeline::BatchSource> inner, Timeline& tl, const Link* storage, int workers,
-                  int prefetch, TimeSpec preprocess, std::uint64_t seed, const pipeline::Dataset& ds,
-                  pipeline::SamplerOptions sampler, std::size_t batch, std::uint64_t steps, bool synthetic,
-                  std::uint64_t record_bytes)
-      : inner_(std::move(inner)),
-        tl_(tl),
-        storage_(storage),
-        workers_(workers),
-        depth_(static_cast<std::size_t>(workers) * static_cast<std::size_t>(prefetch)),
-        preprocess_(preprocess, seed),
-        lanes_(static_cast<std::size_t>(std::max(1, workers))),
-        ds_(ds),
-        sampler_(ds.size(), sampler),
-        batch_(batch),
-        steps_(steps),
-        synthetic_(synthetic),
-        record_bytes_(record_bytes) {}
-
-  void begin_epoch(std::uint64_t epoch) override {
-    inner_->begin_epoch(epoch);
-    const auto order = sampler_.indices(epoch);
-    bytes_.assign(steps_, 0);
-    samples_.assign(steps_, 0);
-    for (std::uint64_t i = 0; i < steps_ && (i + 1) * batch_ <= order.size(); ++i) {
-      for (std::size_t k = i * batch_; k < (i + 1) * batch_; ++k)
-        bytes_[i] += synthetic_ ? record_bytes_ : ds_.samples[order[k]].length;
-      samples_[i] = batch_;
-    }
-    issued_.assign(bytes_.size(), Completion{});
-    is_issued_.assign(bytes_.size(), false);
-    for (auto& l : lanes_) l = Completion{};
-    for (std::size_t i = 0; i < std::min(depth_, bytes_.size()); ++i) issue(i);
-    next_ = 0;
-  }
-
-  std::optional<pipeline::LoadedBatch> next(const pipeline::SleepFn& sleep_until) override {
-    std::optional<pipeline::LoadedBatch> b = inner_->next(sleep_until);
-    if (!b) return b;
-    const std::size_t i = next_++;
-    if (i < bytes_.size()) {
-      if (!is_issued_[i]) issue(i);
-      tl_.wait(issued_[i], sleep_until);
-      if (workers_ > 0 && i + depth_ < bytes_.size()) issue(i + depth_);
-    }
-    b->ready = tl_.clock().now();
-    return b;
-  }
-
-  std::size_t batches_per_epoch() const override { return inner_->batches_per_epoch(); }
-  std::size_t samples_per_epoch() const override { return inner_->samples_per_epoch(); }
-  std::string describe() const override { return inner_->describe() + ", modelled preprocessing/storage"; }
-  pipeline::LoaderStats stats() const override { return inner_->stats(); }
-
- private:
-  void issue(std::size_t i) {
-    Duration d = 0;
-    for (std::uint64_t k = 0; k < samples_[i]; ++k) d += from_seconds(preprocess_.next_seconds());
-    OpSpec spec;
-    spec.lower_bound = tl_.issue_time();
-    spec.duration = d;
-    if (storage_ != nullptr && bytes_[i] > 0) {
-      spec.link = storage_;
-      spec.bytes = static_cast<double>(bytes_[i]);
-    }
-    spec.trace = false;
-    Completion& lane = lanes_[i % lanes_.size()];
-    const Completion deps[1] = {lane};
-    issued_[i] = tl_.issue(spec, deps);
-    is_issued_[i] = true;
-    lane = issued_[i];
-  }
-
-  std::unique_ptr<pipeline::BatchSource> inner_;
-  Timeline& tl_;
-  const Link* storage_;
-  int workers_;
-  std::size_t depth_;
-  TimeSampler preprocess_;
-  std::vector<Completion> lanes_;
-  const pipeline::Dataset& ds_;
-  pipeline::Sampler sampler_;
-  std::size_t batch_;
-  std::uint64_t steps_;
-  bool synthetic_;
-  std::uint64_t record_bytes_;
-  std::vector<std::uint64_t> bytes_, samples_;
-  std::vector<Completion> issued_;
-  std::vector<bool> is_issued_;
-  std::size_t next_ = 0;
-};
-
 struct RankResult {
   int rank = 0;
   std::vector<RankPhase> train, eval;
@@ -446,7 +342,8 @@ nlohmann::json loader_stats_json(const std::vector<RankResult>& results, bool ev
 
 // Per-epoch figures over ranks (AU: mean over ranks, DLIO's allreduce / size;
 // samples/s and MB/s: summed over ranks) and the overall means over epochs.
-nlohmann::json phase_json(const std::vector<RankResult>& results, bool eval, const DlioWorkload& w, bool record_steps) {
+nlohmann::json phase_json(const std::vector<RankResult>& results, bool eval, const DlioWorkload& w,
+                          const DlioRunOptions& o) {
   std::map<int, std::vector<std::pair<int, Figures>>> by_epoch;  // epoch -> (rank, figures)
   std::map<int, std::vector<const RankPhase*>> phases;
   for (const RankResult& r : results) {
@@ -472,6 +369,7 @@ nlohmann::json phase_json(const std::vector<RankResult>& results, bool eval, con
       e.steps = std::max(e.steps, f.steps);
       e.measured = std::max(e.measured, f.measured);
       e.samples += f.samples;
+      if (!o.per_rank_epochs) continue;
       nlohmann::json rj = figures_json(f);
       rj["rank"] = rank;
       ranks.push_back(std::move(rj));
@@ -484,8 +382,8 @@ nlohmann::json phase_json(const std::vector<RankResult>& results, bool eval, con
     e.load_wait_s /= n;
     nlohmann::json ej = figures_json(e);
     ej["epoch"] = epoch;
-    ej["ranks"] = std::move(ranks);
-    if (record_steps) {
+    if (o.per_rank_epochs) ej["ranks"] = std::move(ranks);
+    if (o.record_steps) {
       nlohmann::json steps = nlohmann::json::array();
       for (const RankPhase* p : phases[epoch]) {
         for (std::size_t b = 0; b < p->blocks.size(); ++b) {
@@ -986,11 +884,21 @@ nlohmann::json run_dlio_workload(const DlioWorkload& w, const DlioRunOptions& o)
         src = std::make_unique<pipeline::PipelineSource>(clk, *ds, lo, so);
       }
       if (!modelled_loading) return src;
-      const pipeline::SamplerOptions so = pipeline::sampler_options(lo);
-      return std::make_unique<ModelledLoading>(std::move(src), tl, storage_link(tl), w.reader.read_threads,
-                                               std::max(1, w.reader.prefetch_size), w.reader.preprocess_time,
-                                               derive_seed(static_cast<std::uint64_t>(w.train.seed), rank, 3), *ds, so,
-                                               static_cast<std::size_t>(batch), steps, d.synthetic, record);
+      // The modelled loader times the source's batches: DLIO's per-sample
+      // preprocess_time and the storage link, no read or decode cost of its
+      // own; batches dealt to read_threads lanes, prefetch_size each ahead.
+      pipeline::LoaderModelOptions m;
+      m.read_per_sample = 0;
+      m.read_bytes_per_s = 0;
+      m.decode_per_sample = 0;
+      m.decode_ns_per_byte = 0;
+      m.preprocess = w.reader.preprocess_time;
+      m.preprocess_seed = derive_seed(static_cast<std::uint64_t>(w.train.seed), rank, 3);
+      m.storage_link = storage_link(tl);
+      m.link_bytes_per_sample = d.synthetic ? record : 0;
+      m.batches_per_epoch = static_cast<std::size_t>(steps);
+      const std::shared_ptr<const pipeline::Dataset> shared(std::shared_ptr<const pipeline::Dataset>{}, ds);
+      return std::make_unique<pipeline::ModelledLoader>(clk, shared, lo, m, &tl, std::move(src));
     };
   };
   spec.schedule.train = train;
@@ -1052,9 +960,9 @@ nlohmann::json run_dlio_workload(const DlioWorkload& w, const DlioRunOptions& o)
   result["dataset"] = dataset;
   result["steps_per_epoch"] = train ? d.steps : 0;
   if (train) {
-    nlohmann::json t = phase_json(results, false, w, o.record_steps);
-    for (auto it = t.begin(); it != t.end(); ++it) result[it.key()] = it.value();
+    nlohmann::json t = phase_json(results, false, w, o);
     if (auto note = no_measured_step_warning(w, t)) warnings.push_back(*note);
+    for (auto it = t.begin(); it != t.end(); ++it) result[it.key()] = std::move(it.value());  // not copied
     result["loader"] = loader_stats_json(results, false);
     result["loader"]["read_threads"] = w.reader.read_threads;
     result["loader"]["prefetch_batches_per_worker"] = std::max(1, w.reader.prefetch_size);
@@ -1062,7 +970,7 @@ nlohmann::json run_dlio_workload(const DlioWorkload& w, const DlioRunOptions& o)
         {"preprocess", preprocess},
         {"storage_bytes_per_s", o.storage_bytes_per_s ? nlohmann::json(*o.storage_bytes_per_s) : nlohmann::json()}};
     if (d.has_eval) {
-      nlohmann::json e = phase_json(results, true, w, o.record_steps);
+      nlohmann::json e = phase_json(results, true, w, o);
       e["steps_per_epoch"] = d.eval_steps;
       e.erase("au_threshold_pct");
       e.erase("au_pass");

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -86,7 +87,8 @@ Node::Node(Timeline& timeline, const GpuSpec& spec, NodeOptions options)
   if ((fabric_ == Fabric::HybridCubeMesh || fabric_ == Fabric::FullMesh) && n > 8)
     throw InputError(fmt::format("{} fabric of {} GPUs: it connects at most 8", to_string(fabric_), n));
 
-  const PcieModel pcie = options_.device.pcie.value_or(PcieModel::for_link(spec.pcie_gen, spec.pcie_lanes));
+  pcie_ = options_.device.pcie.value_or(PcieModel::for_link(spec.pcie_gen, spec.pcie_lanes));
+  const PcieModel& pcie = pcie_;
   const double uplink_bps =
       options_.switch_uplink_gbs.value_or(PcieModel::for_link(pcie.generation, 16).pinned_gbs) * 1e9;
   const double own_pcie_bps = pcie.pinned_gbs * 1e9;
@@ -110,6 +112,7 @@ Node::Node(Timeline& timeline, const GpuSpec& spec, NodeOptions options)
   }
   auto nvlinked = [&](int a, int b) { return fabric_ == Fabric::NVSwitch || bricks_[a][b] > 0; };
   auto sw = [&](int gpu) { return gpu / options_.gpus_per_switch; };
+  for (int g = 0; g < n; ++g) switch_.push_back(sw(g));
 
   // An uplink is simulated as shared when several GPUs sit under its switch
   // or peer traffic leaving the switch crosses it; otherwise it carries one
@@ -145,6 +148,7 @@ Node::Node(Timeline& timeline, const GpuSpec& spec, NodeOptions options)
     }
   }
 
+  if (!options_.devices) return;
   for (int g = 0; g < n; ++g) {
     DeviceOptions d = options_.device;
     d.index = options_.first_device_index + g;
@@ -155,24 +159,71 @@ Node::Node(Timeline& timeline, const GpuSpec& spec, NodeOptions options)
   }
 }
 
+Node::Node(const NodeGpus& on, DeviceOptions device, int first_device_index) {
+  if (!on.node) throw std::logic_error("Node: a view of no node");
+  const Node& hw = *on.node;
+  const int n = static_cast<int>(on.gpus.size());
+  if (n < 1) throw InputError("node view of no GPUs: give at least 1");
+  if (!on.shares.empty() && static_cast<int>(on.shares.size()) != n)
+    throw std::logic_error(fmt::format("Node: {} shared GPUs for {} GPUs", on.shares.size(), n));
+  for (int i = 0; i < n; ++i) {
+    hw.check_gpu(on.gpus[i]);
+    for (int j = 0; j < i; ++j)
+      if (on.gpus[j] == on.gpus[i])
+        throw InputError(fmt::format("node view: GPU {} is given twice; give each GPU once", on.gpus[i]));
+  }
+  timeline_ = hw.timeline_;
+  spec_ = hw.spec_;
+  options_ = hw.options_;
+  options_.gpus = n;
+  options_.device = device;
+  options_.first_device_index = first_device_index;
+  options_.devices = true;
+  fabric_ = hw.fabric_;
+  pcie_ = hw.pcie_;
+  uplink_h2d_ = hw.uplink_h2d_;
+  uplink_d2h_ = hw.uplink_d2h_;
+  nvlink_bps_ = hw.nvlink_bps_;
+  brick_bps_ = hw.brick_bps_;
+  links_ = hw.links_;
+  bricks_.assign(n, std::vector<int>(n, 0));
+  for (int i = 0; i < n; ++i) {
+    const int g = on.gpus[i];
+    switch_.push_back(hw.switch_[g]);
+    egress_.push_back(hw.egress_[g]);
+    p2p_tx_.push_back(hw.p2p_tx_[g]);
+    for (int j = 0; j < n; ++j) bricks_[i][j] = hw.bricks_[g][on.gpus[j]];
+  }
+  for (int i = 0; i < n; ++i) {
+    DeviceOptions d = device;
+    d.index = first_device_index + i;
+    d.pcie = pcie_;
+    d.host_link_h2d = uplink_h2d_[switch_[i]];
+    d.host_link_d2h = uplink_d2h_[switch_[i]];
+    if (!on.shares.empty()) d.share = on.shares[i];
+    devices_.push_back(std::make_unique<Device>(*timeline_, *spec_, d));
+  }
+}
+
 void Node::check_gpu(int gpu) const {
   if (gpu < 0 || gpu >= size()) throw InputError(fmt::format("GPU {}: the node has GPUs 0 to {}", gpu, size() - 1));
 }
 
 Device& Node::device(int gpu) const {
   check_gpu(gpu);
+  if (devices_.empty()) throw std::logic_error("Node::device: a node of links only has no devices (NodeGpus)");
   return *devices_[gpu];
 }
 
 int Node::position_of(const Device& device) const {
-  for (int g = 0; g < size(); ++g)
+  for (int g = 0; g < static_cast<int>(devices_.size()); ++g)
     if (devices_[g].get() == &device) return g;
   throw InputError(fmt::format("GPU {} ({}) is not a device of this node", device.index(), device.spec().id));
 }
 
 int Node::switch_of(int gpu) const {
   check_gpu(gpu);
-  return gpu / options_.gpus_per_switch;
+  return switch_[gpu];
 }
 
 const Link& Node::switch_uplink_h2d(int sw) const { return *uplink_h2d_.at(sw); }
@@ -207,7 +258,7 @@ Path Node::path(int from, int to) const {
     return p;
   }
   p.latency = options_.pcie_p2p_latency;
-  p.rate_cap = devices_[from]->pcie().pinned_gbs * 1e9;
+  p.rate_cap = pcie_.pinned_gbs * 1e9;
   if (switch_of(from) == switch_of(to)) {
     p.kind = PathKind::PcieSwitch;
     p.link = p2p_tx_[from];

@@ -66,15 +66,25 @@ SampleCost model_sample_cost(const Sample& sample, bool decode_images, const Loa
 
 ModelledLoader::ModelledLoader(Clock& clock, Dataset dataset, LoaderOptions options, LoaderModelOptions model,
                                Timeline* trace)
+    : ModelledLoader(clock, std::make_shared<const Dataset>(std::move(dataset)), std::move(options), std::move(model),
+                     trace) {}
+
+ModelledLoader::ModelledLoader(Clock& clock, std::shared_ptr<const Dataset> dataset, LoaderOptions options,
+                               LoaderModelOptions model, Timeline* trace, std::unique_ptr<BatchSource> inner)
     : clock_(clock),
-      dataset_(std::move(dataset)),
+      data_(std::move(dataset)),
+      dataset_(*data_),
       options_(std::move(options)),
       model_(model),
       trace_(trace),
-      sampler_(dataset_.size(), sampler_options(options_)) {
+      sampler_(dataset_.size(), sampler_options(options_)),
+      inner_(std::move(inner)) {
   validate(options_, model_);
   if (options_.gpu_decode) model_.gpu_decode = options_.gpu_decode;
   if (dataset_.size() == 0) throw InputError(fmt::format("dataset '{}' has no samples", dataset_.root));
+  if (on_timeline() && !trace_)
+    throw std::logic_error("ModelledLoader: modelled preprocessing or a storage link needs the loader's timeline");
+  if (model_.preprocess) preprocess_.emplace(*model_.preprocess, model_.preprocess_seed);
   const int cores = model_.cores > 0 ? model_.cores : std::max(1u, std::thread::hardware_concurrency());
   const int threads = model_.loader_threads > 0 ? model_.loader_threads : std::max(1, options_.num_workers);
   share_ = std::max(1.0, static_cast<double>(threads) / cores);
@@ -241,6 +251,7 @@ Time ModelledLoader::simulate_until_finished(std::size_t i) {
 }
 
 LoaderStats ModelledLoader::stats() const {
+  if (inner_) return inner_->stats();
   LoaderStats s = stats_;
   s.cache_resident_bytes = cache_used_;
   if (storage_) {  // the device counts what it served
@@ -252,6 +263,7 @@ LoaderStats ModelledLoader::stats() const {
 }
 
 void ModelledLoader::begin_epoch(std::uint64_t epoch) {
+  if (inner_) inner_->begin_epoch(epoch);
   epoch_ = epoch;
   begun_ = true;
   epoch_start_ = clock_.now();
@@ -263,6 +275,8 @@ void ModelledLoader::begin_epoch(std::uint64_t epoch) {
     batches_.emplace_back(order.begin() + static_cast<std::ptrdiff_t>(i),
                           order.begin() + static_cast<std::ptrdiff_t>(i + n));
   }
+  if (model_.batches_per_epoch > 0 && batches_.size() > model_.batches_per_epoch)
+    batches_.resize(model_.batches_per_epoch);
   finish_.assign(batches_.size(), -1);
   delivered_.assign(batches_.size(), -1);
   read_.assign(batches_.size(), 0);
@@ -273,6 +287,43 @@ void ModelledLoader::begin_epoch(std::uint64_t epoch) {
   workers_.assign(worker_free_.size(), WorkerState{});
   for (std::size_t w = 0; w < workers_.size(); ++w) workers_[w].next_batch = w;
   if (page_cache_ && model_.page_cache_cold) page_cache_->clear();
+  if (on_timeline()) {
+    issued_.assign(batches_.size(), Completion{});
+    is_issued_.assign(batches_.size(), false);
+    lanes_.assign(worker_free_.size(), Completion{});
+    const std::size_t in_flight =
+        static_cast<std::size_t>(options_.prefetch_factor) * static_cast<std::size_t>(options_.num_workers);
+    for (std::size_t i = 0; i < std::min(in_flight, batches_.size()); ++i) issue(i);
+  }
+}
+
+// The timeline path: batch i's preprocessing and its bytes over the storage
+// link, on its worker's lane, from now (its dispatch).
+void ModelledLoader::issue(std::size_t i) {
+  Duration d = 0;
+  std::uint64_t bytes = 0;
+  for (const std::size_t idx : batches_[i]) {
+    if (preprocess_) d += from_seconds(preprocess_->next_seconds());
+    bytes += model_.link_bytes_per_sample > 0 ? model_.link_bytes_per_sample : dataset_.samples[idx].length;
+  }
+  Duration own = model_.collate_per_batch;
+  for (const std::size_t idx : batches_[i]) {
+    const SampleCost c = model_sample_cost(dataset_.samples[idx], options_.decode_images, model_);
+    own += c.read + c.decode;
+  }
+  OpSpec spec;
+  spec.lower_bound = trace_->issue_time();
+  spec.duration = d + scaled(own);
+  if (model_.storage_link && bytes > 0) {
+    spec.link = model_.storage_link;
+    spec.bytes = static_cast<double>(bytes);
+  }
+  spec.trace = false;
+  Completion& lane = lanes_[i % lanes_.size()];
+  const Completion deps[1] = {lane};
+  issued_[i] = trace_->issue(spec, deps);
+  is_issued_[i] = true;
+  lane = issued_[i];
 }
 
 Time ModelledLoader::finish_of(std::size_t i) {
@@ -317,31 +368,52 @@ Time ModelledLoader::finish_of(std::size_t i) {
 
 std::optional<LoadedBatch> ModelledLoader::next(const SleepFn& sleep_until) {
   if (!begun_) begin_epoch(0);
-  if (next_ >= batches_.size()) return std::nullopt;
-  const std::size_t i = next_;
-  if (options_.num_workers == 0) consumer_dispatch_ = clock_.now();
-  // Batches are computed in order; a batch's dispatch depends only on
-  // earlier deliveries, so everything it needs is known now.
-  const bool images = options_.decode_images && is_image(dataset_.samples[batches_[i].front()].format);
-  Time ready = finish_of(i);
-  GpuDecodeCost gpu;
-  if (model_.gpu_decode && images) {
-    // The GPU stage takes batches in order, once their host part is done and
-    // one of its queue_depth output buffers is free (the batch that many
-    // before was delivered).
-    gpu = gpu_decode_cost(*model_.gpu_decode, dataset_, batches_[i], options_.transform);
-    const auto depth = static_cast<std::size_t>(std::max(1, model_.gpu_decode->queue_depth));
-    const Time start = std::max({ready, gpu_free_, i >= depth ? delivered_[i - depth] : epoch_start_});
-    gpu_free_ = ready = start + gpu.engine + gpu.sm;
+  std::optional<LoadedBatch> given;  // the inner source's batch: its data, timed here
+  if (inner_ && !(given = inner_->next(sleep_until))) return std::nullopt;
+  if (next_ >= batches_.size()) {
+    if (!given) return std::nullopt;
+    ++next_;  // beyond the modelled batches: as the inner source gives it
+    given->ready = clock_.now();
+    return given;
   }
-  if (ready > clock_.now()) {
-    if (sleep_until)
-      sleep_until(ready);
-    else
-      clock_.sleep_until(ready);
+  const std::size_t i = next_;
+  const bool images = options_.decode_images && is_image(dataset_.samples[batches_[i].front()].format);
+  Time ready;
+  GpuDecodeCost gpu;
+  if (on_timeline()) {
+    if (!is_issued_[i]) issue(i);
+    ready = sleep_until ? trace_->wait(issued_[i], sleep_until) : trace_->wait(issued_[i]);
+    // Its slot in the prefetch queue goes to the batch prefetch_factor x workers after it.
+    const std::size_t in_flight =
+        static_cast<std::size_t>(options_.prefetch_factor) * static_cast<std::size_t>(options_.num_workers);
+    if (options_.num_workers > 0 && i + in_flight < batches_.size()) issue(i + in_flight);
+  } else {
+    if (options_.num_workers == 0) consumer_dispatch_ = clock_.now();
+    // Batches are computed in order; a batch's dispatch depends only on
+    // earlier deliveries, so everything it needs is known now.
+    ready = finish_of(i);
+    if (model_.gpu_decode && images) {
+      // The GPU stage takes batches in order, once their host part is done and
+      // one of its queue_depth output buffers is free (the batch that many
+      // before was delivered).
+      gpu = gpu_decode_cost(*model_.gpu_decode, dataset_, batches_[i], options_.transform);
+      const auto depth = static_cast<std::size_t>(std::max(1, model_.gpu_decode->queue_depth));
+      const Time start = std::max({ready, gpu_free_, i >= depth ? delivered_[i - depth] : epoch_start_});
+      gpu_free_ = ready = start + gpu.engine + gpu.sm;
+    }
+    if (ready > clock_.now()) {
+      if (sleep_until)
+        sleep_until(ready);
+      else
+        clock_.sleep_until(ready);
+    }
   }
   delivered_[i] = clock_.now();
   ++next_;
+  if (given) {
+    given->ready = clock_.now();
+    return given;
+  }
 
   LoadedBatch b;
   b.epoch = epoch_;
@@ -368,15 +440,18 @@ std::optional<LoadedBatch> ModelledLoader::next(const SleepFn& sleep_until) {
 }
 
 std::size_t ModelledLoader::batches_per_epoch() const {
+  if (inner_) return inner_->batches_per_epoch();
   const std::size_t n = sampler_.size();
   return options_.drop_last ? n / options_.batch_size : (n + options_.batch_size - 1) / options_.batch_size;
 }
 
 std::size_t ModelledLoader::samples_per_epoch() const {
+  if (inner_) return inner_->samples_per_epoch();
   return options_.drop_last ? batches_per_epoch() * options_.batch_size : sampler_.size();
 }
 
 std::string ModelledLoader::describe() const {
+  if (inner_) return inner_->describe() + ", modelled preprocessing/storage";
   return fmt::format(
              "modelled loader: {} worker{}, prefetch factor {}, {}; per sample {} us read + {} ns/byte"
              "{}, CPU share x{}",

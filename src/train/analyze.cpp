@@ -12,6 +12,7 @@
 #include "gpemu/error.h"
 #include "gpemu/loader_choice.h"
 #include "gpemu/pipeline.h"
+#include "gpemu/session.h"
 
 namespace gpemu::train {
 namespace {
@@ -53,8 +54,7 @@ DataStallPass run_pass(const CostModel& costs, const DataStallOptions& o, PassKi
     spec.data.source = dataset_source(o.clock);
     spec.data.cold = kind == PassKind::Cold;
   }
-  Job job(*clock, costs, spec);
-  const RunRecord rec = job.run();
+  const RunRecord rec = run_alone(*clock, costs, spec);
   const RunSummary r = summarize(rec);
   p.source = r.source;
   model_name = r.model;

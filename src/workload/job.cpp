@@ -88,6 +88,25 @@ void validate(const JobSpec& s) {
   if (s.cluster.device.share.gpu && (s.cluster.gpus != 1 || s.cluster.nodes != 1))
     throw InputError(fmt::format("job: a job on a shared GPU runs on one GPU, not {} on {} node(s)", s.cluster.gpus,
                                  s.cluster.nodes));
+  if (const NodeGpus& on = s.cluster.on_node; on.timeline) {
+    if (static_cast<std::size_t>(s.cluster.gpus) != on.gpus.size() ||
+        (s.cluster.nodes != 1 && (on.node || !on.shares.empty())))
+      throw InputError(fmt::format("job: cluster.on_node gives {} GPU(s){} for cluster.gpus {} on {} node(s)",
+                                   on.gpus.size(), on.node || !on.shares.empty() ? " of one node" : "", s.cluster.gpus,
+                                   s.cluster.nodes));
+    if (!on.shares.empty() && on.shares.size() != on.gpus.size())
+      throw InputError(fmt::format("job: cluster.on_node.shares has {} entries for {} GPUs: give one per GPU, or none",
+                                   on.shares.size(), on.gpus.size()));
+    if (s.cluster.device.share.gpu)
+      throw InputError(
+          "job: cluster.device.share and cluster.on_node both set: give the shared GPUs in on_node.shares");
+    if (s.cluster.gpus > 1 && s.cluster.nodes == 1 && uses_links(s) && !on.node)
+      throw InputError(fmt::format(
+          "job: cluster.on_node.node is not set: {} GPUs that copy batches or all-reduce need their node's links",
+          s.cluster.gpus));
+  } else if (s.cluster.on_node.node) {
+    throw InputError("job: cluster.on_node.node is set without on_node.timeline, the GPUs' timeline");
+  }
   if (s.compute.time_divisor < 1 || s.compute.time_divisor > 1'000'000)
     throw InputError(fmt::format("--gpemu-gpus {} is impossible: accepted 1 to 1000000", s.compute.time_divisor));
   if (s.compute.time_divisor > 1 && s.cluster.gpus > 1)
@@ -309,8 +328,9 @@ Job::Job(Clock& clock, const CostModel& costs, JobSpec spec)
   const GpuSpec& gpu = *spec_.cluster.gpu;
   const bool model_time = spec_.compute.step_time == StepTime::CostModel;
   if (model_time) cost_ = costs_.step_cost(gpu, spec_.compute.model.name, spec_.batch_size);
-  if (SharedGpu* shared = spec_.cluster.device.share.gpu) {
-    timeline_ = &shared->timeline();
+  const NodeGpus& on = spec_.cluster.on_node;
+  if (on.timeline || spec_.cluster.device.share.gpu) {
+    timeline_ = on.timeline ? on.timeline : &spec_.cluster.device.share.gpu->timeline();
     if (&timeline_->clock() != &clock_) throw std::logic_error("Job: a shared GPU's timeline runs on another clock");
   } else {
     own_timeline_ = std::make_unique<Timeline>(clock_);
@@ -326,10 +346,16 @@ Job::Job(Clock& clock, const CostModel& costs, JobSpec spec)
     for (int g = 0; g < gpus; ++g) {
       DeviceOptions d = spec_.cluster.device;
       d.index = spec_.cluster.node.first_device_index + g;
+      if (!on.shares.empty()) d.share = on.shares[static_cast<std::size_t>(g)];
       devices_.push_back(std::make_unique<Device>(*timeline_, gpu, d));
     }
   } else {
-    if (spec_.cluster.nodes == 1) {
+    if (on.timeline && spec_.cluster.nodes == 1) {
+      if (&on.node->timeline() != timeline_)
+        throw std::logic_error("Job: cluster.on_node's node is on another timeline");
+      node_ = std::make_unique<Node>(on, spec_.cluster.node.device, spec_.cluster.node.first_device_index);
+      comm_ = std::make_unique<Communicator>(*node_);
+    } else if (spec_.cluster.nodes == 1) {
       NodeOptions n = spec_.cluster.node;
       n.gpus = gpus;
       node_ = std::make_unique<Node>(*timeline_, gpu, n);
@@ -361,7 +387,9 @@ Job::Job(Clock& clock, const CostModel& costs, JobSpec spec)
     }
   }
   // Only a shared GPU's policy reads what kernels keep busy.
-  if (model_time && spec_.cluster.device.share.gpu) {
+  const bool shared = spec_.cluster.device.share.gpu ||
+                      std::any_of(on.shares.begin(), on.shares.end(), [](const ShareContext& c) { return c.gpu; });
+  if (model_time && shared) {
     if (const zoo::ModelGraph* g = zoo::find_model(spec_.compute.model.name)) {
       const auto totals = g->phase_totals(zoo::Shape{spec_.batch_size, spec_.compute.model.seq_len},
                                           spec_.compute.model.precision, spec_.compute.model.optimizer);
@@ -447,15 +475,20 @@ std::int64_t Job::planned_iterations() const { return planned_; }
 
 namespace {
 
-// A host copy over a node GPU's switch uplink, as Device::copy issues it, but
-// without blocking: the caller waits through its HostSync.
+// A host copy over a node GPU's switch uplink (a shared GPU's: its PCIe
+// link, as Device::copy), as Device::copy issues it, but without blocking:
+// the caller waits through its HostSync.
 Completion node_copy(Node& node, int gpu, Stream& s, Engine engine, std::uint64_t bytes, HostMemoryKind host,
                      std::string_view name) {
   const PcieModel& p = s.device().pcie();
   OpSpec spec;
   spec.duration = p.latency(host);
   const int sw = node.switch_of(gpu);
-  spec.link = engine == Engine::CopyH2D ? &node.switch_uplink_h2d(sw) : &node.switch_uplink_d2h(sw);
+  const bool h2d = engine == Engine::CopyH2D;
+  if (const SharedGpu* g = s.device().shared())
+    spec.link = h2d ? &g->host_link_h2d() : &g->host_link_d2h();
+  else
+    spec.link = h2d ? &node.switch_uplink_h2d(sw) : &node.switch_uplink_d2h(sw);
   spec.bytes = static_cast<double>(bytes);
   spec.rate_cap = p.gbs(host) * 1e9;
   spec.tag.name = name;

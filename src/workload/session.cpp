@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <exception>
 #include <new>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "common/message_text.h"
 #include "gpemu/error.h"
@@ -42,13 +44,58 @@ std::string error_text(const std::exception_ptr& e) {
   }
 }
 
+// A placement the policy may not make (not the GPUs asked for, not all of
+// one node, repeated or out of range): logic_error naming it.
+void check_placement(const PlacementPolicy& policy, JobId id, const PlacementRequest& r, const std::vector<int>& gs,
+                     int gpus, int per_node) {
+  bool ok = static_cast<int>(gs.size()) == r.gpus && (r.gpu < 0 || gs.front() == r.gpu);
+  for (std::size_t i = 0; ok && i < gs.size(); ++i)
+    ok = gs[i] >= 0 && gs[i] < gpus && gs[i] / per_node == gs.front() / per_node &&
+         std::count(gs.begin(), gs.end(), gs[i]) == 1;
+  if (!ok)
+    throw std::logic_error(
+        fmt::format("placement policy '{}' placed job {} on GPU(s) {} (asked: {} from GPU {}; the "
+                    "session has {} GPUs, {} a node)",
+                    policy.name(), id, fmt::join(gs, ", "), r.gpus, r.gpu, gpus, per_node));
+}
+
 }  // namespace
+
+std::vector<int> PlacementPolicy::place_gpus(const PlacementRequest& job, std::span<const GpuLoad> gpus) const {
+  if (job.gpus > 1) return free_gpus_of_one_node(job, gpus);
+  const int g = place(job, gpus);
+  return g < 0 ? std::vector<int>{} : std::vector<int>{g};
+}
+
+std::vector<int> free_gpus_of_one_node(const PlacementRequest& job, std::span<const GpuLoad> gpus) {
+  std::vector<int> out;
+  for (const GpuLoad& g : gpus) {
+    if (job.gpu >= 0 && g.index < job.gpu) continue;
+    if (!out.empty() && gpus[static_cast<std::size_t>(out.front())].node != g.node) {
+      if (job.gpu >= 0) break;
+      out.clear();
+    }
+    if (g.jobs == 0) {
+      out.push_back(g.index);
+    } else if (job.gpu >= 0) {
+      break;  // the GPUs from the one it names must all be free
+    }
+    if (static_cast<int>(out.size()) == job.gpus) return out;
+  }
+  return {};
+}
 
 struct Session::Slot {
   explicit Slot(Clock& clock) : ended(clock) {}
   SessionJob job;
   JobOutcome out;
   ClockEvent ended;
+  // A job of several GPUs: ranks 1.. run on host threads of their own, which
+  // wait for `started` (set when the job is built, or when it ends unbuilt)
+  // and run bodies[rank] (none when it failed to start), then set their done.
+  std::unique_ptr<ClockEvent> started;
+  std::vector<std::function<void()>> bodies;
+  std::vector<std::unique_ptr<ClockEvent>> rank_done;
   // One-shot events of the current wait: placed on a GPU, resumed.
   std::unique_ptr<ClockEvent> placed, resumed;
   PlacementRequest request;
@@ -70,12 +117,15 @@ Session::Session(Clock& clock, const CostModel& costs, SessionSpec spec)
   if (spec_.trace) timeline_->enable_trace(true);
   const int cores = spec_.cpu_cores_per_node > 0 ? spec_.cpu_cores_per_node
                                                  : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  gpu_count_ = spec_.nodes * spec_.gpus_per_node;
   for (int n = 0; n < spec_.nodes; ++n) {
     cpu_pools_.push_back(std::make_shared<pipeline::CpuPool>(cores));
+    if (spec_.exclusive) continue;
     for (int g = 0; g < spec_.gpus_per_node; ++g)
       gpus_.push_back(std::make_unique<SharedGpu>(*timeline_, *spec_.gpu, spec_.share));
   }
-  gpu_jobs_.assign(gpus_.size(), 0);
+  nodes_.resize(static_cast<std::size_t>(spec_.nodes));
+  gpu_jobs_.assign(static_cast<std::size_t>(gpu_count_), 0);
 }
 
 Session::~Session() = default;
@@ -83,7 +133,21 @@ Session::~Session() = default;
 SharedGpu& Session::gpu(int index) {
   if (index < 0 || index >= gpus())
     throw InputError(fmt::format("session: GPU {}: it has GPUs 0 to {}", index, gpus() - 1));
+  if (spec_.exclusive) throw std::logic_error("Session::gpu: an exclusive session's GPUs are not shared");
   return *gpus_[static_cast<std::size_t>(index)];
+}
+
+// The node's links, made the first time a job needs them (before run()).
+const Node& Session::node(int index) {
+  std::unique_ptr<Node>& n = nodes_[static_cast<std::size_t>(index)];
+  if (!n) {
+    NodeOptions o = spec_.node;
+    o.gpus = spec_.gpus_per_node;
+    o.first_device_index = index * spec_.gpus_per_node;
+    o.devices = false;
+    n = std::make_unique<Node>(*timeline_, *spec_.gpu, o);
+  }
+  return *n;
 }
 
 JobId Session::add_job(SessionJob job) {
@@ -99,10 +163,39 @@ JobId Session::add_job(SessionJob job) {
   if (job.checkpoint_save < 0 || job.checkpoint_restore < 0)
     throw InputError(fmt::format("{}: checkpoint save {} ns / restore {} ns: give 0 or more", who, job.checkpoint_save,
                                  job.checkpoint_restore));
-  if (job.job.cluster.gpus != 1 || job.job.cluster.nodes != 1)
-    throw InputError(fmt::format("{}: cluster.gpus {} on {} node(s): a session's job runs on one GPU", who,
-                                 job.job.cluster.gpus, job.job.cluster.nodes));
+  const int gpn = spec_.gpus_per_node, want = job.job.cluster.gpus;
+  if (job.job.cluster.nodes != 1 && !(spec_.exclusive && job.job.cluster.nodes == spec_.nodes && want == gpus()))
+    throw InputError(
+        fmt::format("{}: cluster.nodes {}: a session's job runs on GPUs of one node, or on every GPU "
+                    "of an exclusive session of that many nodes",
+                    who, job.job.cluster.nodes));
+  if (job.job.cluster.nodes != 1 && job.gpu > 0)
+    throw InputError(fmt::format("{}: gpu {}: a job of every GPU of the session starts at GPU 0", who, job.gpu));
+  if (want < 1 || (want > gpn && job.job.cluster.nodes == 1))
+    throw InputError(fmt::format("{}: cluster.gpus {}: give 1 to {} (a node's GPUs)", who, want, gpn));
+  if (job.gpu >= 0 && job.gpu % gpn + want > gpn)
+    throw InputError(
+        fmt::format("{}: gpu {} and {} GPUs from it: they pass node {}'s last GPU ({}); give a GPU "
+                    "from which {} GPUs fit in its node, or -1",
+                    who, job.gpu, want, job.gpu / gpn, (job.gpu / gpn + 1) * gpn - 1, want));
   auto s = std::make_unique<Slot>(clock_);
+  if (want > 1 && job.job.cluster.nodes == 1 && uses_links(job.job)) {
+    if (!spec_.exclusive && gpus_.front()->exclusive_steps())
+      throw InputError(fmt::format(
+          "{}: {} GPUs on GPUs shared under '{}', which gives a step the GPU alone, while a data-parallel rank waits "
+          "for its peers inside its step: give the session exclusive GPUs, or a policy that divides kernels "
+          "(timeslice, priority, mps)",
+          who, want, to_string(spec_.share.policy)));
+    try {
+      for (int n = 0; n < spec_.nodes; ++n) node(n);
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("{}: its node: {}", who, e.what()));
+    }
+  }
+  if (want > 1) {
+    s->started = std::make_unique<ClockEvent>(clock_);
+    for (int r = 0; r < want; ++r) s->rank_done.push_back(std::make_unique<ClockEvent>(clock_));
+  }
   s->out.id = id;
   s->out.name = job.name;
   s->out.arrival = job.arrival;
@@ -145,7 +238,11 @@ void Session::run() {
   ran_ = true;
   std::vector<std::function<void()>> bodies;
   bodies.reserve(slots_.size() + 1);
-  for (auto& s : slots_) bodies.push_back([this, p = s.get()] { run_job(*p); });
+  for (auto& s : slots_) {
+    bodies.push_back([this, p = s.get()] { run_job(*p); });
+    for (int r = 1; r < static_cast<int>(s->rank_done.size()); ++r)
+      bodies.push_back([this, p = s.get(), r] { run_rank(*p, r); });
+  }
   if (!actions_.empty()) {
     std::stable_sort(actions_.begin(), actions_.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
     bodies.push_back([this] {
@@ -164,6 +261,7 @@ void Session::enqueue(Slot& s) {
   std::lock_guard lock(mu_);
   s.request.job = s.out.id;
   s.request.queued = clock_.now();
+  s.request.gpus = s.job.job.cluster.gpus;
   s.placed = std::make_unique<ClockEvent>(clock_);
   if (s.out.state == JobState::Added) s.out.state = JobState::Queued;
   queue_.push_back(&s);
@@ -174,18 +272,26 @@ void Session::dispatch() {
   {
     std::lock_guard lock(mu_);
     if (queue_.empty()) return;
-    std::vector<GpuLoad> loads(gpus_.size());
-    for (std::size_t g = 0; g < gpus_.size(); ++g)
+    std::vector<GpuLoad> loads(gpu_jobs_.size());
+    for (std::size_t g = 0; g < gpu_jobs_.size(); ++g)
       loads[g] = {static_cast<int>(g), static_cast<int>(g) / spec_.gpus_per_node, gpu_jobs_[g]};
     std::erase_if(queue_, [&](Slot* s) {
-      const int g = spec_.placement->place(s->request, loads);
-      if (g < 0) return false;
-      if (g >= gpus() || (s->request.gpu >= 0 && g != s->request.gpu))
-        throw std::logic_error(fmt::format("placement policy '{}' placed job {} on GPU {} (asked: {}, GPUs: {})",
-                                           spec_.placement->name(), s->out.id, g, s->request.gpu, gpus()));
-      ++gpu_jobs_[static_cast<std::size_t>(g)];
-      ++loads[static_cast<std::size_t>(g)].jobs;
-      s->out.gpu = g;
+      std::vector<int> gs;
+      if (s->request.gpus > spec_.gpus_per_node) {  // every GPU of the session (a job of several nodes)
+        if (std::all_of(gpu_jobs_.begin(), gpu_jobs_.end(), [](int n) { return n == 0; }))
+          for (int g = 0; g < gpus(); ++g) gs.push_back(g);
+      } else {
+        gs = spec_.placement->place_gpus(s->request, loads);
+        if (!gs.empty()) check_placement(*spec_.placement, s->out.id, s->request, gs, gpus(), spec_.gpus_per_node);
+      }
+      if (gs.empty()) return false;
+      if (spec_.exclusive && std::any_of(gs.begin(), gs.end(), [&](int g) { return gpu_jobs_[g] > 0; })) return false;
+      for (const int g : gs) {
+        ++gpu_jobs_[static_cast<std::size_t>(g)];
+        ++loads[static_cast<std::size_t>(g)].jobs;
+      }
+      s->out.gpu = gs.front();
+      s->out.gpus = gs;
       s->on_gpu = true;
       wake.push_back(s->placed.get());
       return true;
@@ -202,7 +308,7 @@ void Session::leave_gpu(Slot& s) {
     std::erase(queue_, &s);
     if (!s.on_gpu) return;
     s.on_gpu = false;
-    --gpu_jobs_[static_cast<std::size_t>(s.out.gpu)];
+    for (const int g : s.out.gpus) --gpu_jobs_[static_cast<std::size_t>(g)];
   }
   dispatch();
 }
@@ -212,13 +318,13 @@ void Session::leave_gpu(Slot& s) {
 void Session::pause(JobId id) {
   Slot& s = slot(id);
   std::lock_guard lock(mu_);
-  if (s.out.state == JobState::Running && s.pending == Request::None) s.pending = Request::Pause;
+  if (s.out.state == JobState::Running && s.pending == Request::None && !s.started) s.pending = Request::Pause;
 }
 
 void Session::preempt(JobId id) {
   Slot& s = slot(id);
   std::lock_guard lock(mu_);
-  if (s.out.state == JobState::Running && s.pending != Request::Preempt) s.pending = Request::Preempt;
+  if (s.out.state == JobState::Running && s.pending != Request::Preempt && !s.started) s.pending = Request::Preempt;
 }
 
 void Session::resume(JobId id) {
@@ -304,40 +410,131 @@ void Session::run_job(Slot& s) {
     out.state = JobState::Running;
   }
   out.start = out.end = clock_.now();
-  const int g = out.gpu;
+  start_job(s);
+  end_job(s);
+}
+
+// The job's spec on its GPUs: the session's card, its node's links (a job of
+// several GPUs), the GPUs' shared views (a shared session), its node's CPUs.
+JobSpec Session::placed_spec(Slot& s) {
   JobSpec j = s.job.job;
-  if (j.data.source == DataSource::Modelled)
-    j.data.model.cpu_pool = cpu_pools_[static_cast<std::size_t>(g / spec_.gpus_per_node)];
+  const int per_node = spec_.gpus_per_node, node = s.out.gpu / per_node;
+  // Its modelled loaders share the node's cores with the other jobs' (unless
+  // the job states the machine's loader threads itself, or brings a pool).
+  pipeline::LoaderModelOptions& m = j.data.model;
+  if (j.data.source == DataSource::Modelled && m.loader_threads == 0 && !m.cpu_pool)
+    m.cpu_pool = cpu_pools_[static_cast<std::size_t>(node)];
   j.cluster.gpu = spec_.gpu;
-  j.cluster.gpus = 1;
-  j.cluster.nodes = 1;
+  NodeGpus& on = j.cluster.on_node;
+  on.timeline = timeline_.get();
+  // Made by add_job for a job of several GPUs of one node; a job of several
+  // nodes builds its own (Cluster) on the session's timeline.
+  on.node = j.cluster.nodes == 1 ? nodes_[static_cast<std::size_t>(node)].get() : nullptr;
+  on.gpus.clear();
+  on.shares.clear();
+  for (const int g : s.out.gpus) {
+    on.gpus.push_back(j.cluster.nodes == 1 ? g % per_node : g);
+    if (!spec_.exclusive)
+      on.shares.push_back(ShareContext{gpus_[static_cast<std::size_t>(g)].get(), s.job.priority, s.job.mig});
+  }
   j.cluster.node.first_device_index = s.job.trace_row;
-  j.cluster.device.share = ShareContext{gpus_[static_cast<std::size_t>(g)].get(), s.job.priority, s.job.mig};
   j.schedule.keep_partial = true;
-  j.schedule.between_steps = [this, &s](const StepBoundary& b) { between_steps(s, b); };
+  if (!s.started) j.schedule.between_steps = [this, &s](const StepBoundary& b) { between_steps(s, b); };
   j.trace = spec_.trace;
+  return j;
+}
+
+// Builds the job on its GPUs and runs it: rank 0 on this thread, the others
+// on theirs (run_rank); its record once every rank is done and its GPU work
+// has completed.
+void Session::start_job(Slot& s) {
+  JobOutcome& out = s.out;
+  // Made when it starts, so its context and weights take the GPU's memory
+  // from then; destroyed at its end, giving them back.
+  std::optional<Job> job;
+  std::vector<std::function<void()>> threads;
   try {
-    // Made when it starts, so its context and weights take the GPU's memory
-    // from then; destroyed at its end, giving them back.
-    Job job(clock_, s.job.costs ? *s.job.costs : costs_, j);
-    std::vector<std::function<void()>> threads = job.host_threads();
-    threads.front()();            // one GPU: one host thread, this one
-    job.device(0).synchronize();  // its work completes before its process exits
-    out.record = job.record();
+    job.emplace(clock_, s.job.costs ? *s.job.costs : costs_, placed_spec(s));
+    out.devices = job->trace_devices();
+    if (s.job.on_start) s.job.on_start(*job);
+    threads = job->host_threads(s.job.observer);
   } catch (const std::bad_alloc&) {
     throw;
   } catch (const std::exception& e) {
-    out.error = e.what();  // at its start: no context, no slice, no room for its weights
+    out.error = e.what();  // at its start: no context, no slice, no room for its weights, a bad spec
+    out.exception = std::current_exception();
+    return;  // end_job lets its other ranks' threads go
   }
-  if (out.record) {
-    const RunRecord& rec = *out.record;
-    if (rec.stopped) out.error = error_text(rec.stopped);
-    // Its end: its last GPU work (train steps and kernels).
-    const RankRecord& rank = rec.ranks.front();
+  if (s.started) {
+    s.bodies = std::move(threads);
+    s.started->set();
+    s.bodies.front()();
+    for (std::size_t r = 1; r < s.rank_done.size(); ++r) s.rank_done[r]->wait();
+  } else {
+    threads.front()();  // one GPU: one host thread, this one
+  }
+  for (int g = 0; g < job->gpus(); ++g) job->device(g).synchronize();  // its work completes before its process exits
+  out.record = job->record();
+  const RunRecord& rec = *out.record;
+  if (rec.stopped) {
+    out.error = error_text(rec.stopped);
+    out.exception = rec.stopped;
+  }
+  // Its end: its last GPU work (train steps and kernels).
+  for (const RankRecord& rank : rec.ranks) {
     if (rank.train.steps > 0) out.end = std::max(out.end, rank.train.end);
     out.end = std::max(out.end, rank.last_kernel_end);
   }
-  end_job(s);
+}
+
+// A rank after the first of a job of several GPUs, on a host thread of its own.
+void Session::run_rank(Slot& s, int rank) {
+  try {
+    s.started->wait();
+  } catch (const std::logic_error&) {
+    // Nothing could start the job (every thread waits): its first thread
+    // fails it the same way.
+  }
+  if (s.started->is_set() && !s.bodies.empty()) s.bodies[static_cast<std::size_t>(rank)]();
+  s.rank_done[static_cast<std::size_t>(rank)]->set();
+}
+
+SessionSpec session_for(const JobSpec& job) {
+  validate(job);  // the job's own errors first, as Job would give them
+  SessionSpec s;
+  s.gpu = job.cluster.gpu;
+  s.nodes = job.cluster.nodes;
+  s.gpus_per_node = std::max(1, job.cluster.gpus / job.cluster.nodes);
+  if (s.nodes * s.gpus_per_node != job.cluster.gpus) {  // GPUs that share no links, spread unevenly: one node
+    s.nodes = 1;
+    s.gpus_per_node = job.cluster.gpus;
+  }
+  s.exclusive = true;
+  s.node = job.cluster.node;
+  s.cpu_cores_per_node = job.data.model.cores;
+  s.trace = job.trace;
+  return s;
+}
+
+const RunRecord& record_of(const JobOutcome& o, bool keep_partial) {
+  if (!o.record) {
+    if (o.exception) std::rethrow_exception(o.exception);
+    throw std::runtime_error(fmt::format("job {} ('{}') did not run: {}", o.id, o.name, o.error));
+  }
+  if (o.record->stopped && !keep_partial) std::rethrow_exception(o.record->stopped);
+  return *o.record;
+}
+
+RunRecord run_alone(Clock& clock, const CostModel& costs, JobSpec job, JobObserver* observer) {
+  Session session(clock, costs, session_for(job));
+  const bool keep_partial = job.schedule.keep_partial;
+  SessionJob one;
+  one.name = "job";
+  one.job = std::move(job);
+  one.observer = observer;
+  session.add_job(std::move(one));
+  session.run();
+  return record_of(session.outcome(0), keep_partial);
 }
 
 void Session::end_job(Slot& s) {
@@ -346,6 +543,7 @@ void Session::end_job(Slot& s) {
     s.out.state = s.out.error.empty() ? JobState::Finished : JobState::Failed;
     s.pending = Request::None;
   }
+  if (s.started) s.started->set();  // its other ranks' threads, when it never ran
   leave_gpu(s);
   for (const auto& observe : end_observers_) observe(*this, s.out);
   s.ended.set();

@@ -232,7 +232,10 @@ TEST_F(SessionTest, BadJobsAndPoliciesAreRefusedNamingWhatIsAccepted) {
   j.after = 0;  // not an earlier job
   EXPECT_THROW(session.add_job(j), InputError);
   j.after.reset();
+  j.job.cluster.gpus = 3;  // more than a node's
+  EXPECT_THROW(session.add_job(j), InputError);
   j.job.cluster.gpus = 2;
+  j.job.cluster.nodes = 2;
   EXPECT_THROW(session.add_job(j), InputError);
   try {
     placement_policy("round-robin");

@@ -1,7 +1,8 @@
 // Placement "first-fit": a GPU to each job alone, the lowest-numbered free one
 // (the one it names, when it names one), to the queued jobs in the order they
 // were queued; a job that does not fit waits and the ones behind it may go
-// (a cluster's FIFO scheduler with backfilling of jobs that name a GPU).
+// (a cluster's FIFO scheduler with backfilling of jobs that name a GPU). A
+// job of N GPUs gets N free ones of one node (free_gpus_of_one_node).
 #include "workload/placement/policies.h"
 
 namespace gpemu {
