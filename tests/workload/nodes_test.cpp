@@ -11,6 +11,7 @@
 #include "gpemu/error.h"
 #include "gpemu/interconnect.h"
 #include "gpemu/job.h"
+#include "support/input_error.h"
 #include "workload/node_loaders.h"
 
 namespace gpemu {
@@ -49,12 +50,7 @@ JobSpec gpemu_nodes(int nodes) {
 }
 
 std::string validation_message(const JobSpec& s) {
-  try {
-    validate(s);
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "";
+  return testing::input_error_message([&] { validate(s); });
 }
 
 TEST(Nodes, EachNodesRanksShareItsResourcesAndSharedStorageIsOneServer) {
