@@ -1372,6 +1372,10 @@ class ModelledLoader : public BatchSource {
   // impossible options, as DataLoader.
   ModelledLoader(Clock& clock, Dataset dataset, LoaderOptions options, LoaderModelOptions model = {},
                  Timeline* trace = nullptr);
+  // The same over a dataset that other loaders share (a job's ranks: one
+  // copy of a large dataset's sample list, not one per rank); not null.
+  ModelledLoader(Clock& clock, std::shared_ptr<const Dataset> dataset, LoaderOptions options,
+                 LoaderModelOptions model = {}, Timeline* trace = nullptr);
   ~ModelledLoader() override;  // its threads leave the CPU pool
   ModelledLoader(const ModelledLoader&) = delete;
   ModelledLoader& operator=(const ModelledLoader&) = delete;
@@ -1404,7 +1408,8 @@ class ModelledLoader : public BatchSource {
   Duration scaled(Duration d) const;
 
   Clock& clock_;
-  Dataset dataset_;
+  std::shared_ptr<const Dataset> shared_dataset_;
+  const Dataset& dataset_;  // *shared_dataset_
   LoaderOptions options_;
   LoaderModelOptions model_;
   Timeline* trace_;

@@ -62,8 +62,14 @@ SampleCost model_sample_cost(const Sample& sample, bool decode_images, const Loa
 
 ModelledLoader::ModelledLoader(Clock& clock, Dataset dataset, LoaderOptions options, LoaderModelOptions model,
                                Timeline* trace)
+    : ModelledLoader(clock, std::make_shared<const Dataset>(std::move(dataset)), std::move(options), model, trace) {}
+
+// A null dataset is the caller's bug, refused in the initializer: the reference below is bound to it.
+ModelledLoader::ModelledLoader(Clock& clock, std::shared_ptr<const Dataset> dataset, LoaderOptions options,
+                               LoaderModelOptions model, Timeline* trace)
     : clock_(clock),
-      dataset_(std::move(dataset)),
+      shared_dataset_(dataset ? std::move(dataset) : throw std::invalid_argument("ModelledLoader: null dataset")),
+      dataset_(*shared_dataset_),
       options_(std::move(options)),
       model_(model),
       trace_(trace),

@@ -918,6 +918,8 @@ std::vector<std::function<void()>> Job::host_threads(JobObserver* observer) {
 
   // Sources, one per rank (and per phase), made now: a custom source may need the job's timeline.
   const std::shared_ptr<pipeline::DistributedCache> distributed_cache = make_distributed_cache(spec_);
+  // One copy of each phase's sample list for all ranks' modelled loaders.
+  std::map<const DataSpec*, std::shared_ptr<const pipeline::Dataset>> datasets;
   auto make_source = [&](const DataSpec& d, int g, int batch) -> std::unique_ptr<pipeline::BatchSource> {
     pipeline::LoaderOptions lo = d.loader;
     lo.batch_size = static_cast<std::size_t>(batch);
@@ -947,7 +949,9 @@ std::vector<std::function<void()>> Job::host_threads(JobObserver* observer) {
         lo.cache.reset();
         const pipeline::LoaderModelOptions m =
             node_loader_model(spec_, d, g, &d == &spec_.data ? distributed_cache : nullptr);
-        return std::make_unique<pipeline::ModelledLoader>(clock_, d.dataset, lo, m, timeline_);
+        std::shared_ptr<const pipeline::Dataset>& shared = datasets[&d];
+        if (!shared) shared = std::make_shared<const pipeline::Dataset>(d.dataset);
+        return std::make_unique<pipeline::ModelledLoader>(clock_, shared, lo, m, timeline_);
       }
       case DataSource::Custom: return d.custom(g, clock_, *timeline_);
     }
