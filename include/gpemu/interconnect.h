@@ -476,7 +476,7 @@ struct NetworkSpec {
   double nic_bytes_per_s() const { return line_rate_gbps * 1e9 / 8 * achievable_fraction; }
 };
 
-// "25gbe", "100gbe" or "400gbe"; InputError naming the accepted ones.
+// "10gbe", "25gbe", "100gbe" or "400gbe"; InputError naming the accepted ones.
 NetworkSpec network_preset(std::string_view name);
 // The names network_preset accepts.
 std::vector<std::string_view> network_presets();

@@ -210,8 +210,24 @@ struct DataSpec {
   pipeline::Dataset dataset;
   pipeline::LoaderOptions loader;      // rank and world_size are set per rank
   pipeline::LoaderModelOptions model;  // Modelled
-  bool cold = false;                   // Loader: evict the epoch's files first
-  bool untimed_reads = false;          // Loader: reads take no emulated time (DLIO, virtual clock)
+  // Modelled, several nodes (ClusterSpec::nodes; docs/pipeline.md "Several
+  // nodes"): each node has its own cores (model.cores), page cache, loader
+  // cache (model.page_cache_bytes, model.cache_bytes) and storage device,
+  // shared by its ranks; with shared_storage, model.storage is one server
+  // that every node's loaders read (an NFS server), each seeing its share.
+  bool shared_storage = false;
+  // Storage requests a node keeps in flight at most (split among its ranks); 0: no limit but the device's.
+  int io_depth = 0;
+  // A cache spanning the nodes (pipeline.h, "distributed cache"); remote
+  // hits go to a fetch server over ClusterSpec::network's NIC, with this
+  // latency per request (-1: the network's latency twice, a request and its
+  // answer) and this many requests answered at once per node (0: as many as
+  // the node's loader workers send).
+  pipeline::DistributedCacheKind distributed_cache = pipeline::DistributedCacheKind::None;
+  Duration remote_fetch_latency = -1;
+  int remote_fetch_slots = 0;
+  bool cold = false;           // Loader: evict the epoch's files first
+  bool untimed_reads = false;  // Loader: reads take no emulated time (DLIO, virtual clock)
   // Custom: rank's source (called once per rank, before the run).
   std::function<std::unique_ptr<pipeline::BatchSource>(int rank, Clock& clock, Timeline& timeline)> custom;
 };

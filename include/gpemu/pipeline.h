@@ -2,7 +2,7 @@
 // staging, its cache), the modelled loader, and the batch sources a job draws from.
 //
 // Sections: dataset, io, sampler, loader cache, storage model, staging, jpeg, transform, generator, loader, batch
-// source, loader model.
+// source, distributed cache, loader model.
 #pragma once
 
 #include <algorithm>
@@ -480,7 +480,7 @@ class LoaderCache {
 //   nvme: 80 us + b / 3.2 GB/s, 64 at once, 3.2 GB/s in all (PCIe 3 x4 NVMe)
 //   nfs:  500 us + b / 117 MB/s, 16 at once, 117 MB/s in all (NFS over 1 GbE)
 // A JSON file gives its own: {"name", "latency_us", "bandwidth_mb_s",
-// "parallelism", "total_bandwidth_mb_s" (optional), "source" (optional)}.
+// "parallelism", "total_bandwidth_mb_s" (optional), "iops" (optional), "source" (optional)}.
 //
 // PageCacheModel is the kernel's page cache in front of it as an LRU of
 // samples with a capacity in bytes (what a cgroup memory limit gave the
@@ -495,7 +495,11 @@ struct StorageDevice {
   double bytes_per_s = 0;        // one request's transfer rate
   int parallelism = 1;           // requests in service at once
   double total_bytes_per_s = 0;  // the shared channel; 0: none
-  std::string source;            // where the figures come from
+  // Requests the device (a file server's daemons, a network store) starts
+  // per second in all; 0: no limit beyond the slots. A request then starts
+  // no earlier than 1 / iops after the previous one started.
+  double iops = 0;
+  std::string source;  // where the figures come from
 };
 
 // "hdd", "ssd", "nvme", "nfs", or a JSON file (see above). InputError naming
@@ -525,6 +529,7 @@ class StorageServer {
   StorageDevice device_;
   std::vector<Time> slot_free_;  // a min-heap
   Time channel_free_ = 0;
+  Time request_free_ = 0;  // iops: when the next request may start
   Time last_arrival_ = 0;
   std::uint64_t requests_ = 0, bytes_ = 0;
 };
@@ -1031,6 +1036,16 @@ struct LoaderStats {
   std::uint64_t page_cache_resident_bytes = 0;
   std::uint64_t storage_requests = 0;
   std::uint64_t storage_bytes = 0;
+  // The modelled loader with a distributed cache (several nodes): samples
+  // read from another node's cache, and the bytes that crossed the network.
+  std::uint64_t remote_hits = 0;
+  std::uint64_t network_bytes = 0;
+  // The modelled loader: the same figures per epoch, in epoch order.
+  struct Epoch {
+    std::uint64_t epoch = 0;
+    std::uint64_t cache_hits = 0, remote_hits = 0, storage_requests = 0, storage_bytes = 0, network_bytes = 0;
+  };
+  std::vector<Epoch> epochs;
   std::uint64_t out_of_order = 0;  // batches finished before an earlier one
   std::uint64_t staging_allocations = 0;
   std::uint64_t staging_reuses = 0;
@@ -1212,6 +1227,73 @@ class PipelineSource : public BatchSource {
 
 }  // namespace gpemu::pipeline
 
+// ==== distributed cache ====
+//
+// Caches that span the nodes of a job (several nodes, each with its own
+// loaders, page cache and loader cache), for the modelled loader. Both keep
+// a node's loader cache (LoaderModelOptions::cache_bytes, MinIO: admit until
+// full, never evict) and add a directory of which node holds which sample:
+//  - Partitioned: CoorDL's partitioned cache (Mohan et al., "Analyzing and
+//    Mitigating Data Stalls in DNN Training", VLDB 2021, section 5.2), which
+//    is also LADCache's regular mode (the authors' gpufs repository, branch
+//    gus-ladcache-v2, --use-ladcache without --locality-aware). Each node
+//    caches what it reads from storage; since a DistributedSampler gives
+//    every sample to one node per epoch, the nodes' caches hold disjoint
+//    shards. A sample that another node holds is read from that node's
+//    memory over the network (a remote hit) instead of storage; a remote hit
+//    is not cached again locally.
+//  - LocalityAware: LADCache's locality-aware mode (--locality-aware): the
+//    sampler gives each node the same partition of the dataset every epoch
+//    (its epoch-0 shard, shuffled anew each epoch), so a node reads what it
+//    cached itself and remote hits do not occur.
+// A remote hit costs the reader's CPU per request (read_per_sample), then a
+// request to the node's fetch server: `fetch`, a StorageDevice whose latency
+// is a request's round trip and cache-server work, whose bandwidth is the
+// NIC's payload rate and whose slots are the requests the cache servers
+// answer at once. Under a symmetric load every node receives as much as it
+// sends, so each node's ranks share one such server (shared_by).
+// The directory records the epoch in which each sample was admitted and a
+// lookup in epoch e sees only admissions from epochs before e: within an
+// epoch no node reads a sample another node reads, so what a lookup may
+// find was admitted in an earlier epoch and does not depend on the order in
+// which the nodes' loaders were simulated.
+// Thread safety: DistributedCache's methods may be called from many threads.
+
+namespace gpemu::pipeline {
+
+enum class DistributedCacheKind { None, Partitioned, LocalityAware };
+std::string_view to_string(DistributedCacheKind k);  // "none", "partitioned", "locality-aware"
+// Accepts "none", "partitioned" (also "coordl", "ladcache") and
+// "locality-aware" (also "ladcache-locality"); InputError otherwise.
+DistributedCacheKind parse_distributed_cache(std::string_view name);
+
+class DistributedCache {
+ public:
+  // For a dataset of `samples` over `nodes` nodes; `fetch` as above (validated).
+  DistributedCache(std::size_t samples, int nodes, DistributedCacheKind kind, StorageDevice fetch);
+  DistributedCacheKind kind() const { return kind_; }
+  int nodes() const { return nodes_; }
+  const StorageDevice& fetch() const { return fetch_; }
+  // The node that admitted sample `index` in an epoch before `epoch`; -1: none.
+  int holder(std::size_t index, std::uint64_t epoch) const;
+  // Node `node` admitted sample `index` during `epoch` (the first admission stays).
+  void admit(std::size_t index, int node, std::uint64_t epoch);
+
+ private:
+  DistributedCacheKind kind_;
+  int nodes_;
+  StorageDevice fetch_;
+  mutable std::mutex mu_;
+  std::vector<int> holder_;
+  std::vector<std::uint64_t> admitted_in_;
+};
+
+// LocalityAware: the order a rank visits in `epoch`: its shard of epoch 0
+// (sampler.indices(0)), shuffled by (seed, epoch) when the sampler shuffles.
+std::vector<std::size_t> locality_aware_order(const Sampler& sampler, std::uint64_t epoch);
+
+}  // namespace gpemu::pipeline
+
 // ==== loader model ====
 //
 // A modelled data loader: DataLoader's semantics (sampler and
@@ -1284,7 +1366,8 @@ struct LoaderModelOptions {
   CachePolicy cache_policy = CachePolicy::Minio;
   // Loaders of a job's ranks each model their own page cache and loader
   // cache of an even share of these capacities, and their share of the
-  // storage (shared_by): set by the job to world_size.
+  // storage (shared_by): set by the job to the ranks of a node (world_size
+  // on one node).
   int ranks_sharing = 1;
   // GPU decode's model (gpu_decode.cpp): taken from LoaderOptions::gpu_decode
   // by the modelled loader; model_sample_cost reads it.
@@ -1305,6 +1388,19 @@ struct LoaderModelOptions {
   std::uint64_t link_bytes_per_sample = 0;  // bytes a sample puts on storage_link; 0: its length
   // Batches an epoch delivers at most (a fixed-steps epoch, DLIO's); 0: all the sampler gives.
   std::size_t batches_per_epoch = 0;
+
+  // Loaders sharing the storage device: 0, the ranks_sharing above (each
+  // node has its own device); the job's world_size for one server that all
+  // nodes read (shared storage, as an NFS server).
+  int storage_ranks_sharing = 0;
+  // This loader's storage requests in flight at most (a client's limit, as
+  // LADCache's --loader-bottleneck on its io_uring reads); 0: the device's slots.
+  int storage_slots = 0;
+  // Several nodes: this loader's node (0-based), and the cache spanning the
+  // nodes (the same object for every rank of the job); null: each node's
+  // loader cache is its own.
+  int node = 0;
+  std::shared_ptr<DistributedCache> distributed_cache;
 };
 
 // The model's figures for one sample (exposed for tests and docs).
@@ -1357,13 +1453,14 @@ class ModelledLoader : public BatchSource {
   // impossible options, as DataLoader.
   ModelledLoader(Clock& clock, Dataset dataset, LoaderOptions options, LoaderModelOptions model = {},
                  Timeline* trace = nullptr);
-  // The same over a dataset several loaders share (not copied), delivering
-  // the batches of `inner` (a real loader's or in-memory ones: their data),
-  // each once `inner` has it and its modelled work has ended (DLIO's
-  // modelled loading, which reads for real and models the time). Without
-  // `inner` the loader makes its batches itself, as above.
-  ModelledLoader(Clock& clock, std::shared_ptr<const Dataset> dataset, LoaderOptions options, LoaderModelOptions model,
-                 Timeline* trace, std::unique_ptr<BatchSource> inner = nullptr);
+  // The same over a dataset several loaders share (not copied: a job's
+  // ranks hold one copy of a large dataset's sample list), delivering the
+  // batches of `inner` (a real loader's or in-memory ones: their data), each
+  // once `inner` has it and its modelled work has ended (DLIO's modelled
+  // loading, which reads for real and models the time). Without `inner` the
+  // loader makes its batches itself, as above. `dataset` is not null.
+  ModelledLoader(Clock& clock, std::shared_ptr<const Dataset> dataset, LoaderOptions options,
+                 LoaderModelOptions model = {}, Timeline* trace = nullptr, std::unique_ptr<BatchSource> inner = nullptr);
   ~ModelledLoader() override;  // its threads leave the CPU pool
   ModelledLoader(const ModelledLoader&) = delete;
   ModelledLoader& operator=(const ModelledLoader&) = delete;
@@ -1400,7 +1497,7 @@ class ModelledLoader : public BatchSource {
 
   Clock& clock_;
   std::shared_ptr<const Dataset> data_;
-  const Dataset& dataset_;
+  const Dataset& dataset_;  // *data_
   LoaderOptions options_;
   LoaderModelOptions model_;
   Timeline* trace_;
@@ -1437,6 +1534,7 @@ class ModelledLoader : public BatchSource {
   std::vector<WorkerState> workers_;
   std::unique_ptr<StorageServer> storage_;
   std::unique_ptr<PageCacheModel> page_cache_;
+  std::unique_ptr<StorageServer> fetch_;  // remote hits of a distributed cache
   CacheAdmission admission_;
   std::vector<bool> cached_;  // per dataset sample: in the loader cache
   std::uint64_t cache_used_ = 0;
@@ -1448,6 +1546,11 @@ class ModelledLoader : public BatchSource {
   std::optional<TimeSampler> preprocess_;
   std::vector<Completion> issued_, lanes_;
   std::vector<bool> is_issued_;
+  LoaderStats::Epoch epoch_base_;  // the cumulative figures when the epoch began
+  LoaderStats::Epoch cumulative() const;
+  LoaderStats::Epoch open_epoch() const;  // the current epoch's figures so far
+  // The node whose cache holds sample idx (this one's: a local hit); -1: none.
+  int holder_of(std::size_t idx) const;
 };
 
 }  // namespace gpemu::pipeline

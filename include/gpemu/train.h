@@ -174,6 +174,21 @@ nlohmann::json summary_json(const RunRecord& r);
 // was looked up (or dataset_bytes is 0).
 nlohmann::json loader_stats_json(const std::vector<pipeline::LoaderStats>& stats, std::uint64_t dataset_bytes);
 
+// What each node's loaders read per epoch (the modelled loader's
+// LoaderStats::epochs of the node's ranks, summed; ranks are dealt to nodes
+// in order, record.gpus / record.nodes each): loader-cache hits, remote hits
+// (another node's cache, over the network), storage requests and bytes, and
+// network bytes. Empty when the loaders kept no per-epoch figures.
+struct NodeEpochReads {
+  int node = 0;
+  std::uint64_t epoch = 0;  // 0-based
+  std::uint64_t cache_hits = 0, remote_hits = 0, storage_requests = 0, storage_bytes = 0, network_bytes = 0;
+};
+std::vector<NodeEpochReads> node_epoch_reads(const RunRecord& r);
+// As JSON: an array of {node, epoch, cache_hits, remote_hits, storage_reads,
+// storage_bytes, network_bytes}, by node then epoch.
+nlohmann::json node_epoch_reads_json(const std::vector<NodeEpochReads>& reads);
+
 // Summary rows for people ("epoch time" -> "12.3 s"), in report order.
 std::vector<SummaryRow> summary_rows(const RunRecord& r);
 

@@ -157,7 +157,7 @@ void add_model_benches(CLI::App* cmd) {
         c.add_option("--gpu", o.gpu, "GPU to emulate")->capture_default_str();
         c.add_option("--model", o.model, "Model")->capture_default_str();
         c.add_option("--batch-size,-b", o.batch_size, "Batch size per GPU")->capture_default_str();
-        c.add_option("--network", o.network, "25gbe, 100gbe, 400gbe or a JSON file")->capture_default_str();
+        c.add_option("--network", o.network, "10gbe, 25gbe, 100gbe, 400gbe or a JSON file")->capture_default_str();
         c.add_option("--sync", o.sync, "Host waits every 'iteration' (loss.item()) or at the 'end'")
             ->capture_default_str();
       });

@@ -14,6 +14,7 @@
 #include "gpemu/catalog.h"
 #include "gpemu/clock.h"
 #include "gpemu/error.h"
+#include "gpemu/interconnect.h"
 #include "gpemu/zoo.h"
 #include "zoo/seq_len.h"
 
@@ -110,8 +111,28 @@ void add_job_options(CLI::App* cmd, JobArgs& a) {
   cmd->add_option("--nodes", a.nodes, "Nodes the GPUs are spread over evenly, joined by --network")
       ->capture_default_str()
       ->check(whole_number_in(1, 1 << 20));
-  cmd->add_option("--network", a.network, "NIC and switch between nodes: 25gbe, 100gbe, 400gbe or a JSON file")
+  cmd->add_option("--network", a.network, "NIC and switch between nodes: 10gbe, 25gbe, 100gbe, 400gbe or a JSON file")
       ->capture_default_str();
+  // Runs after --gpus and --nodes have their values (CLI11 calls option
+  // callbacks in the order the options were added, once parsing is done).
+  CLI::Option* gpus = cmd->get_option("--gpus");
+  cmd->add_option_function<int>(
+         "--gpus-per-node",
+         [&a, gpus](int per_node) {
+           a.gpus_per_node = per_node;
+           const long long all = static_cast<long long>(a.nodes) * per_node;
+           if (gpus->count() > 0 && all != a.gpus)
+             throw InputError(
+                 fmt::format("--gpus {} disagrees with --nodes {} x --gpus-per-node {} = {}: give "
+                             "one or the other",
+                             a.gpus, a.nodes, per_node, all));
+           if (all > (1 << 20))
+             throw InputError(fmt::format("--nodes {} x --gpus-per-node {} = {} GPUs: accepted at most {}", a.nodes,
+                                          per_node, all, 1 << 20));
+           a.gpus = static_cast<int>(all);
+         },
+         "GPUs in each node (sets --gpus to --nodes x this); with --gpemu-gpus, 1 (one GPEmu process per node)")
+      ->check(whole_number_in(1, kMaxGpusPerNode));
   CLI::Option* per_gpu = cmd->add_option("--batch-size,-b", a.batch_size, "Batch size per GPU")
                              ->capture_default_str()
                              ->check(whole_number_in(1, std::numeric_limits<int>::max()));
@@ -238,6 +259,8 @@ JobSpec job_spec(const JobArgs& a) {
   // GPEmu's prototype replayed no GPU memory in these runs, and one GPU's
   // memory would hold the whole global batch: none is emulated.
   if (a.gpemu_gpus > 1) s.compute.use_allocator = false;
+  // Nor any all-reduce: its "N GPUs" on several nodes are one process per node (GPEmu's distributed runs).
+  if (a.gpemu_gpus > 1) s.compute.all_reduce = false;
   if (a.cv >= 0) s.compute.variation.cv = a.cv;
   if (a.prefetch_factor < 1)
     throw InputError(fmt::format("--prefetch-factor {} is impossible: it must be at least 1", a.prefetch_factor));

@@ -57,6 +57,7 @@ struct JobArgs {
   int gpemu_gpus = 1;         // --gpemu-gpus: GPEmu-compatible "N GPUs" (ComputeSpec::time_divisor)
   int gpus = 1;
   int nodes = 1;
+  int gpus_per_node = 0;           // --gpus-per-node: sets gpus to nodes x this; 0: not given
   std::string network = "100gbe";  // preset or JSON file (interconnect/cluster.h)
   std::string clock = "real";
   std::string sync = "iteration";

@@ -42,6 +42,12 @@ struct TrainArgs {
   std::string page_cache_bytes;  // modelled loader: the page cache in front of it; empty: unlimited
   int group_size = 1;            // samples per file (virtual datasets), shuffled and read by groups
   bool cold = false;
+  // Several nodes (modelled loader).
+  bool storage_shared = false;
+  std::string distributed_cache = "none";
+  double remote_fetch_us = -1;  // -1: the network's
+  int remote_fetch_slots = 0;
+  int io_depth = 0;
   std::string trace;
   std::string report;
   // DLIO / MLPerf Storage workloads.
@@ -101,6 +107,12 @@ void reject_for_dlio(CLI::App* cmd) {
                                              "--seq-len",
                                              "--nodes",
                                              "--network",
+                                             "--gpus-per-node",
+                                             "--storage-shared",
+                                             "--distributed-cache",
+                                             "--remote-fetch-us",
+                                             "--remote-fetch-slots",
+                                             "--io-depth",
                                              "--task",
                                              "--matmul-precision",
                                              "--cudnn-tf32",
@@ -189,6 +201,22 @@ TrainData check_train_flags(const TrainArgs& a, CLI::App* cmd, JobSpec& spec) {
         "--storage {} models a device for the modelled loader (--clock virtual); the real loader reads the storage "
         "the data is on",
         a.storage));
+  if ((a.storage_shared || a.distributed_cache != "none") && d.clock != ClockKind::Virtual)
+    throw InputError(fmt::format("{} is modelled: give --clock virtual (the modelled loader)",
+                                 a.storage_shared ? "--storage-shared" : "--distributed-cache"));
+  const auto dcache = pipeline::parse_distributed_cache(a.distributed_cache);  // a bad name fails here
+  if (dcache != pipeline::DistributedCacheKind::None && d.synthetic)
+    throw InputError(fmt::format(
+        "--distributed-cache {} caches a dataset's samples: give one (--virtual-dataset), not in-memory batches",
+        a.distributed_cache));
+  if (a.io_depth > 0 && a.storage.empty())
+    throw InputError(
+        fmt::format("--io-depth {} limits a modelled storage device's requests: give --storage too", a.io_depth));
+  if ((a.remote_fetch_us >= 0 || a.remote_fetch_slots > 0) && dcache == pipeline::DistributedCacheKind::None)
+    throw InputError(fmt::format("{} is about a distributed cache's remote reads: give --distributed-cache too",
+                                 a.remote_fetch_us >= 0 ? "--remote-fetch-us" : "--remote-fetch-slots"));
+  if (a.storage_shared && a.storage.empty())
+    throw InputError("--storage-shared makes the --storage device one server for every node: give --storage too");
   if (!a.storage.empty() && d.synthetic)
     throw InputError(fmt::format(
         "--storage {} has nothing to read with in-memory batches: give a dataset (--virtual-dataset or --data)",
@@ -239,6 +267,12 @@ void fill_data(const TrainArgs& a, TrainData& d, JobSpec& spec, std::vector<std:
     } else if (a.cold) {
       notes.push_back("--cold has no effect on the modelled loader without --storage (every read is a memory read)");
     }
+    spec.data.shared_storage = a.storage_shared;
+    spec.data.distributed_cache = pipeline::parse_distributed_cache(a.distributed_cache);
+    if (a.remote_fetch_us >= 0)
+      spec.data.remote_fetch_latency = ns_from_double(a.remote_fetch_us * 1e3, a.remote_fetch_us, "us");
+    spec.data.remote_fetch_slots = a.remote_fetch_slots;
+    spec.data.io_depth = a.io_depth;
     if (d.read_method != pipeline::ReadMethod::Pread && a.storage.empty())
       notes.push_back(
           "--read-method and --superbatch have no effect on the modelled loader without --storage (every read is a "
@@ -322,6 +356,9 @@ nlohmann::json train_json(const TrainArgs& a, const TrainData& d, const JobSpec&
     reads["cache_policy"] = d.cache_bytes > 0 ? nlohmann::json(pipeline::to_string(d.cache_policy)) : nlohmann::json();
     if (spec.data.source == DataSource::Modelled) {
       const pipeline::LoaderModelOptions& m = spec.data.model;
+      reads["distributed_cache"] = pipeline::to_string(spec.data.distributed_cache);
+      reads["storage_shared"] = spec.data.shared_storage;
+      reads["per_node_epoch"] = train::node_epoch_reads_json(train::node_epoch_reads(rec));
       reads["storage"] = m.storage ? nlohmann::json(m.storage->name) : nlohmann::json();
       if (m.storage) {
         reads["page_cache_bytes"] =
@@ -382,7 +419,19 @@ void print_train(const TrainArgs& a, const TrainData& d, const JobSpec& spec, co
              share(g.data_stall), share(g.h2d), share(g.all_reduce_wait), fixed(mib(g.peak_allocated_bytes), 1)});
     }
     t.print(std::cout);
-    std::cout << "backward split: " << r.backward_split << '\n';
+    if (!r.backward_split.empty()) std::cout << "backward split: " << r.backward_split << '\n';
+  }
+  if (spec.data.source == DataSource::Modelled &&
+      (rec.nodes > 1 || spec.data.distributed_cache != pipeline::DistributedCacheKind::None)) {
+    std::cout << "\nreads per node and epoch (" << pipeline::to_string(spec.data.distributed_cache)
+              << " distributed cache" << (spec.data.shared_storage ? ", shared storage" : "") << ")\n";
+    Table t({"node", "epoch", "cache hits", "remote hits", "storage reads", "storage MB", "network MB"});
+    for (const train::NodeEpochReads& n : train::node_epoch_reads(rec))
+      t.add({std::to_string(n.node), std::to_string(n.epoch + 1), std::to_string(n.cache_hits),
+             std::to_string(n.remote_hits), std::to_string(n.storage_requests),
+             fixed(static_cast<double>(n.storage_bytes) / 1e6, 1),
+             fixed(static_cast<double>(n.network_bytes) / 1e6, 1)});
+    t.print(std::cout);
   }
   std::cout << "GPU costs: " << r.cost.note << '\n';
   std::cout << "GPU memory: " << r.memory_plan << '\n';
@@ -494,6 +543,26 @@ void add_train_command(CLI::App& app) {
   cmd->add_flag("--cold", a->cold,
                 "Evict the dataset's files from the page cache before each epoch (with --storage: empty the "
                 "modelled page cache)");
+  cmd->add_flag("--storage-shared", a->storage_shared,
+                "With --storage and --nodes: the device is one server (an NFS server) that every node's loaders "
+                "read, each with its share; default: each node has its own device");
+  cmd->add_option("--distributed-cache", a->distributed_cache,
+                  "With --nodes and --cache-bytes (each node's): partitioned (CoorDL's partitioned cache, LADCache's "
+                  "regular mode: other nodes' cached samples read over the network) or locality-aware (LADCache's: "
+                  "each node the same partition every epoch); none")
+      ->capture_default_str();
+  cmd->add_option("--remote-fetch-us", a->remote_fetch_us,
+                  "With --distributed-cache: time of one remote read's request and answer, before its bytes cross "
+                  "the NIC (default: the network's latency twice)")
+      ->check(CLI::Range(0.0, 1e7));
+  cmd->add_option("--remote-fetch-slots", a->remote_fetch_slots,
+                  "With --distributed-cache: remote reads a node's cache server answers at once (default: as many as "
+                  "the node's loader workers send)")
+      ->check(whole_number_in(1, 65536));
+  cmd->add_option("--io-depth", a->io_depth,
+                  "With --storage: a node's storage requests in flight at most (LADCache's --loader-bottleneck); "
+                  "default: the device's slots")
+      ->check(whole_number_in(1, 65536));
   cmd->add_option("--trace", a->trace,
                   "Write a Chrome/Perfetto trace (GPU tracks, loader workers, stalls) to this file");
   cmd->add_option("--report", a->report, "Write an HTML report with charts to this file");

@@ -35,6 +35,9 @@ NetworkSpec preset(std::string name, double gbps, double fraction, std::string s
 
 const std::vector<NetworkSpec>& presets() {
   static const std::vector<NetworkSpec> all = {
+      preset("10gbe", 10, kTcp1500Payload,
+             "IEEE 802.3ae 10 Gb/s; TCP with 1500-byte MTU framing (the sockets gloo and most data servers use); "
+             "NCCL hwLat NET step latency"),
       preset("25gbe", 25, kTcp1500Payload,
              "IEEE 802.3by 25 Gb/s; NCCL socket transport (TCP, 1500-byte MTU framing); NCCL hwLat NET step latency"),
       preset("100gbe", 100, kRoce4096Payload,
@@ -56,14 +59,15 @@ std::vector<std::string_view> network_presets() {
 NetworkSpec network_preset(std::string_view name) {
   for (const NetworkSpec& n : presets())
     if (n.name == name) return n;
-  throw InputError(fmt::format("network '{}': accepted presets are 25gbe, 100gbe, 400gbe, or a JSON file", name));
+  throw InputError(
+      fmt::format("network '{}': accepted presets are 10gbe, 25gbe, 100gbe, 400gbe, or a JSON file", name));
 }
 
 NetworkSpec load_network_file(const std::string& path) {
   const JsonSpecFile j("network file", path,
                        {"name", "line_rate_gbps", "achievable_fraction", "latency_us", "nics_per_node",
                         "switch_oversubscription", "source"},
-                       "a preset (25gbe, 100gbe, 400gbe)");
+                       "a preset (10gbe, 25gbe, 100gbe, 400gbe)");
   NetworkSpec n;
   n.name = j.text("name", path);
   n.line_rate_gbps = j.number("line_rate_gbps", true, 0, 0, 1e5, true);
@@ -78,7 +82,7 @@ NetworkSpec load_network_file(const std::string& path) {
 NetworkSpec parse_network(std::string_view preset_or_file) {
   for (const NetworkSpec& n : presets())
     if (n.name == preset_or_file) return n;
-  if (preset_or_file.empty()) throw InputError("--network is empty: give 25gbe, 100gbe, 400gbe or a JSON file");
+  if (preset_or_file.empty()) throw InputError("--network is empty: give 10gbe, 25gbe, 100gbe, 400gbe or a JSON file");
   return load_network_file(std::string(preset_or_file));
 }
 

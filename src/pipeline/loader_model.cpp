@@ -69,10 +69,11 @@ ModelledLoader::ModelledLoader(Clock& clock, Dataset dataset, LoaderOptions opti
     : ModelledLoader(clock, std::make_shared<const Dataset>(std::move(dataset)), std::move(options), std::move(model),
                      trace) {}
 
+// A null dataset is the caller's bug, refused in the initializer: the reference below is bound to it.
 ModelledLoader::ModelledLoader(Clock& clock, std::shared_ptr<const Dataset> dataset, LoaderOptions options,
                                LoaderModelOptions model, Timeline* trace, std::unique_ptr<BatchSource> inner)
     : clock_(clock),
-      data_(std::move(dataset)),
+      data_(dataset ? std::move(dataset) : throw std::invalid_argument("ModelledLoader: null dataset")),
       dataset_(*data_),
       options_(std::move(options)),
       model_(model),
@@ -92,12 +93,21 @@ ModelledLoader::ModelledLoader(Clock& clock, std::shared_ptr<const Dataset> data
                             static_cast<std::uint64_t>(options_.transform.width) * sizeof(float);
   const int ranks = std::max(1, model_.ranks_sharing);
   if (model_.storage) {
-    storage_ = std::make_unique<StorageServer>(shared_by(*model_.storage, ranks));
+    const int storage_ranks = model_.storage_ranks_sharing > 0 ? model_.storage_ranks_sharing : ranks;
+    StorageDevice device = shared_by(*model_.storage, storage_ranks);
+    if (model_.storage_slots > 0) device.parallelism = std::min(device.parallelism, model_.storage_slots);
+    storage_ = std::make_unique<StorageServer>(device);
     page_cache_ = std::make_unique<PageCacheModel>(model_.page_cache_bytes / static_cast<std::uint64_t>(ranks));
   }
   if (model_.cache_bytes > 0) {
     admission_ = cache_admission(dataset_, model_.cache_bytes / static_cast<std::uint64_t>(ranks), model_.cache_policy);
     cached_.assign(dataset_.size(), false);
+  }
+  if (const auto& dc = model_.distributed_cache) {
+    if (model_.node < 0 || model_.node >= dc->nodes())
+      throw InputError(
+          fmt::format("loader model: node {} of a distributed cache over {} nodes", model_.node, dc->nodes()));
+    fetch_ = std::make_unique<StorageServer>(shared_by(dc->fetch(), ranks));
   }
   if (model_.cpu_pool) model_.cpu_pool->threads += std::max(1, options_.num_workers);  // last: nothing throws after
 }
@@ -122,10 +132,15 @@ Duration ModelledLoader::sample_step(WorkerState& ws, Time& t) {
   const Time t0 = t;
   const auto submitted = ws.ready.find(ws.batch);
   const Time ready = submitted != ws.ready.end() ? submitted->second[ws.pos] : -1;
-  if (admission_.capacity > 0 && cached_[idx]) {
+  const int holder = holder_of(idx);
+  if ((admission_.capacity > 0 && cached_[idx]) || holder == model_.node) {
     ++stats_.cache_hits;
     // A copy from the loader's memory: the page-cache read without its per-sample syscalls.
     t += scaled(model_sample_cost(s, false, model_).read - model_.read_per_sample);
+  } else if (holder >= 0) {  // another node's cache holds it: a request over the network
+    ++stats_.remote_hits;
+    stats_.network_bytes += s.length;
+    t = fetch_->serve(t + scaled(model_.read_per_sample), s.length);
   } else {
     if (admission_.capacity > 0) ++stats_.cache_misses;
     const bool fetched = ws.pos < ws.fetched_until;
@@ -145,6 +160,7 @@ Duration ModelledLoader::sample_step(WorkerState& ws, Time& t) {
     if (admission_.capacity > 0 && admission_.admits(cache_used_, s.length)) {
       cached_[idx] = true;
       cache_used_ += s.length;
+      if (model_.distributed_cache) model_.distributed_cache->admit(idx, model_.node, stats_.epochs.size());
     }
   }
   const Duration read = t - t0;
@@ -171,7 +187,7 @@ void ModelledLoader::submit_reads(WorkerState& ws, Time t) {
     ready.assign(batch.size(), -1);
     for (std::size_t pos = 0; pos < batch.size();) {
       const std::size_t idx = batch[pos];
-      if ((admission_.capacity > 0 && cached_[idx]) || page_cache_->contains(idx)) {
+      if ((admission_.capacity > 0 && cached_[idx]) || holder_of(idx) >= 0 || page_cache_->contains(idx)) {
         ++pos;
         continue;
       }
@@ -250,9 +266,38 @@ Time ModelledLoader::simulate_until_finished(std::size_t i) {
   return finish_[i];
 }
 
+int ModelledLoader::holder_of(std::size_t idx) const {
+  // The directory's epochs count the epochs this loader began (0-based).
+  return fetch_ ? model_.distributed_cache->holder(idx, stats_.epochs.size()) : -1;
+}
+
+LoaderStats::Epoch ModelledLoader::cumulative() const {
+  LoaderStats::Epoch e;
+  e.epoch = epoch_;
+  e.cache_hits = stats_.cache_hits;
+  e.remote_hits = stats_.remote_hits;
+  e.network_bytes = stats_.network_bytes;
+  if (storage_) {
+    e.storage_requests = storage_->requests();
+    e.storage_bytes = storage_->bytes();
+  }
+  return e;
+}
+
+LoaderStats::Epoch ModelledLoader::open_epoch() const {
+  LoaderStats::Epoch e = cumulative();
+  e.cache_hits -= epoch_base_.cache_hits;
+  e.remote_hits -= epoch_base_.remote_hits;
+  e.network_bytes -= epoch_base_.network_bytes;
+  e.storage_requests -= epoch_base_.storage_requests;
+  e.storage_bytes -= epoch_base_.storage_bytes;
+  return e;
+}
+
 LoaderStats ModelledLoader::stats() const {
   if (inner_) return inner_->stats();
   LoaderStats s = stats_;
+  if (begun_) s.epochs.push_back(open_epoch());
   s.cache_resident_bytes = cache_used_;
   if (storage_) {  // the device counts what it served
     s.storage_requests = storage_->requests();
@@ -264,10 +309,15 @@ LoaderStats ModelledLoader::stats() const {
 
 void ModelledLoader::begin_epoch(std::uint64_t epoch) {
   if (inner_) inner_->begin_epoch(epoch);
+  if (begun_) stats_.epochs.push_back(open_epoch());
   epoch_ = epoch;
   begun_ = true;
+  epoch_base_ = cumulative();
   epoch_start_ = clock_.now();
-  const std::vector<std::size_t> order = epoch_order(sampler_, dataset_, options_, epoch);
+  const auto& dc = model_.distributed_cache;
+  const std::vector<std::size_t> order = dc && dc->kind() == DistributedCacheKind::LocalityAware
+                                             ? locality_aware_order(sampler_, epoch)
+                                             : epoch_order(sampler_, dataset_, options_, epoch);
   batches_.clear();
   for (std::size_t i = 0; i < order.size(); i += options_.batch_size) {
     const std::size_t n = std::min(options_.batch_size, order.size() - i);
@@ -471,6 +521,11 @@ std::string ModelledLoader::describe() const {
          (admission_.capacity > 0 ? fmt::format("; loader cache {:.1f} MiB ({})", admission_.capacity / 1048576.0,
                                                 to_string(admission_.policy))
                                   : std::string()) +
+         (model_.distributed_cache
+              ? fmt::format("; {} distributed cache over {} nodes (this loader on node {}), remote reads {}",
+                            to_string(model_.distributed_cache->kind()), model_.distributed_cache->nodes(), model_.node,
+                            fetch_->device().name)
+              : std::string()) +
          (dataset_.page_size > 0 ? fmt::format("; FFCV-style file: {} reads, quasi-random order, raw samples not "
                                                "entropy-decoded, {:.3f} ms a batch after decoding",
                                                to_string(options_.read_method), to_ms(model_.collate_per_batch))

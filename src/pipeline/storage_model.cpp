@@ -69,10 +69,11 @@ std::vector<std::string> storage_presets() {
 
 void validate(const StorageDevice& d) {
   if (d.latency < 0 || !std::isfinite(d.bytes_per_s) || !(d.bytes_per_s > 0) || !std::isfinite(d.total_bytes_per_s) ||
-      d.total_bytes_per_s < 0 || d.parallelism < 1 || d.parallelism > kMaxParallelism)
+      d.total_bytes_per_s < 0 || d.parallelism < 1 || d.parallelism > kMaxParallelism || !std::isfinite(d.iops) ||
+      d.iops < 0)
     throw InputError(fmt::format(
         "storage '{}': the latency must not be negative, the bandwidth must be positive (the total one positive or "
-        "0), and the parallelism from 1 to {}",
+        "0), the IOPS positive or 0 (no limit), and the parallelism from 1 to {}",
         d.name, kMaxParallelism));
 }
 
@@ -82,7 +83,8 @@ StorageDevice parse_storage(std::string_view spec) {
   if (spec.empty()) throw InputError(fmt::format("--storage is empty: give {} or a JSON file", preset_list()));
   const std::string path(spec);
   const JsonSpecFile j("storage file", path,
-                       {"name", "latency_us", "bandwidth_mb_s", "parallelism", "total_bandwidth_mb_s", "source"},
+                       {"name", "latency_us", "bandwidth_mb_s", "parallelism", "total_bandwidth_mb_s", "iops",
+                        "source"},
                        fmt::format("a preset ({})", preset_list()));
   // Bandwidths from 1 KB/s: anything slower would put a sample's read past the clock's range.
   const double total = j.number("total_bandwidth_mb_s", false, 0, 0, 1e9);
@@ -94,6 +96,10 @@ StorageDevice parse_storage(std::string_view spec) {
   StorageDevice d = device(j.text("name", path), j.number("latency_us", true, 0, 0, 1e7),
                            j.number("bandwidth_mb_s", true, 0, kMinBandwidthMbS, 1e9),
                            static_cast<int>(j.whole("parallelism", false, 1, 1, kMaxParallelism)), total, "");
+  // From 1e-3 requests a second (one a quarter hour); 0: no limit.
+  d.iops = j.number("iops", false, 0, 0, 1e9);
+  if (d.iops > 0 && d.iops < 1e-3)
+    throw InputError(fmt::format("storage file {}: 'iops' is {}; accepted 0 (no limit) or 0.001 to 1e9", path, d.iops));
   d.source = j.text("source", fmt::format("user file {}", path));
   validate(d);
   return d;
@@ -103,6 +109,7 @@ StorageDevice shared_by(const StorageDevice& d, int ranks) {
   if (ranks <= 1) return d;
   StorageDevice s = d;
   s.total_bytes_per_s = d.total_bytes_per_s / ranks;
+  s.iops = d.iops / ranks;
   if (ranks <= d.parallelism) {
     s.parallelism = d.parallelism / ranks;
   } else {
@@ -128,7 +135,11 @@ Time StorageServer::serve(Time arrival, std::uint64_t bytes) {
   last_arrival_ = arrival;
   // The slot free first; every slot is busy until its request ends, so FIFO.
   std::pop_heap(slot_free_.begin(), slot_free_.end(), std::greater<>());
-  const Time start = std::max(arrival, slot_free_.back());
+  Time start = std::max(arrival, slot_free_.back());
+  if (device_.iops > 0) {
+    start = std::max(start, request_free_);
+    request_free_ = start + seconds_ns(1.0, device_.iops);
+  }
   const double b = static_cast<double>(bytes);
   Time end = start + device_.latency + seconds_ns(b, device_.bytes_per_s);
   if (device_.total_bytes_per_s > 0) {

@@ -17,6 +17,7 @@
 #include "gpemu/interconnect.h"
 #include "interconnect/ddp_reducer.h"
 #include "workload/backward_plan.h"
+#include "workload/node_loaders.h"
 
 namespace gpemu {
 namespace {
@@ -81,8 +82,9 @@ void validate(const JobSpec& s) {
     // Even split, at most kMaxGpusPerNode a node: refused with what to give.
     plan_cluster(s.cluster.gpus, s.cluster.nodes, s.cluster.node, s.cluster.network);
     if (s.cluster.nodes > 1 && !(s.cluster.network.line_rate_gbps > 0))
-      throw InputError(fmt::format(
-          "job: cluster.network is not set for {} nodes; give --network 25gbe|100gbe|400gbe|FILE", s.cluster.nodes));
+      throw InputError(
+          fmt::format("job: cluster.network is not set for {} nodes; give --network 10gbe|25gbe|100gbe|400gbe|FILE",
+                      s.cluster.nodes));
   }
   if (s.cluster.buckets.bucket_cap_bytes == 0) throw InputError("--bucket-cap-mb must be positive");
   if (s.cluster.device.share.gpu && (s.cluster.gpus != 1 || s.cluster.nodes != 1))
@@ -109,11 +111,12 @@ void validate(const JobSpec& s) {
   }
   if (s.compute.time_divisor < 1 || s.compute.time_divisor > 1'000'000)
     throw InputError(fmt::format("--gpemu-gpus {} is impossible: accepted 1 to 1000000", s.compute.time_divisor));
-  if (s.compute.time_divisor > 1 && s.cluster.gpus > 1)
-    throw InputError(
-        fmt::format("--gpemu-gpus {} is GPEmu's one process standing for {} GPUs; it excludes --gpus {}: "
-                    "give --gpus 1 (or drop --gpemu-gpus for {} data-parallel ranks with all-reduce)",
-                    s.compute.time_divisor, s.compute.time_divisor, s.cluster.gpus, s.cluster.gpus));
+  if (s.compute.time_divisor > 1 && s.cluster.gpus > s.cluster.nodes)
+    throw InputError(fmt::format(
+        "--gpemu-gpus {} is GPEmu's one process standing for {} GPUs (one per node); it excludes --gpus {} on {} "
+        "node(s): give one GPU per node (or drop --gpemu-gpus for {} data-parallel ranks with all-reduce)",
+        s.compute.time_divisor, s.compute.time_divisor, s.cluster.gpus, s.cluster.nodes, s.cluster.gpus));
+  validate_node_data(s);
   if (s.schedule.between_steps && s.cluster.gpus != 1)
     throw InputError(fmt::format(
         "job: schedule.between_steps (pause, preemption) is for a job of one GPU, not {}: its ranks would stop at "
@@ -977,6 +980,9 @@ std::vector<std::function<void()>> Job::host_threads(JobObserver* observer) {
   for (auto& r : ranks_) r->sleep = sync_->sleeper(r->index);
 
   // Sources, one per rank (and per phase), made now: a custom source may need the job's timeline.
+  const std::shared_ptr<pipeline::DistributedCache> distributed_cache = make_distributed_cache(spec_);
+  // One copy of each phase's sample list for all ranks' modelled loaders.
+  std::map<const DataSpec*, std::shared_ptr<const pipeline::Dataset>> datasets;
   auto make_source = [&](const DataSpec& d, int g, int batch) -> std::unique_ptr<pipeline::BatchSource> {
     pipeline::LoaderOptions lo = d.loader;
     lo.batch_size = static_cast<std::size_t>(batch);
@@ -1004,10 +1010,11 @@ std::vector<std::function<void()>> Job::host_threads(JobObserver* observer) {
       }
       case DataSource::Modelled: {
         lo.cache.reset();
-        pipeline::LoaderModelOptions m = d.model;
-        if (m.loader_threads == 0) m.loader_threads = gpus * std::max(1, lo.num_workers);
-        m.ranks_sharing = gpus;
-        return std::make_unique<pipeline::ModelledLoader>(clock_, d.dataset, lo, m, timeline_);
+        const pipeline::LoaderModelOptions m =
+            node_loader_model(spec_, d, g, &d == &spec_.data ? distributed_cache : nullptr);
+        std::shared_ptr<const pipeline::Dataset>& shared = datasets[&d];
+        if (!shared) shared = std::make_shared<const pipeline::Dataset>(d.dataset);
+        return std::make_unique<pipeline::ModelledLoader>(clock_, shared, lo, m, timeline_);
       }
       case DataSource::Custom: return d.custom(g, clock_, *timeline_);
     }
