@@ -144,11 +144,12 @@ TEST(Network, PresetsCarryLineRateFramingAndSource) {
   EXPECT_FALSE(n.source.empty());
   EXPECT_NEAR(network_preset("25gbe").nic_bytes_per_s(), 3.125e9 * 1448 / 1538, 1);
   EXPECT_DOUBLE_EQ(network_preset("400gbe").line_rate_gbps, 400);
+  EXPECT_NEAR(network_preset("10gbe").nic_bytes_per_s(), 1.25e9 * 1448 / 1538, 1);  // TCP over 1500-byte frames
   try {
-    network_preset("10gbe");
+    network_preset("1gbe");
     FAIL();
   } catch (const InputError& e) {
-    EXPECT_TRUE(contains(e.what(), "25gbe, 100gbe, 400gbe"));
+    EXPECT_TRUE(contains(e.what(), "10gbe, 25gbe, 100gbe, 400gbe"));
   }
 }
 
