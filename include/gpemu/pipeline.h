@@ -1460,7 +1460,8 @@ class ModelledLoader : public BatchSource {
   // loading, which reads for real and models the time). Without `inner` the
   // loader makes its batches itself, as above. `dataset` is not null.
   ModelledLoader(Clock& clock, std::shared_ptr<const Dataset> dataset, LoaderOptions options,
-                 LoaderModelOptions model = {}, Timeline* trace = nullptr, std::unique_ptr<BatchSource> inner = nullptr);
+                 LoaderModelOptions model = {}, Timeline* trace = nullptr,
+                 std::unique_ptr<BatchSource> inner = nullptr);
   ~ModelledLoader() override;  // its threads leave the CPU pool
   ModelledLoader(const ModelledLoader&) = delete;
   ModelledLoader& operator=(const ModelledLoader&) = delete;

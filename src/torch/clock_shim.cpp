@@ -50,8 +50,8 @@ std::string canonical(const char* path) {
 }
 
 bool library_path(const std::string& p) {
-  static const char* const prefixes[] = {"/usr/lib", "/usr/lib64", "/lib", "/lib64", "/usr/local/lib",
-                                         "/usr/bin", "/bin",       "/usr/sbin"};
+  static const char* const prefixes[] = {"/usr/lib",       "/usr/lib64", "/lib", "/lib64",
+                                         "/usr/local/lib", "/usr/bin",   "/bin", "/usr/sbin"};
   for (const char* prefix : prefixes)
     if (p.compare(0, std::strlen(prefix), prefix) == 0) return true;
   return p.empty() || p.find("-packages/") != std::string::npos || p.find("linux-vdso") != std::string::npos ||
@@ -80,8 +80,8 @@ bool from_script(const void* caller) {
 }
 
 bool emulated(clockid_t id) {
-  return id == CLOCK_REALTIME || id == CLOCK_REALTIME_COARSE || id == CLOCK_MONOTONIC ||
-         id == CLOCK_MONOTONIC_COARSE || id == CLOCK_MONOTONIC_RAW || id == CLOCK_BOOTTIME;
+  return id == CLOCK_REALTIME || id == CLOCK_REALTIME_COARSE || id == CLOCK_MONOTONIC || id == CLOCK_MONOTONIC_COARSE ||
+         id == CLOCK_MONOTONIC_RAW || id == CLOCK_BOOTTIME;
 }
 
 long long emulated_ns(clockid_t id, NowFn now) {
@@ -113,7 +113,7 @@ extern "C" {
 // readings the emulated time is offset by (the Python clocks' own). Returns 0,
 // or -1 when the backend's functions are not there (nothing is attached).
 __attribute__((visibility("default"))) int gpemu_clock_shim_attach(const char* backend, long long base_realtime,
-                                                                    long long base_monotonic) {
+                                                                   long long base_monotonic) {
   void* handle = dlopen(backend, RTLD_NOW | RTLD_NOLOAD);
   if (!handle) return -1;
   auto now = reinterpret_cast<NowFn>(dlsym(handle, "gpemu_torch_now_ns"));

@@ -420,9 +420,11 @@ JobSpec Session::placed_spec(Slot& s) {
   JobSpec j = s.job.job;
   const int per_node = spec_.gpus_per_node, node = s.out.gpu / per_node;
   // Its modelled loaders share the node's cores with the other jobs' (unless
-  // the job states the machine's loader threads itself, or brings a pool).
+  // the job states the machine's loader threads itself, or brings a pool). A
+  // job of several nodes has them to itself (it takes whole nodes), and its
+  // loaders take each node's own cores (node_loaders.h), not its first node's.
   pipeline::LoaderModelOptions& m = j.data.model;
-  if (j.data.source == DataSource::Modelled && m.loader_threads == 0 && !m.cpu_pool)
+  if (j.data.source == DataSource::Modelled && m.loader_threads == 0 && !m.cpu_pool && j.cluster.nodes == 1)
     m.cpu_pool = cpu_pools_[static_cast<std::size_t>(node)];
   j.cluster.gpu = spec_.gpu;
   NodeGpus& on = j.cluster.on_node;

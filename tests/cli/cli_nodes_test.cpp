@@ -48,6 +48,22 @@ TEST(CliNodes, APartitionedCacheReportsRemoteHitsPerNodeAndEpoch) {
   EXPECT_NE(text.out.find("remote hits"), std::string::npos) << text.out;
 }
 
+// Each node's loaders decode on that node's cores: a CPU-bound epoch over two
+// nodes takes half one node's (the one-job session had given every node's
+// loaders its first node's cores).
+TEST(CliNodes, EachNodesLoadersUseThatNodesCores) {
+  const std::string cpu_bound =
+      "train --clock virtual --virtual-dataset imagenette --model alexnet --gpu p100 -b 256 --gpemu-gpus 8 "
+      "--gpus-per-node 1 --workers 4 --cores 1 --decode-us 2000 --epochs 1 --json --nodes ";
+  const auto one = run_gpemu(cpu_bound + "1"), two = run_gpemu(cpu_bound + "2");
+  ASSERT_EQ(one.status, 0) << one.err;
+  ASSERT_EQ(two.status, 0) << two.err;
+  const double ratio = nlohmann::json::parse(two.out)["elapsed_s"].get<double>() /
+                       nlohmann::json::parse(one.out)["elapsed_s"].get<double>();
+  EXPECT_GT(ratio, 0.45);
+  EXPECT_LT(ratio, 0.55);
+}
+
 TEST(CliNodes, BadNodeFlagsAreRefusedWithWhatToGive) {
   const auto bad_name = run_gpemu(kBase + "--cache-bytes 2G --distributed-cache lru");
   EXPECT_NE(bad_name.status, 0);

@@ -15,7 +15,7 @@ long long probe_gettimeofday_ns() {
   return t.tv_sec * 1'000'000'000LL + t.tv_usec * 1000LL;
 }
 void probe_nanosleep(long long ns) {
-  const struct timespec t{static_cast<time_t>(ns / 1'000'000'000LL), static_cast<long>(ns % 1'000'000'000LL)};
+  const struct timespec t { static_cast<time_t>(ns / 1'000'000'000LL), static_cast<long>(ns % 1'000'000'000LL) };
   nanosleep(&t, nullptr);
 }
 }
