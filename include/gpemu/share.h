@@ -47,9 +47,15 @@ struct SharedJobSpec {
   std::string after;
   int priority = 0;  // SharePolicy::Priority: larger first
   std::string mig;   // SharePolicy::Mig: the profile of its slice
-  // Its cost model (each precision and optimizer has its own); null: the
-  // one run_shared is given.
+  // Its cost model (each program has its own); null: the one run_shared is
+  // given.
   std::shared_ptr<const CostModel> costs;
+  // A model job's PyTorch ("1" or "2": its TorchPreset) and host profile (a
+  // name or a `gpemu bench host` file; empty: the preset's), as a jobs file
+  // names them; give_cost_models applies them to job.compute.model. Empty
+  // torch: the ModelSpec as it is (the C++ API's jobs).
+  std::string torch;
+  std::string host;
 };
 
 // A model's training job (in-memory batches, always ready; or, with
@@ -99,6 +105,8 @@ struct ShareSpec {
 // Gives every job without a cost model the layered cost model of its model
 // spec (job_cost_model: one per precision, optimizer, zero_grad and sequence
 // length among the jobs), with measured profiles from `profiles` where they apply.
+// Applies each job's torch and host (InputError naming the job) and gives it
+// its program's cost model.
 void give_cost_models(ShareSpec& spec, const std::optional<std::filesystem::path>& profiles = std::nullopt);
 
 // Throws InputError naming the first bad field (and its job), its value and

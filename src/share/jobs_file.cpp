@@ -9,7 +9,6 @@
 
 #include "common/json_keys.h"
 #include "common/message_text.h"
-#include "gpemu/calibration.h"
 #include "gpemu/error.h"
 #include "gpemu/share.h"
 #include "gpemu/zoo.h"
@@ -125,18 +124,23 @@ SharedJobSpec parse_job(const nlohmann::json& j, std::size_t index, std::string_
       job.compute.model.precision = zoo::parse_precision(text(w, "precision", *it));
     if (auto it = j.find("optimizer"); it != j.end())
       job.compute.model.optimizer = zoo::parse_optimizer(text(w, "optimizer", *it));
-    // The program of the PyTorch a model job names (2 unless "torch": "1"),
-    // as `gpemu train --torch` runs it.
-    if (has_model)
-      apply_torch_preset(job.compute.model,
-                         torch_preset(j.contains("torch") ? text(w, "torch", j.at("torch")) : "2", "torch"));
     for (const char* key : {"torch", "host"})
       if (!has_model && j.contains(key))
         throw InputError(
             fmt::format("'{}' applies to a job with a \"model\"; a \"compute_s\" job's step time is given", key));
-    // The host that issues the job's steps (a name or a `gpemu bench host` file), as `--host`.
-    if (auto it = j.find("host"); it != j.end() && has_model)
-      job.compute.model.host = find_host(text(w, "host", *it), "host");
+    // The program of the PyTorch a model job names (2 unless "torch": "1"),
+    // as `gpemu train --torch` runs it, and the host that issues its steps
+    // (a name or a `gpemu bench host` file, as --host): give_cost_models
+    // applies them.
+    if (has_model) {
+      s.torch = j.contains("torch") ? text(w, "torch", j.at("torch")) : "2";
+      if (s.torch != "1" && s.torch != "2")
+        throw InputError(fmt::format(
+            "torch '{}': accepted \"1\" (PyTorch 1.x's program, as GPEmu's profiles were measured) or \"2\" "
+            "(PyTorch 2's, the default)",
+            printable_excerpt(s.torch, 40)));
+      if (auto it = j.find("host"); it != j.end()) s.host = text(w, "host", *it);
+    }
   } catch (const InputError& e) {
     throw InputError(fmt::format("{}: {}: {}", source, w.job, e.what()));
   }

@@ -15,6 +15,7 @@
 
 #include "common/checked.h"
 #include "common/message_text.h"
+#include "gpemu/calibration.h"
 #include "gpemu/error.h"
 #include "gpemu/report.h"
 #include "gpemu/session.h"
@@ -200,11 +201,27 @@ void sum_up(ShareResult& out) {
 using namespace share_detail;
 
 void give_cost_models(ShareSpec& spec, const std::optional<std::filesystem::path>& profiles) {
-  std::map<std::tuple<zoo::Precision, zoo::Optimizer, bool, std::int64_t>, std::shared_ptr<const CostModel>> made;
+  for (SharedJobSpec& j : spec.jobs) {
+    ModelSpec& m = j.job.compute.model;
+    try {
+      if (!j.torch.empty()) apply_torch_preset(m, torch_preset(j.torch, "torch"));
+      if (!j.host.empty()) m.host = find_host(j.host, "host");
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("job '{}': {}", j.name, e.what()));
+    }
+    j.torch.clear();
+    j.host.clear();
+  }
+  // One cost model per program (a job's precision, optimizer, zero_grad,
+  // sequence length, variant, host and how its steps are issued).
+  std::map<std::string, std::shared_ptr<const CostModel>> made;
   for (SharedJobSpec& j : spec.jobs) {
     if (j.costs) continue;
     const ModelSpec& m = j.job.compute.model;
-    auto& c = made[{m.precision, m.optimizer, m.keep_grads, m.seq_len}];
+    const std::string key =
+        fmt::format("{}|{}|{}|{}|{}|{}|{}", zoo::to_string(m.precision), zoo::to_string(m.optimizer), m.keep_grads,
+                    m.seq_len, describe(program_variant(m)), m.host ? m.host->name : "", to_string(m.sync));
+    auto& c = made[key];
     if (!c) c = job_cost_model(m, profiles);
     j.costs = c;
   }

@@ -177,10 +177,14 @@ TEST(JobsFile, BadInputIsNamedWithWhatIsAccepted) {
 }
 
 TEST(JobsFile, AModelJobRunsPyTorch2sProgramUnlessItNamesTorch1) {
-  const JobsFile f = parse_jobs(
-      R"({"jobs": [{"model": "vit_b_16"}, {"model": "vit_b_16", "torch": "1"}, {"model": "resnet50", "torch": "2"}]})",
-      "t");
-  const ModelSpec &two = f.jobs[0].job.compute.model, &one = f.jobs[1].job.compute.model;
+  ShareSpec spec;
+  spec.jobs = parse_jobs(
+                  R"({"jobs": [{"model": "vit_b_16"}, {"model": "vit_b_16", "torch": "1"},
+                               {"model": "resnet50", "torch": "2"}, {"model": "resnet50", "host": "gpemu-2022-volta"}]})",
+                  "t")
+                  .jobs;
+  give_cost_models(spec);
+  const ModelSpec &two = spec.jobs[0].job.compute.model, &one = spec.jobs[1].job.compute.model;
   EXPECT_EQ(two.name, "vit_b_16_sdpa");  // nn.MultiheadAttention through SDPA
   EXPECT_FALSE(two.keep_grads);
   EXPECT_EQ(two.sync, StepSync::Pipelined);
@@ -190,15 +194,21 @@ TEST(JobsFile, AModelJobRunsPyTorch2sProgramUnlessItNamesTorch1) {
   EXPECT_TRUE(one.keep_grads);
   EXPECT_EQ(one.sync, StepSync::Phases);
   EXPECT_FALSE(one.host.has_value());
-  EXPECT_TRUE(f.jobs[2].job.compute.model.variant->foreach_optimizer);
+  EXPECT_TRUE(spec.jobs[2].job.compute.model.variant->foreach_optimizer);
+  // The host issuing the steps, as --host names it; another program, another cost model.
+  EXPECT_EQ(spec.jobs[3].job.compute.model.host->name, "gpemu-2022-volta");
+  EXPECT_NE(spec.jobs[3].costs, spec.jobs[2].costs);
   EXPECT_NE(jobs_error(R"({"jobs": [{"model": "resnet50", "torch": "3"}]})").find("torch '3'"), std::string::npos);
   EXPECT_NE(jobs_error(R"({"jobs": [{"compute_s": 0.1, "torch": "2"}]})").find("'torch' applies to a job with"),
             std::string::npos);
-  // The host issuing the steps, as --host names it.
-  const JobsFile h = parse_jobs(R"({"jobs": [{"model": "resnet50", "host": "gpemu-2022-volta"}]})", "t");
-  EXPECT_EQ(h.jobs[0].job.compute.model.host->name, "gpemu-2022-volta");
-  EXPECT_NE(jobs_error(R"({"jobs": [{"model": "resnet50", "host": "nosuch"}]})").find("host 'nosuch'"),
-            std::string::npos);
+  ShareSpec bad;
+  bad.jobs = parse_jobs(R"({"jobs": [{"name": "x", "model": "resnet50", "host": "nosuch"}]})", "t").jobs;
+  try {
+    give_cost_models(bad);
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("job 'x': host 'nosuch'"), std::string::npos) << e.what();
+  }
 }
 
 // N15: what ran silently wrong: a step that rounds to no time, a key given
