@@ -434,6 +434,13 @@ void print_train(const TrainArgs& a, const TrainData& d, const JobSpec& spec, co
     t.print(std::cout);
   }
   std::cout << "GPU costs: " << r.cost.note << '\n';
+  if (spec.compute.step_time == StepTime::CostModel) {
+    // Which program and host the step times are of (--torch, --host).
+    const ModelSpec& m = spec.compute.model;
+    std::cout << fmt::format("program: {}, zero_grad {}, steps {}, host {}\n", describe(program_variant(m)),
+                             m.keep_grads ? "keeps grads" : "to None", to_string(m.sync),
+                             m.host ? m.host->name : "the GPU family's calibrated launch times (--torch 1)");
+  }
   std::cout << "GPU memory: " << r.memory_plan << '\n';
   for (const std::string& n : notes) std::cout << "note: " << n << '\n';
   if (!a.trace.empty()) std::cout << "trace: " << a.trace << " (open in https://ui.perfetto.dev)\n";

@@ -47,6 +47,20 @@ TEST(CliHost, TorchTwoIsTheDefaultProgramOnTheDefaultHostAndFlagsStillOverride) 
   EXPECT_EQ(nlohmann::json::parse(vit1.out)["model"], "vit_b_16");
 }
 
+// train says which program and host its step times are of.
+TEST(CliHost, TrainNamesItsProgramAndHost) {
+  const auto two = gpemu("train --clock virtual --synthetic -n 2");
+  ASSERT_EQ(two.status, 0) << two.err;
+  EXPECT_NE(two.out.find("foreach optimizer, 1 micro-step, zero_grad to None, steps pipelined, host h200-2026"),
+            std::string::npos)
+      << two.out;
+  const auto one = gpemu("train --clock virtual --synthetic -n 2 --torch 1");
+  ASSERT_EQ(one.status, 0) << one.err;
+  EXPECT_NE(one.out.find("zero_grad keeps grads, steps phases, host the GPU family's calibrated launch times"),
+            std::string::npos)
+      << one.out;
+}
+
 TEST(CliHost, AHostNamesTheLaunchTimesAndABadOneIsAOneLineError) {
   const auto volta_host = predict_json("--torch 2 --host gpemu-2022-volta");
   const auto modern = predict_json("--torch 2");
