@@ -569,6 +569,13 @@ struct DlioRunOptions {
   // false: the epochs' own figures only (what the text output prints), so a
   // run of many epochs keeps less for each.
   bool per_rank_epochs = true;
+  // Keep each epoch's figures in the result (per_epoch, in training's and
+  // evaluation's); false: the result has none, and what the run keeps does
+  // not grow with its epochs (hear them through on_epoch instead).
+  bool keep_epochs = true;
+  // Called with each training epoch's figures (a per_epoch entry) once every
+  // rank has ended it, in epoch order, from a rank's host thread.
+  std::function<void(const nlohmann::json&)> on_epoch;
   // Called once after the run with the engine's record (e.g. for a report).
   std::function<void(const RunRecord&)> on_record;
   // When the run stops early (a failed checkpoint write, a loader error,
@@ -615,6 +622,9 @@ nlohmann::json run_dlio_config(const std::filesystem::path& file, const std::vec
 
 // DLIO-style summary ([METRIC] lines) of a run_dlio_workload result.
 void print_dlio_result(const nlohmann::json& result, std::ostream& out);
+// The [METRIC] line of one epoch (a per_epoch entry), as print_dlio_result
+// prints it; for on_epoch.
+void print_dlio_epoch(const nlohmann::json& epoch, std::ostream& out);
 
 // --- Data (also used by run_dlio_workload) -------------------------------------
 

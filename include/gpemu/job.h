@@ -353,10 +353,14 @@ class RecordSink {
 // (RunRecord::steps, RankRecord::compute_intervals), so memory grows with the
 // steps; a long run keeps neither and its memory is flat: the per-rank totals
 // (RankRecord::train, compute_busy, last_kernel_end) are kept either way, and
-// summarize() reads only them.
+// summarize() reads only them. `epochs`: RunRecord::epochs keeps every
+// phase's mark (false: a caller that hears them through
+// JobObserver::on_phase_end keeps what it needs, and summarize() has no
+// per-epoch rows).
 struct RecordSpec {
   bool steps = true;
   bool kernels = true;
+  bool epochs = true;
   RecordSink* sink = nullptr;  // not owned; outlives the run
 };
 
@@ -651,6 +655,9 @@ class JobObserver {
   virtual ~JobObserver() = default;
   virtual void on_step(const StepEvent&) {}
   virtual void on_checkpoint(const CheckpointRecord&) {}
+  // A rank ended a phase (a train epoch or an evaluation) and the host has
+  // waited for its work: the mark is final.
+  virtual void on_phase_end(const EpochMark&) {}
 };
 
 class Job {

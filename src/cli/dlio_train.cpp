@@ -32,6 +32,15 @@ void run_dlio_train(const DlioTrainArgs& a) {
   dlio::DlioRunOptions o;
   o.clock = a.clock;
   o.per_rank_epochs = a.json;  // the text output prints each epoch's figures, not each rank's
+  if (!a.json) {
+    // The text output prints each epoch's line as it ends and keeps none, so a
+    // run of many epochs keeps no more than one of few.
+    o.keep_epochs = false;
+    o.on_epoch = [](const nlohmann::json& e) {
+      dlio::print_dlio_epoch(e, std::cout);
+      std::cout.flush();
+    };
+  }
   if (a.gpu) o.default_gpu = find_gpu(*a.gpu).id;
   if (!a.profiles.empty()) o.profiles_dir = a.profiles;
   warn_skipped_profiles(a.profiles);

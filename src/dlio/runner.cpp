@@ -174,10 +174,126 @@ nlohmann::json figures_json(const Figures& f) {
           {"load_wait_s", f.load_wait_s}};
 }
 
-struct RankResult {
-  int rank = 0;
-  std::vector<RankPhase> train, eval;
-  pipeline::LoaderStats train_stats, eval_stats;
+// One phase's (training's or evaluation's) figures over ranks: per epoch the
+// AU is the mean over ranks (DLIO's allreduce / size), samples/s and MB/s are
+// summed over ranks; the phase's figures are the means over its epochs. A
+// rank's epoch comes in as it ends; once every rank has ended it, the epoch is
+// folded into the totals, handed to `on_epoch` and kept in per_epoch only
+// when the caller asks (DlioRunOptions::keep_epochs), so what a run keeps does
+// not grow with its epochs. Each rank ends its epochs in order, so epochs
+// complete in order. Not thread-safe: the observer locks around it.
+class PhaseFigures {
+ public:
+  PhaseFigures(std::size_t ranks, const DlioRunOptions& o, bool train) : ranks_(ranks), o_(o), train_(train) {}
+
+  void add(std::size_t gpu, RankPhase p) {
+    const int epoch = p.epoch;
+    auto& list = pending_[epoch];
+    list.emplace_back(gpu, std::move(p));
+    if (list.size() < ranks_) return;
+    std::sort(list.begin(), list.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    nlohmann::json ej = epoch_json(epoch, list);
+    pending_.erase(epoch);
+    if (train_ && o_.on_epoch) o_.on_epoch(ej);
+    if (o_.keep_epochs) per_epoch_.push_back(std::move(ej));
+  }
+
+  nlohmann::json result(const DlioWorkload& w) const {
+    const auto epochs = static_cast<double>(epochs_);
+    nlohmann::json j;
+    j["epochs"] = epochs_;
+    j["steps"] = steps_per_rank_;
+    j["au_pct"] = epochs > 0 ? overall_.au_pct / epochs : 0.0;
+    j["au_stdev_pct"] = epochs_ > 1 ? std::sqrt(au_m2_ / epochs) : 0.0;
+    j["au_threshold_pct"] = 100.0 * w.metric.au;
+    j["au_pass"] = epochs > 0 && meets_au_threshold(overall_.au_pct / epochs, 100.0 * w.metric.au);
+    j["samples_per_s"] = epochs > 0 ? overall_.samples_per_s / epochs : 0.0;
+    j["mb_per_s"] = epochs > 0 ? overall_.bytes_per_s / epochs / kMiB : 0.0;
+    j["mb_per_s_dlio"] = epochs > 0 ? overall_.samples_per_s / epochs * w.dataset.record_length_bytes / kMiB : 0.0;
+    j["compute_s"] = overall_.compute_s;
+    j["total_s"] = overall_.total_s;
+    j["emulated_compute_s"] = overall_.emulated_s;
+    j["load_wait_s"] = overall_.load_wait_s;
+    j["measured_steps"] = overall_.measured;
+    if (o_.keep_epochs) j["per_epoch"] = per_epoch_;
+    return j;
+  }
+
+ private:
+  nlohmann::json epoch_json(int epoch, const std::vector<std::pair<std::size_t, RankPhase>>& list) {
+    Figures e;
+    nlohmann::json ranks = nlohmann::json::array();
+    for (const auto& [gpu, p] : list) {
+      const Figures f = rank_figures(p);
+      e.au_pct += f.au_pct;
+      e.samples_per_s += f.samples_per_s;
+      e.bytes_per_s += f.bytes_per_s;
+      e.compute_s += f.compute_s;
+      e.total_s += f.total_s;
+      e.emulated_s += f.emulated_s;
+      e.load_wait_s += f.load_wait_s;
+      e.steps = std::max(e.steps, f.steps);
+      e.measured = std::max(e.measured, f.measured);
+      e.samples += f.samples;
+      if (!o_.per_rank_epochs) continue;
+      nlohmann::json rj = figures_json(f);
+      rj["rank"] = p.rank;
+      ranks.push_back(std::move(rj));
+    }
+    const auto n = static_cast<double>(list.size());
+    e.au_pct /= n;
+    e.compute_s /= n;
+    e.total_s /= n;
+    e.emulated_s /= n;
+    e.load_wait_s /= n;
+    nlohmann::json ej = figures_json(e);
+    ej["epoch"] = epoch;
+    if (o_.per_rank_epochs) ej["ranks"] = std::move(ranks);
+    if (o_.record_steps) ej["step_records"] = step_rows(list);
+    ++epochs_;
+    const double delta = e.au_pct - au_mean_;  // Welford's update
+    au_mean_ += delta / static_cast<double>(epochs_);
+    au_m2_ += delta * (e.au_pct - au_mean_);
+    overall_.au_pct += e.au_pct;
+    overall_.samples_per_s += e.samples_per_s;
+    overall_.bytes_per_s += e.bytes_per_s;
+    overall_.compute_s += e.compute_s;
+    overall_.total_s += e.total_s;
+    overall_.emulated_s += e.emulated_s;
+    overall_.load_wait_s += e.load_wait_s;
+    overall_.measured += e.measured;
+    overall_.samples += e.samples;
+    steps_per_rank_ += e.steps;
+    return ej;
+  }
+
+  static nlohmann::json step_rows(const std::vector<std::pair<std::size_t, RankPhase>>& list) {
+    nlohmann::json steps = nlohmann::json::array();
+    for (const auto& [gpu, p] : list) {
+      for (std::size_t b = 0; b < p.blocks.size(); ++b) {
+        for (const DlioStep& s : p.blocks[b].rows) {
+          steps.push_back({{"rank", p.rank},
+                           {"block", b},
+                           {"step", s.index + 1},
+                           {"load_s", to_seconds(s.load)},
+                           {"compute_s", to_seconds(s.compute)},
+                           {"proc_s", to_seconds(s.proc)},
+                           {"emulated_s", to_seconds(s.emulated)},
+                           {"bytes", s.bytes}});
+        }
+      }
+    }
+    return steps;
+  }
+
+  std::size_t ranks_;
+  const DlioRunOptions& o_;
+  bool train_;
+  std::map<int, std::vector<std::pair<std::size_t, RankPhase>>> pending_;  // epochs not every rank has ended
+  Figures overall_;
+  std::uint64_t steps_per_rank_ = 0, epochs_ = 0;
+  double au_mean_ = 0, au_m2_ = 0;  // the epochs' AU: running mean and sum of squared deviations
+  nlohmann::json per_epoch_ = nlohmann::json::array();
 };
 
 pipeline::LoaderOptions loader_options(const DlioWorkload& w, bool lock_pinned, std::uint64_t shuffle_seed,
@@ -201,13 +317,20 @@ pipeline::LoaderOptions loader_options(const DlioWorkload& w, bool lock_pinned, 
 }
 
 // DLIO's per-rank phases, built from the job's observer hooks as the steps
-// run (blocks of steps between the checkpoints written inside an epoch), and
-// its progress callback.
+// run (blocks of steps between the checkpoints written inside an epoch) and
+// handed to the phase's figures as each ends; and its progress callback.
 class DlioObserver : public JobObserver {
  public:
-  DlioObserver(const std::function<void(const DlioProgress&)>& progress, const std::vector<int>& ranks, Exclusion train,
-               Exclusion eval, bool keep_rows)
-      : progress_(progress), ranks_(ranks), train_(train), eval_(eval), keep_rows_(keep_rows), phases_(ranks.size()) {}
+  DlioObserver(const DlioRunOptions& o, const std::vector<int>& ranks, Exclusion train, Exclusion eval)
+      : progress_(o.progress),
+        ranks_(ranks),
+        train_(train),
+        eval_(eval),
+        keep_rows_(o.record_steps),
+        phases_(ranks.size()),
+        ended_train_(ranks.size(), 0),
+        train_figures_(ranks.size(), o, true),
+        eval_figures_(ranks.size(), o, false) {}
   void on_step(const StepEvent& e) override {
     const gpemu::StepRecord& s = *e.record;
     const bool train = e.phase == RunPhase::Train;
@@ -233,57 +356,61 @@ class DlioObserver : public JobObserver {
     pr.bytes = s.bytes;
     progress_(pr);
   }
-  // A checkpoint ends the epoch's block (at its start) and opens the next
-  // (at its end). One after the epoch's steps is set aside in results() when
-  // it ended after the epoch did, as it is not inside the epoch.
+  // A checkpoint inside an epoch ends the epoch's block (at its start) and
+  // opens the next (at its end); one after the epoch's end (the epoch has
+  // been handed on) splits nothing.
   void on_checkpoint(const CheckpointRecord& c) override {
-    Open& o = phases_[static_cast<std::size_t>(c.gpu)][{true, c.epoch}];
-    if (o.blocks.empty()) o.blocks.emplace_back();
-    o.blocks.back().end = c.start;
-    o.blocks.emplace_back();
-    o.blocks.back().start = c.end;
-    o.splits.push_back({c.start, c.end});
+    const auto gpu = static_cast<std::size_t>(c.gpu);
+    if (c.epoch > ended_train_[gpu]) {
+      Open& o = phases_[gpu][{true, c.epoch}];
+      if (o.blocks.empty()) o.blocks.emplace_back();
+      o.blocks.back().end = c.start;
+      o.blocks.emplace_back();
+      o.blocks.back().start = c.end;
+      o.splits.push_back({c.start, c.end});
+    }
     if (!progress_) return;
     DlioProgress pr;
     pr.phase = DlioPhase::Checkpoint;
-    pr.rank = ranks_[static_cast<std::size_t>(c.gpu)];
+    pr.rank = ranks_[gpu];
     pr.epoch = c.epoch;
     pr.step = c.step;
     pr.bytes = c.io.bytes_written;
     progress_(pr);
   }
-
-  // The phases the record marks as finished, per rank (after the run).
-  std::vector<RankResult> results(const RunRecord& rec) {
-    std::vector<RankResult> out;
-    for (std::size_t i = 0; i < ranks_.size(); ++i) {
-      RankResult rr;
-      rr.rank = ranks_[i];
-      for (const EpochMark& m : rec.epochs) {
-        if (m.gpu != static_cast<int>(i)) continue;
-        const bool train = m.phase == RunPhase::Train;
-        RankPhase rp;
-        rp.rank = ranks_[i];
-        rp.epoch = static_cast<int>(m.epoch) + 1;
-        Open& o = phases_[i][{train, rp.epoch}];
-        // Checkpoints past the epoch's end split nothing: their blocks (after
-        // the last step) are empty.
-        while (!o.splits.empty() && (o.splits.back().first < m.start || o.splits.back().second > m.host_end)) {
-          o.splits.pop_back();
-          o.blocks.pop_back();
-        }
-        if (o.blocks.empty()) o.blocks.emplace_back();
-        o.blocks.front().start = m.start;
-        o.blocks.back().end = m.host_end;
-        if (o.blocks.back().steps == 0 && o.blocks.size() > 1) o.blocks.pop_back();
-        rp.blocks = std::move(o.blocks);
-        (train ? rr.train : rr.eval).push_back(std::move(rp));
-      }
-      if (i < rec.loader_stats.size()) rr.train_stats = rec.loader_stats[i];
-      if (i < rec.eval_loader_stats.size()) rr.eval_stats = rec.eval_loader_stats[i];
-      out.push_back(std::move(rr));
+  // A rank's phase ended: its blocks become the rank's epoch, handed to the
+  // phase's figures.
+  void on_phase_end(const EpochMark& m) override {
+    const auto gpu = static_cast<std::size_t>(m.gpu);
+    const bool train = m.phase == RunPhase::Train;
+    RankPhase rp;
+    rp.rank = ranks_[gpu];
+    rp.epoch = static_cast<int>(m.epoch) + 1;
+    Open o;
+    if (auto it = phases_[gpu].find({train, rp.epoch}); it != phases_[gpu].end()) {
+      o = std::move(it->second);
+      phases_[gpu].erase(it);
     }
-    return out;
+    // A checkpoint outside the phase's span splits nothing: its blocks (after
+    // the last step) are empty.
+    while (!o.splits.empty() && (o.splits.back().first < m.start || o.splits.back().second > m.host_end)) {
+      o.splits.pop_back();
+      o.blocks.pop_back();
+    }
+    if (o.blocks.empty()) o.blocks.emplace_back();
+    o.blocks.front().start = m.start;
+    o.blocks.back().end = m.host_end;
+    if (o.blocks.back().steps == 0 && o.blocks.size() > 1) o.blocks.pop_back();
+    rp.blocks = std::move(o.blocks);
+    if (train) ended_train_[gpu] = rp.epoch;
+    std::lock_guard lock(mu_);
+    (train ? train_figures_ : eval_figures_).add(gpu, std::move(rp));
+  }
+
+  // The phases' figures over the epochs every rank ended (after the run).
+  nlohmann::json figures(const DlioWorkload& w, bool eval) const {
+    std::lock_guard lock(mu_);
+    return (eval ? eval_figures_ : train_figures_).result(w);
   }
 
  private:
@@ -296,6 +423,9 @@ class DlioObserver : public JobObserver {
   Exclusion train_, eval_;
   bool keep_rows_;
   std::vector<std::map<std::pair<bool, int>, Open>> phases_;  // per GPU: (train, epoch) -> its blocks so far
+  std::vector<int> ended_train_;                              // per GPU: the last training epoch it ended
+  mutable std::mutex mu_;
+  PhaseFigures train_figures_, eval_figures_;
 };
 
 pipeline::Dataset to_dataset(const DlioData& d, bool jpeg) {
@@ -319,12 +449,11 @@ nlohmann::json data_json(const DlioData& d) {
           {"generated", d.generated},    {"skipped", d.skipped},    {"seconds", d.seconds}};
 }
 
-nlohmann::json loader_stats_json(const std::vector<RankResult>& results, bool eval) {
+nlohmann::json loader_stats_json(const std::vector<pipeline::LoaderStats>& per_rank) {
   std::uint64_t batches = 0, samples = 0, bytes = 0, hits = 0, misses = 0, ooo = 0;
   bool direct = false;
   std::set<std::string> notes;
-  for (const auto& r : results) {
-    const auto& s = eval ? r.eval_stats : r.train_stats;
+  for (const pipeline::LoaderStats& s : per_rank) {
     batches += s.batches;
     samples += s.samples;
     bytes += s.bytes_read;
@@ -338,106 +467,6 @@ nlohmann::json loader_stats_json(const std::vector<RankResult>& results, bool ev
           {"bytes_read", bytes},        {"cache_hits", hits},
           {"cache_misses", misses},     {"out_of_order", ooo},
           {"direct_io_active", direct}, {"notes", std::vector<std::string>(notes.begin(), notes.end())}};
-}
-
-// Per-epoch figures over ranks (AU: mean over ranks, DLIO's allreduce / size;
-// samples/s and MB/s: summed over ranks) and the overall means over epochs.
-nlohmann::json phase_json(const std::vector<RankResult>& results, bool eval, const DlioWorkload& w,
-                          const DlioRunOptions& o) {
-  std::map<int, std::vector<std::pair<int, Figures>>> by_epoch;  // epoch -> (rank, figures)
-  std::map<int, std::vector<const RankPhase*>> phases;
-  for (const RankResult& r : results) {
-    for (const RankPhase& p : eval ? r.eval : r.train) {
-      by_epoch[p.epoch].emplace_back(r.rank, rank_figures(p));
-      phases[p.epoch].push_back(&p);
-    }
-  }
-  nlohmann::json per_epoch = nlohmann::json::array();
-  Figures overall;
-  std::uint64_t steps_per_rank = 0;
-  for (const auto& [epoch, list] : by_epoch) {
-    Figures e;
-    nlohmann::json ranks = nlohmann::json::array();
-    for (const auto& [rank, f] : list) {
-      e.au_pct += f.au_pct;
-      e.samples_per_s += f.samples_per_s;
-      e.bytes_per_s += f.bytes_per_s;
-      e.compute_s += f.compute_s;
-      e.total_s += f.total_s;
-      e.emulated_s += f.emulated_s;
-      e.load_wait_s += f.load_wait_s;
-      e.steps = std::max(e.steps, f.steps);
-      e.measured = std::max(e.measured, f.measured);
-      e.samples += f.samples;
-      if (!o.per_rank_epochs) continue;
-      nlohmann::json rj = figures_json(f);
-      rj["rank"] = rank;
-      ranks.push_back(std::move(rj));
-    }
-    const auto n = static_cast<double>(list.size());
-    e.au_pct /= n;
-    e.compute_s /= n;
-    e.total_s /= n;
-    e.emulated_s /= n;
-    e.load_wait_s /= n;
-    nlohmann::json ej = figures_json(e);
-    ej["epoch"] = epoch;
-    if (o.per_rank_epochs) ej["ranks"] = std::move(ranks);
-    if (o.record_steps) {
-      nlohmann::json steps = nlohmann::json::array();
-      for (const RankPhase* p : phases[epoch]) {
-        for (std::size_t b = 0; b < p->blocks.size(); ++b) {
-          for (const DlioStep& s : p->blocks[b].rows) {
-            steps.push_back({{"rank", p->rank},
-                             {"block", b},
-                             {"step", s.index + 1},
-                             {"load_s", to_seconds(s.load)},
-                             {"compute_s", to_seconds(s.compute)},
-                             {"proc_s", to_seconds(s.proc)},
-                             {"emulated_s", to_seconds(s.emulated)},
-                             {"bytes", s.bytes}});
-          }
-        }
-      }
-      ej["step_records"] = std::move(steps);
-    }
-    per_epoch.push_back(std::move(ej));
-    overall.au_pct += e.au_pct;
-    overall.samples_per_s += e.samples_per_s;
-    overall.bytes_per_s += e.bytes_per_s;
-    overall.compute_s += e.compute_s;
-    overall.total_s += e.total_s;
-    overall.emulated_s += e.emulated_s;
-    overall.load_wait_s += e.load_wait_s;
-    overall.measured += e.measured;
-    overall.samples += e.samples;
-    steps_per_rank += e.steps;
-  }
-  const auto epochs = static_cast<double>(by_epoch.size());
-  nlohmann::json j;
-  j["epochs"] = by_epoch.size();
-  j["steps"] = steps_per_rank;
-  j["au_pct"] = epochs > 0 ? overall.au_pct / epochs : 0.0;
-  const double au_stdev = [&] {
-    if (per_epoch.size() < 2) return 0.0;
-    const double mean = overall.au_pct / epochs;
-    double ss = 0;
-    for (const auto& e : per_epoch) ss += std::pow(e["au_pct"].get<double>() - mean, 2);
-    return std::sqrt(ss / epochs);
-  }();
-  j["au_stdev_pct"] = au_stdev;
-  j["au_threshold_pct"] = 100.0 * w.metric.au;
-  j["au_pass"] = epochs > 0 && meets_au_threshold(overall.au_pct / epochs, 100.0 * w.metric.au);
-  j["samples_per_s"] = epochs > 0 ? overall.samples_per_s / epochs : 0.0;
-  j["mb_per_s"] = epochs > 0 ? overall.bytes_per_s / epochs / kMiB : 0.0;
-  j["mb_per_s_dlio"] = epochs > 0 ? overall.samples_per_s / epochs * w.dataset.record_length_bytes / kMiB : 0.0;
-  j["compute_s"] = overall.compute_s;
-  j["total_s"] = overall.total_s;
-  j["emulated_compute_s"] = overall.emulated_s;
-  j["load_wait_s"] = overall.load_wait_s;
-  j["measured_steps"] = overall.measured;
-  j["per_epoch"] = std::move(per_epoch);
-  return j;
 }
 
 nlohmann::json checkpoints_json(const std::vector<DlioCheckpoint>& records, nlohmann::json& top) {
@@ -496,17 +525,6 @@ std::optional<std::string> no_measured_step_warning(const DlioWorkload& w, const
           : train.value("steps", 0));
 }
 
-// After an early stop every rank keeps only the epochs all ranks finished, so
-// per-epoch figures average over the same ranks.
-void keep_finished_epochs(std::vector<RankResult>& results) {
-  std::size_t epochs = SIZE_MAX;
-  for (const RankResult& r : results) epochs = std::min(epochs, r.train.size());
-  for (RankResult& r : results) {
-    r.train.resize(std::min(r.train.size(), epochs));
-    while (!r.eval.empty() && r.eval.back().epoch > static_cast<int>(epochs)) r.eval.pop_back();
-  }
-}
-
 // Hands the finished epochs' result to the caller, then rethrows the reason.
 [[noreturn]] void report_stopped(nlohmann::json& result, const std::exception_ptr& stopped, const DlioRunOptions& o) {
   try {
@@ -548,26 +566,35 @@ double allocatable_bytes() {
   return bytes;
 }
 
-// Each epoch of each rank keeps its record (the epoch's figures, its blocks,
-// its printed line: about 5 KB measured) until the run ends, and each step
-// too when its rows are kept (a trace, a report, record_steps: about 1 KB a
-// step and 8 bytes a sample). A run whose records would not fit in what this
-// process can allocate is refused before it starts, naming the key, instead
-// of dying of std::bad_alloc hours in.
+// What a run keeps until it ends: each epoch's figures when the caller keeps
+// them (keep_epochs: about 5 KB an epoch of a rank, measured, with its
+// per-rank figures), and each step when its rows are kept (a trace, a report,
+// record_steps: about 1 KB a step and 8 bytes a sample). Without either, a
+// rank keeps only the epoch in progress. A run whose records would not fit in
+// what this process can allocate is refused before it starts, naming the key,
+// instead of dying of std::bad_alloc hours in.
 void check_records_fit(const DlioWorkload& w, const DlioRunOptions& o, double rank_epochs, double steps) {
   constexpr double kPerEpoch = 5120;
   const bool rows = o.record_steps || o.trace || o.on_record;
+  const bool epochs = o.keep_epochs || o.on_record;
+  if (!rows && !epochs) return;
   const double per_step =
       rows ? 1024.0 + 8.0 * static_cast<double>(std::max<std::int64_t>(1, w.reader.batch_size)) : 0.0;
-  const double need = rank_epochs * kPerEpoch + steps * per_step, have = allocatable_bytes();
+  const double per_epoch = epochs ? kPerEpoch : 0.0;
+  const double need = rank_epochs * per_epoch + steps * per_step, have = allocatable_bytes();
   if (have > 0 && need > have)
     throw InputError(fmt::format(
-        "{}train.epochs = {} is not valid here: the run's {:.3g} epochs of its ranks keep a record each (about {:.0f} "
-        "bytes){}, {:.2f} GB in all, more than this process can allocate now ({:.2f} GB: the machine's available "
-        "memory or ulimit -v); accepted: fewer epochs or steps (train.epochs, train.total_training_steps)",
-        w.source.empty() ? "" : w.source + ": ", w.train.epochs, rank_epochs, kPerEpoch,
-        rows ? fmt::format(" and its {:.3g} steps one each with their rows (about {:.0f} bytes)", steps, per_step) : "",
-        need / 1e9, have / 1e9));
+        "{}train.epochs = {} is not valid here: the run keeps {}, {:.2f} GB in all, more than this process can "
+        "allocate now ({:.2f} GB: the machine's available memory or ulimit -v); accepted: fewer epochs or steps "
+        "(train.epochs, train.total_training_steps){}",
+        w.source.empty() ? "" : w.source + ": ", w.train.epochs,
+        epochs && rows ? fmt::format("a record of each of its ranks' {:.3g} epochs (about {:.0f} bytes) and of each of "
+                                     "its {:.3g} steps with their rows (about {:.0f} bytes)",
+                                     rank_epochs, kPerEpoch, steps, per_step)
+        : epochs
+            ? fmt::format("a record of each of its ranks' {:.3g} epochs (about {:.0f} bytes)", rank_epochs, kPerEpoch)
+            : fmt::format("each of its {:.3g} steps with their rows (about {:.0f} bytes)", steps, per_step),
+        need / 1e9, have / 1e9, epochs && !rows ? ", or the text output, which keeps no epoch" : ""));
 }
 
 // The world size and the ranks this process runs, checked.
@@ -934,14 +961,13 @@ nlohmann::json run_dlio_workload(const DlioWorkload& w, const DlioRunOptions& o)
   // The record keeps each step only for what reads them all: the trace's
   // data waits, the caller's record (a report) and the step rows.
   spec.record.steps = spec.record.kernels = o.trace || o.on_record || o.record_steps;
+  spec.record.epochs = static_cast<bool>(o.on_record);  // the observer keeps what DLIO's figures need
   Job job(*clock, *cost_model, spec);
-  DlioObserver observer(o.progress, ranks, {d.steps, w.output.exclude_start_steps, w.output.exclude_end_steps},
-                        {d.eval_steps, w.output.exclude_start_steps, w.output.exclude_end_steps}, o.record_steps);
+  DlioObserver observer(o, ranks, {d.steps, w.output.exclude_start_steps, w.output.exclude_end_steps},
+                        {d.eval_steps, w.output.exclude_start_steps, w.output.exclude_end_steps});
   const Time t0 = clock->now();
   const RunRecord rec = job.run(&observer);
   const Time t1 = clock->now();
-  std::vector<RankResult> results = observer.results(rec);
-  if (rec.stopped) keep_finished_epochs(results);
   if (job.timeline().tracing())
     for (const gpemu::StepRecord& st : rec.steps)
       if (st.delivered > st.next_called)
@@ -960,17 +986,17 @@ nlohmann::json run_dlio_workload(const DlioWorkload& w, const DlioRunOptions& o)
   result["dataset"] = dataset;
   result["steps_per_epoch"] = train ? d.steps : 0;
   if (train) {
-    nlohmann::json t = phase_json(results, false, w, o);
+    nlohmann::json t = observer.figures(w, false);
     if (auto note = no_measured_step_warning(w, t)) warnings.push_back(*note);
     for (auto it = t.begin(); it != t.end(); ++it) result[it.key()] = std::move(it.value());  // not copied
-    result["loader"] = loader_stats_json(results, false);
+    result["loader"] = loader_stats_json(rec.loader_stats);
     result["loader"]["read_threads"] = w.reader.read_threads;
     result["loader"]["prefetch_batches_per_worker"] = std::max(1, w.reader.prefetch_size);
     result["loader"]["modelled"] = {
         {"preprocess", preprocess},
         {"storage_bytes_per_s", o.storage_bytes_per_s ? nlohmann::json(*o.storage_bytes_per_s) : nlohmann::json()}};
     if (d.has_eval) {
-      nlohmann::json e = phase_json(results, true, w, o);
+      nlohmann::json e = observer.figures(w, true);
       e["steps_per_epoch"] = d.eval_steps;
       e.erase("au_threshold_pct");
       e.erase("au_pass");

@@ -28,6 +28,12 @@ void data_line(std::ostream& out, const char* what, const nlohmann::json& d) {
 
 }  // namespace
 
+void print_dlio_epoch(const nlohmann::json& e, std::ostream& out) {
+  out << fmt::format("[METRIC] Epoch {}: AU {:.4f}%, {:.4f} samples/s, {:.4f} MB/s, {} steps ({} measured)\n",
+                     e.value("epoch", 0), num(e, "au_pct"), num(e, "samples_per_s"), num(e, "mb_per_s"),
+                     e.value("steps", 0), e.value("measured_steps", 0));
+}
+
 void print_dlio_result(const nlohmann::json& r, std::ostream& out) {
   const std::string rule = "[METRIC] ==========================================================\n";
   out << rule;
@@ -67,11 +73,7 @@ void print_dlio_result(const nlohmann::json& r, std::ostream& out) {
         "[METRIC] Measured: compute {:.4f} s of {:.4f} s (emulated compute {:.4f} s, data wait {:.4f} s)\n",
         num(r, "compute_s"), num(r, "total_s"), num(r, "emulated_compute_s"), num(r, "load_wait_s"));
     if (r.contains("per_epoch")) {
-      for (const auto& e : r["per_epoch"]) {
-        out << fmt::format("[METRIC] Epoch {}: AU {:.4f}%, {:.4f} samples/s, {:.4f} MB/s, {} steps ({} measured)\n",
-                           e.value("epoch", 0), num(e, "au_pct"), num(e, "samples_per_s"), num(e, "mb_per_s"),
-                           e.value("steps", 0), e.value("measured_steps", 0));
-      }
+      for (const auto& e : r["per_epoch"]) print_dlio_epoch(e, out);
     }
     if (r.contains("eval")) {
       const auto& e = r["eval"];

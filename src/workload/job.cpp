@@ -227,11 +227,6 @@ struct Pending {
   bool has_h2d = false, has_all_reduce = false;
 };
 
-struct PhaseMark {
-  EpochMark mark;
-  std::vector<Completion> tails;
-};
-
 // A resolved completion keeps only its time, so it stops holding its
 // operation's record (the Timeline frees it); the end time read later is the
 // same. Returns whether `c` is resolved.
@@ -303,7 +298,7 @@ struct Job::Rank {
   Duration compute_busy = 0;
   Time last_kernel_end = 0;
   StepTotals train;
-  std::vector<PhaseMark> phases;
+  std::vector<EpochMark> phases;  // with RecordSpec::epochs
   std::vector<CheckpointRecord> checkpoints;
   Duration forward_total = 0, backward_total = 0;
 
@@ -618,14 +613,18 @@ void Job::run_phase(Rank& r, RunPhase phase, int epoch, pipeline::BatchSource& s
     if (!c.resolved()) sync_->yield_before_wait(r.index);
     tl.wait(c, r.sleep);
   };
+  auto host_wait_end = [&](const Completion& c) {
+    host_wait(c);
+    return tl.end_time(c);
+  };
   const std::uint64_t fixed_steps = train ? sched.steps_per_epoch : sched.eval.steps;
   const std::uint64_t epoch_arg = sched.reshuffle_each_epoch ? static_cast<std::uint64_t>(epoch - 1) : 0;
 
-  PhaseMark pm;
-  pm.mark.gpu = r.index;
-  pm.mark.phase = phase;
-  pm.mark.epoch = static_cast<std::uint64_t>(epoch - 1);
-  pm.mark.start = clock_.now();
+  EpochMark mark;
+  mark.gpu = r.index;
+  mark.phase = phase;
+  mark.epoch = static_cast<std::uint64_t>(epoch - 1);
+  mark.start = clock_.now();
   source.begin_epoch(epoch_arg);
   for (std::uint64_t step = 0;; ++step) {
     if (fixed_steps > 0 && step >= fixed_steps) break;
@@ -673,7 +672,7 @@ void Job::run_phase(Rank& r, RunPhase phase, int epoch, pipeline::BatchSource& s
     Pending p;
     p.rec.gpu = r.index;
     p.rec.phase = phase;
-    p.rec.epoch = pm.mark.epoch;
+    p.rec.epoch = mark.epoch;
     p.rec.index = b->index;
     p.rec.iteration = it;
     p.rec.samples = b->samples;
@@ -867,7 +866,7 @@ void Job::run_phase(Rank& r, RunPhase phase, int epoch, pipeline::BatchSource& s
     p.rec.host_done = clock_.now();
     // The loop drops the previous batch (its staging buffer) when x is rebound.
     r.current = std::move(b->keep_alive);
-    pm.mark.samples += p.rec.samples;
+    mark.samples += p.rec.samples;
     if (train) ++r.iterations;
     r.pending.push_back(std::move(p));
     if (observer) {
@@ -886,20 +885,18 @@ void Job::run_phase(Rank& r, RunPhase phase, int epoch, pipeline::BatchSource& s
     if (train) {
       for (const CheckpointPoint& c : sched.checkpoints)
         if (!c.after_epoch && c.epoch == epoch && c.step == step + 1) {
-          pm.mark.host_end = clock_.now();
+          mark.host_end = clock_.now();
           checkpoint(r, epoch, step + 1, observer);
         }
     }
   }
   // End of the phase: the host waits for the GPU (torch.cuda.synchronize()).
-  host_wait(s.tail());
-  pm.tails.push_back(s.tail());
-  if (r.comm) {
-    host_wait(r.comm->tail());
-    pm.tails.push_back(r.comm->tail());
-  }
-  pm.mark.host_end = clock_.now();
-  r.phases.push_back(std::move(pm));
+  // Both waits returned, so the phase's last completions are final.
+  mark.end = std::max(mark.start, host_wait_end(s.tail()));
+  if (r.comm) mark.end = std::max(mark.end, host_wait_end(r.comm->tail()));
+  mark.host_end = clock_.now();
+  if (observer) observer->on_phase_end(mark);
+  if (spec_.record.epochs) r.phases.push_back(mark);
 }
 
 void Job::run_rank(Rank& r, JobObserver* observer) {
@@ -1149,11 +1146,7 @@ RunRecord Job::record() {
     else
       rec.steps.insert(rec.steps.end(), std::make_move_iterator(r->steps.begin()),
                        std::make_move_iterator(r->steps.end()));
-    for (PhaseMark& m : r->phases) {
-      m.mark.end = m.mark.start;
-      for (const Completion& c : m.tails) m.mark.end = std::max(m.mark.end, tl.end_time(c));
-      rec.epochs.push_back(m.mark);
-    }
+    rec.epochs.insert(rec.epochs.end(), r->phases.begin(), r->phases.end());
     for (const CheckpointRecord& c : r->checkpoints) rec.checkpoints.push_back(c);
     const AllocatorStats a = r->device->allocator().stats();
     rr.peak_allocated_bytes = a.peak_allocated_bytes;

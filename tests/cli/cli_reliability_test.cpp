@@ -333,23 +333,50 @@ TEST(CliFaults, RunningOutOfHostMemoryIsAOneLineErrorNotAnAbort) {
 
 // N19: 8 x 10^6 steps (within the 10^7-step limit) grew ~0.9 KB a step and
 // aborted with an uncaught std::bad_alloc after a minute. Steps keep no
-// record now, but each of the 10^6 epochs does (~5 KB): a run whose records
-// cannot fit in what the process may allocate is refused up front, naming
-// the key; nothing is generated.
-TEST(CliDlioFiles, ARunWhoseStepRecordsCannotFitIsRefusedBeforeItStarts) {
+// record now; --json keeps each epoch's figures to print them (~5 KB an epoch
+// of a rank), so a run whose records cannot fit in what the process may
+// allocate is refused up front, naming the key; nothing is generated.
+TEST(CliDlioFiles, ARunWhoseEpochRecordsCannotFitIsRefusedBeforeItStarts) {
 #if defined(GPEMU_ASAN)
   GTEST_SKIP() << "AddressSanitizer reserves terabytes of shadow memory at start and cannot run under ulimit -v";
 #endif
   TinyDlio t;
-  const auto r = run_gpemu(t.args() + " ++workload.train.epochs=1000000", "ulimit -v 1000000; ");
+  const auto r = run_gpemu(t.args() + " --json ++workload.train.epochs=1000000", "ulimit -v 1000000; ");
   EXPECT_EQ(r.status, 1) << r.err;
-  EXPECT_NE(r.err.find(
-                "train.epochs = 1000000 is not valid here: the run's 1e+06 epochs of its ranks keep a record each"),
+  EXPECT_NE(r.err.find("train.epochs = 1000000 is not valid here: the run keeps a record of each of its ranks' 1e+06 "
+                       "epochs (about 5120 bytes)"),
             std::string::npos)
       << r.err;
   EXPECT_NE(r.err.find("more than this process can allocate now"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("or the text output, which keeps no epoch"), std::string::npos) << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   EXPECT_FALSE(fs::exists(t.d / "data/train")) << "refused after generating";
+}
+
+// Issue 30: a long run's memory is flat. The text output prints each epoch as
+// it ends and keeps none, so 10^6 virtual steps (125,000 epochs of 8) run in
+// 100 MB of address space; before, each epoch kept its record to the end and
+// the run was refused up front (640 MB of records).
+TEST(CliDlioFiles, AMillionStepsRunInFlatMemory) {
+#if defined(GPEMU_ASAN)
+  GTEST_SKIP() << "AddressSanitizer reserves terabytes of shadow memory at start and cannot run under ulimit -v";
+#endif
+  TempDir d;
+  const fs::path config = d.write("synthetic.yaml",
+                                  "model:\n  name: tiny\nworkflow:\n  generate_data: False\n  train: True\n"
+                                  "dataset:\n  data_folder: " +
+                                      (d / "data").string() +
+                                      "\n  format: synthetic\n  num_files_train: 8\n  num_samples_per_file: 4\n"
+                                      "  record_length: 4096\nreader:\n  data_loader: synthetic\n  batch_size: 4\n"
+                                      "train:\n  epochs: 125000\n  computation_time: 0.001\n");
+  const auto r = run_gpemu("train --clock virtual --dlio-config " + config.string(), "ulimit -v 100000; ");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_GT(std::count(r.out.begin(), r.out.end(), '\n'), 125000);
+  EXPECT_NE(r.out.find("[METRIC] Epoch 125000: AU 100.0000%, 4000.0000 samples/s, 15.6250 MB/s, 8 steps (7 measured)"),
+            std::string::npos);
+  EXPECT_NE(r.out.find("[METRIC] Epochs: 125000, steps per epoch: 8 per rank"), std::string::npos);
+  // The epochs' lines come as they end, before the summary.
+  EXPECT_LT(r.out.find("[METRIC] Epoch 1:"), r.out.find("[METRIC] Training Accelerator Utilization"));
 }
 
 }  // namespace
