@@ -463,6 +463,10 @@ void train(const TrainArgs& a, CLI::App* cmd) {
   auto costs = job_cost_model(j.model, &notes);
   spec.schedule.epochs = a.epochs;
   spec.trace = !a.trace.empty();
+  // Each step and kernel is kept only for what draws them (the trace's host
+  // spans, the report's per-batch stalls and utilisation); the printed
+  // figures come from the totals, so a long run's memory stays flat.
+  spec.record.steps = spec.record.kernels = spec.trace || !a.report.empty();
   fill_data(a, d, spec, notes);
   if (!d.synthetic) {  // an FFCV-style file (or its virtual layout) is read by the FFCV-style loader
     pipeline::use_ffcv_loader(spec.data.dataset, static_cast<std::size_t>(spec.batch_size), spec.data.loader,
@@ -487,7 +491,9 @@ void train(const TrainArgs& a, CLI::App* cmd) {
   const JobOutcome& outcome = session.outcome(0);
   const RunRecord& rec = record_of(outcome);
   // An error before any step (out of memory at the first batch) has nothing to report.
-  if (rec.stopped && rec.steps.empty() && !interrupt_signal()) std::rethrow_exception(rec.stopped);
+  const bool no_step =
+      std::all_of(rec.ranks.begin(), rec.ranks.end(), [](const RankRecord& r) { return r.train.steps == 0; });
+  if (rec.stopped && no_step && !interrupt_signal()) std::rethrow_exception(rec.stopped);
   if (const int sig = interrupt_signal()) {
     notes.push_back(interrupted_note(sig));
   } else if (rec.stopped) {

@@ -220,6 +220,9 @@ struct Job::Plan {
 
 namespace {
 
+// The most steps a rank's host runs ahead of its GPU (see run_phase).
+constexpr std::size_t kMaxStepsAhead = 1024;
+
 struct Pending {
   StepRecord rec;
   Time issue = 0;
@@ -298,7 +301,8 @@ struct Job::Rank {
   Duration compute_busy = 0;
   Time last_kernel_end = 0;
   StepTotals train;
-  std::vector<EpochMark> phases;  // with RecordSpec::epochs
+  std::vector<EpochMark> phases;     // with RecordSpec::epochs
+  std::deque<Completion> in_flight;  // the tails of the last steps issued, at most kMaxStepsAhead
   std::vector<CheckpointRecord> checkpoints;
   Duration forward_total = 0, backward_total = 0;
 
@@ -645,6 +649,17 @@ void Job::run_phase(Rank& r, RunPhase phase, int epoch, pipeline::BatchSource& s
       stop = true;
       break;
     }
+    // CUDA's launch queue is finite: a host that never waits for its GPU
+    // (SyncMode::AtEnd) blocks in a launch once the queue is full. The rank
+    // waits here for its oldest unfinished step when kMaxStepsAhead are in
+    // flight. A real host blocks well before that (each step launches many
+    // kernels), so no figure changes; what it bounds is the work queued on
+    // the timeline ahead of the clock, which a run of any length would
+    // otherwise issue before the first step ends.
+    if (r.in_flight.size() >= kMaxStepsAhead) {
+      host_wait(r.in_flight.front());
+      r.in_flight.pop_front();
+    }
     const Time called = clock_.now();
     std::optional<pipeline::LoadedBatch> b = source.next(r.sleep);
     if (!b) {
@@ -863,6 +878,7 @@ void Job::run_phase(Rank& r, RunPhase phase, int epoch, pipeline::BatchSource& s
       throw;
     }
     p.step = s.tail();
+    r.in_flight.push_back(p.step);
     p.rec.host_done = clock_.now();
     // The loop drops the previous batch (its staging buffer) when x is rebound.
     r.current = std::move(b->keep_alive);
@@ -895,6 +911,7 @@ void Job::run_phase(Rank& r, RunPhase phase, int epoch, pipeline::BatchSource& s
   mark.end = std::max(mark.start, host_wait_end(s.tail()));
   if (r.comm) mark.end = std::max(mark.end, host_wait_end(r.comm->tail()));
   mark.host_end = clock_.now();
+  r.in_flight.clear();  // the host waited for all of it
   if (observer) observer->on_phase_end(mark);
   if (spec_.record.epochs) r.phases.push_back(mark);
 }

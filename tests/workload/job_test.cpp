@@ -154,6 +154,33 @@ TEST(Job, AFixedStepTimeGivesExactTimesUnderTheVirtualClock) {
   }
 }
 
+// A host that never waits (SyncMode::AtEnd) runs at most 1,024 steps ahead of
+// its GPU, as CUDA's finite launch queue blocks a real host's launches: its
+// unfinished steps stay bounded however long the run. Before, all 3,000
+// steps were issued at time 0.
+TEST(Job, AHostThatNeverWaitsRunsAtMostOneThousandStepsAhead) {
+  const GpuSpec& a100 = find_gpu("a100");
+  JobSpec s = synthetic_spec(a100, "resnet18", 4, 3000);
+  s.compute.copy_batch = false;
+  s.compute.use_allocator = false;
+  s.compute.sync = SyncMode::AtEnd;
+  s.compute.variation.cv = 0;
+  auto clock = make_virtual_clock();
+  const auto costs = make_cost_model(std::nullopt);
+  Job job(*clock, *costs, s);
+  const RunRecord rec = job.run();
+  ASSERT_EQ(rec.steps.size(), 3000u);
+  for (std::size_t i = 0; i < 1024; ++i) ASSERT_EQ(rec.steps[i].next_called, rec.start) << i;
+  for (std::size_t i = 1024; i < 3000; ++i) {
+    // Step i is asked for once step i - 1024 has ended on the GPU, which
+    // never waits for the host: each step starts as the one before ends.
+    ASSERT_EQ(rec.steps[i].next_called, rec.steps[i - 1024].step_end) << i;
+    ASSERT_GT(rec.steps[i].next_called, rec.steps[i - 1].next_called) << i;
+  }
+  for (std::size_t i = 1; i < 3000; ++i) ASSERT_EQ(rec.steps[i].gpu_idle_since, rec.steps[i - 1].step_end) << i;
+  EXPECT_EQ(summarize(rec).elapsed, rec.steps.back().step_end - rec.start);
+}
+
 // A record that keeps no steps (RecordSpec) holds as many elements after
 // 10^5 steps as after 10^3, its summary is the same as a record that keeps
 // them all, and its sink hears every step and kernel.
