@@ -304,7 +304,16 @@ std::vector<Profile> read_gpemu_artifact(const fs::path& dir, std::vector<std::s
   });
   collector.each_model(dir / "memory", [&](Profile& p, const fs::path& folder) {
     static constexpr std::string_view kColumns[] = {"peak", "persistent"};
-    Table t = read_table(required_file(folder, "memory.csv"), "batch_size", kColumns, "MiB", kMaxProfileMiB, skipped);
+    const fs::path file = required_file(folder, "memory.csv");
+    Table t = read_table(file, "batch_size", kColumns, "MiB", kMaxProfileMiB, skipped);
+    // The peak includes what persists: a row whose peak is below it is no
+    // measurement (S11), and the table is not used.
+    for (std::size_t i = 0; i < t.batch_sizes.size(); ++i)
+      if (t.columns[0][i] < t.columns[1][i])
+        throw InputError(
+            fmt::format("{}:{}: peak {:g} MiB is below persistent {:g} MiB at batch size {}; expected "
+                        "peak >= persistent (the peak includes the memory that persists)",
+                        file.string(), t.lines[i], t.columns[0][i], t.columns[1][i], t.batch_sizes[i]));
     p.peak_allocated_mib = column_series(t, 0);
     p.persistent_mib = column_series(t, 1);
   });

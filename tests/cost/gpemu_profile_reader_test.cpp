@@ -230,6 +230,8 @@ INSTANTIATE_TEST_SUITE_P(
         Malformed{"TooManyFields", kMemory, "batch_size,peak,persistent\n1,2,3,4\n", 2,
                   "4 fields, but the header has 3"},
         Malformed{"NegativeMemory", kMemory, "batch_size,peak,persistent\n1,10,5\n2,-1,5\n", 3, "peak '-1'"},
+        Malformed{"PeakBelowPersistent", kMemory, "batch_size,peak,persistent\n1,400,300\n2,100,300\n", 3,
+                  "peak 100 MiB is below persistent 300 MiB at batch size 2"},  // S11
         Malformed{"ModelTransferNotANumber", kModelTransfer, "\nabout 30 ms\n", 2, "'about 30 ms'"},
         Malformed{"ModelTransferTwoNumbers", kModelTransfer, "0.1\n0.2\n", 2, "a second value"},
         Malformed{"ModelTransferEmpty", kModelTransfer, "", 1, "empty file"}),

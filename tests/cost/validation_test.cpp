@@ -87,7 +87,7 @@ struct TinyProfiles {
     for (int n : {1, 2}) {
       const zoo::MemoryReplay r =
           zoo::replay_memory(zoo::load_model("resnet18"), zoo::Shape{n}, CachingAllocator::kUnlimited);
-      mem += fmt::format("{},{:.17g},{}\n", n, r.peak_allocated_bytes / 1048576.0 / 1.02, 200);
+      mem += fmt::format("{},{:.17g},{}\n", n, r.peak_allocated_bytes / 1048576.0 / 1.02, 50);
     }
     dir.write("memory/Tesla_V100-PCIE-32GB/resnet18/memory.csv", mem);
   }
