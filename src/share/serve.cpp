@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <limits>
 #include <list>
 #include <map>
 #include <mutex>
@@ -243,6 +244,8 @@ struct ShareServer::Impl {
   struct KernelRecord {
     Completion c;
     Duration d;
+    std::uint64_t client = 0;
+    Time cut = std::numeric_limits<Time>::max();  // its client died: busy no later than this
   };
 
   ServeOptions o;
@@ -388,10 +391,10 @@ struct ShareServer::Impl {
     metrics_loopback = (ntohl(a.sin_addr.s_addr) >> 24) == 127;  // 127.0.0.0/8
   }
 
-  void record_kernel(int gpu, const Completion& c, Duration d) {
+  void record_kernel(int gpu, const Completion& c, Duration d, std::uint64_t client) {
     std::lock_guard lock(mu);
     auto& k = kernels[static_cast<std::size_t>(gpu)];
-    k.push_back({c, d});
+    k.push_back({c, d, client});
     if (k.size() > kMaxKernelRecords) k.pop_front();
   }
 
@@ -404,8 +407,8 @@ struct ShareServer::Impl {
       auto& k = kernels[static_cast<std::size_t>(g)];
       std::vector<BusyInterval> spans;
       for (const KernelRecord& r : k) {
-        const Time end = timeline.end_time(r.c);
-        spans.push_back({r.c.resolved() ? r.c.known_start(r.d) : end - r.d, end});
+        const Time end = std::min(timeline.end_time(r.c), r.cut);
+        spans.push_back({std::min(end, r.c.resolved() ? r.c.known_start(r.d) : end - r.d), end});
       }
       while (!k.empty() && k.front().c.resolved() && k.front().c.known_end() < from) k.pop_front();
       nlohmann::json procs = nlohmann::json::array();
@@ -560,7 +563,7 @@ struct ShareServer::Impl {
       }
       const Completion k = s.launch_kernel(ns, c.name, demand);
       if (fifo) gpu.end_turn(k);
-      record_kernel(c.gpu, k, ns);
+      record_kernel(c.gpu, k, ns, c.id);
       // CUDA's launch queue is bounded: a launch into a full one blocks
       // until the stream drains (and the timeline's pending work stays bounded).
       if (++c.queued >= kLaunchQueue) wait_stream(s);
@@ -729,6 +732,11 @@ struct ShareServer::Impl {
         // Its context goes with it: the kernel it left on the GPU stops now,
         // not at its end, which may be an hour away (N3).
         for (Stream* s : c->streams) timeline.cancel(s->tail());
+        // What smi and the metrics endpoint count as busy ends with it too,
+        // though a kernel on the timeline's fast path keeps its end there.
+        const Time died = clock->now();
+        for (KernelRecord& r : kernels[static_cast<std::size_t>(c->gpu)])
+          if (r.client == c->id) r.cut = std::min(r.cut, died);
         SharedGpu& gpu = *gpus[static_cast<std::size_t>(c->gpu)];
         if (gpu.exclusive_steps()) {
           // Under fifo a kernel alone on the GPU took the timeline's fast path,

@@ -323,6 +323,12 @@ TEST(Serve, ADeadClientsQueuedAndRunningKernelsAreCancelled) {
   ServeClient next(s.server.socket_path(), {"next", 0, 0, ""});
   const Time start = next.sync();
   EXPECT_LT(next.batch(kMillisecond) - start, 1000 * kMillisecond);
+  // Nor is the GPU busy with them for smi and the metrics endpoint once the
+  // last second holds none of the hog's life: it said 100 % for the kernel's
+  // remaining 3 s (the re-test's second symptom of N3); now `next`'s 1 ms.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+  const nlohmann::json smi = s.server.smi();
+  EXPECT_LT(smi["gpus"][0]["utilization_pct"].get<double>(), 50.0) << smi.dump();
 }
 
 // N11: a client that sends requests but never reads the replies, and one
