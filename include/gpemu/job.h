@@ -163,6 +163,10 @@ inline ProgramVariantNames torch_default_names() {
 // keywords: errors name the options as keywords (Python), not as flags.
 void apply_torch_preset(ModelSpec& m, const TorchPreset& preset, ProgramVariantNames names = torch_default_names(),
                         bool keywords = false);
+// A zero_grad choice over the preset's: "zero" (grads kept, PyTorch < 2.0's
+// zero_grad()), "none" (set_to_none=True, PyTorch >= 2.0's default), empty:
+// the preset's. InputError naming --zero-grad (keywords: zero_grad) otherwise.
+void apply_zero_grad(ModelSpec& m, std::string_view value, bool keywords = false);
 
 // Where a step's GPU time comes from.
 enum class StepTime {
@@ -376,6 +380,15 @@ struct JobSpec {
 
 // Throws InputError naming the first bad field, its value and what is accepted.
 void validate(const JobSpec& spec);
+// What a job's RunRecord keeps to the run's end (everything else is flat),
+// in bytes: with RecordSpec::epochs a mark per phase of each GPU (about 230
+// bytes an epoch with its summary, measured), with RecordSpec::steps each
+// step and its kernels (about 400 bytes a step), with JobSpec::trace each
+// step's timeline operations (about 10 KB a step of resnet18, measured; a
+// model of more operators keeps more). A Job refuses (InputError) a run
+// whose records cannot fit in what the process may still allocate.
+inline constexpr double kRecordBytesPerEpoch = 256, kRecordBytesPerStep = 400, kTraceBytesPerStep = 10240;
+double kept_record_bytes(const JobSpec& spec, std::int64_t planned_steps);
 // Whether the job's ranks share links (PCIe uplinks, NVLink, the network):
 // their step program copies batches or all-reduces gradients.
 bool uses_links(const JobSpec& spec);

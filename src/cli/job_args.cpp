@@ -53,15 +53,7 @@ ModelSpec model_spec(const ModelArgs& a) {
   m.name = task_model(a.model, a.task);
   apply_torch_preset(m, preset, a.variant);
   m.optimizer = zoo::parse_optimizer(a.optimizer);
-  if (a.zero_grad == "zero")
-    m.keep_grads = true;
-  else if (a.zero_grad == "none")
-    m.keep_grads = false;
-  else if (!a.zero_grad.empty())
-    throw InputError(
-        fmt::format("unknown --zero-grad '{}': expected zero (grads kept, PyTorch < 2.0 default) or none "
-                    "(set_to_none=True, PyTorch >= 2.0 default)",
-                    a.zero_grad));
+  apply_zero_grad(m, a.zero_grad);
   if (a.keep_output == "on" || a.keep_output == "off")
     m.keep_output = a.keep_output == "on";
   else

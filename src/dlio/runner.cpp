@@ -2,9 +2,6 @@
 // the real files and an emulated GPU per rank computing; DLIO's metrics.
 #include "gpemu/dlio.h"
 
-#include <sys/resource.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -18,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "common/host_memory.h"
 #include "common/interrupt.h"
 #include "dlio/free_space.h"
 #include "gpemu/catalog.h"
@@ -539,32 +537,6 @@ std::optional<std::string> no_measured_step_warning(const DlioWorkload& w, const
 }
 
 }  // namespace
-
-// What this process can still allocate: the smaller of the memory the
-// machine has available (MemAvailable) and what its address-space limit
-// (ulimit -v) leaves; 0 when neither can be read (then nothing is refused).
-double allocatable_bytes() {
-  double bytes = 0;
-  if (FILE* f = std::fopen("/proc/meminfo", "r")) {
-    char line[256];
-    unsigned long long kb = 0;
-    while (std::fgets(line, sizeof line, f))
-      if (std::sscanf(line, "MemAvailable: %llu kB", &kb) == 1) bytes = static_cast<double>(kb) * 1024;
-    std::fclose(f);
-  }
-  rlimit lim{};
-  if (::getrlimit(RLIMIT_AS, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY) {
-    double used = 0;
-    if (FILE* f = std::fopen("/proc/self/statm", "r")) {
-      unsigned long long pages = 0;
-      if (std::fscanf(f, "%llu", &pages) == 1) used = static_cast<double>(pages) * static_cast<double>(::getpagesize());
-      std::fclose(f);
-    }
-    const double left = std::max(0.0, static_cast<double>(lim.rlim_cur) - used);
-    bytes = bytes > 0 ? std::min(bytes, left) : left;
-  }
-  return bytes;
-}
 
 // What a run keeps until it ends: each epoch's figures when the caller keeps
 // them (keep_epochs: about 5 KB an epoch of a rank, measured, with its

@@ -133,15 +133,7 @@ ModelSpec model_spec(const std::string& model, const std::string& precision, con
   m.precision = zoo::parse_precision(precision);
   m.optimizer = zoo::parse_optimizer(optimizer);
   if (!model.empty()) apply_torch_preset(m, torch_preset(torch, "torch"), std::move(variant), /*keywords=*/true);
-  if (zero_grad == "zero")
-    m.keep_grads = true;
-  else if (zero_grad == "none")
-    m.keep_grads = false;
-  else if (!zero_grad.empty())
-    throw InputError(
-        fmt::format("zero_grad '{}': expected 'zero' (grads kept, PyTorch < 2.0) or 'none' "
-                    "(set_to_none=True, PyTorch >= 2.0; default with torch='2')",
-                    zero_grad));
+  apply_zero_grad(m, zero_grad, /*keywords=*/true);
   if (seq_len < 0) throw InputError(fmt::format("seq_len {}: must be at least 1 (0: the model's default)", seq_len));
   m.seq_len = seq_len;
   return m;

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/checked.h"
+#include "common/host_memory.h"
 #include "common/message_text.h"
 #include "gpemu/calibration.h"
 #include "gpemu/error.h"
@@ -24,6 +25,9 @@
 #include "share/results.h"
 
 namespace gpemu {
+
+// A step's row in the result with per-step rows (its end and samples).
+constexpr double kShareRowBytes = 16;
 
 void validate(const ShareSpec& spec) {
   if (!spec.gpu) throw InputError("share: no GPU given; give one of 'gpemu devices'");
@@ -49,6 +53,25 @@ void validate(const ShareSpec& spec) {
         "share: the jobs' iterations come to {:.0f} steps in all ({}); accepted: at most {} in all (a record of "
         "each step is kept, about 300 bytes)",
         steps, each, kMaxSharedSteps));
+  }
+  // Within that bound, what per-step rows keep must still fit in what this
+  // process may allocate now (ulimit -v, the machine's free memory): refused
+  // up front, not ended by std::bad_alloc.
+  if (spec.per_step) {
+    double need = 0;
+    for (const SharedJobSpec& j : spec.jobs) {
+      JobSpec kept = j.job;
+      kept.record.steps = kept.record.kernels = true;
+      const auto planned = planned_share_steps(j);
+      need += kept_record_bytes(kept, planned) + kShareRowBytes * static_cast<double>(planned);
+    }
+    const double have = allocatable_bytes();
+    if (need >= 64.0 * (1 << 20) && have > 0 && need > have)
+      throw InputError(
+          fmt::format("share: the jobs' {:.0f} steps keep a record each with per-step rows (--steps, --report), "
+                      "{:.2f} GB in all, more than this process can allocate now ({:.2f} GB: the machine's available "
+                      "memory or ulimit -v); accepted: fewer iterations, or no per-step rows",
+                      steps, need / 1e9, have / 1e9));
   }
   // The policy's own checks (a card without MIG, a bad quantum), on a scratch GPU.
   const std::unique_ptr<Clock> scratch_clock = make_virtual_clock();

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "clock/host_sync.h"
+#include "common/host_memory.h"
 #include "common/interrupt.h"
 #include "gpemu/cost_model.h"
 #include "gpemu/error.h"
@@ -57,6 +58,16 @@ std::string_view to_string(StepOp op) {
 }
 
 std::string_view to_string(RunPhase p) { return p == RunPhase::Train ? "train" : "eval"; }
+
+double kept_record_bytes(const JobSpec& s, std::int64_t planned_steps) {
+  const double gpus = std::max(1, s.cluster.gpus);
+  const double phases =
+      s.schedule.train ? static_cast<double>(s.schedule.epochs) * (s.schedule.eval.steps > 0 ? 2 : 1) : 0;
+  const double epochs = s.record.epochs ? gpus * phases : 0;
+  const double all_steps = gpus * static_cast<double>(std::max<std::int64_t>(0, planned_steps));
+  return epochs * kRecordBytesPerEpoch + (s.record.steps ? all_steps * kRecordBytesPerStep : 0) +
+         (s.trace ? all_steps * kTraceBytesPerStep : 0);
+}
 
 void validate(const JobSpec& s) {
   if (s.cluster.gpu == nullptr) throw InputError("job: cluster.gpu is missing; give a GPU from the catalog");
@@ -219,6 +230,28 @@ struct Job::Plan {
 };
 
 namespace {
+
+// A run whose records cannot fit in what this process may allocate is
+// refused before it starts (QA H3), not ended by std::bad_alloc hours in.
+void check_records_fit(const JobSpec& s, std::int64_t planned_steps) {
+  const double need = kept_record_bytes(s, planned_steps);
+  if (need < 64.0 * (1 << 20)) return;  // not worth a look
+  const double have = allocatable_bytes();
+  if (have <= 0 || need <= have) return;
+  throw InputError(fmt::format(
+      "--epochs {} ({} steps a GPU) on {} GPU(s) is not valid here: the run keeps {}, {:.2f} GB in all, more than "
+      "this process can allocate now ({:.2f} GB: the machine's available memory or ulimit -v); accepted: fewer "
+      "epochs, steps or GPUs{}",
+      s.schedule.epochs, planned_steps, s.cluster.gpus,
+      s.trace ? fmt::format("each step's operations for the trace (about {:.0f} bytes) and record (about {:.0f} "
+                            "bytes) and each epoch's mark (about {:.0f} bytes)",
+                            kTraceBytesPerStep, kRecordBytesPerStep, kRecordBytesPerEpoch)
+      : s.record.steps ? fmt::format("each step's record (about {:.0f} bytes: a trace or report draws them) and each "
+                                     "epoch's mark (about {:.0f} bytes)",
+                                     kRecordBytesPerStep, kRecordBytesPerEpoch)
+                       : fmt::format("each epoch's mark (about {:.0f} bytes a GPU)", kRecordBytesPerEpoch),
+      need / 1e9, have / 1e9, s.record.steps || s.trace ? ", or no --trace or --report" : ""));
+}
 
 // The most steps a rank's host runs ahead of its GPU (see run_phase).
 constexpr std::size_t kMaxStepsAhead = 1024;
@@ -454,6 +487,7 @@ Job::Job(Clock& clock, const CostModel& costs, JobSpec spec)
     const std::int64_t all = per_epoch * spec_.schedule.epochs;
     planned_ = spec_.schedule.max_iterations >= 0 ? std::min(all, spec_.schedule.max_iterations) : all;
   }
+  check_records_fit(spec_, planned_);
 }
 
 Job::~Job() { ranks_.clear(); }

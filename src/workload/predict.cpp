@@ -37,6 +37,18 @@ void apply_torch_preset(ModelSpec& m, const TorchPreset& preset, ProgramVariantN
   if (preset.default_host) m.host = find_host(kDefaultHost, "--host");
 }
 
+void apply_zero_grad(ModelSpec& m, std::string_view value, bool keywords) {
+  if (value == "zero")
+    m.keep_grads = true;
+  else if (value == "none")
+    m.keep_grads = false;
+  else if (!value.empty())
+    throw InputError(
+        fmt::format("unknown {} '{}': expected zero (grads kept, PyTorch < 2.0's zero_grad()) or none "
+                    "(set_to_none=True, PyTorch >= 2.0's default)",
+                    keywords ? "zero_grad" : "--zero-grad", value));
+}
+
 AnalyticalOptions analytical_options(const ModelSpec& m) {
   AnalyticalOptions ao;
   ao.optimizer = m.optimizer;

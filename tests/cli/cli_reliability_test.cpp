@@ -320,10 +320,21 @@ TEST(CliFaults, RunningOutOfHostMemoryIsAOneLineErrorNotAnAbort) {
   TempDir d;
   const std::string jobs =
       d.write("jobs.json", R"({"jobs": [{"name": "a", "compute_s": 0.01, "iterations": 1000000}]})").string();
-  // With each step's row asked for (--steps) the records grow with the steps.
+  // With each step's row asked for (--steps) the records grow with the
+  // steps: refused up front now, as a run that would not fit.
   const auto r = run_gpemu("share --jobs " + jobs + " --clock virtual --json --steps", "ulimit -v 150000; ");
   EXPECT_EQ(r.status, 1) << r.err;
-  EXPECT_EQ(r.err,
+  EXPECT_NE(r.err.find("gpemu: error: share: the jobs' 1000000 steps keep a record each with per-step rows (--steps, "
+                       "--report), 0.42 GB in all, more than this process can allocate now"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  // What runs out of memory past the up-front estimates (a short run with a
+  // trace, under a tight limit) is still one line, not an abort.
+  const auto oom =
+      run_gpemu("train --synthetic --clock virtual -n 5000 --trace " + (d / "t.json").string(), "ulimit -v 40000; ");
+  EXPECT_EQ(oom.status, 1) << oom.err;
+  EXPECT_EQ(oom.err,
             "gpemu: error: out of host memory (std::bad_alloc): the run's records did not fit in what this process "
             "may allocate; give fewer steps, epochs or jobs, or raise the limit (ulimit -v)\n");
   // Without them a run's memory is flat in steps: the same run fits.
@@ -340,12 +351,31 @@ TEST(CliFaults, TrainOfAMillionStepsRunsInFlatMemory) {
   GTEST_SKIP() << "AddressSanitizer reserves terabytes of shadow memory at start and cannot run under ulimit -v";
 #endif
   for (const char* sync : {"iteration", "end"}) {
-    const auto r = run_gpemu(
-        std::string("train --synthetic --clock virtual --model resnet18 -b 8 -n 1000000 --json --sync ") + sync,
-        "ulimit -v 100000; ");
+    const auto r =
+        run_gpemu(std::string("train --synthetic --clock virtual --model resnet18 -b 8 -n 1000000 --json --sync ") +
+                      sync,
+                  "ulimit -v 100000; ");
     ASSERT_EQ(r.status, 0) << sync << ": " << r.err;
     EXPECT_NE(r.out.find("\"iterations\": 1000000"), std::string::npos) << r.out;
   }
+}
+
+// H3 (re-test): `gpemu train` accepted --epochs 1000000 and grew to 2 GB
+// (400 bytes a step). Steps keep no record now; each epoch still keeps a mark
+// per GPU, so a run whose marks cannot fit is refused before it starts.
+TEST(CliFaults, ATrainRunWhoseEpochMarksCannotFitIsRefusedUpFront) {
+#if defined(GPEMU_ASAN)
+  GTEST_SKIP() << "AddressSanitizer reserves terabytes of shadow memory at start and cannot run under ulimit -v";
+#endif
+  const auto r = run_gpemu("train --synthetic -n 5 --epochs 1000000 --gpus 8 --clock virtual", "ulimit -v 1000000; ");
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_NE(r.err.find("gpemu: error: --epochs 1000000 (5000000 steps a GPU) on 8 GPU(s) is not valid here: the run "
+                       "keeps each epoch's mark (about 256 bytes a GPU), 2.05 GB in all, more than this process can "
+                       "allocate now"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_EQ(r.out.find("trained"), std::string::npos) << r.out;
 }
 
 // N19: 8 x 10^6 steps (within the 10^7-step limit) grew ~0.9 KB a step and
