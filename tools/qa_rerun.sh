@@ -136,6 +136,12 @@ case_H4() {
   rm -rf "$R/big"
   run 60 '$G train --dlio-config $S $T ++workload.dataset.data_folder=$R/big ++workload.workflow.generate_data=True ++workload.workflow.checkpoint=True ++workload.checkpoint.checkpoint_folder=$R/bigck ++workload.checkpoint.checkpoint_after_epoch=1 ++workload.model.model_size_bytes=1e15; ls -A $R/bigck 2>&1'
   rm -rf "$R/big" "$R/bigck"
+  # The same dataset on a filesystem too small for it (root: a 100 MB tmpfs).
+  if is_root; then
+    full_tmpfs h4fs 100M 0
+    run 60 '$G train --dlio-config $S $T ++workload.dataset.data_folder=$R/h4fs/big ++workload.workflow.generate_data=True ++workload.dataset.num_files_train=8 ++workload.dataset.num_samples_per_file=2 ++workload.dataset.record_length_bytes_stdev=1000000000; ls -A $R/h4fs/big/train'
+    unmount h4fs
+  fi
 }
 
 case_S1() {
@@ -237,6 +243,14 @@ case_S11() {
   mkdir -p "$R/fwonly/V100-PCIE-32GB"
   printf '{"format": "gpemu-profile/1", "gpu": "V100-PCIE-32GB", "model": "resnet50", "rows": [{"batch_size": 1, "forward_s": 0.005}]}\n' >"$R/fwonly/V100-PCIE-32GB/resnet50.json"
   run 30 '$G predict --gpu v100 --model resnet50 -b 1 --profiles $R/fwonly --torch 1 | grep -iE "^source|error"'
+  # The memory table's sanity: peak below persistent, then persistent negative.
+  local M=$R/prof/memory/Tesla_V100-PCIE-32GB/resnet50/memory.csv
+  cp "$M" "$R/M.bak"
+  awk -F, 'NR==1{print;next}{print $1",100,"$3}' "$R/M.bak" >"$M"
+  run 30 '$G predict --gpu v100 --model resnet50 -b 4 --profiles $R/prof --torch 1 --json 2>&1 | grep -E "warn|error|peak_allocated_mib|\"memory\""'
+  awk -F, 'NR==1{print;next}{print $1","$2",-5000"}' "$R/M.bak" >"$M"
+  run 30 '$G predict --gpu v100 --model resnet50 -b 4 --profiles $R/prof --torch 1 2>&1 | grep -E "warn|error|^source" | tail -2'
+  cp "$R/M.bak" "$M"
 }
 
 case_S12() {
@@ -527,6 +541,17 @@ try:
 except Exception as e: print("send stopped after", n, "requests:", type(e).__name__, flush=True)
 time.sleep(max(0, float(sys.argv[2]) - 1))
 PYEOF
+  cat >"$R/sv/trickle.py" <<'PYEOF'
+# trickle.py SOCK T: hello, malloc 1 GiB, then one byte of a request every 0.1 s (never a newline)
+# for T s; prints when the server dropped it.
+import sys, time; sys.path.insert(0, sys.path[0]); from cl import *
+s, f = connect(sys.argv[1]); req(s, f, {"op": "hello", "name": "trickle"}); req(s, f, {"op": "malloc", "bytes": 1 << 30})
+t = time.time(); end = t + float(sys.argv[2])
+try:
+    while time.time() < end: s.sendall(b" "); time.sleep(0.1)
+    print("trickle: still connected after", sys.argv[2], "s", flush=True)
+except Exception as e: print("trickle: dropped after %.1f s (%s)" % (time.time() - t, type(e).__name__), flush=True)
+PYEOF
   cat >"$R/sv/names.py" <<'PYEOF'
 # names.py SOCK: hello with a name holding terminal escapes; prints the reply and holds 20 s.
 import sys, time; sys.path.insert(0, sys.path[0]); from cl import *
@@ -691,7 +716,9 @@ case_N3() {
   kill -9 "$hp"; wait "$hp" 2>/dev/null
   sed 's/^/    hog: /' "$R/sv/hog.log"
   run 60 '$PY $R/sv/vic.py $R/sv/run/s3.sock 40'
-  run 20 'sleep 1; $G smi --socket $R/sv/run/s3.sock | grep -E "%|hog|victim"'
+  # What smi says of the GPU after the hog's death (its running kernel was to end ~10 s after it
+  # started): utilisation over the last second, with no process left.
+  run 30 'for t in 1 3 6 12; do sleep $((t - ${p:-0})); p=$t; echo "$t s after the victim: $($G smi --socket $R/sv/run/s3.sock | grep -E "^ +0 " | head -1)"; done'
   stop_serve
 }
 
@@ -791,6 +818,8 @@ case_N11() {
   run 20 '$G smi --socket $R/sv/run/s11.sock'
   kill "$np" 2>/dev/null; wait "$np" 2>/dev/null
   sed 's/^/    noread: /' "$R/sv/noread.log"
+  # A client that sends one byte every 0.1 s and never ends its line.
+  run 40 '$PY $R/sv/trickle.py $R/sv/run/s11.sock 20'
   stop_serve
 }
 
