@@ -385,7 +385,7 @@ case_U7() {
 
 case_U8() {
   local A="++workload.dataset.data_folder=$R/race ++workload.workflow.generate_data=True ++workload.dataset.num_files_train=16 ++workload.dataset.record_length_bytes=5000000"
-  for i in 1 2 3; do
+  for _ in 1 2 3; do
     rm -rf "$R/race"
     run 120 "\$G train --dlio-config \$S \$T $A >\$R/u8a.log 2>&1 & sleep 0.3; \$G train --dlio-config \$S \$T $A >\$R/u8b.log 2>&1; b=\$?; wait \$!; echo \"rc a \$? b \$b\"; grep -h error \$R/u8a.log \$R/u8b.log"
   done
@@ -402,7 +402,7 @@ case_U9() {
 
 case_D1() {
   rm -rf "$R/cacheD1"
-  for i in 1 2; do
+  for _ in 1 2; do
     run 400 'export GPEMU_CACHE_DIR=$R/cacheD1; $G train >$R/d1a.log 2>&1 & sleep 0.5; $G train >$R/d1b.log 2>&1; b=$?; wait $!; echo "rc a $? b $b"; grep -hE "gpemu: error|waiting" $R/d1a.log $R/d1b.log; ls -A $GPEMU_CACHE_DIR'
     rm -rf "$R/cacheD1"
   done
