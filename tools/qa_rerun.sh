@@ -141,6 +141,8 @@ case_H4() {
     full_tmpfs h4fs 100M 0
     run 60 '$G train --dlio-config $S $T ++workload.dataset.data_folder=$R/h4fs/big ++workload.workflow.generate_data=True ++workload.dataset.num_files_train=8 ++workload.dataset.num_samples_per_file=2 ++workload.dataset.record_length_bytes_stdev=1000000000; ls -A $R/h4fs/big/train'
     unmount h4fs
+  else
+    echo "    CANNOT RUN HERE: the too-small filesystem needs root (tmpfs)"
   fi
 }
 
@@ -793,6 +795,8 @@ case_N8() {
     full_tmpfs n8full 1M
     run 120 '$G torch --gpu v100 --json $R/n8full/tj.json --trace $R/n8full/tt.json -- $R/sv/tor/tloop.py 10; echo "rc $?"; ls -A $R/n8full'
     unmount n8full
+  else
+    echo "    CANNOT RUN HERE: the full tmpfs needs root"
   fi
 }
 
