@@ -15,6 +15,9 @@
 namespace gpemu::cluster {
 namespace {
 
+// --fidelity iteration's "small cluster".
+constexpr int kMaxIterationGpus = 256;
+
 struct Node {
   const GpuSpec* gpu = nullptr;
   int model = 0;  // index of its GPU model
@@ -30,6 +33,32 @@ struct Slice {
   int cpus = 0;
 };
 
+// --fidelity iteration: a job's run on one allocation, from when it starts
+// iterating there to when it leaves it, each iteration stepped by the engine.
+struct Segment {
+  bool live = false;
+  double iters = 0;          // the job's remaining iterations when it began (maybe a fraction)
+  double elapsed_s = 0;      // seconds of iterating in it so far
+  std::vector<double> ends;  // the engine's step ends from its start, s (its first ones)
+  std::int64_t steps() const { return static_cast<std::int64_t>(std::ceil(iters - 1e-9)); }
+  bool complete() const { return static_cast<std::int64_t>(ends.size()) >= steps(); }
+  // Seconds into the segment at which `x` iterations are done (the step in
+  // flight counted by its fraction); needs the ends up to x.
+  double time_at(double x) const {
+    const auto k = static_cast<std::size_t>(std::floor(x));
+    const double prev = k == 0 ? 0 : ends[std::min(k, ends.size()) - 1];
+    return k < ends.size() && x > static_cast<double>(k) ? prev + (x - static_cast<double>(k)) * (ends[k] - prev)
+                                                         : prev;
+  }
+  // Iterations done after e seconds of it (the step in flight by its fraction).
+  double done_at(double e) const {
+    const auto k = static_cast<std::size_t>(std::upper_bound(ends.begin(), ends.end(), e) - ends.begin());
+    const double prev = k == 0 ? 0 : ends[k - 1];
+    const double part = k < ends.size() ? (e - prev) / (ends[k] - prev) : 0;
+    return std::min(iters, static_cast<double>(k) + part);
+  }
+};
+
 // The simulator's side of an active job (JobState is the policy's side).
 struct Active {
   std::size_t trace_index = 0;
@@ -43,6 +72,7 @@ struct Active {
   double overhead_s = 0;  // checkpoint I/O still to do before iterating
   bool ran_before = false;
   bool on_cpu = false, was_on_cpu = false;  // on its CPU configuration this round, last round
+  Segment segment;                          // --fidelity iteration
 };
 
 // The smallest node count >= spanned that splits the GPUs evenly with at most
@@ -70,6 +100,11 @@ class Simulation {
       max_per_node_ = std::max(max_per_node_, kind.gpus);
     }
     total_gpus_ = c.total_gpus();
+    if (o.fidelity == Fidelity::Iteration && total_gpus_ > kMaxIterationGpus)
+      throw InputError(fmt::format(
+          "--fidelity iteration: the cluster has {} GPUs; stepping every iteration through the engine is for "
+          "clusters of at most {} GPUs: use --fidelity speed (the memoised speed per configuration)",
+          total_gpus_, kMaxIterationGpus));
     for (const auto& j : t.jobs) cpu_configs_ = cpu_configs_ || j.cpu_config_cpus > 0;
     for (std::size_t m = 0; m < model_gpu_.size(); ++m) index_.emplace_back(max_per_node_, nodes_.size());
     for (std::size_t n = 0; n < nodes_.size(); ++n)
@@ -81,6 +116,7 @@ class Simulation {
     ClusterRun out;
     out.policy = policy_.name();
     out.cpu_allocation = std::string(to_string(o_.cpu));
+    out.fidelity = std::string(to_string(o_.fidelity));
     out.round_s = o_.round_s;
     out.total_gpus = total_gpus_;
     out.total_cpus = total_cpus_;
@@ -148,9 +184,24 @@ class Simulation {
         if (next < trace_.jobs.size())
           limit =
               std::max<std::int64_t>(1, static_cast<std::int64_t>(std::ceil(trace_.jobs[next].arrival_s / R)) - round);
-        for (const Active& a : active_) {
-          const double need = a.overhead_s + a.remaining_iters * a.iter_s;
-          limit = std::min(limit, std::max<std::int64_t>(1, static_cast<std::int64_t>(std::floor(need / R))));
+        // Stepped jobs: their finish from the engine's steps, looked for up
+        // to one round past what the speeds foresee (a job not done by then
+        // limits the rounds to that).
+        std::int64_t foreseen = limit;
+        for (Active& a : active_)
+          if (!stepped(a)) limit = std::min(limit, rounds_until(a.overhead_s + a.remaining_iters * a.iter_s));
+        for (Active& a : active_)
+          if (stepped(a)) foreseen = std::min(foreseen, rounds_until(a.overhead_s + a.remaining_iters * a.iter_s));
+        const double horizon = foreseen == std::numeric_limits<std::int64_t>::max()
+                                   ? std::numeric_limits<double>::infinity()
+                                   : static_cast<double>(foreseen + 1) * R;
+        for (Active& a : active_) {
+          if (!stepped(a)) continue;
+          Segment& sg = segment(a);
+          const double iterate = std::max(0.0, horizon - a.overhead_s);
+          extend(a, sg.elapsed_s + iterate);
+          limit = std::min(limit,
+                           rounds_until(sg.complete() ? a.overhead_s + sg.time_at(sg.iters) - sg.elapsed_s : horizon));
         }
         k = limit;
       }
@@ -162,6 +213,7 @@ class Simulation {
     }
     for (const auto& r : out.jobs) out.makespan_s = std::max(out.makespan_s, r.finish_s);
     out.speed_configurations = speed_.configurations();
+    out.engine_steps = engine_steps_;
     thin(out.utilisation);
     return out;
   }
@@ -213,6 +265,43 @@ class Simulation {
     s.last_run_end_s = j.arrival_s;
     active_.push_back(std::move(a));
     states_.push_back(s);
+  }
+
+  // Whole rounds before `need` seconds have passed (at least one).
+  std::int64_t rounds_until(double need) const {
+    return std::max<std::int64_t>(1, static_cast<std::int64_t>(std::floor(need / o_.round_s)));
+  }
+
+  // --fidelity iteration: whether the job's iterations are stepped by the
+  // engine (a model's on GPUs; a fixed step, on GPUs or its CPU configuration,
+  // is its step either way), and its segment, begun if it is not.
+  bool stepped(const Active& a) const {
+    return o_.fidelity == Fidelity::Iteration && !a.on_cpu && !a.placement.empty() &&
+           !trace_.jobs[a.trace_index].model.empty();
+  }
+  Segment& segment(Active& a) {
+    if (!a.segment.live) {
+      a.segment = Segment{};
+      a.segment.live = true;
+      a.segment.iters = a.remaining_iters;
+    }
+    return a.segment;
+  }
+  // Steps the segment through the engine until its ends reach `e` seconds or
+  // its last iteration: a run of the first n of its steps, n at least twice
+  // the last run's (each run is the segment from its start; a longer one extends a shorter).
+  void extend(Active& a, double e) {
+    Segment& sg = a.segment;
+    while (!sg.complete() && (sg.ends.empty() || sg.ends.back() < e)) {
+      const double guess = std::isfinite(e) ? std::ceil(e / a.iter_s) + 8 : static_cast<double>(sg.steps());
+      const std::int64_t n =
+          std::min(sg.steps(), std::max({static_cast<std::int64_t>(std::min(guess, static_cast<double>(sg.steps()))),
+                                         2 * static_cast<std::int64_t>(sg.ends.size()), std::int64_t{8}}));
+      sg.ends = speed_.step_ends(trace_.jobs[a.trace_index], a.alloc, n, sg.steps());
+      engine_steps_ += n;
+      if (static_cast<std::int64_t>(sg.ends.size()) < n)
+        throw std::logic_error("--fidelity iteration: the engine ran fewer steps than asked");
+    }
   }
 
   void take(std::size_t n, int gpus) {
@@ -374,6 +463,7 @@ class Simulation {
       if (moved || al.cpus != a.alloc.cpus || a.iter_s == 0 || a.alloc.gpu == nullptr) {
         a.alloc = al;
         a.iter_s = speed_.iteration_s(j, al);
+        a.segment.live = false;  // a new run on the new allocation
       }
     }
   }
@@ -433,6 +523,7 @@ class Simulation {
       const bool placed = !a.placement.empty() || a.on_cpu;
       if (placed && !st.running && a.ran_before) ++r.preemptions;  // resumes after a preemption
       if (!placed) {
+        a.segment.live = false;
         if (st.running) st.last_run_end_s = now;
         st.running = false;
         ++k;
@@ -446,9 +537,20 @@ class Simulation {
       const double overhead = std::min(span, a.overhead_s);
       a.overhead_s -= overhead;
       const double compute = span - overhead;
-      const double can = compute / a.iter_s;
       double held = span;
-      if (can >= a.remaining_iters) {
+      if (stepped(a)) {  // the engine's steps of its segment
+        Segment& sg = segment(a);
+        extend(a, sg.elapsed_s + compute);
+        const double end = sg.complete() ? sg.time_at(sg.iters) : std::numeric_limits<double>::infinity();
+        if (sg.elapsed_s + compute >= end) {
+          held = overhead + (end - sg.elapsed_s);
+          a.remaining_iters = 0;
+          r.finish_s = now + held;
+        } else {
+          sg.elapsed_s += compute;
+          a.remaining_iters = std::max(0.0, sg.iters - sg.done_at(sg.elapsed_s));
+        }
+      } else if (const double can = compute / a.iter_s; can >= a.remaining_iters) {
         held = overhead + a.remaining_iters * a.iter_s;
         a.remaining_iters = 0;
         r.finish_s = now + held;
@@ -507,6 +609,7 @@ class Simulation {
   int max_per_node_ = 0, total_gpus_ = 0, total_cpus_ = 0;
   bool cpu_configs_ = false;  // some job of the trace has a CPU configuration
   double checkpoint_s_per_gpu_ = 0;
+  std::int64_t engine_steps_ = 0;  // --fidelity iteration
   std::vector<Active> active_;
   std::vector<JobState> states_;
 };
@@ -522,6 +625,17 @@ CpuAllocation parse_cpu_allocation(std::string_view text) {
                   "(Synergy-Tune), greedy (Synergy-Greedy)",
                   text));
 }
+
+Fidelity parse_fidelity(std::string_view text) {
+  if (text == "speed") return Fidelity::Speed;
+  if (text == "iteration") return Fidelity::Iteration;
+  throw InputError(fmt::format(
+      "--fidelity '{}': unknown; accepted: speed (the engine's speed per configuration, memoised), iteration "
+      "(every iteration stepped through the engine; clusters of at most {} GPUs)",
+      text, kMaxIterationGpus));
+}
+
+std::string_view to_string(Fidelity f) { return f == Fidelity::Speed ? "speed" : "iteration"; }
 
 std::string_view to_string(CpuAllocation a) {
   return a == CpuAllocation::Prop ? "prop" : a == CpuAllocation::Tune ? "tune" : "greedy";

@@ -407,6 +407,74 @@ TEST(Simulation, JobSpeedComesFromTheEngineAndCoresMatter) {
   EXPECT_LE(gpu_only, many * 1.001);
 }
 
+// --fidelity iteration: every iteration of every job stepped by the engine,
+// against the memoised speed per configuration.
+TEST(Simulation, IterationFidelityStepsTheEngineAndAgreesWithTheSpeedWithinOnePercent) {
+  const auto c = parse_cluster(
+      R"({"nodes": [{"gpu": "v100", "gpus": 4, "cpus": 24}], "checkpoint_gib": 1, "storage_gb_per_s": 2})", "c.json");
+  // Loader-bound jobs that cross epochs of Imagenette-10G (341 and 171 steps
+  // an epoch), a job without loader; continuous LAS with rounds of 20 s
+  // preempts and resumes them.
+  const Trace t = parse_trace(
+      "job,arrival_s,model,batch,gpus,iterations,dataset\n"
+      "a,0,resnet18,128,2,500,imagenette10g\n"
+      "b,10,resnet50,64,4,120,\n"
+      "c,30,mobilenet_v2,128,2,400,imagenette10g\n",
+      "t.csv", c);
+  auto run = [&](Fidelity f) {
+    JobSpeed speed;
+    auto las = make_policy("las", las_queues({}));
+    SimOptions o;
+    o.round_s = 20;
+    o.fidelity = f;
+    return simulate(c, t, *las, o, speed);
+  };
+  const ClusterRun fast = run(Fidelity::Speed), stepped = run(Fidelity::Iteration);
+  EXPECT_EQ(stepped.fidelity, "iteration");
+  EXPECT_EQ(fast.engine_steps, 0);
+  EXPECT_GE(stepped.engine_steps, 500 + 120 + 400);  // every iteration, at least once
+  int preemptions = 0;
+  for (std::size_t i = 0; i < t.jobs.size(); ++i) {
+    SCOPED_TRACE(t.jobs[i].id);
+    ASSERT_TRUE(fast.jobs[i].finished());
+    ASSERT_TRUE(stepped.jobs[i].finished());
+    EXPECT_NEAR(stepped.jobs[i].jct_s() / fast.jobs[i].jct_s(), 1, 0.01);
+    EXPECT_EQ(stepped.jobs[i].preemptions, fast.jobs[i].preemptions);
+    preemptions += stepped.jobs[i].preemptions;
+  }
+  EXPECT_GT(preemptions, 0);
+  EXPECT_NEAR(stepped.mean_jct_s() / fast.mean_jct_s(), 1, 0.01);
+  EXPECT_NE(stepped.mean_jct_s(), fast.mean_jct_s());  // the stepped run is its own figure
+
+  // A job alone ends when the engine's run of its iterations does, exactly;
+  // at the memoised speed, at iterations x that speed.
+  const Trace one =
+      parse_trace("job,arrival_s,model,batch,gpus,iterations,dataset\nx,5,resnet18,128,2,300,imagenette10g\n", "t.csv",
+                  c);
+  JobSpeed speed;
+  auto fifo = make_policy("fifo");
+  SimOptions o;
+  o.round_s = 20;
+  o.fidelity = Fidelity::Iteration;
+  const ClusterRun alone = simulate(c, one, *fifo, o, speed);
+  Allocation a{&find_gpu("v100"), 2, 1, 12, 0};
+  EXPECT_DOUBLE_EQ(alone.jobs[0].finish_s, 20 + speed.step_ends(one.jobs[0], a, 300, 300).back());
+  o.fidelity = Fidelity::Speed;
+  EXPECT_DOUBLE_EQ(simulate(c, one, *fifo, o, speed).jobs[0].finish_s, 20 + 300 * speed.iteration_s(one.jobs[0], a));
+  EXPECT_GT(std::abs(speed.step_ends(one.jobs[0], a, 300, 300).back() / (300 * speed.iteration_s(one.jobs[0], a)) - 1),
+            1e-4);  // the two differ (the loader's first fill), so the first check tells them apart
+
+  // Bad input: a large cluster, an unknown fidelity.
+  const auto big = parse_cluster(R"({"nodes": [{"gpu": "v100", "gpus": 8, "count": 40}]})", "big.json");
+  o.fidelity = Fidelity::Iteration;
+  EXPECT_NE(error_of([&] {
+              simulate(big, parse_trace(trace_csv(one), "t.csv", big), *fifo, o, speed);
+            }).find("--fidelity iteration: the cluster has 320 GPUs"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { parse_fidelity("exact"); }).find("--fidelity 'exact': unknown; accepted: speed"),
+            std::string::npos);
+}
+
 TEST(Simulation, JsonIsByteIdenticalForTheSameInputs) {
   const auto c = parse_cluster(kCluster, "c.json");
   TraceOptions o;
