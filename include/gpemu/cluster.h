@@ -275,7 +275,7 @@ struct AlloxOptions {
   double alpha = 0.5;
 };
 
-// "fifo", "srtf", "las", "drf-fifo", "drf", "allox", "max-min", "timeslice"; InputError
+// "fifo", "srtf", "las", "drf-fifo", "drf", "allox", "es", "max-min", "timeslice"; InputError
 // naming the policy and the accepted ones.
 std::unique_ptr<Policy> make_policy(std::string_view name, const LasOptions& las = {}, const AlloxOptions& allox = {});
 std::unique_ptr<Policy> make_fifo_policy();
@@ -289,6 +289,9 @@ std::unique_ptr<Policy> make_drf_policy();
 // the alpha share of users of least fairness score to (machine, position)
 // slots, GPU and CPU machines; the free machines start their first job.
 std::unique_ptr<Policy> make_allox_policy(const AlloxOptions& options);
+// AlloX's equal-share baseline (ES): static per-user shares of the GPUs and
+// of the CPU configurations' cores, each user's shortest job first.
+std::unique_ptr<Policy> make_es_policy();
 // Gavel's max-min fairness: water-filled time shares of the GPUs, turned into
 // rounds by Gavel's priority (share / fraction of time received).
 std::unique_ptr<Policy> make_max_min_policy();

@@ -125,6 +125,7 @@ void add_cluster_command(CLI::App& app) {
   cmd->add_option("--policy", a->policy,
                   "fifo, srtf, las (Tiresias' discretised 2D-LAS), drf-fifo (DRF between users, FIFO within one), "
                   "drf (DRF, shortest job on either configuration), allox (AlloX's min-cost matching to GPU or CPU), "
+                  "es (AlloX's equal-share baseline), "
                   "max-min (Gavel's max-min fairness) or timeslice (Gandiva's turns)")
       ->capture_default_str();
   cmd->add_option("--cpu-allocation", a->cpu,

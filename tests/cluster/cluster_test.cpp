@@ -233,6 +233,29 @@ TEST(Simulation, AlloxMatchesTheJobsOfTheUsersOfLeastFairnessScore) {
   EXPECT_DOUBLE_EQ(run_trace(two, trace, "srtf").jobs[1].start_s, 10);
 }
 
+TEST(Simulation, EqualShareGivesEachUserItsShareOfGpusAndCpuConfigurations) {
+  // 2 GPUs and 120 cores for 2 users: a GPU each, and (120 - 2 x 10) / 2 = 50
+  // cores each for CPU configurations of 40 cores (one each, its GPU job's 10 counted).
+  const auto run = run_trace(R"({"nodes": [{"gpu": "v100", "gpus": 1, "cpus": 60, "count": 2}], "checkpoint_gib": 0})",
+                             "job,arrival_s,user,gpus,iterations,step_s,cpus,cpu_config_cpus,cpu_step_s\n"
+                             "a,0,u1,1,10,1,10,40,3\n"
+                             "b,0,u1,1,20,1,10,40,2\n"
+                             "c,0,u1,1,5,1,10,40,10\n"
+                             "d,0,u2,1,30,1,10,40,2\n",
+                             "es");
+  EXPECT_EQ(run.policy, "es");
+  // u1 first (ties by the first waiting job): its shortest on a GPU, c; then
+  // u2's d; no GPU left: u1, holding the fewest cores, its shortest on CPU, a;
+  // b waits (u1's CPU share is used) until c's GPU is free at the next round.
+  EXPECT_DOUBLE_EQ(run.jobs[2].finish_s, 5);
+  EXPECT_DOUBLE_EQ(run.jobs[3].finish_s, 30);
+  EXPECT_TRUE(run.jobs[0].on_cpu);
+  EXPECT_DOUBLE_EQ(run.jobs[0].finish_s, 30);
+  EXPECT_FALSE(run.jobs[1].on_cpu);
+  EXPECT_DOUBLE_EQ(run.jobs[1].start_s, 10);
+  EXPECT_DOUBLE_EQ(run.jobs[1].finish_s, 30);
+}
+
 TEST(Simulation, AJobPaysItsStartEachTimeItStarts) {
   const auto run = run_trace(R"({"nodes": [{"gpu": "v100", "gpus": 1, "cpus": 4}], "job_start_s": 2.5})",
                              "job,arrival_s,gpus,iterations,step_s\na,0,1,10,1\nb,0,1,10,1\n", "fifo");
