@@ -319,7 +319,7 @@ class Simulation {
       a.was_on_cpu = a.on_cpu;
       a.on_cpu = false;
     }
-    if (o_.cpu == CpuAllocation::Greedy)
+    if (o_.cpu != CpuAllocation::Prop)
       for (Node& n : nodes_) n.free_cpus = n.cpus;
     bool waiting = false;
     long free_total = total_gpus_, free_cpus = total_cpus_;
@@ -337,7 +337,7 @@ class Simulation {
         if (free_total == 0 && !cpu_configs_) break;
         continue;
       }
-      if (!place_job(a, j) || (o_.cpu == CpuAllocation::Greedy && !greedy_cores(a, j))) {
+      if (!place_job(a, j) || (o_.cpu != CpuAllocation::Prop && !greedy_cores(a, j, o_.cpu == CpuAllocation::Tune))) {
         waiting = true;
         continue;
       }
@@ -390,14 +390,27 @@ class Simulation {
   // them by GPUs, at least one), or, where a node lacks them, a node of its
   // GPU model that has both the GPUs and the cores (best fit by GPUs); else
   // the job gives its GPUs back and waits.
+  // Synergy-Tune (`tune`) places a newly placed job the same way (its
+  // allocate_synergy_tune tries the job's whole demand first), but where no
+  // node has its best cores it stays where it was placed and books its fair
+  // share, min(proportional, best); a job kept where it ran does not move.
+  // The cores booked here only steer placement: tune() gives the cores.
   int greedy_need(const Active& a, const TraceJob& j, int gpus) const {
     return std::max(1, (a.best_cpus * gpus + j.gpus - 1) / j.gpus);
   }
-  bool greedy_cores(Active& a, const TraceJob& j) {
+  bool greedy_cores(Active& a, const TraceJob& j, bool tune = false) {
     bool fits = true;
     for (const Slice& s : a.placement) fits = fits && nodes_[s.node].free_cpus >= greedy_need(a, j, s.gpus);
+    const bool kept = a.placement.size() == a.previous.size() &&
+                      std::equal(a.placement.begin(), a.placement.end(), a.previous.begin(),
+                                 [](const Slice& x, const Slice& y) { return x.node == y.node && x.gpus == y.gpus; });
+    if (!fits && tune && (kept || j.gpus > max_per_node_)) {
+      book_fair_share(a, j);
+      return true;
+    }
     if (!fits) {
       const int model = nodes_[a.placement.front().node].model;
+      const std::vector<Slice> placed = a.placement;
       release(a.placement);
       a.placement.clear();
       long pick = -1;
@@ -408,6 +421,12 @@ class Simulation {
             (pick < 0 || node.free_gpus < nodes_[static_cast<std::size_t>(pick)].free_gpus))
           pick = static_cast<long>(n);
       }
+      if (pick < 0 && tune) {
+        for (const Slice& sl : placed) take(sl.node, sl.gpus);
+        a.placement = placed;
+        book_fair_share(a, j);
+        return true;
+      }
       if (pick < 0) return false;
       take(static_cast<std::size_t>(pick), j.gpus);
       a.placement.push_back(Slice{static_cast<std::size_t>(pick), j.gpus, 0});
@@ -417,6 +436,12 @@ class Simulation {
       nodes_[s.node].free_cpus -= s.cpus;
     }
     return true;
+  }
+  void book_fair_share(Active& a, const TraceJob& j) {
+    for (Slice& s : a.placement) {
+      s.cpus = std::min(nodes_[s.node].cpus * s.gpus / nodes_[s.node].gpus, greedy_need(a, j, s.gpus));
+      nodes_[s.node].free_cpus -= s.cpus;
+    }
   }
 
   // Gives a placement's GPUs back to their nodes.

@@ -349,6 +349,30 @@ TEST(Simulation, SrtfUnderTuneOrdersByTheTunedRemainingTime) {
   EXPECT_GT(tune.jobs[1].start_s, 0);
 }
 
+TEST(Simulation, SynergyTunePlacesAJobWhereItsBestCoresFit) {
+  // Two nodes of 2 GPUs and 8 cores (4 a GPU); two 1-GPU jobs that want 8
+  // cores each. Consolidation alone would put both on node 0 at 4 cores
+  // each; Tune places the second where its 8 fit (Synergy's
+  // allocate_synergy_tune tries the whole demand first), so both get 8.
+  const auto c =
+      parse_cluster(R"({"nodes": [{"gpu": "v100", "gpus": 2, "cpus": 8, "count": 2}], "checkpoint_gib": 0})", "c.json");
+  const auto t = parse_trace("job,arrival_s,gpus,iterations,step_s,cpus\na,0,1,100,1,8\nb,0,1,100,1,8\n", "t.csv", c);
+  JobSpeed speed;
+  auto fifo = make_policy("fifo");
+  SimOptions o;
+  o.round_s = 10;
+  o.cpu = CpuAllocation::Tune;
+  const auto run = simulate(c, t, *fifo, o, speed);
+  EXPECT_DOUBLE_EQ(run.jobs[0].cpu_s, 8 * 100);
+  EXPECT_DOUBLE_EQ(run.jobs[1].cpu_s, 8 * 100);
+  // A third job that finds no node with its 8 stays where it is placed, at its fair share.
+  const auto t3 =
+      parse_trace("job,arrival_s,gpus,iterations,step_s,cpus\na,0,1,100,1,8\nb,0,1,100,1,8\nc,0,1,100,1,8\n", "t.csv",
+                  c);
+  const auto run3 = simulate(c, t3, *fifo, o, speed);
+  EXPECT_DOUBLE_EQ(run3.jobs[0].cpu_s + run3.jobs[1].cpu_s + run3.jobs[2].cpu_s, (8 + 4 + 4) * 100);
+}
+
 TEST(Simulation, SynergyGreedyMakesAJobWaitForItsBestCores) {
   // Two GPUs and 8 cores; each job's best is 6 cores (its trace cpus).
   const auto c = parse_cluster(R"({"nodes": [{"gpu": "v100", "gpus": 2, "cpus": 8}], "checkpoint_gib": 0})", "c.json");
