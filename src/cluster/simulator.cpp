@@ -24,7 +24,9 @@ struct Node {
   int gpus = 0, cpus = 0;
   int free_gpus = 0;
   double decode_us = 0;
-  int free_cpus = 0;  // Greedy: cores not yet given this round
+  int free_cpus = 0;  // Tune, Greedy: cores not yet booked this round
+  double dram_gib = 0;
+  double free_mem = 0;  // Tune, Greedy: DRAM not yet booked this round, GiB
 };
 
 struct Slice {
@@ -94,12 +96,23 @@ class Simulation {
       auto [it, added] = models.emplace(kind.gpu->id, static_cast<int>(models.size()));
       if (added) model_gpu_.push_back(kind.gpu);
       for (int i = 0; i < kind.count; ++i) {
-        nodes_.push_back(Node{kind.gpu, it->second, kind.gpus, kind.cpus, kind.gpus, kind.decode_us});
+        nodes_.push_back(Node{kind.gpu, it->second, kind.gpus, kind.cpus, kind.gpus, kind.decode_us, 0, kind.dram_gib});
         total_cpus_ += kind.cpus;
       }
       max_per_node_ = std::max(max_per_node_, kind.gpus);
     }
     total_gpus_ = c.total_gpus();
+    if (o.cpu == CpuAllocation::Greedy)
+      for (const auto& j : t.jobs) {
+        bool room = j.mem_gib <= 0;
+        for (const auto& kind : c.nodes)
+          room = room || j.mem_gib * std::min(j.gpus, kind.gpus) / j.gpus <= kind.dram_gib;
+        if (!room)
+          throw InputError(fmt::format(
+              "job '{}' asks for {} GiB of DRAM over its {} GPUs; under --cpu-allocation greedy it would wait for "
+              "ever: no node holds its share of that (lower its mem_gib, or use tune or prop)",
+              j.id, j.mem_gib, j.gpus));
+      }
     if (o.fidelity == Fidelity::Iteration && total_gpus_ > kMaxIterationGpus)
       throw InputError(fmt::format(
           "--fidelity iteration: the cluster has {} GPUs; stepping every iteration through the engine is for "
@@ -320,7 +333,7 @@ class Simulation {
       a.on_cpu = false;
     }
     if (o_.cpu != CpuAllocation::Prop)
-      for (Node& n : nodes_) n.free_cpus = n.cpus;
+      for (Node& n : nodes_) n.free_cpus = n.cpus, n.free_mem = n.dram_gib;
     bool waiting = false;
     long free_total = total_gpus_, free_cpus = total_cpus_;
     for (std::size_t k : order) {
@@ -395,12 +408,24 @@ class Simulation {
   // node has its best cores it stays where it was placed and books its fair
   // share, min(proportional, best); a job kept where it ran does not move.
   // The cores booked here only steer placement: tune() gives the cores.
+  // DRAM is part of the demand (Synergy's demand vector): the job's trace
+  // mem_gib, its share by GPUs on each node, else its proportional share of
+  // the node's DRAM; a node must also hold it, and the fair share books the
+  // lesser of the two. It constrains placement only (a job's speed does not
+  // depend on its DRAM here).
   int greedy_need(const Active& a, const TraceJob& j, int gpus) const {
     return std::max(1, (a.best_cpus * gpus + j.gpus - 1) / j.gpus);
   }
+  double mem_need(const TraceJob& j, std::size_t node, int gpus) const {
+    const Node& n = nodes_[node];
+    return j.mem_gib > 0 ? j.mem_gib * gpus / j.gpus : n.dram_gib * gpus / n.gpus;
+  }
+  bool holds(const Active& a, const TraceJob& j, std::size_t node, int gpus) const {
+    return nodes_[node].free_cpus >= greedy_need(a, j, gpus) && nodes_[node].free_mem >= mem_need(j, node, gpus);
+  }
   bool greedy_cores(Active& a, const TraceJob& j, bool tune = false) {
     bool fits = true;
-    for (const Slice& s : a.placement) fits = fits && nodes_[s.node].free_cpus >= greedy_need(a, j, s.gpus);
+    for (const Slice& s : a.placement) fits = fits && holds(a, j, s.node, s.gpus);
     const bool kept = a.placement.size() == a.previous.size() &&
                       std::equal(a.placement.begin(), a.placement.end(), a.previous.begin(),
                                  [](const Slice& x, const Slice& y) { return x.node == y.node && x.gpus == y.gpus; });
@@ -414,10 +439,9 @@ class Simulation {
       release(a.placement);
       a.placement.clear();
       long pick = -1;
-      const int need = greedy_need(a, j, j.gpus);
       for (std::size_t n = 0; n < nodes_.size(); ++n) {
         const Node& node = nodes_[n];
-        if (node.model == model && node.free_gpus >= j.gpus && node.free_cpus >= need &&
+        if (node.model == model && node.free_gpus >= j.gpus && holds(a, j, n, j.gpus) &&
             (pick < 0 || node.free_gpus < nodes_[static_cast<std::size_t>(pick)].free_gpus))
           pick = static_cast<long>(n);
       }
@@ -434,13 +458,16 @@ class Simulation {
     for (Slice& s : a.placement) {
       s.cpus = greedy_need(a, j, s.gpus);
       nodes_[s.node].free_cpus -= s.cpus;
+      nodes_[s.node].free_mem -= mem_need(j, s.node, s.gpus);
     }
     return true;
   }
   void book_fair_share(Active& a, const TraceJob& j) {
     for (Slice& s : a.placement) {
-      s.cpus = std::min(nodes_[s.node].cpus * s.gpus / nodes_[s.node].gpus, greedy_need(a, j, s.gpus));
-      nodes_[s.node].free_cpus -= s.cpus;
+      Node& n = nodes_[s.node];
+      s.cpus = std::min(n.cpus * s.gpus / n.gpus, greedy_need(a, j, s.gpus));
+      n.free_cpus -= s.cpus;
+      n.free_mem -= std::min(n.dram_gib * s.gpus / n.gpus, mem_need(j, s.node, s.gpus));
     }
   }
 

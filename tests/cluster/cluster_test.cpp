@@ -373,6 +373,49 @@ TEST(Simulation, SynergyTunePlacesAJobWhereItsBestCoresFit) {
   EXPECT_DOUBLE_EQ(run3.jobs[0].cpu_s + run3.jobs[1].cpu_s + run3.jobs[2].cpu_s, (8 + 4 + 4) * 100);
 }
 
+TEST(Simulation, DramIsPartOfSynergysDemandUnderGreedyAndTune) {
+  // Two nodes of 2 GPUs, 8 cores and 100 GiB; three 1-GPU jobs of 60 GiB:
+  // a node holds one of them beside the other's cores.
+  const auto c = parse_cluster(
+      R"({"nodes": [{"gpu": "v100", "gpus": 2, "cpus": 8, "dram_gib": 100, "count": 2}], "checkpoint_gib": 0})",
+      "c.json");
+  const auto t = parse_trace(
+      "job,arrival_s,gpus,iterations,step_s,cpus,mem_gib\na,0,1,100,1,2,60\nb,0,1,100,1,2,60\nc,0,1,100,1,2,60\n",
+      "t.csv", c);
+  auto run = [&](CpuAllocation cpu) {
+    JobSpeed speed;
+    auto fifo = make_policy("fifo");
+    SimOptions o;
+    o.round_s = 10;
+    o.cpu = cpu;
+    return simulate(c, t, *fifo, o, speed);
+  };
+  // Greedy: a on node 0, b moved to node 1 (node 0's 40 GiB left cannot hold
+  // it), c waits for a's node (Synergy's skip).
+  const auto greedy = run(CpuAllocation::Greedy);
+  EXPECT_DOUBLE_EQ(greedy.jobs[1].start_s, 0);
+  EXPECT_DOUBLE_EQ(greedy.jobs[2].start_s, 100);
+  // Tune: c falls back to its fair share and starts at once; Prop has no demand.
+  EXPECT_DOUBLE_EQ(run(CpuAllocation::Tune).jobs[2].start_s, 0);
+  EXPECT_DOUBLE_EQ(run(CpuAllocation::Prop).jobs[2].start_s, 0);
+  // Without mem_gib a job's demand is its proportional share (50 GiB a GPU): all three start.
+  const auto t0 =
+      parse_trace("job,arrival_s,gpus,iterations,step_s,cpus\na,0,1,100,1,2\nb,0,1,100,1,2\nc,0,1,100,1,2\n", "t.csv",
+                  c);
+  JobSpeed speed;
+  auto fifo = make_policy("fifo");
+  SimOptions o;
+  o.round_s = 10;
+  o.cpu = CpuAllocation::Greedy;
+  EXPECT_DOUBLE_EQ(simulate(c, t0, *fifo, o, speed).jobs[2].start_s, 0);
+  // More DRAM than any node holds would wait for ever under Greedy: one line naming the job.
+  const auto big = parse_trace("job,arrival_s,gpus,iterations,step_s,mem_gib\nhuge,0,1,10,1,150\n", "t.csv", c);
+  EXPECT_NE(error_of([&] {
+              simulate(c, big, *fifo, o, speed);
+            }).find("job 'huge' asks for 150 GiB of DRAM over its 1 GPUs; under --cpu-allocation greedy"),
+            std::string::npos);
+}
+
 TEST(Simulation, SynergyGreedyMakesAJobWaitForItsBestCores) {
   // Two GPUs and 8 cores; each job's best is 6 cores (its trace cpus).
   const auto c = parse_cluster(R"({"nodes": [{"gpu": "v100", "gpus": 2, "cpus": 8}], "checkpoint_gib": 0})", "c.json");
