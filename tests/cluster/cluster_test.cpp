@@ -129,6 +129,16 @@ LasOptions las_queues(std::vector<double> limits, double starvation = 0) {
   return o;
 }
 
+// A parsed trace under `policy` with the CPU allocation `cpu`, rounds of 10 s.
+ClusterRun run_allocation(const ClusterConfig& c, const Trace& t, const std::string& policy, CpuAllocation cpu) {
+  JobSpeed speed;
+  auto p = make_policy(policy);
+  SimOptions o;
+  o.round_s = 10;
+  o.cpu = cpu;
+  return simulate(c, t, *p, o, speed);
+}
+
 TEST(Simulation, FifoRunsInArrivalOrderWithExactTimes) {
   const auto run = run_trace(kOneGpu, "job,arrival_s,gpus,iterations,step_s\na,0,1,100,1\nb,0,1,50,1\n", "fifo");
   EXPECT_DOUBLE_EQ(run.jobs[0].finish_s, 100);
@@ -357,19 +367,14 @@ TEST(Simulation, SynergyTunePlacesAJobWhereItsBestCoresFit) {
   const auto c =
       parse_cluster(R"({"nodes": [{"gpu": "v100", "gpus": 2, "cpus": 8, "count": 2}], "checkpoint_gib": 0})", "c.json");
   const auto t = parse_trace("job,arrival_s,gpus,iterations,step_s,cpus\na,0,1,100,1,8\nb,0,1,100,1,8\n", "t.csv", c);
-  JobSpeed speed;
-  auto fifo = make_policy("fifo");
-  SimOptions o;
-  o.round_s = 10;
-  o.cpu = CpuAllocation::Tune;
-  const auto run = simulate(c, t, *fifo, o, speed);
+  const auto run = run_allocation(c, t, "fifo", CpuAllocation::Tune);
   EXPECT_DOUBLE_EQ(run.jobs[0].cpu_s, 8 * 100);
   EXPECT_DOUBLE_EQ(run.jobs[1].cpu_s, 8 * 100);
   // A third job that finds no node with its 8 stays where it is placed, at its fair share.
   const auto t3 =
       parse_trace("job,arrival_s,gpus,iterations,step_s,cpus\na,0,1,100,1,8\nb,0,1,100,1,8\nc,0,1,100,1,8\n", "t.csv",
                   c);
-  const auto run3 = simulate(c, t3, *fifo, o, speed);
+  const auto run3 = run_allocation(c, t3, "fifo", CpuAllocation::Tune);
   EXPECT_DOUBLE_EQ(run3.jobs[0].cpu_s + run3.jobs[1].cpu_s + run3.jobs[2].cpu_s, (8 + 4 + 4) * 100);
 }
 
@@ -382,14 +387,7 @@ TEST(Simulation, DramIsPartOfSynergysDemandUnderGreedyAndTune) {
   const auto t = parse_trace(
       "job,arrival_s,gpus,iterations,step_s,cpus,mem_gib\na,0,1,100,1,2,60\nb,0,1,100,1,2,60\nc,0,1,100,1,2,60\n",
       "t.csv", c);
-  auto run = [&](CpuAllocation cpu) {
-    JobSpeed speed;
-    auto fifo = make_policy("fifo");
-    SimOptions o;
-    o.round_s = 10;
-    o.cpu = cpu;
-    return simulate(c, t, *fifo, o, speed);
-  };
+  auto run = [&](CpuAllocation cpu) { return run_allocation(c, t, "fifo", cpu); };
   // Greedy: a on node 0, b moved to node 1 (node 0's 40 GiB left cannot hold
   // it), c waits for a's node (Synergy's skip).
   const auto greedy = run(CpuAllocation::Greedy);
@@ -402,16 +400,11 @@ TEST(Simulation, DramIsPartOfSynergysDemandUnderGreedyAndTune) {
   const auto t0 =
       parse_trace("job,arrival_s,gpus,iterations,step_s,cpus\na,0,1,100,1,2\nb,0,1,100,1,2\nc,0,1,100,1,2\n", "t.csv",
                   c);
-  JobSpeed speed;
-  auto fifo = make_policy("fifo");
-  SimOptions o;
-  o.round_s = 10;
-  o.cpu = CpuAllocation::Greedy;
-  EXPECT_DOUBLE_EQ(simulate(c, t0, *fifo, o, speed).jobs[2].start_s, 0);
+  EXPECT_DOUBLE_EQ(run_allocation(c, t0, "fifo", CpuAllocation::Greedy).jobs[2].start_s, 0);
   // More DRAM than any node holds would wait for ever under Greedy: one line naming the job.
   const auto big = parse_trace("job,arrival_s,gpus,iterations,step_s,mem_gib\nhuge,0,1,10,1,150\n", "t.csv", c);
   EXPECT_NE(error_of([&] {
-              simulate(c, big, *fifo, o, speed);
+              run_allocation(c, big, "fifo", CpuAllocation::Greedy);
             }).find("job 'huge' asks for 150 GiB of DRAM over its 1 GPUs; under --cpu-allocation greedy"),
             std::string::npos);
 }
