@@ -63,7 +63,8 @@ def write_inputs(item):
     item.input("es_log_machines", f"4 e-GPUs and {LOG_MACHINES_CORES} cores (4 x 20 beside the GPUs' pods, 8 CPU nodes "
                "of one 90-core configuration each), for the info rows only",
                f"{SOURCE}:es.txt: `SCHEDULER ES`; pods bound to meng-allox-egpu-1..4 and meng-allox-cpu-1..8, never "
-               "two CPU pods on one CPU node; cpuShare 192000 = (capacity - 352 cores) / 4 users")
+               "a second CPU pod on a CPU node within the first's CPU time; cpuShare 192000 = (capacity - "
+               "MASTER_CPU_CORES) / 4 users")
     return cluster, log_cluster, trace
 
 
