@@ -544,6 +544,11 @@ TEST(Simulation, IterationFidelityStepsTheEngineAndAgreesWithTheSpeedWithinOnePe
   EXPECT_DOUBLE_EQ(alone.jobs[0].finish_s, 20 + speed.step_ends(one.jobs[0], a, 300, 300).back());
   o.fidelity = Fidelity::Speed;
   EXPECT_DOUBLE_EQ(simulate(c, one, *fifo, o, speed).jobs[0].finish_s, 20 + 300 * speed.iteration_s(one.jobs[0], a));
+  // A segment's longer run extends its shorter one (its lazy stepping relies on it).
+  const std::vector<double> short_run = speed.step_ends(one.jobs[0], a, 100, 400);
+  const std::vector<double> long_run = speed.step_ends(one.jobs[0], a, 400, 400);
+  ASSERT_EQ(short_run.size(), 100u);
+  EXPECT_EQ(short_run, std::vector<double>(long_run.begin(), long_run.begin() + 100));
   EXPECT_GT(std::abs(speed.step_ends(one.jobs[0], a, 300, 300).back() / (300 * speed.iteration_s(one.jobs[0], a)) - 1),
             1e-4);  // the two differ (the loader's first fill), so the first check tells them apart
 
