@@ -31,9 +31,9 @@ double JobSpeed::iteration_s(const TraceJob& job, const Allocation& a) {
     t = steady_s(step_ends(job, a, 6, 6), 6);
   } else {
     // Enough steps for a loader of `workers` per rank to reach its steady
-    // state, E, read as one epoch; and then half an epoch more, whose start
-    // is the loader's restart at each epoch (its workers' prefetch fills
-    // again), paid once per epoch of the whole dataset.
+    // state, E, read as one epoch; and then workers + 2 steps more (at most
+    // E / 2), whose start is the loader's restart at each epoch (its workers'
+    // first batches again), paid once per epoch of the whole dataset.
     const int workers = std::max(1, a.cpus / a.gpus);
     const std::int64_t e = std::min(64, 2 * workers * pipeline::LoaderOptions{}.prefetch_factor + 8);
     const double per_epoch = static_cast<double>(dataset(job.dataset).samples.size()) /
@@ -41,10 +41,11 @@ double JobSpeed::iteration_s(const TraceJob& job, const Allocation& a) {
     if (per_epoch <= static_cast<double>(e)) {  // epochs shorter than that: their restarts are in the steady state
       t = steady_s(step_ends(job, a, 2 * e, 2 * e), 2 * e);
     } else {
-      const std::vector<double> ends = step_ends(job, a, e + e / 2, e);
+      const std::int64_t x = std::min<std::int64_t>(e / 2, workers + 2);
+      const std::vector<double> ends = step_ends(job, a, e + x, e);
       t = steady_s(ends, e);
-      const double restart = (ends[static_cast<std::size_t>(e + e / 2) - 1] - ends[static_cast<std::size_t>(e) - 1]) -
-                             static_cast<double>(e / 2) * t;
+      const double restart = (ends[static_cast<std::size_t>(e + x) - 1] - ends[static_cast<std::size_t>(e) - 1]) -
+                             static_cast<double>(x) * t;
       t += std::max(0.0, restart) / per_epoch;
     }
   }

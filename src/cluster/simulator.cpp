@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <memory>
 
 #include <fmt/format.h>
 
@@ -74,7 +75,8 @@ struct Active {
   double overhead_s = 0;  // checkpoint I/O still to do before iterating
   bool ran_before = false;
   bool on_cpu = false, was_on_cpu = false;  // on its CPU configuration this round, last round
-  Segment segment;                          // --fidelity iteration
+  // --fidelity iteration (out of line: a run at the speed keeps Active small).
+  std::unique_ptr<Segment> segment;
 };
 
 // The smallest node count >= spanned that splits the GPUs evenly with at most
@@ -197,24 +199,28 @@ class Simulation {
         if (next < trace_.jobs.size())
           limit =
               std::max<std::int64_t>(1, static_cast<std::int64_t>(std::ceil(trace_.jobs[next].arrival_s / R)) - round);
-        // Stepped jobs: their finish from the engine's steps, looked for up
-        // to one round past what the speeds foresee (a job not done by then
-        // limits the rounds to that).
+        // The speed's finish of each job; stepped jobs' from the engine's
+        // steps, looked for up to one round past what their speeds foresee
+        // (a job not done by then limits the rounds to that).
         std::int64_t foreseen = limit;
-        for (Active& a : active_)
-          if (!stepped(a)) limit = std::min(limit, rounds_until(a.overhead_s + a.remaining_iters * a.iter_s));
-        for (Active& a : active_)
-          if (stepped(a)) foreseen = std::min(foreseen, rounds_until(a.overhead_s + a.remaining_iters * a.iter_s));
-        const double horizon = foreseen == std::numeric_limits<std::int64_t>::max()
-                                   ? std::numeric_limits<double>::infinity()
-                                   : static_cast<double>(foreseen + 1) * R;
-        for (Active& a : active_) {
-          if (!stepped(a)) continue;
-          Segment& sg = segment(a);
-          const double iterate = std::max(0.0, horizon - a.overhead_s);
-          extend(a, sg.elapsed_s + iterate);
-          limit = std::min(limit,
-                           rounds_until(sg.complete() ? a.overhead_s + sg.time_at(sg.iters) - sg.elapsed_s : horizon));
+        for (const Active& a : active_) {
+          const std::int64_t by_speed = rounds_until(a.overhead_s + a.remaining_iters * a.iter_s);
+          if (stepped(a))
+            foreseen = std::min(foreseen, by_speed);
+          else
+            limit = std::min(limit, by_speed);
+        }
+        if (o_.fidelity == Fidelity::Iteration) {
+          const double horizon = foreseen == std::numeric_limits<std::int64_t>::max()
+                                     ? std::numeric_limits<double>::infinity()
+                                     : static_cast<double>(foreseen + 1) * R;
+          for (Active& a : active_) {
+            if (!stepped(a)) continue;
+            Segment& sg = segment(a);
+            extend(a, sg.elapsed_s + std::max(0.0, horizon - a.overhead_s));
+            limit = std::min(limit, rounds_until(sg.complete() ? a.overhead_s + sg.time_at(sg.iters) - sg.elapsed_s
+                                                               : horizon));
+          }
         }
         k = limit;
       }
@@ -293,18 +299,18 @@ class Simulation {
            !trace_.jobs[a.trace_index].model.empty();
   }
   Segment& segment(Active& a) {
-    if (!a.segment.live) {
-      a.segment = Segment{};
-      a.segment.live = true;
-      a.segment.iters = a.remaining_iters;
+    if (!a.segment || !a.segment->live) {
+      a.segment = std::make_unique<Segment>();
+      a.segment->live = true;
+      a.segment->iters = a.remaining_iters;
     }
-    return a.segment;
+    return *a.segment;
   }
   // Steps the segment through the engine until its ends reach `e` seconds or
   // its last iteration: a run of the first n of its steps, n at least twice
   // the last run's (each run is the segment from its start; a longer one extends a shorter).
   void extend(Active& a, double e) {
-    Segment& sg = a.segment;
+    Segment& sg = *a.segment;
     while (!sg.complete() && (sg.ends.empty() || sg.ends.back() < e)) {
       const double guess = std::isfinite(e) ? std::ceil(e / a.iter_s) + 8 : static_cast<double>(sg.steps());
       const std::int64_t n =
@@ -515,7 +521,7 @@ class Simulation {
       if (moved || al.cpus != a.alloc.cpus || a.iter_s == 0 || a.alloc.gpu == nullptr) {
         a.alloc = al;
         a.iter_s = speed_.iteration_s(j, al);
-        a.segment.live = false;  // a new run on the new allocation
+        if (a.segment) a.segment->live = false;  // a new run on the new allocation
       }
     }
   }
@@ -575,7 +581,7 @@ class Simulation {
       const bool placed = !a.placement.empty() || a.on_cpu;
       if (placed && !st.running && a.ran_before) ++r.preemptions;  // resumes after a preemption
       if (!placed) {
-        a.segment.live = false;
+        if (a.segment) a.segment->live = false;
         if (st.running) st.last_run_end_s = now;
         st.running = false;
         ++k;
