@@ -164,15 +164,27 @@ class JobSpeed {
  public:
   // `network` joins the nodes of a multi-node job (interconnect.h's presets).
   explicit JobSpeed(std::string network = "100gbe") : network_(std::move(network)) {}
-  // Seconds per iteration (one step on every GPU). A fixed-step job's step_s.
-  // Memoised per (model, variant, batch, dataset, allocation).
+  // Seconds per iteration (one step on every GPU): the steady state, plus,
+  // with a loader, its restart at each epoch spread over the epoch's steps.
+  // A fixed-step job's step_s. Memoised per (model, variant, batch, dataset,
+  // allocation).
   double iteration_s(const TraceJob& job, const Allocation& a);
   // The fewest cores (up to max_cpus) at which the job runs within 2 % of its
   // speed at max_cpus: Synergy's "ideal" CPU demand, from the engine.
   int best_cpus(const TraceJob& job, Allocation a, int max_cpus);
   std::size_t configurations() const { return memo_.size(); }
+  // The engine's run of the job's first `steps` iterations on the allocation
+  // from its start: rank 0's step ends, seconds from the run's start (not
+  // memoised). A run with a loader reads the samples of `dataset_steps`
+  // steps (the whole dataset at most) as its epoch, epoch after epoch, so
+  // runs of one dataset_steps and more steps extend one another. logic_error
+  // for a fixed-step job.
+  std::vector<double> step_ends(const TraceJob& job, const Allocation& a, std::int64_t steps,
+                                std::int64_t dataset_steps);
 
  private:
+  static double steady_s(const std::vector<double>& ends, std::int64_t steps);
+  const pipeline::Dataset& dataset(const std::string& name);
   std::map<std::tuple<std::string, int, std::string, std::string, int, int, int>, double> memo_;
   std::map<std::string, std::unique_ptr<CostModel>> costs_;
   std::map<std::string, std::unique_ptr<pipeline::Dataset>> datasets_;
@@ -263,7 +275,7 @@ struct AlloxOptions {
   double alpha = 0.5;
 };
 
-// "fifo", "srtf", "las", "drf-fifo", "drf", "allox", "max-min", "timeslice"; InputError
+// "fifo", "srtf", "las", "drf-fifo", "drf", "allox", "es", "max-min", "timeslice"; InputError
 // naming the policy and the accepted ones.
 std::unique_ptr<Policy> make_policy(std::string_view name, const LasOptions& las = {}, const AlloxOptions& allox = {});
 std::unique_ptr<Policy> make_fifo_policy();
@@ -277,6 +289,9 @@ std::unique_ptr<Policy> make_drf_policy();
 // the alpha share of users of least fairness score to (machine, position)
 // slots, GPU and CPU machines; the free machines start their first job.
 std::unique_ptr<Policy> make_allox_policy(const AlloxOptions& options);
+// AlloX's equal-share baseline (ES): static per-user shares of the GPUs and
+// of the CPU configurations' cores, each user's shortest job first.
+std::unique_ptr<Policy> make_es_policy();
 // Gavel's max-min fairness: water-filled time shares of the GPUs, turned into
 // rounds by Gavel's priority (share / fraction of time received).
 std::unique_ptr<Policy> make_max_min_policy();
@@ -289,8 +304,16 @@ std::vector<std::string> policy_names();
 
 namespace gpemu::cluster {
 
+// How a job's progress is found: at its memoised steady-state speed per
+// configuration (any cluster), or by stepping each of its iterations through
+// the engine's timeline on each allocation it runs on (small clusters).
+enum class Fidelity { Speed, Iteration };
+Fidelity parse_fidelity(std::string_view text);
+std::string_view to_string(Fidelity f);
+
 struct SimOptions {
   double round_s = 300;  // Synergy's and Gavel's default round
+  Fidelity fidelity = Fidelity::Speed;
   CpuAllocation cpu = CpuAllocation::Prop;
   bool checkpoint_cost = true;  // preemption and resume cost their checkpoint I/O
   // Utilisation samples: one per this many seconds of simulated time (0: one
@@ -329,7 +352,9 @@ struct ClusterRun {
   double makespan_s = 0;
   std::int64_t rounds = 0;               // rounds the policy was asked
   std::size_t speed_configurations = 0;  // engine figures computed
-  std::string stopped;                   // why the policy ended the run early ("": it ran to the end)
+  std::string fidelity = "speed";
+  std::int64_t engine_steps = 0;  // Fidelity::Iteration: iterations the engine stepped
+  std::string stopped;            // why the policy ended the run early ("": it ran to the end)
   double stopped_at_s = 0;
   double mean_jct_s() const;
 };

@@ -5,7 +5,11 @@ Each pod of the experiment sleeps for its configuration's time (pods/images/gpem
 job here is a fixed-step job of that time on either configuration; every job arrives at time 0, in the submission
 order; a pod takes 1.85 s to start (the scheduler log's first JCT, 8.85 s for a 7 s pod); rounds of 100 ms (the
 scheduler's period). Compared: the average JCT of DRFS and AlloX normalised to DRF-FIFO against GPEmu's 0.81 and 0.59
-within 10 %, the paper's 0.97 and 0.65 beside them. No anchor."""
+within 10 %, the paper's 0.97 and 0.65 beside them. No anchor.
+Beside them (info): GPEmu's AlloX figure is the scheduler log es.txt, whose run was AlloX's equal-share baseline
+(`SCHEDULER ES`) on 4 e-GPU nodes and 8 CPU nodes (meng-allox-cpu-1..8, one 90-core pod each at a time); gpemu's `es`
+policy on the recorded capacity and on those machines (4 x 20 + 8 x 90 = 800 cores), and AlloX on them, are printed
+against it."""
 
 import csv
 import json
@@ -17,6 +21,8 @@ import repro  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 POLICIES = [("DRFF", "drf-fifo"), ("DRFS", "drf"), ("Allox", "allox")]
+# es.txt's machines: each e-GPU node's pod holds 20 cores, each CPU node one 90-core CPU configuration.
+LOG_MACHINES_CORES = 4 * 20 + 8 * 90
 START_S = 1.85
 SOURCE = "mengwanguc/kubernetes-allox"
 
@@ -37,10 +43,15 @@ def write_inputs(item):
             f.write(f"{name},0,{j['user']},{g['gpus']},1,{g['time_s']},{int(g['cpu_milli']) // 1000},"
                     f"{int(c['cpu_milli']) // 1000},{c['time_s']},{g['mem_gib']}\n")
     gpus, cores = int(capacity["gpus"]), int(capacity["cpu_milli"]) // 1000
-    cluster = os.path.join(item.out, "cluster.json")
-    with open(cluster, "w") as f:
-        json.dump({"nodes": [{"name": "e-gpu", "gpu": "v100", "gpus": 1, "cpus": cores // gpus, "count": gpus}],
-                   "checkpoint_gib": 0, "job_start_s": START_S}, f, indent=1)
+
+    def cluster_file(name, cores):
+        path = os.path.join(item.out, name)
+        with open(path, "w") as f:
+            json.dump({"nodes": [{"name": "e-gpu", "gpu": "v100", "gpus": 1, "cpus": cores // gpus, "count": gpus}],
+                       "checkpoint_gib": 0, "job_start_s": START_S}, f, indent=1)
+        return path
+    cluster = cluster_file("cluster.json", cores)
+    log_cluster = cluster_file("cluster-es-log.json", LOG_MACHINES_CORES)
     item.input("cluster", f"{gpus} GPUs, {cores} cores ({cores // gpus} beside each GPU), memory not a constraint",
                "allox_jobs.csv cluster_capacity (the scheduler's capacity line); the GPU model does not matter: the "
                "jobs are fixed-step")
@@ -49,20 +60,33 @@ def write_inputs(item):
                f"allox_jobs.csv ({SOURCE}:pods/sched/pytorch/user*/*.yaml, run-all.sh)")
     item.input("job_start_s", START_S, f"{SOURCE}:es.txt: the first pod (7 s) ended 8.852 s after it was scheduled")
     item.input("round", "0.1 s; AlloX alpha 0.5", f"{SOURCE}:pkg/scheduler/cache/util.go SCHEDULER_PERIOD, AlphaFair")
-    return cluster, trace
+    item.input("es_log_machines", f"4 e-GPUs and {LOG_MACHINES_CORES} cores (4 x 20 beside the GPUs' pods, 8 CPU nodes "
+               "of one 90-core configuration each), for the info rows only",
+               f"{SOURCE}:es.txt: `SCHEDULER ES`; pods bound to meng-allox-egpu-1..4 and meng-allox-cpu-1..8, never "
+               "a second CPU pod on a CPU node within the first's CPU time; cpuShare 192000 = (capacity - "
+               "MASTER_CPU_CORES) / 4 users")
+    return cluster, log_cluster, trace
 
 
 def main():
     item = repro.start("allox", "AlloX: average JCT of DRFS and AlloX normalised to DRF-FIFO, 4 GPUs + 176 cores",
                        __doc__, HERE, "a cluster runs in virtual time only (gpemu cluster)")
-    cluster, trace = write_inputs(item)
+    cluster, log_cluster, trace = write_inputs(item)
     results = {}
-    for label, policy in POLICIES:
-        out = item.run([repro.gpemu_binary(), "cluster", "--cluster", cluster, "--trace", trace, "--policy", policy,
+
+    def run(label, policy, on):
+        out = item.run([repro.gpemu_binary(), "cluster", "--cluster", on, "--trace", trace, "--policy", policy,
                         "--round", "0.1", "--json", "-"], label, "makespan_s")
         item.emulated_s += out["summary"]["makespan_s"]
         item.runs[-1]["elapsed_s"] = out["summary"]["makespan_s"]
         results[label] = out
+    for label, policy in POLICIES:
+        run(label, policy, cluster)
+    extra = [("ES", "es", cluster, "AlloX's equal-share baseline, the recorded 176 cores"),
+             ("ES@log", "es", log_cluster, "es.txt's scheduler on its machines (4 e-GPUs, 8 CPU nodes)"),
+             ("Allox@log", "allox", log_cluster, "AlloX on es.txt's machines")]
+    for label, policy, on, _ in extra:
+        run(label, policy, on)
     refs = {(r["point"], r["reference_kind"]): r["value"] for r in repro.read_reference("allox.csv")}
     base = results["DRFF"]["summary"]["mean_jct_s"]
     item.compare("avg_jct@policy=DRFF", "DRF-FIFO: average JCT (s)", base, refs[("avg_jct@policy=DRFF",
@@ -75,6 +99,12 @@ def main():
         # The primary reference last: the checker keys verdicts by point.
         item.compare(point, f"{label}: average JCT / DRF-FIFO's", ours, refs[(point, "gpemu_artifact")],
                      "gpemu_artifact")
+    log_es = refs[("scheduler_log_avg_jct@file=es.txt", "gpemu_artifact")]
+    log_drff = refs[("scheduler_log_avg_jct@file=drffifo.txt", "gpemu_artifact")]
+    for label, _, _, what in extra:
+        item.compare(f"normalized_avg_jct@policy={label}", f"{label}: average JCT / DRF-FIFO's",
+                     results[label]["summary"]["mean_jct_s"] / base, log_es / log_drff, "gpemu_artifact", primary=False,
+                     note=f"{what}; against es.txt's / drffifo.txt's average JCT")
     on_cpu = {label: sum(j["device"] == "cpu" for j in r["jobs"]) for label, r in results.items()}
     print("average JCT (s): " + ", ".join(f"{label} {r['summary']['mean_jct_s']:.2f}" for label, r in results.items())
           + "; jobs run on CPU: " + ", ".join(f"{label} {n}" for label, n in on_cpu.items()))

@@ -20,7 +20,7 @@ namespace gpemu::cli {
 namespace {
 
 struct ClusterArgs {
-  std::string cluster, trace, policy = "las", cpu = "prop", clock = "virtual";
+  std::string cluster, trace, policy = "las", cpu = "prop", clock = "virtual", fidelity = "speed";
   double round_s = 300;
   std::vector<double> las_queues = {3600};
   double starvation = 0;
@@ -64,6 +64,7 @@ void run_cluster(const ClusterArgs& a) {
   cluster::SimOptions o;
   o.round_s = a.round_s;
   o.cpu = cluster::parse_cpu_allocation(a.cpu);
+  o.fidelity = cluster::parse_fidelity(a.fidelity);
   o.checkpoint_cost = !a.no_checkpoint_cost;
   // The flags are checked above, before the files are read.
   const auto cluster = cluster::read_cluster_file(a.cluster);
@@ -93,6 +94,8 @@ void run_cluster(const ClusterArgs& a) {
                             {"makespan", fmt::format("{} h", fixed(run.makespan_s / 3600, 3))},
                             {"rounds scheduled", std::to_string(run.rounds)},
                             {"engine configurations", std::to_string(run.speed_configurations)}});
+  if (o.fidelity == cluster::Fidelity::Iteration)
+    std::cout << fmt::format("iterations stepped by the engine: {}\n", run.engine_steps);
   if (!a.json.empty()) std::cout << "json: " << a.json << '\n';
   if (!a.csv.empty()) std::cout << "csv: " << a.csv << '\n';
   if (!a.report.empty()) std::cout << "report: " << a.report << '\n';
@@ -122,6 +125,7 @@ void add_cluster_command(CLI::App& app) {
   cmd->add_option("--policy", a->policy,
                   "fifo, srtf, las (Tiresias' discretised 2D-LAS), drf-fifo (DRF between users, FIFO within one), "
                   "drf (DRF, shortest job on either configuration), allox (AlloX's min-cost matching to GPU or CPU), "
+                  "es (AlloX's equal-share baseline), "
                   "max-min (Gavel's max-min fairness) or timeslice (Gandiva's turns)")
       ->capture_default_str();
   cmd->add_option("--cpu-allocation", a->cpu,
@@ -136,6 +140,10 @@ void add_cluster_command(CLI::App& app) {
                   "AlloX: the share of users (least fairness score) matched each round")
       ->capture_default_str();
   cmd->add_flag("--no-checkpoint-cost", a->no_checkpoint_cost, "Preemption and migration cost nothing");
+  cmd->add_option("--fidelity", a->fidelity,
+                  "speed (each configuration's engine speed, memoised) or iteration (every iteration stepped "
+                  "through the engine; small clusters)")
+      ->capture_default_str();
   cmd->add_option("--clock", a->clock, "virtual (the only one a cluster runs on)")->capture_default_str();
   cmd->add_option("--json", a->json, "Write every figure as JSON to this file ('-': stdout)");
   cmd->add_option("--csv", a->csv, "Write one row per job to this file ('-': stdout)");

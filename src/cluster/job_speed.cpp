@@ -26,8 +26,51 @@ double JobSpeed::iteration_s(const TraceJob& job, const Allocation& a) {
                                    loader ? fmt::format("{}|{}", job.dataset, a.decode_us) : std::string(), a.gpu->id,
                                    a.gpus, a.nodes, loader ? a.cpus : 0);
   if (auto it = memo_.find(key); it != memo_.end()) return it->second;
+  double t = 0;
+  if (!loader) {  // rank 0's steps, in order: the steady state over the second half
+    t = steady_s(step_ends(job, a, 6, 6), 6);
+  } else {
+    // Enough steps for a loader of `workers` per rank to reach its steady
+    // state, E, read as one epoch; and then workers + 2 steps more (at most
+    // E / 2), whose start is the loader's restart at each epoch (its workers'
+    // first batches again), paid once per epoch of the whole dataset.
+    const int workers = std::max(1, a.cpus / a.gpus);
+    const std::int64_t e = std::min(64, 2 * workers * pipeline::LoaderOptions{}.prefetch_factor + 8);
+    const double per_epoch = static_cast<double>(dataset(job.dataset).samples.size()) /
+                             (static_cast<double>(job.batch) * static_cast<double>(a.gpus));
+    if (per_epoch <= static_cast<double>(e)) {  // epochs shorter than that: their restarts are in the steady state
+      t = steady_s(step_ends(job, a, 2 * e, 2 * e), 2 * e);
+    } else {
+      const std::int64_t x = std::min<std::int64_t>(e / 2, workers + 2);
+      const std::vector<double> ends = step_ends(job, a, e + x, e);
+      t = steady_s(ends, e);
+      const double restart = (ends[static_cast<std::size_t>(e + x) - 1] - ends[static_cast<std::size_t>(e) - 1]) -
+                             static_cast<double>(x) * t;
+      t += std::max(0.0, restart) / per_epoch;
+    }
+  }
+  memo_.emplace(key, t);
+  return t;
+}
 
-  auto& costs = costs_[std::get<0>(key)];
+double JobSpeed::steady_s(const std::vector<double>& ends, std::int64_t steps) {
+  if (static_cast<std::int64_t>(ends.size()) < std::max<std::int64_t>(steps, 4))
+    throw std::logic_error("JobSpeed: the job ran fewer steps than asked");
+  const auto n = static_cast<std::size_t>(steps), from = n / 2;
+  return (ends[n - 1] - ends[from - 1]) / static_cast<double>(n - from);
+}
+
+const pipeline::Dataset& JobSpeed::dataset(const std::string& name) {
+  auto& d = datasets_[name];
+  if (!d) d = std::make_unique<pipeline::Dataset>(pipeline::virtual_dataset(name));
+  return *d;
+}
+
+std::vector<double> JobSpeed::step_ends(const TraceJob& job, const Allocation& a, std::int64_t steps,
+                                        std::int64_t dataset_steps) {
+  if (job.model.empty()) throw std::logic_error("JobSpeed::step_ends: a fixed-step job has no engine run");
+  const bool loader = !job.dataset.empty() && a.cpus > 0;
+  auto& costs = costs_[model_key(job)];
   if (!costs) costs = job_cost_model(job.model_spec);
   JobSpec spec;
   spec.compute.model = job.model_spec;
@@ -39,24 +82,22 @@ double JobSpeed::iteration_s(const TraceJob& job, const Allocation& a) {
   spec.cluster.gpus = a.gpus;
   spec.cluster.nodes = a.nodes;
   if (a.nodes > 1) spec.cluster.network = network_preset(network_);
-  // Enough steps for a loader of `workers` per rank to reach its steady state.
-  int steps = 6;
   if (loader) {
     const int workers = std::max(1, a.cpus / a.gpus);
     spec.data.source = DataSource::Modelled;
-    steps = std::min(64, 2 * workers * spec.data.loader.prefetch_factor + 8);
-    // The run reads only its steps' samples: the dataset's first ones (a
-    // virtual dataset's seeded permutation spreads its sizes over them), so
-    // a preset of a million files costs no more than the run needs.
-    auto& dataset = datasets_[job.dataset];
-    if (!dataset) dataset = std::make_unique<pipeline::Dataset>(pipeline::virtual_dataset(job.dataset));
-    const std::size_t needed =
-        static_cast<std::size_t>(steps) * static_cast<std::size_t>(job.batch) * static_cast<std::size_t>(a.gpus);
-    spec.data.dataset.root = dataset->root;
-    spec.data.dataset.classes = dataset->classes;
-    spec.data.dataset.samples.assign(dataset->samples.begin(),
-                                     dataset->samples.begin() +
-                                         static_cast<std::ptrdiff_t>(std::min(needed, dataset->samples.size())));
+    // The run reads only the samples of `dataset_steps` steps: the dataset's
+    // first ones (a virtual dataset's seeded permutation spreads its sizes
+    // over them), so a preset of a million files costs no more than the run
+    // needs; epoch after epoch when the run has more steps than that.
+    const pipeline::Dataset& d = dataset(job.dataset);
+    const std::size_t per_step = static_cast<std::size_t>(job.batch) * static_cast<std::size_t>(a.gpus);
+    const std::size_t take = std::min(static_cast<std::size_t>(dataset_steps) * per_step, d.samples.size());
+    spec.data.dataset.root = d.root;
+    spec.data.dataset.classes = d.classes;
+    spec.data.dataset.samples.assign(d.samples.begin(), d.samples.begin() + static_cast<std::ptrdiff_t>(take));
+    if (take < static_cast<std::size_t>(steps) * per_step)
+      spec.schedule.epochs =
+          static_cast<int>(static_cast<std::size_t>(steps) / std::max<std::size_t>(1, take / per_step) + 2);
     spec.data.loader.num_workers = workers;
     spec.data.model.cores = a.cpus;
     if (a.decode_us > 0) spec.data.model.decode_per_sample = from_seconds(a.decode_us * 1e-6);
@@ -67,9 +108,9 @@ double JobSpeed::iteration_s(const TraceJob& job, const Allocation& a) {
   spec.schedule.max_iterations = steps;
   // Only rank 0's step ends are read: a sink hears them, the record keeps no step or kernel.
   struct RankZeroEnds : RecordSink {
-    std::vector<Time> ends;
+    std::vector<double> ends;
     void on_step(const StepRecord& s) override {
-      if (s.gpu == 0 && s.phase == RunPhase::Train) ends.push_back(s.step_end);
+      if (s.gpu == 0 && s.phase == RunPhase::Train) ends.push_back(to_seconds(s.step_end));
     }
   } sink;
   spec.record.steps = false;
@@ -78,13 +119,7 @@ double JobSpeed::iteration_s(const TraceJob& job, const Allocation& a) {
   auto clock = make_virtual_clock();
   Job run(*clock, *costs, spec);
   run.run();
-  // Rank 0's steps, in order: the steady state over the second half.
-  const std::vector<Time>& ends = sink.ends;
-  if (ends.size() < 4) throw std::logic_error("JobSpeed: the job ran fewer than four steps");
-  const std::size_t from = ends.size() / 2;
-  const double t = to_seconds(ends.back() - ends[from - 1]) / static_cast<double>(ends.size() - from);
-  memo_.emplace(key, t);
-  return t;
+  return std::move(sink.ends);
 }
 
 int JobSpeed::best_cpus(const TraceJob& job, Allocation a, int max_cpus) {

@@ -7,7 +7,7 @@
 namespace gpemu::cluster {
 
 std::vector<std::string> policy_names() {
-  return {"fifo", "srtf", "las", "drf-fifo", "drf", "allox", "max-min", "timeslice"};
+  return {"fifo", "srtf", "las", "drf-fifo", "drf", "allox", "es", "max-min", "timeslice"};
 }
 
 std::unique_ptr<Policy> make_policy(std::string_view name, const LasOptions& las, const AlloxOptions& allox) {
@@ -17,6 +17,7 @@ std::unique_ptr<Policy> make_policy(std::string_view name, const LasOptions& las
   if (name == "drf-fifo") return make_drf_fifo_policy();
   if (name == "drf") return make_drf_policy();
   if (name == "allox") return make_allox_policy(allox);
+  if (name == "es") return make_es_policy();
   if (name == "max-min") return make_max_min_policy();
   if (name == "timeslice") return make_timeslice_policy();
   std::string accepted;

@@ -52,6 +52,8 @@ nlohmann::json run_json(const ClusterRun& run) {
   j["cpus"] = run.total_cpus;
   j["rounds"] = run.rounds;
   j["speed_configurations"] = run.speed_configurations;
+  j["fidelity"] = run.fidelity;
+  if (run.fidelity == "iteration") j["engine_steps"] = run.engine_steps;
   if (!run.stopped.empty()) j["stopped"] = {{"at_s", run.stopped_at_s}, {"why", run.stopped}};
   const auto v = sorted_jcts(run);
   double wait = 0;

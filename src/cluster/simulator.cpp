@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <memory>
 
 #include <fmt/format.h>
 
@@ -15,19 +16,50 @@
 namespace gpemu::cluster {
 namespace {
 
+// --fidelity iteration's "small cluster".
+constexpr int kMaxIterationGpus = 256;
+
 struct Node {
   const GpuSpec* gpu = nullptr;
   int model = 0;  // index of its GPU model
   int gpus = 0, cpus = 0;
   int free_gpus = 0;
   double decode_us = 0;
-  int free_cpus = 0;  // Greedy: cores not yet given this round
+  int free_cpus = 0;  // Tune, Greedy: cores not yet booked this round
+  double dram_gib = 0;
+  double free_mem = 0;  // Tune, Greedy: DRAM not yet booked this round, GiB
 };
 
 struct Slice {
   std::size_t node = 0;
   int gpus = 0;
   int cpus = 0;
+};
+
+// --fidelity iteration: a job's run on one allocation, from when it starts
+// iterating there to when it leaves it, each iteration stepped by the engine.
+struct Segment {
+  bool live = false;
+  double iters = 0;          // the job's remaining iterations when it began (maybe a fraction)
+  double elapsed_s = 0;      // seconds of iterating in it so far
+  std::vector<double> ends;  // the engine's step ends from its start, s (its first ones)
+  std::int64_t steps() const { return static_cast<std::int64_t>(std::ceil(iters - 1e-9)); }
+  bool complete() const { return static_cast<std::int64_t>(ends.size()) >= steps(); }
+  // Seconds into the segment at which `x` iterations are done (the step in
+  // flight counted by its fraction); needs the ends up to x.
+  double time_at(double x) const {
+    const auto k = static_cast<std::size_t>(std::floor(x));
+    const double prev = k == 0 ? 0 : ends[std::min(k, ends.size()) - 1];
+    return k < ends.size() && x > static_cast<double>(k) ? prev + (x - static_cast<double>(k)) * (ends[k] - prev)
+                                                         : prev;
+  }
+  // Iterations done after e seconds of it (the step in flight by its fraction).
+  double done_at(double e) const {
+    const auto k = static_cast<std::size_t>(std::upper_bound(ends.begin(), ends.end(), e) - ends.begin());
+    const double prev = k == 0 ? 0 : ends[k - 1];
+    const double part = k < ends.size() ? (e - prev) / (ends[k] - prev) : 0;
+    return std::min(iters, static_cast<double>(k) + part);
+  }
 };
 
 // The simulator's side of an active job (JobState is the policy's side).
@@ -43,6 +75,8 @@ struct Active {
   double overhead_s = 0;  // checkpoint I/O still to do before iterating
   bool ran_before = false;
   bool on_cpu = false, was_on_cpu = false;  // on its CPU configuration this round, last round
+  // --fidelity iteration (out of line: a run at the speed keeps Active small).
+  std::unique_ptr<Segment> segment;
 };
 
 // The smallest node count >= spanned that splits the GPUs evenly with at most
@@ -64,12 +98,28 @@ class Simulation {
       auto [it, added] = models.emplace(kind.gpu->id, static_cast<int>(models.size()));
       if (added) model_gpu_.push_back(kind.gpu);
       for (int i = 0; i < kind.count; ++i) {
-        nodes_.push_back(Node{kind.gpu, it->second, kind.gpus, kind.cpus, kind.gpus, kind.decode_us});
+        nodes_.push_back(Node{kind.gpu, it->second, kind.gpus, kind.cpus, kind.gpus, kind.decode_us, 0, kind.dram_gib});
         total_cpus_ += kind.cpus;
       }
       max_per_node_ = std::max(max_per_node_, kind.gpus);
     }
     total_gpus_ = c.total_gpus();
+    if (o.cpu == CpuAllocation::Greedy)
+      for (const auto& j : t.jobs) {
+        bool room = j.mem_gib <= 0;
+        for (const auto& kind : c.nodes)
+          room = room || j.mem_gib * std::min(j.gpus, kind.gpus) / j.gpus <= kind.dram_gib;
+        if (!room)
+          throw InputError(fmt::format(
+              "job '{}' asks for {} GiB of DRAM over its {} GPUs; under --cpu-allocation greedy it would wait for "
+              "ever: no node holds its share of that (lower its mem_gib, or use tune or prop)",
+              j.id, j.mem_gib, j.gpus));
+      }
+    if (o.fidelity == Fidelity::Iteration && total_gpus_ > kMaxIterationGpus)
+      throw InputError(fmt::format(
+          "--fidelity iteration: the cluster has {} GPUs; stepping every iteration through the engine is for "
+          "clusters of at most {} GPUs: use --fidelity speed (the memoised speed per configuration)",
+          total_gpus_, kMaxIterationGpus));
     for (const auto& j : t.jobs) cpu_configs_ = cpu_configs_ || j.cpu_config_cpus > 0;
     for (std::size_t m = 0; m < model_gpu_.size(); ++m) index_.emplace_back(max_per_node_, nodes_.size());
     for (std::size_t n = 0; n < nodes_.size(); ++n)
@@ -81,6 +131,7 @@ class Simulation {
     ClusterRun out;
     out.policy = policy_.name();
     out.cpu_allocation = std::string(to_string(o_.cpu));
+    out.fidelity = std::string(to_string(o_.fidelity));
     out.round_s = o_.round_s;
     out.total_gpus = total_gpus_;
     out.total_cpus = total_cpus_;
@@ -148,9 +199,28 @@ class Simulation {
         if (next < trace_.jobs.size())
           limit =
               std::max<std::int64_t>(1, static_cast<std::int64_t>(std::ceil(trace_.jobs[next].arrival_s / R)) - round);
+        // The speed's finish of each job; stepped jobs' from the engine's
+        // steps, looked for up to one round past what their speeds foresee
+        // (a job not done by then limits the rounds to that).
+        std::int64_t foreseen = limit;
         for (const Active& a : active_) {
-          const double need = a.overhead_s + a.remaining_iters * a.iter_s;
-          limit = std::min(limit, std::max<std::int64_t>(1, static_cast<std::int64_t>(std::floor(need / R))));
+          const std::int64_t by_speed = rounds_until(a.overhead_s + a.remaining_iters * a.iter_s);
+          if (stepped(a))
+            foreseen = std::min(foreseen, by_speed);
+          else
+            limit = std::min(limit, by_speed);
+        }
+        if (o_.fidelity == Fidelity::Iteration) {
+          const double horizon = foreseen == std::numeric_limits<std::int64_t>::max()
+                                     ? std::numeric_limits<double>::infinity()
+                                     : static_cast<double>(foreseen + 1) * R;
+          for (Active& a : active_) {
+            if (!stepped(a)) continue;
+            Segment& sg = segment(a);
+            extend(a, sg.elapsed_s + std::max(0.0, horizon - a.overhead_s));
+            limit = std::min(limit, rounds_until(sg.complete() ? a.overhead_s + sg.time_at(sg.iters) - sg.elapsed_s
+                                                               : horizon));
+          }
         }
         k = limit;
       }
@@ -162,6 +232,7 @@ class Simulation {
     }
     for (const auto& r : out.jobs) out.makespan_s = std::max(out.makespan_s, r.finish_s);
     out.speed_configurations = speed_.configurations();
+    out.engine_steps = engine_steps_;
     thin(out.utilisation);
     return out;
   }
@@ -215,6 +286,43 @@ class Simulation {
     states_.push_back(s);
   }
 
+  // Whole rounds before `need` seconds have passed (at least one).
+  std::int64_t rounds_until(double need) const {
+    return std::max<std::int64_t>(1, static_cast<std::int64_t>(std::floor(need / o_.round_s)));
+  }
+
+  // --fidelity iteration: whether the job's iterations are stepped by the
+  // engine (a model's on GPUs; a fixed step, on GPUs or its CPU configuration,
+  // is its step either way), and its segment, begun if it is not.
+  bool stepped(const Active& a) const {
+    return o_.fidelity == Fidelity::Iteration && !a.on_cpu && !a.placement.empty() &&
+           !trace_.jobs[a.trace_index].model.empty();
+  }
+  Segment& segment(Active& a) {
+    if (!a.segment || !a.segment->live) {
+      a.segment = std::make_unique<Segment>();
+      a.segment->live = true;
+      a.segment->iters = a.remaining_iters;
+    }
+    return *a.segment;
+  }
+  // Steps the segment through the engine until its ends reach `e` seconds or
+  // its last iteration: a run of the first n of its steps, n at least twice
+  // the last run's (each run is the segment from its start; a longer one extends a shorter).
+  void extend(Active& a, double e) {
+    Segment& sg = *a.segment;
+    while (!sg.complete() && (sg.ends.empty() || sg.ends.back() < e)) {
+      const double guess = std::isfinite(e) ? std::ceil(e / a.iter_s) + 8 : static_cast<double>(sg.steps());
+      const std::int64_t n =
+          std::min(sg.steps(), std::max({static_cast<std::int64_t>(std::min(guess, static_cast<double>(sg.steps()))),
+                                         2 * static_cast<std::int64_t>(sg.ends.size()), std::int64_t{8}}));
+      sg.ends = speed_.step_ends(trace_.jobs[a.trace_index], a.alloc, n, sg.steps());
+      engine_steps_ += n;
+      if (static_cast<std::int64_t>(sg.ends.size()) < n)
+        throw std::logic_error("--fidelity iteration: the engine ran fewer steps than asked");
+    }
+  }
+
   void take(std::size_t n, int gpus) {
     Node& node = nodes_[n];
     index_[static_cast<std::size_t>(node.model)].update(n, node.free_gpus, node.free_gpus - gpus);
@@ -230,8 +338,8 @@ class Simulation {
       a.was_on_cpu = a.on_cpu;
       a.on_cpu = false;
     }
-    if (o_.cpu == CpuAllocation::Greedy)
-      for (Node& n : nodes_) n.free_cpus = n.cpus;
+    if (o_.cpu != CpuAllocation::Prop)
+      for (Node& n : nodes_) n.free_cpus = n.cpus, n.free_mem = n.dram_gib;
     bool waiting = false;
     long free_total = total_gpus_, free_cpus = total_cpus_;
     for (std::size_t k : order) {
@@ -248,7 +356,7 @@ class Simulation {
         if (free_total == 0 && !cpu_configs_) break;
         continue;
       }
-      if (!place_job(a, j) || (o_.cpu == CpuAllocation::Greedy && !greedy_cores(a, j))) {
+      if (!place_job(a, j) || (o_.cpu != CpuAllocation::Prop && !greedy_cores(a, j, o_.cpu == CpuAllocation::Tune))) {
         waiting = true;
         continue;
       }
@@ -301,23 +409,53 @@ class Simulation {
   // them by GPUs, at least one), or, where a node lacks them, a node of its
   // GPU model that has both the GPUs and the cores (best fit by GPUs); else
   // the job gives its GPUs back and waits.
+  // Synergy-Tune (`tune`) places a newly placed job the same way (its
+  // allocate_synergy_tune tries the job's whole demand first), but where no
+  // node has its best cores it stays where it was placed and books its fair
+  // share, min(proportional, best); a job kept where it ran does not move.
+  // The cores booked here only steer placement: tune() gives the cores.
+  // DRAM is part of the demand (Synergy's demand vector): the job's trace
+  // mem_gib, its share by GPUs on each node, else its proportional share of
+  // the node's DRAM; a node must also hold it, and the fair share books the
+  // lesser of the two. It constrains placement only (a job's speed does not
+  // depend on its DRAM here).
   int greedy_need(const Active& a, const TraceJob& j, int gpus) const {
     return std::max(1, (a.best_cpus * gpus + j.gpus - 1) / j.gpus);
   }
-  bool greedy_cores(Active& a, const TraceJob& j) {
+  double mem_need(const TraceJob& j, std::size_t node, int gpus) const {
+    const Node& n = nodes_[node];
+    return j.mem_gib > 0 ? j.mem_gib * gpus / j.gpus : n.dram_gib * gpus / n.gpus;
+  }
+  bool holds(const Active& a, const TraceJob& j, std::size_t node, int gpus) const {
+    return nodes_[node].free_cpus >= greedy_need(a, j, gpus) && nodes_[node].free_mem >= mem_need(j, node, gpus);
+  }
+  bool greedy_cores(Active& a, const TraceJob& j, bool tune = false) {
     bool fits = true;
-    for (const Slice& s : a.placement) fits = fits && nodes_[s.node].free_cpus >= greedy_need(a, j, s.gpus);
+    for (const Slice& s : a.placement) fits = fits && holds(a, j, s.node, s.gpus);
+    const bool kept = a.placement.size() == a.previous.size() &&
+                      std::equal(a.placement.begin(), a.placement.end(), a.previous.begin(),
+                                 [](const Slice& x, const Slice& y) { return x.node == y.node && x.gpus == y.gpus; });
+    if (!fits && tune && (kept || j.gpus > max_per_node_)) {
+      book_fair_share(a, j);
+      return true;
+    }
     if (!fits) {
       const int model = nodes_[a.placement.front().node].model;
+      const std::vector<Slice> placed = a.placement;
       release(a.placement);
       a.placement.clear();
       long pick = -1;
-      const int need = greedy_need(a, j, j.gpus);
       for (std::size_t n = 0; n < nodes_.size(); ++n) {
         const Node& node = nodes_[n];
-        if (node.model == model && node.free_gpus >= j.gpus && node.free_cpus >= need &&
+        if (node.model == model && node.free_gpus >= j.gpus && holds(a, j, n, j.gpus) &&
             (pick < 0 || node.free_gpus < nodes_[static_cast<std::size_t>(pick)].free_gpus))
           pick = static_cast<long>(n);
+      }
+      if (pick < 0 && tune) {
+        for (const Slice& sl : placed) take(sl.node, sl.gpus);
+        a.placement = placed;
+        book_fair_share(a, j);
+        return true;
       }
       if (pick < 0) return false;
       take(static_cast<std::size_t>(pick), j.gpus);
@@ -326,8 +464,17 @@ class Simulation {
     for (Slice& s : a.placement) {
       s.cpus = greedy_need(a, j, s.gpus);
       nodes_[s.node].free_cpus -= s.cpus;
+      nodes_[s.node].free_mem -= mem_need(j, s.node, s.gpus);
     }
     return true;
+  }
+  void book_fair_share(Active& a, const TraceJob& j) {
+    for (Slice& s : a.placement) {
+      Node& n = nodes_[s.node];
+      s.cpus = std::min(n.cpus * s.gpus / n.gpus, greedy_need(a, j, s.gpus));
+      n.free_cpus -= s.cpus;
+      n.free_mem -= std::min(n.dram_gib * s.gpus / n.gpus, mem_need(j, s.node, s.gpus));
+    }
   }
 
   // Gives a placement's GPUs back to their nodes.
@@ -374,6 +521,7 @@ class Simulation {
       if (moved || al.cpus != a.alloc.cpus || a.iter_s == 0 || a.alloc.gpu == nullptr) {
         a.alloc = al;
         a.iter_s = speed_.iteration_s(j, al);
+        if (a.segment) a.segment->live = false;  // a new run on the new allocation
       }
     }
   }
@@ -433,6 +581,7 @@ class Simulation {
       const bool placed = !a.placement.empty() || a.on_cpu;
       if (placed && !st.running && a.ran_before) ++r.preemptions;  // resumes after a preemption
       if (!placed) {
+        if (a.segment) a.segment->live = false;
         if (st.running) st.last_run_end_s = now;
         st.running = false;
         ++k;
@@ -446,9 +595,20 @@ class Simulation {
       const double overhead = std::min(span, a.overhead_s);
       a.overhead_s -= overhead;
       const double compute = span - overhead;
-      const double can = compute / a.iter_s;
       double held = span;
-      if (can >= a.remaining_iters) {
+      if (stepped(a)) {  // the engine's steps of its segment
+        Segment& sg = segment(a);
+        extend(a, sg.elapsed_s + compute);
+        const double end = sg.complete() ? sg.time_at(sg.iters) : std::numeric_limits<double>::infinity();
+        if (sg.elapsed_s + compute >= end) {
+          held = overhead + (end - sg.elapsed_s);
+          a.remaining_iters = 0;
+          r.finish_s = now + held;
+        } else {
+          sg.elapsed_s += compute;
+          a.remaining_iters = std::max(0.0, sg.iters - sg.done_at(sg.elapsed_s));
+        }
+      } else if (const double can = compute / a.iter_s; can >= a.remaining_iters) {
         held = overhead + a.remaining_iters * a.iter_s;
         a.remaining_iters = 0;
         r.finish_s = now + held;
@@ -507,6 +667,7 @@ class Simulation {
   int max_per_node_ = 0, total_gpus_ = 0, total_cpus_ = 0;
   bool cpu_configs_ = false;  // some job of the trace has a CPU configuration
   double checkpoint_s_per_gpu_ = 0;
+  std::int64_t engine_steps_ = 0;  // --fidelity iteration
   std::vector<Active> active_;
   std::vector<JobState> states_;
 };
@@ -522,6 +683,17 @@ CpuAllocation parse_cpu_allocation(std::string_view text) {
                   "(Synergy-Tune), greedy (Synergy-Greedy)",
                   text));
 }
+
+Fidelity parse_fidelity(std::string_view text) {
+  if (text == "speed") return Fidelity::Speed;
+  if (text == "iteration") return Fidelity::Iteration;
+  throw InputError(fmt::format(
+      "--fidelity '{}': unknown; accepted: speed (the engine's speed per configuration, memoised), iteration "
+      "(every iteration stepped through the engine; clusters of at most {} GPUs)",
+      text, kMaxIterationGpus));
+}
+
+std::string_view to_string(Fidelity f) { return f == Fidelity::Speed ? "speed" : "iteration"; }
 
 std::string_view to_string(CpuAllocation a) {
   return a == CpuAllocation::Prop ? "prop" : a == CpuAllocation::Tune ? "tune" : "greedy";

@@ -42,6 +42,20 @@ TEST(CliCluster, AJobLargerThanTheClusterIsOneLineNamingIt) {
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 }
 
+TEST(CliCluster, IterationFidelityStepsTheEngineAndABadOneIsOneLine) {
+  gpemu::testing::TempDir dir;
+  const auto cluster = dir.write("c.json", R"({"nodes": [{"gpu": "v100", "gpus": 2}]})");
+  const auto trace = dir.write("t.csv", "job,arrival_s,model,batch,gpus,iterations\na,0,resnet18,64,1,40\n");
+  const std::string args = "cluster --cluster " + cluster.string() + " --trace " + trace.string();
+  const auto r = run_gpemu(args + " --fidelity iteration");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("iterations stepped by the engine: 40"), std::string::npos) << r.out;
+  const auto bad = run_gpemu(args + " --fidelity exact");
+  EXPECT_NE(bad.status, 0);
+  EXPECT_NE(bad.err.find("--fidelity 'exact': unknown; accepted: speed"), std::string::npos) << bad.err;
+  EXPECT_EQ(std::count(bad.err.begin(), bad.err.end(), '\n'), 1) << bad.err;
+}
+
 TEST(CliCluster, AnUnknownPolicyNamesTheAcceptedOnes) {
   gpemu::testing::TempDir dir;
   const auto cluster = dir.write("c.json", R"({"nodes": [{"gpu": "v100", "gpus": 2}]})");
@@ -50,7 +64,7 @@ TEST(CliCluster, AnUnknownPolicyNamesTheAcceptedOnes) {
       run_gpemu("cluster --cluster " + cluster.string() + " --trace " + trace.string() + " --policy lottery");
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.err.find(
-                "--policy 'lottery': unknown; accepted: fifo, srtf, las, drf-fifo, drf, allox, max-min, timeslice"),
+                "--policy 'lottery': unknown; accepted: fifo, srtf, las, drf-fifo, drf, allox, es, max-min, timeslice"),
             std::string::npos)
       << r.err;
 }

@@ -129,6 +129,16 @@ LasOptions las_queues(std::vector<double> limits, double starvation = 0) {
   return o;
 }
 
+// A parsed trace under `policy` with the CPU allocation `cpu`, rounds of 10 s.
+ClusterRun run_allocation(const ClusterConfig& c, const Trace& t, const std::string& policy, CpuAllocation cpu) {
+  JobSpeed speed;
+  auto p = make_policy(policy);
+  SimOptions o;
+  o.round_s = 10;
+  o.cpu = cpu;
+  return simulate(c, t, *p, o, speed);
+}
+
 TEST(Simulation, FifoRunsInArrivalOrderWithExactTimes) {
   const auto run = run_trace(kOneGpu, "job,arrival_s,gpus,iterations,step_s\na,0,1,100,1\nb,0,1,50,1\n", "fifo");
   EXPECT_DOUBLE_EQ(run.jobs[0].finish_s, 100);
@@ -233,6 +243,29 @@ TEST(Simulation, AlloxMatchesTheJobsOfTheUsersOfLeastFairnessScore) {
   EXPECT_DOUBLE_EQ(run_trace(two, trace, "srtf").jobs[1].start_s, 10);
 }
 
+TEST(Simulation, EqualShareGivesEachUserItsShareOfGpusAndCpuConfigurations) {
+  // 2 GPUs and 120 cores for 2 users: a GPU each, and (120 - 2 x 10) / 2 = 50
+  // cores each for CPU configurations of 40 cores (one each, its GPU job's 10 counted).
+  const auto run = run_trace(R"({"nodes": [{"gpu": "v100", "gpus": 1, "cpus": 60, "count": 2}], "checkpoint_gib": 0})",
+                             "job,arrival_s,user,gpus,iterations,step_s,cpus,cpu_config_cpus,cpu_step_s\n"
+                             "a,0,u1,1,10,1,10,40,3\n"
+                             "b,0,u1,1,20,1,10,40,2\n"
+                             "c,0,u1,1,5,1,10,40,10\n"
+                             "d,0,u2,1,30,1,10,40,2\n",
+                             "es");
+  EXPECT_EQ(run.policy, "es");
+  // u1 first (ties by the first waiting job): its shortest on a GPU, c; then
+  // u2's d; no GPU left: u1, holding the fewest cores, its shortest on CPU, a;
+  // b waits (u1's CPU share is used) until c's GPU is free at the next round.
+  EXPECT_DOUBLE_EQ(run.jobs[2].finish_s, 5);
+  EXPECT_DOUBLE_EQ(run.jobs[3].finish_s, 30);
+  EXPECT_TRUE(run.jobs[0].on_cpu);
+  EXPECT_DOUBLE_EQ(run.jobs[0].finish_s, 30);
+  EXPECT_FALSE(run.jobs[1].on_cpu);
+  EXPECT_DOUBLE_EQ(run.jobs[1].start_s, 10);
+  EXPECT_DOUBLE_EQ(run.jobs[1].finish_s, 30);
+}
+
 TEST(Simulation, AJobPaysItsStartEachTimeItStarts) {
   const auto run = run_trace(R"({"nodes": [{"gpu": "v100", "gpus": 1, "cpus": 4}], "job_start_s": 2.5})",
                              "job,arrival_s,gpus,iterations,step_s\na,0,1,10,1\nb,0,1,10,1\n", "fifo");
@@ -326,6 +359,56 @@ TEST(Simulation, SrtfUnderTuneOrdersByTheTunedRemainingTime) {
   EXPECT_GT(tune.jobs[1].start_s, 0);
 }
 
+TEST(Simulation, SynergyTunePlacesAJobWhereItsBestCoresFit) {
+  // Two nodes of 2 GPUs and 8 cores (4 a GPU); two 1-GPU jobs that want 8
+  // cores each. Consolidation alone would put both on node 0 at 4 cores
+  // each; Tune places the second where its 8 fit (Synergy's
+  // allocate_synergy_tune tries the whole demand first), so both get 8.
+  const auto c =
+      parse_cluster(R"({"nodes": [{"gpu": "v100", "gpus": 2, "cpus": 8, "count": 2}], "checkpoint_gib": 0})", "c.json");
+  const auto t = parse_trace("job,arrival_s,gpus,iterations,step_s,cpus\na,0,1,100,1,8\nb,0,1,100,1,8\n", "t.csv", c);
+  const auto run = run_allocation(c, t, "fifo", CpuAllocation::Tune);
+  EXPECT_DOUBLE_EQ(run.jobs[0].cpu_s, 8 * 100);
+  EXPECT_DOUBLE_EQ(run.jobs[1].cpu_s, 8 * 100);
+  // A third job that finds no node with its 8 stays where it is placed, at its fair share.
+  const auto t3 =
+      parse_trace("job,arrival_s,gpus,iterations,step_s,cpus\na,0,1,100,1,8\nb,0,1,100,1,8\nc,0,1,100,1,8\n", "t.csv",
+                  c);
+  const auto run3 = run_allocation(c, t3, "fifo", CpuAllocation::Tune);
+  EXPECT_DOUBLE_EQ(run3.jobs[0].cpu_s + run3.jobs[1].cpu_s + run3.jobs[2].cpu_s, (8 + 4 + 4) * 100);
+}
+
+TEST(Simulation, DramIsPartOfSynergysDemandUnderGreedyAndTune) {
+  // Two nodes of 2 GPUs, 8 cores and 100 GiB; three 1-GPU jobs of 60 GiB:
+  // a node holds one of them beside the other's cores.
+  const auto c = parse_cluster(
+      R"({"nodes": [{"gpu": "v100", "gpus": 2, "cpus": 8, "dram_gib": 100, "count": 2}], "checkpoint_gib": 0})",
+      "c.json");
+  const auto t = parse_trace(
+      "job,arrival_s,gpus,iterations,step_s,cpus,mem_gib\na,0,1,100,1,2,60\nb,0,1,100,1,2,60\nc,0,1,100,1,2,60\n",
+      "t.csv", c);
+  auto run = [&](CpuAllocation cpu) { return run_allocation(c, t, "fifo", cpu); };
+  // Greedy: a on node 0, b moved to node 1 (node 0's 40 GiB left cannot hold
+  // it), c waits for a's node (Synergy's skip).
+  const auto greedy = run(CpuAllocation::Greedy);
+  EXPECT_DOUBLE_EQ(greedy.jobs[1].start_s, 0);
+  EXPECT_DOUBLE_EQ(greedy.jobs[2].start_s, 100);
+  // Tune: c falls back to its fair share and starts at once; Prop has no demand.
+  EXPECT_DOUBLE_EQ(run(CpuAllocation::Tune).jobs[2].start_s, 0);
+  EXPECT_DOUBLE_EQ(run(CpuAllocation::Prop).jobs[2].start_s, 0);
+  // Without mem_gib a job's demand is its proportional share (50 GiB a GPU): all three start.
+  const auto t0 =
+      parse_trace("job,arrival_s,gpus,iterations,step_s,cpus\na,0,1,100,1,2\nb,0,1,100,1,2\nc,0,1,100,1,2\n", "t.csv",
+                  c);
+  EXPECT_DOUBLE_EQ(run_allocation(c, t0, "fifo", CpuAllocation::Greedy).jobs[2].start_s, 0);
+  // More DRAM than any node holds would wait for ever under Greedy: one line naming the job.
+  const auto big = parse_trace("job,arrival_s,gpus,iterations,step_s,mem_gib\nhuge,0,1,10,1,150\n", "t.csv", c);
+  EXPECT_NE(error_of([&] {
+              run_allocation(c, big, "fifo", CpuAllocation::Greedy);
+            }).find("job 'huge' asks for 150 GiB of DRAM over its 1 GPUs; under --cpu-allocation greedy"),
+            std::string::npos);
+}
+
 TEST(Simulation, SynergyGreedyMakesAJobWaitForItsBestCores) {
   // Two GPUs and 8 cores; each job's best is 6 cores (its trace cpus).
   const auto c = parse_cluster(R"({"nodes": [{"gpu": "v100", "gpus": 2, "cpus": 8}], "checkpoint_gib": 0})", "c.json");
@@ -405,6 +488,79 @@ TEST(Simulation, JobSpeedComesFromTheEngineAndCoresMatter) {
   a.cpus = 1;
   const double gpu_only = speed.iteration_s(j, a);
   EXPECT_LE(gpu_only, many * 1.001);
+}
+
+// --fidelity iteration: every iteration of every job stepped by the engine,
+// against the memoised speed per configuration.
+TEST(Simulation, IterationFidelityStepsTheEngineAndAgreesWithTheSpeedWithinOnePercent) {
+  const auto c = parse_cluster(
+      R"({"nodes": [{"gpu": "v100", "gpus": 4, "cpus": 24}], "checkpoint_gib": 1, "storage_gb_per_s": 2})", "c.json");
+  // Loader-bound jobs that cross epochs of Imagenette-10G (341 and 171 steps
+  // an epoch), a job without loader; continuous LAS with rounds of 20 s
+  // preempts and resumes them.
+  const Trace t = parse_trace(
+      "job,arrival_s,model,batch,gpus,iterations,dataset\n"
+      "a,0,resnet18,128,2,500,imagenette10g\n"
+      "b,10,resnet50,64,4,120,\n"
+      "c,30,mobilenet_v2,128,2,400,imagenette10g\n",
+      "t.csv", c);
+  auto run = [&](Fidelity f) {
+    JobSpeed speed;
+    auto las = make_policy("las", las_queues({}));
+    SimOptions o;
+    o.round_s = 20;
+    o.fidelity = f;
+    return simulate(c, t, *las, o, speed);
+  };
+  const ClusterRun fast = run(Fidelity::Speed), stepped = run(Fidelity::Iteration);
+  EXPECT_EQ(stepped.fidelity, "iteration");
+  EXPECT_EQ(fast.engine_steps, 0);
+  EXPECT_GE(stepped.engine_steps, 500 + 120 + 400);  // every iteration, at least once
+  int preemptions = 0;
+  for (std::size_t i = 0; i < t.jobs.size(); ++i) {
+    SCOPED_TRACE(t.jobs[i].id);
+    ASSERT_TRUE(fast.jobs[i].finished());
+    ASSERT_TRUE(stepped.jobs[i].finished());
+    EXPECT_NEAR(stepped.jobs[i].jct_s() / fast.jobs[i].jct_s(), 1, 0.01);
+    EXPECT_EQ(stepped.jobs[i].preemptions, fast.jobs[i].preemptions);
+    preemptions += stepped.jobs[i].preemptions;
+  }
+  EXPECT_GT(preemptions, 0);
+  EXPECT_NEAR(stepped.mean_jct_s() / fast.mean_jct_s(), 1, 0.01);
+  EXPECT_NE(stepped.mean_jct_s(), fast.mean_jct_s());  // the stepped run is its own figure
+
+  // A job alone ends when the engine's run of its iterations does, exactly;
+  // at the memoised speed, at iterations x that speed.
+  const Trace one =
+      parse_trace("job,arrival_s,model,batch,gpus,iterations,dataset\nx,5,resnet18,128,2,300,imagenette10g\n", "t.csv",
+                  c);
+  JobSpeed speed;
+  auto fifo = make_policy("fifo");
+  SimOptions o;
+  o.round_s = 20;
+  o.fidelity = Fidelity::Iteration;
+  const ClusterRun alone = simulate(c, one, *fifo, o, speed);
+  Allocation a{&find_gpu("v100"), 2, 1, 12, 0};
+  EXPECT_DOUBLE_EQ(alone.jobs[0].finish_s, 20 + speed.step_ends(one.jobs[0], a, 300, 300).back());
+  o.fidelity = Fidelity::Speed;
+  EXPECT_DOUBLE_EQ(simulate(c, one, *fifo, o, speed).jobs[0].finish_s, 20 + 300 * speed.iteration_s(one.jobs[0], a));
+  // A segment's longer run extends its shorter one (its lazy stepping relies on it).
+  const std::vector<double> short_run = speed.step_ends(one.jobs[0], a, 100, 400);
+  const std::vector<double> long_run = speed.step_ends(one.jobs[0], a, 400, 400);
+  ASSERT_EQ(short_run.size(), 100u);
+  EXPECT_EQ(short_run, std::vector<double>(long_run.begin(), long_run.begin() + 100));
+  EXPECT_GT(std::abs(speed.step_ends(one.jobs[0], a, 300, 300).back() / (300 * speed.iteration_s(one.jobs[0], a)) - 1),
+            1e-4);  // the two differ (the loader's first fill), so the first check tells them apart
+
+  // Bad input: a large cluster, an unknown fidelity.
+  const auto big = parse_cluster(R"({"nodes": [{"gpu": "v100", "gpus": 8, "count": 40}]})", "big.json");
+  o.fidelity = Fidelity::Iteration;
+  EXPECT_NE(error_of([&] {
+              simulate(big, parse_trace(trace_csv(one), "t.csv", big), *fifo, o, speed);
+            }).find("--fidelity iteration: the cluster has 320 GPUs"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { parse_fidelity("exact"); }).find("--fidelity 'exact': unknown; accepted: speed"),
+            std::string::npos);
 }
 
 TEST(Simulation, JsonIsByteIdenticalForTheSameInputs) {
