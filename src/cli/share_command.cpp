@@ -1,5 +1,6 @@
 // `gpemu share`: several training jobs on one emulated GPU under a sharing
 // policy (share.h, docs/sharing.md). Parses, runs, prints.
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -59,6 +60,15 @@ struct ShareArgs {
   bool steps = false;
 };
 
+// A run in which no job finished has no result: after its output (each
+// job's error), the command fails. One in which some failed reports them and
+// succeeds: a job's OOM next to others is an outcome of a sharing study.
+void fail_if_no_job_finished(const ShareResult& r) {
+  if (std::any_of(r.jobs.begin(), r.jobs.end(), [](const SharedJobResult& j) { return j.error.empty(); })) return;
+  throw Error(
+      fmt::format("share: none of the {} jobs finished (each one's error is in the output above)", r.jobs.size()));
+}
+
 void share(const ShareArgs& a) {
   check_run_outputs(a.trace, a.report);
   const JobsFile file = load_jobs_file(a.jobs);
@@ -90,7 +100,7 @@ void share(const ShareArgs& a) {
     if (!a.trace.empty()) j["trace"] = a.trace;
     if (!a.report.empty()) j["report"] = a.report;
     std::cout << j.dump(2) << '\n';
-    return;
+    return fail_if_no_job_finished(r);
   }
   std::cout << fmt::format("{} jobs sharing one emulated {} under policy {} ({} clock)\n", r.jobs.size(), r.gpu,
                            to_string(r.policy), r.clock);
@@ -124,6 +134,7 @@ void share(const ShareArgs& a) {
     if (!j.error.empty()) std::cout << fmt::format("{}: {}\n", terminal_text(j.name), one_line_message(j.error));
   if (!a.trace.empty()) std::cout << "trace: " << a.trace << " (open in https://ui.perfetto.dev)\n";
   if (!a.report.empty()) std::cout << "report: " << a.report << '\n';
+  fail_if_no_job_finished(r);
 }
 
 }  // namespace

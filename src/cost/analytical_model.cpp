@@ -661,11 +661,15 @@ std::unique_ptr<CostModel> make_layered_cost_model(const std::optional<std::file
   std::unique_ptr<ProfileCostModel> profiles;
   if (profiles_dir && measured_profiles_apply(options))
     profiles = std::make_unique<ProfileCostModel>(ProfileDatabase::load(*profiles_dir), profiles_dir->string());
-  else if (profiles_dir && ProfileDatabase::detect_layouts(*profiles_dir).empty())
-    // Set aside for this program, but a folder that is not one is still an
-    // input error, whatever the program.
-    throw InputError(fmt::format("{}: holds no profiles; expected GPEmu's layout or gpemu's own (docs/profiles.md)",
-                                 profiles_dir->string()));
+  else if (profiles_dir) {
+    // Set aside for this program, but what the user named is still read and
+    // checked: a folder that is not one, or a broken or hostile table, is an
+    // input error whatever the program (QA re-test: it ran silently).
+    if (ProfileDatabase::detect_layouts(*profiles_dir).empty())
+      throw InputError(fmt::format("{}: holds no profiles; expected GPEmu's layout or gpemu's own (docs/profiles.md)",
+                                   profiles_dir->string()));
+    (void)ProfileDatabase::load(*profiles_dir);
+  }
   return std::make_unique<LayeredCostModel>(std::move(profiles), std::make_unique<AnalyticalCostModel>(options));
 }
 

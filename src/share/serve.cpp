@@ -1001,14 +1001,18 @@ void ServeClient::send_line(const nlohmann::json& message) {
 
 std::string ServeClient::reply(bool bounded) {
   std::string line;
-  switch (read_line(fd_, buffer_, line, bounded ? timeout_ms() : -1)) {
-    case Read::Line: return line;
-    case Read::Timeout:
-      throw_if_interrupted();
-      throw Error(fmt::format("gpemu serve at {} did not answer in {}", socket_.string(), timeout_text()));
-    case Read::TooLong: throw Error(fmt::format("gpemu serve: a reply longer than {} bytes", kMaxServeLine));
-    case Read::Closed: break;
+  const Read got = read_line(fd_, buffer_, line, bounded ? timeout_ms() : -1);
+  if (got == Read::Line) return line;
+  // The connection is out of step (or gone): closed now, so that nothing
+  // else (the destructor's bye) waits on it again.
+  ::close(fd_);
+  fd_ = -1;
+  posted_ = 0;
+  if (got == Read::Timeout) {
+    throw_if_interrupted();
+    throw Error(fmt::format("gpemu serve at {} did not answer in {}", socket_.string(), timeout_text()));
   }
+  if (got == Read::TooLong) throw Error(fmt::format("gpemu serve: a reply longer than {} bytes", kMaxServeLine));
   throw Error("gpemu serve: the server closed the connection");
 }
 
@@ -1085,6 +1089,13 @@ nlohmann::json served_gpus(const std::filesystem::path& socket, Duration reply_t
   const nlohmann::json s = monitor.request({{"op", "smi"}});
   if (!s.value("ok", false) || !s.contains("gpus") || !s["gpus"].is_array() || s["gpus"].empty())
     throw Error(fmt::format("gpemu serve at {} did not describe its GPUs", socket.string()));
+  for (const nlohmann::json& g : s["gpus"])
+    if (!g.is_object() || !g.contains("id") || !g["id"].is_string() || !g.contains("policy") ||
+        !g["policy"].is_string())
+      throw Error(
+          fmt::format("gpemu serve at {} described a GPU without a text id and policy ({}): not a reply of "
+                      "gpemu serve's",
+                      socket.string(), one_line_message(g.dump()).substr(0, 200)));
   return s["gpus"];
 }
 

@@ -360,6 +360,43 @@ TEST(CliFaults, TrainOfAMillionStepsRunsInFlatMemory) {
   }
 }
 
+// QA re-test: under the default program (PyTorch 2) --profiles is set aside,
+// and a hostile table in it (C1's nesting bomb) ran with rc 0 and a note.
+// What the user named is still read and checked.
+TEST(CliFaults, ABrokenProfileFolderIsAnErrorEvenWhenItIsSetAside) {
+  TempDir d;
+  std::string deep;
+  for (int i = 0; i < 1000; ++i) deep += "{\"a\":";
+  deep += "1";
+  deep += std::string(1000, '}');
+  d.write("deep/V100-PCIE-32GB/resnet50.json", deep);
+  const auto r = run_gpemu("predict --gpu v100 --model resnet50 -b 1 --profiles " + (d / "deep").string());
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_NE(r.err.find("resnet50.json:1: arrays and objects nested deeper than 64 levels"), std::string::npos) << r.err;
+}
+
+// QA re-test: `share` exited 0 when every job failed. A run in which no job
+// finished prints its output (each job's error) and then fails; one in which
+// some finished still succeeds.
+TEST(CliFaults, AShareRunInWhichNoJobFinishedFails) {
+  TempDir d;
+  const std::string none =
+      d.write("none.json", R"({"jobs": [{"name": "big", "model": "resnet50", "batch_size": 100000, "iterations": 2}]})")
+          .string();
+  for (const char* json : {"", " --json"}) {
+    const auto r = run_gpemu("share --clock virtual --jobs " + none + json);
+    EXPECT_EQ(r.status, 1) << r.err;
+    EXPECT_EQ(r.err, "gpemu: error: share: none of the 1 jobs finished (each one's error is in the output above)\n");
+    EXPECT_NE(r.out.find("big"), std::string::npos) << r.out;
+  }
+  const std::string some = d.write("some.json", R"({"jobs": [{"name": "big", "model": "resnet50", "batch_size": 100000,
+      "iterations": 2}, {"name": "small", "model": "resnet18", "batch_size": 8, "iterations": 2}]})")
+                               .string();
+  const auto r = run_gpemu("share --clock virtual --jobs " + some);
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("failed (below)"), std::string::npos) << r.out;
+}
+
 // H3 (re-test): `gpemu train` accepted --epochs 1000000 and grew to 2 GB
 // (400 bytes a step). Steps keep no record now; each epoch still keeps a mark
 // per GPU, so a run whose marks cannot fit is refused before it starts.

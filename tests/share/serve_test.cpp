@@ -386,6 +386,18 @@ TEST(Serve, ClientsGiveUpOnAServerThatDoesNotAnswer) {
     EXPECT_NE(std::string(e.what()).find("did not answer in 0.1 s"), std::string::npos) << e.what();
   }
   EXPECT_THROW(served_gpus(path, 100 * kMillisecond), Error);
+  // A reply that did not come closes the connection: nothing waits on it
+  // again (`gpemu smi --timeout-s N` waited 2N, its bye too, and said N).
+  {
+    ServeClient monitor(path, 100 * kMillisecond);
+    EXPECT_THROW(monitor.request({{"op", "smi"}}), Error);
+    try {
+      monitor.request({{"op", "bye"}});
+      ADD_FAILURE() << "a request went out on a connection out of step";
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()), "gpemu serve: not connected");
+    }
+  }
   // A signal ends a wait that has no deadline of its own.
   std::thread signal([] {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
