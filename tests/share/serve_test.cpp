@@ -780,6 +780,24 @@ TEST(Serve, ClientsRefuseStepEndsThatGoBackInTime) {
   }
 }
 
+// QA re-test: an smi reply whose GPU id is a number ended `share --connect`
+// with nlohmann's "[json.exception.type_error.302] type must be string".
+TEST(Serve, AServerWhoseGpusHaveNoTextIdIsNotGpemuServe) {
+  TempDir dir;
+  const auto path = dir.path() / "s.sock";
+  ScriptedServer fake(path, {R"({"ok": true, "gpus": [{"id": 5, "policy": "fifo"}]})"});
+  ASSERT_TRUE(fake.ok());
+  try {
+    served_gpus(path, 2 * kSecond);
+    ADD_FAILURE() << "a GPU with a numeric id was taken";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(
+                  "described a GPU without a text id and policy ({\"id\":5,\"policy\":\"fifo\"})"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 // Another user can make /tmp/gpemu-<uid> first; server and clients then both
 // use a folder in $HOME that only this user can make.
 TEST(Serve, TheDefaultSocketLeavesASharedFolderThatIsNotOurs) {
