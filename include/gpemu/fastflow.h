@@ -42,12 +42,12 @@ struct FastFlowCandidate {
 };
 
 struct FastFlowChoice {
-  double lthp = 0, gthp = 0;  // steps/s
-  double pcycle = 0;          // the client's CPU seconds over the profiled steps, all local
-  bool bottleneck = false;    // gthp / lthp > threshold
+  double lthp = 0, gthp = 0;                  // steps/s
+  double pcycle = 0;                          // the client's CPU seconds over the profiled steps, all local
+  bool bottleneck = false;                    // gthp / lthp > threshold
   std::vector<FastFlowCandidate> candidates;  // decode, all, read (FastFlow's order)
   pipeline::PrepOffload offload = pipeline::PrepOffload::None;  // None: no offloading
-  double local_share = 0;     // ratio_local
+  double local_share = 0;                                       // ratio_local
   std::string describe() const;
 };
 

@@ -51,13 +51,11 @@ def main():
     ours = {}
     choices = {}
     for app, (batch, steps, sample_bytes, side, profile) in APPS.items():
-        sizes = os.path.join(item.out, f"{app}-sizes.txt")
-        with open(sizes, "w") as f:
-            f.write(f"{sample_bytes}\n" * (steps * batch))
+        sizes = repro.constant_sizes(item, app, sample_bytes, steps * batch, f"{app}: {steps} batches of {batch}")
 
         def run(local, remote, system, decode_us, label):
             args = ["--clock", "virtual", "--model", "resnet18", "--gpu", "p100", "-b", str(batch), "--profiles",
-                    profile, "--virtual-dataset", f"sizes={sizes}", "--image-size", str(side),
+                    profile, "--virtual-dataset", sizes, "--image-size", str(side),
                     "--decode-ns-per-byte", "0", "--decode-us", f"{decode_us:.3f}", "--workers", str(local),
                     "--cores", str(local), "--epochs", "1", "--seed", "0"]
             if system != "TF-NO":

@@ -31,10 +31,8 @@ def main():
             ref[int(r["at"]["workers"])] = r["value"]
         elif r["series"] == "baseline_epoch_time":
             anchor = r["value"]
-    sizes = os.path.join(item.out, "gan-ada-sizes.txt")
-    with open(sizes, "w") as f:
-        f.write("# GAN-ADA's epoch: 5,994 caltech_birds2011 images x repeat(10), 468 batches of 128 (drop_remainder)\n")
-        f.write(f"{IMAGE_BYTES}\n" * (STEPS * BATCH))
+    sizes = repro.constant_sizes(item, "gan-ada", IMAGE_BYTES, STEPS * BATCH,
+                                 "GAN-ADA's epoch: 5,994 caltech_birds2011 images x repeat(10), 468 batches of 128")
     for name, value in [("app", "GAN-ADA (gan_ada_app_cpu.py): tfds caltech_birds2011, crop to the bird's box, "
                                 "area resize to 64 x 64, /255"),
                         ("batch_size", BATCH), ("steps_per_epoch", f"{STEPS} (5,994 x 10 // 128)"),
@@ -50,7 +48,7 @@ def main():
     item.input("network", "10gbe (gpemu's preset; the testbed's NIC is not recorded)", "assumption stated here")
 
     base = ["--clock", "virtual", "--model", "resnet18", "--gpu", "p100", "-b", str(BATCH), "--profiles", PROFILE,
-            "--virtual-dataset", f"sizes={sizes}", "--image-size", "64", "--decode-ns-per-byte", "0",
+            "--virtual-dataset", sizes, "--image-size", "64", "--decode-ns-per-byte", "0",
             "--workers", "4", "--cores", "4", "--epochs", "1", "--seed", "0"]
 
     def local_epoch(decode_us):

@@ -55,21 +55,20 @@ std::optional<FastFlowChoice> apply_prep_args(const PrepArgs& a, const std::stri
     }
   if (a.workers == 0) {
     if (offload != pipeline::PrepOffload::None)
-      throw InputError(fmt::format("--prep-offload {} sends work to remote workers: give --prep-workers N too",
-                                   a.offload));
+      throw InputError(
+          fmt::format("--prep-offload {} sends work to remote workers: give --prep-workers N too", a.offload));
     return std::nullopt;
   }
   if (fastflow && a.local_share > 0)
     throw InputError("--prep-offload fastflow chooses the local share itself: leave out --prep-local-share");
   if (spec.data.source != DataSource::Modelled)
-    throw InputError(fmt::format(
-        "--prep-workers {} is a modelled preprocessing service: give --clock virtual and a dataset "
-        "(--virtual-dataset or --data)",
-        a.workers));
+    throw InputError(
+        fmt::format("--prep-workers {} is a modelled preprocessing service: give --clock virtual and a dataset "
+                    "(--virtual-dataset or --data)",
+                    a.workers));
   if (spec.cluster.gpus > 1)
     throw InputError(fmt::format(
-        "--prep-workers {} serves one training process: give --gpus 1 (--gpemu-gpus N for GPEmu's N GPUs)",
-        a.workers));
+        "--prep-workers {} serves one training process: give --gpus 1 (--gpemu-gpus N for GPEmu's N GPUs)", a.workers));
   const NetworkSpec net = parse_network(a.network.empty() ? job_network : a.network);
   pipeline::PrepServiceOptions p;
   p.workers = a.workers;
@@ -103,9 +102,12 @@ nlohmann::json prep_service_json(const JobSpec& spec, const std::optional<FastFl
                             {"rthp", k.rthp},
                             {"cycles_s", k.cycles},
                             {"calibrated", k.calibrated}});
-    ff = {{"lthp", fastflow->lthp},          {"gthp", fastflow->gthp},
-          {"pcycle_s", fastflow->pcycle},     {"bottleneck", fastflow->bottleneck},
-          {"candidates", candidates},         {"offload", pipeline::to_string(fastflow->offload)},
+    ff = {{"lthp", fastflow->lthp},
+          {"gthp", fastflow->gthp},
+          {"pcycle_s", fastflow->pcycle},
+          {"bottleneck", fastflow->bottleneck},
+          {"candidates", candidates},
+          {"offload", pipeline::to_string(fastflow->offload)},
           {"local_share", fastflow->local_share}};
   }
   return {{"fastflow", ff},

@@ -36,9 +36,10 @@ std::string_view to_string(PrepOffload o) {
 PrepOffload parse_prep_offload(std::string_view name, std::string_view flag) {
   for (PrepOffload o : {PrepOffload::None, PrepOffload::Read, PrepOffload::Decode, PrepOffload::All})
     if (name == to_string(o)) return o;
-  throw InputError(fmt::format("unknown {} '{}': accepted none, read (workers read, the client decodes), decode "
-                               "(workers read and decode, the client batches) or all",
-                               flag, name));
+  throw InputError(
+      fmt::format("unknown {} '{}': accepted none, read (workers read, the client decodes), decode "
+                  "(workers read and decode, the client batches) or all",
+                  flag, name));
 }
 
 void validate(const PrepServiceOptions& o) {
@@ -65,11 +66,12 @@ std::size_t prep_local_batches(std::size_t batches, double local_share) {
 }
 
 std::string describe(const PrepServiceOptions& o) {
-  return fmt::format(
-      "preprocessing service: {} remote worker{} of {} CPU{}, offload {}{}, {:.3g} GB/s network{}", o.workers,
-      o.workers == 1 ? "" : "s", o.cpus_per_worker, o.cpus_per_worker == 1 ? "" : "s", to_string(o.offload),
-      o.local_share > 0 ? fmt::format(" ({:.3g} of the batches made locally)", o.local_share) : std::string(),
-      o.nic_bytes_per_s / 1e9, o.network.empty() ? std::string() : " (" + o.network + ")");
+  return fmt::format("preprocessing service: {} remote worker{} of {} CPU{}, offload {}{}, {:.3g} GB/s network{}",
+                     o.workers, o.workers == 1 ? "" : "s", o.cpus_per_worker, o.cpus_per_worker == 1 ? "" : "s",
+                     to_string(o.offload),
+                     o.local_share > 0 ? fmt::format(" ({:.3g} of the batches made locally)", o.local_share)
+                                       : std::string(),
+                     o.nic_bytes_per_s / 1e9, o.network.empty() ? std::string() : " (" + o.network + ")");
 }
 
 PrepServiceModel::PrepServiceModel(PrepServiceOptions options) : o_(std::move(options)) {

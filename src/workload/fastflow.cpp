@@ -29,8 +29,8 @@ Profiled profile(const CostModel& costs, JobSpec job, const FastFlowOptions& o) 
     if (s.gpu == 0 && s.phase == RunPhase::Train) steps.push_back(&s);
   const std::size_t first = static_cast<std::size_t>(std::max(o.initial_steps, 1));
   if (steps.size() <= first)
-    throw InputError(fmt::format("FastFlow: the epoch has {} steps, too few to profile past the first {}",
-                                 steps.size(), first));
+    throw InputError(
+        fmt::format("FastFlow: the epoch has {} steps, too few to profile past the first {}", steps.size(), first));
   Profiled p;
   const Duration span = steps.back()->step_end - steps[first - 1]->step_end;
   p.thp = static_cast<double>(steps.size() - first) / std::max(to_seconds(span), 1e-12);
@@ -65,13 +65,13 @@ FastFlowChoice fastflow_choice(const CostModel& costs, const JobSpec& job, const
   gpu.data.source = DataSource::Synthetic;
   gpu.data.synthetic_batches = o.profile_steps;
   const pipeline::ImageTransformOptions& out = job.data.loader.transform;
-  gpu.data.synthetic_bytes_per_sample = 3ull * static_cast<std::uint64_t>(out.height) *
-                                        static_cast<std::uint64_t>(out.width) * sizeof(float);
+  gpu.data.synthetic_bytes_per_sample =
+      3ull * static_cast<std::uint64_t>(out.height) * static_cast<std::uint64_t>(out.width) * sizeof(float);
   c.gthp = profile(costs, gpu, o).thp;
   c.bottleneck = c.gthp / c.lthp > o.cpu_bottleneck_threshold;
   if (!c.bottleneck) return c;
-  for (pipeline::PrepOffload off : {pipeline::PrepOffload::Decode, pipeline::PrepOffload::All,
-                                    pipeline::PrepOffload::Read}) {
+  for (pipeline::PrepOffload off :
+       {pipeline::PrepOffload::Decode, pipeline::PrepOffload::All, pipeline::PrepOffload::Read}) {
     JobSpec remote = job;
     remote.data.model.prep_service->offload = off;
     remote.data.model.prep_service->local_share = 0;
@@ -88,15 +88,17 @@ FastFlowChoice fastflow_choice(const CostModel& costs, const JobSpec& job, const
 
 std::string FastFlowChoice::describe() const {
   if (!bottleneck)
-    return fmt::format("FastFlow: no offloading (throughput {:.2f} steps/s with the local pipeline, {:.2f} with "
-                       "batches always ready: no CPU bottleneck)",
-                       lthp, gthp);
+    return fmt::format(
+        "FastFlow: no offloading (throughput {:.2f} steps/s with the local pipeline, {:.2f} with "
+        "batches always ready: no CPU bottleneck)",
+        lthp, gthp);
   std::string each;
   for (const auto& k : candidates)
     each += fmt::format("{}{} {:.2f}", each.empty() ? "" : ", ", pipeline::to_string(k.offload), k.rthp);
-  return fmt::format("FastFlow: offload {}, {:.3f} of the batches local (steps/s: local {:.2f}, batches ready {:.2f}, "
-                     "remote {})",
-                     pipeline::to_string(offload), local_share, lthp, gthp, each);
+  return fmt::format(
+      "FastFlow: offload {}, {:.3f} of the batches local (steps/s: local {:.2f}, batches ready {:.2f}, "
+      "remote {})",
+      pipeline::to_string(offload), local_share, lthp, gthp, each);
 }
 
 }  // namespace gpemu

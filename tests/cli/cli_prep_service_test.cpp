@@ -55,8 +55,7 @@ TEST(CliPrepService, FastFlowProfilesTheJobAndPrintsItsChoice) {
 TEST(CliPrepService, WhatTheServiceCannotServeIsRefusedInOneLine) {
   auto r = run_gpemu("train --synthetic -n 1 --prep-offload all");
   EXPECT_NE(r.status, 0);
-  EXPECT_NE(r.err.find("--prep-offload all sends work to remote workers: give --prep-workers N too"),
-            std::string::npos)
+  EXPECT_NE(r.err.find("--prep-offload all sends work to remote workers: give --prep-workers N too"), std::string::npos)
       << r.err;
   r = run_gpemu("train --synthetic --clock virtual -n 1 --prep-workers 2");
   EXPECT_NE(r.status, 0);

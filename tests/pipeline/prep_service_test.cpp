@@ -126,13 +126,11 @@ TEST(PrepService, AWorkerHoldsAtMostItsBufferOfBatchesTheClientHasNotTaken) {
   m.prep_service->worker_buffer = 1;
   // Batch 1 starts when batch 0 is delivered (7.036 ms), batch 2 when batch 1 is (27.036 ms): 4.5 ms of
   // work, 0.5 + 1.536 on the NIC, 0.5 on the client.
-  EXPECT_EQ(readies(m, 20 * kMillisecond),
-            (std::vector<Time>{7'036'000, 14'072'000, 34'072'000, 54'072'000}));
+  EXPECT_EQ(readies(m, 20 * kMillisecond), (std::vector<Time>{7'036'000, 14'072'000, 34'072'000, 54'072'000}));
   // Two batches ahead: batches 1 and 2 start as soon as the worker is free (4.5 and 9 ms), batch 3 once
   // batch 1 is delivered (27.036 ms).
   m.prep_service->worker_buffer = 2;
-  EXPECT_EQ(readies(m, 20 * kMillisecond),
-            (std::vector<Time>{7'036'000, 11'536'000, 16'036'000, 34'072'000}));
+  EXPECT_EQ(readies(m, 20 * kMillisecond), (std::vector<Time>{7'036'000, 11'536'000, 16'036'000, 34'072'000}));
 }
 
 TEST(PrepService, ALocalShareOfTheBatchesRunsWholeOnTheClientFirstComeFirstServed) {
