@@ -10,11 +10,13 @@
 namespace gpemu::cli {
 
 void add_prep_options(CLI::App* cmd, PrepArgs& a) {
-  cmd->add_option("--prep-workers", a.workers,
-                  "Modelled loader: remote preprocessing workers (tf.data service's), each with --prep-worker-cpus "
-                  "cores of its own; 0: none")
-      ->check(whole_number_in(0, 4096));
+  CLI::Option* workers =
+      cmd->add_option("--prep-workers", a.workers,
+                      "Modelled loader: remote preprocessing workers (tf.data service's), each with --prep-worker-cpus "
+                      "cores of its own; 0: none")
+          ->check(whole_number_in(0, 4096));
   cmd->add_option("--prep-worker-cpus", a.cpus_per_worker, "CPU cores of each remote preprocessing worker")
+      ->needs(workers)
       ->capture_default_str()
       ->check(whole_number_in(1, 4096));
   cmd->add_option("--prep-offload", a.offload,
@@ -24,13 +26,16 @@ void add_prep_options(CLI::App* cmd, PrepArgs& a) {
       ->capture_default_str();
   cmd->add_option("--prep-local-share", a.local_share,
                   "Share of the batches the client makes whole itself beside the workers (FastFlow's ratio_local)")
+      ->needs(workers)
       ->capture_default_str()
       ->check(finite_number_in(0, 1));
   cmd->add_option("--prep-network", a.network,
                   "Network between the workers and the client: 10gbe, 25gbe, 100gbe, 400gbe or a JSON file (default: "
-                  "--network)");
+                  "--network)")
+      ->needs(workers);
   cmd->add_option("--prep-worker-buffer", a.worker_buffer,
                   "Finished batches a remote worker holds that the client has not taken")
+      ->needs(workers)
       ->capture_default_str()
       ->check(whole_number_in(1, 1 << 20));
   cmd->add_option("--image-size", a.image_size,

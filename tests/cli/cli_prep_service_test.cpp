@@ -57,6 +57,9 @@ TEST(CliPrepService, WhatTheServiceCannotServeIsRefusedInOneLine) {
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.err.find("--prep-offload all sends work to remote workers: give --prep-workers N too"), std::string::npos)
       << r.err;
+  r = run_gpemu("train --synthetic -n 1 --prep-local-share 0.5");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("--prep-local-share requires --prep-workers"), std::string::npos) << r.err;
   r = run_gpemu("train --synthetic --clock virtual -n 1 --prep-workers 2");
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.err.find("--prep-workers 2 is a modelled preprocessing service: give --clock virtual and a dataset"),
