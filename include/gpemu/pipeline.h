@@ -28,6 +28,7 @@
 #include "gpemu/clock.h"
 #include "gpemu/device.h"
 #include "gpemu/error.h"
+#include "gpemu/prep_service.h"
 #include "gpemu/time.h"
 #include "gpemu/timeline.h"
 
@@ -1401,6 +1402,10 @@ struct LoaderModelOptions {
   // loader cache is its own.
   int node = 0;
   std::shared_ptr<DistributedCache> distributed_cache;
+  // A preprocessing service (prep_service.h): remote workers run a prefix
+  // of the pipeline for the batches the client does not make itself. Not
+  // with a storage device, a loader cache, GPU decode or the timeline path.
+  std::optional<PrepServiceOptions> prep_service;
 };
 
 // The model's figures for one sample (exposed for tests and docs).
@@ -1443,6 +1448,8 @@ GpuDecodeCost gpu_decode_cost(const GpuDecodeModel& m, const Dataset& dataset, c
 // image's, at most its output's): what the real loader measured.
 GpuDecodeCost gpu_decode_cost(const GpuDecodeModel& m, double jpeg_pixels, double crop_pixels, std::size_t images,
                               const ImageTransformOptions& transform);
+
+class PrepServiceModel;  // prep_service.cpp
 
 class ModelledLoader : public BatchSource {
  public:
@@ -1552,6 +1559,7 @@ class ModelledLoader : public BatchSource {
   LoaderStats::Epoch open_epoch() const;  // the current epoch's figures so far
   // The node whose cache holds sample idx (this one's: a local hit); -1: none.
   int holder_of(std::size_t idx) const;
+  std::unique_ptr<PrepServiceModel> prep_;  // a preprocessing service's remote workers and network
 };
 
 }  // namespace gpemu::pipeline

@@ -105,6 +105,16 @@ def testbed_decode_us(item):
     return decode_us
 
 
+def constant_sizes(item, name, size, count, comment):
+    """A `--virtual-dataset sizes=FILE` of `count` samples of `size` bytes, written to the item's output folder
+    (a dataset whose file sizes the experiment does not record, only its sample count); returns the spec."""
+    path = os.path.join(item.out, f"{name}-sizes.txt")
+    with open(path, "w") as f:
+        f.write(f"# {comment}\n")
+        f.write(f"{size}\n" * count)
+    return f"sizes={path}"
+
+
 def start(name, title, doc, script_dir, real_clock_needs=None):
     """Parses an item's arguments (its docstring's first line describes it) and makes its Item.
     real_clock_needs: why the item has no --clock real form (it then says so and exits 0); None when it has one."""

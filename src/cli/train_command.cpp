@@ -15,6 +15,7 @@
 #include "cli/option_checks.h"
 #include "cli/options.h"
 #include "cli/output.h"
+#include "cli/prep_args.h"
 #include "common/interrupt.h"
 #include "gpemu/catalog.h"
 #include "gpemu/clock.h"
@@ -53,6 +54,7 @@ struct TrainArgs {
   // DLIO / MLPerf Storage workloads.
   std::string dlio_config;
   std::vector<std::string> dlio_overrides;
+  PrepArgs prep;  // a preprocessing service (cli/prep_args.h)
 };
 
 constexpr int kDefaultSyntheticIterations = 300;
@@ -120,7 +122,14 @@ void reject_for_dlio(CLI::App* cmd) {
                                              "--memory-format",
                                              "--attention",
                                              "--fused",
-                                             "--micro-steps"};
+                                             "--micro-steps",
+                                             "--prep-workers",
+                                             "--prep-worker-cpus",
+                                             "--prep-offload",
+                                             "--prep-local-share",
+                                             "--prep-network",
+                                             "--prep-worker-buffer",
+                                             "--image-size"};
   std::vector<std::string> given;
   for (const char* name : kMeaningless) {
     const CLI::Option* o = cmd->get_option_no_throw(name);
@@ -163,6 +172,7 @@ struct TrainData {
   std::uint64_t bytes = 0, cache_bytes = 0;
   pipeline::CachePolicy cache_policy{};
   pipeline::ReadMethod read_method{};
+  std::optional<FastFlowChoice> fastflow;  // --prep-offload fastflow: the policy's choice
 };
 
 // The flags' own checks, the job's spec from the shared job flags, and which
@@ -368,6 +378,7 @@ nlohmann::json train_json(const TrainArgs& a, const TrainData& d, const JobSpec&
     }
     out["reads"] = reads;
   }
+  out["prep_service"] = prep_service_json(spec, d.fastflow);
   out["virtual_dataset"] = d.virtual_data;
   if (!a.trace.empty()) out["trace"] = a.trace;
   if (!a.report.empty()) out["report"] = a.report;
@@ -473,6 +484,7 @@ void train(const TrainArgs& a, CLI::App* cmd) {
                               spec.data.source == DataSource::Modelled ? &spec.data.model : nullptr);
     d.read_method = spec.data.loader.read_method;
   }
+  d.fastflow = apply_prep_args(a.prep, j.network, *costs, spec, notes);
 
   // The one-job case of a session: the job alone on GPUs of its own.
   auto clock = make_clock(d.clock);
@@ -528,6 +540,7 @@ void add_train_command(CLI::App& app) {
       "Train on emulated GPUs fed by a real data pipeline (with no arguments: one epoch of a synthetic "
       "ImageNet-like dataset, generated once in the cache folder, on one emulated V100)");
   add_job_options(cmd, a->job);
+  add_prep_options(cmd, a->prep);
   cmd->add_flag("--synthetic", a->synthetic, "No files: in-memory batches that are always ready");
   cmd->add_option("--iterations,-n", a->iterations,
                   "With --data: stop after this many iterations per GPU. Without --data: run this many iterations "

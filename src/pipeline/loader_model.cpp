@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "gpemu/error.h"
+#include "pipeline/prep_service_model.h"
 
 namespace gpemu::pipeline {
 namespace {
@@ -108,6 +109,13 @@ ModelledLoader::ModelledLoader(Clock& clock, std::shared_ptr<const Dataset> data
       throw InputError(
           fmt::format("loader model: node {} of a distributed cache over {} nodes", model_.node, dc->nodes()));
     fetch_ = std::make_unique<StorageServer>(shared_by(dc->fetch(), ranks));
+  }
+  if (const auto& p = model_.prep_service; p && p->workers > 0 && p->offload != PrepOffload::None) {
+    if (storage_ || admission_.capacity > 0 || fetch_ || model_.gpu_decode || on_timeline() || inner_)
+      throw InputError(
+          "a preprocessing service's workers read from memory: it does not combine with a storage device, a loader "
+          "cache, a distributed cache, GPU decode or DLIO's modelled loading");
+    prep_ = std::make_unique<PrepServiceModel>(*p);
   }
   if (model_.cpu_pool) model_.cpu_pool->threads += std::max(1, options_.num_workers);  // last: nothing throws after
 }
@@ -334,6 +342,7 @@ void ModelledLoader::begin_epoch(std::uint64_t epoch) {
   worker_free_.assign(static_cast<std::size_t>(std::max(1, options_.num_workers)), epoch_start_);
   next_ = 0;
   gpu_free_ = epoch_start_;
+  if (prep_) prep_->begin_epoch(epoch_start_, batches_.size());
   workers_.assign(worker_free_.size(), WorkerState{});
   for (std::size_t w = 0; w < workers_.size(); ++w) workers_[w].next_batch = w;
   if (page_cache_ && model_.page_cache_cold) page_cache_->clear();
@@ -385,22 +394,62 @@ Time ModelledLoader::finish_of(std::size_t i) {
     read += c.read;
     decode += c.decode;
   }
-  const Duration collate = model_.collate_per_batch;
+  Duration collate = model_.collate_per_batch;
+  const int workers = options_.num_workers;
+  const std::size_t in_flight = static_cast<std::size_t>(options_.prefetch_factor) * std::max(workers, 1);
+  const Time dispatched = workers == 0 ? clock_.now() : i < in_flight ? epoch_start_ : delivered_[i - in_flight];
+  // Round robin; with a preprocessing service, the worker free first (the client takes batches as they come).
+  std::size_t w = workers == 0 ? 0 : i % static_cast<std::size_t>(workers);
+  if (prep_ && workers > 0)
+    w = static_cast<std::size_t>(std::min_element(worker_free_.begin(), worker_free_.end()) - worker_free_.begin());
+  Time arrived = -1;  // made by the service: when its part is in the client's memory
+  if (prep_) {
+    const PrepOffload off = prep_->options().offload;
+    std::uint64_t bytes = 0;
+    for (std::size_t idx : batches_[i]) {
+      const Sample& s = dataset_.samples[idx];
+      bytes +=
+          off != PrepOffload::Read && options_.decode_images && is_image(s.format) ? output_bytes_per_image_ : s.length;
+    }
+    const Duration prefix = read + (off == PrepOffload::Read ? 0 : decode) + (off == PrepOffload::All ? collate : 0);
+    // What the client is left with: taking the bytes in (its read), and the suffix.
+    const Duration r_read = prep_->receive_cpu(bytes), r_decode = off == PrepOffload::Read ? decode : 0,
+                   r_collate = off == PrepOffload::All ? 0 : collate;
+    // Decoded samples or whole batches from the service need no loader worker: the service client's threads
+    // take them in (and batch them); after `read` the client's own map decodes them on its workers.
+    const bool whole = off != PrepOffload::Read;
+    const Time lane = std::max(dispatched, workers == 0 ? clock_.now() : worker_free_[w]);
+    const Time local_ready = lane + scaled(read) + scaled(decode) + scaled(collate);
+    const Time remote_ready = prep_->remote_left() ? std::max(whole ? dispatched : lane,
+                                                              prep_->arrival(i, prefix, bytes, delivered_, false)) +
+                                                         scaled(r_read) + scaled(r_decode) + scaled(r_collate)
+                                                   : -1;
+    if (prep_->remote_left() && (!prep_->local_left() || remote_ready < local_ready)) {
+      arrived = prep_->arrival(i, prefix, bytes, delivered_, true);
+      stats_.network_bytes += bytes;
+      read = r_read;
+      decode = r_decode;
+      collate = r_collate;
+      if (whole) {
+        read_[i] = scaled(read);
+        decode_[i] = 0;
+        return finish_[i] = remote_ready;
+      }
+    } else {
+      prep_->take_local();
+    }
+  }
   read_[i] = scaled(read);
   decode_[i] = scaled(decode);
   const Duration cost = read_[i] + decode_[i] + scaled(collate);
 
-  const int workers = options_.num_workers;
   Time start;
   int track;
   if (workers == 0) {
-    start = clock_.now();  // loaded in the consumer's thread, inside next()
+    start = std::max(clock_.now(), arrived);  // loaded in the consumer's thread, inside next()
     track = -1;
   } else {
-    const std::size_t w = i % static_cast<std::size_t>(workers);
-    const std::size_t in_flight = static_cast<std::size_t>(options_.prefetch_factor) * workers;
-    const Time dispatched = i < in_flight ? epoch_start_ : delivered_[i - in_flight];
-    start = std::max(dispatched, worker_free_[w]);
+    start = std::max({dispatched, worker_free_[w], arrived});
     worker_free_[w] = start + cost;
     track = static_cast<int>(w);
   }
@@ -530,7 +579,8 @@ std::string ModelledLoader::describe() const {
                                                "entropy-decoded, {:.3f} ms a batch after decoding",
                                                to_string(options_.read_method), to_ms(model_.collate_per_batch))
                                  : std::string()) +
-         (model_.gpu_decode ? "; " + pipeline::describe(*model_.gpu_decode) : std::string());
+         (model_.gpu_decode ? "; " + pipeline::describe(*model_.gpu_decode) : std::string()) +
+         (prep_ ? "; " + pipeline::describe(prep_->options()) : std::string());
 }
 
 }  // namespace gpemu::pipeline
