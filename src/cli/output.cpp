@@ -26,16 +26,32 @@ ProgressBar::ProgressBar(std::string label, std::int64_t total)
 
 ProgressBar::~ProgressBar() { finish(); }
 
+std::string progress_text(const std::string& label, std::int64_t done, std::int64_t total, double elapsed_s) {
+  total = std::max<std::int64_t>(total, 1);
+  done = std::clamp<std::int64_t>(done, 0, total);
+  const int permille = static_cast<int>(1000 * done / total);
+  constexpr int kWidth = 30;
+  const int filled = permille * kWidth / 1000;
+  std::string line = fmt::format("{} [{}{}] {:5.1f}% ({}/{})", label, std::string(filled, '#'),
+                                 std::string(kWidth - filled, '.'), permille / 10.0, done, total);
+  if (done > 0 && done < total && elapsed_s > 0) {
+    const double left = elapsed_s * static_cast<double>(total - done) / static_cast<double>(done);
+    line += left < 120      ? fmt::format(" ~{:.0f} s left", left)
+            : left < 7200   ? fmt::format(" ~{:.1f} min left", left / 60)
+            : left < 172800 ? fmt::format(" ~{:.1f} h left", left / 3600)
+            : left < 6.3e7  ? fmt::format(" ~{:.1f} days left", left / 86400)
+                            : fmt::format(" ~{:.3g} years left", left / 3.156e7);
+  }
+  return line;
+}
+
 void ProgressBar::update(std::int64_t done) {
   if (!enabled_ || finished_) return;
   const int permille = static_cast<int>(1000 * std::min(done, total_) / total_);
   if (permille == last_permille_) return;
   last_permille_ = permille;
-  constexpr int kWidth = 30;
-  const int filled = permille * kWidth / 1000;
-  std::fprintf(stderr, "\r%s [%s%s] %5.1f%% (%lld/%lld)", label_.c_str(), std::string(filled, '#').c_str(),
-               std::string(kWidth - filled, '.').c_str(), permille / 10.0, static_cast<long long>(done),
-               static_cast<long long>(total_));
+  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  std::fprintf(stderr, "\r%s\033[K", progress_text(label_, done, total_, elapsed).c_str());
   std::fflush(stderr);
 }
 

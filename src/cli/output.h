@@ -2,6 +2,7 @@
 // progress bar drawn only on a terminal, and common formatting.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <ostream>
 #include <string>
@@ -22,6 +23,11 @@ class Table : public common::TextTable {
 void print_summary(std::ostream& out, const std::vector<std::pair<std::string, std::string>>& rows);
 
 // A progress bar on stderr, drawn only when stderr is a terminal.
+// One progress line: label, bar, percent, done/total and, once something is
+// done, the time left at the rate so far ("~3.2 h left"), so a run that
+// would take years says so at once (QA H3).
+std::string progress_text(const std::string& label, std::int64_t done, std::int64_t total, double elapsed_s);
+
 class ProgressBar {
  public:
   ProgressBar(std::string label, std::int64_t total);
@@ -35,6 +41,7 @@ class ProgressBar {
   bool enabled_;
   int last_permille_ = -1;
   bool finished_ = false;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
 
 double mib(std::uint64_t bytes);

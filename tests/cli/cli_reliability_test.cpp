@@ -2,6 +2,8 @@
 // IDs are those of the reliability findings, /work/shared/qa).
 #include <gtest/gtest.h>
 
+#include "cli/output.h"
+
 #include "support/gpemu_child.h"
 #include "support/run_gpemu.h"
 
@@ -358,6 +360,21 @@ TEST(CliFaults, TrainOfAMillionStepsRunsInFlatMemory) {
     ASSERT_EQ(r.status, 0) << sync << ": " << r.err;
     EXPECT_NE(r.out.find("\"iterations\": 1000000"), std::string::npos) << r.out;
   }
+}
+
+// H3: a run the caps accept may still take very long (10^9 virtual steps);
+// its progress line says how long at the rate so far, so the user knows at
+// once instead of after the fact.
+TEST(CliOutputs, TheProgressLineSaysHowLongIsLeft) {
+  EXPECT_EQ(gpemu::cli::progress_text("training", 0, 100, 0),
+            "training [..............................]   0.0% (0/100)");
+  EXPECT_EQ(gpemu::cli::progress_text("t", 50, 100, 30),
+            "t [###############...............]  50.0% (50/100) ~30 s left");
+  EXPECT_EQ(gpemu::cli::progress_text("t", 1, 1001, 36),
+            "t [..............................]   0.0% (1/1001) ~10.0 h left");
+  EXPECT_EQ(gpemu::cli::progress_text("t", 1, 1000000000, 1),
+            "t [..............................]   0.0% (1/1000000000) ~31.7 years left");
+  EXPECT_EQ(gpemu::cli::progress_text("t", 100, 100, 5), "t [##############################] 100.0% (100/100)");
 }
 
 // QA re-test: under the default program (PyTorch 2) --profiles is set aside,
