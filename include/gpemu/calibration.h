@@ -6,7 +6,6 @@
 #include <filesystem>
 #include <map>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -164,9 +163,7 @@ class Calibration {
   // The kind with the widest stated error among those with enough rows; nullptr when none.
   const std::pair<const std::string, ProgramEvidence>* widest_program_kind() const;
 
-  nlohmann::json to_json() const;
   // Throws InputError naming the file and field for malformed input.
-  static Calibration from_json(const nlohmann::json& j, const std::string& where = "calibration");
   static Calibration load(const std::filesystem::path& file);
   // Writes the JSON (2-space indented) via a temporary file and rename.
   void save(const std::filesystem::path& file) const;
@@ -336,8 +333,6 @@ struct ErrorStats {
 };
 // Statistics of a set of APEs (see the top of this file). n = 0: all zero.
 ErrorStats error_stats(const std::vector<double>& ape_pct, const std::vector<double>& signed_pct = {});
-// {"n", "median_ape_pct", "mean_ape_pct", "p90_ape_pct", "max_ape_pct", "median_bias_pct"}.
-nlohmann::json error_stats_json(const ErrorStats& s);
 
 // OOM decision of one (GPU, model) pair.
 struct OomCheck {
@@ -434,14 +429,6 @@ struct ValidationReport {
 ValidationReport validate(const ProfileDatabase& profiles, std::shared_ptr<const Calibration> calibration,
                           const ValidationOptions& options = {});
 
-// {"calibration": ..., "overall": {phase: stats}, "per_gpu": {gpu: {phase:
-// stats}}, "per_model": {...}, "oom_agreement_pct": x, "oom_exact_pct": x,
-// "oom_within_2_batches": x, "oom_within_2pct": x (percent of pairs),
-// "oom_median_error_pct": x, "oom_per_gpu": {gpu: {...}}, "oom_margin_fit":
-// {...}, "oom": [...], "worst": {phase: [...]}}; stats are {"n",
-// "median_ape_pct", "mean_ape_pct", "p90_ape_pct", "max_ape_pct",
-// "median_bias_pct"}.
-nlohmann::json validation_json(const ValidationReport& report);
 // Tables for people: per GPU, per model, overall, worst cases, OOM.
 void print_validation(const ValidationReport& report, std::ostream& out);
 // An SVG of predicted vs measured iteration times, one log-log panel per GPU

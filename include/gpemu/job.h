@@ -16,8 +16,6 @@
 #include <string_view>
 #include <vector>
 
-#include <nlohmann/json_fwd.hpp>
-
 #include "gpemu/catalog.h"
 #include "gpemu/clock.h"
 #include "gpemu/cost_model.h"
@@ -631,8 +629,6 @@ struct Prediction {
 // a model without one, BF16 on a card without it, no batch size and no
 // max_batch, max_batch for a model outside the zoo.
 Prediction predict(const PredictRequest& request);
-// `gpemu predict --json`'s object (docs/json-keys.md).
-nlohmann::json prediction_json(const Prediction& p);
 
 // ---- the job ----------------------------------------------------------------
 

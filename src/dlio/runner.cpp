@@ -20,6 +20,7 @@
 
 #include "common/interrupt.h"
 #include "dlio/free_space.h"
+#include "dlio/runner.h"
 #include "gpemu/catalog.h"
 #include "gpemu/clock.h"
 #include "gpemu/cost_model.h"
