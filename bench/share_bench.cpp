@@ -21,6 +21,7 @@
 #include "gpemu/share.h"
 #include "gpemu/zoo.h"
 #include "share/serve.h"
+#include "workload/roofline.h"
 
 namespace gpemu {
 namespace {

@@ -52,7 +52,7 @@ std::string_view collective_name(std::string_view kind) {
 }
 
 // What the op keeps busy when alone, by the roofline at the card's peaks
-// (the same rule as job.h's roofline_demand, per op): a server's mps and mig
+// (the same rule as src/workload/roofline.h's roofline_demand, per op): a server's mps and mig
 // policies slow kernels by it.
 KernelDemand op_demand(const OpProgram::Op& op, const GpuPeaks& peaks) {
   double peak = peaks.vector_f32;

@@ -13,11 +13,14 @@
 #include "clock/host_sync.h"
 #include "common/interrupt.h"
 #include "gpemu/cost_model.h"
+#include "gpemu/device/shared_gpu.h"
 #include "gpemu/error.h"
 #include "gpemu/interconnect.h"
 #include "interconnect/ddp_reducer.h"
 #include "workload/backward_plan.h"
+#include "workload/memory_plan.h"
 #include "workload/node_loaders.h"
+#include "workload/roofline.h"
 
 namespace gpemu {
 namespace {
