@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "bench_util.h"
+#include "dlio/runner.h"
 #include "gpemu/catalog.h"
 #include "gpemu/clock.h"
 #include "gpemu/device.h"

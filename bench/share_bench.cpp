@@ -20,6 +20,8 @@
 #include "gpemu/error.h"
 #include "gpemu/share.h"
 #include "gpemu/zoo.h"
+#include "share/serve.h"
+#include "workload/roofline.h"
 
 namespace gpemu {
 namespace {

@@ -13,8 +13,6 @@
 #include <string_view>
 #include <vector>
 
-#include <nlohmann/json_fwd.hpp>
-
 namespace gpemu {
 
 enum class Precision { FP32, TF32, FP16, BF16, FP8 };
@@ -73,9 +71,5 @@ const GpuSpec& find_gpu(std::string_view name);
 
 // As find_gpu, but returns nullptr instead of throwing.
 const GpuSpec* try_find_gpu(std::string_view name);
-
-// A GPU's specification as `gpemu devices --json` and the Python module's
-// gpemu.gpus() give it (docs/json-keys.md).
-nlohmann::json gpu_json(const GpuSpec& gpu);
 
 }  // namespace gpemu

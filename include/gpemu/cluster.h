@@ -28,8 +28,6 @@
 #include <tuple>
 #include <vector>
 
-#include <nlohmann/json_fwd.hpp>
-
 #include "gpemu/catalog.h"
 #include "gpemu/error.h"
 #include "gpemu/job.h"
@@ -364,8 +362,6 @@ ClusterRun simulate(const ClusterConfig& cluster, const Trace& trace, Policy& po
 
 // Sorted JCTs and their CDF values (i / n).
 std::vector<std::pair<double, double>> jct_cdf(const ClusterRun& run);
-// Every figure of the run; byte-identical for identical inputs.
-nlohmann::json run_json(const ClusterRun& run);
 // One row per job: id, user, model, gpus, iterations, arrival_s, start_s,
 // finish_s, wait_s, jct_s, gpu_s, cpu_s, preemptions.
 std::string run_csv(const ClusterRun& run);

@@ -7,7 +7,7 @@
 // URLs, no external fonts). Open the file in any browser.
 //
 // The report layer takes plain data: whoever ran the workload fills a
-// RunReport (seconds, fractions, strings, a JSON object) and calls
+// RunReport (seconds, fractions, strings) and calls
 // write_html_report. It depends on no other gpemu layer.
 //
 //   gpemu::RunReport r;
@@ -26,8 +26,6 @@
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "gpemu/time.h"
 
@@ -120,9 +118,9 @@ struct RunReport {
   std::vector<UtilizationSeries> utilization;
   std::vector<BatchSeries> per_batch;
   std::optional<StallShares> stall_shares;
-  // Printed as a table of dotted keys ("model.batch_size") and values.
-  // Null or an empty object: no configuration section.
-  nlohmann::json configuration = nlohmann::json::object();
+  // Printed as a table of keys (dotted for nested settings:
+  // "model.batch_size") and values. Empty: no configuration section.
+  std::vector<SummaryRow> configuration;
   std::vector<std::string> notes;
 };
 

@@ -7,7 +7,6 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -149,30 +148,10 @@ DataStallResult analyze_data_stalls(const CostModel& costs, const DataStallOptio
 
 // ==== outputs ====
 //
-// What a training run gives people and programs: the JSON summary (the same
-// key names as the other commands), the run report (report.h) and host spans
-// of data stalls for the trace.
+// What a training run gives people: summary rows, the run report (report.h),
+// what each node's loaders read and host spans of data stalls for the trace.
 
 namespace gpemu::train {
-
-// Keys: gpu, gpus, model, batch_size, clock, iterations (per GPU), samples
-// (all GPUs), epochs, epoch_s (mean), epoch_times_s, elapsed_s,
-// iterations_per_s, samples_per_s, gpu_util_pct, data_stall_pct,
-// fetch_stall_pct, prep_stall_pct, h2d_pct, forward_ms_mean,
-// backward_ms_mean, peak_allocated_mib, peak_reserved_mib, note, source, memory_plan;
-// with gpus > 1 also all_reduce_pct, all_reduces, buckets,
-// all_reduce_mib_per_iteration, backward_split, and per_gpu (an array of
-// {gpu, gpu_util_pct, data_stall_pct, h2d_pct, all_reduce_pct,
-// peak_allocated_mib}).
-nlohmann::json summary_json(const RunRecord& r);
-
-// What the loaders of all ranks read and cached (their LoaderStats summed):
-// samples, bytes_read (past the loader cache), cache_hits, cache_misses,
-// cache_hit_pct, cache_resident_pct (of dataset_bytes, at the end), and with
-// a storage model page_cache_hits, page_cache_hit_pct, page_cache_resident_pct,
-// storage_requests, bytes_from_storage. Percentages are null when nothing
-// was looked up (or dataset_bytes is 0).
-nlohmann::json loader_stats_json(const std::vector<pipeline::LoaderStats>& stats, std::uint64_t dataset_bytes);
 
 // What each node's loaders read per epoch (the modelled loader's
 // LoaderStats::epochs of the node's ranks, summed; ranks are dealt to nodes
@@ -185,9 +164,6 @@ struct NodeEpochReads {
   std::uint64_t cache_hits = 0, remote_hits = 0, storage_requests = 0, storage_bytes = 0, network_bytes = 0;
 };
 std::vector<NodeEpochReads> node_epoch_reads(const RunRecord& r);
-// As JSON: an array of {node, epoch, cache_hits, remote_hits, storage_reads,
-// storage_bytes, network_bytes}, by node then epoch.
-nlohmann::json node_epoch_reads_json(const std::vector<NodeEpochReads>& reads);
 
 // Summary rows for people ("epoch time" -> "12.3 s"), in report order.
 std::vector<SummaryRow> summary_rows(const RunRecord& r);
@@ -195,7 +171,8 @@ std::vector<SummaryRow> summary_rows(const RunRecord& r);
 // The run report: summary, time breakdown per GPU (compute, H2D, data stall,
 // all-reduce wait, other), compute-engine utilization over time per GPU,
 // data stall per batch per GPU, stall shares (fetch / prep / compute).
-RunReport make_run_report(const RunRecord& r, nlohmann::json configuration = nlohmann::json::object());
+// `configuration`: the report's configuration rows (RunReport::configuration).
+RunReport make_run_report(const RunRecord& r, std::vector<SummaryRow> configuration = {});
 
 // Host spans for the trace: on process "train loop", track = GPU, a
 // "next()" span while the host waited for the loader and, inside it, a

@@ -26,6 +26,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "catalog/gpu_json.h"
 #include "gpemu/catalog.h"
 
 namespace gpemu {

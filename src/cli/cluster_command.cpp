@@ -10,6 +10,7 @@
 
 #include "cli/commands.h"
 #include "cli/output.h"
+#include "cluster/run_json.h"
 #include "common/atomic_file.h"
 #include "common/message_text.h"
 #include "common/output_path.h"

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "catalog/gpu_json.h"
 #include "cli/commands.h"
 #include "cli/output.h"
 #include "gpemu/catalog.h"

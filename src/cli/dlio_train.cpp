@@ -7,12 +7,14 @@
 #include "cli/job_args.h"
 #include "cli/options.h"
 #include "cli/output.h"
+#include "dlio/runner.h"
 #include "gpemu/catalog.h"
 #include "gpemu/dlio.h"
 #include "gpemu/error.h"
 #include "gpemu/report.h"
 #include "gpemu/timeline.h"
 #include "gpemu/train.h"
+#include "report/configuration_rows.h"
 
 namespace gpemu::cli {
 
@@ -63,7 +65,9 @@ void run_dlio_train(const DlioTrainArgs& a) {
   o.on_stopped = print;
   const nlohmann::json result = dlio::run_dlio_workload(w, o);
   if (!a.report.empty()) {
-    RunReport rep = train::make_run_report(record, {{"workload", a.config}, {"overrides", overrides}});
+    RunReport rep =
+        train::make_run_report(record,
+                               configuration_rows(nlohmann::json{{"workload", a.config}, {"overrides", overrides}}));
     rep.generator = "gpemu train --dlio-config";
     rep.title = fmt::format("DLIO workload {} on {}x {}", result.value("workload", a.config), record.gpus, record.gpu);
     if (result.contains("au_pct"))

@@ -20,6 +20,7 @@
 #include "gpemu/error.h"
 #include "gpemu/job.h"
 #include "gpemu/zoo.h"
+#include "workload/prediction_json.h"
 
 namespace gpemu::cli {
 namespace {

@@ -23,6 +23,8 @@
 #include "gpemu/report.h"
 #include "gpemu/share.h"
 #include "gpemu/timeline.h"
+#include "share/serve.h"
+#include "share/share_json.h"
 
 namespace gpemu::cli {
 namespace {

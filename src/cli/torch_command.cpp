@@ -24,6 +24,7 @@
 #include "gpemu/error.h"
 #include "gpemu/share.h"
 #include "gpemu/zoo.h"
+#include "share/serve.h"
 
 namespace gpemu::cli {
 namespace {

@@ -28,6 +28,8 @@
 #include "gpemu/session.h"
 #include "gpemu/timeline.h"
 #include "gpemu/train.h"
+#include "report/configuration_rows.h"
+#include "train/summary_json.h"
 
 namespace gpemu::cli {
 namespace {
@@ -520,7 +522,7 @@ void train(const TrainArgs& a, CLI::App* cmd) {
                             a.trace);
   }
   if (!a.report.empty()) {
-    RunReport rep = train::make_run_report(rec, run_config(a, d, spec, rec));
+    RunReport rep = train::make_run_report(rec, configuration_rows(run_config(a, d, spec, rec)));
     for (const std::string& n : notes) rep.notes.push_back(n);
     write_html_report_file(rep, a.report);
   }

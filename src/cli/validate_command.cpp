@@ -12,6 +12,7 @@
 #include "common/atomic_file.h"
 #include "common/output_path.h"
 #include "cost/step_times.h"
+#include "cost/validation_json.h"
 #include "gpemu/calibration.h"
 #include "gpemu/cost_model.h"
 #include "gpemu/error.h"

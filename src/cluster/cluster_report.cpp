@@ -3,8 +3,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "cluster/run_json.h"
 #include "gpemu/cluster.h"
 #include "gpemu/report.h"
+#include "report/configuration_rows.h"
 
 namespace gpemu::cluster {
 
@@ -36,7 +38,7 @@ RunReport cluster_report(const ClusterRun& run) {
   j.erase("jobs");
   j.erase("jct_cdf");
   j.erase("utilisation");
-  rep.configuration = std::move(j);
+  rep.configuration = configuration_rows(j);
   return rep;
 }
 

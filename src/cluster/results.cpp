@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "cluster/run_json.h"
 #include "gpemu/cluster.h"
 
 namespace gpemu::cluster {

@@ -2,6 +2,7 @@
 // measurements, expected errors, and its JSON file (data/calibration.json).
 #include "gpemu/calibration.h"
 #include "common/message_text.h"
+#include "cost/calibration_json.h"
 #include "cost/host_profile_json.h"
 
 #include <algorithm>
@@ -400,19 +401,19 @@ std::optional<ExpectedError> Calibration::expected_error(const GpuSpec& gpu, std
 
 // ---- JSON ----------------------------------------------------------------------------
 
-nlohmann::json Calibration::to_json() const {
+nlohmann::json calibration_json(const Calibration& cal) {
   nlohmann::json j;
   j["format"] = std::string(kCalibrationFormat);
-  j["source"] = source;
-  j["rows"] = rows;
-  j["fallback"] = std::string(to_string(fallback));
-  j["calibrated_families"] = calibrated_families;
-  if (!step_time_families.empty()) j["step_time_families"] = step_time_families;
-  if (!calibrated_gpus.empty()) j["calibrated_gpus"] = calibrated_gpus;
+  j["source"] = cal.source;
+  j["rows"] = cal.rows;
+  j["fallback"] = std::string(to_string(cal.fallback));
+  j["calibrated_families"] = cal.calibrated_families;
+  if (!cal.step_time_families.empty()) j["step_time_families"] = cal.step_time_families;
+  if (!cal.calibrated_gpus.empty()) j["calibrated_gpus"] = cal.calibrated_gpus;
   nlohmann::json fams = nlohmann::json::object();
-  for (const auto& [name, f] : families) {
+  for (const auto& [name, f] : cal.families) {
     nlohmann::json o;
-    o["origin"] = origin_of(name);
+    o["origin"] = cal.origin_of(name);
     for (int i = 0; i < kFamilyFactorCount; ++i) o[family_factor_names()[i]] = factor_at(f, i);
     if (f.tensor_core_conv_efficiency > 0) o["tensor_core_conv_efficiency"] = f.tensor_core_conv_efficiency;
     if (f.tf32_conv_efficiency > 0) o["tf32_conv_efficiency"] = f.tf32_conv_efficiency;
@@ -421,7 +422,7 @@ nlohmann::json Calibration::to_json() const {
   }
   j["families"] = fams;
   nlohmann::json ms = nlohmann::json::object();
-  for (const auto& [name, c] : models)
+  for (const auto& [name, c] : cal.models)
     ms[name] = {{"forward_gpu", c.forward_gpu},
                 {"forward_host", c.forward_host},
                 {"backward_gpu", c.backward_gpu},
@@ -433,26 +434,27 @@ nlohmann::json Calibration::to_json() const {
     for (const auto& [k, v] : m) o[k] = errors_json(v);
     ee[key] = o;
   };
-  put("in_sample", in_sample);
-  put("gpu_left_out", gpu_left_out);
-  put("models_left_out", models_left_out);
-  if (gpu_left_out_overall) ee["gpu_left_out_overall"] = errors_json(*gpu_left_out_overall);
-  if (!program_errors.empty()) {
+  put("in_sample", cal.in_sample);
+  put("gpu_left_out", cal.gpu_left_out);
+  put("models_left_out", cal.models_left_out);
+  if (cal.gpu_left_out_overall) ee["gpu_left_out_overall"] = errors_json(*cal.gpu_left_out_overall);
+  if (!cal.program_errors.empty()) {
     nlohmann::json o = nlohmann::json::object();
-    for (const auto& [k, v] : program_errors) o[k] = {{"rows", v.rows}, {"p80", v.p80_pct}, {"median", v.median_pct}};
+    for (const auto& [k, v] : cal.program_errors)
+      o[k] = {{"rows", v.rows}, {"p80", v.p80_pct}, {"median", v.median_pct}};
     ee["programs"] = o;
-    ee["programs_source"] = program_errors_source;
+    ee["programs_source"] = cal.program_errors_source;
   }
   j["expected_error_pct"] = ee;
-  if (!hosts.empty()) {
+  if (!cal.hosts.empty()) {
     nlohmann::json hs = nlohmann::json::object();
-    for (const auto& [name, h] : hosts) hs[name] = host_profile_json(h);
+    for (const auto& [name, h] : cal.hosts) hs[name] = host_profile_json(h);
     j["hosts"] = hs;
   }
   return j;
 }
 
-Calibration Calibration::from_json(const nlohmann::json& j, const std::string& where) {
+Calibration calibration_from_json(const nlohmann::json& j, const std::string& where) {
   if (!j.is_object()) throw InputError(fmt::format("{}: expected a JSON object", where));
   const auto fmt_it = j.find("format");
   if (fmt_it == j.end() || !fmt_it->is_string() || fmt_it->get<std::string>() != kCalibrationFormat)
@@ -563,7 +565,7 @@ Calibration Calibration::load(const std::filesystem::path& file) {
     throw InputError(
         fmt::format("{}: not valid JSON ({}); expected a {} file", file.string(), e.what(), kCalibrationFormat));
   }
-  return from_json(j, file.string());
+  return calibration_from_json(j, file.string());
 }
 
 void Calibration::save(const std::filesystem::path& file) const {
@@ -573,7 +575,7 @@ void Calibration::save(const std::filesystem::path& file) const {
     if (ec)
       throw InputError(fmt::format("{}: cannot create the folder: {}", file.parent_path().string(), ec.message()));
   }
-  write_file_atomically(file, to_json().dump(2) + "\n", "calibration file", true);
+  write_file_atomically(file, calibration_json(*this).dump(2) + "\n", "calibration file", true);
 }
 
 Calibration default_calibration() {

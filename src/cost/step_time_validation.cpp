@@ -8,6 +8,7 @@
 
 #include "cost/step_times.h"
 #include "cost/text_fields.h"
+#include "cost/validation_json.h"
 #include "gpemu/catalog.h"
 #include "gpemu/error.h"
 #include "gpemu/zoo.h"

@@ -16,6 +16,7 @@
 
 #include "common/stats.h"
 #include "cost/op_validation.h"
+#include "cost/validation_json.h"
 #include "gpemu/cost_model.h"
 #include "gpemu/device.h"
 #include "gpemu/error.h"

@@ -18,6 +18,7 @@
 #include "common/host_memory.h"
 #include "common/interrupt.h"
 #include "dlio/free_space.h"
+#include "dlio/runner.h"
 #include "gpemu/catalog.h"
 #include "gpemu/clock.h"
 #include "gpemu/cost_model.h"

@@ -11,6 +11,7 @@
 #include <optional>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "common/atomic_file.h"
 #include "common/checked.h"

@@ -1,6 +1,7 @@
 // DLIO runner: the human-readable summary, in the shape of DLIO's [METRIC] block.
 #include <fmt/format.h>
 
+#include "dlio/runner.h"
 #include "gpemu/dlio.h"
 
 namespace gpemu::dlio {

@@ -21,6 +21,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "catalog/gpu_json.h"
+#include "cluster/run_json.h"
 #include "gpemu/catalog.h"
 #include "gpemu/clock.h"
 #include "gpemu/cluster.h"
@@ -33,6 +35,10 @@
 #include "gpemu/timeline.h"
 #include "gpemu/train.h"
 #include "gpemu/zoo.h"
+#include "share/serve.h"
+#include "share/share_json.h"
+#include "train/summary_json.h"
+#include "workload/prediction_json.h"
 
 namespace py = pybind11;
 

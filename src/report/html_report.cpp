@@ -721,28 +721,9 @@ void stall_section(Buf& b, const StallShares& in) {
   b += "</svg>\n</section>\n";
 }
 
-// Flattens a JSON value into (dotted key, printed value) rows.
-void flatten(const nlohmann::json& j, const std::string& key, std::vector<std::pair<std::string, std::string>>& rows) {
-  auto scalar_array = [](const nlohmann::json& a) {
-    return std::all_of(a.begin(), a.end(), [](const nlohmann::json& e) { return !e.is_structured(); });
-  };
-  if (j.is_object() && !j.empty()) {
-    for (auto it = j.begin(); it != j.end(); ++it)
-      flatten(it.value(), key.empty() ? it.key() : key + "." + it.key(), rows);
-  } else if (j.is_array() && !j.empty() && !scalar_array(j)) {
-    for (std::size_t i = 0; i < j.size(); ++i) flatten(j[i], fmt::format("{}[{}]", key, i), rows);
-  } else if (j.is_string()) {
-    rows.emplace_back(key, j.get<std::string>());
-  } else {
-    rows.emplace_back(key, j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
-  }
-}
-
-void config_section(Buf& b, const nlohmann::json& cfg) {
-  std::vector<std::pair<std::string, std::string>> rows;
-  flatten(cfg, "", rows);
+void config_section(Buf& b, const std::vector<SummaryRow>& rows) {
   b += "<section id=\"configuration\">\n<h2>Configuration</h2>\n<table class=\"kv config\">\n";
-  for (auto& [k, v] : rows) put(b, "<tr><th>{}</th><td>{}</td></tr>\n", esc(k.empty() ? "(value)" : k), esc(v));
+  for (const auto& [k, v] : rows) put(b, "<tr><th>{}</th><td>{}</td></tr>\n", esc(k.empty() ? "(value)" : k), esc(v));
   b += "</table>\n</section>\n";
 }
 
@@ -751,8 +732,6 @@ void notes_section(Buf& b, const RunReport& r) {
   for (const std::string& n : r.notes) put(b, "<li>{}</li>\n", esc(n));
   b += "</ul>\n</section>\n";
 }
-
-bool has_config(const nlohmann::json& cfg) { return !cfg.is_null() && !(cfg.is_structured() && cfg.empty()); }
 
 }  // namespace
 
@@ -779,7 +758,7 @@ std::string render_html_report(const RunReport& r) {
   nav.emplace_back("utilization", "Utilization");
   if (!r.per_batch.empty()) nav.emplace_back("per-batch", "Per batch");
   if (r.stall_shares) nav.emplace_back("stall-shares", "Stall shares");
-  if (has_config(r.configuration)) nav.emplace_back("configuration", "Configuration");
+  if (!r.configuration.empty()) nav.emplace_back("configuration", "Configuration");
   if (!r.notes.empty()) nav.emplace_back("notes", "Notes");
   for (auto& [id, label] : nav) put(b, "<a href=\"#{}\">{}</a>", id, label);
   b += "</nav>\n</header>\n<main>\n";
@@ -789,7 +768,7 @@ std::string render_html_report(const RunReport& r) {
   utilization_section(b, r);
   if (!r.per_batch.empty()) per_batch_section(b, r);
   if (r.stall_shares) stall_section(b, *r.stall_shares);
-  if (has_config(r.configuration)) config_section(b, r.configuration);
+  if (!r.configuration.empty()) config_section(b, r.configuration);
   if (!r.notes.empty()) notes_section(b, r);
 
   b += "</main>\n<footer>Colours: Okabe\u2013Ito colour-blind-safe palette. Hover a chart element for its "

@@ -1,4 +1,4 @@
-// What run_shared and run_shared_remote (share.h) do alike: check the jobs'
+// What run_shared (share.h) and run_shared_remote (serve.h) do alike: check the jobs'
 // models up front, start each job's result from its spec, and sum up the jobs.
 #pragma once
 

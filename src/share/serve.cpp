@@ -34,6 +34,7 @@
 #include "gpemu/share.h"
 #include "share/metrics_http.h"
 #include "share/results.h"
+#include "share/serve.h"
 #include "share/serve_request.h"
 
 namespace gpemu {

@@ -22,7 +22,9 @@
 #include "gpemu/session.h"
 #include "gpemu/sharing_policy.h"
 #include "report/busy_union.h"
+#include "report/configuration_rows.h"
 #include "share/results.h"
+#include "share/share_json.h"
 
 namespace gpemu {
 
@@ -421,7 +423,7 @@ RunReport share_report(const ShareResult& r) {
   nlohmann::json config = share_json(r);
   config.erase("utilization");
   config.erase("jobs");
-  rep.configuration = std::move(config);
+  rep.configuration = configuration_rows(config);
   return rep;
 }
 

@@ -25,6 +25,8 @@
 #include "gpemu/interconnect.h"
 #include "gpemu/report.h"
 #include "gpemu/zoo.h"
+#include "report/configuration_rows.h"
+#include "share/serve.h"
 
 namespace gpemu::torch_backend {
 
@@ -50,7 +52,7 @@ std::string_view collective_name(std::string_view kind) {
 }
 
 // What the op keeps busy when alone, by the roofline at the card's peaks
-// (the same rule as job.h's roofline_demand, per op): a server's mps and mig
+// (the same rule as src/workload/roofline.h's roofline_demand, per op): a server's mps and mig
 // policies slow kernels by it.
 KernelDemand op_demand(const OpProgram::Op& op, const GpuPeaks& peaks) {
   double peak = peaks.vector_f32;
@@ -1291,11 +1293,12 @@ void Runtime::finish() {
           report.utilization.push_back(
               utilization_from_intervals(row.label, intervals, std::max<Duration>(end / 100, 1), 0, end));
       }
-      report.configuration = {{"gpu", gpu_->id},
-                              {"gpus", settings_.gpus},
-                              {"clock", std::string(to_string(settings_.clock))},
-                              {"model_correction", settings_.model.empty() ? "none" : settings_.model},
-                              {"processes", summary.contains("processes") ? summary["processes"].size() : 1}};
+      report.configuration = configuration_rows(
+          nlohmann::json{{"gpu", gpu_->id},
+                         {"gpus", settings_.gpus},
+                         {"clock", std::string(to_string(settings_.clock))},
+                         {"model_correction", settings_.model.empty() ? "none" : settings_.model},
+                         {"processes", summary.contains("processes") ? summary["processes"].size() : 1}});
       report.notes = {
           "Times are gpemu's emulated GPU times (docs/torch.md): each op priced by the analytical model, "
           "collectives by the interconnect model.",

@@ -39,6 +39,7 @@
 #include "gpemu/host.h"
 #include "gpemu/share.h"
 #include "gpemu/timeline.h"
+#include "share/serve.h"
 
 namespace gpemu::torch_backend {
 

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gpemu/train.h"
+#include "train/summary_json.h"
 
 namespace gpemu::train {
 

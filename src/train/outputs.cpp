@@ -1,4 +1,5 @@
 #include "gpemu/train.h"
+#include "train/summary_json.h"
 
 #include <algorithm>
 
@@ -132,7 +133,7 @@ std::vector<SummaryRow> summary_rows(const RunRecord& rec) {
   return rows;
 }
 
-RunReport make_run_report(const RunRecord& rec, nlohmann::json configuration) {
+RunReport make_run_report(const RunRecord& rec, std::vector<SummaryRow> configuration) {
   const RunSummary r = summarize(rec);
   RunReport rep;
   rep.title = fmt::format("{} on {}x {}, batch {}", r.model, r.gpus, r.gpu, r.batch_size);

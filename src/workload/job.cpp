@@ -14,11 +14,14 @@
 #include "common/host_memory.h"
 #include "common/interrupt.h"
 #include "gpemu/cost_model.h"
+#include "gpemu/device/shared_gpu.h"
 #include "gpemu/error.h"
 #include "gpemu/interconnect.h"
 #include "interconnect/ddp_reducer.h"
 #include "workload/backward_plan.h"
+#include "workload/memory_plan.h"
 #include "workload/node_loaders.h"
+#include "workload/roofline.h"
 
 namespace gpemu {
 namespace {

@@ -5,6 +5,7 @@
 
 #include "gpemu/error.h"
 #include "gpemu/job.h"
+#include "workload/memory_plan.h"
 
 namespace gpemu {
 

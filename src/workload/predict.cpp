@@ -14,6 +14,7 @@
 #include "gpemu/error.h"
 #include "gpemu/job.h"
 #include "gpemu/zoo.h"
+#include "workload/prediction_json.h"
 #include "zoo/seq_len.h"
 
 namespace gpemu {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "cluster/run_json.h"
 #include "gpemu/cluster.h"
 #include "gpemu/error.h"
 

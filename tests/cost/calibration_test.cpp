@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include "cost/calibration_json.h"
 #include "gpemu/calibration.h"
 #include "gpemu/catalog.h"
 #include "gpemu/cost_model.h"
@@ -206,7 +207,7 @@ TEST(Calibration, TrendRuleInterpolatesBetweenTheCalibratedGpusInFp32Peak) {
   EXPECT_NEAR(t4.conv_bytes_efficiency, gbs / 320.0, 1e-9);
   EXPECT_NE(c.origin_of(find_gpu("T4")).find("M40"), std::string::npos);
   // Survives a JSON round trip (the anchors are stored, the per-GPU factors re-derived).
-  const Calibration back = Calibration::from_json(c.to_json());
+  const Calibration back = calibration_from_json(calibration_json(c));
   EXPECT_EQ(back.fallback, FallbackRule::Trend);
   EXPECT_NEAR(back.factors(find_gpu("T4")).conv_bytes_efficiency, t4.conv_bytes_efficiency, 1e-12);
 }

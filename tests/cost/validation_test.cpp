@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "cost/validation_json.h"
 #include "gpemu/calibration.h"
 #include "gpemu/catalog.h"
 #include "gpemu/cost_model.h"

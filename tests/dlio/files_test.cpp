@@ -16,6 +16,7 @@
 
 #include "common/folder_lock.h"
 #include "common/interrupt.h"
+#include "dlio/runner.h"
 #include "gpemu/dlio.h"
 #include "gpemu/error.h"
 #include "support/dlio_test_util.h"

@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include "dlio/runner.h"
 #include "gpemu/dlio.h"
 #include "gpemu/error.h"
 #include "pipeline/npy.h"

@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include "dlio/runner.h"
 #include "gpemu/catalog.h"
 #include "gpemu/cost_model.h"
 #include "gpemu/dlio.h"

@@ -142,6 +142,7 @@ TEST(DlioShippedConfigs, MlperfDatasetsEqualThePublishedTable) {
 }  // namespace
 }  // namespace gpemu::dlio
 
+#include "dlio/runner.h"
 #include "gpemu/error.h"
 
 namespace gpemu::dlio {

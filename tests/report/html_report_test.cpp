@@ -11,6 +11,7 @@
 
 #include "gpemu/error.h"
 #include "gpemu/report.h"
+#include "report/configuration_rows.h"
 #include "support/html_check.h"
 
 namespace gpemu {
@@ -116,12 +117,13 @@ RunReport example_report() {
   }
   r.per_batch.push_back(stall);
   r.stall_shares = StallShares{.fetch_stall = 0.124, .prep_stall = 0.094, .compute = 0.731};
-  r.configuration = {{"model", {{"name", "resnet50"}, {"batch_size", 256}, {"amp", true}}},
+  r.configuration = configuration_rows(
+      nlohmann::json{{"model", {{"name", "resnet50"}, {"batch_size", 256}, {"amp", true}}},
                      {"gpu", {{"name", "A100-SXM4-40GB"}, {"count", 4}, {"capacity_gib", 40}}},
                      {"loader", {{"workers", 8}, {"pin_memory", true}, {"prefetch_factor", 2}}},
                      {"dataset", {{"name", "imagenet-1k"}, {"samples", 1281167}, {"cache", "page cache, 64 GiB"}}},
                      {"clock", "virtual"},
-                     {"seed", 42}};
+                     {"seed", 42}});
   r.notes = {"Emulated run: no real GPU was used; times come from the A100 profile.",
              "The first 60 batches read from storage while the page cache was cold (fetch stall)."};
   return r;
@@ -167,7 +169,7 @@ TEST(HtmlReport, UserTextIsEscapedEverywhere) {
   r.utilization = {{evil, {{0.0, 0.5}, {1.0, 1.0}}, 2.0}};
   r.per_batch = {{evil, evil, {1, 2, 3}, 0}};
   r.stall_shares = StallShares{0.1, 0.2, 0.6};
-  r.configuration = {{evil, evil}, {"nested", {{evil, {1, 2}}}}};
+  r.configuration = configuration_rows(nlohmann::json{{evil, evil}, {"nested", {{evil, {1, 2}}}}});
   r.notes = {evil};
   std::string page = render_html_report(r);
   expect_valid(page);
@@ -250,7 +252,7 @@ TEST(HtmlReport, EmptyReportIsAValidPage) {
   RunReport r;
   r.title.clear();
   r.generator.clear();
-  r.configuration = nullptr;
+  r.configuration = configuration_rows(nullptr);
   std::string page = render_html_report(r);
   expect_valid(page);
   test::HtmlCheck c = check_html(page);
@@ -310,9 +312,9 @@ TEST(HtmlReport, PerBatchChartBinsLongSeries) {
 
 TEST(HtmlReport, ConfigurationIsFlattened) {
   RunReport r;
-  r.configuration = {{"model", {{"name", "resnet50"}, {"batch_size", 256}}},
-                     {"gpus", {"A100", "V100"}},
-                     {"stages", {{{"name", "decode"}}, {{"name", "crop"}}}}};
+  r.configuration = configuration_rows(nlohmann::json{{"model", {{"name", "resnet50"}, {"batch_size", 256}}},
+                                                      {"gpus", {"A100", "V100"}},
+                                                      {"stages", {{{"name", "decode"}}, {{"name", "crop"}}}}});
   std::string page = render_html_report(r);
   expect_valid(page);
   EXPECT_NE(page.find("<tr><th>model.batch_size</th><td>256</td></tr>"), std::string::npos);

@@ -26,6 +26,7 @@
 #include "gpemu/cost_model.h"
 #include "gpemu/error.h"
 #include "gpemu/share.h"
+#include "share/serve.h"
 #include "support/temp_dir.h"
 
 namespace gpemu {

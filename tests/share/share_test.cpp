@@ -17,6 +17,7 @@
 #include "gpemu/error.h"
 #include "gpemu/share.h"
 #include "share/results.h"
+#include "share/share_json.h"
 
 namespace gpemu {
 namespace {

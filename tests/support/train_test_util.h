@@ -18,6 +18,8 @@
 #include "gpemu/cost_model.h"
 #include "gpemu/pipeline.h"
 #include "gpemu/train.h"
+#include "report/configuration_rows.h"
+#include "train/summary_json.h"
 #include "workload/backward_plan.h"
 
 namespace gpemu::train {
@@ -104,7 +106,7 @@ class Trainer {
 inline nlohmann::json summary_json(const TrainResult& r) { return train::summary_json(r.record); }
 inline void add_stall_spans(const TrainResult& r, Timeline& t) { train::add_stall_spans(r.record, t); }
 inline RunReport make_run_report(const TrainResult& r, nlohmann::json c = nlohmann::json::object()) {
-  return train::make_run_report(r.record, std::move(c));
+  return train::make_run_report(r.record, configuration_rows(c));
 }
 
 }  // namespace gpemu::train

@@ -9,6 +9,7 @@
 #include "gpemu/clock.h"
 #include "gpemu/train.h"
 #include "support/train_test_util.h"
+#include "train/summary_json.h"
 
 namespace gpemu::train {
 namespace {

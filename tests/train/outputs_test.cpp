@@ -14,6 +14,7 @@
 #include "gpemu/timeline.h"
 #include "gpemu/train.h"
 #include "support/train_test_util.h"
+#include "train/summary_json.h"
 
 namespace gpemu::train {
 namespace {
@@ -84,7 +85,7 @@ TEST(Outputs, ReportFileIsWritten) {
   FixedCosts costs;
   Trainer t(*clock, find_gpu("v100"), costs, exact_options(2, 4));
   TrainResult r = t.run(modelled_sources(*clock, t, 32, 4, 1, 10 * kMillisecond));
-  RunReport rep = make_run_report(r, {{"gpus", 2}});
+  RunReport rep = make_run_report(r, nlohmann::json{{"gpus", 2}});
   ASSERT_EQ(rep.breakdown.size(), 2u);
   ASSERT_EQ(rep.utilization.size(), 2u);
   ASSERT_EQ(rep.per_batch.size(), 2u);
