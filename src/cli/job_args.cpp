@@ -94,8 +94,10 @@ std::unique_ptr<CostModel> job_cost_model(const ModelArgs& a, std::vector<std::s
                                notes);
 }
 
-void add_job_options(CLI::App* cmd, JobArgs& a) {
-  add_model_options(cmd, a.model);
+namespace {
+
+// The job's GPUs and batch: --gpus, --nodes, --network, --gpus-per-node, the batch sizes, --gpemu-gpus.
+void add_cluster_options(CLI::App* cmd, JobArgs& a) {
   cmd->add_option("--gpus", a.gpus,
                   "GPUs of that type in all (data-parallel, DDP all-reduce), at most 8 per node (see --nodes)")
       ->capture_default_str()
@@ -136,6 +138,10 @@ void add_job_options(CLI::App* cmd, JobArgs& a) {
                   "GPEmu-compatible N GPUs, only to compare with GPEmu's own figures: one process whose batches' H2D "
                   "copy and compute take 1/N of their time, no all-reduce, no GPU memory emulation")
       ->check(whole_number_in(1, 1'000'000));
+}
+
+// Its data and loader: the dataset, workers, pinned memory, reads, the modelled loader's costs, decoding.
+void add_loader_options(CLI::App* cmd, JobArgs& a) {
   cmd->add_option("--data", a.data, "ImageFolder dataset to train on (default: the cached synthetic dataset)");
   cmd->add_option("--virtual-dataset", a.virtual_dataset,
                   "Sizes without files, for --clock virtual at full scale: imagenet1k, imagenette10g, imagenette or "
@@ -171,6 +177,14 @@ void add_job_options(CLI::App* cmd, JobArgs& a) {
   cmd->add_option("--decode-ns-per-byte", a.decode_ns_per_byte,
                   "Modelled loader: CPU nanoseconds of JPEG decoding per byte of the file (default 15)")
       ->check(finite_number_in(0, 1e9));
+}
+
+}  // namespace
+
+void add_job_options(CLI::App* cmd, JobArgs& a) {
+  add_model_options(cmd, a.model);
+  add_cluster_options(cmd, a);
+  add_loader_options(cmd, a);
   cmd->add_option("--bucket-cap-mb", a.bucket_cap_mb, "DDP gradient bucket size, MiB")
       ->capture_default_str()
       ->check(finite_number_in(1.0 / 1024, 1024.0 * 1024));

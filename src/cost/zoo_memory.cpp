@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "cost/plan_executor.h"
 #include "gpemu/device.h"
 #include "gpemu/error.h"
 
@@ -119,6 +120,35 @@ ZooMemoryPlan zoo_memory_plan(const ModelGraph& model, Shape shape, const Replay
   return plan;
 }
 
+void allocate_persistent(CachingAllocator& alloc, const ZooMemoryPlan& plan, PlanSlots& slots,
+                         const std::function<void()>& allocated) {
+  if (slots.size() < plan.slot_bytes.size()) slots.resize(plan.slot_bytes.size());
+  for (int s : plan.persistent) {
+    auto& slot = slots[static_cast<std::size_t>(s)];
+    if (slot) continue;
+    slot = alloc.allocate(plan.slot_bytes[static_cast<std::size_t>(s)]);
+    if (allocated) allocated();
+  }
+}
+
+void apply_events(CachingAllocator& alloc, const ZooMemoryPlan& plan, const std::vector<MemoryEvent>& events,
+                  PlanSlots& slots, const PlanHooks& hooks) {
+  if (slots.size() < plan.slot_bytes.size()) slots.resize(plan.slot_bytes.size());
+  for (const MemoryEvent& e : events) {
+    if (hooks.take && !hooks.take(e)) continue;
+    if (hooks.applying) hooks.applying(e);
+    auto& slot = slots[static_cast<std::size_t>(e.slot)];
+    if (e.alloc) {
+      if (slot) continue;
+      slot = alloc.allocate(plan.slot_bytes[static_cast<std::size_t>(e.slot)]);
+      if (hooks.allocated) hooks.allocated();
+    } else if (slot) {
+      alloc.free(slot);
+      slot = 0;
+    }
+  }
+}
+
 MemoryReplay replay_memory(const ModelGraph& model, Shape shape, std::uint64_t capacity_bytes,
                            const ReplayOptions& options) {
   if (options.iterations < 1)
@@ -135,13 +165,12 @@ MemoryReplay replay_memory(const ModelGraph& model, Shape shape, std::uint64_t c
   ao.capacity_bytes = capacity_bytes;
   ao.max_split_size_bytes = options.max_split_size_bytes;
   CachingAllocator alloc(ao);
-  std::vector<CachingAllocator::Ptr> ptr(plan.slot_bytes.size(), 0);
+  PlanSlots slots;
   std::uint64_t best = 0;
   int iteration = -1;
   const MemoryEvent* current = nullptr;
 
-  auto allocate = [&](int slot) {
-    ptr[slot] = alloc.allocate(plan.slot_bytes[slot]);
+  const auto allocated = [&] {
     const std::uint64_t now = alloc.stats().allocated_bytes;
     if (now > best) {
       best = now;
@@ -152,28 +181,22 @@ MemoryReplay replay_memory(const ModelGraph& model, Shape shape, std::uint64_t c
   };
   const int most = options.until_steady ? std::max(options.iterations, options.max_iterations) : options.iterations;
   try {
-    for (int slot : plan.persistent) allocate(slot);
+    allocate_persistent(alloc, plan, slots, allocated);
     if (options.warm_start) {
       // What the first iteration creates and keeps (grads, optimizer state),
       // made before this batch's first iteration, back to back.
       std::vector<int> balance(plan.slot_bytes.size(), 0);
       for (const MemoryEvent& e : plan.first_iteration) balance[e.slot] += e.alloc ? 1 : -1;
-      for (const MemoryEvent& e : plan.first_iteration)
-        if (e.alloc && balance[e.slot] > 0 && ptr[e.slot] == 0) allocate(e.slot);
+      apply_events(alloc, plan, plan.first_iteration, slots,
+                   {.take = [&](const MemoryEvent& e) { return e.alloc && balance[e.slot] > 0; },
+                    .allocated = allocated});
     }
+    const PlanHooks iteration_hooks{.applying = [&](const MemoryEvent& e) { current = &e; }, .allocated = allocated};
     for (iteration = 0; iteration < most; ++iteration) {
       const bool first = iteration == 0 && !options.warm_start;
       const auto& events = first ? plan.first_iteration : plan.steady_iteration;
       const AllocatorStats before = alloc.stats();
-      for (const MemoryEvent& e : events) {
-        current = &e;
-        if (e.alloc) {
-          allocate(e.slot);
-        } else {
-          alloc.free(ptr[e.slot]);
-          ptr[e.slot] = 0;
-        }
-      }
+      apply_events(alloc, plan, events, slots, iteration_hooks);
       current = nullptr;
       r.iterations_replayed = iteration + 1;
       if (!options.until_steady || iteration + 1 < options.iterations || first) continue;

@@ -13,6 +13,7 @@
 #include "clock/host_sync.h"
 #include "common/host_memory.h"
 #include "common/interrupt.h"
+#include "cost/plan_executor.h"
 #include "gpemu/cost_model.h"
 #include "gpemu/device/shared_gpu.h"
 #include "gpemu/error.h"
@@ -535,21 +536,6 @@ Completion node_copy(Node& node, int gpu, Stream& s, Engine engine, std::uint64_
   return s.enqueue(spec, engine);
 }
 
-// Applies the zoo plan's events of `phase` (or the iteration's start / end).
-void apply_events(CachingAllocator& alloc, const zoo::ZooMemoryPlan& plan, const std::vector<zoo::MemoryEvent>& events,
-                  std::vector<CachingAllocator::Ptr>& slots, const std::function<bool(const zoo::MemoryEvent&)>& take) {
-  for (const zoo::MemoryEvent& e : events) {
-    if (!take(e)) continue;
-    auto& slot = slots[static_cast<std::size_t>(e.slot)];
-    if (e.alloc) {
-      if (!slot) slot = alloc.allocate(plan.slot_bytes[static_cast<std::size_t>(e.slot)]);
-    } else if (slot) {
-      alloc.free(slot);
-      slot = {};
-    }
-  }
-}
-
 }  // namespace
 
 void Job::checkpoint(Rank& r, int epoch, std::uint64_t step, JobObserver* observer) {
@@ -753,8 +739,8 @@ void Job::run_phase(Rank& r, RunPhase phase, int epoch, pipeline::BatchSource& s
     }
     auto zoo_phase = [&](std::function<bool(const zoo::MemoryEvent&)> take) {
       if (!mem || !mem->zoo || skip_memory) return;
-      if (r.slots.size() < mem->plan.slot_bytes.size()) r.slots.resize(mem->plan.slot_bytes.size());
-      apply_events(alloc, mem->plan, steady ? mem->plan.steady_iteration : mem->plan.first_iteration, r.slots, take);
+      zoo::apply_events(alloc, mem->plan, steady ? mem->plan.steady_iteration : mem->plan.first_iteration, r.slots,
+                        {.take = std::move(take)});
     };
     auto free_even = [&] {
       for (auto q = r.live.rbegin(); q != r.live.rend(); ++q) alloc.free(*q);
@@ -989,10 +975,7 @@ void Job::allocate_persistent(Rank& r) {
   if (spec_.compute.step_time != StepTime::CostModel || !spec_.compute.use_allocator || !spec_.schedule.train) return;
   CachingAllocator& a = r.device->allocator();
   if (plan_->graph) {
-    const zoo::ZooMemoryPlan& plan = plan_->batch(spec_.batch_size, costs_, spec_, cost_).second.plan;
-    r.slots.resize(plan.slot_bytes.size());
-    for (int s : plan.persistent)
-      r.slots[static_cast<std::size_t>(s)] = a.allocate(plan.slot_bytes[static_cast<std::size_t>(s)]);
+    zoo::allocate_persistent(a, plan_->batch(spec_.batch_size, costs_, spec_, cost_).second.plan, r.slots);
   } else {
     const MemoryPlan full = make_memory_plan(cost_, spec_.batch_size);
     for (std::uint64_t t : full.persistent_tensors) r.persistent.push_back(a.allocate(t));

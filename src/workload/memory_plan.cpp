@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "cost/plan_executor.h"
 #include "gpemu/error.h"
 #include "gpemu/job.h"
 #include "workload/memory_plan.h"
@@ -35,6 +36,26 @@ void split(std::uint64_t total, int parts, std::vector<std::uint64_t>& out) {
   }
 }
 
+// The even split as a plan for the one executor (cost/plan_executor.h): the
+// persistent tensors, then each iteration the input and the activations in
+// order, released in reverse.
+zoo::ZooMemoryPlan even_split_plan(const MemoryPlan& even) {
+  zoo::ZooMemoryPlan plan;
+  const auto add_slot = [&](std::uint64_t bytes) {
+    plan.slot_bytes.push_back(bytes);
+    plan.slot_tensor.push_back(-1);
+    return static_cast<int>(plan.slot_bytes.size()) - 1;
+  };
+  for (std::uint64_t t : even.persistent_tensors) plan.persistent.push_back(add_slot(t));
+  std::vector<int> live{add_slot(even.input_bytes)};
+  for (std::uint64_t t : even.activation_tensors) live.push_back(add_slot(t));
+  for (int s : live) plan.steady_iteration.push_back(zoo::MemoryEvent{s, true});
+  for (auto s = live.rbegin(); s != live.rend(); ++s) plan.steady_iteration.push_back(zoo::MemoryEvent{*s, false});
+  plan.first_iteration = plan.steady_iteration;
+  plan.input_bytes = even.input_bytes;
+  return plan;
+}
+
 }  // namespace
 
 MemoryPlan make_memory_plan(const StepCost& cost, int batch_size) {
@@ -53,18 +74,14 @@ MemoryPlan make_memory_plan(const StepCost& cost, int batch_size) {
 MemoryCheck check_memory(const StepCost& cost, int batch_size, std::uint64_t capacity_bytes) {
   MemoryCheck check;
   check.capacity_bytes = capacity_bytes;
-  const MemoryPlan plan = make_memory_plan(cost, batch_size);
+  const zoo::ZooMemoryPlan plan = even_split_plan(make_memory_plan(cost, batch_size));
   CachingAllocator::Options o;
   o.capacity_bytes = capacity_bytes;
   CachingAllocator alloc(o);
   try {
-    for (std::uint64_t t : plan.persistent_tensors) alloc.allocate(t);
-    for (int it = 0; it < 2; ++it) {
-      std::vector<CachingAllocator::Ptr> live;
-      live.push_back(alloc.allocate(plan.input_bytes));
-      for (std::uint64_t t : plan.activation_tensors) live.push_back(alloc.allocate(t));
-      for (auto p = live.rbegin(); p != live.rend(); ++p) alloc.free(*p);
-    }
+    zoo::PlanSlots slots;
+    zoo::allocate_persistent(alloc, plan, slots);
+    for (int it = 0; it < 2; ++it) zoo::apply_events(alloc, plan, plan.steady_iteration, slots);
   } catch (const OutOfMemoryError& e) {
     check.fits = false;
     check.reason = e.what();
