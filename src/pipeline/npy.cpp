@@ -239,6 +239,10 @@ std::vector<ZipEntry> read_zip_entries(const std::filesystem::path& file) {
       const std::byte* f = c + 46 + name_len + x;
       const auto id = read_le(f, 2);
       const auto len = read_le(f + 2, 2);
+      // A field must end inside the entry's extra area (fuzzing found one
+      // that claimed more, and its 64-bit values were read past the buffer).
+      if (4 + len > extra_len - x)
+        throw InputError(what + ": malformed zip extra field for " + printable_excerpt(z.name, 64));
       if (id == 0x0001) {
         std::size_t q = 4;
         if (z.size == 0xffffffff && q + 8 <= len + 4) {

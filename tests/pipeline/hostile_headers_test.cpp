@@ -10,6 +10,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include "gpemu/error.h"
 #include "gpemu/pipeline.h"
 #include "pipeline/npy.h"
@@ -165,6 +167,31 @@ TEST(HostileHeaders, ZipOffsetsThatWrapAreATruncatedFile) {
     FAIL() << "a wrapping central directory was read";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("truncated zip file"), std::string::npos) << e.what();
+  }
+}
+
+TEST(HostileHeaders, AZipExtraFieldLongerThanItsAreaIsRefused) {
+  // Found by fuzz/npz_fuzz.cpp: a ZIP64 extra field whose length ran past the
+  // entry's extra area had its 64-bit sizes read past the buffer (ASan:
+  // heap-buffer-overflow in read_zip_entries).
+  const std::string bytes(
+      "\x50\x4b\x03\x04\x14\x00\x00\x00\x00\x00\x6b\x81\x81\x5d\x83\x16\xdc\x8c\x01\x00\x00\x00\x01\x00"
+      "\x00\x00\x0c\x00\x00\x00\x79\x0a\x62\x1b\x5b\x36\x36\x6d\x2e\x6e\x70\x79\x78\x50\x4b\x01\x02\x14"
+      "\x03\x14\x00\x00\x4b\x03\x59\x14\x00\x6b\x81\x81\x5d\x83\x80\xff\xff\xff\xff\xff\xff\xd7\x00\x00"
+      "\x00\x0c\x00\x00\x00\x79\x0a\x62\x79\x50\x4b\x05\x06\x00\x00\xdc\x8c\x01\x00\x00\x00\x01\x00\x00"
+      "\xb7\x44\x05\x00\x80\x60\x00\x00\x00\x0c\x14\x00\x00\x4b\x03\x59\x14\x00\x6b\x81\x81\x5d\x83\x16"
+      "\xdc\x8c\x00\x00\x79\x0a\x62\x79\x50\x4b\x05\x06\x00\x00\x00\x00\x01\x00\x01\x00\x3a\x00\x00\x00"
+      "\x2b\x00\x00\x00\x01\x00\x01\x00\x3a\x00\x00\x00\x2b\x00\x00\x00\x00\x00",
+      162);
+  TempDir dir;
+  std::vector<std::byte> z(bytes.size());
+  std::memcpy(z.data(), bytes.data(), bytes.size());
+  write_bytes(dir.path() / "x.npz", z);
+  try {
+    read_zip_entries(dir.path() / "x.npz");
+    FAIL() << "an extra field past its area was read";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("malformed zip"), std::string::npos) << e.what();
   }
 }
 
