@@ -38,11 +38,11 @@
 #include "gpemu/pipeline/distributed_cache.h"
 #include "gpemu/pipeline/io.h"
 #include "gpemu/pipeline/loader.h"
-#include "gpemu/prep_service.h"
 #include "gpemu/pipeline/loader_cache.h"
 #include "gpemu/pipeline/sampler.h"
 #include "gpemu/pipeline/storage_model.h"
 #include "gpemu/pipeline/transform.h"
+#include "gpemu/prep_service.h"
 #include "gpemu/time.h"
 #include "gpemu/timeline.h"
 
