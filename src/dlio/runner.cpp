@@ -197,7 +197,8 @@ class PhaseFigures {
     if (o_.keep_epochs) per_epoch_.push_back(std::move(ej));
   }
 
-  nlohmann::json result(const DlioWorkload& w) const {
+  // The phase's figures; hands per_epoch over (call once, after the run).
+  nlohmann::json take_result(const DlioWorkload& w) {
     const auto epochs = static_cast<double>(epochs_);
     nlohmann::json j;
     j["epochs"] = epochs_;
@@ -214,7 +215,7 @@ class PhaseFigures {
     j["emulated_compute_s"] = overall_.emulated_s;
     j["load_wait_s"] = overall_.load_wait_s;
     j["measured_steps"] = overall_.measured;
-    if (o_.keep_epochs) j["per_epoch"] = per_epoch_;
+    if (o_.keep_epochs) j["per_epoch"] = std::move(per_epoch_);
     return j;
   }
 
@@ -407,9 +408,9 @@ class DlioObserver : public JobObserver {
   }
 
   // The phases' figures over the epochs every rank ended (after the run).
-  nlohmann::json figures(const DlioWorkload& w, bool eval) const {
+  nlohmann::json figures(const DlioWorkload& w, bool eval) {
     std::lock_guard lock(mu_);
-    return (eval ? eval_figures_ : train_figures_).result(w);
+    return (eval ? eval_figures_ : train_figures_).take_result(w);
   }
 
  private:
@@ -423,7 +424,7 @@ class DlioObserver : public JobObserver {
   bool keep_rows_;
   std::vector<std::map<std::pair<bool, int>, Open>> phases_;  // per GPU: (train, epoch) -> its blocks so far
   std::vector<int> ended_train_;                              // per GPU: the last training epoch it ended
-  mutable std::mutex mu_;
+  std::mutex mu_;
   PhaseFigures train_figures_, eval_figures_;
 };
 

@@ -901,7 +901,8 @@ void Job::run_phase(Rank& r, RunPhase phase, int epoch, pipeline::BatchSource& s
       throw;
     }
     p.step = s.tail();
-    r.in_flight.push_back(p.step);
+    // Only a host that never waits can run ahead (it waits every step otherwise).
+    if (spec_.compute.sync == SyncMode::AtEnd) r.in_flight.push_back(p.step);
     p.rec.host_done = clock_.now();
     // The loop drops the previous batch (its staging buffer) when x is rebound.
     r.current = std::move(b->keep_alive);
