@@ -160,6 +160,11 @@ void add_model_benches(CLI::App* cmd) {
         c.add_option("--network", o.network, "10gbe, 25gbe, 100gbe, 400gbe or a JSON file")->capture_default_str();
         c.add_option("--sync", o.sync, "Host waits every 'iteration' (loss.item()) or at the 'end'")
             ->capture_default_str();
+        c.add_option("--epoch-nodes", o.epoch_nodes,
+                     "Then one imagenette10g epoch of this many nodes of 8 GPUs with a partitioned cache (0: none)")
+            ->capture_default_str();
+        c.add_option("--epoch-batch-size", o.epoch_batch_size, "That epoch's batch size per GPU")
+            ->capture_default_str();
       });
 }
 

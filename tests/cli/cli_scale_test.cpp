@@ -55,7 +55,7 @@ TEST(CliScale, AnUnreadableNetworkFileIsOneLineNamingIt) {
 }
 
 TEST(CliScale, BenchScalePrintsJobsAndTheFittedExponent) {
-  const auto j = json_of(run_gpemu("bench scale --gpus 8 16 --steps 1 --json"));
+  const auto j = json_of(run_gpemu("bench scale --gpus 8 16 --steps 1 --epoch-nodes 0 --json"));
   ASSERT_EQ(j["jobs"].size(), 2u);
   EXPECT_EQ(j["jobs"][1]["gpus"], 16);
   EXPECT_EQ(j["jobs"][1]["nodes"], 2);
@@ -67,7 +67,7 @@ TEST(CliScale, BenchScalePrintsJobsAndTheFittedExponent) {
 }
 
 TEST(CliScale, BenchScaleSeparatesTheWarmUpFromTheSteadyRate) {
-  const auto j = json_of(run_gpemu("bench scale --gpus 8 16 --steps 3 --warmup 1 --json"));
+  const auto j = json_of(run_gpemu("bench scale --gpus 8 16 --steps 3 --warmup 1 --epoch-nodes 0 --json"));
   ASSERT_EQ(j["jobs"].size(), 2u);
   for (const auto& job : j["jobs"]) {
     ASSERT_TRUE(job["steady_steps_per_s"].is_number()) << job.dump();
@@ -80,6 +80,36 @@ TEST(CliScale, BenchScaleSeparatesTheWarmUpFromTheSteadyRate) {
   const auto bad = run_gpemu("bench scale --gpus 8 --warmup -1");
   EXPECT_NE(bad.status, 0);
   EXPECT_NE(bad.err.find("--warmup -1"), std::string::npos) << bad.err;
+}
+
+// The epoch of several nodes (issue 32's scale target): the second epoch
+// reads what the first cached, a node's own shard locally and the other
+// nodes' over the network (a partitioned cache that holds the dataset), no
+// disk; the counters are those `gpemu train` prints for the configuration.
+TEST(CliScale, BenchScaleRunsAnEpochOfNodesWithAPartitionedCache) {
+  const auto j = json_of(run_gpemu("bench scale --gpus 8 --steps 1 --epoch-nodes 4 --json"));
+  ASSERT_TRUE(j["jobs"].size() == 1u && j["epoch"].is_object()) << j.dump();
+  const auto& e = j["epoch"];
+  EXPECT_EQ(e["nodes"], 4);
+  EXPECT_EQ(e["gpus"], 32);
+  EXPECT_EQ(e["storage_reads"], 0) << e.dump();
+  EXPECT_GT(e["remote_hits"].get<double>(), 2 * e["cache_hits"].get<double>()) << e.dump();
+  // Each of 32 ranks reads its padded share: ceil(87,473 / 32) samples.
+  EXPECT_EQ(e["cache_hits"].get<std::uint64_t>() + e["remote_hits"].get<std::uint64_t>(), 32u * 2734u) << e.dump();
+  EXPECT_GT(e["network_bytes"].get<double>(), 0);
+  const auto t = run_gpemu(
+      "train --clock virtual --virtual-dataset imagenette10g --model resnet50 --gpu a100 -b 32 "
+      "--nodes 4 --gpus-per-node 8 --workers 4 --cores 32 --storage nvme --page-cache-bytes 0 "
+      "--cache-bytes 3GiB --distributed-cache partitioned --epochs 2 --cv 0 --json");
+  ASSERT_EQ(t.status, 0) << t.err;
+  const auto train = json_of(t);
+  std::uint64_t remote = 0;
+  for (const auto& r : train["reads"]["per_node_epoch"])
+    if (r["epoch"] == 1) remote += r["remote_hits"].get<std::uint64_t>();
+  EXPECT_EQ(remote, e["remote_hits"].get<std::uint64_t>());
+  const auto bad = run_gpemu("bench scale --gpus 8 --epoch-nodes -1");
+  EXPECT_NE(bad.status, 0);
+  EXPECT_NE(bad.err.find("--epoch-nodes -1"), std::string::npos) << bad.err;
 }
 
 }  // namespace
