@@ -15,6 +15,7 @@
 #include "gpemu/clock.h"
 #include "gpemu/error.h"
 #include "gpemu/interconnect.h"
+#include "gpemu/pipeline/loader_scaling.h"
 #include "gpemu/zoo.h"
 #include "zoo/seq_len.h"
 
@@ -177,6 +178,9 @@ void add_loader_options(CLI::App* cmd, JobArgs& a) {
   cmd->add_option("--decode-ns-per-byte", a.decode_ns_per_byte,
                   "Modelled loader: CPU nanoseconds of JPEG decoding per byte of the file (default 15)")
       ->check(finite_number_in(0, 1e9));
+  cmd->add_option("--loader-scaling", a.loader_scaling,
+                  "Modelled loader: a machine's measured loader scaling (CSV with columns workers, images_per_s), "
+                  "whose per-worker efficiency divides each worker's CPU costs (default: linear scaling)");
 }
 
 }  // namespace
@@ -293,6 +297,9 @@ JobSpec job_spec(const JobArgs& a) {
   if (a.decode_us >= 0)
     s.data.model.decode_per_sample = static_cast<Duration>(std::llround(a.decode_us * kMicrosecond));
   if (a.decode_ns_per_byte >= 0) s.data.model.decode_ns_per_byte = a.decode_ns_per_byte;
+  if (!a.loader_scaling.empty())
+    s.data.model.scaling =
+        std::make_shared<const pipeline::LoaderScaling>(pipeline::read_loader_scaling(a.loader_scaling));
   if (a.decode != "cpu" && a.decode != "gpu")
     throw InputError(
         fmt::format("unknown --decode '{}': accepted 'cpu' (the loader workers) or 'gpu' (DALI-style)", a.decode));

@@ -78,6 +78,7 @@ struct JobArgs {
   int cores = 0;
   double decode_us = -1;  // modelled loader's CPU costs per decoded JPEG; -1: the model's defaults
   double decode_ns_per_byte = -1;
+  std::string loader_scaling;  // --loader-scaling: a measured loader-scaling CSV (modelled loader)
   std::string decode = "cpu";  // --decode: where JPEGs are decoded, cpu (the workers) or gpu (DALI-style)
   bool json = false;
 };

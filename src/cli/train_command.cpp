@@ -295,6 +295,8 @@ void fill_data(const TrainArgs& a, TrainData& d, JobSpec& spec, std::vector<std:
     spec.data.loader.cache = std::make_shared<pipeline::LoaderCache>(
         pipeline::cache_admission(spec.data.dataset, d.cache_bytes, d.cache_policy));
   d.loader_kind = "real";
+  if (spec.data.model.scaling)
+    notes.push_back("--loader-scaling has no effect on the real loader (its workers run on this machine's cores)");
   spec.data.cold = a.cold;
   if (spec.data.pin_memory) {
     if (j.pin_mode == "auto")

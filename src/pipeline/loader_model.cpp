@@ -90,6 +90,7 @@ ModelledLoader::ModelledLoader(Clock& clock, std::shared_ptr<const Dataset> data
   const int cores = model_.cores > 0 ? model_.cores : std::max(1u, std::thread::hardware_concurrency());
   const int threads = model_.loader_threads > 0 ? model_.loader_threads : std::max(1, options_.num_workers);
   share_ = std::max(1.0, static_cast<double>(threads) / cores);
+  busy_ = std::min(threads, cores);
   output_bytes_per_image_ = 3ull * static_cast<std::uint64_t>(options_.transform.height) *
                             static_cast<std::uint64_t>(options_.transform.width) * sizeof(float);
   const int ranks = std::max(1, model_.ranks_sharing);
@@ -124,9 +125,16 @@ ModelledLoader::~ModelledLoader() {
   if (model_.cpu_pool) model_.cpu_pool->threads -= std::max(1, options_.num_workers);
 }
 
+double ModelledLoader::efficiency() const {
+  if (!model_.scaling) return 1.0;
+  const int busy =
+      model_.cpu_pool ? std::min(model_.cpu_pool->threads.load(), std::max(1, model_.cpu_pool->cores)) : busy_;
+  return model_.scaling->efficiency(busy);
+}
+
 Duration ModelledLoader::scaled(Duration d) const {
-  const double share = this->share();
-  return share == 1.0 ? d : static_cast<Duration>(std::llround(static_cast<double>(d) * share));
+  const double factor = share() / efficiency();
+  return factor == 1.0 ? d : static_cast<Duration>(std::llround(static_cast<double>(d) * factor));
 }
 
 // The worker's next sample: its read and decode, starting at t; t moves to
@@ -561,6 +569,8 @@ std::string ModelledLoader::describe() const {
                                                   model_.decode_ns_per_byte)
                                     : std::string(),
              fmt::format("{:.2f}", share())) +
+         (model_.scaling ? fmt::format(", per-worker efficiency {:.3f} ({})", efficiency(), model_.scaling->source)
+                         : std::string()) +
          (storage_ ? fmt::format("; storage {}, page cache {}{}", storage_->device().name,
                                  model_.page_cache_bytes == UINT64_MAX
                                      ? std::string("unlimited")

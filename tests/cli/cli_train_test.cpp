@@ -351,4 +351,29 @@ TEST(CliTrainVariant, TaskAndVariantFlagsTrainWhatPredictPredicts) {
   EXPECT_NE(dlio.err.find("--matmul-precision"), std::string::npos) << dlio.err;
 }
 
+// --loader-scaling: a measured curve slows the modelled loader's workers by
+// its efficiency (a CPU-bound epoch of 4 workers on 4 cores at 0.5 of
+// linear takes twice as long), says so in the loader line, and a bad file
+// is one line naming it.
+TEST(CliTrain, AMeasuredLoaderScalingSlowsTheModelledWorkers) {
+  TempFolder dir;
+  const auto file = dir / "scaling.csv";
+  std::ofstream(file) << "workers,images_per_s\n1,100\n4,200\n";
+  const std::string base =
+      "train --clock virtual --virtual-dataset imagenette10g --model alexnet --gpu h100 -b 64 --iterations 40 "
+      "--workers 4 --cores 4 --decode-us 20000 --cv 0 --json";
+  const auto linear = json_of(run_gpemu(base));
+  const auto scaled = json_of(run_gpemu(base + " --loader-scaling " + file.string()));
+  EXPECT_NEAR(scaled["elapsed_s"].get<double>() / linear["elapsed_s"].get<double>(), 2.0, 0.02);
+  const Outcome text = run_gpemu(
+      "train --clock virtual --virtual-dataset imagenette10g --model alexnet -b 8 "
+      "--iterations 2 --workers 4 --cores 4 --loader-scaling " +
+      file.string());
+  ASSERT_EQ(text.status, 0) << text.err;
+  EXPECT_NE(text.out.find("per-worker efficiency 0.500 (" + file.string() + ")"), std::string::npos) << text.out;
+  const Outcome bad = run_gpemu("train --clock virtual --synthetic -n 1 --loader-scaling /nonexistent/s.csv");
+  EXPECT_NE(bad.status, 0);
+  EXPECT_NE(bad.err.find("loader scaling /nonexistent/s.csv: cannot be read"), std::string::npos) << bad.err;
+}
+
 }  // namespace

@@ -39,6 +39,7 @@
 #include "gpemu/pipeline/io.h"
 #include "gpemu/pipeline/loader.h"
 #include "gpemu/pipeline/loader_cache.h"
+#include "gpemu/pipeline/loader_scaling.h"
 #include "gpemu/pipeline/sampler.h"
 #include "gpemu/pipeline/storage_model.h"
 #include "gpemu/pipeline/transform.h"
@@ -73,6 +74,11 @@ struct LoaderModelOptions {
   // Loader threads on the machine: set to world_size * max(1, num_workers)
   // by the caller when several loaders run at once; 0: this loader's own.
   int loader_threads = 0;
+  // How the machine's loader scales with its workers, measured
+  // (loader_scaling.h): each worker's CPU costs are divided by the
+  // efficiency at the workers busy (the loader threads on the machine, at
+  // most its cores). Null: linear (every worker as fast as one alone).
+  std::shared_ptr<const LoaderScaling> scaling;
   // Loaders that come and go on one machine (jobs sharing a node): each
   // loader adds its threads to the pool while it exists, and a batch's CPU
   // costs are scaled by max(1, the pool's threads / its cores) when the
@@ -208,6 +214,8 @@ class ModelledLoader : public BatchSource {
 
   // The CPU share factor in effect now (>= 1).
   double share() const { return model_.cpu_pool ? model_.cpu_pool->share() : share_; }
+  // The measured per-worker efficiency in effect now (LoaderModelOptions::scaling; 1 without).
+  double efficiency() const;
   const Sampler& sampler() const { return sampler_; }
   LoaderStats stats() const override;
 
@@ -238,6 +246,7 @@ class ModelledLoader : public BatchSource {
   Timeline* trace_;
   Sampler sampler_;
   double share_ = 1.0;
+  int busy_ = 1;  // loader threads busy at once without a CPU pool: min(threads, cores)
   std::uint64_t output_bytes_per_image_ = 0;
 
   // Current epoch.

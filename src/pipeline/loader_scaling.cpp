@@ -1,0 +1,119 @@
+#include "gpemu/pipeline/loader_scaling.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "gpemu/error.h"
+
+namespace gpemu::pipeline {
+namespace {
+
+constexpr int kMaxWorkers = 65536;
+constexpr std::size_t kMaxFileBytes = 1 << 20;  // a few hundred rows at most in practice
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
+  return s;
+}
+
+std::vector<std::string_view> fields(std::string_view line) {
+  std::vector<std::string_view> out;
+  for (std::size_t start = 0;;) {
+    const std::size_t comma = line.find(',', start);
+    out.push_back(trim(line.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start)));
+    if (comma == std::string_view::npos) return out;
+    start = comma + 1;
+  }
+}
+
+bool number(std::string_view s, double& v) {
+  if (s.empty()) return false;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  return ec == std::errc() && end == s.data() + s.size() && std::isfinite(v);
+}
+
+}  // namespace
+
+double LoaderScaling::efficiency(double busy) const {
+  if (points.empty() || busy <= 1.0) return 1.0;
+  const double base = points.front().second;  // one worker's images/s
+  auto eff = [&](const std::pair<int, double>& p) { return p.second / (base * p.first); };
+  if (busy >= points.back().first) return eff(points.back());
+  const auto hi = std::upper_bound(points.begin(), points.end(), busy,
+                                   [](double b, const std::pair<int, double>& p) { return b < p.first; });
+  const auto lo = hi - 1;
+  const double f = (busy - lo->first) / static_cast<double>(hi->first - lo->first);
+  return eff(*lo) + f * (eff(*hi) - eff(*lo));
+}
+
+LoaderScaling parse_loader_scaling(std::string_view text, std::string_view name) {
+  const std::string accepted =
+      "accepted: a CSV whose header names the columns workers and images_per_s, one row per worker count (whole "
+      "numbers 1 to 65536, each once, a row of 1 among them), positive images per second";
+  LoaderScaling s;
+  s.source = std::string(name);
+  std::size_t line_no = 0, workers_col = 0, rate_col = 0;
+  bool header = false;
+  for (std::size_t start = 0; start <= text.size();) {
+    const std::size_t nl = text.find('\n', start);
+    const std::string_view line = trim(text.substr(start, nl == std::string_view::npos ? std::string_view::npos : nl - start));
+    start = nl == std::string_view::npos ? text.size() + 1 : nl + 1;
+    ++line_no;
+    if (line.empty() || line.front() == '#') continue;
+    const auto f = fields(line);
+    if (!header) {
+      const auto find = [&](std::string_view col) {
+        return static_cast<std::size_t>(std::find(f.begin(), f.end(), col) - f.begin());
+      };
+      workers_col = find("workers");
+      rate_col = find("images_per_s");
+      if (workers_col == f.size() || rate_col == f.size())
+        throw InputError(fmt::format("loader scaling {}:{}: the header has no {} column; {}", name, line_no,
+                                     workers_col == f.size() ? "workers" : "images_per_s", accepted));
+      header = true;
+      continue;
+    }
+    double w = 0, r = 0;
+    if (f.size() <= std::max(workers_col, rate_col) || !number(f[workers_col], w) || !number(f[rate_col], r))
+      throw InputError(
+          fmt::format("loader scaling {}:{}: a row needs a number in the workers and images_per_s columns; {}", name,
+                      line_no, accepted));
+    if (w == 0) continue;  // the in-process loader (torch's num_workers=0)
+    if (w < 1 || w > kMaxWorkers || w != std::floor(w))
+      throw InputError(fmt::format("loader scaling {}:{}: {} workers; {}", name, line_no, f[workers_col], accepted));
+    if (r <= 0)
+      throw InputError(fmt::format("loader scaling {}:{}: {} images per second; {}", name, line_no, f[rate_col], accepted));
+    const int wi = static_cast<int>(w);
+    if (std::any_of(s.points.begin(), s.points.end(), [wi](const auto& p) { return p.first == wi; }))
+      throw InputError(fmt::format("loader scaling {}:{}: a second row of {} workers; {}", name, line_no, wi, accepted));
+    s.points.emplace_back(wi, r);
+  }
+  if (!header) throw InputError(fmt::format("loader scaling {}: no header line; {}", name, accepted));
+  std::sort(s.points.begin(), s.points.end());
+  if (s.points.empty() || s.points.front().first != 1)
+    throw InputError(fmt::format("loader scaling {}: no row of 1 worker (the efficiencies are relative to it); {}",
+                                 name, accepted));
+  return s;
+}
+
+LoaderScaling read_loader_scaling(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw InputError(fmt::format("loader scaling {}: cannot be read; give a CSV file", file.string()));
+  std::string text(kMaxFileBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  if (in.bad()) throw InputError(fmt::format("loader scaling {}: cannot be read; give a CSV file", file.string()));
+  text.resize(static_cast<std::size_t>(in.gcount()));
+  if (text.size() > kMaxFileBytes)
+    throw InputError(
+        fmt::format("loader scaling {}: more than {} bytes; accepted: a CSV of one row per worker count",
+                    file.string(), kMaxFileBytes));
+  return parse_loader_scaling(text, file.string());
+}
+
+}  // namespace gpemu::pipeline
