@@ -32,6 +32,13 @@ std::vector<std::string_view> fields(std::string_view line) {
   }
 }
 
+// A field as messages quote it: at most 40 characters, bytes outside printable ASCII as '?'.
+std::string shown(std::string_view s) {
+  std::string out;
+  for (char c : s.substr(0, 40)) out += (c >= 0x20 && c < 0x7f) ? c : '?';
+  return s.size() > 40 ? out + "..." : out;
+}
+
 bool number(std::string_view s, double& v) {
   if (s.empty()) return false;
   const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
@@ -62,7 +69,8 @@ LoaderScaling parse_loader_scaling(std::string_view text, std::string_view name)
   bool header = false;
   for (std::size_t start = 0; start <= text.size();) {
     const std::size_t nl = text.find('\n', start);
-    const std::string_view line = trim(text.substr(start, nl == std::string_view::npos ? std::string_view::npos : nl - start));
+    const std::string_view line =
+        trim(text.substr(start, nl == std::string_view::npos ? std::string_view::npos : nl - start));
     start = nl == std::string_view::npos ? text.size() + 1 : nl + 1;
     ++line_no;
     if (line.empty() || line.front() == '#') continue;
@@ -86,19 +94,22 @@ LoaderScaling parse_loader_scaling(std::string_view text, std::string_view name)
                       line_no, accepted));
     if (w == 0) continue;  // the in-process loader (torch's num_workers=0)
     if (w < 1 || w > kMaxWorkers || w != std::floor(w))
-      throw InputError(fmt::format("loader scaling {}:{}: {} workers; {}", name, line_no, f[workers_col], accepted));
+      throw InputError(
+          fmt::format("loader scaling {}:{}: {} workers; {}", name, line_no, shown(f[workers_col]), accepted));
     if (r <= 0)
-      throw InputError(fmt::format("loader scaling {}:{}: {} images per second; {}", name, line_no, f[rate_col], accepted));
+      throw InputError(
+          fmt::format("loader scaling {}:{}: {} images per second; {}", name, line_no, shown(f[rate_col]), accepted));
     const int wi = static_cast<int>(w);
     if (std::any_of(s.points.begin(), s.points.end(), [wi](const auto& p) { return p.first == wi; }))
-      throw InputError(fmt::format("loader scaling {}:{}: a second row of {} workers; {}", name, line_no, wi, accepted));
+      throw InputError(
+          fmt::format("loader scaling {}:{}: a second row of {} workers; {}", name, line_no, wi, accepted));
     s.points.emplace_back(wi, r);
   }
   if (!header) throw InputError(fmt::format("loader scaling {}: no header line; {}", name, accepted));
   std::sort(s.points.begin(), s.points.end());
   if (s.points.empty() || s.points.front().first != 1)
-    throw InputError(fmt::format("loader scaling {}: no row of 1 worker (the efficiencies are relative to it); {}",
-                                 name, accepted));
+    throw InputError(
+        fmt::format("loader scaling {}: no row of 1 worker (the efficiencies are relative to it); {}", name, accepted));
   return s;
 }
 
@@ -110,9 +121,8 @@ LoaderScaling read_loader_scaling(const std::filesystem::path& file) {
   if (in.bad()) throw InputError(fmt::format("loader scaling {}: cannot be read; give a CSV file", file.string()));
   text.resize(static_cast<std::size_t>(in.gcount()));
   if (text.size() > kMaxFileBytes)
-    throw InputError(
-        fmt::format("loader scaling {}: more than {} bytes; accepted: a CSV of one row per worker count",
-                    file.string(), kMaxFileBytes));
+    throw InputError(fmt::format("loader scaling {}: more than {} bytes; accepted: a CSV of one row per worker count",
+                                 file.string(), kMaxFileBytes));
   return parse_loader_scaling(text, file.string());
 }
 

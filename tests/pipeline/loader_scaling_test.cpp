@@ -42,10 +42,10 @@ TEST(LoaderScaling, EfficiencyIsPerWorkerRateOverOneWorkersBetweenAndBeyondTheMe
   EXPECT_EQ(s.points.front().first, 1);
   EXPECT_DOUBLE_EQ(s.efficiency(1), 1.0);
   EXPECT_DOUBLE_EQ(s.efficiency(0.5), 1.0);
-  EXPECT_DOUBLE_EQ(s.efficiency(2), 0.9);             // 180 / (2 x 100)
-  EXPECT_DOUBLE_EQ(s.efficiency(4), 0.75);            // 300 / (4 x 100)
+  EXPECT_DOUBLE_EQ(s.efficiency(2), 0.9);               // 180 / (2 x 100)
+  EXPECT_DOUBLE_EQ(s.efficiency(4), 0.75);              // 300 / (4 x 100)
   EXPECT_DOUBLE_EQ(s.efficiency(3), (0.9 + 0.75) / 2);  // linear between 2 and 4
-  EXPECT_DOUBLE_EQ(s.efficiency(64), 0.75);           // the last count's beyond it
+  EXPECT_DOUBLE_EQ(s.efficiency(64), 0.75);             // the last count's beyond it
   EXPECT_DOUBLE_EQ(LoaderScaling{}.efficiency(16), 1.0);
 }
 
@@ -55,18 +55,17 @@ TEST(LoaderScaling, AFileThatIsNotAScalingIsOneLineNamingTheLine) {
   EXPECT_NE(error_of("workers,images_per_s\n2,100\n4,150\n").find("no row of 1 worker"), std::string::npos);
   EXPECT_NE(error_of("workers,images_per_s\n1,100\n1,120\n").find("f.csv:3: a second row of 1 workers"),
             std::string::npos);
-  EXPECT_NE(error_of("workers,images_per_s\n1,100\n2,-5\n").find("f.csv:3: -5 images per second"),
-            std::string::npos);
+  EXPECT_NE(error_of("workers,images_per_s\n1,100\n2,-5\n").find("f.csv:3: -5 images per second"), std::string::npos);
   EXPECT_NE(error_of("workers,images_per_s\n1,100\n2.5,150\n").find("f.csv:3: 2.5 workers"), std::string::npos);
-  EXPECT_NE(error_of("workers,images_per_s\n1,100\n2,fast\n").find("f.csv:3: a row needs a number"),
-            std::string::npos);
+  EXPECT_NE(error_of("workers,images_per_s\n1,100\n2,fast\n").find("f.csv:3: a row needs a number"), std::string::npos);
   EXPECT_NE(error_of("workers,images_per_s\n1,nan\n").find("a row needs a number"), std::string::npos);
   EXPECT_NE(error_of("").find("no header line"), std::string::npos);
   EXPECT_NE(error_of("workers,images_per_s\n1,100\n99999,100\n").find("99999 workers"), std::string::npos);
 }
 
 TEST(LoaderScaling, AMissingFileOrAFolderIsOneLineNamingIt) {
-  for (const std::string path : {std::string("/nonexistent/scaling.csv"), std::filesystem::temp_directory_path().string()}) {
+  for (const std::string path :
+       {std::string("/nonexistent/scaling.csv"), std::filesystem::temp_directory_path().string()}) {
     try {
       read_loader_scaling(path);
       ADD_FAILURE() << path;

@@ -25,8 +25,8 @@
 namespace gpemu::pipeline {
 
 struct LoaderScaling {
-  std::string source;                             // the file, for messages and output
-  std::vector<std::pair<int, double>> points;     // (workers, images/s), workers ascending, the first 1
+  std::string source;                          // the file, for messages and output
+  std::vector<std::pair<int, double>> points;  // (workers, images/s), workers ascending, the first 1
   // Efficiency at `busy` workers: images/s per worker over one worker's,
   // linear between measured counts, the last count's beyond it; 1 at or
   // below one worker.
