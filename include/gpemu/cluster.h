@@ -295,6 +295,10 @@ class Policy {
   // jobs placed there before it this round moves them to other nodes (each
   // pays its checkpoint) rather than spread over nodes or wait.
   virtual bool defragments() const { return false; }
+  // Whether the policy is asked every round even when no job waits (the
+  // simulator otherwise runs such rounds as one): a policy that moves
+  // running jobs between GPU models by turns.
+  virtual bool every_round() const { return false; }
 };
 
 // How a job's node shares its cores between the jobs placed on it.
@@ -323,7 +327,7 @@ struct AlloxOptions {
   double alpha = 0.5;
 };
 
-// "fifo", "srtf", "las", "drf-fifo", "drf", "allox", "es", "max-min", "timeslice",
+// "fifo", "srtf", "las", "drf-fifo", "drf", "allox", "es", "max-min", "max-min-perf", "timeslice",
 // "gandiva"; InputError
 // naming the policy and the accepted ones.
 std::unique_ptr<Policy> make_policy(std::string_view name, const LasOptions& las = {}, const AlloxOptions& allox = {});
@@ -344,6 +348,10 @@ std::unique_ptr<Policy> make_es_policy();
 // Gavel's max-min fairness: water-filled time shares of the GPUs, turned into
 // rounds by Gavel's priority (share / fraction of time received).
 std::unique_ptr<Policy> make_max_min_policy();
+// Gavel's heterogeneity-aware max-min fairness (MaxMinFairnessPolicyWithPerf):
+// the allocation over GPU models that maximises the least normalised
+// throughput, from the engine's throughput of each job on each model.
+std::unique_ptr<Policy> make_max_min_perf_policy();
 std::unique_ptr<Policy> make_timeslice_policy();
 // Gandiva (Xiao et al., OSDI 2018): time slicing, packing of two 1-GPU jobs
 // on one GPU while the cluster is oversubscribed and the pair's engine speed

@@ -7,7 +7,7 @@
 namespace gpemu::cluster {
 
 std::vector<std::string> policy_names() {
-  return {"fifo", "srtf", "las", "drf-fifo", "drf", "allox", "es", "max-min", "timeslice", "gandiva"};
+  return {"fifo", "srtf", "las", "drf-fifo", "drf", "allox", "es", "max-min", "max-min-perf", "timeslice", "gandiva"};
 }
 
 std::unique_ptr<Policy> make_policy(std::string_view name, const LasOptions& las, const AlloxOptions& allox) {
@@ -19,6 +19,7 @@ std::unique_ptr<Policy> make_policy(std::string_view name, const LasOptions& las
   if (name == "allox") return make_allox_policy(allox);
   if (name == "es") return make_es_policy();
   if (name == "max-min") return make_max_min_policy();
+  if (name == "max-min-perf") return make_max_min_perf_policy();
   if (name == "timeslice") return make_timeslice_policy();
   if (name == "gandiva") return make_gandiva_policy();
   std::string accepted;

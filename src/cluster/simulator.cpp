@@ -204,7 +204,7 @@ class Simulation {
       // Rounds that can run as one: nothing waits, so nothing changes until
       // the next arrival or the first finish.
       std::int64_t k = 1;
-      if (!waiting) {
+      if (!waiting && !policy_.every_round()) {
         std::int64_t limit = std::numeric_limits<std::int64_t>::max();
         if (next < trace_.jobs.size())
           limit =
