@@ -327,7 +327,7 @@ struct AlloxOptions {
   double alpha = 0.5;
 };
 
-// "fifo", "srtf", "las", "drf-fifo", "drf", "allox", "es", "max-min", "max-min-perf", "timeslice",
+// "fifo", "srtf", "las", "drf-fifo", "drf", "allox", "es", "max-min", "timeslice", "max-min-perf",
 // "gandiva"; InputError
 // naming the policy and the accepted ones.
 std::unique_ptr<Policy> make_policy(std::string_view name, const LasOptions& las = {}, const AlloxOptions& allox = {});

@@ -15,7 +15,6 @@
 #include "common/message_text.h"
 #include "common/output_path.h"
 #include "gpemu/cluster.h"
-#include "gpemu/device.h"
 #include "gpemu/error.h"
 
 namespace gpemu::cli {
@@ -69,7 +68,7 @@ void run_cluster(const ClusterArgs& a) {
   o.cpu = cluster::parse_cpu_allocation(a.cpu);
   o.fidelity = cluster::parse_fidelity(a.fidelity);
   o.checkpoint_cost = !a.no_checkpoint_cost;
-  o.pack_sharing = std::string(to_string(parse_share_policy(a.pack_sharing)));
+  o.pack_sharing = a.pack_sharing;  // checked by simulate, which names the accepted ones
   if (a.interference != "gpu" && a.interference != "node")
     throw InputError(
         fmt::format("--interference '{}': unknown; accepted: gpu (jobs packed on one GPU slow each other), "
@@ -153,7 +152,7 @@ void add_cluster_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--no-checkpoint-cost", a->no_checkpoint_cost, "Preemption and migration cost nothing");
   cmd->add_option("--pack-sharing", a->pack_sharing,
-                  "How jobs packed on one GPU share it: a sharing policy of gpemu share (timeslice, mps, ...)")
+                  "How jobs packed on one GPU share it: timeslice, mps, priority or fifo (gpemu share's policies)")
       ->capture_default_str();
   cmd->add_option("--interference", a->interference,
                   "gpu (jobs packed on one GPU run at the engine's speed for the pair) or node (also every node's "

@@ -7,7 +7,7 @@
 namespace gpemu::cluster {
 
 std::vector<std::string> policy_names() {
-  return {"fifo", "srtf", "las", "drf-fifo", "drf", "allox", "es", "max-min", "max-min-perf", "timeslice", "gandiva"};
+  return {"fifo", "srtf", "las", "drf-fifo", "drf", "allox", "es", "max-min", "timeslice", "max-min-perf", "gandiva"};
 }
 
 std::unique_ptr<Policy> make_policy(std::string_view name, const LasOptions& las, const AlloxOptions& allox) {

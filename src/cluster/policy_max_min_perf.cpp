@@ -29,6 +29,7 @@
 #include <map>
 #include <tuple>
 
+#include "cluster/active_set.h"
 #include "cluster/max_min_lp.h"
 #include "gpemu/cluster.h"
 
@@ -47,11 +48,7 @@ class MaxMinPerfPolicy final : public Policy {
       if (jobs[i].running && jobs[i].ran_on_model >= 0)
         received_[{jobs[i].index, jobs[i].ran_on_model}] += view.now_s - last_s_;
     last_s_ = view.now_s;
-    std::vector<std::size_t> ids;
-    for (std::size_t i : order) ids.push_back(jobs[i].index);
-    std::sort(ids.begin(), ids.end());
-    if (ids != ids_) {  // arrivals or finishes: a new allocation
-      ids_ = std::move(ids);
+    if (detail::active_set_changed(jobs, order, ids_)) {  // arrivals or finishes: a new allocation
       reset_s_ = view.now_s;
       received_.clear();
       allocate(view, order);

@@ -124,6 +124,13 @@ class Simulation {
           "--fidelity iteration: the cluster has {} GPUs; stepping every iteration through the engine is for "
           "clusters of at most {} GPUs: use --fidelity speed (the memoised speed per configuration)",
           total_gpus_, kMaxIterationGpus));
+    const std::string& ps = o.pack_sharing;
+    if (ps != "timeslice" && ps != "mps" && ps != "priority" && (ps != "fifo" || o.node_interference))
+      throw InputError(fmt::format(
+          "--pack-sharing '{}': jobs packed on one GPU share it under timeslice, mps, priority or fifo (fifo not "
+          "with --interference node: a node's session of jobs of several GPUs cannot hold a GPU for a whole step); "
+          "mig gives each job a slice of its own, which is partitioning, not packing",
+          ps));
     for (const auto& j : t.jobs) cpu_configs_ = cpu_configs_ || j.cpu_config_cpus > 0;
     for (std::size_t m = 0; m < model_gpu_.size(); ++m) index_.emplace_back(max_per_node_, nodes_.size());
     for (const GpuSpec* g : model_gpu_) gpu_models_.push_back(GpuModelCount{g, 0});

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "gpemu/cluster.h"
+#include "gpemu/error.h"
 
 namespace gpemu::cluster {
 namespace {
@@ -53,6 +54,25 @@ TEST(Colocation, PackedJobsRunAtTheEnginesSpeedForThePairMemoised) {
       parse_trace("job,arrival_s,model,batch,gpus,iterations\nx,0,resnet50,256,1,10\ny,0,resnet50,256,1,10\n",
                   "big.csv", c);
   EXPECT_FALSE(speed.colocated_s({{&big.jobs[0], a, 0}, {&big.jobs[1], a, 0}}, 1, 4));
+}
+
+TEST(Colocation, APackingSharingPolicyThatCannotPackIsOneLine) {
+  const auto c = parse_cluster(kOneV100, "c.json");
+  const auto t = parse_trace(kPackable, "t.csv", c);
+  JobSpeed speed;
+  auto p = make_policy("gandiva");
+  for (const auto& [sharing, node] : {std::pair<const char*, bool>{"mig", false}, {"fifo", true}, {"nope", false}}) {
+    SimOptions o;
+    o.pack_sharing = sharing;
+    o.node_interference = node;
+    try {
+      simulate(c, t, *p, o, speed);
+      ADD_FAILURE() << sharing << " was accepted";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string("--pack-sharing '") + sharing + "'"), std::string::npos);
+      EXPECT_NE(std::string(e.what()).find("timeslice, mps, priority or fifo"), std::string::npos);
+    }
+  }
 }
 
 TEST(Gandiva, PacksWhileOversubscribedAtThePairsSpeedThenRunsAlone) {
