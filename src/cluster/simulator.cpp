@@ -422,10 +422,16 @@ class Simulation {
         for (const Slice& s : a.placement) free_cpus -= nodes_[s.node].cpus * s.gpus / nodes_[s.node].gpus;
       }
     }
-    // Packing: a job of one GPU on the GPU of a placed job of one GPU that
-    // has no other guest (a slice of no GPUs of its own on the host's node).
     packing_ = !guests.empty();
-    std::vector<char> hosting(packing_ ? active_.size() : 0, 0);
+    return (packing_ && !place_guests(guests)) || waiting;
+  }
+
+  // Packing: a job of one GPU on the GPU of a placed job of one GPU that has
+  // no other guest (a slice of no GPUs of its own on the host's node).
+  // Returns whether every guest was placed.
+  bool place_guests(const std::vector<std::size_t>& guests) {
+    bool all = true;
+    std::vector<char> hosting(active_.size(), 0);
     for (std::size_t k : guests) {
       Active& a = active_[k];
       const auto h = static_cast<std::size_t>(states_[k].pack_with);
@@ -433,14 +439,14 @@ class Simulation {
                       packable(trace_.jobs[active_[h].trace_index]) && active_[h].placement.size() == 1 &&
                       active_[h].host < 0 && states_[h].pack_with < 0;
       if (!ok) {
-        waiting = true;
+        all = false;
         continue;
       }
       hosting[h] = 1;
       a.host = static_cast<int>(h);
       a.placement.push_back(Slice{active_[h].placement.front().node, 0, 0});
     }
-    return waiting;
+    return all;
   }
 
   bool place_job(Active& a, const TraceJob& j, int model) {
@@ -630,54 +636,70 @@ class Simulation {
     } else if (o_.cpu == CpuAllocation::Tune) {
       tune(order);
     }
-    // The jobs on GPUs of their own first, then the guests on their hosts'.
-    for (int pass = 0; pass < (packing_ ? 2 : 1); ++pass)
-      for (std::size_t k = 0; k < active_.size(); ++k) {
-        Active& a = active_[k];
-        if ((a.placement.empty() && !a.on_cpu) || (a.host >= 0) != (pass == 1)) continue;
-        const TraceJob& j = trace_.jobs[a.trace_index];
-        if (a.on_cpu) {  // its CPU configuration: its cores, its step time there
-          if (!a.was_on_cpu && a.ran_before && o_.checkpoint_cost) a.overhead_s += 2 * checkpoint_s_per_gpu_ * j.gpus;
-          a.alloc = Allocation{};
-          a.alloc.cpus = j.cpu_config_cpus;
-          a.iter_s = j.cpu_step_s;
-          a.colocated = a.packed = false;
-          continue;
-        }
-        Allocation al;
-        if (a.host >= 0) {  // the host's GPU and cores, shared, if they fit in its memory together
-          const Active& h = active_[static_cast<std::size_t>(a.host)];
-          for (Slice& s : a.placement) s.cpus = 0;
-          al = h.alloc;
-          if (!speed_.colocated_s({{&trace_.jobs[h.trace_index], h.alloc, 0}, {&j, al, 0}}, 1, h.alloc.cpus,
-                                  o_.pack_sharing)) {
-            a.placement.clear();  // it waits this round
-            a.host = -1;
-            continue;
-          }
-        } else {
-          al.gpu = nodes_[a.placement.front().node].gpu;
-          al.decode_us = nodes_[a.placement.front().node].decode_us;
-          al.gpus = j.gpus;
-          al.nodes = even_nodes(j.gpus, static_cast<int>(a.placement.size()));
-          al.cpus = 0;
-          for (const Slice& s : a.placement) al.cpus += s.cpus;
-          al.cpus = std::max(1, al.cpus);
-        }
-        const bool moved =
-            a.was_on_cpu || a.placement.size() != a.previous.size() ||
-            !std::equal(a.placement.begin(), a.placement.end(), a.previous.begin(),
-                        [](const Slice& x, const Slice& y) { return x.node == y.node && x.gpus == y.gpus; });
-        if (moved && a.ran_before && o_.checkpoint_cost) a.overhead_s += 2 * checkpoint_s_per_gpu_ * j.gpus;
-        if (moved && states_[k].running && !a.was_on_cpu && !a.previous.empty()) ++out.jobs[a.trace_index].migrations;
-        if (moved || al.cpus != a.alloc.cpus || a.iter_s == 0 || a.alloc.gpu == nullptr || a.colocated) {
-          a.alloc = al;
-          a.iter_s = a.host >= 0 ? 0 : speed_.iteration_s(j, al);  // a guest's: its pair's (colocate)
-          if (a.segment) a.segment->live = false;                  // a new run on the new allocation
-        }
+    for (std::size_t k = 0; k < active_.size(); ++k) {
+      Active& a = active_[k];
+      if ((a.placement.empty() && !a.on_cpu) || a.host >= 0) continue;  // guests: allocate_guests
+      const TraceJob& j = trace_.jobs[a.trace_index];
+      if (a.on_cpu) {  // its CPU configuration: its cores, its step time there
+        if (!a.was_on_cpu && a.ran_before && o_.checkpoint_cost) a.overhead_s += 2 * checkpoint_s_per_gpu_ * j.gpus;
+        a.alloc = Allocation{};
+        a.alloc.cpus = j.cpu_config_cpus;
+        a.iter_s = j.cpu_step_s;
         a.colocated = a.packed = false;
+        states_[k].ran_on_model = -1;
+        continue;
       }
-    colocate();
+      Allocation al;
+      const Node& first = nodes_[a.placement.front().node];
+      al.gpu = first.gpu;
+      al.decode_us = first.decode_us;
+      states_[k].ran_on_model = first.model;  // for the next round's policy
+      al.gpus = j.gpus;
+      al.nodes = even_nodes(j.gpus, static_cast<int>(a.placement.size()));
+      al.cpus = 0;
+      for (const Slice& s : a.placement) al.cpus += s.cpus;
+      al.cpus = std::max(1, al.cpus);
+      settle(k, al, out);
+    }
+    if (packing_) allocate_guests(out);
+    if (packing_ || o_.node_interference) colocate();
+  }
+
+  // A placed job's allocation: the checkpoint it pays when its GPUs changed
+  // (a migration when it ran last round), and its speed alone on it.
+  void settle(std::size_t k, const Allocation& al, ClusterRun& out) {
+    Active& a = active_[k];
+    const TraceJob& j = trace_.jobs[a.trace_index];
+    const bool moved = a.was_on_cpu || a.placement.size() != a.previous.size() ||
+                       !std::equal(a.placement.begin(), a.placement.end(), a.previous.begin(),
+                                   [](const Slice& x, const Slice& y) { return x.node == y.node && x.gpus == y.gpus; });
+    if (moved && a.ran_before && o_.checkpoint_cost) a.overhead_s += 2 * checkpoint_s_per_gpu_ * j.gpus;
+    if (moved && states_[k].running && !a.was_on_cpu && !a.previous.empty()) ++out.jobs[a.trace_index].migrations;
+    if (moved || al.cpus != a.alloc.cpus || a.iter_s == 0 || a.alloc.gpu == nullptr || a.colocated) {
+      a.alloc = al;
+      a.iter_s = a.host >= 0 ? 0 : speed_.iteration_s(j, al);  // a guest's: its pair's (colocate)
+      if (a.segment) a.segment->live = false;                  // a new run on the new allocation
+    }
+    a.colocated = a.packed = false;
+  }
+
+  // Guests on their hosts' GPU and cores, shared, if the engine says they
+  // fit in its memory together; else the guest waits this round.
+  void allocate_guests(ClusterRun& out) {
+    for (std::size_t k = 0; k < active_.size(); ++k) {
+      Active& a = active_[k];
+      if (a.host < 0) continue;
+      const Active& h = active_[static_cast<std::size_t>(a.host)];
+      for (Slice& s : a.placement) s.cpus = 0;
+      if (!speed_.colocated_s({{&trace_.jobs[h.trace_index], h.alloc, 0}, {&trace_.jobs[a.trace_index], h.alloc, 0}}, 1,
+                              h.alloc.cpus, o_.pack_sharing)) {
+        a.placement.clear();
+        a.host = -1;
+        continue;
+      }
+      states_[k].ran_on_model = states_[static_cast<std::size_t>(a.host)].ran_on_model;
+      settle(k, h.alloc, out);
+    }
   }
 
   // Co-located jobs' speeds, the engine's for their company: each packed
@@ -687,7 +709,7 @@ class Simulation {
   // those the jobs hold). A pair's or a node's speeds hold for the round.
   void colocate() {
     std::vector<std::size_t> guests;
-    for (std::size_t k = 0; packing_ && k < active_.size(); ++k)
+    for (std::size_t k = 0; k < active_.size(); ++k)
       if (active_[k].host >= 0) guests.push_back(k);
     for (std::size_t k : guests) {
       Active& a = active_[k];
@@ -819,8 +841,7 @@ class Simulation {
       a.ran_before = true;
       st.running = true;
       st.ran_on_cpu = r.on_cpu = a.on_cpu;
-      st.packed = a.packed;
-      st.ran_on_model = a.on_cpu ? -1 : nodes_[a.placement.front().node].model;
+      st.packed = a.packed;  // (ran_on_model: set by allocate_cpus)
       const double overhead = std::min(span, a.overhead_s);
       a.overhead_s -= overhead;
       const double compute = span - overhead;
