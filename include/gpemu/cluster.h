@@ -13,7 +13,9 @@
 // when it fits) and the CPU allocation its loader cores; jobs then run at the
 // engine's speed until the next round. A job whose GPUs change pays a
 // checkpoint write when it is preempted and a read when it resumes. Rounds in
-// which nothing can change (no job waits) are skipped. docs/cluster.md.
+// which nothing can change (no job waits) are skipped. Jobs packed on one GPU
+// (or, optionally, a node's jobs) run at the engine's speed for that company
+// (JobSpeed::colocated_s). docs/cluster.md.
 //
 // Thread safety: free functions on values; a JobSpeed is used by one thread.
 #pragma once
