@@ -13,7 +13,9 @@
 // when it fits) and the CPU allocation its loader cores; jobs then run at the
 // engine's speed until the next round. A job whose GPUs change pays a
 // checkpoint write when it is preempted and a read when it resumes. Rounds in
-// which nothing can change (no job waits) are skipped. docs/cluster.md.
+// which nothing can change (no job waits) are skipped. Jobs packed on one GPU
+// (or, optionally, a node's jobs) run at the engine's speed for that company
+// (JobSpeed::colocated_s). docs/cluster.md.
 //
 // Thread safety: free functions on values; a JobSpeed is used by one thread.
 #pragma once
@@ -180,8 +182,32 @@ class JobSpeed {
   std::vector<double> step_ends(const TraceJob& job, const Allocation& a, std::int64_t steps,
                                 std::int64_t dataset_steps);
 
+  // Jobs side by side on one node of `node_gpus` GPUs (session.h): each on
+  // GPUs from its `first_gpu` on (jobs with the same first GPU share that GPU
+  // under the `sharing` policy, sharing_policy.h: packing), their loaders
+  // sharing `node_cpus` cores, their copies the node's PCIe links. Each job's
+  // seconds per iteration there: its iteration_s alone times the engine's
+  // slowdown of its steady state in that company against alone. nullopt
+  // when jobs packed on a GPU do not fit in its memory together (the engine's
+  // out-of-memory). Single-node model jobs of one GPU model; memoised per
+  // set of configurations.
+  struct Placed {
+    const TraceJob* job = nullptr;
+    Allocation alloc;
+    int first_gpu = 0;
+  };
+  std::optional<std::vector<double>> colocated_s(const std::vector<Placed>& jobs, int node_gpus, int node_cpus,
+                                                 std::string_view sharing = "timeslice");
+  std::size_t colocations() const { return colocated_memo_.size(); }
+
  private:
   static double steady_s(const std::vector<double>& ends, std::int64_t steps);
+  JobSpec spec_for(const TraceJob& job, const Allocation& a, std::int64_t steps, std::int64_t dataset_steps);
+  const CostModel& costs(const TraceJob& job);
+  std::vector<std::vector<double>> session_ends(const std::vector<Placed>& jobs, const std::vector<std::int64_t>& steps,
+                                                int node_gpus, int node_cpus, std::string_view sharing, bool memory);
+  std::map<std::string, std::optional<std::vector<double>>> colocated_memo_;
+  std::map<std::string, double> alone_memo_;
   const pipeline::Dataset& dataset(const std::string& name);
   std::map<std::tuple<std::string, int, std::string, std::string, int, int, int>, double> memo_;
   std::map<std::string, std::unique_ptr<CostModel>> costs_;
@@ -205,6 +231,7 @@ struct JobState {
   double remaining_s = 0;     // remaining iterations at the job's speed on its asked GPUs
   double last_run_end_s = 0;  // when it last ran (its arrival if never)
   bool running = false;       // held GPUs in the last round
+  bool packed = false;        // shared a GPU with another job last round
   int queue = 0;              // a multi-level policy's queue (LAS)
   // Jobs with a CPU configuration (TraceJob::cpu_config_cpus): the remaining
   // iterations at its speed there, and whether it ran there last round.
@@ -213,6 +240,19 @@ struct JobState {
   // The policy's choice for this round (reset each round): run the job on its
   // CPU configuration, taking its cores from the cluster's pool.
   bool use_cpu = false;
+  // The policy's choices for this round (reset each round): the GPU model to
+  // run on (an index into ClusterView::gpu_models; -1: any), and to share
+  // the GPU of the job at this index of *view.jobs (packing: both of one
+  // GPU, that one placed; else this job waits; -1: none).
+  int gpu_model = -1;
+  int pack_with = -1;
+  int ran_on_model = -1;  // the GPU model it held last round (-1: none)
+};
+
+// A GPU model of the cluster and its GPUs.
+struct GpuModelCount {
+  const GpuSpec* gpu = nullptr;
+  int gpus = 0;
 };
 
 struct ClusterView {
@@ -222,6 +262,14 @@ struct ClusterView {
   int total_cpus = 0;
   double total_mem_gib = 0;
   std::vector<JobState>* jobs = nullptr;
+  std::vector<GpuModelCount> gpu_models;  // in the cluster file's order
+  // The engine's figures a policy may ask for (memoised): job i's seconds per
+  // iteration on its asked GPUs of model m, consolidated, with a proportional
+  // share of the cores (infinity when the model has too few GPUs); and jobs
+  // i and j packed on one GPU of the model i would get alone (each one's
+  // seconds per iteration; nullopt when they do not fit in its memory).
+  std::function<double(std::size_t i, int model)> iteration_s;
+  std::function<std::optional<std::pair<double, double>>(std::size_t i, std::size_t j)> packed_s;
 };
 
 // What a policy throws to end a run early (a policy written in Python that
@@ -245,6 +293,14 @@ class Policy {
   virtual std::string name() const = 0;
   // Fills `order` with indices into *view.jobs, highest priority first.
   virtual void order(const ClusterView& view, std::vector<std::size_t>& order) = 0;
+  // Gandiva's migration: a job whose GPUs one node would hold but for the
+  // jobs placed there before it this round moves them to other nodes (each
+  // pays its checkpoint) rather than spread over nodes or wait.
+  virtual bool defragments() const { return false; }
+  // Whether the policy is asked every round even when no job waits (the
+  // simulator otherwise runs such rounds as one): a policy that moves
+  // running jobs between GPU models by turns.
+  virtual bool every_round() const { return false; }
 };
 
 // How a job's node shares its cores between the jobs placed on it.
@@ -273,7 +329,8 @@ struct AlloxOptions {
   double alpha = 0.5;
 };
 
-// "fifo", "srtf", "las", "drf-fifo", "drf", "allox", "es", "max-min", "timeslice"; InputError
+// "fifo", "srtf", "las", "drf-fifo", "drf", "allox", "es", "max-min", "timeslice", "max-min-perf",
+// "gandiva"; InputError
 // naming the policy and the accepted ones.
 std::unique_ptr<Policy> make_policy(std::string_view name, const LasOptions& las = {}, const AlloxOptions& allox = {});
 std::unique_ptr<Policy> make_fifo_policy();
@@ -293,7 +350,15 @@ std::unique_ptr<Policy> make_es_policy();
 // Gavel's max-min fairness: water-filled time shares of the GPUs, turned into
 // rounds by Gavel's priority (share / fraction of time received).
 std::unique_ptr<Policy> make_max_min_policy();
+// Gavel's heterogeneity-aware max-min fairness (MaxMinFairnessPolicyWithPerf):
+// the allocation over GPU models that maximises the least normalised
+// throughput, from the engine's throughput of each job on each model.
+std::unique_ptr<Policy> make_max_min_perf_policy();
 std::unique_ptr<Policy> make_timeslice_policy();
+// Gandiva (Xiao et al., OSDI 2018): time slicing, packing of two 1-GPU jobs
+// on one GPU while the cluster is oversubscribed and the pair's engine speed
+// beats slicing, and migration to defragment for multi-GPU jobs.
+std::unique_ptr<Policy> make_gandiva_policy();
 std::vector<std::string> policy_names();
 
 }  // namespace gpemu::cluster
@@ -314,6 +379,13 @@ struct SimOptions {
   Fidelity fidelity = Fidelity::Speed;
   CpuAllocation cpu = CpuAllocation::Prop;
   bool checkpoint_cost = true;  // preemption and resume cost their checkpoint I/O
+  // Jobs packed on one GPU share it under this sharing policy (sharing_policy.h).
+  std::string pack_sharing = "timeslice";
+  // Jobs on one node slow each other as the engine runs them together there
+  // (their loaders' shared cores, the node's PCIe links): a session of the
+  // node's jobs per set of configurations. Off: each job as if alone on its
+  // GPUs (jobs packed on a GPU are co-located either way).
+  bool node_interference = false;
   // Utilisation samples: one per this many seconds of simulated time (0: one
   // per round, at most 10,000 samples in all).
   double util_every_s = 0;
@@ -330,6 +402,8 @@ struct JobResult {
   double gpu_s = 0;  // GPU-seconds held (checkpoint time included)
   double cpu_s = 0;  // core-seconds held
   int preemptions = 0;
+  int migrations = 0;   // moved while running (its GPUs changed from one round to the next)
+  double packed_s = 0;  // seconds it ran sharing its GPU with another job
   bool on_cpu = false;  // ran on its CPU configuration (last placed there)
   bool finished() const { return finish_s >= 0; }
 };
@@ -350,6 +424,7 @@ struct ClusterRun {
   double makespan_s = 0;
   std::int64_t rounds = 0;               // rounds the policy was asked
   std::size_t speed_configurations = 0;  // engine figures computed
+  std::size_t colocations = 0;           // engine figures of co-located jobs computed
   std::string fidelity = "speed";
   std::int64_t engine_steps = 0;  // Fidelity::Iteration: iterations the engine stepped
   std::string stopped;            // why the policy ended the run early ("": it ran to the end)

@@ -22,6 +22,7 @@ namespace {
 
 struct ClusterArgs {
   std::string cluster, trace, policy = "las", cpu = "prop", clock = "virtual", fidelity = "speed";
+  std::string pack_sharing = "timeslice", interference = "gpu";
   double round_s = 300;
   std::vector<double> las_queues = {3600};
   double starvation = 0;
@@ -67,6 +68,13 @@ void run_cluster(const ClusterArgs& a) {
   o.cpu = cluster::parse_cpu_allocation(a.cpu);
   o.fidelity = cluster::parse_fidelity(a.fidelity);
   o.checkpoint_cost = !a.no_checkpoint_cost;
+  o.pack_sharing = a.pack_sharing;  // checked by simulate, which names the accepted ones
+  if (a.interference != "gpu" && a.interference != "node")
+    throw InputError(
+        fmt::format("--interference '{}': unknown; accepted: gpu (jobs packed on one GPU slow each other), "
+                    "node (and every node's jobs, through its shared cores and PCIe links)",
+                    a.interference));
+  o.node_interference = a.interference == "node";
   // The flags are checked above, before the files are read.
   const auto cluster = cluster::read_cluster_file(a.cluster);
   const auto trace = cluster::read_trace_file(a.trace, cluster);
@@ -94,7 +102,8 @@ void run_cluster(const ClusterArgs& a) {
                             {"mean wait", fmt::format("{} h", fixed(s["mean_wait_s"].get<double>() / 3600, 3))},
                             {"makespan", fmt::format("{} h", fixed(run.makespan_s / 3600, 3))},
                             {"rounds scheduled", std::to_string(run.rounds)},
-                            {"engine configurations", std::to_string(run.speed_configurations)}});
+                            {"engine configurations", std::to_string(run.speed_configurations)},
+                            {"co-location configurations", std::to_string(run.colocations)}});
   if (o.fidelity == cluster::Fidelity::Iteration)
     std::cout << fmt::format("iterations stepped by the engine: {}\n", run.engine_steps);
   if (!a.json.empty()) std::cout << "json: " << a.json << '\n';
@@ -127,7 +136,8 @@ void add_cluster_command(CLI::App& app) {
                   "fifo, srtf, las (Tiresias' discretised 2D-LAS), drf-fifo (DRF between users, FIFO within one), "
                   "drf (DRF, shortest job on either configuration), allox (AlloX's min-cost matching to GPU or CPU), "
                   "es (AlloX's equal-share baseline), "
-                  "max-min (Gavel's max-min fairness) or timeslice (Gandiva's turns)")
+                  "max-min (Gavel's max-min fairness), max-min-perf (Gavel's heterogeneity-aware max-min), "
+                  "timeslice (Gandiva's turns) or gandiva (turns, packing and migration)")
       ->capture_default_str();
   cmd->add_option("--cpu-allocation", a->cpu,
                   "prop (GPU-proportional cores), tune (Synergy-Tune) or greedy (Synergy-Greedy)")
@@ -141,6 +151,13 @@ void add_cluster_command(CLI::App& app) {
                   "AlloX: the share of users (least fairness score) matched each round")
       ->capture_default_str();
   cmd->add_flag("--no-checkpoint-cost", a->no_checkpoint_cost, "Preemption and migration cost nothing");
+  cmd->add_option("--pack-sharing", a->pack_sharing,
+                  "How jobs packed on one GPU share it: timeslice, mps, priority or fifo (gpemu share's policies)")
+      ->capture_default_str();
+  cmd->add_option("--interference", a->interference,
+                  "gpu (jobs packed on one GPU run at the engine's speed for the pair) or node (also every node's "
+                  "jobs together: shared cores and PCIe links)")
+      ->capture_default_str();
   cmd->add_option("--fidelity", a->fidelity,
                   "speed (each configuration's engine speed, memoised) or iteration (every iteration stepped "
                   "through the engine; small clusters)")

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <unordered_map>
 
+#include "cluster/active_set.h"
 #include "gpemu/cluster.h"
 
 namespace gpemu::cluster {
@@ -25,11 +26,7 @@ class MaxMinPolicy final : public Policy {
   std::string name() const override { return "max-min"; }
   void order(const ClusterView& view, std::vector<std::size_t>& order) override {
     const auto& jobs = *view.jobs;
-    std::vector<std::size_t> ids;
-    for (std::size_t i : order) ids.push_back(jobs[i].index);
-    std::sort(ids.begin(), ids.end());
-    if (ids != ids_) {  // arrivals or finishes: a new allocation
-      ids_ = std::move(ids);
+    if (detail::active_set_changed(jobs, order, ids_)) {  // arrivals or finishes: a new allocation
       reset_s_ = view.now_s;
       run_at_reset_.clear();
       for (std::size_t i : order) run_at_reset_[jobs[i].index] = jobs[i].run_s;

@@ -53,6 +53,7 @@ nlohmann::json run_json(const ClusterRun& run) {
   j["cpus"] = run.total_cpus;
   j["rounds"] = run.rounds;
   j["speed_configurations"] = run.speed_configurations;
+  j["colocation_configurations"] = run.colocations;
   j["fidelity"] = run.fidelity;
   if (run.fidelity == "iteration") j["engine_steps"] = run.engine_steps;
   if (!run.stopped.empty()) j["stopped"] = {{"at_s", run.stopped_at_s}, {"why", run.stopped}};
@@ -83,6 +84,8 @@ nlohmann::json run_json(const ClusterRun& run) {
                     {"gpu_s", r.gpu_s},
                     {"cpu_s", r.cpu_s},
                     {"preemptions", r.preemptions},
+                    {"migrations", r.migrations},
+                    {"packed_s", r.packed_s},
                     {"device", r.on_cpu ? "cpu" : "gpu"}});
   auto& cdf = j["jct_cdf"] = nlohmann::json::array();
   for (const auto& [x, p] : jct_cdf(run)) cdf.push_back({x, p});
@@ -98,11 +101,13 @@ nlohmann::json run_json(const ClusterRun& run) {
 
 std::string run_csv(const ClusterRun& run) {
   std::string out =
-      "job,user,model,gpus,iterations,arrival_s,start_s,finish_s,wait_s,jct_s,gpu_s,cpu_s,preemptions,device\n";
+      "job,user,model,gpus,iterations,arrival_s,start_s,finish_s,wait_s,jct_s,gpu_s,cpu_s,preemptions,device,"
+      "migrations,"
+      "packed_s\n";
   for (const auto& r : run.jobs)
-    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", r.id, r.user, r.model, r.gpus, r.iterations,
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", r.id, r.user, r.model, r.gpus, r.iterations,
                        r.arrival_s, r.start_s, r.finish_s, r.wait_s(), r.jct_s(), r.gpu_s, r.cpu_s, r.preemptions,
-                       r.on_cpu ? "cpu" : "gpu");
+                       r.on_cpu ? "cpu" : "gpu", r.migrations, r.packed_s);
   return out;
 }
 

@@ -6,6 +6,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -69,12 +70,15 @@ struct Active {
   double fair_iter_s = 0;  // on its asked GPUs, consolidated, proportional cores
   double best_iter_s = 0;  // Tune, Greedy: there with its best cores (Synergy's speed-up over fair share)
   int best_cpus = 0;       // Tune, Greedy: those cores (0: its speed does not depend on them)
+  int host = -1;           // packed this round on the GPU of this active job (its index)
   std::vector<Slice> placement, previous;
   Allocation alloc;  // of the current placement
   double iter_s = 0;
   double overhead_s = 0;  // checkpoint I/O still to do before iterating
   bool ran_before = false;
   bool on_cpu = false, was_on_cpu = false;  // on its CPU configuration this round, last round
+  bool packed = false;                      // shares its GPU this round (either of a pair)
+  bool colocated = false;                   // its speed this round is the engine's for its company
   // --fidelity iteration (out of line: a run at the speed keeps Active small).
   std::unique_ptr<Segment> segment;
 };
@@ -120,8 +124,17 @@ class Simulation {
           "--fidelity iteration: the cluster has {} GPUs; stepping every iteration through the engine is for "
           "clusters of at most {} GPUs: use --fidelity speed (the memoised speed per configuration)",
           total_gpus_, kMaxIterationGpus));
+    const std::string& ps = o.pack_sharing;
+    if (ps != "timeslice" && ps != "mps" && ps != "priority" && (ps != "fifo" || o.node_interference))
+      throw InputError(fmt::format(
+          "--pack-sharing '{}': jobs packed on one GPU share it under timeslice, mps, priority or fifo (fifo not "
+          "with --interference node: a node's session of jobs of several GPUs cannot hold a GPU for a whole step); "
+          "mig gives each job a slice of its own, which is partitioning, not packing",
+          ps));
     for (const auto& j : t.jobs) cpu_configs_ = cpu_configs_ || j.cpu_config_cpus > 0;
     for (std::size_t m = 0; m < model_gpu_.size(); ++m) index_.emplace_back(max_per_node_, nodes_.size());
+    for (const GpuSpec* g : model_gpu_) gpu_models_.push_back(GpuModelCount{g, 0});
+    for (const Node& n : nodes_) gpu_models_[static_cast<std::size_t>(n.model)].gpus += n.gpus;
     for (std::size_t n = 0; n < nodes_.size(); ++n)
       index_[static_cast<std::size_t>(nodes_[n].model)].insert(n, nodes_[n].gpus);
     checkpoint_s_per_gpu_ = c.checkpoint_gib * 1.073741824 / c.storage_gb_per_s;  // GiB -> GB
@@ -162,6 +175,8 @@ class Simulation {
                               : states_[k].running          ? a.iter_s
                                                             : a.best_iter_s;
         states_[k].remaining_s = a.remaining_iters * iter_s;
+        states_[k].pack_with = -1;
+        states_[k].gpu_model = -1;
       }
       if (cpu_configs_)
         for (std::size_t k = 0; k < active_.size(); ++k) {
@@ -170,7 +185,9 @@ class Simulation {
         }
       order.resize(active_.size());
       for (std::size_t k = 0; k < order.size(); ++k) order[k] = k;
-      ClusterView view{now, R, total_gpus_, total_cpus_, 0, &states_};
+      ClusterView view{now, R, total_gpus_, total_cpus_, 0, &states_, gpu_models_};
+      view.iteration_s = [this](std::size_t k, int m) { return iteration_on(k, m); };
+      view.packed_s = [this](std::size_t k, std::size_t g) { return packed_on(k, g); };
       try {
         policy_.order(view, order);
       } catch (const PolicyFailure& e) {  // the run so far, finished jobs' records complete
@@ -180,7 +197,7 @@ class Simulation {
       }
       ++out.rounds;
       const bool waiting = place(order);
-      allocate_cpus(order);
+      allocate_cpus(order, out);
       if (next == trace_.jobs.size() && std::none_of(active_.begin(), active_.end(), [](const Active& a) {
             return !a.placement.empty() || a.on_cpu;
           })) {
@@ -194,7 +211,7 @@ class Simulation {
       // Rounds that can run as one: nothing waits, so nothing changes until
       // the next arrival or the first finish.
       std::int64_t k = 1;
-      if (!waiting) {
+      if (!waiting && !policy_.every_round()) {
         std::int64_t limit = std::numeric_limits<std::int64_t>::max();
         if (next < trace_.jobs.size())
           limit =
@@ -232,6 +249,7 @@ class Simulation {
     }
     for (const auto& r : out.jobs) out.makespan_s = std::max(out.makespan_s, r.finish_s);
     out.speed_configurations = speed_.configurations();
+    out.colocations = speed_.colocations();
     out.engine_steps = engine_steps_;
     thin(out.utilisation);
     return out;
@@ -239,9 +257,11 @@ class Simulation {
 
  private:
   // The allocation a job gets alone, consolidated, with a GPU-proportional
-  // share of the cores: the first node kind with enough GPUs of its model.
-  Allocation fair_allocation(const TraceJob& j) const {
+  // share of the cores: the first node kind with enough GPUs of its model
+  // (of GPU model `model`, when one is given; nullopt when it has too few).
+  std::optional<Allocation> allocation_on(const TraceJob& j, int model) const {
     for (const auto& kind : cluster_.nodes) {
+      if (model >= 0 && kind.gpu != model_gpu_[static_cast<std::size_t>(model)]) continue;
       long have = 0;
       for (const auto& k2 : cluster_.nodes)
         if (k2.gpu == kind.gpu) have += static_cast<long>(k2.gpus) * k2.count;
@@ -254,7 +274,34 @@ class Simulation {
       a.decode_us = kind.decode_us;
       return a;
     }
+    return std::nullopt;
+  }
+  Allocation fair_allocation(const TraceJob& j) const {
+    if (auto a = allocation_on(j, -1)) return *a;
     throw std::logic_error("fair_allocation: a job larger than the cluster passed the trace check");
+  }
+
+  // ClusterView::iteration_s: active job k on its asked GPUs of model m.
+  double iteration_on(std::size_t k, int m) {
+    if (m < 0 || static_cast<std::size_t>(m) >= model_gpu_.size())
+      throw std::logic_error("ClusterView::iteration_s: no such GPU model");
+    const TraceJob& j = trace_.jobs[active_.at(k).trace_index];
+    const auto a = allocation_on(j, m);
+    return a ? speed_.iteration_s(j, *a) : std::numeric_limits<double>::infinity();
+  }
+  // Whether a job may share a GPU: a model job of one GPU.
+  static bool packable(const TraceJob& j) { return j.gpus == 1 && !j.model.empty(); }
+  // ClusterView::packed_s: active jobs k and g on one GPU of the model k ran
+  // on last round (else its first), with k's proportional cores shared.
+  std::optional<std::pair<double, double>> packed_on(std::size_t k, std::size_t g) {
+    const TraceJob& hj = trace_.jobs[active_.at(k).trace_index];
+    const TraceJob& gj = trace_.jobs[active_.at(g).trace_index];
+    if (k == g || !packable(hj) || !packable(gj)) return std::nullopt;
+    const auto a = allocation_on(hj, states_[k].ran_on_model);
+    if (!a) return std::nullopt;
+    const auto t = speed_.colocated_s({{&hj, *a, 0}, {&gj, *a, 0}}, 1, a->cpus, o_.pack_sharing);
+    if (!t) return std::nullopt;
+    return std::make_pair((*t)[0], (*t)[1]);
   }
 
   void admit(std::size_t i, ClusterRun& out) {
@@ -295,7 +342,7 @@ class Simulation {
   // engine (a model's on GPUs; a fixed step, on GPUs or its CPU configuration,
   // is its step either way), and its segment, begun if it is not.
   bool stepped(const Active& a) const {
-    return o_.fidelity == Fidelity::Iteration && !a.on_cpu && !a.placement.empty() &&
+    return o_.fidelity == Fidelity::Iteration && !a.on_cpu && !a.colocated && !a.placement.empty() &&
            !trace_.jobs[a.trace_index].model.empty();
   }
   Segment& segment(Active& a) {
@@ -337,14 +384,20 @@ class Simulation {
       a.placement.clear();
       a.was_on_cpu = a.on_cpu;
       a.on_cpu = false;
+      a.host = -1;
     }
     if (o_.cpu != CpuAllocation::Prop)
       for (Node& n : nodes_) n.free_cpus = n.cpus, n.free_mem = n.dram_gib;
     bool waiting = false;
     long free_total = total_gpus_, free_cpus = total_cpus_;
+    std::vector<std::size_t> guests;
     for (std::size_t k : order) {
       Active& a = active_[k];
       const TraceJob& j = trace_.jobs[a.trace_index];
+      if (states_[k].pack_with >= 0) {  // beside its host, once the hosts are placed
+        guests.push_back(k);
+        continue;
+      }
       if (cpu_configs_ && states_[k].use_cpu && j.cpu_config_cpus > 0) {
         a.on_cpu = free_cpus >= j.cpu_config_cpus;
         waiting = waiting || !a.on_cpu;
@@ -356,7 +409,8 @@ class Simulation {
         if (free_total == 0 && !cpu_configs_) break;
         continue;
       }
-      if (!place_job(a, j) || (o_.cpu != CpuAllocation::Prop && !greedy_cores(a, j, o_.cpu == CpuAllocation::Tune))) {
+      if (!place_job(a, j, states_[k].gpu_model) ||
+          (o_.cpu != CpuAllocation::Prop && !greedy_cores(a, j, o_.cpu == CpuAllocation::Tune))) {
         waiting = true;
         continue;
       }
@@ -368,23 +422,50 @@ class Simulation {
         for (const Slice& s : a.placement) free_cpus -= nodes_[s.node].cpus * s.gpus / nodes_[s.node].gpus;
       }
     }
-    return waiting;
+    packing_ = !guests.empty();
+    return (packing_ && !place_guests(guests)) || waiting;
   }
 
-  bool place_job(Active& a, const TraceJob& j) {
+  // Packing: a job of one GPU on the GPU of a placed job of one GPU that has
+  // no other guest (a slice of no GPUs of its own on the host's node).
+  // Returns whether every guest was placed.
+  bool place_guests(const std::vector<std::size_t>& guests) {
+    bool all = true;
+    std::vector<char> hosting(active_.size(), 0);
+    for (std::size_t k : guests) {
+      Active& a = active_[k];
+      const auto h = static_cast<std::size_t>(states_[k].pack_with);
+      const bool ok = h < active_.size() && h != k && !hosting[h] && packable(trace_.jobs[a.trace_index]) &&
+                      packable(trace_.jobs[active_[h].trace_index]) && active_[h].placement.size() == 1 &&
+                      active_[h].host < 0 && states_[h].pack_with < 0;
+      if (!ok) {
+        all = false;
+        continue;
+      }
+      hosting[h] = 1;
+      a.host = static_cast<int>(h);
+      a.placement.push_back(Slice{active_[h].placement.front().node, 0, 0});
+    }
+    return all;
+  }
+
+  bool place_job(Active& a, const TraceJob& j, int model) {
     // Where it ran, if those GPUs are still free: no migration.
     bool same = !a.previous.empty();
-    for (const Slice& s : a.previous) same = same && nodes_[s.node].free_gpus >= s.gpus;
+    for (const Slice& s : a.previous)
+      same = same && s.gpus > 0 && nodes_[s.node].free_gpus >= s.gpus && (model < 0 || nodes_[s.node].model == model);
     if (same) {
       for (const Slice& s : a.previous) take(s.node, s.gpus);
       a.placement = a.previous;
       return true;
     }
     for (std::size_t m = 0; m < index_.size(); ++m) {
+      if (model >= 0 && m != static_cast<std::size_t>(model)) continue;
       auto& idx = index_[m];
       if (idx.total() < j.gpus) continue;
       if (j.gpus <= max_per_node_) {
-        const long n = idx.best_fit(j.gpus);
+        long n = idx.best_fit(j.gpus);
+        if (n < 0 && policy_.defragments()) n = defragment(m, j.gpus);
         if (n >= 0) {
           take(static_cast<std::size_t>(n), j.gpus);
           a.placement.push_back(Slice{static_cast<std::size_t>(n), j.gpus, 0});
@@ -403,6 +484,66 @@ class Simulation {
       return true;
     }
     return false;
+  }
+
+  // Gandiva's migration: makes room for `gpus` GPUs on the node of model m
+  // with the most free GPUs by moving jobs placed there this round (one node
+  // each, fewest GPUs first) to other nodes of the model, best fit (under
+  // Tune or Greedy only to nodes that also hold their cores and memory);
+  // the node, or -1 (nothing moved) when that cannot free enough. A moved
+  // job's GPUs changed: it pays its checkpoint (allocate_cpus).
+  long defragment(std::size_t m, int gpus) {
+    auto& idx = index_[m];
+    const long target = idx.most_free();
+    if (target < 0) return -1;
+    const auto n = static_cast<std::size_t>(target);
+    std::vector<std::size_t> movable;
+    for (std::size_t k = 0; k < active_.size(); ++k)
+      if (active_[k].placement.size() == 1 && active_[k].placement.front().node == n &&
+          active_[k].placement.front().gpus > 0)
+        movable.push_back(k);
+    std::stable_sort(movable.begin(), movable.end(), [&](std::size_t x, std::size_t y) {
+      return active_[x].placement.front().gpus < active_[y].placement.front().gpus;
+    });
+    int freed = nodes_[n].free_gpus;
+    take(n, freed);  // hidden from the index while jobs move off it
+    std::vector<std::size_t> moved;
+    for (std::size_t k : movable) {
+      if (freed >= gpus) break;
+      Slice& s = active_[k].placement.front();
+      const TraceJob& j = trace_.jobs[active_[k].trace_index];
+      long dest = idx.best_fit(s.gpus);
+      if (o_.cpu != CpuAllocation::Prop) {  // a node that also holds its cores and memory
+        dest = -1;
+        for (std::size_t d = 0; d < nodes_.size() && dest < 0; ++d)
+          if (d != n && nodes_[d].model == static_cast<int>(m) && nodes_[d].free_gpus >= s.gpus &&
+              nodes_[d].free_cpus >= s.cpus && nodes_[d].free_mem >= mem_need(j, d, s.gpus))
+            dest = static_cast<long>(d);
+      }
+      if (dest < 0) continue;
+      move_slice(j, s, static_cast<std::size_t>(dest));
+      freed += s.gpus;
+      moved.push_back(k);
+    }
+    if (freed < gpus)  // undo
+      for (std::size_t k : moved) {
+        Slice& s = active_[k].placement.front();
+        release({Slice{s.node, s.gpus, 0}});
+        freed -= s.gpus;
+        move_slice(trace_.jobs[active_[k].trace_index], s, n, false);
+      }
+    release({Slice{n, freed, 0}});
+    return freed >= gpus ? target : -1;
+  }
+  // Moves a slice to node d (taking its GPUs there unless `take_gpus` is
+  // false), and its booked cores and memory under Tune or Greedy.
+  void move_slice(const TraceJob& j, Slice& s, std::size_t d, bool take_gpus = true) {
+    if (take_gpus) take(d, s.gpus);
+    if (o_.cpu != CpuAllocation::Prop) {
+      nodes_[s.node].free_cpus += s.cpus, nodes_[s.node].free_mem += mem_need(j, s.node, s.gpus);
+      nodes_[d].free_cpus -= s.cpus, nodes_[d].free_mem -= mem_need(j, d, s.gpus);
+    }
+    s.node = d;
   }
 
   // Synergy-Greedy: the job's best cores on each of its nodes (its share of
@@ -488,40 +629,135 @@ class Simulation {
 
   // Cores of each placed job on each of its nodes (Prop or Tune; Greedy's
   // are set at placement), then its allocation and speed.
-  void allocate_cpus(const std::vector<std::size_t>& order) {
+  void allocate_cpus(const std::vector<std::size_t>& order, ClusterRun& out) {
     if (o_.cpu == CpuAllocation::Prop) {
       for (auto& a : active_)
         for (Slice& s : a.placement) s.cpus = nodes_[s.node].cpus * s.gpus / nodes_[s.node].gpus;
     } else if (o_.cpu == CpuAllocation::Tune) {
       tune(order);
     }
-    for (auto& a : active_) {
-      if (a.placement.empty() && !a.on_cpu) continue;
+    for (std::size_t k = 0; k < active_.size(); ++k) {
+      Active& a = active_[k];
+      if ((a.placement.empty() && !a.on_cpu) || a.host >= 0) continue;  // guests: allocate_guests
       const TraceJob& j = trace_.jobs[a.trace_index];
       if (a.on_cpu) {  // its CPU configuration: its cores, its step time there
         if (!a.was_on_cpu && a.ran_before && o_.checkpoint_cost) a.overhead_s += 2 * checkpoint_s_per_gpu_ * j.gpus;
         a.alloc = Allocation{};
         a.alloc.cpus = j.cpu_config_cpus;
         a.iter_s = j.cpu_step_s;
+        a.colocated = a.packed = false;
+        states_[k].ran_on_model = -1;
         continue;
       }
       Allocation al;
-      al.gpu = nodes_[a.placement.front().node].gpu;
-      al.decode_us = nodes_[a.placement.front().node].decode_us;
+      const Node& first = nodes_[a.placement.front().node];
+      al.gpu = first.gpu;
+      al.decode_us = first.decode_us;
+      states_[k].ran_on_model = first.model;  // for the next round's policy
       al.gpus = j.gpus;
       al.nodes = even_nodes(j.gpus, static_cast<int>(a.placement.size()));
       al.cpus = 0;
       for (const Slice& s : a.placement) al.cpus += s.cpus;
       al.cpus = std::max(1, al.cpus);
-      const bool moved =
-          a.was_on_cpu || a.placement.size() != a.previous.size() ||
-          !std::equal(a.placement.begin(), a.placement.end(), a.previous.begin(),
-                      [](const Slice& x, const Slice& y) { return x.node == y.node && x.gpus == y.gpus; });
-      if (moved && a.ran_before && o_.checkpoint_cost) a.overhead_s += 2 * checkpoint_s_per_gpu_ * j.gpus;
-      if (moved || al.cpus != a.alloc.cpus || a.iter_s == 0 || a.alloc.gpu == nullptr) {
-        a.alloc = al;
-        a.iter_s = speed_.iteration_s(j, al);
-        if (a.segment) a.segment->live = false;  // a new run on the new allocation
+      settle(k, al, out);
+    }
+    if (packing_) allocate_guests(out);
+    if (packing_ || o_.node_interference) colocate();
+  }
+
+  // A placed job's allocation: the checkpoint it pays when its GPUs changed
+  // (a migration when it ran last round), and its speed alone on it.
+  void settle(std::size_t k, const Allocation& al, ClusterRun& out) {
+    Active& a = active_[k];
+    const TraceJob& j = trace_.jobs[a.trace_index];
+    const bool moved = a.was_on_cpu || a.placement.size() != a.previous.size() ||
+                       !std::equal(a.placement.begin(), a.placement.end(), a.previous.begin(),
+                                   [](const Slice& x, const Slice& y) { return x.node == y.node && x.gpus == y.gpus; });
+    if (moved && a.ran_before && o_.checkpoint_cost) a.overhead_s += 2 * checkpoint_s_per_gpu_ * j.gpus;
+    if (moved && states_[k].running && !a.was_on_cpu && !a.previous.empty()) ++out.jobs[a.trace_index].migrations;
+    if (moved || al.cpus != a.alloc.cpus || a.iter_s == 0 || a.alloc.gpu == nullptr || a.colocated) {
+      a.alloc = al;
+      a.iter_s = a.host >= 0 ? 0 : speed_.iteration_s(j, al);  // a guest's: its pair's (colocate)
+      if (a.segment) a.segment->live = false;                  // a new run on the new allocation
+    }
+    a.colocated = a.packed = false;
+  }
+
+  // Guests on their hosts' GPU and cores, shared, if the engine says they
+  // fit in its memory together; else the guest waits this round.
+  void allocate_guests(ClusterRun& out) {
+    for (std::size_t k = 0; k < active_.size(); ++k) {
+      Active& a = active_[k];
+      if (a.host < 0) continue;
+      const Active& h = active_[static_cast<std::size_t>(a.host)];
+      for (Slice& s : a.placement) s.cpus = 0;
+      if (!speed_.colocated_s({{&trace_.jobs[h.trace_index], h.alloc, 0}, {&trace_.jobs[a.trace_index], h.alloc, 0}}, 1,
+                              h.alloc.cpus, o_.pack_sharing)) {
+        a.placement.clear();
+        a.host = -1;
+        continue;
+      }
+      states_[k].ran_on_model = states_[static_cast<std::size_t>(a.host)].ran_on_model;
+      settle(k, h.alloc, out);
+    }
+  }
+
+  // Co-located jobs' speeds, the engine's for their company: each packed
+  // pair on its GPU (allocate_cpus left out the guests that do not fit
+  // beside their hosts in the GPU's memory); with node_interference, every node's jobs
+  // together (each on its GPUs, a guest on its host's; the node's cores
+  // those the jobs hold). A pair's or a node's speeds hold for the round.
+  void colocate() {
+    std::vector<std::size_t> guests;
+    for (std::size_t k = 0; k < active_.size(); ++k)
+      if (active_[k].host >= 0) guests.push_back(k);
+    for (std::size_t k : guests) {
+      Active& a = active_[k];
+      Active& h = active_[static_cast<std::size_t>(a.host)];
+      const auto t =
+          speed_.colocated_s({{&trace_.jobs[h.trace_index], h.alloc, 0}, {&trace_.jobs[a.trace_index], a.alloc, 0}}, 1,
+                             h.alloc.cpus, o_.pack_sharing);
+      if (!t) throw std::logic_error("colocate: a pair that fit does not");
+      h.iter_s = (*t)[0], a.iter_s = (*t)[1];
+      h.colocated = h.packed = a.colocated = a.packed = true;
+      if (h.segment) h.segment->live = false;
+      if (a.segment) a.segment->live = false;
+    }
+    if (!o_.node_interference) return;
+    std::map<std::size_t, std::vector<std::size_t>> on_node;  // single-node model jobs on GPUs, by node
+    for (std::size_t k = 0; k < active_.size(); ++k) {
+      const Active& a = active_[k];
+      if (a.on_cpu || a.placement.size() != 1 || a.alloc.nodes != 1 || trace_.jobs[a.trace_index].model.empty())
+        continue;
+      on_node[a.placement.front().node].push_back(k);
+    }
+    for (auto& [n, ks] : on_node) {
+      if (ks.size() < 2) continue;
+      // Hosts and lone jobs on GPUs from 0 in turn, each guest on its host's first.
+      std::vector<JobSpeed::Placed> placed(ks.size());
+      std::map<std::size_t, int> first;
+      int next_gpu = 0, cores = 0;
+      for (int pass = 0; pass < 2; ++pass)
+        for (std::size_t i = 0; i < ks.size(); ++i) {
+          const Active& a = active_[ks[i]];
+          if ((a.host >= 0) != (pass == 1)) continue;
+          int gpu = next_gpu;
+          if (a.host >= 0) {
+            gpu = first.at(static_cast<std::size_t>(a.host));
+          } else {
+            next_gpu += a.alloc.gpus;
+            cores += a.alloc.cpus;
+          }
+          first[ks[i]] = gpu;
+          placed[i] = JobSpeed::Placed{&trace_.jobs[a.trace_index], a.alloc, gpu};
+        }
+      const auto t = speed_.colocated_s(placed, nodes_[n].gpus, cores, o_.pack_sharing);
+      if (!t) continue;  // the pairs fit alone (checked above); kept at their pairs' speeds
+      for (std::size_t i = 0; i < ks.size(); ++i) {
+        Active& a = active_[ks[i]];
+        a.iter_s = (*t)[i];
+        a.colocated = true;
+        if (a.segment) a.segment->live = false;
       }
     }
   }
@@ -536,7 +772,7 @@ class Simulation {
     std::vector<int> want(active_.size(), 0);
     for (std::size_t k : order) {
       Active& a = active_[k];
-      if (a.placement.empty()) continue;
+      if (a.placement.empty() || a.host >= 0) continue;  // a guest shares its host's cores
       const TraceJob& j = trace_.jobs[a.trace_index];
       int best = j.cpus;
       if (best == 0) {
@@ -561,6 +797,7 @@ class Simulation {
     // Second pass: the spare cores to those that want more, in order.
     for (std::size_t k : order) {
       Active& a = active_[k];
+      if (a.host >= 0) continue;
       const TraceJob& j = trace_.jobs[a.trace_index];
       for (Slice& s : a.placement) {
         const int share = std::max(1, want[k] * s.gpus / j.gpus);
@@ -574,6 +811,17 @@ class Simulation {
   // Runs every placed job for `span` seconds from `now`; returns the jobs finished.
   std::size_t progress(double now, double span, ClusterRun& out) {
     std::size_t finished = 0;
+    // A packed job whose partner finishes within the span runs alone from then.
+    const auto ends_in = [](const Active& a) { return a.overhead_s + a.remaining_iters * a.iter_s; };
+    alone_from_.assign(packing_ ? active_.size() : 0, std::numeric_limits<double>::infinity());
+    for (std::size_t k = 0; k < alone_from_.size(); ++k) {
+      const Active& g = active_[k];
+      if (g.host < 0 || !g.packed) continue;
+      const auto h = static_cast<std::size_t>(g.host);
+      const double th = ends_in(active_[h]), tg = ends_in(g);
+      if (th < tg && th < span) alone_from_[k] = th;
+      if (tg < th && tg < span) alone_from_[h] = tg;
+    }
     for (std::size_t k = 0; k < active_.size();) {
       Active& a = active_[k];
       JobState& st = states_[k];
@@ -583,7 +831,8 @@ class Simulation {
       if (!placed) {
         if (a.segment) a.segment->live = false;
         if (st.running) st.last_run_end_s = now;
-        st.running = false;
+        st.running = st.packed = false;
+        st.ran_on_model = -1;
         ++k;
         continue;
       }
@@ -592,6 +841,7 @@ class Simulation {
       a.ran_before = true;
       st.running = true;
       st.ran_on_cpu = r.on_cpu = a.on_cpu;
+      st.packed = a.packed;  // (ran_on_model: set by allocate_cpus)
       const double overhead = std::min(span, a.overhead_s);
       a.overhead_s -= overhead;
       const double compute = span - overhead;
@@ -608,17 +858,36 @@ class Simulation {
           sg.elapsed_s += compute;
           a.remaining_iters = std::max(0.0, sg.iters - sg.done_at(sg.elapsed_s));
         }
-      } else if (const double can = compute / a.iter_s; can >= a.remaining_iters) {
-        held = overhead + a.remaining_iters * a.iter_s;
-        a.remaining_iters = 0;
-        r.finish_s = now + held;
       } else {
-        a.remaining_iters -= can;
+        // At its speed until its partner (if packed) finishes, then alone
+        // (at its speed alone on the same GPU and cores).
+        const double alone_from = alone_from_.empty() ? std::numeric_limits<double>::infinity() : alone_from_[k];
+        const double split = std::clamp(alone_from - overhead, 0.0, compute);
+        const double first = split / a.iter_s;
+        if (first >= a.remaining_iters) {
+          held = overhead + a.remaining_iters * a.iter_s;
+          a.remaining_iters = 0;
+        } else if (split < compute) {
+          const double alone_s = speed_.iteration_s(trace_.jobs[a.trace_index], a.alloc);
+          if ((compute - split) / alone_s >= a.remaining_iters - first) {
+            held = overhead + split + (a.remaining_iters - first) * alone_s;
+            a.remaining_iters = 0;
+          } else {
+            a.remaining_iters -= first + (compute - split) / alone_s;
+          }
+        } else {
+          a.remaining_iters -= first;
+        }
+        if (a.remaining_iters == 0) r.finish_s = now + held;
       }
-      const int gpus = a.on_cpu ? 0 : trace_.jobs[a.trace_index].gpus;
-      r.gpu_s += gpus * held;
+      // A packed job holds half of its GPU's time while its partner runs.
+      const double together =
+          a.packed ? std::min(held, alone_from_.empty() ? held : std::min(held, alone_from_[k])) : 0.0;
+      const double gpus = a.on_cpu ? 0 : trace_.jobs[a.trace_index].gpus;
+      r.gpu_s += gpus * (held - 0.5 * together);
       r.cpu_s += a.alloc.cpus * held;
-      st.attained_gpu_s += gpus * held;
+      r.packed_s += together;
+      st.attained_gpu_s += gpus * (held - 0.5 * together);
       st.run_s += held;
       st.last_run_end_s = now + held;
       if (a.remaining_iters == 0) {
@@ -627,6 +896,10 @@ class Simulation {
         active_.pop_back();
         states_[k] = states_.back();
         states_.pop_back();
+        if (!alone_from_.empty()) {  // it follows its job
+          alone_from_[k] = alone_from_.back();
+          alone_from_.pop_back();
+        }
         ++finished;
         continue;
       }
@@ -663,9 +936,12 @@ class Simulation {
   JobSpeed& speed_;
   std::vector<Node> nodes_;
   std::vector<const GpuSpec*> model_gpu_;
+  std::vector<GpuModelCount> gpu_models_;  // ClusterView::gpu_models
   std::vector<detail::FreeGpuIndex> index_;
   int max_per_node_ = 0, total_gpus_ = 0, total_cpus_ = 0;
-  bool cpu_configs_ = false;  // some job of the trace has a CPU configuration
+  bool cpu_configs_ = false;        // some job of the trace has a CPU configuration
+  bool packing_ = false;            // some job is packed on another's GPU this round
+  std::vector<double> alone_from_;  // packing: when each job's partner finishes in the span (progress)
   double checkpoint_s_per_gpu_ = 0;
   std::int64_t engine_steps_ = 0;  // --fidelity iteration
   std::vector<Active> active_;

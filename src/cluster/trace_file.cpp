@@ -249,7 +249,9 @@ Trace parse_trace(std::string_view text, std::string_view source, const ClusterC
     if ((j.cpu_config_cpus > 0) != (j.cpu_step_s > 0) || (j.cpu_config_cpus > 0 && !j.model.empty()))
       throw InputError(
           fmt::format("{}:{}: job '{}': a CPU configuration is cpu_config_cpus and cpu_step_s together, on a "
-                      "step_s job (gpemu has no model of training on CPU cores)",
+                      "step_s job: its time per iteration is given, since gpemu has no model of training on CPU "
+                      "cores (no CPU's peak FLOP/s and bandwidth in the catalog, no cost-model factors fitted to "
+                      "CPU runs; docs/cluster.md)",
                       source, line_no, j.id));
     if (j.cpu_config_cpus > total_cpus)
       throw InputError(
