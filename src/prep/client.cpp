@@ -443,12 +443,14 @@ std::size_t PrepServiceSource::samples_per_epoch() const {
 
 std::string PrepServiceSource::describe() const {
   const Impl& s = *impl_;
-  return fmt::format("preprocessing service {}:{} (job {}): {} worker{} of {} CPU{}, offload {}, {} local thread{}",
-                     s.o.host, s.o.port, s.job_id, s.workers.size(), s.workers.size() == 1 ? "" : "s",
-                     s.workers.front().cpus.size(), s.workers.front().cpus.size() == 1 ? "" : "s",
+  const std::size_t cpus = s.workers.front().cpus.size();
+  const int local = std::max(s.o.local_workers, 1);
+  return fmt::format("preprocessing service {}:{} (job {}): {} worker{} of {} CPU{}, offload {}, {}", s.o.host,
+                     s.o.port, s.job_id, s.workers.size(), s.workers.size() == 1 ? "" : "s", cpus, cpus == 1 ? "" : "s",
                      pipeline::to_string(s.o.job.offload),
-                     s.o.job.offload == pipeline::PrepOffload::All ? 0 : std::max(s.o.local_workers, 1),
-                     s.o.job.offload == pipeline::PrepOffload::All || s.o.local_workers == 1 ? "" : "s");
+                     s.o.job.offload == pipeline::PrepOffload::All
+                         ? std::string("whole batches")
+                         : fmt::format("{} local thread{}", local, local == 1 ? "" : "s"));
 }
 
 pipeline::LoaderStats PrepServiceSource::stats() const {
