@@ -24,37 +24,6 @@ namespace {
 constexpr const char* kMarker = ".gpemu-loader-bench.json";
 constexpr int kGeneratorVersion = 1;  // bump when generate_image_dataset changes its output
 
-// Generates the dataset unless `dir` already holds one made with the same
-// parameters (recorded in a marker file beside the class folders, where
-// ImageFolder does not look).
-nlohmann::json ensure_dataset(const fs::path& dir, const LoaderBenchOptions& o) {
-  const nlohmann::json params = {{"images", o.images},
-                                 {"classes", o.classes},
-                                 {"seed", o.seed},
-                                 {"median_kb", o.median_kb},
-                                 {"generator", kGeneratorVersion}};
-  std::error_code ec;
-  if (fs::exists(dir / kMarker, ec)) {
-    try {
-      auto marker = nlohmann::json::parse(std::ifstream(dir / kMarker));
-      if (marker.at("params") == params) {
-        marker["generated"] = false;
-        return marker;
-      }
-    } catch (const std::exception&) {
-    }
-    fs::remove_all(dir, ec);  // ours, but made with other parameters
-  } else if (fs::exists(dir, ec) && !fs::is_empty(dir, ec)) {
-    throw InputError("loader bench: dataset folder '" + dir.string() +
-                     "' exists and was not made by the benchmark (no " + kMarker + "); give an empty or new folder");
-  }
-  const auto s = pl::generate_image_dataset(dir, o.classes, o.images, o.seed, o.median_kb);
-  nlohmann::json marker = {{"params", params}, {"median_bytes", s.median_bytes}, {"total_bytes", s.total_bytes}};
-  std::ofstream(dir / kMarker) << marker.dump(2) << "\n";
-  marker["generated"] = true;
-  return marker;
-}
-
 // Reads every file once so both loaders start from a warm page cache.
 void warm_page_cache(const std::vector<std::string>& files) {
   std::vector<char> buf(1 << 20);
@@ -123,6 +92,37 @@ TorchRun run_torch(const fs::path& dir, const LoaderBenchOptions& o) {
 
 }  // namespace
 
+// Generates the dataset unless `dir` already holds one made with the same
+// parameters (recorded in a marker file beside the class folders, where
+// ImageFolder does not look).
+nlohmann::json ensure_loader_bench_dataset(const fs::path& dir, const LoaderBenchOptions& o) {
+  const nlohmann::json params = {{"images", o.images},
+                                 {"classes", o.classes},
+                                 {"seed", o.seed},
+                                 {"median_kb", o.median_kb},
+                                 {"generator", kGeneratorVersion}};
+  std::error_code ec;
+  if (fs::exists(dir / kMarker, ec)) {
+    try {
+      auto marker = nlohmann::json::parse(std::ifstream(dir / kMarker));
+      if (marker.at("params") == params) {
+        marker["generated"] = false;
+        return marker;
+      }
+    } catch (const std::exception&) {
+    }
+    fs::remove_all(dir, ec);  // ours, but made with other parameters
+  } else if (fs::exists(dir, ec) && !fs::is_empty(dir, ec)) {
+    throw InputError("loader bench: dataset folder '" + dir.string() +
+                     "' exists and was not made by the benchmark (no " + kMarker + "); give an empty or new folder");
+  }
+  const auto s = pl::generate_image_dataset(dir, o.classes, o.images, o.seed, o.median_kb);
+  nlohmann::json marker = {{"params", params}, {"median_bytes", s.median_bytes}, {"total_bytes", s.total_bytes}};
+  std::ofstream(dir / kMarker) << marker.dump(2) << "\n";
+  marker["generated"] = true;
+  return marker;
+}
+
 nlohmann::json run_loader_bench(const LoaderBenchOptions& o) {
   if (o.images < 1 || o.workers < 0 || o.batch_size < 1 || o.epochs < 1 || o.classes < 1) {
     throw InputError("loader bench: images, batch_size, epochs and classes must be >= 1 and workers >= 0");
@@ -131,7 +131,7 @@ nlohmann::json run_loader_bench(const LoaderBenchOptions& o) {
                            ? fs::temp_directory_path() /
                                  ("gpemu-loader-bench-" + std::to_string(o.images) + "-" + std::to_string(o.seed))
                            : fs::path(o.dataset_dir);
-  const auto marker = ensure_dataset(dir, o);
+  const auto marker = ensure_loader_bench_dataset(dir, o);
   auto dataset = pl::open_image_folder(dir);
   if (dataset.size() > o.images) dataset.samples.resize(o.images);
   const std::vector<std::string> files = dataset.files();

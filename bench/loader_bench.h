@@ -23,6 +23,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <ostream>
 #include <string>
 
@@ -56,6 +57,11 @@ struct LoaderBenchOptions {
 };
 
 nlohmann::json run_loader_bench(const LoaderBenchOptions& options);
+// Generates the benchmark's JPEG folder (images, classes, seed, median_kb of
+// `options`) in `dir` unless a marker file there says it holds that one
+// already; the marker as JSON, with "generated". InputError for a folder
+// with other files. The preprocessing service's bench uses it too.
+nlohmann::json ensure_loader_bench_dataset(const std::filesystem::path& dir, const LoaderBenchOptions& options);
 void print_loader_bench(const nlohmann::json& result, std::ostream& out);
 
 }  // namespace gpemu

@@ -66,7 +66,8 @@ nlohmann::json run_prep_bench(const PrepBenchOptions& o) {
     throw InputError(
         "prep bench: images, batch size, image size, epochs, workers, worker CPUs and local workers must be >= 1");
   const pl::PrepOffload offload = pl::parse_prep_offload(o.offload, "--offload");
-  if (offload == pl::PrepOffload::None) throw InputError("prep bench: --offload none runs no service: read, decode or all");
+  if (offload == pl::PrepOffload::None)
+    throw InputError("prep bench: --offload none runs no service: read, decode or all");
   // The service first: its workers are forked before this process starts a thread.
   prep::PrepServerOptions so;
   so.workers = o.workers;
@@ -88,9 +89,9 @@ nlohmann::json run_prep_bench(const PrepBenchOptions& o) {
   lb.classes = 10;
   lb.median_kb = o.median_kb;
   lb.seed = o.seed;
-  const fs::path dir = o.dataset_dir.empty() ? fs::temp_directory_path() / fmt::format("gpemu-prep-bench-{}-{}",
-                                                                                         o.images, o.seed)
-                                             : fs::path(o.dataset_dir);
+  const fs::path dir = o.dataset_dir.empty()
+                           ? fs::temp_directory_path() / fmt::format("gpemu-prep-bench-{}-{}", o.images, o.seed)
+                           : fs::path(o.dataset_dir);
   const nlohmann::json marker = ensure_loader_bench_dataset(dir, lb);
   const pl::Dataset dataset = pl::open_image_folder(dir);
 
@@ -171,7 +172,8 @@ nlohmann::json run_prep_bench(const PrepBenchOptions& o) {
           {"epochs", o.epochs},
           {"network", net.name},
           {"cores_note", server.cpu_note().empty() ? nlohmann::json(nullptr) : nlohmann::json(server.cpu_note())},
-          {"per_sample", {{"read_us", to_seconds(m.read_per_sample) * 1e6}, {"decode_us", to_seconds(m.decode_per_sample) * 1e6}}},
+          {"per_sample",
+           {{"read_us", to_seconds(m.read_per_sample) * 1e6}, {"decode_us", to_seconds(m.decode_per_sample) * 1e6}}},
           {"local", side_by_side(local_real, local_modelled)},
           {"service", service_json},
           {"dataset", {{"dir", dir.string()}, {"generated", marker.value("generated", false)}}}};
@@ -185,7 +187,7 @@ void print_prep_bench(const nlohmann::json& r, std::ostream& out) {
       r["image_size"].get<int>(), r["per_sample"]["read_us"].get<double>(), r["per_sample"]["decode_us"].get<double>());
   bench::Table t({"pipeline", "real images/s", "modelled images/s", "real / modelled"});
   auto row = [&](const std::string& name, const nlohmann::json& x) {
-    t.add({name, bench::fixed(x["real_images_per_s"].get<double>(), 0),
+    t.add_row({name, bench::fixed(x["real_images_per_s"].get<double>(), 0),
            bench::fixed(x["modelled_images_per_s"].get<double>(), 0), bench::fixed(x["ratio"].get<double>(), 3)});
   };
   row("local loader, 1 core", r["local"]);
