@@ -100,7 +100,7 @@ struct PrepServiceSource::Impl {
     if (r.got == wire::Got::Bad) throw Error(fmt::format("{} is not a gpemu prep service: {}", where(), r.why));
     if (r.got != wire::Got::Frame)
       throw Error(fmt::format("{} did not answer '{}'{}", where(), request.value("op", ""),
-                              r.got == wire::Got::Timeout ? fmt::format(" within {} s", o.reply_timeout / kSecond)
+                              r.got == wire::Got::Timeout ? fmt::format(" within {:g} s", to_seconds(o.reply_timeout))
                                                           : ": it closed the connection"));
     if (!f.message.value("ok", false)) {
       const std::string error = f.message.value("error", std::string("refused"));
@@ -148,6 +148,10 @@ struct PrepServiceSource::Impl {
         throw Error(fmt::format("{}: {} refused the job: {}", where(), worker_name(w),
                                 f.message.value("error", std::string("refused"))));
       w.pid = f.message.value("pid", w.pid);
+      if (f.message.value("samples", std::size_t{0}) != samples)
+        throw Error(fmt::format("{}: {} sees {} samples in '{}' where the dispatcher saw {}: give them one folder",
+                                where(), worker_name(w), f.message.value("samples", std::size_t{0}), o.job.dataset,
+                                samples));
     }
   }
 
@@ -158,7 +162,8 @@ struct PrepServiceSource::Impl {
     if (r.got == wire::Got::Bad)
       return fmt::format("{}: {} sent a bad frame {}: {}", where(), worker_name(w), doing, r.why);
     if (r.got == wire::Got::Timeout && !interrupt_requested())
-      return fmt::format("{}: {} sent nothing for {} s {}", where(), worker_name(w), o.batch_timeout / kSecond, doing);
+      return fmt::format("{}: {} sent nothing for {:g} s {}", where(), worker_name(w), to_seconds(o.batch_timeout),
+                         doing);
     if (interrupt_requested()) return fmt::format("{}: interrupted {}", where(), doing);
     std::string how;
     for (int attempt = 0; attempt < 20 && how.empty(); ++attempt) {
@@ -282,10 +287,16 @@ struct PrepServiceSource::Impl {
         throw Error(fmt::format("{}: batch {} came with offsets that do not match its {} bytes", where(), index,
                                 r.payload.size()));
       for (std::size_t k = 0; k < indices.size(); ++k) {
+        if (offsets[k] > offsets[k + 1])
+          throw Error(fmt::format("{}: batch {} came with offsets out of order", where(), index));
         const std::span<const std::byte> bytes(r.payload.data() + offsets[k], offsets[k + 1] - offsets[k]);
-        pipeline::decode_jpeg_sample(decoder, bytes, pipeline::sample_seed(o.job.seed, e, indices[k]), t,
-                                     o.job.jpeg_validation,
-                                     reinterpret_cast<float*>(out.data() + k * slot * sizeof(float)));
+        try {
+          pipeline::decode_jpeg_sample(decoder, bytes, pipeline::sample_seed(o.job.seed, e, indices[k]), t,
+                                       o.job.jpeg_validation,
+                                       reinterpret_cast<float*>(out.data() + k * slot * sizeof(float)));
+        } catch (const Error& ex) {
+          throw Error(fmt::format("sample {} (as the service read it): {}", indices[k], ex.what()));
+        }
         ++decoded;
       }
     } else {

@@ -14,9 +14,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
-#include <list>
 #include <mutex>
-#include <set>
 #include <thread>
 
 #include <fmt/format.h>
@@ -24,6 +22,7 @@
 #include "common/interrupt.h"
 #include "common/socket_wait.h"
 #include "gpemu/error.h"
+#include "prep/connections.h"
 #include "prep/job.h"
 #include "prep/wire.h"
 #include "prep/worker.h"
@@ -55,7 +54,6 @@ struct PrepServer::Impl {
   std::vector<PrepWorkerInfo> workers;  // guarded by mu
   std::atomic<bool> stopping{false};
   std::atomic<std::uint64_t> next_job{1};
-  std::set<int> open_fds;  // guarded by mu: clients' connections, shut down on stop
 
   int ms(Duration d) const { return static_cast<int>(d / kMillisecond); }
 
@@ -258,30 +256,17 @@ void PrepServer::stop() { impl_->stopping = true; }
 
 void PrepServer::run() {
   Impl& s = *impl_;
-  std::list<std::pair<int, std::thread>> clients;
-  while (!s.stopping && !interrupt_requested()) {
-    s.reap();
-    if (!common::wait_ready(s.listen_fd, POLLIN, common::deadline_in(100))) continue;
-    const int fd = ::accept4(s.listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) continue;
-    std::lock_guard lock(s.mu);
-    s.open_fds.insert(fd);
-    clients.emplace_back(fd, std::thread([&s, fd] {
-                           s.serve_client(fd);
-                           std::lock_guard l(s.mu);
-                           s.open_fds.erase(fd);
-                           ::shutdown(fd, SHUT_RDWR);
-                         }));
-  }
-  s.stopping = true;
   {
-    std::lock_guard lock(s.mu);
-    for (int fd : s.open_fds) ::shutdown(fd, SHUT_RDWR);
-  }
-  for (auto& [fd, t] : clients) {
-    t.join();
-    ::close(fd);
-  }
+    Connections clients;
+    while (!s.stopping && !interrupt_requested()) {
+      s.reap();
+      clients.sweep(false);
+      if (!common::wait_ready(s.listen_fd, POLLIN, common::deadline_in(100))) continue;
+      const int fd = ::accept4(s.listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd >= 0) clients.add(fd, [&s](int c) { s.serve_client(c); });
+    }
+    s.stopping = true;
+  }  // every client's connection ends here
   s.terminate_workers();
 }
 

@@ -17,7 +17,6 @@
 #include <cstring>
 #include <ctime>
 #include <deque>
-#include <list>
 #include <mutex>
 #include <thread>
 
@@ -28,6 +27,7 @@
 #include "gpemu/error.h"
 #include "gpemu/pipeline/io.h"
 #include "pipeline/sample_decode.h"
+#include "prep/connections.h"
 #include "prep/job.h"
 #include "prep/wire.h"
 
@@ -246,36 +246,14 @@ int run_worker(const WorkerSetup& setup) {
   if (::getppid() != setup.dispatcher) return 0;
   if (const std::string why = pin_to_cores(setup.cpus); !why.empty())
     std::fprintf(stderr, "gpemu prep serve: worker %d cannot be pinned to its cores: %s\n", setup.index, why.c_str());
-  struct Served {
-    int fd;
-    std::shared_ptr<std::atomic<bool>> done;
-    std::thread thread;
-  };
-  std::list<Served> connections;
-  auto sweep = [&](bool all) {
-    for (auto it = connections.begin(); it != connections.end();) {
-      if (!all && !it->done->load()) {
-        ++it;
-        continue;
-      }
-      ::shutdown(it->fd, SHUT_RDWR);  // wakes its reads
-      it->thread.join();
-      ::close(it->fd);
-      it = connections.erase(it);
-    }
-  };
+  Connections connections;
   while (!interrupt_requested() && ::getppid() == setup.dispatcher) {
-    sweep(false);
+    connections.sweep(false);
     if (!common::wait_ready(setup.listen_fd, POLLIN, common::deadline_in(200))) continue;
     const int fd = ::accept4(setup.listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) continue;
-    auto done = std::make_shared<std::atomic<bool>>(false);
-    connections.push_back({fd, done, std::thread([fd, done, &setup] {
-                             Connection(fd, setup).serve();
-                             done->store(true);
-                           })});
+    if (fd >= 0) connections.add(fd, [&setup](int c) { Connection(c, setup).serve(); });
   }
-  sweep(true);
+  connections.sweep(true);
   return 0;
 }
 

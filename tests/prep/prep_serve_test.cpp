@@ -218,6 +218,56 @@ TEST(PrepServe, ABadPeerAndABadJobGetOneClearLine) {
   EXPECT_EQ(fine.batches_per_epoch(), 15u);
 }
 
+TEST(PrepServe, ABrokenJpegIsAnErrorNamingItsSample) {
+  TempDir dir;
+  pipeline::generate_image_dataset(dir.path(), 2, 20, 4, 1.5);
+  fs::path broken;
+  for (const auto& e : fs::recursive_directory_iterator(dir.path()))
+    if (e.path().extension() == ".JPEG") broken = e.path();
+  fs::resize_file(broken, 200);  // a header and the start of the scan: truncated
+  ServiceProcess service(2);
+  auto clock = make_clock(ClockKind::Real);
+  for (auto offload : {pipeline::PrepOffload::All, pipeline::PrepOffload::Read}) {
+    SCOPED_TRACE(std::string(pipeline::to_string(offload)));
+    PrepClientOptions o = client(service.port(), offload);
+    o.job.dataset = dir.path().string();
+    o.job.batch_size = 4;
+    PrepServiceSource source(*clock, o);
+    try {
+      epoch(source, 0);
+      FAIL() << "an epoch with a truncated JPEG completed";
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      if (offload == pipeline::PrepOffload::All)
+        EXPECT_NE(what.find(broken.string()), std::string::npos) << what;
+      else
+        EXPECT_NE(what.find("(as the service read it)"), std::string::npos) << what;
+    }
+  }
+}
+
+TEST(PrepServe, ASilentWorkerIsAnErrorNamingItAfterTheBatchTimeout) {
+  (void)images();
+  ServiceProcess service(1);  // one worker: the only one that can fall silent is the stopped one
+  auto clock = make_clock(ClockKind::Real);
+  PrepClientOptions o = client(service.port(), pipeline::PrepOffload::All);
+  o.batch_timeout = 300 * kMillisecond;
+  PrepServiceSource source(*clock, o);
+  const pid_t stopped = source.workers()[0].pid;
+  ASSERT_EQ(::kill(stopped, SIGSTOP), 0);
+  try {
+    epoch(source, 0);
+    ADD_FAILURE() << "an epoch with a stopped worker completed";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find(
+                  fmt::format("worker 0 (pid {}) sent nothing for 0.3 s before sending batch 0 of epoch 0", stopped)),
+              std::string::npos)
+        << what;
+  }
+  ::kill(stopped, SIGCONT);
+}
+
 TEST(PrepWire, HeadersAreCheckedBeforeAnythingIsRead) {
   wire::Header h;
   auto good = wire::make_header(10, 20);

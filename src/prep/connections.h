@@ -1,0 +1,52 @@
+// The connections a preprocessing-service process (the dispatcher, a
+// worker) serves, each on a thread of its own: finished ones are joined
+// and closed as it goes, the rest woken (shutdown) and joined at its end.
+// Used by the thread that accepts them.
+#pragma once
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <functional>
+#include <list>
+#include <memory>
+#include <thread>
+
+namespace gpemu::prep {
+
+class Connections {
+ public:
+  ~Connections() { sweep(true); }
+  // Serves fd with serve(fd) on a new thread; fd is closed once it returns.
+  void add(int fd, std::function<void(int)> serve) {
+    auto done = std::make_shared<std::atomic<bool>>(false);
+    served_.push_back({fd, done, std::thread([fd, done, serve = std::move(serve)] {
+                         serve(fd);
+                         done->store(true);
+                       })});
+  }
+  // Joins and closes the finished connections; with `all`, every one (their reads see the end).
+  void sweep(bool all) {
+    for (auto it = served_.begin(); it != served_.end();) {
+      if (!all && !it->done->load()) {
+        ++it;
+        continue;
+      }
+      ::shutdown(it->fd, SHUT_RDWR);
+      it->thread.join();
+      ::close(it->fd);
+      it = served_.erase(it);
+    }
+  }
+
+ private:
+  struct Served {
+    int fd;
+    std::shared_ptr<std::atomic<bool>> done;
+    std::thread thread;
+  };
+  std::list<Served> served_;
+};
+
+}  // namespace gpemu::prep
