@@ -188,7 +188,7 @@ void print_prep_bench(const nlohmann::json& r, std::ostream& out) {
   bench::Table t({"pipeline", "real images/s", "modelled images/s", "real / modelled"});
   auto row = [&](const std::string& name, const nlohmann::json& x) {
     t.add_row({name, bench::fixed(x["real_images_per_s"].get<double>(), 0),
-           bench::fixed(x["modelled_images_per_s"].get<double>(), 0), bench::fixed(x["ratio"].get<double>(), 3)});
+               bench::fixed(x["modelled_images_per_s"].get<double>(), 0), bench::fixed(x["ratio"].get<double>(), 3)});
   };
   row("local loader, 1 core", r["local"]);
   row(fmt::format("service: {} workers x {} CPUs, offload {}", r["workers"].get<int>(), r["worker_cpus"].get<int>(),
