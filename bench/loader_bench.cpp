@@ -8,12 +8,16 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
+
+#include <fmt/format.h>
 
 #include "bench_util.h"
 #include "gpemu/error.h"
 #include "gpemu/pipeline.h"
 #include "gpemu/zoo.h"
+#include "prep_bench.h"
 
 namespace gpemu {
 namespace fs = std::filesystem;
@@ -127,6 +131,9 @@ nlohmann::json run_loader_bench(const LoaderBenchOptions& o) {
   if (o.images < 1 || o.workers < 0 || o.batch_size < 1 || o.epochs < 1 || o.classes < 1) {
     throw InputError("loader bench: images, batch_size, epochs and classes must be >= 1 and workers >= 0");
   }
+  // The preprocessing service first: its workers are forked before the loaders start threads.
+  std::optional<BenchService> service;
+  if (o.service_workers > 0 && o.decode) service.emplace(o.service_workers, 1);
   const fs::path dir = o.dataset_dir.empty()
                            ? fs::temp_directory_path() /
                                  ("gpemu-loader-bench-" + std::to_string(o.images) + "-" + std::to_string(o.seed))
@@ -261,6 +268,26 @@ nlohmann::json run_loader_bench(const LoaderBenchOptions& o) {
     r["gpu_decode_images_per_s"] = g["images"].get<double>() / std::max(host_s, g["gpu_s"].get<double>());
     r["gpu_decode"] = g;
   }
+  // The preprocessing service (gpemu prep serve) over the same folder: its workers read, decode and batch.
+  r["service_images_per_s"] = nullptr;
+  r["service"] = nullptr;
+  if (!service) {
+    r["service_error"] = o.decode ? "not run (service_workers = 0)" : "not run: bytes only (decode = false)";
+  } else {
+    prep::PrepClientOptions c;
+    c.port = service->server().port();
+    c.job.dataset = fs::absolute(dir).string();
+    c.job.batch_size = o.batch_size;
+    c.job.seed = o.seed;
+    c.job.offload = pl::PrepOffload::All;
+    c.job.transform = lo.transform;
+    c.prefetch_factor = o.prefetch_factor;
+    nlohmann::json s = time_prep_service(c, o.epochs);
+    r["service_images_per_s"] = s["images_per_s"];
+    s.erase("images_per_s");
+    s["workers"] = o.service_workers;
+    r["service"] = s;
+  }
   r["torch_images_per_s"] = nullptr;
   r["ratio"] = nullptr;
   r["torch"] = nullptr;
@@ -306,6 +333,11 @@ void print_loader_bench(const nlohmann::json& r, std::ostream& out) {
                  : std::string("gpemu GPU decode (DALI-style)"),
              num(r["gpu_decode_images_per_s"], 1),
              r["gpu_decode"].is_object() ? num(r["gpu_decode"]["seconds"], 2) : std::string("-")});
+  t.add_row({r["service"].is_object() ? fmt::format("gpemu prep serve ({} worker processes, offload all)",
+                                                    r["service"]["workers"].get<int>())
+                                      : std::string("gpemu prep serve"),
+             num(r["service_images_per_s"], 1),
+             r["service"].is_object() ? num(r["service"]["seconds"], 2) : std::string("-")});
   t.add_row({"torch DataLoader", num(r["torch_images_per_s"], 1),
              r["torch"].is_object() ? num(r["torch"]["seconds"], 2) : std::string("-")});
   t.print(out);
@@ -315,6 +347,7 @@ void print_loader_bench(const nlohmann::json& r, std::ostream& out) {
     out << "torch: " << r.value("torch_error", std::string("not available")) << "\n";
   }
   if (!r["ffcv"].is_object()) out << "FFCV-style: " << r.value("ffcv_error", std::string("not run")) << "\n";
+  if (!r["service"].is_object()) out << "prep serve: " << r.value("service_error", std::string("not run")) << "\n";
   if (const auto& d = r["gpu_decode"]; d.is_object()) {
     out << "GPU decode: host part " << num(d["host_images_per_s"], 1) << " images/s (measured), GPU part "
         << num(d["gpu_s"], 3) << " s for " << d.value("images", 0) << " images on the "

@@ -36,10 +36,9 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
-// Images a second a consumer that takes each batch at once gets from
-// `source` over epochs 1..epochs (epoch 0 warms it when `warm`), in the
-// source's clock's seconds.
-double images_per_s(pl::BatchSource& source, Clock& clock, int epochs, bool warm) {
+// Images a consumer that takes each batch at once gets from `source` over
+// epochs 1..epochs (epoch 0 warms it when `warm`), and the source clock's seconds.
+std::pair<std::size_t, double> consume(pl::BatchSource& source, Clock& clock, int epochs, bool warm) {
   if (warm) {
     source.begin_epoch(0);
     while (source.next({})) {
@@ -51,7 +50,12 @@ double images_per_s(pl::BatchSource& source, Clock& clock, int epochs, bool warm
     source.begin_epoch(static_cast<std::uint64_t>(e));
     while (auto b = source.next({})) images += static_cast<std::size_t>(b->samples);
   }
-  return static_cast<double>(images) / to_seconds(clock.now() - start);
+  return {images, to_seconds(clock.now() - start)};
+}
+
+double images_per_s(pl::BatchSource& source, Clock& clock, int epochs, bool warm) {
+  const auto [images, seconds] = consume(source, clock, epochs, warm);
+  return static_cast<double>(images) / seconds;
 }
 
 nlohmann::json side_by_side(double real, double modelled) {
@@ -59,6 +63,33 @@ nlohmann::json side_by_side(double real, double modelled) {
 }
 
 }  // namespace
+
+BenchService::BenchService(int workers, int cpus_per_worker) {
+  prep::PrepServerOptions so;
+  so.workers = workers;
+  so.cpus_per_worker = cpus_per_worker;
+  so.quiet = true;
+  server_ = std::make_unique<prep::PrepServer>(so);
+  thread_ = std::thread([this] { server_->run(); });
+}
+
+BenchService::~BenchService() {
+  server_->stop();
+  thread_.join();
+}
+
+nlohmann::json time_prep_service(const prep::PrepClientOptions& client, int epochs) {
+  auto clock = make_clock(ClockKind::Real);
+  prep::PrepServiceSource service(*clock, client);
+  const auto [images, seconds] = consume(service, *clock, epochs, true);
+  const prep::PrepServiceCounters c = service.counters();
+  return {{"images_per_s", static_cast<double>(images) / seconds},
+          {"seconds", seconds},
+          {"images", images},
+          {"worker_cpu_s", c.worker_cpu_s},
+          {"worker_samples_decoded", c.worker_samples_decoded},
+          {"client_samples_decoded", c.client_samples_decoded}};
+}
 
 nlohmann::json run_prep_bench(const PrepBenchOptions& o) {
   if (o.images < 1 || o.batch_size < 1 || o.epochs < 1 || o.workers < 1 || o.worker_cpus < 1 || o.local_workers < 1 ||
@@ -69,20 +100,7 @@ nlohmann::json run_prep_bench(const PrepBenchOptions& o) {
   if (offload == pl::PrepOffload::None)
     throw InputError("prep bench: --offload none runs no service: read, decode or all");
   // The service first: its workers are forked before this process starts a thread.
-  prep::PrepServerOptions so;
-  so.workers = o.workers;
-  so.cpus_per_worker = o.worker_cpus;
-  so.quiet = true;
-  prep::PrepServer server(so);
-  std::thread dispatcher([&server] { server.run(); });
-  struct Stop {
-    prep::PrepServer& s;
-    std::thread& t;
-    ~Stop() {
-      s.stop();
-      t.join();
-    }
-  } stop{server, dispatcher};
+  BenchService service(o.workers, o.worker_cpus);
 
   LoaderBenchOptions lb;
   lb.images = o.images;
@@ -130,16 +148,15 @@ nlohmann::json run_prep_bench(const PrepBenchOptions& o) {
 
   // The service, real and modelled.
   prep::PrepClientOptions co;
-  co.port = server.port();
+  co.port = service.server().port();
   co.job.dataset = fs::absolute(dir).string();
   co.job.batch_size = o.batch_size;
   co.job.seed = o.seed;
   co.job.offload = offload;
   co.job.transform = loader_options(o, 0).transform;
   co.local_workers = o.local_workers;
-  prep::PrepServiceSource service(*real, co);
-  const double service_real = images_per_s(service, *real, o.epochs, true);
-  const prep::PrepServiceCounters c = service.counters();
+  const nlohmann::json timed = time_prep_service(co, o.epochs);
+  const double service_real = timed["images_per_s"].get<double>();
 
   const NetworkSpec net = parse_network(o.network);
   pl::PrepServiceOptions p;
@@ -159,9 +176,7 @@ nlohmann::json run_prep_bench(const PrepBenchOptions& o) {
   }
 
   nlohmann::json service_json = side_by_side(service_real, service_modelled);
-  service_json["worker_cpu_s"] = c.worker_cpu_s;
-  service_json["worker_samples_decoded"] = c.worker_samples_decoded;
-  service_json["client_samples_decoded"] = c.client_samples_decoded;
+  for (const char* k : {"worker_cpu_s", "worker_samples_decoded", "client_samples_decoded"}) service_json[k] = timed[k];
   return {{"images", dataset.size()},
           {"batch_size", o.batch_size},
           {"image_size", o.image_size},
@@ -171,7 +186,8 @@ nlohmann::json run_prep_bench(const PrepBenchOptions& o) {
           {"local_workers", o.local_workers},
           {"epochs", o.epochs},
           {"network", net.name},
-          {"cores_note", server.cpu_note().empty() ? nlohmann::json(nullptr) : nlohmann::json(server.cpu_note())},
+          {"cores_note",
+           service.server().cpu_note().empty() ? nlohmann::json(nullptr) : nlohmann::json(service.server().cpu_note())},
           {"per_sample",
            {{"read_us", to_seconds(m.read_per_sample) * 1e6}, {"decode_us", to_seconds(m.decode_per_sample) * 1e6}}},
           {"local", side_by_side(local_real, local_modelled)},

@@ -25,10 +25,14 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <ostream>
 #include <string>
+#include <thread>
 
 #include <nlohmann/json.hpp>
+
+#include "gpemu/prep_serve.h"
 
 namespace gpemu {
 
@@ -48,6 +52,28 @@ struct PrepBenchOptions {
 };
 
 nlohmann::json run_prep_bench(const PrepBenchOptions& options);
+
+// `gpemu prep serve`'s dispatcher inside a bench's process, serving on a
+// thread of its own from construction to destruction. Construct it before
+// the bench starts any thread: its workers are forked.
+class BenchService {
+ public:
+  BenchService(int workers, int cpus_per_worker);
+  ~BenchService();
+  BenchService(const BenchService&) = delete;
+  BenchService& operator=(const BenchService&) = delete;
+  const prep::PrepServer& server() const { return *server_; }
+
+ private:
+  std::unique_ptr<prep::PrepServer> server_;
+  std::thread thread_;
+};
+
+// Images a second of a service job (`client`, its port set) to a consumer
+// that takes each batch at once, over `epochs` epochs after one to warm, on
+// the real clock: {images_per_s, seconds, images, worker_cpu_s,
+// worker_samples_decoded, client_samples_decoded}.
+nlohmann::json time_prep_service(const prep::PrepClientOptions& client, int epochs);
 void print_prep_bench(const nlohmann::json& result, std::ostream& out);
 
 }  // namespace gpemu

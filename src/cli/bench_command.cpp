@@ -89,8 +89,8 @@ void add_emulator_benches(CLI::App* cmd) {
       });
   add_bench<LoaderBenchOptions>(
       *cmd, "loader",
-      "Data loader throughput: gpemu's loader, its FFCV-style and GPU-decode (DALI-style) loaders vs torchvision "
-      "ImageFolder + DataLoader",
+      "Data loader throughput: gpemu's loader, its FFCV-style and GPU-decode (DALI-style) loaders and gpemu prep "
+      "serve vs torchvision ImageFolder + DataLoader",
       [](const LoaderBenchOptions& o) { return run_loader_bench(o); }, print_loader_bench,
       [](CLI::App& c, LoaderBenchOptions& o) {
         c.add_option("--workers", o.workers, "Loader workers for both")->capture_default_str();
@@ -112,6 +112,10 @@ void add_emulator_benches(CLI::App* cmd) {
         c.add_flag_function(
             "--no-ffcv", [&o](std::int64_t) { o.run_ffcv = false; },
             "Do not run gpemu's FFCV-style loader (over the same images written once into an FFCV-style file)");
+        c.add_option("--service-workers", o.service_workers,
+                     "Worker processes of gpemu prep serve (one CPU each, offload all) over the same images; 0 to "
+                     "skip it")
+            ->capture_default_str();
         c.add_option("--gpu-decode", o.gpu_decode,
                      "Card whose GPU decode (DALI-style) the GPU-decode loader models (its host part runs here); "
                      "'' to skip it")

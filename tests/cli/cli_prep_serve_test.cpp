@@ -106,6 +106,31 @@ TEST(CliPrepServe, ATrainingJobTakesAnEpochFromTheServiceAndSigtermEndsIt) {
   for (int pid : service.worker_pids()) EXPECT_NE(::kill(pid, 0), 0) << "worker pid " << pid << " outlived SIGTERM";
 }
 
+// The benches run the service in their own process: `bench prep` beside its model, `bench loader`
+// beside the other loaders. Their figures are timings; what is checked is that each ran its work.
+TEST(CliPrepServe, TheBenchesRunTheServiceOverTheirImages) {
+  gpemu::testing::TempDir dir;
+  auto r = run_gpemu("bench prep --images 40 --batch-size 8 --image-size 32 --epochs 1 --json --dataset-dir " +
+                     (dir.path() / "prep").string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["images"], 40);
+  EXPECT_EQ(j["service"]["worker_samples_decoded"], 80) << j.dump();  // an epoch to warm, one timed
+  EXPECT_GT(j["service"]["modelled_images_per_s"].get<double>(), 0);
+  EXPECT_GT(j["local"]["ratio"].get<double>(), 0);
+  r = run_gpemu(
+      "bench loader --images 12 --workers 1 --no-torch --no-ffcv --gpu-decode '' --json "
+      "--service-workers 2 --dataset-dir " +
+      (dir.path() / "loader").string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  j = nlohmann::json::parse(r.out);
+  ASSERT_TRUE(j["service"].is_object()) << j.dump();
+  EXPECT_EQ(j["service"]["images"], 12);
+  EXPECT_EQ(j["service"]["workers"], 2);
+  EXPECT_EQ(j["service"]["worker_samples_decoded"], 24);
+  EXPECT_GT(j["service_images_per_s"].get<double>(), 0);
+}
+
 TEST(CliPrepServe, WhatTheClientCannotUseIsRefusedInOneLine) {
   auto r = run_gpemu(
       "train --clock virtual --virtual-dataset imagenette -n 1 --prep-service 127.0.0.1:1 "
