@@ -399,6 +399,7 @@ void PrepServiceSource::begin_epoch(std::uint64_t epoch) {
     s.stop_threads();
     s.received.clear();
     s.ready.clear();
+    s.active = false;  // the new receivers wait for the new epoch
     s.connect_workers();
     s.start_threads();
   }

@@ -174,6 +174,19 @@ TEST(PrepServe, TheSameTensorsWhoeverDecodesAndAnotherOrderNextEpoch) {
   expect_each_sample_once(c, 240);
 }
 
+TEST(PrepServe, AnEpochLeftHalfwayGivesWayToAWholeNextOne) {
+  (void)images();
+  ServiceProcess service(2);
+  auto clock = make_clock(ClockKind::Real);
+  PrepServiceSource source(*clock, client(service.port(), pipeline::PrepOffload::Decode));
+  source.begin_epoch(0);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(source.next({}).has_value());
+  const auto next = epoch(source, 1);  // new connections to the workers; the old epoch's batches are dropped
+  ASSERT_EQ(next.size(), 15u);
+  for (const auto& b : next) EXPECT_EQ(b.epoch, 1u);
+  expect_each_sample_once(next, 240);
+}
+
 TEST(PrepServe, AKilledWorkerIsAnErrorNamingItAndSigtermEndsEveryWorker) {
   (void)images();
   ServiceProcess service(2);
