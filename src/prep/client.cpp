@@ -15,6 +15,7 @@
 #include <sys/socket.h>
 
 #include "common/interrupt.h"
+#include "common/message_text.h"
 #include "gpemu/error.h"
 #include "pipeline/sample_decode.h"
 #include "prep/job.h"
@@ -103,7 +104,7 @@ struct PrepServiceSource::Impl {
                               r.got == wire::Got::Timeout ? fmt::format(" within {:g} s", to_seconds(o.reply_timeout))
                                                           : ": it closed the connection"));
     if (!f.message.value("ok", false)) {
-      const std::string error = f.message.value("error", std::string("refused"));
+      const std::string error = one_line_message(f.message.value("error", std::string("refused")));
       if (f.message.value("kind", std::string()) == "input") throw InputError(error);
       throw Error(fmt::format("{} refused: {}", where(), error));
     }
@@ -146,7 +147,7 @@ struct PrepServiceSource::Impl {
       if (r.got != wire::Got::Frame) throw Error(lost_text(i, r, "opening the job"));
       if (!f.message.value("ok", false))
         throw Error(fmt::format("{}: {} refused the job: {}", where(), worker_name(w),
-                                f.message.value("error", std::string("refused"))));
+                                one_line_message(f.message.value("error", std::string("refused")))));
       w.pid = f.message.value("pid", w.pid);
       if (f.message.value("samples", std::size_t{0}) != samples)
         throw Error(fmt::format("{}: {} sees {} samples in '{}' where the dispatcher saw {}: give them one folder",
@@ -190,6 +191,18 @@ struct PrepServiceSource::Impl {
     cv.notify_all();
   }
 
+  // A thread's loop: what it throws (a field of the wrong type from a bad
+  // peer) fails the source instead of ending the process.
+  template <typename Loop>
+  void guarded(std::size_t w, Loop loop) {
+    try {
+      loop();
+    } catch (const std::exception& e) {
+      fail(w,
+           one_line_message(fmt::format("{}: a bad answer from {}: {}", where(), worker_name(workers[w]), e.what())));
+    }
+  }
+
   // Reads worker w's frames: its batches in order, at most prefetch_factor
   // of them ahead of the training loop, then its "end".
   void receive_loop(std::size_t w) {
@@ -222,8 +235,9 @@ struct PrepServiceSource::Impl {
         }
         return fail(w, lost_text(w, r, doing));
       }
-      const std::string op = f.message.value("op", std::string());
-      if (!f.message.value("ok", true)) return fail(w, fmt::format("{}: {}", where(), f.message.value("error", "")));
+      const std::string op = printable_excerpt(wire::op_of(f.message), 40);
+      if (!f.message.value("ok", true))
+        return fail(w, fmt::format("{}: {}", where(), one_line_message(f.message.value("error", ""))));
       if (op == "end" && want >= batches) {
         std::lock_guard lock(mu);
         const auto& c = f.message.value("counters", nlohmann::json::object());
@@ -346,9 +360,11 @@ struct PrepServiceSource::Impl {
     stop = false;
     next_receive.assign(workers.size(), 0);
     ended.assign(workers.size(), 0);
-    for (std::size_t w = 0; w < workers.size(); ++w) threads.emplace_back([this, w] { receive_loop(w); });
+    for (std::size_t w = 0; w < workers.size(); ++w)
+      threads.emplace_back([this, w] { guarded(w, [&] { receive_loop(w); }); });
     if (o.job.offload != pipeline::PrepOffload::All)
-      for (int k = 0; k < std::max(o.local_workers, 1); ++k) threads.emplace_back([this] { local_loop(); });
+      for (int k = 0; k < std::max(o.local_workers, 1); ++k)
+        threads.emplace_back([this] { guarded(0, [&] { local_loop(); }); });
   }
 
   void stop_threads() {
@@ -378,8 +394,13 @@ PrepServiceSource::PrepServiceSource(Clock& clock, PrepClientOptions options)
     throw InputError(
         "the preprocessing service runs in wall time and cannot feed a virtual-clock run: give --clock real (the "
         "modelled service is --prep-workers)");
-  s.register_job();
-  s.connect_workers();
+  try {
+    s.register_job();
+    s.connect_workers();
+  } catch (const nlohmann::json::exception& e) {  // a field of the wrong type
+    for (int& fd : s.fds) wire::close_fd(fd);
+    throw Error(one_line_message(fmt::format("{} answered with a malformed message: {}", s.where(), e.what())));
+  }
   s.start_threads();
 }
 

@@ -11,7 +11,11 @@
 #include <functional>
 #include <list>
 #include <memory>
+#include <string>
 #include <thread>
+
+#include "common/message_text.h"
+#include "prep/wire.h"
 
 namespace gpemu::prep {
 
@@ -19,12 +23,19 @@ class Connections {
  public:
   ~Connections() { sweep(true); }
   // Serves fd with serve(fd) on a new thread; fd is closed once it returns.
+  // What serve throws (a field of the wrong type from a bad peer) ends that
+  // connection with an error frame saying so, not the process.
   void add(int fd, std::function<void(int)> serve) {
     auto done = std::make_shared<std::atomic<bool>>(false);
-    served_.push_back({fd, done, std::thread([fd, done, serve = std::move(serve)] {
-                         serve(fd);
-                         done->store(true);
-                       })});
+    served_.push_back(
+        {fd, done, std::thread([fd, done, serve = std::move(serve)] {
+           try {
+             serve(fd);
+           } catch (const std::exception& e) {
+             wire::send_error(fd, one_line_message(std::string("a request that cannot be served: ") + e.what()));
+           }
+           done->store(true);
+         })});
   }
   // Joins and closes the finished connections; with `all`, every one (their reads see the end).
   void sweep(bool all) {

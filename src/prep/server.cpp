@@ -20,6 +20,7 @@
 #include <fmt/format.h>
 
 #include "common/interrupt.h"
+#include "common/message_text.h"
 #include "common/socket_wait.h"
 #include "gpemu/error.h"
 #include "prep/connections.h"
@@ -166,7 +167,7 @@ struct PrepServer::Impl {
   }
 
   nlohmann::json answer(const nlohmann::json& request) {
-    const std::string op = request.value("op", std::string());
+    const std::string op = wire::op_of(request);
     if (op == "status") {
       reap();
       nlohmann::json list = nlohmann::json::array();
@@ -177,7 +178,8 @@ struct PrepServer::Impl {
     if (op != "register")
       return {{"ok", false},
               {"kind", "input"},
-              {"error", fmt::format("gpemu prep serve: unknown request '{}': accepted register, status, bye", op)}};
+              {"error", fmt::format("gpemu prep serve: unknown request '{}': accepted register, status, bye",
+                                    printable_excerpt(op, 40))}};
     try {
       const PrepJob job = job_from_json(request.value("job", nlohmann::json::object()));
       const pipeline::Dataset ds = open_job_dataset(job);
@@ -211,8 +213,16 @@ struct PrepServer::Impl {
         if (!o.quiet) std::fprintf(stderr, "gpemu prep serve: dropped a peer: %s\n", r.why.c_str());
       }
       if (r.got != wire::Got::Frame) return;
-      if (f.message.value("op", std::string()) == "bye") return;
-      if (!wire::write_frame(fd, answer(f.message), {}, ms(o.reply_timeout))) return;
+      if (wire::op_of(f.message) == "bye") return;
+      nlohmann::json reply;
+      try {
+        reply = answer(f.message);
+      } catch (const nlohmann::json::exception& e) {  // a field of the wrong type
+        reply = {{"ok", false},
+                 {"kind", "input"},
+                 {"error", one_line_message(std::string("gpemu prep serve: a malformed request: ") + e.what())}};
+      }
+      if (!wire::write_frame(fd, reply, {}, ms(o.reply_timeout))) return;
     }
   }
 };

@@ -151,6 +151,11 @@ bool write_frame(int fd, const nlohmann::json& message, std::span<const std::byt
          write_all(fd, payload.data(), payload.size(), stall_ms);
 }
 
+std::string op_of(const nlohmann::json& message) {
+  const auto it = message.find("op");
+  return it != message.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
 void send_error(int fd, const std::string& error, int stall_ms) {
   write_frame(fd, {{"ok", false}, {"error", error}}, {}, stall_ms);
 }

@@ -49,6 +49,8 @@ struct ReadResult {
 ReadResult read_frame(int fd, Frame& frame, int first_ms, int stall_ms);
 // False when the peer is gone, took nothing for `stall_ms`, or a signal came.
 bool write_frame(int fd, const nlohmann::json& message, std::span<const std::byte> payload = {}, int stall_ms = 30000);
+// A message's "op" ("" when it has none or it is not a string).
+std::string op_of(const nlohmann::json& message);
 // {"ok": false, "error": error}, best effort (the peer may be gone).
 void send_error(int fd, const std::string& error, int stall_ms = 1000);
 

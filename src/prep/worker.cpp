@@ -23,6 +23,7 @@
 #include <fmt/format.h>
 
 #include "common/interrupt.h"
+#include "common/message_text.h"
 #include "common/socket_wait.h"
 #include "gpemu/error.h"
 #include "gpemu/pipeline/io.h"
@@ -77,9 +78,9 @@ class Connection {
     const int idle_ms = static_cast<int>(setup_.options.idle_timeout / kMillisecond);
     wire::Frame f;
     if (!read_request(f, reply_ms)) return;
-    if (f.message.value("op", std::string()) != "open")
+    if (wire::op_of(f.message) != "open")
       return wire::send_error(fd_, fmt::format("worker {}: the first request must be 'open' with a job, not '{}'",
-                                               setup_.index, f.message.value("op", std::string())));
+                                               setup_.index, printable_excerpt(wire::op_of(f.message), 40)));
     try {
       job_ = job_from_json(f.message.value("job", nlohmann::json::object()));
       const int index = f.message.value("worker", -1), workers = f.message.value("workers", 0);
@@ -101,12 +102,12 @@ class Connection {
     for (auto& c : cores_) c = std::make_unique<Core>();
     for (;;) {
       if (!read_request(f, idle_ms)) return;
-      const std::string op = f.message.value("op", std::string());
+      const std::string op = wire::op_of(f.message);
       if (op == "bye") return;
       if (op != "epoch" || !f.message.contains("epoch") || !f.message["epoch"].is_number_unsigned())
         return wire::send_error(
             fd_, fmt::format("worker {}: a request 'epoch' with a whole-number epoch was expected, not '{}'",
-                             setup_.index, op));
+                             setup_.index, printable_excerpt(op, 40)));
       if (!run_epoch(f.message["epoch"].get<std::uint64_t>())) return;
     }
   }

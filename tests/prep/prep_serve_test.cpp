@@ -221,6 +221,17 @@ TEST(PrepServe, ABadPeerAndABadJobGetOneClearLine) {
   EXPECT_FALSE(f.message.value("ok", true));
   EXPECT_NE(f.message.value("error", "").find("an HTTP request"), std::string::npos) << f.message.dump();
   wire::close_fd(fd);
+  // Well-framed but malformed requests: an error each, on a connection that goes on.
+  fd = wire::connect_tcp("127.0.0.1", service.port(), 5000);
+  for (const nlohmann::json& bad :
+       {nlohmann::json{{"op", 7}}, nlohmann::json{{"op", "register"}, {"job", {{"dataset", 5}}}},
+        nlohmann::json{{"op", "launch\n"}}}) {
+    ASSERT_TRUE(wire::write_frame(fd, bad));
+    ASSERT_EQ(wire::read_frame(fd, f, 5000, 5000).got, wire::Got::Frame) << bad.dump();
+    EXPECT_FALSE(f.message.value("ok", true)) << bad.dump();
+    EXPECT_EQ(f.message.value("error", "").find('\n'), std::string::npos) << f.message.dump();
+  }
+  wire::close_fd(fd);
 
   auto clock = make_clock(ClockKind::Real);
   PrepClientOptions o = client(service.port(), pipeline::PrepOffload::All);
