@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -137,10 +138,19 @@ ReadResult read_frame(int fd, Frame& frame, int first_ms, int stall_ms) {
     return {Got::Bad, fmt::format("its message is not JSON ({})", e.what())};
   }
   if (!frame.message.is_object()) return {Got::Bad, "its message is not a JSON object"};
-  frame.payload.resize(header.payload_bytes);
-  r = read_exact(fd, frame.payload.data(), frame.payload.size(), stall_ms, stall_ms);
-  if (r.got == Got::Closed) return {Got::Bad, "the connection ended inside a frame's payload"};
-  return r;
+  // The payload grows as it comes, a piece at a time: a header that claims
+  // gigabytes costs memory only once they are sent.
+  constexpr std::size_t kPiece = std::size_t{8} << 20;
+  frame.payload.clear();
+  while (frame.payload.size() < header.payload_bytes) {
+    const std::size_t at = frame.payload.size();
+    const std::size_t piece = std::min<std::uint64_t>(kPiece, header.payload_bytes - at);
+    frame.payload.resize(at + piece);
+    r = read_exact(fd, frame.payload.data() + at, piece, stall_ms, stall_ms);
+    if (r.got == Got::Closed) return {Got::Bad, "the connection ended inside a frame's payload"};
+    if (r.got != Got::Frame) return r;
+  }
+  return {Got::Frame, ""};
 }
 
 bool write_frame(int fd, const nlohmann::json& message, std::span<const std::byte> payload, int stall_ms) {

@@ -306,6 +306,25 @@ TEST(PrepWire, HeadersAreCheckedBeforeAnythingIsRead) {
             std::string::npos);
 }
 
+// A header may claim up to 4 GiB; what is allocated is what came (the fuzz harness's first finding:
+// 4 GiB allocated for a 40-byte input).
+TEST(PrepWire, APayloadThatStopsShortIsABadFrameWithoutItsClaimedSize) {
+  int fds[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+  const std::string json = R"({"op":"batch"})";
+  const auto h = wire::make_header(static_cast<std::uint32_t>(json.size()), wire::kMaxPayloadBytes);
+  ASSERT_EQ(::write(fds[0], h.data(), h.size()), static_cast<ssize_t>(h.size()));
+  ASSERT_EQ(::write(fds[0], json.data(), json.size()), static_cast<ssize_t>(json.size()));
+  ASSERT_EQ(::write(fds[0], "0123456789", 10), 10);
+  ::close(fds[0]);
+  wire::Frame f;
+  const wire::ReadResult r = wire::read_frame(fds[1], f, 1000, 1000);
+  EXPECT_EQ(r.got, wire::Got::Bad);
+  EXPECT_EQ(r.why, "the connection ended inside a frame's payload");
+  EXPECT_LE(f.payload.capacity(), std::size_t{8} << 20);
+  ::close(fds[1]);
+}
+
 TEST(PrepJob, ItsJsonRoundTripsAndNamesWhatIsWrong) {
   PrepJob j;
   j.dataset = "/data";
