@@ -22,10 +22,18 @@ namespace gpemu::prep {
 class Connections {
  public:
   ~Connections() { sweep(true); }
+  // Connections served at once at most; one more is refused with an error frame.
+  static constexpr std::size_t kMaxConnections = 256;
+
   // Serves fd with serve(fd) on a new thread; fd is closed once it returns.
   // What serve throws (a field of the wrong type from a bad peer) ends that
   // connection with an error frame saying so, not the process.
   void add(int fd, std::function<void(int)> serve) {
+    if (served_.size() >= kMaxConnections) {
+      wire::send_error(fd, "this process serves 256 connections at once and has them: try again later", 100);
+      ::close(fd);
+      return;
+    }
     auto done = std::make_shared<std::atomic<bool>>(false);
     served_.push_back(
         {fd, done, std::thread([fd, done, serve = std::move(serve)] {
