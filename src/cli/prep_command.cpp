@@ -27,6 +27,9 @@ void prep_serve(PrepServeArgs a) {
                            a.o.host, server.port(), prep::kProtocolVersion, a.o.workers, a.o.workers == 1 ? "" : "s",
                            a.o.cpus_per_worker, a.o.cpus_per_worker == 1 ? "" : "s", pids);
   if (!server.cpu_note().empty()) std::cout << "note: " << server.cpu_note() << '\n';
+  if (a.o.host.rfind("127.", 0) != 0 && a.o.host != "::1" && a.o.host != "localhost")
+    std::cout << "note: --host " << a.o.host
+              << " may be reachable from other machines; the service has no authentication and no encryption\n";
   std::cout.flush();
   server.run();
 }

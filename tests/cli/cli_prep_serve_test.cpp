@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <regex>
 #include <string>
 #include <vector>
@@ -102,6 +103,13 @@ TEST(CliPrepServe, ATrainingJobTakesAnEpochFromTheServiceAndSigtermEndsIt) {
     EXPECT_NE(counters.find(read ? "decoded 0," : "decoded 200,"), std::string::npos) << counters;
     EXPECT_NE(counters.find(read ? "the client decoded 200" : "the client decoded 0"), std::string::npos) << counters;
   }
+  // The folder as the workers see it may be another path to it.
+  const std::filesystem::path link = dir.path().string() + "-link";
+  std::filesystem::create_directory_symlink(dir.path(), link);
+  const auto r = run_gpemu(train + " --prep-offload decode --prep-data " + link.string());
+  std::filesystem::remove(link);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("the client decoded 0 and batched 10"), std::string::npos) << r.out;
   EXPECT_EQ(service.terminate(), 143);  // 128 + SIGTERM
   for (int pid : service.worker_pids()) EXPECT_NE(::kill(pid, 0), 0) << "worker pid " << pid << " outlived SIGTERM";
 }
@@ -145,6 +153,11 @@ TEST(CliPrepServe, WhatTheClientCannotUseIsRefusedInOneLine) {
   r = run_gpemu("train --synthetic -n 1 --prep-service 127.0.0.1:1");
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.err.find("--prep-service needs --prep-offload read, decode or all"), std::string::npos) << r.err;
+  r = run_gpemu("train --synthetic -n 1 --prep-data /tmp");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("--prep-data names the folder a running service reads: give --prep-service too"),
+            std::string::npos)
+      << r.err;
   r = run_gpemu("prep serve --workers 0");
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.err.find("--workers"), std::string::npos) << r.err;
