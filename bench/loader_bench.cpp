@@ -8,12 +8,16 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
+
+#include <fmt/format.h>
 
 #include "bench_util.h"
 #include "gpemu/error.h"
 #include "gpemu/pipeline.h"
 #include "gpemu/zoo.h"
+#include "prep_bench.h"
 
 namespace gpemu {
 namespace fs = std::filesystem;
@@ -23,37 +27,6 @@ namespace {
 
 constexpr const char* kMarker = ".gpemu-loader-bench.json";
 constexpr int kGeneratorVersion = 1;  // bump when generate_image_dataset changes its output
-
-// Generates the dataset unless `dir` already holds one made with the same
-// parameters (recorded in a marker file beside the class folders, where
-// ImageFolder does not look).
-nlohmann::json ensure_dataset(const fs::path& dir, const LoaderBenchOptions& o) {
-  const nlohmann::json params = {{"images", o.images},
-                                 {"classes", o.classes},
-                                 {"seed", o.seed},
-                                 {"median_kb", o.median_kb},
-                                 {"generator", kGeneratorVersion}};
-  std::error_code ec;
-  if (fs::exists(dir / kMarker, ec)) {
-    try {
-      auto marker = nlohmann::json::parse(std::ifstream(dir / kMarker));
-      if (marker.at("params") == params) {
-        marker["generated"] = false;
-        return marker;
-      }
-    } catch (const std::exception&) {
-    }
-    fs::remove_all(dir, ec);  // ours, but made with other parameters
-  } else if (fs::exists(dir, ec) && !fs::is_empty(dir, ec)) {
-    throw InputError("loader bench: dataset folder '" + dir.string() +
-                     "' exists and was not made by the benchmark (no " + kMarker + "); give an empty or new folder");
-  }
-  const auto s = pl::generate_image_dataset(dir, o.classes, o.images, o.seed, o.median_kb);
-  nlohmann::json marker = {{"params", params}, {"median_bytes", s.median_bytes}, {"total_bytes", s.total_bytes}};
-  std::ofstream(dir / kMarker) << marker.dump(2) << "\n";
-  marker["generated"] = true;
-  return marker;
-}
 
 // Reads every file once so both loaders start from a warm page cache.
 void warm_page_cache(const std::vector<std::string>& files) {
@@ -123,15 +96,49 @@ TorchRun run_torch(const fs::path& dir, const LoaderBenchOptions& o) {
 
 }  // namespace
 
+// Generates the dataset unless `dir` already holds one made with the same
+// parameters (recorded in a marker file beside the class folders, where
+// ImageFolder does not look).
+nlohmann::json ensure_loader_bench_dataset(const fs::path& dir, const LoaderBenchOptions& o) {
+  const nlohmann::json params = {{"images", o.images},
+                                 {"classes", o.classes},
+                                 {"seed", o.seed},
+                                 {"median_kb", o.median_kb},
+                                 {"generator", kGeneratorVersion}};
+  std::error_code ec;
+  if (fs::exists(dir / kMarker, ec)) {
+    try {
+      auto marker = nlohmann::json::parse(std::ifstream(dir / kMarker));
+      if (marker.at("params") == params) {
+        marker["generated"] = false;
+        return marker;
+      }
+    } catch (const std::exception&) {
+    }
+    fs::remove_all(dir, ec);  // ours, but made with other parameters
+  } else if (fs::exists(dir, ec) && !fs::is_empty(dir, ec)) {
+    throw InputError("loader bench: dataset folder '" + dir.string() +
+                     "' exists and was not made by the benchmark (no " + kMarker + "); give an empty or new folder");
+  }
+  const auto s = pl::generate_image_dataset(dir, o.classes, o.images, o.seed, o.median_kb);
+  nlohmann::json marker = {{"params", params}, {"median_bytes", s.median_bytes}, {"total_bytes", s.total_bytes}};
+  std::ofstream(dir / kMarker) << marker.dump(2) << "\n";
+  marker["generated"] = true;
+  return marker;
+}
+
 nlohmann::json run_loader_bench(const LoaderBenchOptions& o) {
   if (o.images < 1 || o.workers < 0 || o.batch_size < 1 || o.epochs < 1 || o.classes < 1) {
     throw InputError("loader bench: images, batch_size, epochs and classes must be >= 1 and workers >= 0");
   }
+  // The preprocessing service first: its workers are forked before the loaders start threads.
+  std::optional<BenchService> service;
+  if (o.service_workers > 0 && o.decode) service.emplace(o.service_workers, 1);
   const fs::path dir = o.dataset_dir.empty()
                            ? fs::temp_directory_path() /
                                  ("gpemu-loader-bench-" + std::to_string(o.images) + "-" + std::to_string(o.seed))
                            : fs::path(o.dataset_dir);
-  const auto marker = ensure_dataset(dir, o);
+  const auto marker = ensure_loader_bench_dataset(dir, o);
   auto dataset = pl::open_image_folder(dir);
   if (dataset.size() > o.images) dataset.samples.resize(o.images);
   const std::vector<std::string> files = dataset.files();
@@ -261,6 +268,26 @@ nlohmann::json run_loader_bench(const LoaderBenchOptions& o) {
     r["gpu_decode_images_per_s"] = g["images"].get<double>() / std::max(host_s, g["gpu_s"].get<double>());
     r["gpu_decode"] = g;
   }
+  // The preprocessing service (gpemu prep serve) over the same folder: its workers read, decode and batch.
+  r["service_images_per_s"] = nullptr;
+  r["service"] = nullptr;
+  if (!service) {
+    r["service_error"] = o.decode ? "not run (service_workers = 0)" : "not run: bytes only (decode = false)";
+  } else {
+    prep::PrepClientOptions c;
+    c.port = service->server().port();
+    c.job.dataset = fs::absolute(dir).string();
+    c.job.batch_size = o.batch_size;
+    c.job.seed = o.seed;
+    c.job.offload = pl::PrepOffload::All;
+    c.job.transform = lo.transform;
+    c.prefetch_factor = o.prefetch_factor;
+    nlohmann::json s = time_prep_service(c, o.epochs);
+    r["service_images_per_s"] = s["images_per_s"];
+    s.erase("images_per_s");
+    s["workers"] = o.service_workers;
+    r["service"] = s;
+  }
   r["torch_images_per_s"] = nullptr;
   r["ratio"] = nullptr;
   r["torch"] = nullptr;
@@ -306,6 +333,11 @@ void print_loader_bench(const nlohmann::json& r, std::ostream& out) {
                  : std::string("gpemu GPU decode (DALI-style)"),
              num(r["gpu_decode_images_per_s"], 1),
              r["gpu_decode"].is_object() ? num(r["gpu_decode"]["seconds"], 2) : std::string("-")});
+  t.add_row({r["service"].is_object() ? fmt::format("gpemu prep serve ({} worker processes, offload all)",
+                                                    r["service"]["workers"].get<int>())
+                                      : std::string("gpemu prep serve"),
+             num(r["service_images_per_s"], 1),
+             r["service"].is_object() ? num(r["service"]["seconds"], 2) : std::string("-")});
   t.add_row({"torch DataLoader", num(r["torch_images_per_s"], 1),
              r["torch"].is_object() ? num(r["torch"]["seconds"], 2) : std::string("-")});
   t.print(out);
@@ -315,6 +347,7 @@ void print_loader_bench(const nlohmann::json& r, std::ostream& out) {
     out << "torch: " << r.value("torch_error", std::string("not available")) << "\n";
   }
   if (!r["ffcv"].is_object()) out << "FFCV-style: " << r.value("ffcv_error", std::string("not run")) << "\n";
+  if (!r["service"].is_object()) out << "prep serve: " << r.value("service_error", std::string("not run")) << "\n";
   if (const auto& d = r["gpu_decode"]; d.is_object()) {
     out << "GPU decode: host part " << num(d["host_images_per_s"], 1) << " images/s (measured), GPU part "
         << num(d["gpu_s"], 3) << " s for " << d.value("images", 0) << " images on the "

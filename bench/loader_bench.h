@@ -18,11 +18,13 @@
 // ffcv_images_per_s and ffcv, gpu_decode_images_per_s and gpu_decode (the
 // same breakdown plus gpu, gpu_s: the modelled GPU seconds, host_images_per_s;
 // its images/s is images / max(host seconds, GPU seconds)) or
-// gpu_decode_error.
+// gpu_decode_error; service_images_per_s and service (seconds, images, workers, worker_cpu_s: the
+// preprocessing service's worker processes, offload all, after one epoch to warm) or service_error.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <ostream>
 #include <string>
 
@@ -51,11 +53,19 @@ struct LoaderBenchOptions {
   // Also the GPU-decode loader (DALI-style) over the same images for this card: its workers' host part runs
   // for real, its GPU part is the model's (emulated seconds); empty: not run.
   std::string gpu_decode = "v100";
+  // Also `gpemu prep serve` over the same images: this many worker processes of one CPU each (offload all:
+  // they read, decode and batch; the bench takes whole batches); 0: not run.
+  int service_workers = 2;
   std::string python = "/usr/bin/python3";
   std::string torch_script;  // empty: torch_loader.py beside this file's source
 };
 
 nlohmann::json run_loader_bench(const LoaderBenchOptions& options);
+// Generates the benchmark's JPEG folder (images, classes, seed, median_kb of
+// `options`) in `dir` unless a marker file there says it holds that one
+// already; the marker as JSON, with "generated". InputError for a folder
+// with other files. The preprocessing service's bench uses it too.
+nlohmann::json ensure_loader_bench_dataset(const std::filesystem::path& dir, const LoaderBenchOptions& options);
 void print_loader_bench(const nlohmann::json& result, std::ostream& out);
 
 }  // namespace gpemu

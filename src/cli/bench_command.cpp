@@ -8,6 +8,7 @@
 #include "host_bench.h"
 #include "loader_bench.h"
 #include "overhead_bench.h"
+#include "prep_bench.h"
 #include "scale_bench.h"
 #include "share_bench.h"
 #include "timing_bench.h"
@@ -88,8 +89,8 @@ void add_emulator_benches(CLI::App* cmd) {
       });
   add_bench<LoaderBenchOptions>(
       *cmd, "loader",
-      "Data loader throughput: gpemu's loader, its FFCV-style and GPU-decode (DALI-style) loaders vs torchvision "
-      "ImageFolder + DataLoader",
+      "Data loader throughput: gpemu's loader, its FFCV-style and GPU-decode (DALI-style) loaders and gpemu prep "
+      "serve vs torchvision ImageFolder + DataLoader",
       [](const LoaderBenchOptions& o) { return run_loader_bench(o); }, print_loader_bench,
       [](CLI::App& c, LoaderBenchOptions& o) {
         c.add_option("--workers", o.workers, "Loader workers for both")->capture_default_str();
@@ -111,10 +112,36 @@ void add_emulator_benches(CLI::App* cmd) {
         c.add_flag_function(
             "--no-ffcv", [&o](std::int64_t) { o.run_ffcv = false; },
             "Do not run gpemu's FFCV-style loader (over the same images written once into an FFCV-style file)");
+        c.add_option("--service-workers", o.service_workers,
+                     "Worker processes of gpemu prep serve (one CPU each, offload all) over the same images; 0 to "
+                     "skip it")
+            ->capture_default_str();
         c.add_option("--gpu-decode", o.gpu_decode,
                      "Card whose GPU decode (DALI-style) the GPU-decode loader models (its host part runs here); "
                      "'' to skip it")
             ->capture_default_str();
+      });
+}
+
+// The preprocessing service (`gpemu prep serve`) against its model.
+void add_prep_bench(CLI::App* cmd) {
+  add_bench<PrepBenchOptions>(
+      *cmd, "prep",
+      "Preprocessing service, real against modelled: gpemu prep serve's worker processes and the modelled service "
+      "with the same workers, CPUs and offload, over the same JPEGs",
+      [](const PrepBenchOptions& o) { return run_prep_bench(o); }, print_prep_bench,
+      [](CLI::App& c, PrepBenchOptions& o) {
+        c.add_option("--workers", o.workers, "Service workers")->capture_default_str();
+        c.add_option("--worker-cpus", o.worker_cpus, "CPUs of each worker")->capture_default_str();
+        c.add_option("--offload", o.offload, "What the workers run: read, decode or all")->capture_default_str();
+        c.add_option("--local-workers", o.local_workers, "The client's threads (read, decode)")->capture_default_str();
+        c.add_option("--images", o.images, "Images in the generated dataset")->capture_default_str();
+        c.add_option("--batch-size", o.batch_size, "Batch size")->capture_default_str();
+        c.add_option("--image-size", o.image_size, "Output images, N x N")->capture_default_str();
+        c.add_option("--epochs", o.epochs, "Timed epochs (after one to warm)")->capture_default_str();
+        c.add_option("--network", o.network, "The modelled network (a preset or JSON file)")->capture_default_str();
+        c.add_option("--dataset-dir", o.dataset_dir,
+                     "Folder of the generated dataset (default: <temp>/gpemu-prep-bench-<images>-<seed>)");
       });
 }
 
@@ -226,6 +253,7 @@ void add_bench_command(CLI::App& app) {
   cmd->require_subcommand(1);
   add_emulator_benches(cmd);
   add_model_benches(cmd);
+  add_prep_bench(cmd);
   add_front_end_benches(cmd);
 }
 

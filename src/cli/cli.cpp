@@ -76,6 +76,7 @@ int run_command(int argc, char** argv) {
   add_serve_command(app);
   add_smi_command(app);
   add_torch_command(app);
+  add_prep_command(app);
   install_interrupt_handlers();
   try {
     app.parse(split_torch_script_args(argc, argv), argv);

@@ -1,10 +1,13 @@
 #include "cli/prep_args.h"
 
+#include <filesystem>
+
 #include <fmt/format.h>
 
 #include "cli/option_checks.h"
 #include "gpemu/error.h"
 #include "gpemu/interconnect.h"
+#include "gpemu/prep_serve.h"
 #include "gpemu/prep_service.h"
 
 namespace gpemu::cli {
@@ -38,10 +41,58 @@ void add_prep_options(CLI::App* cmd, PrepArgs& a) {
       ->needs(workers)
       ->capture_default_str()
       ->check(whole_number_in(1, 1 << 20));
+  cmd->add_option("--prep-service", a.service,
+                  "Real clock: take the batches from a running 'gpemu prep serve' at HOST:PORT, its workers running "
+                  "--prep-offload read, decode or all of the pipeline");
+  cmd->add_option("--prep-data", a.service_data,
+                  "With --prep-service: the dataset folder as the service's workers see it (default: --data's)");
   cmd->add_option("--image-size", a.image_size,
                   "The loader's output images, N x N pixels (default: 224, RandomResizedCrop's)")
       ->check(whole_number_in(1, 1 << 15));
 }
+
+namespace {
+
+// --prep-service: the real-clock loader's batches from a running service.
+void use_prep_service(const PrepArgs& a, JobSpec& spec) {
+  if (a.workers > 0)
+    throw InputError(
+        "--prep-service takes batches from a running service and --prep-workers models one: give one of them");
+  const auto [host, port] = prep::parse_host_port(a.service);
+  if (a.offload != "read" && a.offload != "decode" && a.offload != "all")
+    throw InputError(fmt::format(
+        "--prep-service needs --prep-offload read, decode or all (what the service's workers run), not '{}'",
+        a.offload));
+  if (spec.data.source != DataSource::Loader)
+    throw InputError(
+        "--prep-service feeds the real-clock loader: give --clock real and --data DIR (the modelled service under "
+        "--clock virtual is --prep-workers)");
+  if (spec.cluster.gpus > 1) throw InputError("--prep-service serves one training process: give --gpus 1");
+  if (spec.data.loader.gpu_decode || spec.data.loader.cache || spec.data.cold)
+    throw InputError(
+        "--prep-service: the service's workers read and decode the images, so --decode gpu, --cache-bytes and "
+        "--cold do not apply");
+  prep::PrepClientOptions o;
+  o.host = host;
+  o.port = port;
+  const pipeline::LoaderOptions& lo = spec.data.loader;
+  o.job.dataset = a.service_data.empty() ? std::filesystem::absolute(spec.data.dataset.root).string() : a.service_data;
+  o.job.batch_size = static_cast<std::size_t>(spec.batch_size);
+  o.job.seed = lo.seed;
+  o.job.shuffle = lo.shuffle;
+  o.job.drop_last = lo.drop_last;
+  o.job.offload = pipeline::parse_prep_offload(a.offload);
+  o.job.transform = lo.transform;
+  o.job.jpeg_validation = lo.jpeg_validation;
+  o.local_workers = std::max(lo.num_workers, 1);
+  o.prefetch_factor = lo.prefetch_factor;
+  spec.data.source = DataSource::Custom;
+  spec.data.custom = [o](int, Clock& clock, Timeline&) -> std::unique_ptr<pipeline::BatchSource> {
+    return std::make_unique<prep::PrepServiceSource>(clock, o);
+  };
+}
+
+}  // namespace
 
 std::optional<FastFlowChoice> apply_prep_args(const PrepArgs& a, const std::string& job_network, const CostModel& costs,
                                               JobSpec& spec, std::vector<std::string>& notes) {
@@ -49,6 +100,12 @@ std::optional<FastFlowChoice> apply_prep_args(const PrepArgs& a, const std::stri
     spec.data.loader.transform.height = a.image_size;
     spec.data.loader.transform.width = a.image_size;
   }
+  if (!a.service.empty()) {
+    use_prep_service(a, spec);
+    return std::nullopt;
+  }
+  if (!a.service_data.empty())
+    throw InputError("--prep-data names the folder a running service reads: give --prep-service too");
   const bool fastflow = a.offload == "fastflow";
   pipeline::PrepOffload offload = pipeline::PrepOffload::All;
   if (!fastflow) try {
@@ -94,6 +151,13 @@ std::optional<FastFlowChoice> apply_prep_args(const PrepArgs& a, const std::stri
   spec.data.model.prep_service->local_share = choice.local_share;
   notes.push_back(choice.describe());
   return choice;
+}
+
+void add_prep_service_notes(const PrepArgs& a, const RunRecord& record, std::vector<std::string>& notes) {
+  if (a.service.empty()) return;
+  for (const pipeline::LoaderStats& st : record.loader_stats)
+    for (const std::string& n : st.notes)
+      if (n.rfind("preprocessing service", 0) == 0) notes.push_back(n);
 }
 
 nlohmann::json prep_service_json(const JobSpec& spec, const std::optional<FastFlowChoice>& fastflow) {

@@ -24,6 +24,10 @@ struct PrepArgs {
   std::string network;  // "": the job's --network
   int worker_buffer = 2;
   int image_size = 0;  // the loader's output images, N x N; 0: the transform's default (224)
+  // A running `gpemu prep serve` (real clock): "HOST:PORT", and the dataset
+  // folder as its workers see it ("": --data's, made absolute).
+  std::string service;
+  std::string service_data;
 };
 
 void add_prep_options(CLI::App* cmd, PrepArgs& a);
@@ -35,6 +39,9 @@ void add_prep_options(CLI::App* cmd, PrepArgs& a);
 // offload and local share; its choice is returned and noted.
 std::optional<FastFlowChoice> apply_prep_args(const PrepArgs& a, const std::string& job_network, const CostModel& costs,
                                               JobSpec& spec, std::vector<std::string>& notes);
+// After the run: what a running service's workers and the client did (the
+// source's counters), as notes; nothing without --prep-service.
+void add_prep_service_notes(const PrepArgs& a, const RunRecord& record, std::vector<std::string>& notes);
 // The service's figures for --json (null without one): workers, cpus_per_worker, offload, local_share,
 // network, nic_bytes_per_s, worker_buffer, and FastFlow's profile and choice (fastflow: null unless chosen so).
 nlohmann::json prep_service_json(const JobSpec& spec, const std::optional<FastFlowChoice>& fastflow);

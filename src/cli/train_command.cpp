@@ -506,6 +506,7 @@ void train(const TrainArgs& a, CLI::App* cmd) {
   if (bar) bar->finish();
   const JobOutcome& outcome = session.outcome(0);
   const RunRecord& rec = record_of(outcome);
+  add_prep_service_notes(a.prep, rec, notes);
   // An error before any step (out of memory at the first batch) has nothing to report.
   const bool no_step =
       std::all_of(rec.ranks.begin(), rec.ranks.end(), [](const RankRecord& r) { return r.train.steps == 0; });

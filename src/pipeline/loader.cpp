@@ -12,10 +12,10 @@
 #include <optional>
 #include <thread>
 
-#include "common/random.h"
 #include "gpemu/error.h"
 #include "pipeline/io_uring_reader.h"
 #include "pipeline/mapped_files.h"
+#include "pipeline/sample_decode.h"
 
 namespace gpemu::pipeline {
 
@@ -361,7 +361,6 @@ struct DataLoader::Impl {
       std::size_t used = 0;
       b.byte_offsets.clear();
       if (!decode_here) b.byte_offsets.push_back(0);
-      const std::uint64_t epoch_seed = common::mix_seed(opt.seed, task.epoch);
       if (ctx.uring) {
         if (cancelled(task)) {
           r.cancelled = true;
@@ -394,20 +393,15 @@ struct DataLoader::Impl {
           const Time t1 = now();
           b.timing.read_ns += t1 - t0;
           if (decode_here) {
-            Augmentation aug;
-            const std::uint64_t seed = common::mix_seed(epoch_seed, idx);
-            const DecodedCrop crop =
-                s.format == SampleFormat::RawRgb
-                    ? raw_crop(bytes, s,
-                               aug = draw_augmentation(static_cast<int>(s.width), static_cast<int>(s.height), t, seed))
-                    : ctx.decoder.decode_crop(
-                          bytes,
-                          [&](int w, int h) {
-                            aug = draw_augmentation(w, h, t, seed);
-                            return aug.box;
-                          },
-                          t.width, t.height, opt.jpeg_validation);
-            resize_normalize(crop, aug.flip, t, reinterpret_cast<float*>(b.buffer_.data() + used));
+            const std::uint64_t seed = sample_seed(opt.seed, task.epoch, idx);
+            auto* out = reinterpret_cast<float*>(b.buffer_.data() + used);
+            if (s.format == SampleFormat::RawRgb) {
+              const Augmentation aug =
+                  draw_augmentation(static_cast<int>(s.width), static_cast<int>(s.height), t, seed);
+              resize_normalize(raw_crop(bytes, s, aug), aug.flip, t, out);
+            } else {
+              decode_jpeg_sample(ctx.decoder, bytes, seed, t, opt.jpeg_validation, out);
+            }
             used += slot;
             b.timing.decode_ns += now() - t1;
           } else {

@@ -30,6 +30,7 @@
 
 #include "common/interrupt.h"
 #include "common/message_text.h"
+#include "common/socket_wait.h"
 #include "gpemu/error.h"
 #include "gpemu/share.h"
 #include "share/metrics_http.h"
@@ -66,31 +67,9 @@ bool hung_up(int fd) {
   return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
 }
 
-// Waits for fd to be ready for `events` until `deadline` (none: no limit), in
-// slices, so that a SIGINT or SIGTERM (gpemu's handlers only set a flag)
-// ends the wait at once: false when it timed out or was interrupted.
-using Deadline = std::optional<std::chrono::steady_clock::time_point>;
-bool wait_ready(int fd, short events, const Deadline& deadline) {
-  for (;;) {
-    if (interrupt_requested()) return false;
-    int slice = 100;
-    if (deadline) {
-      const auto left =
-          std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0) return false;
-      slice = static_cast<int>(std::min<std::int64_t>(slice, left.count()));
-    }
-    pollfd p{fd, events, 0};
-    const int r = ::poll(&p, 1, slice);
-    if (r > 0) return true;  // ready, or an error the next call reports
-    if (r < 0 && errno != EINTR) return true;
-  }
-}
-
-Deadline deadline_in(int timeout_ms) {
-  if (timeout_ms < 0) return std::nullopt;
-  return std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-}
+using common::Deadline;
+using common::deadline_in;
+using common::wait_ready;
 
 // Writes all of s; the peer has timeout_ms in all to take it (-1: no limit).
 // False when the connection failed, the time ran out (a peer that does not

@@ -80,7 +80,7 @@ TEST(CliGpuDecode, RealClockOnTinyImages) {
 TEST(CliGpuDecode, TheLoaderBenchRunsItBesideTheOthers) {
   gpemu::testing::TempDir dir;
   const std::string args = "bench loader --images 24 --workers 1 --no-torch --no-ffcv --dataset-dir " +
-                           (dir.path() / "images").string() + " --gpu-decode a100";
+                           (dir.path() / "images").string() + " --gpu-decode a100 --service-workers 0";
   const nlohmann::json j = json_of(args + " --json");
   ASSERT_TRUE(j["gpu_decode"].is_object()) << j.dump();
   EXPECT_EQ(j["gpu_decode"]["gpu"], "A100-SXM4-40GB");

@@ -1,0 +1,35 @@
+#include "common/socket_wait.h"
+
+#include <poll.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+
+#include "common/interrupt.h"
+
+namespace gpemu::common {
+
+Deadline deadline_in(int timeout_ms) {
+  if (timeout_ms < 0) return std::nullopt;
+  return std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+}
+
+bool wait_ready(int fd, short events, const Deadline& deadline) {
+  for (;;) {
+    if (interrupt_requested()) return false;
+    int slice = 100;
+    if (deadline) {
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return false;
+      slice = static_cast<int>(std::min<std::int64_t>(slice, left.count()));
+    }
+    pollfd p{fd, events, 0};
+    const int r = ::poll(&p, 1, slice);
+    if (r > 0) return true;  // ready, or an error the next call reports
+    if (r < 0 && errno != EINTR) return true;
+  }
+}
+
+}  // namespace gpemu::common
