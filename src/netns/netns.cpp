@@ -56,8 +56,7 @@ void run_or_throw(const std::vector<std::string>& argv) {
     std::string reason = r.err.empty() ? r.out : r.err;
     while (!reason.empty() && std::isspace(static_cast<unsigned char>(reason.back()))) reason.pop_back();
     if (reason.empty()) reason = fmt::format("exit status {}", r.status);
-    throw InputError(
-        fmt::format("netns: '{}' failed: {}", command_line(argv), one_line_message(reason)));
+    throw InputError(fmt::format("netns: '{}' failed: {}", command_line(argv), one_line_message(reason)));
   }
 }
 
@@ -79,15 +78,15 @@ void shape(const std::string& netns_name, const std::string& dev, const NetnsLay
                      rate_word(l.bandwidth_bit_s), "ceil", rate_word(l.bandwidth_bit_s), "quantum", "60000"}));
   if (l.latency_ns == 0) return;
   const std::string half = fmt::format("{}us", static_cast<double>(l.latency_ns) / 2000.0);
-  const auto args = with({"qdisc", "add", "dev", dev, "parent", "1:1", "handle", "10:", "netem", "delay", half,
-                          "limit", "100000"});
+  const auto args =
+      with({"qdisc", "add", "dev", dev, "parent", "1:1", "handle", "10:", "netem", "delay", half, "limit", "100000"});
   const ToolResult r = run_tool(args);
   if (r.status == 0) return;
   if (r.err.find("qdisc kind is unknown") != std::string::npos)
-    throw InputError(fmt::format(
-        "netns: --latency {} us needs tc's netem qdisc, which this kernel does not have ('{}': {}); "
-        "give --latency 0 to shape the bandwidth alone, or load the sch_netem module",
-        l.latency_ns / 1000, command_line(args), said_line(r.err)));
+    throw InputError(
+        fmt::format("netns: --latency {} us needs tc's netem qdisc, which this kernel does not have ('{}': {}); "
+                    "give --latency 0 to shape the bandwidth alone, or load the sch_netem module",
+                    l.latency_ns / 1000, command_line(args), said_line(r.err)));
   run_or_throw(args);
 }
 
@@ -124,12 +123,9 @@ nlohmann::json to_json(const NetnsLayout& l) {
   for (const NetnsNode& n : l.nodes)
     nodes.push_back(
         {{"netns", n.netns}, {"host_veth", n.host_veth}, {"node_veth", n.node_veth}, {"address", n.address}});
-  return {{"prefix", l.prefix},
-          {"bridge", l.bridge},
-          {"subnet", kSubnet},
-          {"bandwidth_bit_s", l.bandwidth_bit_s},
-          {"latency_ns", l.latency_ns},
-          {"nodes", nodes}};
+  return {{"prefix", l.prefix},         {"bridge", l.bridge},
+          {"subnet", kSubnet},          {"bandwidth_bit_s", l.bandwidth_bit_s},
+          {"latency_ns", l.latency_ns}, {"nodes", nodes}};
 }
 
 void write_state(const NetnsLayout& l, const fs::path& dir) {
@@ -156,8 +152,8 @@ std::uint64_t parse_bandwidth(std::string_view text, std::string_view what) {
     const std::string hint = unit.find("bps") != std::string::npos || unit.find("b/s") != std::string::npos
                                  ? " (tc reads bps as bytes per second: gpemu takes bits only)"
                                  : "";
-    throw InputError(fmt::format("{} '{}': unit '{}' is not accepted{}; {}", what, shown(text),
-                                 shown(unit), hint, accepted));
+    throw InputError(
+        fmt::format("{} '{}': unit '{}' is not accepted{}; {}", what, shown(text), shown(unit), hint, accepted));
   }
   const double bits = std::round(value * scale);
   if (!(bits >= static_cast<double>(kMinBandwidth) && bits <= static_cast<double>(kMaxBandwidth)))
@@ -166,7 +162,8 @@ std::uint64_t parse_bandwidth(std::string_view text, std::string_view what) {
 }
 
 std::int64_t parse_latency(std::string_view text, std::string_view what) {
-  const std::string accepted = "give 0 or a number and a unit, us, ms or s, in whole microseconds up to 10 s, e.g. 50us";
+  const std::string accepted =
+      "give 0 or a number and a unit, us, ms or s, in whole microseconds up to 10 s, e.g. 50us";
   double value = 0;
   std::string unit;
   if (!split_number(text, value, unit))
@@ -177,8 +174,7 @@ std::int64_t parse_latency(std::string_view text, std::string_view what) {
   if (unit == "s") scale = 1e9;
   if (unit.empty() && value == 0) scale = 1;
   if (scale == 0)
-    throw InputError(
-        fmt::format("{} '{}': unit '{}' is not accepted; {}", what, shown(text), shown(unit), accepted));
+    throw InputError(fmt::format("{} '{}': unit '{}' is not accepted; {}", what, shown(text), shown(unit), accepted));
   const double ns = value * scale;
   if (!(ns <= static_cast<double>(kMaxLatencyNs)) || std::fmod(ns, 1000.0) != 0)
     throw InputError(fmt::format("{} '{}': {}; {}", what, shown(text),
@@ -192,20 +188,20 @@ void check_prefix(std::string_view prefix) {
   for (char c : prefix)
     ok = ok && (std::islower(static_cast<unsigned char>(c)) || std::isdigit(static_cast<unsigned char>(c)));
   if (!ok)
-    throw InputError(fmt::format(
-        "--prefix '{}': give a lower-case letter and up to 9 more letters or digits (interface names "
-        "'<prefix>-h<node>' must fit Linux's 15 characters)",
-        shown(prefix)));
+    throw InputError(
+        fmt::format("--prefix '{}': give a lower-case letter and up to 9 more letters or digits (interface names "
+                    "'<prefix>-h<node>' must fit Linux's 15 characters)",
+                    shown(prefix)));
 }
 
 NetnsLayout plan_netns(const NetnsSpec& spec) {
   check_prefix(spec.prefix);
   if (spec.nodes < 1 || spec.nodes > kMaxNodes)
-    throw InputError(fmt::format("--nodes {}: give 1 to {} (the nodes' addresses are one /24, {})", spec.nodes,
-                                 kMaxNodes, kSubnet));
+    throw InputError(
+        fmt::format("--nodes {}: give 1 to {} (the nodes' addresses are one /24, {})", spec.nodes, kMaxNodes, kSubnet));
   if (spec.bandwidth_bit_s < kMinBandwidth || spec.bandwidth_bit_s > kMaxBandwidth)
-    throw InputError(fmt::format("--bandwidth {} bit/s: give {} to {} bit/s", spec.bandwidth_bit_s, kMinBandwidth,
-                                 kMaxBandwidth));
+    throw InputError(
+        fmt::format("--bandwidth {} bit/s: give {} to {} bit/s", spec.bandwidth_bit_s, kMinBandwidth, kMaxBandwidth));
   if (spec.latency_ns < 0 || spec.latency_ns > kMaxLatencyNs || spec.latency_ns % 1000 != 0)
     throw InputError(fmt::format("--latency {} ns: give whole microseconds from 0 to 10 s", spec.latency_ns));
   NetnsLayout l;
@@ -215,8 +211,8 @@ NetnsLayout plan_netns(const NetnsSpec& spec) {
   l.latency_ns = spec.latency_ns;
   for (int i = 0; i < spec.nodes; ++i) {
     const std::string n = std::to_string(i);
-    l.nodes.push_back({spec.prefix + "-" + n, spec.prefix + "-h" + n, spec.prefix + "-v" + n,
-                       "10.213.0." + std::to_string(i + 1)});
+    l.nodes.push_back(
+        {spec.prefix + "-" + n, spec.prefix + "-h" + n, spec.prefix + "-v" + n, "10.213.0." + std::to_string(i + 1)});
   }
   return l;
 }
@@ -227,10 +223,10 @@ void check_netns_allowed() {
         "netns: needs root (network namespaces, veth links and tc shaping need CAP_NET_ADMIN); run it with sudo");
   for (const char* tool : {"ip", "tc"})
     if (!on_path(tool))
-      throw InputError(fmt::format(
-          "netns: '{}' is not on $PATH; install iproute2 (Debian: apt-get install iproute2) or add its "
-          "folder (/usr/sbin) to PATH",
-          tool));
+      throw InputError(
+          fmt::format("netns: '{}' is not on $PATH; install iproute2 (Debian: apt-get install iproute2) or add its "
+                      "folder (/usr/sbin) to PATH",
+                      tool));
 }
 
 fs::path default_state_dir() { return "/run/gpemu/netns"; }
@@ -251,9 +247,10 @@ std::optional<NetnsLayout> read_state(std::string_view prefix, const fs::path& s
   text << in.rdbuf();
   const std::string own = std::string(prefix) + "-";
   auto damaged = [&](const std::string& why) {
-    return InputError(fmt::format("netns state file '{}': {}; remove what it made by hand (ip netns del, ip link del) "
-                                  "and then the file",
-                                  file.string(), why));
+    return InputError(
+        fmt::format("netns state file '{}': {}; remove what it made by hand (ip netns del, ip link del) "
+                    "and then the file",
+                    file.string(), why));
   };
   try {
     const nlohmann::json j = nlohmann::json::parse(text.str());
@@ -268,8 +265,8 @@ std::optional<NetnsLayout> read_state(std::string_view prefix, const fs::path& s
     // Only names of its own prefix: a state file never makes gpemu remove anything else.
     bool own_names = l.prefix == prefix && l.bridge.rfind(own, 0) == 0;
     for (const NetnsNode& n : l.nodes)
-      own_names = own_names && n.netns.rfind(own, 0) == 0 && n.host_veth.rfind(own, 0) == 0 &&
-                  n.node_veth.rfind(own, 0) == 0;
+      own_names =
+          own_names && n.netns.rfind(own, 0) == 0 && n.host_veth.rfind(own, 0) == 0 && n.node_veth.rfind(own, 0) == 0;
     if (!own_names) throw damaged(fmt::format("it names objects outside the prefix '{}-'", prefix));
     return l;
   } catch (const nlohmann::json::exception& e) {
@@ -288,10 +285,10 @@ NetnsLayout netns_up(const NetnsSpec& spec, const fs::path& state_dir,
     fs::remove(state_file(l.prefix, state_dir));
   }
   auto foreign = [&](const std::string& what, const std::string& name, const std::string& remove) {
-    return InputError(fmt::format(
-        "netns: {} '{}' exists and no gpemu netns state file lists it: gpemu leaves it alone; remove it "
-        "({} {}) or give another --prefix",
-        what, name, remove, name));
+    return InputError(
+        fmt::format("netns: {} '{}' exists and no gpemu netns state file lists it: gpemu leaves it alone; remove it "
+                    "({} {}) or give another --prefix",
+                    what, name, remove, name));
   };
   if (link_exists(l.bridge)) throw foreign("link", l.bridge, "ip link del");
   for (const NetnsNode& n : l.nodes) {
@@ -334,9 +331,10 @@ std::vector<std::string> netns_down(std::string_view prefix, const fs::path& sta
   FolderLock lock(state_dir);
   const auto l = read_state(prefix, state_dir);
   if (!l)
-    throw InputError(fmt::format("netns down: no state file '{}': nothing of prefix '{}' to remove (`gpemu "
-                                 "netns up` writes it)",
-                                 state_file(prefix, state_dir).string(), prefix));
+    throw InputError(
+        fmt::format("netns down: no state file '{}': nothing of prefix '{}' to remove (`gpemu "
+                    "netns up` writes it)",
+                    state_file(prefix, state_dir).string(), prefix));
   std::vector<std::string> removed = remove_layout(*l);
   fs::remove(state_file(prefix, state_dir));
   return removed;

@@ -30,9 +30,9 @@
 
 namespace gpemu::netns {
 
-inline constexpr int kMaxNodes = 254;  // one /24 of addresses
+inline constexpr int kMaxNodes = 254;                                                   // one /24 of addresses
 inline constexpr std::uint64_t kMinBandwidth = 8'000, kMaxBandwidth = 400'000'000'000;  // bit/s
-inline constexpr std::int64_t kMaxLatencyNs = 10'000'000'000;                          // 10 s
+inline constexpr std::int64_t kMaxLatencyNs = 10'000'000'000;                           // 10 s
 inline constexpr const char* kDefaultPrefix = "gpemu";
 inline constexpr const char* kSubnet = "10.213.0.0/24";
 
