@@ -134,28 +134,39 @@ void write_state(const NetnsLayout& l, const fs::path& dir) {
 
 }  // namespace
 
-std::uint64_t parse_bandwidth(std::string_view text, std::string_view what) {
-  const std::string accepted = fmt::format(
-      "give a number and a unit, bit, kbit, mbit, gbit or tbit (any case, k = 1000), from {} to {}, e.g. 10Gbit",
-      "8kbit", "400gbit");
+namespace {
+
+struct Unit {
+  std::string_view name;
+  double scale;
+};
+
+// A number and one of `units` (lower case; the text in any case) to the
+// number times the unit's scale; InputError naming `what` and `noun` otherwise.
+double scaled(std::string_view text, std::string_view what, std::string_view noun, const std::string& accepted,
+              std::initializer_list<Unit> units) {
   double value = 0;
   std::string unit;
   if (!split_number(text, value, unit))
-    throw InputError(fmt::format("{} '{}': not a bandwidth; {}", what, shown(text), accepted));
-  double scale = 0;
-  if (unit == "bit") scale = 1;
-  if (unit == "kbit") scale = 1e3;
-  if (unit == "mbit") scale = 1e6;
-  if (unit == "gbit") scale = 1e9;
-  if (unit == "tbit") scale = 1e12;
-  if (scale == 0) {
-    const std::string hint = unit.find("bps") != std::string::npos || unit.find("b/s") != std::string::npos
-                                 ? " (tc reads bps as bytes per second: gpemu takes bits only)"
-                                 : "";
-    throw InputError(
-        fmt::format("{} '{}': unit '{}' is not accepted{}; {}", what, shown(text), shown(unit), hint, accepted));
-  }
-  const double bits = std::round(value * scale);
+    throw InputError(fmt::format("{} '{}': not a {}; {}", what, shown(text), noun, accepted));
+  for (const Unit& u : units)
+    if (unit == u.name) return value * u.scale;
+  // tc reads bps as bytes per second: a user who means bits would be 8x off.
+  const std::string hint = unit.find("bps") != std::string::npos || unit.find("b/s") != std::string::npos
+                               ? " (tc reads bps as bytes per second: gpemu takes bits only)"
+                               : "";
+  throw InputError(
+      fmt::format("{} '{}': unit '{}' is not accepted{}; {}", what, shown(text), shown(unit), hint, accepted));
+}
+
+}  // namespace
+
+std::uint64_t parse_bandwidth(std::string_view text, std::string_view what) {
+  const std::string accepted =
+      "give a number and a unit, bit, kbit, mbit, gbit or tbit (any case, k = 1000), from 8kbit to 400gbit, e.g. "
+      "10Gbit";
+  const double bits = std::round(scaled(text, what, "bandwidth", accepted,
+                                        {{"bit", 1}, {"kbit", 1e3}, {"mbit", 1e6}, {"gbit", 1e9}, {"tbit", 1e12}}));
   if (!(bits >= static_cast<double>(kMinBandwidth) && bits <= static_cast<double>(kMaxBandwidth)))
     throw InputError(fmt::format("{} '{}': out of range; {}", what, shown(text), accepted));
   return static_cast<std::uint64_t>(bits);
@@ -164,18 +175,8 @@ std::uint64_t parse_bandwidth(std::string_view text, std::string_view what) {
 std::int64_t parse_latency(std::string_view text, std::string_view what) {
   const std::string accepted =
       "give 0 or a number and a unit, us, ms or s, in whole microseconds up to 10 s, e.g. 50us";
-  double value = 0;
-  std::string unit;
-  if (!split_number(text, value, unit))
-    throw InputError(fmt::format("{} '{}': not a latency; {}", what, shown(text), accepted));
-  double scale = 0;
-  if (unit == "us") scale = 1e3;
-  if (unit == "ms") scale = 1e6;
-  if (unit == "s") scale = 1e9;
-  if (unit.empty() && value == 0) scale = 1;
-  if (scale == 0)
-    throw InputError(fmt::format("{} '{}': unit '{}' is not accepted; {}", what, shown(text), shown(unit), accepted));
-  const double ns = value * scale;
+  if (text == "0") return 0;
+  const double ns = scaled(text, what, "latency", accepted, {{"us", 1e3}, {"ms", 1e6}, {"s", 1e9}});
   if (!(ns <= static_cast<double>(kMaxLatencyNs)) || std::fmod(ns, 1000.0) != 0)
     throw InputError(fmt::format("{} '{}': {}; {}", what, shown(text),
                                  ns > static_cast<double>(kMaxLatencyNs) ? "out of range" : "not whole microseconds",

@@ -11,6 +11,8 @@
 #include <cstring>
 #include <filesystem>
 
+#include <fmt/format.h>
+
 extern char** environ;
 
 namespace gpemu::netns {
@@ -26,14 +28,7 @@ struct Fd {
 
 }  // namespace
 
-std::string command_line(const std::vector<std::string>& argv) {
-  std::string s;
-  for (const auto& a : argv) {
-    if (!s.empty()) s += ' ';
-    s += a;
-  }
-  return s;
-}
+std::string command_line(const std::vector<std::string>& argv) { return fmt::format("{}", fmt::join(argv, " ")); }
 
 bool on_path(std::string_view name) {
   const char* path = std::getenv("PATH");

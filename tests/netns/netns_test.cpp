@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <string>
 #include <thread>
@@ -23,6 +24,7 @@
 #include "gpemu/error.h"
 #include "netns/netns.h"
 #include "netns/tool.h"
+#include "support/input_error.h"
 #include "support/temp_dir.h"
 
 namespace {
@@ -30,15 +32,7 @@ namespace {
 namespace fs = std::filesystem;
 using namespace gpemu::netns;
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const gpemu::InputError& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+std::string error_of(const std::function<void()>& f) { return gpemu::testing::input_error_message(f); }
 
 TEST(NetnsValues, BandwidthsAreBitsWithTcsUnits) {
   EXPECT_EQ(parse_bandwidth("10Gbit"), 10'000'000'000u);
