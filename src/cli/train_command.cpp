@@ -155,6 +155,7 @@ void train_dlio(const TrainArgs& a, CLI::App* cmd) {
   DlioTrainArgs d;
   d.config = a.dlio_config;
   d.overrides = a.dlio_overrides;
+  d.dist_timeout = std::chrono::milliseconds(static_cast<long long>(a.dist_timeout_s * 1000));
   d.clock = parse_clock_kind(j.clock);
   if (cmd->get_option("--gpu")->count() > 0) d.gpu = j.model.gpu;
   if (cmd->get_option("--gpus")->count() > 0) d.world_size = j.gpus;
@@ -561,7 +562,8 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--dist-timeout", a->dist_timeout_s,
                   "Under torchrun or mpirun (one process per node): seconds a rank waits for the others in the "
                   "rendezvous and each step's network all-reduce before it stops with an error")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(finite_number_in(1, 3600));
   cmd->add_option("--cache-bytes", a->cache_bytes,
                   "Loader cache (MinIO policy) shared by the GPUs' loaders, e.g. 512M; 0: none")
       ->capture_default_str()

@@ -49,16 +49,23 @@ struct Rank {
   fs::path out, err;
 };
 
-// gpemu with torchrun's variables for `rank` of 2, its stdout and stderr to files.
-Rank start_rank(int rank, int port, const std::vector<std::string>& args, const fs::path& dir, int err_fd = -1) {
+// gpemu with torchrun's (or mpirun's) variables for `rank` of 2, its stdout and stderr to files.
+Rank start_rank(int rank, int port, const std::vector<std::string>& args, const fs::path& dir, int err_fd = -1,
+                bool mpirun = false) {
   Rank r;
   r.out = dir / ("out" + std::to_string(rank));
   r.err = dir / ("err" + std::to_string(rank));
   r.pid = ::fork();
   if (r.pid == 0) {
-    ::setenv("RANK", std::to_string(rank).c_str(), 1);
-    ::setenv("WORLD_SIZE", "2", 1);
-    ::setenv("LOCAL_RANK", "0", 1);
+    if (mpirun) {  // OpenMPI's names; MASTER_* as mpirun -x passes them
+      ::setenv("OMPI_COMM_WORLD_RANK", std::to_string(rank).c_str(), 1);
+      ::setenv("OMPI_COMM_WORLD_SIZE", "2", 1);
+      ::setenv("OMPI_COMM_WORLD_LOCAL_RANK", std::to_string(rank).c_str(), 1);
+    } else {
+      ::setenv("RANK", std::to_string(rank).c_str(), 1);
+      ::setenv("WORLD_SIZE", "2", 1);
+      ::setenv("LOCAL_RANK", "0", 1);
+    }
     ::setenv("MASTER_ADDR", "127.0.0.1", 1);
     ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
     const int o = ::open(r.out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -163,6 +170,42 @@ TEST(CliRealNodes, ARankKilledMidRunIsNamedAndTheOthersEpochsStay) {
   // Every epoch it finished is there; the one cut short is not.
   EXPECT_GE(j["iterations"].get<int>(), 6);
   EXPECT_EQ(j["epoch_times_s"].size(), j["iterations"].get<std::size_t>() / 3) << j.dump();
+}
+
+// DLIO under its own launcher (mpirun -np 2; OpenMPI's variables here): each
+// process is one of DLIO's ranks, rank 0 generates the files and rank 1
+// waits for them before it reads its half.
+TEST(CliRealNodes, DlioRanksUnderMpirunReadTheDataRankZeroGenerated) {
+  gpemu::testing::TempDir dir;
+  std::ofstream(dir / "tiny.yaml") << "model:\n  name: tiny\n"
+                                      "workflow:\n  generate_data: True\n  train: True\n"
+                                      "dataset:\n  data_folder: "
+                                   << (dir / "data").string()
+                                   << "\n  format: npy\n"
+                                      "  num_files_train: 8\n  num_samples_per_file: 4\n  record_length: 4096\n"
+                                      "reader:\n  batch_size: 4\n  read_threads: 1\n"
+                                      "train:\n  epochs: 1\n  computation_time: 0.01\n";
+  const int port = free_port();
+  const std::vector<std::string> args = {"train",  "--clock",       "virtual",
+                                         "--json", "--dlio-config", (dir / "tiny.yaml").string()};
+  const Rank zero = start_rank(0, port, args, dir.path(), -1, true),
+             one = start_rank(1, port, args, dir.path(), -1, true);
+  ASSERT_EQ(wait_rank(zero), 0) << slurp(zero.err);
+  ASSERT_EQ(wait_rank(one), 0) << slurp(one.err);
+  for (int r = 0; r < 2; ++r) {
+    const nlohmann::json j = nlohmann::json::parse(slurp(r == 0 ? zero.out : one.out));
+    EXPECT_EQ(j["gpus"], 2);
+    EXPECT_EQ(j["ranks"], nlohmann::json::array({r}));
+    EXPECT_EQ(j["generation"].contains("train"), r == 0);  // only rank 0 generated
+  }
+  // --gpus must agree with the launcher's processes.
+  const std::vector<std::string> four = {
+      "train", "--clock", "virtual", "--gpus", "4", "--dlio-config", (dir / "tiny.yaml").string()};
+  const Rank bad = start_rank(0, free_port(), four, dir.path(), -1, true);
+  EXPECT_EQ(wait_rank(bad), 1);
+  EXPECT_NE(slurp(bad.err).find("--gpus 4 under mpirun of 2 processes: each process is one of DLIO's ranks"),
+            std::string::npos)
+      << slurp(bad.err);
 }
 
 }  // namespace
