@@ -28,7 +28,7 @@ std::shared_ptr<dist::NodeGroup> join_real_nodes(JobSpec& spec, ClockKind clock,
                     "--gpus-per-node is this node's GPUs)",
                     lead, spec.cluster.nodes));
   if (spec.compute.step_time != StepTime::CostModel || !spec.compute.all_reduce || spec.compute.time_divisor != 1)
-    throw InputError(lead + ", whose steps all-reduce a model's gradients: a DLIO step or --gpemu-gpus has none");
+    throw InputError(lead + ", whose steps all-reduce a model's gradients: --gpemu-gpus has none");
   const GpuSpec& gpu = *spec.cluster.gpu;
   const StepCost cost = costs.step_cost(gpu, spec.compute.model.name, spec.batch_size);
   const BackwardPlan plan = plan_backward(gpu, spec.compute.model.name, cost, spec.batch_size,

@@ -25,6 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dist/node_group.h"
+#include "support/dlio_test_util.h"
 #include "support/temp_dir.h"
 
 namespace {
@@ -177,14 +178,7 @@ TEST(CliRealNodes, ARankKilledMidRunIsNamedAndTheOthersEpochsStay) {
 // waits for them before it reads its half.
 TEST(CliRealNodes, DlioRanksUnderMpirunReadTheDataRankZeroGenerated) {
   gpemu::testing::TempDir dir;
-  std::ofstream(dir / "tiny.yaml") << "model:\n  name: tiny\n"
-                                      "workflow:\n  generate_data: True\n  train: True\n"
-                                      "dataset:\n  data_folder: "
-                                   << (dir / "data").string()
-                                   << "\n  format: npy\n"
-                                      "  num_files_train: 8\n  num_samples_per_file: 4\n  record_length: 4096\n"
-                                      "reader:\n  batch_size: 4\n  read_threads: 1\n"
-                                      "train:\n  epochs: 1\n  computation_time: 0.01\n";
+  gpemu::dlio::testing::write_tiny_workload(dir / "tiny.yaml", dir / "data");
   const int port = free_port();
   const std::vector<std::string> args = {"train",  "--clock",       "virtual",
                                          "--json", "--dlio-config", (dir / "tiny.yaml").string()};
