@@ -34,15 +34,12 @@ namespace {
 // The address this machine (or namespace) sends from to reach `addr`: what
 // the other nodes reach it at. A UDP connect sends nothing.
 std::string source_address(const std::string& addr, int port) {
+  sockaddr_in a = resolve_ipv4(addr, port);
   const int s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<std::uint16_t>(port));
-  if (::inet_pton(AF_INET, addr.c_str(), &a.sin_addr) != 1 ||
-      ::connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+  if (::connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
     const int err = errno;
     ::close(s);
-    throw InputError(fmt::format("MASTER_ADDR {}: give rank 0's IPv4 address, one this node has a route to ({})",
+    throw InputError(fmt::format("MASTER_ADDR {}: give rank 0's address, one this node has a route to ({})",
                                  printable_excerpt(addr, 64), std::strerror(err)));
   }
   socklen_t len = sizeof a;

@@ -19,6 +19,7 @@
 
 #include <fmt/format.h>
 
+#include "common/message_text.h"
 #include "gpemu/error.h"
 
 namespace gpemu::dist {
@@ -83,22 +84,23 @@ bool read_block(int fd, std::vector<char>& out, const Clock::time_point* deadlin
   return read_all(fd, out.data(), n, deadline);
 }
 
-sockaddr_in resolve(const std::string& addr, int port) {
+}  // namespace
+
+sockaddr_in resolve_ipv4(const std::string& addr, int port) {
   addrinfo hints{}, *res = nullptr;
   hints.ai_family = AF_INET;
   hints.ai_socktype = SOCK_STREAM;
   if (const int rc = ::getaddrinfo(addr.c_str(), nullptr, &hints, &res); rc != 0 || res == nullptr)
-    throw InputError(fmt::format("MASTER_ADDR {}: cannot resolve it as an IPv4 address ({})", addr, gai_strerror(rc)));
+    throw InputError(fmt::format("MASTER_ADDR {}: cannot resolve it as an IPv4 address ({})",
+                                 printable_excerpt(addr, 64), gai_strerror(rc)));
   sockaddr_in a = *reinterpret_cast<sockaddr_in*>(res->ai_addr);
   ::freeaddrinfo(res);
   a.sin_port = htons(static_cast<std::uint16_t>(port));
   return a;
 }
 
-}  // namespace
-
 TcpStoreServer::TcpStoreServer(const std::string& addr, int port) {
-  sockaddr_in a = resolve(addr, port);
+  sockaddr_in a = resolve_ipv4(addr, port);
   listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   const int one = 1;
   ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
@@ -202,7 +204,7 @@ void TcpStoreServer::serve(int fd) {
 
 TcpStoreClient::TcpStoreClient(const std::string& addr, int port, int rank, std::chrono::milliseconds timeout)
     : where_(fmt::format("{}:{}", addr, port)) {
-  const sockaddr_in a = resolve(addr, port);
+  const sockaddr_in a = resolve_ipv4(addr, port);
   const auto deadline = Clock::now() + timeout;
   int err = 0;
   while (true) {

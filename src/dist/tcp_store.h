@@ -10,6 +10,8 @@
 // Thread safety: a client may be used from several threads (one request at a time).
 #pragma once
 
+#include <netinet/in.h>
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -21,6 +23,10 @@
 #include <vector>
 
 namespace gpemu::dist {
+
+// `addr` (a host name or an IPv4 address, as MASTER_ADDR is given) and
+// `port` as a socket address; InputError naming MASTER_ADDR otherwise.
+sockaddr_in resolve_ipv4(const std::string& addr, int port);
 
 class TcpStoreServer {
  public:

@@ -116,6 +116,11 @@ TEST(TcpStore, KeysWaitAndAClientThatLeavesWithoutGoodbyeIsGone) {
   EXPECT_EQ(c.gone(10ms), (std::vector<int>{3, 4}));
 }
 
+TEST(TcpStore, AnAddressThatDoesNotResolveIsNamed) {
+  const std::string e = error_of([] { resolve_ipv4("no-such-host.invalid", 1); });
+  EXPECT_NE(e.find("MASTER_ADDR no-such-host.invalid: cannot resolve it as an IPv4 address"), std::string::npos) << e;
+}
+
 TEST(TcpStore, NoServerIsOneLineNamingTheAddress) {
   int port = 0;
   {
@@ -145,7 +150,7 @@ TEST(NodeGroup, TwoNodesAllReduceEachStepAndCatchARankOutOfStep) {
     e.launcher = "torchrun";
     e.rank = rank;
     e.world_size = 2;
-    e.master_addr = "127.0.0.1";
+    e.master_addr = "localhost";  // a name, as torchrun's --master_addr often is
     e.master_port = port;
     NodeGroup g(e, o);
     EXPECT_EQ(g.rail_bytes(), 512u * 1024);
