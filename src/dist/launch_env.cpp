@@ -58,6 +58,15 @@ std::optional<LaunchEnv> read_launch_env(const std::function<const char*(const c
                                : ""));
   e.master_addr = addr;
   e.master_port = whole_number("MASTER_PORT", port, 1, 65535);
+  // torchrun's static rendezvous (its default with --master_addr and
+  // --master_port) keeps its agent's own store at MASTER_PORT, where gpemu's
+  // rank 0 would listen; with c10d rendezvous MASTER_PORT is a free port.
+  if (const char* agent = get("TORCHELASTIC_USE_AGENT_STORE"); agent != nullptr && std::string_view(agent) == "True")
+    throw InputError(fmt::format(
+        "torchrun's static rendezvous keeps its own store at MASTER_PORT {} (TORCHELASTIC_USE_AGENT_STORE=True), "
+        "where gpemu's rank 0 listens for the others: run torchrun with --rdzv_backend c10d --rdzv_endpoint "
+        "HOST:PORT instead of --master_addr and --master_port",
+        e.master_port));
   return e;
 }
 

@@ -68,6 +68,21 @@ TEST(LaunchEnv, TorchrunAndMpirunVariables) {
               env_of({{"WORLD_SIZE", "2"}, {"RANK", "2"}, {"MASTER_ADDR", "a"}, {"MASTER_PORT", "1"}});
             }).find("RANK=2: give a whole number from 0 to 1"),
             std::string::npos);
+  // torchrun --master_port: its agent's store holds MASTER_PORT.
+  EXPECT_NE(error_of([] {
+              env_of({{"WORLD_SIZE", "2"},
+                      {"RANK", "0"},
+                      {"MASTER_ADDR", "a"},
+                      {"MASTER_PORT", "29500"},
+                      {"TORCHELASTIC_USE_AGENT_STORE", "True"}});
+            }).find("run torchrun with --rdzv_backend c10d --rdzv_endpoint HOST:PORT"),
+            std::string::npos);
+  EXPECT_TRUE(env_of({{"WORLD_SIZE", "2"},
+                      {"RANK", "0"},
+                      {"MASTER_ADDR", "a"},
+                      {"MASTER_PORT", "29500"},
+                      {"TORCHELASTIC_USE_AGENT_STORE", "False"}})
+                  .has_value());
   EXPECT_NE(error_of([] {
               env_of({{"WORLD_SIZE", "two"}});
             }).find("WORLD_SIZE=two: give a whole number"),
