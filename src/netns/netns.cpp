@@ -230,6 +230,19 @@ void check_netns_allowed() {
                       tool));
 }
 
+std::string netns_refused(const std::string& prefix) {
+  if (::geteuid() != 0) return "needs root to make network namespaces";
+  if (!on_path("ip") || !on_path("tc")) return "needs iproute2's ip and tc on PATH";
+  const std::string probe = prefix + "-probe";
+  const ToolResult r = run_tool({"ip", "netns", "add", probe});
+  if (r.status != 0) return "this machine refuses `ip netns add`: " + said_line(r.err);
+  run_tool({"ip", "netns", "del", probe});
+  const ToolResult b = run_tool({"ip", "link", "add", prefix + "-pb", "type", "bridge"});
+  if (b.status != 0) return "this machine refuses a bridge: " + said_line(b.err);
+  run_tool({"ip", "link", "del", prefix + "-pb"});
+  return "";
+}
+
 fs::path default_state_dir() { return "/run/gpemu/netns"; }
 
 bool netns_exists(const std::string& name) {

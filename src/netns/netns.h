@@ -70,6 +70,11 @@ NetnsLayout plan_netns(const NetnsSpec& spec);
 
 // Root and ip and tc on $PATH, else InputError in one line saying what is missing.
 void check_netns_allowed();
+// Why this machine cannot make namespaces and bridges, or "" when it can:
+// tried (a namespace "<prefix>-probe" and a bridge "<prefix>-pb", removed
+// at once), not assumed, since a container may refuse them even to root.
+// For tests, which skip with the reason.
+std::string netns_refused(const std::string& prefix);
 
 // /run/gpemu/netns: on a tmpfs that a reboot empties, as it empties the namespaces.
 std::filesystem::path default_state_dir();

@@ -15,6 +15,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <iterator>
 #include <map>
 #include <string>
@@ -25,6 +26,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dist/node_group.h"
+#include "netns/netns.h"
 #include "support/dlio_test_util.h"
 #include "support/temp_dir.h"
 
@@ -52,7 +54,7 @@ struct Rank {
 
 // gpemu with torchrun's (or mpirun's) variables for `rank` of 2, its stdout and stderr to files.
 Rank start_rank(int rank, int port, const std::vector<std::string>& args, const fs::path& dir, int err_fd = -1,
-                bool mpirun = false) {
+                bool mpirun = false, const std::string& netns = "", const std::string& master = "127.0.0.1") {
   Rank r;
   r.out = dir / ("out" + std::to_string(rank));
   r.err = dir / ("err" + std::to_string(rank));
@@ -67,18 +69,20 @@ Rank start_rank(int rank, int port, const std::vector<std::string>& args, const 
       ::setenv("WORLD_SIZE", "2", 1);
       ::setenv("LOCAL_RANK", "0", 1);
     }
-    ::setenv("MASTER_ADDR", "127.0.0.1", 1);
+    ::setenv("MASTER_ADDR", master.c_str(), 1);
     ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
     const int o = ::open(r.out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     const int e = err_fd >= 0 ? err_fd : ::open(r.err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     ::dup2(o, 1);
     ::dup2(e, 2);
-    std::vector<std::string> copy = args;
-    std::string bin = GPEMU_BINARY;
-    std::vector<char*> argv{bin.data()};
-    for (auto& a : copy) argv.push_back(a.data());
+    std::vector<std::string> words;
+    if (!netns.empty()) words = {"ip", "netns", "exec", netns};
+    words.push_back(GPEMU_BINARY);
+    words.insert(words.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (auto& w : words) argv.push_back(w.data());
     argv.push_back(nullptr);
-    ::execv(bin.c_str(), argv.data());
+    ::execvp(argv[0], argv.data());
     ::_exit(127);
   }
   return r;
@@ -200,6 +204,40 @@ TEST(CliRealNodes, DlioRanksUnderMpirunReadTheDataRankZeroGenerated) {
   EXPECT_NE(slurp(bad.err).find("--gpus 4 under mpirun of 2 processes: each process is one of DLIO's ranks"),
             std::string::npos)
       << slurp(bad.err);
+}
+
+// Two ranks in namespaces joined by 1 Gbit/s links (gpemu netns): each
+// step's network all-reduce moves mobilenet_v2's 14 MB of gradients over the
+// shaped link, so it takes at least its bytes over the rate (a ring of two
+// sends each node's bytes once), where loopback took a tenth of that.
+TEST(CliRealNodes, InNamespacesTheShapedLinkDecidesTheAllReduce) {
+  if (!gpemu::dist::have_gloo()) GTEST_SKIP() << "built without gloo (libgloo-dev)";
+  const std::string prefix = "gtr" + std::to_string(::getpid() % 100000);
+  if (const std::string why = gpemu::netns::netns_refused(prefix); !why.empty()) GTEST_SKIP() << why;
+  gpemu::testing::TempDir dir;
+  gpemu::netns::NetnsSpec spec;
+  spec.prefix = prefix;
+  spec.nodes = 2;
+  spec.bandwidth_bit_s = 1'000'000'000;
+  const gpemu::netns::NetnsLayout l = gpemu::netns::netns_up(spec, dir / "state");
+  const std::vector<std::string> args = {"train", "--clock", "real", "--synthetic", "--model", "mobilenet_v2", "--gpu",
+                                         "v100",  "-b",      "8",    "-n",          "3",       "--json"};
+  const std::string master = l.nodes[0].address;
+  const Rank zero = start_rank(0, 29500, args, dir.path(), -1, false, l.nodes[0].netns, master);
+  const Rank one = start_rank(1, 29500, args, dir.path(), -1, false, l.nodes[1].netns, master);
+  const int s0 = wait_rank(zero), s1 = wait_rank(one);
+  gpemu::netns::netns_down(prefix, dir / "state");
+  ASSERT_EQ(s0, 0) << slurp(zero.err);
+  ASSERT_EQ(s1, 0) << slurp(one.err);
+  for (const Rank* r : {&zero, &one}) {
+    const nlohmann::json n = nlohmann::json::parse(slurp(r->out))["real_nodes"];
+    EXPECT_EQ(n["exchanges"], 3);
+    const double per_exchange = n["exchange_s"].get<double>() / 3;
+    const double limit = n["bytes_per_exchange"].get<double>() * 8 / 1e9;
+    std::cout << "rank " << n["node"] << ": " << per_exchange << " s an all-reduce, " << per_exchange / limit
+              << " x bytes / rate\n";
+    EXPECT_GT(per_exchange / limit, 0.9);
+  }
 }
 
 }  // namespace

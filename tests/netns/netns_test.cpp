@@ -87,21 +87,6 @@ TEST(NetnsValues, ThePlanNamesEveryObjectUnderThePrefix) {
   EXPECT_NE(error_of([&] { plan_netns(spec); }).find("--prefix"), std::string::npos);
 }
 
-// Why this machine cannot run the namespace tests, or "" when it can (tried,
-// not assumed: a container may refuse `ip netns add` even to root).
-std::string namespaces_refused(const std::string& prefix) {
-  if (::geteuid() != 0) return "needs root to make network namespaces";
-  if (!on_path("ip") || !on_path("tc")) return "needs iproute2's ip and tc on PATH";
-  const std::string probe = prefix + "-probe";
-  const ToolResult r = run_tool({"ip", "netns", "add", probe});
-  if (r.status != 0) return "this machine refuses `ip netns add`: " + r.err;
-  run_tool({"ip", "netns", "del", probe});
-  const ToolResult b = run_tool({"ip", "link", "add", prefix + "-pb", "type", "bridge"});
-  if (b.status != 0) return "this machine refuses a bridge: " + b.err;
-  run_tool({"ip", "link", "del", prefix + "-pb"});
-  return "";
-}
-
 // A prefix of this process's own, so that tests running at once never meet.
 std::string test_prefix(const char* tag) { return tag + std::to_string(::getpid() % 100000); }
 
@@ -171,7 +156,7 @@ bool anything_named(const std::string& prefix) {
 // 1514-byte frame, so the payload sees about 4.5 % less); down leaves nothing.
 TEST(NetnsShaping, ATransferTakesItsSizeOverTheRateAndDownLeavesNothing) {
   const std::string prefix = test_prefix("gts");
-  if (const std::string why = namespaces_refused(prefix); !why.empty()) GTEST_SKIP() << why;
+  if (const std::string why = netns_refused(prefix); !why.empty()) GTEST_SKIP() << why;
   gpemu::testing::TempDir state;
   NetnsSpec spec;
   spec.prefix = prefix;
@@ -200,7 +185,7 @@ TEST(NetnsShaping, ATransferTakesItsSizeOverTheRateAndDownLeavesNothing) {
 // namespace of a planned name that gpemu did not make is refused and kept.
 TEST(NetnsShaping, UpCleansItsOwnLeftoversAndNothingElse) {
   const std::string prefix = test_prefix("gtc");
-  if (const std::string why = namespaces_refused(prefix); !why.empty()) GTEST_SKIP() << why;
+  if (const std::string why = netns_refused(prefix); !why.empty()) GTEST_SKIP() << why;
   gpemu::testing::TempDir state;
   NetnsSpec spec;
   spec.prefix = prefix;
