@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config
   libfmt-dev libspdlog-dev libcli11-dev nlohmann-json3-dev libyaml-cpp-dev
-  libjpeg62-turbo-dev liburing-dev
+  libjpeg62-turbo-dev liburing-dev libgloo-dev iproute2
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev
   python3 python3-dev pybind11-dev python3-torch python3-torchvision python3-numpy python3-yaml python3-matplotlib

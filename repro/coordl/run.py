@@ -23,7 +23,7 @@ GIB10 = 10 * 1024 ** 3
 
 def main():
     item = repro.start("coordl", "CoorDL: partitioned cache vs PyTorch DataLoader, AlexNet, 8 P100 per node", __doc__,
-                       HERE, "it needs several machines (the real-clock part of issue 32 is not built)")
+                       HERE, repro.DISTRIBUTED_CACHE_NOT_REAL)
     ref = {}
     for r in repro.read_reference("coordl.csv"):
         if r["series"] == "speedup":

@@ -52,7 +52,7 @@ def solve(run, target, x0, x1, steps=3):
 
 def main():
     item = repro.start("ladcache", "LADCache: regular vs locality-aware distributed cache, AlexNet, 8 P100 per node",
-                       __doc__, HERE, "it needs several machines (the real-clock part of issue 32 is not built)")
+                       __doc__, HERE, repro.DISTRIBUTED_CACHE_NOT_REAL)
     ref = {(r["at"]["system"], int(r["at"]["nodes"])): r["value"] for r in repro.read_reference("locality.csv")}
     nodes = [1, 2, 4]
     for name, value in [("model", "alexnet"), ("gpu", "8 emulated P100 per node in GPEmu's mode (--gpemu-gpus 8)"),

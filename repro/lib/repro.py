@@ -115,6 +115,11 @@ def constant_sizes(item, name, size, count, comment):
     return f"sizes={path}"
 
 
+# Why the distributed-cache items (CoorDL, LADCache) have no --clock real form yet.
+DISTRIBUTED_CACHE_NOT_REAL = ("it needs the distributed cache across real nodes (the real mode of issue 32 exchanges "
+                              "only the gradients, not the cache's lookups and samples)")
+
+
 def start(name, title, doc, script_dir, real_clock_needs=None):
     """Parses an item's arguments (its docstring's first line describes it) and makes its Item.
     real_clock_needs: why the item has no --clock real form (it then says so and exits 0); None when it has one."""

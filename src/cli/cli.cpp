@@ -73,6 +73,7 @@ int run_command(int argc, char** argv) {
   add_analyze_command(app);
   add_share_command(app);
   add_cluster_command(app);
+  add_netns_command(app);
   add_serve_command(app);
   add_smi_command(app);
   add_torch_command(app);

@@ -22,6 +22,7 @@ void add_torch_command(CLI::App& app);
 void add_profile_command(CLI::App& app);
 void add_cluster_command(CLI::App& app);
 void add_prep_command(CLI::App& app);  // `gpemu prep serve`
+void add_netns_command(CLI::App& app);
 // `gpemu torch`: takes the script and its arguments out of argv before CLI11
 // parses it (they are the script's, "--" and all); returns the argc CLI11 gets.
 int split_torch_script_args(int argc, char** argv);

@@ -7,6 +7,8 @@
 #include "cli/job_args.h"
 #include "cli/options.h"
 #include "cli/output.h"
+#include "dist/dlio_ranks.h"
+#include "dist/launch_env.h"
 #include "dlio/runner.h"
 #include "gpemu/catalog.h"
 #include "gpemu/dlio.h"
@@ -30,8 +32,26 @@ void run_dlio_train(const DlioTrainArgs& a) {
       throw InputError(fmt::format("--gpus {} is impossible: it must be at least 1", *a.world_size));
     overrides.push_back(fmt::format("++workload.gpemu.world_size={}", *a.world_size));
   }
+  // Under mpirun or torchrun each process is one of DLIO's ranks, as under
+  // DLIO's own launcher: -np gives the world size (docs/dlio.md, "Under mpirun").
+  const std::optional<dist::LaunchEnv> launch = dist::read_launch_env();
+  if (launch) {
+    if (a.world_size && *a.world_size != launch->world_size)
+      throw InputError(
+          fmt::format("--gpus {} under {} of {} processes: each process is one of DLIO's ranks, so the "
+                      "launcher gives the world size; drop --gpus or give {}",
+                      *a.world_size, launch->launcher, launch->world_size, launch->world_size));
+    overrides.push_back(fmt::format("++workload.gpemu.world_size={}", launch->world_size));
+  }
   const dlio::DlioWorkload w = dlio::parse_dlio_config(a.config, overrides);
   dlio::DlioRunOptions o;
+  std::unique_ptr<dist::DlioRanks> ranks;
+  if (launch) {
+    ranks = std::make_unique<dist::DlioRanks>(*launch, a.dist_timeout);
+    o.world_size = launch->world_size;
+    o.ranks = {launch->rank};
+    o.after_generation = [r = ranks.get()] { r->wait_for_data(); };
+  }
   o.clock = a.clock;
   o.per_rank_epochs = a.json;  // the text output prints each epoch's figures, not each rank's
   if (!a.json) {
@@ -76,6 +96,9 @@ void run_dlio_train(const DlioTrainArgs& a) {
     write_html_report_file(rep, a.report);
   }
   print(result);
+  if (launch && !a.json)
+    std::cout << fmt::format("gpemu: these figures are rank {}'s of {} ({}: one process per rank)\n", launch->rank,
+                             launch->world_size, launch->launcher);
   if (!a.trace.empty() && !a.json) std::cout << "trace: " << a.trace << " (open in https://ui.perfetto.dev)\n";
   if (!a.report.empty() && !a.json) std::cout << "report: " << a.report << '\n';
 }

@@ -2,6 +2,7 @@
 // a DLIO / MLPerf Storage workload on emulated accelerators (src/dlio).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -22,6 +23,7 @@ struct DlioTrainArgs {
   std::string trace;
   std::string report;
   bool json = false;
+  std::chrono::milliseconds dist_timeout{30'000};  // under mpirun or torchrun: the rendezvous
 };
 
 void run_dlio_train(const DlioTrainArgs& a);

@@ -16,6 +16,7 @@
 #include "cli/options.h"
 #include "cli/output.h"
 #include "cli/prep_args.h"
+#include "cli/real_nodes.h"
 #include "common/interrupt.h"
 #include "gpemu/catalog.h"
 #include "gpemu/clock.h"
@@ -56,7 +57,8 @@ struct TrainArgs {
   // DLIO / MLPerf Storage workloads.
   std::string dlio_config;
   std::vector<std::string> dlio_overrides;
-  PrepArgs prep;  // a preprocessing service (cli/prep_args.h)
+  PrepArgs prep;               // a preprocessing service (cli/prep_args.h)
+  double dist_timeout_s = 30;  // one node of several processes (cli/real_nodes.h)
 };
 
 constexpr int kDefaultSyntheticIterations = 300;
@@ -153,6 +155,7 @@ void train_dlio(const TrainArgs& a, CLI::App* cmd) {
   DlioTrainArgs d;
   d.config = a.dlio_config;
   d.overrides = a.dlio_overrides;
+  d.dist_timeout = std::chrono::milliseconds(static_cast<long long>(a.dist_timeout_s * 1000));
   d.clock = parse_clock_kind(j.clock);
   if (cmd->get_option("--gpu")->count() > 0) d.gpu = j.model.gpu;
   if (cmd->get_option("--gpus")->count() > 0) d.world_size = j.gpus;
@@ -490,6 +493,9 @@ void train(const TrainArgs& a, CLI::App* cmd) {
   }
   d.fastflow = apply_prep_args(a.prep, j.network, *costs, spec, notes);
 
+  // One node of several processes (torchrun, mpirun): joins the others first.
+  const std::shared_ptr<dist::NodeGroup> real_nodes = join_real_nodes(spec, d.clock, *costs, a.dist_timeout_s);
+
   // The one-job case of a session: the job alone on GPUs of its own.
   auto clock = make_clock(d.clock);
   Session session(*clock, *costs, session_for(spec));
@@ -519,6 +525,7 @@ void train(const TrainArgs& a, CLI::App* cmd) {
         "epoch is cut short)");
   }
   const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+  if (real_nodes) notes.push_back(real_nodes_note(*real_nodes));
   if (!a.trace.empty()) {
     train::add_stall_spans(rec, session.timeline());
     write_chrome_trace_file(session.timeline().trace_records(), session.timeline().host_spans(), outcome.devices,
@@ -529,10 +536,13 @@ void train(const TrainArgs& a, CLI::App* cmd) {
     for (const std::string& n : notes) rep.notes.push_back(n);
     write_html_report_file(rep, a.report);
   }
-  if (j.json)
-    std::cout << train_json(a, d, spec, rec, wall_s, notes).dump(2) << '\n';
-  else
+  if (j.json) {
+    nlohmann::json out = train_json(a, d, spec, rec, wall_s, notes);
+    if (real_nodes) out["real_nodes"] = real_nodes_json(*real_nodes);
+    std::cout << out.dump(2) << '\n';
+  } else {
     print_train(a, d, spec, rec, wall_s, notes);
+  }
   if (rec.stopped) std::rethrow_exception(rec.stopped);
 }
 
@@ -552,6 +562,11 @@ void add_train_command(CLI::App& app) {
                   "of in-memory batches (as --synthetic; default 300)")
       ->check(whole_number_in(1, std::numeric_limits<int>::max()));
   cmd->add_option("--epochs", a->epochs, "Epochs")->capture_default_str()->check(whole_number_in(1, 1000000));
+  cmd->add_option("--dist-timeout", a->dist_timeout_s,
+                  "Under torchrun or mpirun (one process per node): seconds a rank waits for the others in the "
+                  "rendezvous and each step's network all-reduce before it stops with an error")
+      ->capture_default_str()
+      ->check(finite_number_in(1, 3600));
   cmd->add_option("--cache-bytes", a->cache_bytes,
                   "Loader cache (MinIO policy) shared by the GPUs' loaders, e.g. 512M; 0: none")
       ->capture_default_str()

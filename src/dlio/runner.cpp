@@ -819,6 +819,7 @@ nlohmann::json run_dlio_workload(const DlioWorkload& w, const DlioRunOptions& o)
     }
   }
   result["generation"] = generation;
+  if (o.after_generation) o.after_generation();
   if (!train && !w.workflow.checkpoint) {
     result["wall_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
     result["warnings"] = warnings;

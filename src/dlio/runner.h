@@ -68,6 +68,10 @@ struct DlioRunOptions {
   // The ranks this process runs, each on its own host thread; empty: all of
   // 0 .. world_size-1. Generation is done only by the process running rank 0.
   std::vector<int> ranks;
+  // Called by every process once the data is generated (by the process of
+  // rank 0) and before any of it is opened: where processes that share a
+  // world (mpirun, torchrun) wait for rank 0's files. Null: nothing.
+  std::function<void()> after_generation;
   // Relative storage_root / data_folder / checkpoint_folder resolve here
   // (empty: the current directory).
   std::filesystem::path base_dir;

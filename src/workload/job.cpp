@@ -132,6 +132,12 @@ void validate(const JobSpec& s) {
         "node(s): give one GPU per node (or drop --gpemu-gpus for {} data-parallel ranks with all-reduce)",
         s.compute.time_divisor, s.compute.time_divisor, s.cluster.gpus, s.cluster.nodes, s.cluster.gpus));
   validate_node_data(s);
+  if (s.cluster.real_nodes < 1 || s.cluster.real_node < 0 || s.cluster.real_node >= s.cluster.real_nodes ||
+      (s.cluster.real_nodes > 1 && s.cluster.nodes != 1))
+    throw InputError(
+        fmt::format("job: cluster.real_node {} of real_nodes {} with nodes {}: a node of several "
+                    "processes is one node of 0 to real_nodes - 1, and emulates only its own",
+                    s.cluster.real_node, s.cluster.real_nodes, s.cluster.nodes));
   if (s.schedule.between_steps && s.cluster.gpus != 1)
     throw InputError(fmt::format(
         "job: schedule.between_steps (pause, preemption) is for a job of one GPU, not {}: its ranks would stop at "
@@ -482,7 +488,7 @@ Job::Job(Clock& clock, const CostModel& costs, JobSpec spec)
     } else if (per_epoch == 0 && d.source != DataSource::Custom && d.dataset.size() > 0) {
       pipeline::LoaderOptions lo = d.loader;
       lo.rank = 0;
-      lo.world_size = gpus;
+      lo.world_size = spec_.cluster.real_nodes * gpus;
       const pipeline::Sampler sampler(d.dataset.size(), pipeline::sampler_options(lo));
       const auto b = static_cast<std::size_t>(spec_.batch_size);
       const bool drop_last = d.loader.drop_last || d.source == DataSource::Synthetic;
@@ -692,6 +698,12 @@ void Job::run_phase(Rank& r, RunPhase phase, int epoch, pipeline::BatchSource& s
       break;
     }
     const Time delivered = clock_.now();
+    if (train && spec_.cluster.real_exchange) {
+      // The network part of the step's all-reduce among the node processes,
+      // real and blocking, once this GPU's earlier work is done.
+      StepBoundary(*this, &r).drain();
+      spec_.cluster.real_exchange(r.index, static_cast<std::uint64_t>(r.iterations) + 1);
+    }
     if (b->gpu_decode > 0 || b->pipeline_device_bytes > r.prep_bytes) gpu_preprocess(r, *b);
 
     const int n = static_cast<int>(b->samples);
@@ -1021,8 +1033,8 @@ std::vector<std::function<void()>> Job::host_threads(JobObserver* observer) {
   auto make_source = [&](const DataSpec& d, int g, int batch) -> std::unique_ptr<pipeline::BatchSource> {
     pipeline::LoaderOptions lo = d.loader;
     lo.batch_size = static_cast<std::size_t>(batch);
-    lo.rank = g;
-    lo.world_size = gpus;
+    lo.rank = spec_.cluster.real_node * gpus + g;  // one node of several processes: its global ranks
+    lo.world_size = spec_.cluster.real_nodes * gpus;
     const HostMemoryKind mem = d.pin_memory ? HostMemoryKind::Pinned : HostMemoryKind::Pageable;
     switch (d.source) {
       case DataSource::Synthetic: {

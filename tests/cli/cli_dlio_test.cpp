@@ -1,6 +1,7 @@
 // `gpemu train --dlio-config`: a DLIO workload from the command line.
 #include <gtest/gtest.h>
 
+#include "support/dlio_test_util.h"
 #include "support/run_gpemu.h"
 
 #include <sys/wait.h>
@@ -26,15 +27,7 @@ struct CliDlio : ::testing::Test {
   std::filesystem::path config = dir / "tiny.yaml";
   void SetUp() override {
     std::filesystem::create_directories(dir);
-    std::ofstream(config) << "model:\n  name: tiny\n"
-                             "workflow:\n  generate_data: True\n  train: True\n"
-                             "dataset:\n  data_folder: "
-                          << (dir / "data").string()
-                          << "\n  format: npy\n"
-                             "  num_files_train: 8\n  num_samples_per_file: 4\n  record_length: 4096\n"
-                             "reader:\n  batch_size: 4\n  read_threads: 1\n"
-                             "train:\n  epochs: 1\n  computation_time: 0.01\n"
-                             "metric:\n  au: 0.90\n";
+    gpemu::dlio::testing::write_tiny_workload(config, dir / "data");
   }
   void TearDown() override { std::filesystem::remove_all(dir); }
 };

@@ -181,6 +181,16 @@ struct ClusterSpec {
   // builds its nodes and network on it (Cluster). Trace rows:
   // node.first_device_index + rank.
   NodeGpus on_node;
+  // One node of a job of several processes (real mode, docs/train.md "Real
+  // nodes"): this process emulates node real_node of real_nodes (its GPUs are
+  // the global ranks real_node x gpus + local, which the loaders shard by),
+  // and each train step of a local rank, once its batch is ready and its
+  // GPU's earlier work is done, first calls real_exchange(local rank, step
+  // number from 1): the network part of the step's gradient all-reduce, a
+  // real collective among the processes that blocks its host thread for as
+  // long as the real network takes. nodes must be 1 (the other nodes are processes).
+  int real_node = 0, real_nodes = 1;
+  std::function<void(int local_rank, std::uint64_t step)> real_exchange;
   BucketOptions buckets;
   int backward_even_chunks = 16;  // DDP without a zoo graph (backward_plan.h)
   int backward_max_chunks = 64;
