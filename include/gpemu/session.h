@@ -16,6 +16,14 @@
 //                                                                  |            tensors back to the GPU)
 //                                                                  +--resume-- preempted  (restore cost on restart)
 //
+// A job of several GPUs pauses and is preempted as one: each of its ranks
+// stops before the same step (the one after the step its furthest rank has
+// started); preempted, every GPU drains, the checkpoint is written once for
+// the job (through the session's checkpoint storage, queued behind other
+// jobs' checkpoints), every rank gives its memory back, and the job leaves
+// its GPUs; resumed, it waits for those GPUs, reads the checkpoint once and
+// every rank allocates its state again.
+//
 // Each job is the one engine's Job (job.h) on GPUs of the session
 // (ClusterSpec::on_node): one GPU, or several of one node for a data-parallel
 // job (its ranks' all-reduce over the node's NVLink or PCIe links, which
@@ -37,9 +45,9 @@
 // through the clock (ClockEvent), never by polling.
 //
 // Not yet: jobs of several nodes (a Job of several nodes builds its own
-// cluster), pausing or preempting a job of several GPUs, a storage model
-// and a network shared by the jobs, placement or sharing policies written in
-// Python (docs/architecture.md, "Sessions").
+// cluster), a storage model for the jobs' data and a network shared by the
+// jobs, placement or sharing policies written in Python
+// (docs/architecture.md, "Sessions").
 //
 // Thread safety: add_job and at before run(); pause, preempt, resume and
 // ended from the session's host threads (control actions, observers) while
@@ -63,6 +71,7 @@
 #include "gpemu/device.h"
 #include "gpemu/interconnect.h"
 #include "gpemu/job.h"
+#include "gpemu/pipeline/storage_model.h"
 #include "gpemu/time.h"
 #include "gpemu/timeline.h"
 
@@ -81,6 +90,9 @@ struct PlacementRequest {
   int gpu = -1;  // the GPU the job names (SessionJob::gpu; its first, with several); -1: any
   Time queued = 0;
   int gpus = 1;  // GPUs it needs, all of one node
+  // The GPUs it must have, rank order: a preempted job of several GPUs
+  // (its Devices are on them); empty: any.
+  std::vector<int> want;
 };
 // One GPU of the session, as a placement policy sees it.
 struct GpuLoad {
@@ -103,9 +115,10 @@ class PlacementPolicy {
   // free_gpus_of_one_node.
   virtual std::vector<int> place_gpus(const PlacementRequest& job, std::span<const GpuLoad> gpus) const;
 };
-// job.gpus GPUs with no job, all of one node: from job.gpu on when it names
-// one (all must be free), else the lowest free ones of the lowest node that
-// has enough; none when there are not.
+// job.gpus GPUs with no job, all of one node: job.want when given (all must
+// be free), else from job.gpu on when it names one (all must be free), else
+// the lowest free ones of the lowest node that has enough; none when there
+// are not.
 std::vector<int> free_gpus_of_one_node(const PlacementRequest& job, std::span<const GpuLoad> gpus);
 // "pinned" or "first-fit"; InputError naming the accepted ones otherwise.
 std::shared_ptr<const PlacementPolicy> placement_policy(std::string_view name);
@@ -129,6 +142,11 @@ struct SessionSpec {
   std::shared_ptr<const PlacementPolicy> placement;
   int cpu_cores_per_node = 0;  // the cores a node's jobs' modelled loaders share; 0: this machine's
   bool trace = false;          // keep the timeline's operations and host spans
+  // Where preempted jobs write their checkpoints and read them back on
+  // restart: one request of SessionJob::checkpoint_bytes per job each time,
+  // served first come first served with the other jobs' (StorageServer).
+  // Unset: a checkpoint costs only checkpoint_save / checkpoint_restore.
+  std::optional<pipeline::StorageDevice> checkpoint_storage;
 };
 
 // The session a job runs alone in, on GPUs of its own (`gpemu train`,
@@ -151,6 +169,10 @@ struct SessionJob {
   std::string mig;                  // sharing policy mig: its slice's profile
   Duration checkpoint_save = 0;     // preemption: the checkpoint's write, after the GPU drains
   Duration checkpoint_restore = 0;  // the restart's read, before the first step after it
+  // Preemption: the checkpoint's size, written (and read on restart) once for
+  // the job through SessionSpec::checkpoint_storage, before checkpoint_save
+  // (checkpoint_restore) is spent; 0: no storage request.
+  std::uint64_t checkpoint_bytes = 0;
   // Its cost model; null: the session's.
   std::shared_ptr<const CostModel> costs;
   int trace_row = -1;               // the trace's device row of its first Device (then one a GPU); -1: its JobId
@@ -222,9 +244,10 @@ class Session {
   void run();
 
   // From the session's host threads while it runs. pause and preempt take
-  // effect at the job's next step boundary; a request for a job that is not
-  // running (queued, ended, already paused) or of several GPUs is ignored,
-  // as is resume for a job that is not paused or preempted.
+  // effect at the job's next step boundary (for several GPUs, before the
+  // step after the one its furthest rank has started, on every rank); a
+  // request for a job that is not running (queued, ended, already paused)
+  // is ignored, as is resume for a job that is not paused or preempted.
   void pause(JobId id);
   void preempt(JobId id);
   void resume(JobId id);
@@ -247,6 +270,8 @@ class Session {
   void dispatch();
   void leave_gpu(Slot& s);
   void between_steps(Slot& s, const StepBoundary& b);
+  void request_stop(JobId id, bool preempt);
+  Time checkpoint_io(const Slot& s);
   Slot& slot(JobId id) const;
 
   Clock& clock_;
@@ -256,7 +281,8 @@ class Session {
   int gpu_count_ = 0;
   std::vector<std::unique_ptr<SharedGpu>> gpus_;  // shared sessions
   std::vector<std::unique_ptr<Node>> nodes_;      // per node, its links; made for the first job of several GPUs
-  std::vector<std::shared_ptr<pipeline::CpuPool>> cpu_pools_;  // per node
+  std::vector<std::shared_ptr<pipeline::CpuPool>> cpu_pools_;    // per node
+  std::unique_ptr<pipeline::StorageServer> checkpoint_storage_;  // SessionSpec::checkpoint_storage
   std::vector<std::unique_ptr<Slot>> slots_;
   std::vector<std::pair<Time, std::function<void(Session&)>>> actions_;
   std::vector<std::function<void(Session&, const JobOutcome&)>> end_observers_;

@@ -132,11 +132,6 @@ void validate(const JobSpec& s) {
         "node(s): give one GPU per node (or drop --gpemu-gpus for {} data-parallel ranks with all-reduce)",
         s.compute.time_divisor, s.compute.time_divisor, s.cluster.gpus, s.cluster.nodes, s.cluster.gpus));
   validate_node_data(s);
-  if (s.schedule.between_steps && s.cluster.gpus != 1)
-    throw InputError(fmt::format(
-        "job: schedule.between_steps (pause, preemption) is for a job of one GPU, not {}: its ranks would stop at "
-        "different steps",
-        s.cluster.gpus));
   if (!s.schedule.checkpoints.empty() && !s.schedule.checkpoint)
     throw InputError("job: schedule.checkpoints are given but schedule.checkpoint (the I/O) is not set");
   if (s.schedule.eval.first_epoch > 0 && s.schedule.eval.every < 1)
@@ -1007,6 +1002,29 @@ void StepBoundary::release_memory() const {
 }
 
 void StepBoundary::restore_memory() const { job_.allocate_persistent(*static_cast<Job::Rank*>(rank_)); }
+
+void StepBoundary::barrier() const { job_.barrier(static_cast<Job::Rank*>(rank_)->index); }
+
+// Through the host sync, so that under the virtual clock a rank waiting here
+// lets time move to its peers' next wake-ups, and a peer's failure ends the wait.
+void Job::barrier(int rank) {
+  std::uint64_t passed = 0;
+  bool last = false;
+  {
+    std::lock_guard lock(sync_->mutex());
+    passed = barrier_passed_;
+    if (++barrier_arrived_ == spec_.cluster.gpus) {
+      barrier_arrived_ = 0;
+      ++barrier_passed_;
+      last = true;
+    }
+  }
+  if (last) {
+    sync_->notify_all();
+    return;
+  }
+  sync_->wait_until(rank, [&] { return barrier_passed_ != passed; });
+}
 
 std::vector<std::function<void()>> Job::host_threads(JobObserver* observer) {
   if (sync_) throw std::logic_error("Job::run called twice");

@@ -48,7 +48,8 @@ std::string error_text(const std::exception_ptr& e) {
 // one node, repeated or out of range): logic_error naming it.
 void check_placement(const PlacementPolicy& policy, JobId id, const PlacementRequest& r, const std::vector<int>& gs,
                      int gpus, int per_node) {
-  bool ok = static_cast<int>(gs.size()) == r.gpus && (r.gpu < 0 || gs.front() == r.gpu);
+  bool ok =
+      static_cast<int>(gs.size()) == r.gpus && (r.gpu < 0 || gs.front() == r.gpu) && (r.want.empty() || gs == r.want);
   for (std::size_t i = 0; ok && i < gs.size(); ++i)
     ok = gs[i] >= 0 && gs[i] < gpus && gs[i] / per_node == gs.front() / per_node &&
          std::count(gs.begin(), gs.end(), gs[i]) == 1;
@@ -68,6 +69,11 @@ std::vector<int> PlacementPolicy::place_gpus(const PlacementRequest& job, std::s
 }
 
 std::vector<int> free_gpus_of_one_node(const PlacementRequest& job, std::span<const GpuLoad> gpus) {
+  if (!job.want.empty()) {
+    for (const int g : job.want)
+      if (g < 0 || static_cast<std::size_t>(g) >= gpus.size() || gpus[static_cast<std::size_t>(g)].jobs > 0) return {};
+    return job.want;
+  }
   std::vector<int> out;
   for (const GpuLoad& g : gpus) {
     if (job.gpu >= 0 && g.index < job.gpu) continue;
@@ -100,6 +106,18 @@ struct Session::Slot {
   std::unique_ptr<ClockEvent> placed, resumed;
   PlacementRequest request;
   Request pending = Request::None;
+  std::int64_t stop_at = 0;             // the step before which the pending request stops every rank
+  std::vector<std::int64_t> last_step;  // per rank, the last step it started (-1: none)
+  // A pause or preemption as the job's ranks reach it (each before step `at`).
+  struct Stop {
+    explicit Stop(Clock& clock) : restarted(clock) {}
+    std::int64_t at = 0;
+    int arrived = 0, released = 0, left = 0;  // ranks
+    JobPause pause;
+    Time write_end = 0, restore_end = 0;
+    ClockEvent restarted;  // preempted: its GPUs again and the checkpoint read (restore_end set)
+  };
+  std::unique_ptr<Stop> stop;
   bool on_gpu = false;  // placed and not left (a preempted job has left)
 };
 
@@ -126,6 +144,13 @@ Session::Session(Clock& clock, const CostModel& costs, SessionSpec spec)
   }
   nodes_.resize(static_cast<std::size_t>(spec_.nodes));
   gpu_jobs_.assign(static_cast<std::size_t>(gpu_count_), 0);
+  if (spec_.checkpoint_storage) {
+    try {
+      checkpoint_storage_ = std::make_unique<pipeline::StorageServer>(*spec_.checkpoint_storage);
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("session: checkpoint storage: {}", e.what()));
+    }
+  }
 }
 
 Session::~Session() = default;
@@ -196,6 +221,7 @@ JobId Session::add_job(SessionJob job) {
     s->started = std::make_unique<ClockEvent>(clock_);
     for (int r = 0; r < want; ++r) s->rank_done.push_back(std::make_unique<ClockEvent>(clock_));
   }
+  s->last_step.assign(static_cast<std::size_t>(want), -1);
   s->out.id = id;
   s->out.name = job.name;
   s->out.arrival = job.arrival;
@@ -315,16 +341,18 @@ void Session::leave_gpu(Slot& s) {
 
 // ---- control ----------------------------------------------------------------------
 
-void Session::pause(JobId id) {
-  Slot& s = slot(id);
-  std::lock_guard lock(mu_);
-  if (s.out.state == JobState::Running && s.pending == Request::None && !s.started) s.pending = Request::Pause;
-}
+void Session::pause(JobId id) { request_stop(id, false); }
+void Session::preempt(JobId id) { request_stop(id, true); }
 
-void Session::preempt(JobId id) {
+// Taken by each rank before the step after the one its furthest rank has
+// started: no rank has started it, and every rank will.
+void Session::request_stop(JobId id, bool preempt) {
   Slot& s = slot(id);
   std::lock_guard lock(mu_);
-  if (s.out.state == JobState::Running && s.pending != Request::Preempt && !s.started) s.pending = Request::Preempt;
+  if (s.out.state != JobState::Running || s.pending == Request::Preempt) return;
+  if (s.pending == Request::Pause && !preempt) return;
+  if (s.pending == Request::None) s.stop_at = *std::max_element(s.last_step.begin(), s.last_step.end()) + 1;
+  s.pending = preempt ? Request::Preempt : Request::Pause;
 }
 
 void Session::resume(JobId id) {
@@ -338,47 +366,84 @@ void Session::resume(JobId id) {
   if (wake) wake->set();
 }
 
-// At the job's step boundary: a pause waits there holding the GPU; a
-// preemption drains the GPU, writes its checkpoint, gives its tensors back
-// and leaves the GPU, then on resume waits for the placement policy to give
-// it its GPU again (its Device, the process's context, stays), reads the
-// checkpoint and allocates its state again.
+// The job's checkpoint through the session's storage, one request from now
+// (with mu_ held, so requests arrive in time order); when it ends.
+Time Session::checkpoint_io(const Slot& s) {
+  const Time now = clock_.now();
+  if (!checkpoint_storage_ || s.job.checkpoint_bytes == 0) return now;
+  return checkpoint_storage_->serve(now, s.job.checkpoint_bytes);
+}
+
+// At a rank's step boundary. A pause stops every rank before the same step,
+// holding the GPUs; a preemption drains every GPU, writes the checkpoint
+// once for the job, gives every rank's tensors back and leaves the GPUs;
+// then on resume the job waits for the placement policy to give it its GPUs
+// again (its Devices, the processes' contexts, stay), reads the checkpoint
+// and every rank allocates its state again. The pause's span runs from the
+// last rank stopping to the last rank going on.
 void Session::between_steps(Slot& s, const StepBoundary& b) {
+  const int ranks = static_cast<int>(s.last_step.size());
   std::unique_lock lock(mu_);
-  const Request r = s.pending;
-  if (r == Request::None) return;
-  s.pending = Request::None;
-  JobPause p;
-  p.preempted = r == Request::Preempt;
-  s.out.state = p.preempted ? JobState::Preempted : JobState::Paused;
-  s.resumed = std::make_unique<ClockEvent>(clock_);
+  s.last_step[static_cast<std::size_t>(b.rank())] = b.iterations();
+  if (!s.stop) {
+    if (s.pending == Request::None || b.iterations() != s.stop_at) return;
+    s.stop = std::make_unique<Slot::Stop>(clock_);
+    s.stop->at = s.stop_at;
+    s.stop->pause.preempted = s.pending == Request::Preempt;
+    s.pending = Request::None;
+    s.out.state = s.stop->pause.preempted ? JobState::Preempted : JobState::Paused;
+    s.resumed = std::make_unique<ClockEvent>(clock_);
+  } else if (b.iterations() != s.stop->at) {
+    return;  // a rank that went on while its peers leave the stop
+  }
+  Slot::Stop& st = *s.stop;
   ClockEvent& resumed = *s.resumed;
+  const bool preempted = st.pause.preempted;
   lock.unlock();
-  if (p.preempted) {
-    b.drain();
-    p.from = clock_.now();
-    b.sleep_until(clock_.now() + s.job.checkpoint_save);
+  if (preempted) b.drain();
+  lock.lock();
+  if (++st.arrived == ranks) {
+    st.pause.from = clock_.now();
+    if (preempted) st.write_end = checkpoint_io(s) + s.job.checkpoint_save;
+  }
+  lock.unlock();
+  if (preempted) {
+    b.barrier();  // every GPU has drained and the checkpoint's end is known
+    b.sleep_until(st.write_end);
     b.release_memory();
-    leave_gpu(s);
-  } else {
-    p.from = clock_.now();
+    lock.lock();
+    const bool all = ++st.released == ranks;
+    lock.unlock();
+    if (all) leave_gpu(s);
   }
   resumed.wait();
-  if (p.preempted) {
-    {
-      std::lock_guard relock(mu_);
-      s.request.gpu = s.out.gpu;  // its Device is on that GPU
+  if (preempted) {
+    if (b.rank() == 0) {
+      {
+        std::lock_guard relock(mu_);
+        s.request.gpu = s.out.gpu;  // its Devices are on those GPUs
+        if (ranks > 1) s.request.want = s.out.gpus;
+      }
+      enqueue(s);
+      dispatch();
+      s.placed->wait();
+      {
+        std::lock_guard relock(mu_);
+        st.restore_end = checkpoint_io(s) + s.job.checkpoint_restore;
+      }
+      st.restarted.set();
+    } else {
+      st.restarted.wait();
     }
-    enqueue(s);
-    dispatch();
-    s.placed->wait();
-    b.sleep_until(clock_.now() + s.job.checkpoint_restore);
+    b.sleep_until(st.restore_end);
     b.restore_memory();
   }
   lock.lock();
-  p.to = clock_.now();
-  s.out.pauses.push_back(p);
+  if (++st.left < ranks) return;
+  st.pause.to = clock_.now();
+  s.out.pauses.push_back(st.pause);
   s.out.state = JobState::Running;
+  s.stop.reset();
 }
 
 // ---- a job's life -----------------------------------------------------------------
@@ -441,7 +506,7 @@ JobSpec Session::placed_spec(Slot& s) {
   }
   j.cluster.node.first_device_index = s.job.trace_row;
   j.schedule.keep_partial = true;
-  if (!s.started) j.schedule.between_steps = [this, &s](const StepBoundary& b) { between_steps(s, b); };
+  j.schedule.between_steps = [this, &s](const StepBoundary& b) { between_steps(s, b); };
   j.trace = spec_.trace;
   return j;
 }

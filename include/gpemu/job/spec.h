@@ -212,6 +212,9 @@ struct CheckpointIo {
 // Between two train steps of a rank, what a caller that pauses or preempts
 // the job may do (ScheduleSpec::between_steps; a Session's pause and
 // preemption, session.h). Given on the rank's host thread; valid during the call.
+// The ranks of a job of several GPUs reach their boundaries at different
+// times: a caller that stops them stops each before the same step
+// (iterations()), or their all-reduces would wait for one another.
 class StepBoundary {
  public:
   int rank() const;
@@ -220,6 +223,10 @@ class StepBoundary {
   void drain() const;               // the host waits for the rank's GPU work (synchronize)
   void release_memory() const;      // its tensors and cached segments go back (the process left the GPU)
   void restore_memory() const;      // its persistent state is allocated again (restarted from a checkpoint)
+  // The host waits until every rank of the job has called barrier() (the
+  // job's ranks, under either clock; returns at once for one GPU). Throws
+  // when another rank failed instead.
+  void barrier() const;
 
  private:
   friend class Job;
@@ -255,7 +262,8 @@ struct ScheduleSpec {
   // instead of throwing. A single GPU interrupted by a signal always stops
   // cleanly after its current step, keeping its record.
   bool keep_partial = false;
-  // Called before each train step of each rank; null: nothing between steps.
+  // Called before each train step of each rank, on the rank's host thread;
+  // null: nothing between steps.
   std::function<void(const StepBoundary&)> between_steps;
 };
 
