@@ -27,7 +27,10 @@
 // Each job is the one engine's Job (job.h) on GPUs of the session
 // (ClusterSpec::on_node): one GPU, or several of one node for a data-parallel
 // job (its ranks' all-reduce over the node's NVLink or PCIe links, which
-// other jobs on the node share; its copies over the GPU's PCIe link). Its
+// other jobs on the node share; its copies over the GPU's PCIe link), or as
+// many on each of several nodes of an exclusive session (ClusterSpec::
+// on_cluster: its all-reduce also crosses the session's network, each
+// node's NICs and the switch, which other jobs on those nodes share). Its
 // Devices are processes of its own on them: on a shared session, views of
 // each GPU's SharedGpu, so jobs placed on one GPU share it under the
 // session's sharing policy (sharing_policy.h), its memory and its PCIe link;
@@ -44,9 +47,8 @@
 // waits (for its arrival, its placement, a resume, another job's end) go
 // through the clock (ClockEvent), never by polling.
 //
-// Not yet: jobs of several nodes (a Job of several nodes builds its own
-// cluster), a storage model for the jobs' data and a network shared by the
-// jobs, placement or sharing policies written in Python
+// Not yet: jobs of several nodes on shared GPUs, a storage model for the
+// jobs' data, placement or sharing policies written in Python
 // (docs/architecture.md, "Sessions").
 //
 // Thread safety: add_job and at before run(); pause, preempt, resume and
@@ -93,6 +95,7 @@ struct PlacementRequest {
   // The GPUs it must have, rank order: a preempted job of several GPUs
   // (its Devices are on them); empty: any.
   std::vector<int> want;
+  int nodes = 1;  // its GPUs' nodes: gpus / nodes GPUs on each
 };
 // One GPU of the session, as a placement policy sees it.
 struct GpuLoad {
@@ -110,9 +113,10 @@ class PlacementPolicy {
   virtual std::string_view name() const = 0;
   // The GPU to start a job of one GPU on now, or -1 to keep it queued.
   virtual int place(const PlacementRequest& job, std::span<const GpuLoad> gpus) const = 0;
-  // The job.gpus GPUs, all of one node, to start a job on now (rank order),
-  // or none to keep it queued. Default: place() for one GPU; for several,
-  // free_gpus_of_one_node.
+  // The job.gpus GPUs, all of one node (job.gpus / job.nodes on each of
+  // job.nodes nodes), to start a job on now (rank order, node by node), or
+  // none to keep it queued. Default: place() for one GPU; for several,
+  // free_gpus_of_one_node (free_gpus_of_nodes).
   virtual std::vector<int> place_gpus(const PlacementRequest& job, std::span<const GpuLoad> gpus) const;
 };
 // job.gpus GPUs with no job, all of one node: job.want when given (all must
@@ -120,6 +124,10 @@ class PlacementPolicy {
 // the lowest free ones of the lowest node that has enough; none when there
 // are not.
 std::vector<int> free_gpus_of_one_node(const PlacementRequest& job, std::span<const GpuLoad> gpus);
+// job.gpus / job.nodes GPUs with no job on each of job.nodes nodes: job.want
+// when given (all must be free), else the lowest free ones of the lowest
+// nodes that have enough; none when there are not.
+std::vector<int> free_gpus_of_nodes(const PlacementRequest& job, std::span<const GpuLoad> gpus);
 // "pinned" or "first-fit"; InputError naming the accepted ones otherwise.
 std::shared_ptr<const PlacementPolicy> placement_policy(std::string_view name);
 std::vector<std::string> placement_policy_names();
@@ -138,6 +146,9 @@ struct SessionSpec {
   // Each node's topology (PCIe switches, fabric, NVLink), made when a job of
   // several GPUs is added; gpus and first_device_index are set per node.
   NodeOptions node;
+  // The network joining the nodes (network_preset, parse_network), made when
+  // the first job of several nodes is added; its jobs' all-reduces share it.
+  NetworkSpec network;
   // Null: "pinned" (each job starts at its arrival on the GPU it names).
   std::shared_ptr<const PlacementPolicy> placement;
   int cpu_cores_per_node = 0;  // the cores a node's jobs' modelled loaders share; 0: this machine's
@@ -229,8 +240,9 @@ class Session {
 
   // Before run(). InputError naming the job and the field for a bad job
   // (a GPU out of range, an `after` that is not an earlier job, more GPUs
-  // than a node has, several nodes, several GPUs on a session sharing GPUs
-  // under a policy that holds a GPU for a whole step, as fifo).
+  // than a node has, more nodes than the session has or several on a
+  // session that shares GPUs, several GPUs on a session sharing GPUs under
+  // a policy that holds a GPU for a whole step, as fifo, no network).
   JobId add_job(SessionJob job);
   // Runs `action` on a control thread of the session at `t` (actions at the
   // same time in the order given): where pause, preempt and resume are called.
@@ -265,6 +277,7 @@ class Session {
   void start_job(Slot& s);
   JobSpec placed_spec(Slot& s);
   const Node& node(int index);
+  const NetworkLinks& network();
   void end_job(Slot& s);
   void enqueue(Slot& s);
   void dispatch();
@@ -281,6 +294,7 @@ class Session {
   int gpu_count_ = 0;
   std::vector<std::unique_ptr<SharedGpu>> gpus_;  // shared sessions
   std::vector<std::unique_ptr<Node>> nodes_;      // per node, its links; made for the first job of several GPUs
+  std::unique_ptr<NetworkLinks> network_;         // made for the first job of several nodes
   std::vector<std::shared_ptr<pipeline::CpuPool>> cpu_pools_;    // per node
   std::unique_ptr<pipeline::StorageServer> checkpoint_storage_;  // SessionSpec::checkpoint_storage
   std::vector<std::unique_ptr<Slot>> slots_;

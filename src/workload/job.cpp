@@ -124,6 +124,18 @@ void validate(const JobSpec& s) {
   } else if (s.cluster.on_node.node) {
     throw InputError("job: cluster.on_node.node is set without on_node.timeline, the GPUs' timeline");
   }
+  if (const ClusterGpus& c = s.cluster.on_cluster; c.network) {
+    bool ok = s.cluster.on_node.timeline && static_cast<int>(c.nodes.size()) == s.cluster.nodes &&
+              c.network_nodes.size() == c.nodes.size();
+    for (const NodeGpus& n : c.nodes)
+      ok = ok && n.timeline == s.cluster.on_node.timeline &&
+           static_cast<int>(n.gpus.size()) * s.cluster.nodes == s.cluster.gpus;
+    if (!ok)
+      throw InputError(fmt::format(
+          "job: cluster.on_cluster gives {} node(s) for cluster.gpus {} on {} node(s): give one entry per node, each "
+          "with gpus / nodes GPUs on cluster.on_node.timeline",
+          c.nodes.size(), s.cluster.gpus, s.cluster.nodes));
+  }
   if (s.compute.time_divisor < 1 || s.compute.time_divisor > 1'000'000)
     throw InputError(fmt::format("--gpemu-gpus {} is impossible: accepted 1 to 1000000", s.compute.time_divisor));
   if (s.compute.time_divisor > 1 && s.cluster.gpus > s.cluster.nodes)
@@ -394,6 +406,11 @@ Job::Job(Clock& clock, const CostModel& costs, JobSpec spec)
       n.gpus = gpus;
       node_ = std::make_unique<Node>(*timeline_, gpu, n);
       comm_ = std::make_unique<Communicator>(*node_);
+    } else if (spec_.cluster.on_cluster.network) {
+      // A session's nodes and network: this job's view of them.
+      cluster_ = std::make_unique<Cluster>(spec_.cluster.on_cluster, spec_.cluster.node.device,
+                                           spec_.cluster.node.first_device_index);
+      comm_ = std::make_unique<ClusterCommunicator>(*cluster_);
     } else {
       // Several nodes joined by the network, hierarchical all-reduce.
       cluster_ =

@@ -95,6 +95,9 @@ TEST_F(SessionMultiGpuTest, FreeGpusOfOneNodeAreTakenFromOneNodeOnly) {
   EXPECT_TRUE(free_gpus_of_one_node({.gpu = 0, .gpus = 2}, loads).empty());  // GPU 1 is busy
   EXPECT_TRUE(free_gpus_of_one_node({.gpus = 3}, loads).empty());
   EXPECT_EQ(placement_policy("pinned")->place_gpus({.gpu = 0, .gpus = 2}, loads), (std::vector<int>{0, 1}));
+  // Of two nodes: as many free ones on each, the lowest nodes first.
+  EXPECT_EQ(free_gpus_of_nodes({.gpus = 2, .nodes = 2}, loads), (std::vector<int>{0, 2}));
+  EXPECT_TRUE(free_gpus_of_nodes({.gpus = 4, .nodes = 2}, loads).empty());  // node 0 has one free
   // A preempted job of several GPUs wants its own back, and waits while one is busy.
   const std::vector<GpuLoad> one_busy = {{0, 0, 0}, {1, 0, 1}, {2, 0, 0}};
   EXPECT_EQ(free_gpus_of_one_node({.gpu = 0, .gpus = 2, .want = {0, 2}}, one_busy), (std::vector<int>{0, 2}));
@@ -295,6 +298,67 @@ TEST_F(SessionMultiGpuTest, APreemptedDdpJobFreesAndRestoresTheMemoryOfEveryGpu)
   const RunRecord ref = alone(*costs, ddp_job(2, 6));
   for (int g = 0; g < 2; ++g)
     EXPECT_EQ(o.record->ranks[g].peak_allocated_bytes, ref.ranks[g].peak_allocated_bytes) << "GPU " << g;
+}
+
+// Jobs of two nodes on a session of two nodes of two GPUs (first-fit: a gets
+// GPU 0 of each node, b GPU 1 of each) all-reduce over the session's
+// network. With one NIC a node they share it (and the switch): each is
+// slower than alone on the session. With two NICs a node, GPU 1's rail
+// sends on NIC 1 and the non-blocking switch has room for both: each runs
+// step for step as alone, as the model's max-min sharing says by hand.
+TEST_F(SessionMultiGpuTest, JobsOfTwoNodesShareTheSessionsNetworkWhereTheirLinksMeet) {
+  auto two_nodes = [](std::int64_t steps) {
+    JobSpec j = ddp_job(2, steps);
+    j.cluster.nodes = 2;
+    j.compute.copy_batch = false;  // no PCIe copies: the network is what they could share
+    return j;
+  };
+  for (const int nics : {1, 2}) {
+    auto run = [&](bool both) {
+      auto clk = make_virtual_clock();
+      SessionSpec s = spec(2, 2, "first-fit");
+      s.exclusive = true;
+      s.network = network_preset("10gbe");
+      s.network.nics_per_node = nics;
+      Session session(*clk, *costs, s);
+      session.add_job({.name = "a", .job = two_nodes(4)});
+      if (both) session.add_job({.name = "b", .job = two_nodes(4)});
+      session.run();
+      std::vector<JobOutcome> out;
+      for (std::size_t i = 0; i < session.jobs(); ++i) out.push_back(session.outcome(static_cast<JobId>(i)));
+      return out;
+    };
+    const std::vector<JobOutcome> alone = run(false), both = run(true);
+    ASSERT_EQ(alone[0].state, JobState::Finished) << alone[0].error;
+    EXPECT_EQ(alone[0].gpus, (std::vector<int>{0, 2}));
+    EXPECT_EQ(alone[0].record->nodes, 2);
+    EXPECT_EQ(alone[0].record->network, "10gbe");
+    EXPECT_GT(alone[0].record->all_reduces, 0u);
+    ASSERT_EQ(both.size(), 2u);
+    for (const JobOutcome& o : both) ASSERT_EQ(o.state, JobState::Finished) << o.name << ": " << o.error;
+    EXPECT_EQ(both[1].gpus, (std::vector<int>{1, 3}));
+    for (const JobOutcome& o : both) {
+      if (nics == 1) {
+        EXPECT_GT(o.end, alone[0].end) << o.name;
+        continue;
+      }
+      EXPECT_EQ(o.end, alone[0].end) << o.name;
+      ASSERT_EQ(o.record->steps.size(), alone[0].record->steps.size()) << o.name;
+      for (std::size_t i = 0; i < o.record->steps.size(); ++i)
+        EXPECT_EQ(o.record->steps[i].all_reduce_end, alone[0].record->steps[i].all_reduce_end) << o.name << i;
+    }
+  }
+  // Several nodes need an exclusive session, no more nodes than it has, as many GPUs on each.
+  auto clk = make_virtual_clock();
+  Session shared(*clk, *costs, spec(2, 2, "first-fit"));
+  EXPECT_THROW(shared.add_job({.name = "x", .job = two_nodes(1)}), InputError);
+  SessionSpec s = spec(2, 2, "first-fit");
+  s.exclusive = true;
+  Session exclusive(*clk, *costs, s);  // no network given
+  EXPECT_THROW(exclusive.add_job({.name = "y", .job = two_nodes(1)}), InputError);
+  JobSpec three = two_nodes(1);
+  three.cluster.gpus = 3;
+  EXPECT_THROW(exclusive.add_job({.name = "z", .job = three}), InputError);
 }
 
 }  // namespace

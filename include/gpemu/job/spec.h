@@ -178,9 +178,15 @@ struct ClusterSpec {
   // `device` (PCIe links of its own, or its shared GPU's). gpus must be
   // on_node.gpus.size(); device.share stays empty (the shared GPUs are
   // on_node.shares). A job of several nodes given only a timeline still
-  // builds its nodes and network on it (Cluster). Trace rows:
+  // builds its nodes and network on it (Cluster), unless on_cluster gives
+  // nodes and a network of the session's. Trace rows:
   // node.first_device_index + rank.
   NodeGpus on_node;
+  // A session's nodes and network for a job of several nodes that moves
+  // bytes (with on_node.timeline, their timeline): its Cluster is a view of
+  // them (interconnect/cluster.h), so its all-reduce crosses the NICs and
+  // switch other jobs on those nodes use. One entry per node, rank order.
+  ClusterGpus on_cluster;
   BucketOptions buckets;
   int backward_even_chunks = 16;  // DDP without a zoo graph (backward_plan.h)
   int backward_max_chunks = 64;
