@@ -169,8 +169,9 @@ SessionSpec session_for(const JobSpec& job);
 
 struct SessionJob {
   std::string name;
-  // A job of cluster.gpus GPUs of one node. The session sets its GPUs
-  // (cluster.gpu, on_node), keep_partial and, for one GPU, between_steps; the
+  // A job of cluster.gpus GPUs of one node (of cluster.nodes nodes, as many
+  // on each). The session sets its GPUs (cluster.gpu, on_node, on_cluster
+  // and, for several nodes, network), keep_partial and between_steps; the
   // rest (model, batch, data, schedule) is the job's.
   JobSpec job;
   Time arrival = 0;                 // when it is queued (with `after`: this long after that job's end)

@@ -12,6 +12,7 @@
 // mean over ranks; per phase the mean over epochs.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
