@@ -348,6 +348,28 @@ TEST_F(SessionMultiGpuTest, JobsOfTwoNodesShareTheSessionsNetworkWhereTheirLinks
         EXPECT_EQ(o.record->steps[i].all_reduce_end, alone[0].record->steps[i].all_reduce_end) << o.name << i;
     }
   }
+  // A job of two nodes is preempted and resumed as one: back on its own GPUs, every rank's steps run.
+  {
+    auto clk = make_virtual_clock();
+    SessionSpec s = spec(2, 2, "first-fit");
+    s.exclusive = true;
+    s.network = network_preset("10gbe");
+    Session session(*clk, *costs, s);
+    const JobId id = session.add_job({.name = "a", .job = two_nodes(6), .checkpoint_save = kMillisecond});
+    session.at(kMillisecond, [id](Session& s) { s.preempt(id); });
+    session.at(10 * kSecond, [id](Session& s) {
+      EXPECT_EQ(s.state(id), JobState::Preempted);
+      s.resume(id);
+    });
+    session.run();
+    const JobOutcome& o = session.outcome(id);
+    ASSERT_EQ(o.state, JobState::Finished) << o.error;
+    EXPECT_EQ(o.gpus, (std::vector<int>{0, 2}));
+    ASSERT_EQ(o.pauses.size(), 1u);
+    EXPECT_TRUE(o.pauses[0].preempted);
+    EXPECT_EQ(o.pauses[0].to, 10 * kSecond);
+    for (const RankRecord& r : o.record->ranks) EXPECT_EQ(r.iterations, 6) << "GPU " << r.gpu;
+  }
   // Several nodes need an exclusive session, no more nodes than it has, as many GPUs on each.
   auto clk = make_virtual_clock();
   Session shared(*clk, *costs, spec(2, 2, "first-fit"));
