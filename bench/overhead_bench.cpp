@@ -11,7 +11,7 @@
 #include <fmt/format.h>
 
 #include "bench_util.h"
-#include "dlio/runner.h"
+#include "dlio/run_json.h"
 #include "gpemu/catalog.h"
 #include "gpemu/clock.h"
 #include "gpemu/device.h"
@@ -147,38 +147,38 @@ nlohmann::json loader_only(const OverheadBenchOptions& o, const dlio::DlioWorklo
 }
 
 // The figures of one run_dlio_workload result (record_steps on).
-nlohmann::json variant(const nlohmann::json& r, bool second_epoch_cached) {
+nlohmann::json variant(const dlio::DlioRunRecord& r, bool second_epoch_cached) {
   nlohmann::json v;
-  v["au_pct"] = r["au_pct"];
-  const double total = r["total_s"].get<double>();
-  v["au_emulated_pct"] = total > 0 ? 100.0 * r["emulated_compute_s"].get<double>() / total : 0.0;
+  const dlio::DlioPhaseResult& t = r.train.value();
+  v["au_pct"] = t.au_pct;
+  const double total = t.total_s;
+  v["au_emulated_pct"] = total > 0 ? 100.0 * t.emulated_compute_s / total : 0.0;
   std::vector<double> load_us, over_us, step_au;
   nlohmann::json per_epoch = nlohmann::json::array();
-  for (const auto& e : r["per_epoch"]) {
-    const double et = e["total_s"].get<double>();
-    per_epoch.push_back({{"epoch", e["epoch"]},
-                         {"au_pct", e["au_pct"]},
-                         {"au_emulated_pct", et > 0 ? 100.0 * e["emulated_compute_s"].get<double>() / et : 0.0},
-                         {"source", r.value("synthetic_data", false)
-                                        ? "synthetic (memory)"
-                                        : (second_epoch_cached && e["epoch"] == 2 ? "loader cache" : "page cache")}});
-    for (const auto& s : e["step_records"]) {
-      if (s["step"] == 1) continue;  // left out of the metric
-      load_us.push_back(s["load_s"].get<double>() * 1e6);
-      over_us.push_back((s["compute_s"].get<double>() - s["emulated_s"].get<double>()) * 1e6);
-      const double proc = s["proc_s"].get<double>();
-      if (proc > 0) step_au.push_back(100.0 * s["emulated_s"].get<double>() / proc);
+  for (const dlio::DlioEpoch& e : t.per_epoch.value()) {
+    const double et = e.total_s;
+    per_epoch.push_back(
+        {{"epoch", e.epoch},
+         {"au_pct", e.au_pct},
+         {"au_emulated_pct", et > 0 ? 100.0 * e.emulated_compute_s / et : 0.0},
+         {"source", r.synthetic_data ? "synthetic (memory)"
+                                     : (second_epoch_cached && e.epoch == 2 ? "loader cache" : "page cache")}});
+    for (const dlio::DlioStepRow& s : e.step_records.value()) {
+      if (s.step == 1) continue;  // left out of the metric
+      load_us.push_back(s.load_s * 1e6);
+      over_us.push_back((s.compute_s - s.emulated_s) * 1e6);
+      if (s.proc_s > 0) step_au.push_back(100.0 * s.emulated_s / s.proc_s);
     }
   }
   v["per_epoch"] = per_epoch;
   // Per step: emulated kernel time / (data wait + launch + kernel + wake-up);
   // its median shows the steady state when the host is not preempted.
   v["step_au_emulated_pct_p50"] = bench::percentile(step_au, 50);
-  const double measured = std::max<double>(1, r["measured_steps"].get<double>());
-  const double compute = r["compute_s"].get<double>(), load = r["load_wait_s"].get<double>();
+  const double measured = std::max<double>(1, static_cast<double>(t.measured_steps));
+  const double compute = t.compute_s, load = t.load_wait_s;
   v["per_step_us"] = {{"total", total * 1e6 / measured},
                       {"compute", compute * 1e6 / measured},
-                      {"emulated", r["emulated_compute_s"].get<double>() * 1e6 / measured},
+                      {"emulated", t.emulated_compute_s * 1e6 / measured},
                       {"load_wait", load * 1e6 / measured},
                       {"other", (total - compute - load) * 1e6 / measured}};
   v["load_wait_us"] = summary_us(load_us);
@@ -228,19 +228,19 @@ nlohmann::json run_overhead_bench(const OverheadBenchOptions& o) {
   synthetic.reader.data_loader = dlio::DataLoaderKind::Synthetic;
   synthetic.workflow.generate_data = false;
   synthetic.train.epochs = 1;
-  const nlohmann::json rs = dlio::run_dlio_workload(synthetic, ro);
-  const nlohmann::json rf = dlio::run_dlio_workload(w, ro);
+  const dlio::DlioRunRecord rs = dlio::run_dlio_workload(synthetic, ro);
+  const dlio::DlioRunRecord rf = dlio::run_dlio_workload(w, ro);
 
-  out["epochs"] = rf["epochs"];
-  out["au_pct"] = rs["au_pct"];
+  out["epochs"] = rf.train.value().epochs;
+  out["au_pct"] = rs.train.value().au_pct;
   out["target_au_pct"] = 99.0;
-  out["meets_target"] = rs["au_pct"].get<double>() >= 99.0;
+  out["meets_target"] = rs.train.value().au_pct >= 99.0;
   out["dlio_reported_au_pct"] = "15-20";
   out["synthetic"] = variant(rs, false);
   out["files"] = variant(rf, o.loader_cache);
   out["au_emulated_pct"] = out["synthetic"]["au_emulated_pct"];
-  out["files_au_pct"] = rf["au_pct"];
-  out["loader"] = rf["loader"];
+  out["files_au_pct"] = rf.train.value().au_pct;
+  out["loader"] = dlio::dlio_loader_json(rf.loader.value());
 
   out["bare_chain"] = bare_chain(o);
   out["loader_only"] = loader_only(o, w);

@@ -27,7 +27,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "dlio/runner.h"
+#include "gpemu/dlio/runner.h"
 #include "gpemu/time.h"
 
 namespace gpemu {

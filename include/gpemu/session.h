@@ -16,10 +16,21 @@
 //                                                                  |            tensors back to the GPU)
 //                                                                  +--resume-- preempted  (restore cost on restart)
 //
+// A job of several GPUs pauses and is preempted as one: each of its ranks
+// stops before the same step (the one after the step its furthest rank has
+// started); preempted, every GPU drains, the checkpoint is written once for
+// the job (through the session's checkpoint storage, queued behind other
+// jobs' checkpoints), every rank gives its memory back, and the job leaves
+// its GPUs; resumed, it waits for those GPUs, reads the checkpoint once and
+// every rank allocates its state again.
+//
 // Each job is the one engine's Job (job.h) on GPUs of the session
 // (ClusterSpec::on_node): one GPU, or several of one node for a data-parallel
 // job (its ranks' all-reduce over the node's NVLink or PCIe links, which
-// other jobs on the node share; its copies over the GPU's PCIe link). Its
+// other jobs on the node share; its copies over the GPU's PCIe link), or as
+// many on each of several nodes of an exclusive session (ClusterSpec::
+// on_cluster: its all-reduce also crosses the session's network, each
+// node's NICs and the switch, which other jobs on those nodes share). Its
 // Devices are processes of its own on them: on a shared session, views of
 // each GPU's SharedGpu, so jobs placed on one GPU share it under the
 // session's sharing policy (sharing_policy.h), its memory and its PCIe link;
@@ -36,10 +47,9 @@
 // waits (for its arrival, its placement, a resume, another job's end) go
 // through the clock (ClockEvent), never by polling.
 //
-// Not yet: jobs of several nodes (a Job of several nodes builds its own
-// cluster), pausing or preempting a job of several GPUs, a storage model
-// and a network shared by the jobs, placement or sharing policies written in
-// Python (docs/architecture.md, "Sessions").
+// Not yet: jobs of several nodes on shared GPUs, a storage model for the
+// jobs' data, placement or sharing policies written in Python
+// (docs/architecture.md, "Sessions").
 //
 // Thread safety: add_job and at before run(); pause, preempt, resume and
 // ended from the session's host threads (control actions, observers) while
@@ -63,6 +73,7 @@
 #include "gpemu/device.h"
 #include "gpemu/interconnect.h"
 #include "gpemu/job.h"
+#include "gpemu/pipeline/storage_model.h"
 #include "gpemu/time.h"
 #include "gpemu/timeline.h"
 
@@ -81,6 +92,10 @@ struct PlacementRequest {
   int gpu = -1;  // the GPU the job names (SessionJob::gpu; its first, with several); -1: any
   Time queued = 0;
   int gpus = 1;  // GPUs it needs, all of one node
+  // The GPUs it must have, rank order: a preempted job of several GPUs
+  // (its Devices are on them); empty: any.
+  std::vector<int> want;
+  int nodes = 1;  // its GPUs' nodes: gpus / nodes GPUs on each
 };
 // One GPU of the session, as a placement policy sees it.
 struct GpuLoad {
@@ -98,15 +113,21 @@ class PlacementPolicy {
   virtual std::string_view name() const = 0;
   // The GPU to start a job of one GPU on now, or -1 to keep it queued.
   virtual int place(const PlacementRequest& job, std::span<const GpuLoad> gpus) const = 0;
-  // The job.gpus GPUs, all of one node, to start a job on now (rank order),
-  // or none to keep it queued. Default: place() for one GPU; for several,
-  // free_gpus_of_one_node.
+  // The job.gpus GPUs, all of one node (job.gpus / job.nodes on each of
+  // job.nodes nodes), to start a job on now (rank order, node by node), or
+  // none to keep it queued. Default: place() for one GPU; for several,
+  // free_gpus_of_one_node (free_gpus_of_nodes).
   virtual std::vector<int> place_gpus(const PlacementRequest& job, std::span<const GpuLoad> gpus) const;
 };
-// job.gpus GPUs with no job, all of one node: from job.gpu on when it names
-// one (all must be free), else the lowest free ones of the lowest node that
-// has enough; none when there are not.
+// job.gpus GPUs with no job, all of one node: job.want when given (all must
+// be free), else from job.gpu on when it names one (all must be free), else
+// the lowest free ones of the lowest node that has enough; none when there
+// are not.
 std::vector<int> free_gpus_of_one_node(const PlacementRequest& job, std::span<const GpuLoad> gpus);
+// job.gpus / job.nodes GPUs with no job on each of job.nodes nodes: job.want
+// when given (all must be free), else the lowest free ones of the lowest
+// nodes that have enough; none when there are not.
+std::vector<int> free_gpus_of_nodes(const PlacementRequest& job, std::span<const GpuLoad> gpus);
 // "pinned" or "first-fit"; InputError naming the accepted ones otherwise.
 std::shared_ptr<const PlacementPolicy> placement_policy(std::string_view name);
 std::vector<std::string> placement_policy_names();
@@ -125,10 +146,18 @@ struct SessionSpec {
   // Each node's topology (PCIe switches, fabric, NVLink), made when a job of
   // several GPUs is added; gpus and first_device_index are set per node.
   NodeOptions node;
+  // The network joining the nodes (network_preset, parse_network), made when
+  // the first job of several nodes is added; its jobs' all-reduces share it.
+  NetworkSpec network;
   // Null: "pinned" (each job starts at its arrival on the GPU it names).
   std::shared_ptr<const PlacementPolicy> placement;
   int cpu_cores_per_node = 0;  // the cores a node's jobs' modelled loaders share; 0: this machine's
   bool trace = false;          // keep the timeline's operations and host spans
+  // Where preempted jobs write their checkpoints and read them back on
+  // restart: one request of SessionJob::checkpoint_bytes per job each time,
+  // served first come first served with the other jobs' (StorageServer).
+  // Unset: a checkpoint costs only checkpoint_save / checkpoint_restore.
+  std::optional<pipeline::StorageDevice> checkpoint_storage;
 };
 
 // The session a job runs alone in, on GPUs of its own (`gpemu train`,
@@ -140,8 +169,9 @@ SessionSpec session_for(const JobSpec& job);
 
 struct SessionJob {
   std::string name;
-  // A job of cluster.gpus GPUs of one node. The session sets its GPUs
-  // (cluster.gpu, on_node), keep_partial and, for one GPU, between_steps; the
+  // A job of cluster.gpus GPUs of one node (of cluster.nodes nodes, as many
+  // on each). The session sets its GPUs (cluster.gpu, on_node, on_cluster
+  // and, for several nodes, network), keep_partial and between_steps; the
   // rest (model, batch, data, schedule) is the job's.
   JobSpec job;
   Time arrival = 0;                 // when it is queued (with `after`: this long after that job's end)
@@ -151,6 +181,10 @@ struct SessionJob {
   std::string mig;                  // sharing policy mig: its slice's profile
   Duration checkpoint_save = 0;     // preemption: the checkpoint's write, after the GPU drains
   Duration checkpoint_restore = 0;  // the restart's read, before the first step after it
+  // Preemption: the checkpoint's size, written (and read on restart) once for
+  // the job through SessionSpec::checkpoint_storage, before checkpoint_save
+  // (checkpoint_restore) is spent; 0: no storage request.
+  std::uint64_t checkpoint_bytes = 0;
   // Its cost model; null: the session's.
   std::shared_ptr<const CostModel> costs;
   int trace_row = -1;               // the trace's device row of its first Device (then one a GPU); -1: its JobId
@@ -207,8 +241,9 @@ class Session {
 
   // Before run(). InputError naming the job and the field for a bad job
   // (a GPU out of range, an `after` that is not an earlier job, more GPUs
-  // than a node has, several nodes, several GPUs on a session sharing GPUs
-  // under a policy that holds a GPU for a whole step, as fifo).
+  // than a node has, more nodes than the session has or several on a
+  // session that shares GPUs, several GPUs on a session sharing GPUs under
+  // a policy that holds a GPU for a whole step, as fifo, no network).
   JobId add_job(SessionJob job);
   // Runs `action` on a control thread of the session at `t` (actions at the
   // same time in the order given): where pause, preempt and resume are called.
@@ -222,9 +257,10 @@ class Session {
   void run();
 
   // From the session's host threads while it runs. pause and preempt take
-  // effect at the job's next step boundary; a request for a job that is not
-  // running (queued, ended, already paused) or of several GPUs is ignored,
-  // as is resume for a job that is not paused or preempted.
+  // effect at the job's next step boundary (for several GPUs, before the
+  // step after the one its furthest rank has started, on every rank); a
+  // request for a job that is not running (queued, ended, already paused)
+  // is ignored, as is resume for a job that is not paused or preempted.
   void pause(JobId id);
   void preempt(JobId id);
   void resume(JobId id);
@@ -242,11 +278,14 @@ class Session {
   void start_job(Slot& s);
   JobSpec placed_spec(Slot& s);
   const Node& node(int index);
+  const NetworkLinks& network();
   void end_job(Slot& s);
   void enqueue(Slot& s);
   void dispatch();
   void leave_gpu(Slot& s);
   void between_steps(Slot& s, const StepBoundary& b);
+  void request_stop(JobId id, bool preempt);
+  Time checkpoint_io(const Slot& s);
   Slot& slot(JobId id) const;
 
   Clock& clock_;
@@ -256,7 +295,9 @@ class Session {
   int gpu_count_ = 0;
   std::vector<std::unique_ptr<SharedGpu>> gpus_;  // shared sessions
   std::vector<std::unique_ptr<Node>> nodes_;      // per node, its links; made for the first job of several GPUs
-  std::vector<std::shared_ptr<pipeline::CpuPool>> cpu_pools_;  // per node
+  std::unique_ptr<NetworkLinks> network_;         // made for the first job of several nodes
+  std::vector<std::shared_ptr<pipeline::CpuPool>> cpu_pools_;    // per node
+  std::unique_ptr<pipeline::StorageServer> checkpoint_storage_;  // SessionSpec::checkpoint_storage
   std::vector<std::unique_ptr<Slot>> slots_;
   std::vector<std::pair<Time, std::function<void(Session&)>>> actions_;
   std::vector<std::function<void(Session&, const JobOutcome&)>> end_observers_;

@@ -9,9 +9,10 @@
 #include "cli/output.h"
 #include "dist/dlio_ranks.h"
 #include "dist/launch_env.h"
-#include "dlio/runner.h"
+#include "dlio/run_json.h"
 #include "gpemu/catalog.h"
 #include "gpemu/dlio.h"
+#include "gpemu/dlio/runner.h"
 #include "gpemu/error.h"
 #include "gpemu/report.h"
 #include "gpemu/timeline.h"
@@ -58,7 +59,7 @@ void run_dlio_train(const DlioTrainArgs& a) {
     // The text output prints each epoch's line as it ends and keeps none, so a
     // run of many epochs keeps no more than one of few.
     o.keep_epochs = false;
-    o.on_epoch = [](const nlohmann::json& e) {
+    o.on_epoch = [](const dlio::DlioEpoch& e) {
       dlio::print_dlio_epoch(e, std::cout);
       std::cout.flush();
     };
@@ -72,27 +73,27 @@ void run_dlio_train(const DlioTrainArgs& a) {
       write_chrome_trace_file(t.trace_records(), t.host_spans(), names, a.trace);
     };
   }
-  RunRecord record;  // kept for the report only: a long run's record is large
-  if (!a.report.empty()) o.on_record = [&record](const RunRecord& r) { record = r; };
-  auto print = [&a](const nlohmann::json& result) {
+  o.full_record = !a.report.empty();  // every step only for the report: a long run's record is large
+  auto print = [&a](const dlio::DlioRunRecord& result) {
     if (a.json)
-      std::cout << result.dump(2) << '\n';
+      std::cout << dlio::dlio_run_json(result).dump(2) << '\n';
     else
       dlio::print_dlio_result(result, std::cout);
   };
   // A run that stops early (a full disk at a checkpoint, ^C) still reports the
   // epochs it finished before the error ends the command.
   o.on_stopped = print;
-  const nlohmann::json result = dlio::run_dlio_workload(w, o);
+  const dlio::DlioRunRecord result = dlio::run_dlio_workload(w, o);
   if (!a.report.empty()) {
+    const RunRecord& record = result.job;
     RunReport rep =
         train::make_run_report(record,
                                configuration_rows(nlohmann::json{{"workload", a.config}, {"overrides", overrides}}));
     rep.generator = "gpemu train --dlio-config";
-    rep.title = fmt::format("DLIO workload {} on {}x {}", result.value("workload", a.config), record.gpus, record.gpu);
-    if (result.contains("au_pct"))
-      rep.summary.insert(rep.summary.begin(), SummaryRow{"accelerator utilization (AU)",
-                                                         fmt::format("{:.2f}%", result["au_pct"].get<double>())});
+    rep.title = fmt::format("DLIO workload {} on {}x {}", result.workload, record.gpus, record.gpu);
+    if (result.train)
+      rep.summary.insert(rep.summary.begin(),
+                         SummaryRow{"accelerator utilization (AU)", fmt::format("{:.2f}%", result.train->au_pct)});
     write_html_report_file(rep, a.report);
   }
   print(result);

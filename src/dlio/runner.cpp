@@ -18,11 +18,11 @@
 #include "common/host_memory.h"
 #include "common/interrupt.h"
 #include "dlio/free_space.h"
-#include "dlio/runner.h"
 #include "gpemu/catalog.h"
 #include "gpemu/clock.h"
 #include "gpemu/cost_model.h"
 #include "gpemu/device.h"
+#include "gpemu/dlio/runner.h"
 #include "gpemu/error.h"
 #include "gpemu/job.h"
 #include "gpemu/pipeline.h"
@@ -161,16 +161,19 @@ Figures rank_figures(const RankPhase& p) {
   return f;
 }
 
-nlohmann::json figures_json(const Figures& f) {
-  return {{"steps", f.steps},
-          {"measured_steps", f.measured},
-          {"au_pct", f.au_pct},
-          {"samples_per_s", f.samples_per_s},
-          {"mb_per_s", f.bytes_per_s / kMiB},
-          {"compute_s", f.compute_s},
-          {"total_s", f.total_s},
-          {"emulated_compute_s", f.emulated_s},
-          {"load_wait_s", f.load_wait_s}};
+template <class M>
+M metrics_of(const Figures& f) {
+  M m;
+  m.steps = f.steps;
+  m.measured_steps = f.measured;
+  m.au_pct = f.au_pct;
+  m.samples_per_s = f.samples_per_s;
+  m.mb_per_s = f.bytes_per_s / kMiB;
+  m.compute_s = f.compute_s;
+  m.total_s = f.total_s;
+  m.emulated_compute_s = f.emulated_s;
+  m.load_wait_s = f.load_wait_s;
+  return m;
 }
 
 // One phase's (training's or evaluation's) figures over ranks: per epoch the
@@ -191,38 +194,38 @@ class PhaseFigures {
     list.emplace_back(gpu, std::move(p));
     if (list.size() < ranks_) return;
     std::sort(list.begin(), list.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-    nlohmann::json ej = epoch_json(epoch, list);
+    DlioEpoch ep = epoch_figures(epoch, list);
     pending_.erase(epoch);
-    if (train_ && o_.on_epoch) o_.on_epoch(ej);
-    if (o_.keep_epochs) per_epoch_.push_back(std::move(ej));
+    if (train_ && o_.on_epoch) o_.on_epoch(ep);
+    if (o_.keep_epochs) per_epoch_.push_back(std::move(ep));
   }
 
   // The phase's figures; hands per_epoch over (call once, after the run).
-  nlohmann::json take_result(const DlioWorkload& w) {
+  DlioPhaseResult take_result(const DlioWorkload& w) {
     const auto epochs = static_cast<double>(epochs_);
-    nlohmann::json j;
-    j["epochs"] = epochs_;
-    j["steps"] = steps_per_rank_;
-    j["au_pct"] = epochs > 0 ? overall_.au_pct / epochs : 0.0;
-    j["au_stdev_pct"] = epochs_ > 1 ? std::sqrt(au_m2_ / epochs) : 0.0;
-    j["au_threshold_pct"] = 100.0 * w.metric.au;
-    j["au_pass"] = epochs > 0 && meets_au_threshold(overall_.au_pct / epochs, 100.0 * w.metric.au);
-    j["samples_per_s"] = epochs > 0 ? overall_.samples_per_s / epochs : 0.0;
-    j["mb_per_s"] = epochs > 0 ? overall_.bytes_per_s / epochs / kMiB : 0.0;
-    j["mb_per_s_dlio"] = epochs > 0 ? overall_.samples_per_s / epochs * w.dataset.record_length_bytes / kMiB : 0.0;
-    j["compute_s"] = overall_.compute_s;
-    j["total_s"] = overall_.total_s;
-    j["emulated_compute_s"] = overall_.emulated_s;
-    j["load_wait_s"] = overall_.load_wait_s;
-    j["measured_steps"] = overall_.measured;
-    if (o_.keep_epochs) j["per_epoch"] = std::move(per_epoch_);
-    return j;
+    DlioPhaseResult r;
+    r.epochs = epochs_;
+    r.steps = steps_per_rank_;
+    r.au_pct = epochs > 0 ? overall_.au_pct / epochs : 0.0;
+    r.au_stdev_pct = epochs_ > 1 ? std::sqrt(au_m2_ / epochs) : 0.0;
+    r.au_threshold_pct = 100.0 * w.metric.au;
+    r.au_pass = epochs > 0 && meets_au_threshold(overall_.au_pct / epochs, 100.0 * w.metric.au);
+    r.samples_per_s = epochs > 0 ? overall_.samples_per_s / epochs : 0.0;
+    r.mb_per_s = epochs > 0 ? overall_.bytes_per_s / epochs / kMiB : 0.0;
+    r.mb_per_s_dlio = epochs > 0 ? overall_.samples_per_s / epochs * w.dataset.record_length_bytes / kMiB : 0.0;
+    r.compute_s = overall_.compute_s;
+    r.total_s = overall_.total_s;
+    r.emulated_compute_s = overall_.emulated_s;
+    r.load_wait_s = overall_.load_wait_s;
+    r.measured_steps = overall_.measured;
+    if (o_.keep_epochs) r.per_epoch = std::move(per_epoch_);
+    return r;
   }
 
  private:
-  nlohmann::json epoch_json(int epoch, const std::vector<std::pair<std::size_t, RankPhase>>& list) {
+  DlioEpoch epoch_figures(int epoch, const std::vector<std::pair<std::size_t, RankPhase>>& list) {
     Figures e;
-    nlohmann::json ranks = nlohmann::json::array();
+    std::vector<DlioRankEpoch> ranks;
     for (const auto& [gpu, p] : list) {
       const Figures f = rank_figures(p);
       e.au_pct += f.au_pct;
@@ -236,9 +239,9 @@ class PhaseFigures {
       e.measured = std::max(e.measured, f.measured);
       e.samples += f.samples;
       if (!o_.per_rank_epochs) continue;
-      nlohmann::json rj = figures_json(f);
-      rj["rank"] = p.rank;
-      ranks.push_back(std::move(rj));
+      DlioRankEpoch re = metrics_of<DlioRankEpoch>(f);
+      re.rank = p.rank;
+      ranks.push_back(std::move(re));
     }
     const auto n = static_cast<double>(list.size());
     e.au_pct /= n;
@@ -246,10 +249,10 @@ class PhaseFigures {
     e.total_s /= n;
     e.emulated_s /= n;
     e.load_wait_s /= n;
-    nlohmann::json ej = figures_json(e);
-    ej["epoch"] = epoch;
-    if (o_.per_rank_epochs) ej["ranks"] = std::move(ranks);
-    if (o_.record_steps) ej["step_records"] = step_rows(list);
+    DlioEpoch ep = metrics_of<DlioEpoch>(e);
+    ep.epoch = epoch;
+    if (o_.per_rank_epochs) ep.ranks = std::move(ranks);
+    if (o_.record_steps) ep.step_records = step_rows(list);
     ++epochs_;
     const double delta = e.au_pct - au_mean_;  // Welford's update
     au_mean_ += delta / static_cast<double>(epochs_);
@@ -264,22 +267,24 @@ class PhaseFigures {
     overall_.measured += e.measured;
     overall_.samples += e.samples;
     steps_per_rank_ += e.steps;
-    return ej;
+    return ep;
   }
 
-  static nlohmann::json step_rows(const std::vector<std::pair<std::size_t, RankPhase>>& list) {
-    nlohmann::json steps = nlohmann::json::array();
+  static std::vector<DlioStepRow> step_rows(const std::vector<std::pair<std::size_t, RankPhase>>& list) {
+    std::vector<DlioStepRow> steps;
     for (const auto& [gpu, p] : list) {
       for (std::size_t b = 0; b < p.blocks.size(); ++b) {
         for (const DlioStep& s : p.blocks[b].rows) {
-          steps.push_back({{"rank", p.rank},
-                           {"block", b},
-                           {"step", s.index + 1},
-                           {"load_s", to_seconds(s.load)},
-                           {"compute_s", to_seconds(s.compute)},
-                           {"proc_s", to_seconds(s.proc)},
-                           {"emulated_s", to_seconds(s.emulated)},
-                           {"bytes", s.bytes}});
+          DlioStepRow row;
+          row.rank = p.rank;
+          row.block = b;
+          row.step = s.index + 1;
+          row.load_s = to_seconds(s.load);
+          row.compute_s = to_seconds(s.compute);
+          row.proc_s = to_seconds(s.proc);
+          row.emulated_s = to_seconds(s.emulated);
+          row.bytes = s.bytes;
+          steps.push_back(row);
         }
       }
     }
@@ -293,7 +298,7 @@ class PhaseFigures {
   Figures overall_;
   std::uint64_t steps_per_rank_ = 0, epochs_ = 0;
   double au_mean_ = 0, au_m2_ = 0;  // the epochs' AU: running mean and sum of squared deviations
-  nlohmann::json per_epoch_ = nlohmann::json::array();
+  std::vector<DlioEpoch> per_epoch_;
 };
 
 pipeline::LoaderOptions loader_options(const DlioWorkload& w, bool lock_pinned, std::uint64_t shuffle_seed,
@@ -408,7 +413,7 @@ class DlioObserver : public JobObserver {
   }
 
   // The phases' figures over the epochs every rank ended (after the run).
-  nlohmann::json figures(const DlioWorkload& w, bool eval) {
+  DlioPhaseResult figures(const DlioWorkload& w, bool eval) {
     std::lock_guard lock(mu_);
     return (eval ? eval_figures_ : train_figures_).take_result(w);
   }
@@ -444,35 +449,40 @@ pipeline::Dataset to_dataset(const DlioData& d, bool jpeg) {
   return ds;
 }
 
-nlohmann::json data_json(const DlioData& d) {
-  return {{"folder", d.folder.string()}, {"files", d.files.size()}, {"samples", d.samples()}, {"bytes", d.bytes()},
-          {"generated", d.generated},    {"skipped", d.skipped},    {"seconds", d.seconds}};
+DlioGenerated generated_of(const DlioData& d) {
+  DlioGenerated g;
+  g.folder = d.folder.string();
+  g.files = d.files.size();
+  g.samples = d.samples();
+  g.bytes = d.bytes();
+  g.generated = d.generated;
+  g.skipped = d.skipped;
+  g.seconds = d.seconds;
+  return g;
 }
 
-nlohmann::json loader_stats_json(const std::vector<pipeline::LoaderStats>& per_rank) {
-  std::uint64_t batches = 0, samples = 0, bytes = 0, hits = 0, misses = 0, ooo = 0;
-  bool direct = false;
+DlioLoaderSummary loader_summary(const std::vector<pipeline::LoaderStats>& per_rank) {
+  DlioLoaderSummary l;
   std::set<std::string> notes;
   for (const pipeline::LoaderStats& s : per_rank) {
-    batches += s.batches;
-    samples += s.samples;
-    bytes += s.bytes_read;
-    hits += s.cache_hits;
-    misses += s.cache_misses;
-    ooo += s.out_of_order;
-    direct = direct || s.direct_io_active;
+    l.batches += s.batches;
+    l.samples += s.samples;
+    l.bytes_read += s.bytes_read;
+    l.cache_hits += s.cache_hits;
+    l.cache_misses += s.cache_misses;
+    l.out_of_order += s.out_of_order;
+    l.direct_io_active = l.direct_io_active || s.direct_io_active;
     notes.insert(s.notes.begin(), s.notes.end());
   }
-  return {{"batches", batches},         {"samples", samples},
-          {"bytes_read", bytes},        {"cache_hits", hits},
-          {"cache_misses", misses},     {"out_of_order", ooo},
-          {"direct_io_active", direct}, {"notes", std::vector<std::string>(notes.begin(), notes.end())}};
+  l.notes.assign(notes.begin(), notes.end());
+  return l;
 }
 
-nlohmann::json checkpoints_json(const std::vector<DlioCheckpoint>& records, nlohmann::json& top) {
+// The ranks' checkpoint records, one per checkpoint (epoch, step), and the
+// run's checkpoint throughput.
+void add_checkpoints(const std::vector<DlioCheckpoint>& records, DlioRunRecord& top) {
   std::map<std::pair<int, std::uint64_t>, std::vector<const DlioCheckpoint*>> events;
   for (const auto& r : records) events[{r.epoch, r.step}].push_back(&r);
-  nlohmann::json list = nlohmann::json::array();
   std::uint64_t all_bytes = 0, all_read = 0;
   double all_write_s = 0, all_read_s = 0;
   for (const auto& [key, recs] : events) {
@@ -488,51 +498,54 @@ nlohmann::json checkpoints_json(const std::vector<DlioCheckpoint>& records, nloh
       ranks.push_back(r->rank);
     }
     std::sort(ranks.begin(), ranks.end());
-    nlohmann::json e = {{"epoch", key.first},      {"step", key.second},
-                        {"ranks", ranks},          {"bytes", bytes},
-                        {"write_s", write_s},      {"write_gb_per_s", write_s > 0 ? bytes / write_s / 1e9 : 0.0},
-                        {"emulated_s", emulated_s}};
+    DlioCheckpointResult e;
+    e.epoch = key.first;
+    e.step = key.second;
+    e.ranks = std::move(ranks);
+    e.bytes = bytes;
+    e.write_s = write_s;
+    e.write_gb_per_s = write_s > 0 ? bytes / write_s / 1e9 : 0.0;
+    e.emulated_s = emulated_s;
     if (read > 0) {
-      e["bytes_read"] = read;
-      e["read_s"] = read_s;
-      e["read_gb_per_s"] = read_s > 0 ? read / read_s / 1e9 : 0.0;
+      e.bytes_read = read;
+      e.read_s = read_s;
+      e.read_gb_per_s = read_s > 0 ? read / read_s / 1e9 : 0.0;
     }
-    list.push_back(std::move(e));
+    top.checkpoints.push_back(std::move(e));
     all_bytes += bytes;
     all_read += read;
     all_write_s += write_s;
     all_read_s += read_s;
   }
   if (!events.empty()) {
-    top["checkpoint_gb_per_s"] = all_write_s > 0 ? all_bytes / all_write_s / 1e9 : 0.0;
-    if (all_read > 0) top["checkpoint_read_gb_per_s"] = all_read_s > 0 ? all_read / all_read_s / 1e9 : 0.0;
+    top.checkpoint_gb_per_s = all_write_s > 0 ? all_bytes / all_write_s / 1e9 : 0.0;
+    if (all_read > 0) top.checkpoint_read_gb_per_s = all_read_s > 0 ? all_read / all_read_s / 1e9 : 0.0;
   }
-  return list;
 }
 
 // DLIO's AU leaves out output.metric.exclude_start_steps (and _end_) of every
 // block between checkpoints; when that leaves no step, AU 0 % is not a
 // measurement and "fail" is not a verdict.
-std::optional<std::string> no_measured_step_warning(const DlioWorkload& w, const nlohmann::json& train) {
-  if (train.value("epochs", 0) == 0 || train.value("measured_steps", 0) > 0) return std::nullopt;
+std::optional<std::string> no_measured_step_warning(const DlioWorkload& w, const DlioPhaseResult& train) {
+  if (train.epochs == 0 || train.measured_steps > 0) return std::nullopt;
   return fmt::format(
       "no step was measured (output.metric.exclude_start_steps = {} and exclude_end_steps = {} leave "
       "none of the {} steps of each block between checkpoints): AU and throughput are undefined, "
       "not 0",
       w.output.exclude_start_steps, w.output.exclude_end_steps,
       w.checkpoint.steps_between_checkpoints > 0 && w.workflow.checkpoint
-          ? std::min<std::int64_t>(w.checkpoint.steps_between_checkpoints, train.value("steps", 0))
-          : train.value("steps", 0));
+          ? std::min<std::int64_t>(w.checkpoint.steps_between_checkpoints, static_cast<std::int64_t>(train.steps))
+          : static_cast<std::int64_t>(train.steps));
 }
 
 // Hands the finished epochs' result to the caller, then rethrows the reason.
-[[noreturn]] void report_stopped(nlohmann::json& result, const std::exception_ptr& stopped, const DlioRunOptions& o) {
+[[noreturn]] void report_stopped(DlioRunRecord& result, const std::exception_ptr& stopped, const DlioRunOptions& o) {
   try {
     std::rethrow_exception(stopped);
   } catch (const std::exception& e) {
-    result["stopped"] = e.what();
+    result.stopped = e.what();
   } catch (...) {
-    result["stopped"] = "unknown error";
+    result.stopped = "unknown error";
   }
   if (o.on_stopped) o.on_stopped(result);
   std::rethrow_exception(stopped);
@@ -549,8 +562,8 @@ std::optional<std::string> no_measured_step_warning(const DlioWorkload& w, const
 // instead of dying of std::bad_alloc hours in.
 void check_records_fit(const DlioWorkload& w, const DlioRunOptions& o, double rank_epochs, double steps) {
   constexpr double kPerEpoch = 5120;
-  const bool rows = o.record_steps || o.trace || o.on_record;
-  const bool epochs = o.keep_epochs || o.on_record;
+  const bool rows = o.record_steps || o.trace || o.full_record;
+  const bool epochs = o.keep_epochs || o.full_record;
   if (!rows && !epochs) return;
   const double per_step =
       rows ? 1024.0 + 8.0 * static_cast<double>(std::max<std::int64_t>(1, w.reader.batch_size)) : 0.0;
@@ -697,9 +710,9 @@ void open_run_data(const DlioWorkload& w, const DlioFigures& fig, int ws, const 
 // workload asks for it, else DLIO's computation_time and eval_time. Returns
 // the cost model the job runs with.
 std::unique_ptr<CostModel> set_step_time(const DlioWorkload& w, const DlioRunOptions& o, const GpuSpec& gpu,
-                                         JobSpec& spec, nlohmann::json& result, std::vector<std::string>& warnings) {
+                                         JobSpec& spec, DlioRunRecord& result, std::vector<std::string>& warnings) {
   const StepTimeSource source = effective_step_time_source(w);
-  result["step_time_source"] = std::string(to_string(source));
+  result.step_time_source = source;
   std::unique_ptr<CostModel> cost_model;
   if (source == StepTimeSource::CostModel) {
     cost_model = make_cost_model(o.profiles_dir);
@@ -709,12 +722,9 @@ std::unique_ptr<CostModel> set_step_time(const DlioWorkload& w, const DlioRunOpt
     // allocator, so a batch that does not fit the card fails as it would.
     spec.compute.use_allocator = true;
     const StepCost cost = cost_model->step_cost(gpu, cost_model_name(w), static_cast<int>(w.reader.batch_size));
-    result["step_time_s"] = to_seconds(cost.forward + cost.backward);
-    result["cost_model"] = {{"model", cost_model_name(w)},
-                            {"batch_size", w.reader.batch_size},
-                            {"forward_s", to_seconds(cost.forward)},
-                            {"backward_s", to_seconds(cost.backward)},
-                            {"note", cost.note}};
+    result.step_time_s = to_seconds(cost.forward + cost.backward);
+    result.cost_model = DlioCostModelStep{cost_model_name(w), w.reader.batch_size, to_seconds(cost.forward),
+                                          to_seconds(cost.backward), cost.note};
     if (w.gpemu.precision) {
       warnings.push_back(
           fmt::format("gpemu.precision = {} is not used: the cost model's step time does not depend "
@@ -727,7 +737,7 @@ std::unique_ptr<CostModel> set_step_time(const DlioWorkload& w, const DlioRunOpt
     spec.compute.fixed_train = w.train.computation_time;
     spec.compute.fixed_eval = w.evaluation.eval_time;
     spec.compute.fixed_seed = static_cast<std::uint64_t>(w.train.seed);
-    result["step_time_s"] = w.train.computation_time.expected();
+    result.step_time_s = w.train.computation_time.expected();
   }
   return cost_model;
 }
@@ -766,7 +776,7 @@ std::function<CheckpointIo(const CheckpointCall&)> checkpoint_writer(
   };
 }
 
-nlohmann::json run_dlio_workload(const DlioWorkload& w, const DlioRunOptions& o) {
+DlioRunRecord run_dlio_workload(const DlioWorkload& w, const DlioRunOptions& o) {
   const auto wall0 = std::chrono::steady_clock::now();
   // Named variables, not a structured binding: the lambdas below capture
   // them, which clang before 16 refuses for bindings.
@@ -790,41 +800,40 @@ nlohmann::json run_dlio_workload(const DlioWorkload& w, const DlioRunOptions& o)
     detail::require_free_space(resolve_checkpoint_folder(w, base), one, "checkpoint (model.model_size_bytes)");
   }
 
-  nlohmann::json result;
-  result["workload"] = w.source;
-  result["model"] = w.model.name;
-  result["clock"] = std::string(to_string(o.clock));
-  result["gpus"] = ws;  // DLIO's world size, under the key every command uses
-  result["ranks"] = ranks;
-  result["gpu"] = gpu.id;
+  DlioRunRecord result;
+  result.workload = w.source;
+  result.model = w.model.name;
+  result.clock = std::string(to_string(o.clock));
+  result.gpus = ws;
+  result.ranks = ranks;
+  result.gpu = gpu.id;
   std::vector<std::string> warnings = w.warnings;
 
   // --- data ---------------------------------------------------------------------
   RunData d;  // what the run reads
   const bool want_eval = train && w.workflow.evaluation && w.dataset.num_files_eval > 0;
-  nlohmann::json generation = nlohmann::json::object();
   // DLIO's synthetic loader (or format) reads no files: batches come from memory.
   const bool synthetic = w.reader.data_loader == DataLoaderKind::Synthetic || w.dataset.format == DataFormat::Synthetic;
-  result["synthetic_data"] = synthetic;
+  result.synthetic_data = synthetic;
   if (w.workflow.generate_data && w.dataset.format == DataFormat::Synthetic) {
     warnings.push_back("dataset.format synthetic: there are no files to generate");
   } else if (w.workflow.generate_data && leader) {
     d.train_data = generate_dlio_data(w, DlioSplit::Train, base, o.progress);
-    generation["train"] = data_json(d.train_data);
+    result.generated_train = generated_of(d.train_data);
     if (!d.train_data.manifest_problem.empty()) warnings.push_back(d.train_data.manifest_problem);
     if (w.dataset.num_files_eval > 0) {
       d.eval_data = generate_dlio_data(w, DlioSplit::Eval, base, o.progress);
-      generation["eval"] = data_json(d.eval_data);
+      result.generated_eval = generated_of(d.eval_data);
       if (!d.eval_data.manifest_problem.empty()) warnings.push_back(d.eval_data.manifest_problem);
     }
   }
-  result["generation"] = generation;
   if (o.after_generation) o.after_generation();
   if (!train && !w.workflow.checkpoint) {
-    result["wall_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
-    result["warnings"] = warnings;
-    result["not_emulated"] = w.not_emulated;
-    return result;  // generate-only
+    result.generation_only = true;
+    result.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+    result.warnings = std::move(warnings);
+    result.not_emulated = w.not_emulated;
+    return result;
   }
 
   const DlioFigures fig = dlio_figures(w, ws);
@@ -932,16 +941,16 @@ nlohmann::json run_dlio_workload(const DlioWorkload& w, const DlioRunOptions& o)
   RealClockOptions clock_options;
   clock_options.spin_window = o.spin_window;
   auto clock = make_clock(o.clock, clock_options);
-  result["clock"] = std::string(clock->name());
+  result.clock = std::string(clock->name());
   // The record keeps each step only for what reads them all: the trace's
-  // data waits, the caller's record (a report) and the step rows.
-  spec.record.steps = spec.record.kernels = o.trace || o.on_record || o.record_steps;
-  spec.record.epochs = static_cast<bool>(o.on_record);  // the observer keeps what DLIO's figures need
+  // data waits, the caller's full record (a report) and the step rows.
+  spec.record.steps = spec.record.kernels = o.trace || o.full_record || o.record_steps;
+  spec.record.epochs = o.full_record;  // the observer keeps what DLIO's figures need
   Job job(*clock, *cost_model, spec);
   DlioObserver observer(o, ranks, {d.steps, w.output.exclude_start_steps, w.output.exclude_end_steps},
                         {d.eval_steps, w.output.exclude_start_steps, w.output.exclude_end_steps});
   const Time t0 = clock->now();
-  const RunRecord rec = job.run(&observer);
+  RunRecord rec = job.run(&observer);
   const Time t1 = clock->now();
   if (job.timeline().tracing())
     for (const gpemu::StepRecord& st : rec.steps)
@@ -950,36 +959,27 @@ nlohmann::json run_dlio_workload(const DlioWorkload& w, const DlioRunOptions& o)
                                               st.next_called, st.delivered});
 
   // --- results ------------------------------------------------------------------
-  nlohmann::json dataset;
   if (train) {
-    dataset = {{"folder", d.train_data.folder.string()},
-               {"format", std::string(to_string(w.dataset.format))},
-               {"files", d.train_data.files.size()},
-               {"samples", d.train_data.samples()},
-               {"bytes", d.train_data.bytes()}};
-  }
-  result["dataset"] = dataset;
-  result["steps_per_epoch"] = train ? d.steps : 0;
-  if (train) {
-    nlohmann::json t = observer.figures(w, false);
-    if (auto note = no_measured_step_warning(w, t)) warnings.push_back(*note);
-    for (auto it = t.begin(); it != t.end(); ++it) result[it.key()] = std::move(it.value());  // not copied
-    result["loader"] = loader_stats_json(rec.loader_stats);
-    result["loader"]["read_threads"] = w.reader.read_threads;
-    result["loader"]["prefetch_batches_per_worker"] = std::max(1, w.reader.prefetch_size);
-    result["loader"]["modelled"] = {
-        {"preprocess", preprocess},
-        {"storage_bytes_per_s", o.storage_bytes_per_s ? nlohmann::json(*o.storage_bytes_per_s) : nlohmann::json()}};
+    DlioDataset ds;
+    ds.folder = d.train_data.folder.string();
+    ds.format = w.dataset.format;
+    ds.files = d.train_data.files.size();
+    ds.samples = d.train_data.samples();
+    ds.bytes = d.train_data.bytes();
+    result.dataset = std::move(ds);
+    result.steps_per_epoch = d.steps;
+    result.train = observer.figures(w, false);
+    if (auto note = no_measured_step_warning(w, *result.train)) warnings.push_back(*note);
+    DlioLoaderSummary loader = loader_summary(rec.loader_stats);
+    loader.read_threads = w.reader.read_threads;
+    loader.prefetch_batches_per_worker = std::max(1, w.reader.prefetch_size);
+    loader.preprocess = preprocess;
+    loader.storage_bytes_per_s = o.storage_bytes_per_s;
+    result.loader = std::move(loader);
     if (d.has_eval) {
-      nlohmann::json e = observer.figures(w, true);
-      e["steps_per_epoch"] = d.eval_steps;
-      e.erase("au_threshold_pct");
-      e.erase("au_pass");
-      result["eval"] = std::move(e);
+      result.eval = observer.figures(w, true);
+      result.eval->steps_per_epoch = d.eval_steps;
     }
-  } else {
-    result["epochs"] = 0;
-    result["steps"] = 0;
   }
   std::vector<DlioCheckpoint> checkpoints;
   for (const CheckpointRecord& c : rec.checkpoints) {
@@ -994,24 +994,25 @@ nlohmann::json run_dlio_workload(const DlioWorkload& w, const DlioRunOptions& o)
     d.emulated_s = to_seconds(c.end - c.start);
     checkpoints.push_back(d);
   }
-  result["checkpoints"] = checkpoints_json(checkpoints, result);
-  result["emulated_s"] = to_seconds(t1 - t0);
-  result["wall_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
-  result["warnings"] = warnings;
-  result["not_emulated"] = w.not_emulated;
+  add_checkpoints(checkpoints, result);
+  result.emulated_s = to_seconds(t1 - t0);
+  result.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+  result.warnings = std::move(warnings);
+  result.not_emulated = w.not_emulated;
+  const std::exception_ptr stopped = rec.stopped;
+  result.job = std::move(rec);
 
-  if (rec.stopped) report_stopped(result, rec.stopped, o);
+  if (stopped) report_stopped(result, stopped, o);
   if (o.on_timeline) {
     std::vector<TraceDeviceName> names;
     for (int r : ranks) names.push_back({r, trace_gpu_name(r, gpu.id)});
     o.on_timeline(job.timeline(), names);
   }
-  if (o.on_record) o.on_record(rec);
   return result;
 }
 
-nlohmann::json run_dlio_config(const fs::path& file, const std::vector<std::string>& overrides,
-                               const DlioRunOptions& options) {
+DlioRunRecord run_dlio_config(const fs::path& file, const std::vector<std::string>& overrides,
+                              const DlioRunOptions& options) {
   return run_dlio_workload(parse_dlio_config(file, overrides), options);
 }
 

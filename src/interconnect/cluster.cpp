@@ -32,37 +32,87 @@ ClusterOptions plan_cluster(int gpus, int nodes, NodeOptions node, NetworkSpec n
   return o;
 }
 
+namespace {
+
+void check_network(const NetworkSpec& net) {
+  if (!(net.line_rate_gbps > 0) || !(net.achievable_fraction > 0 && net.achievable_fraction <= 1))
+    throw InputError(
+        fmt::format("network '{}': line rate {} Gb/s and achievable fraction {}: need a rate above 0 and a "
+                    "fraction in (0, 1]; give --network 25gbe|100gbe|400gbe|FILE",
+                    net.name, net.line_rate_gbps, net.achievable_fraction));
+  if (net.nics_per_node < 1 || net.switch_oversubscription < 1 || net.latency < 0)
+    throw InputError(
+        fmt::format("network '{}': nics_per_node {} (at least 1), switch_oversubscription {} (at least 1), "
+                    "latency {} ns (at least 0)",
+                    net.name, net.nics_per_node, net.switch_oversubscription, net.latency));
+}
+
+}  // namespace
+
+NetworkLinks make_network_links(Timeline& timeline, const NetworkSpec& net, int nodes) {
+  check_network(net);
+  NetworkLinks links;
+  links.spec = net;
+  const double nic_bps = net.nic_bytes_per_s();
+  links.nics.resize(static_cast<std::size_t>(nodes));
+  for (int n = 0; n < nodes; ++n)
+    for (int i = 0; i < net.nics_per_node; ++i)
+      links.nics[n].push_back(&timeline.add_link(fmt::format("node{} NIC{}", n, i), nic_bps));
+  links.network_switch =
+      &timeline.add_link("network switch", nic_bps * nodes * net.nics_per_node / net.switch_oversubscription);
+  return links;
+}
+
 Cluster::Cluster(Timeline& timeline, const GpuSpec& spec, ClusterOptions options)
     : timeline_(&timeline), spec_(&spec), options_(std::move(options)) {
   const int m = options_.nodes;
   if (m < 1) throw InputError(fmt::format("cluster of {} nodes: need at least 1", m));
-  if (m > 1) {
-    const NetworkSpec& net = options_.network;
-    if (!(net.line_rate_gbps > 0) || !(net.achievable_fraction > 0 && net.achievable_fraction <= 1))
-      throw InputError(
-          fmt::format("network '{}': line rate {} Gb/s and achievable fraction {}: need a rate above 0 and a "
-                      "fraction in (0, 1]; give --network 25gbe|100gbe|400gbe|FILE",
-                      net.name, net.line_rate_gbps, net.achievable_fraction));
-    if (net.nics_per_node < 1 || net.switch_oversubscription < 1 || net.latency < 0)
-      throw InputError(
-          fmt::format("network '{}': nics_per_node {} (at least 1), switch_oversubscription {} (at least 1), "
-                      "latency {} ns (at least 0)",
-                      net.name, net.nics_per_node, net.switch_oversubscription, net.latency));
-  }
+  if (m > 1) check_network(options_.network);  // before any node is made
   for (int n = 0; n < m; ++n) {
     NodeOptions o = options_.node;
     o.first_device_index = options_.node.first_device_index + n * options_.node.gpus;
     nodes_.push_back(std::make_unique<Node>(timeline, spec, o));
   }
   if (m > 1) {
-    const NetworkSpec& net = options_.network;
-    const double nic_bps = net.nic_bytes_per_s();
-    nics_.resize(m);
-    for (int n = 0; n < m; ++n)
-      for (int i = 0; i < net.nics_per_node; ++i)
-        nics_[n].push_back(&timeline.add_link(fmt::format("node{} NIC{}", n, i), nic_bps));
-    switch_ = &timeline.add_link("network switch", nic_bps * m * net.nics_per_node / net.switch_oversubscription);
+    NetworkLinks net = make_network_links(timeline, options_.network, m);
+    nics_ = std::move(net.nics);
+    switch_ = net.network_switch;
+    for (int n = 0; n < m; ++n) {
+      rail_nics_.emplace_back();
+      for (int g = 0; g < options_.node.gpus; ++g) rail_nics_[n].push_back(g % options_.network.nics_per_node);
+    }
   }
+}
+
+Cluster::Cluster(const ClusterGpus& on, DeviceOptions device, int first_device_index) {
+  const int m = static_cast<int>(on.nodes.size());
+  if (m < 2 || !on.network || on.network_nodes.size() != on.nodes.size())
+    throw InputError(
+        fmt::format("a cluster view of {} node(s): give two or more, each with its node in the network", m));
+  const int per = static_cast<int>(on.nodes.front().gpus.size());
+  for (int n = 0; n < m; ++n) {
+    const NodeGpus& ng = on.nodes[static_cast<std::size_t>(n)];
+    const int at = on.network_nodes[static_cast<std::size_t>(n)];
+    if (!ng.node || !ng.timeline || static_cast<int>(ng.gpus.size()) != per || at < 0 ||
+        at >= static_cast<int>(on.network->nics.size()))
+      throw InputError(fmt::format(
+          "a cluster view's node {}: {} GPU(s) (the first has {}), network node {} of {}: give every node the same "
+          "GPUs of an existing node of the network",
+          n, ng.gpus.size(), per, at, on.network->nics.size()));
+    nodes_.push_back(std::make_unique<Node>(ng, device, first_device_index + n * per));
+    nics_.push_back(on.network->nics[static_cast<std::size_t>(at)]);
+    const int nics = static_cast<int>(nics_.back().size());
+    rail_nics_.emplace_back();
+    for (const int position : ng.gpus) rail_nics_.back().push_back(position % nics);
+  }
+  timeline_ = on.nodes.front().timeline;
+  spec_ = &nodes_.front()->device(0).spec();
+  options_.nodes = m;
+  options_.node = nodes_.front()->options();
+  options_.node.gpus = per;
+  options_.node.first_device_index = first_device_index;
+  options_.network = on.network->spec;
+  switch_ = on.network->network_switch;
 }
 
 Node& Cluster::node(int n) const {
@@ -84,6 +134,12 @@ const Link& Cluster::nic(int n, int index) const {
   if (!switch_) throw InputError("a single-node cluster has no network");
   node(n);
   return *nics_[n].at(index);
+}
+
+const Link& Cluster::rail_nic(int n, int rail) const {
+  if (!switch_) throw InputError("a single-node cluster has no network");
+  node(n);
+  return *nics_[n].at(static_cast<std::size_t>(rail_nics_[n].at(static_cast<std::size_t>(rail))));
 }
 
 const Link& Cluster::network_switch() const {
@@ -145,7 +201,7 @@ std::vector<Completion> ClusterCommunicator::all_reduce(std::span<Stream* const>
       Stream& s = *streams[static_cast<std::size_t>(n) * l + g];
       OpSpec flow;
       flow.duration = 2 * (m - 1) * net.latency;
-      flow.link = &cluster_->nic(n, g % net.nics_per_node);
+      flow.link = &cluster_->rail_nic(n, g);
       flow.link2 = &cluster_->network_switch();
       flow.bytes = 2.0 * (m - 1) / m * node_bytes;
       // GPUDirect RDMA reads and writes the GPU's memory over its own PCIe lanes.

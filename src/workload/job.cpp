@@ -124,6 +124,18 @@ void validate(const JobSpec& s) {
   } else if (s.cluster.on_node.node) {
     throw InputError("job: cluster.on_node.node is set without on_node.timeline, the GPUs' timeline");
   }
+  if (const ClusterGpus& c = s.cluster.on_cluster; c.network) {
+    bool ok = s.cluster.on_node.timeline && static_cast<int>(c.nodes.size()) == s.cluster.nodes &&
+              c.network_nodes.size() == c.nodes.size();
+    for (const NodeGpus& n : c.nodes)
+      ok = ok && n.timeline == s.cluster.on_node.timeline &&
+           static_cast<int>(n.gpus.size()) * s.cluster.nodes == s.cluster.gpus;
+    if (!ok)
+      throw InputError(fmt::format(
+          "job: cluster.on_cluster gives {} node(s) for cluster.gpus {} on {} node(s): give one entry per node, each "
+          "with gpus / nodes GPUs on cluster.on_node.timeline",
+          c.nodes.size(), s.cluster.gpus, s.cluster.nodes));
+  }
   if (s.compute.time_divisor < 1 || s.compute.time_divisor > 1'000'000)
     throw InputError(fmt::format("--gpemu-gpus {} is impossible: accepted 1 to 1000000", s.compute.time_divisor));
   if (s.compute.time_divisor > 1 && s.cluster.gpus > s.cluster.nodes)
@@ -138,11 +150,6 @@ void validate(const JobSpec& s) {
         fmt::format("job: cluster.real_node {} of real_nodes {} with nodes {}: a node of several "
                     "processes is one node of 0 to real_nodes - 1, and emulates only its own",
                     s.cluster.real_node, s.cluster.real_nodes, s.cluster.nodes));
-  if (s.schedule.between_steps && s.cluster.gpus != 1)
-    throw InputError(fmt::format(
-        "job: schedule.between_steps (pause, preemption) is for a job of one GPU, not {}: its ranks would stop at "
-        "different steps",
-        s.cluster.gpus));
   if (!s.schedule.checkpoints.empty() && !s.schedule.checkpoint)
     throw InputError("job: schedule.checkpoints are given but schedule.checkpoint (the I/O) is not set");
   if (s.schedule.eval.first_epoch > 0 && s.schedule.eval.every < 1)
@@ -405,6 +412,11 @@ Job::Job(Clock& clock, const CostModel& costs, JobSpec spec)
       n.gpus = gpus;
       node_ = std::make_unique<Node>(*timeline_, gpu, n);
       comm_ = std::make_unique<Communicator>(*node_);
+    } else if (spec_.cluster.on_cluster.network) {
+      // A session's nodes and network: this job's view of them.
+      cluster_ = std::make_unique<Cluster>(spec_.cluster.on_cluster, spec_.cluster.node.device,
+                                           spec_.cluster.node.first_device_index);
+      comm_ = std::make_unique<ClusterCommunicator>(*cluster_);
     } else {
       // Several nodes joined by the network, hierarchical all-reduce.
       cluster_ =
@@ -1019,6 +1031,29 @@ void StepBoundary::release_memory() const {
 }
 
 void StepBoundary::restore_memory() const { job_.allocate_persistent(*static_cast<Job::Rank*>(rank_)); }
+
+void StepBoundary::barrier() const { job_.barrier(static_cast<Job::Rank*>(rank_)->index); }
+
+// Through the host sync, so that under the virtual clock a rank waiting here
+// lets time move to its peers' next wake-ups, and a peer's failure ends the wait.
+void Job::barrier(int rank) {
+  std::uint64_t passed = 0;
+  bool last = false;
+  {
+    std::lock_guard lock(sync_->mutex());
+    passed = barrier_passed_;
+    if (++barrier_arrived_ == spec_.cluster.gpus) {
+      barrier_arrived_ = 0;
+      ++barrier_passed_;
+      last = true;
+    }
+  }
+  if (last) {
+    sync_->notify_all();
+    return;
+  }
+  sync_->wait_until(rank, [&] { return barrier_passed_ != passed; });
+}
 
 std::vector<std::function<void()>> Job::host_threads(JobObserver* observer) {
   if (sync_) throw std::logic_error("Job::run called twice");

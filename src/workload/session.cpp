@@ -45,13 +45,16 @@ std::string error_text(const std::exception_ptr& e) {
 }
 
 // A placement the policy may not make (not the GPUs asked for, not all of
-// one node, repeated or out of range): logic_error naming it.
+// one node, not as many on each of its nodes, repeated or out of range):
+// logic_error naming it.
 void check_placement(const PlacementPolicy& policy, JobId id, const PlacementRequest& r, const std::vector<int>& gs,
                      int gpus, int per_node) {
-  bool ok = static_cast<int>(gs.size()) == r.gpus && (r.gpu < 0 || gs.front() == r.gpu);
+  bool ok =
+      static_cast<int>(gs.size()) == r.gpus && (r.gpu < 0 || gs.front() == r.gpu) && (r.want.empty() || gs == r.want);
+  const auto per = static_cast<std::size_t>(r.gpus / std::max(1, r.nodes));
   for (std::size_t i = 0; ok && i < gs.size(); ++i)
-    ok = gs[i] >= 0 && gs[i] < gpus && gs[i] / per_node == gs.front() / per_node &&
-         std::count(gs.begin(), gs.end(), gs[i]) == 1;
+    ok = gs[i] >= 0 && gs[i] < gpus && gs[i] / per_node == gs[i - i % per] / per_node &&
+         (i < per || gs[i] / per_node > gs[i - per] / per_node) && std::count(gs.begin(), gs.end(), gs[i]) == 1;
   if (!ok)
     throw std::logic_error(
         fmt::format("placement policy '{}' placed job {} on GPU(s) {} (asked: {} from GPU {}; the "
@@ -62,12 +65,18 @@ void check_placement(const PlacementPolicy& policy, JobId id, const PlacementReq
 }  // namespace
 
 std::vector<int> PlacementPolicy::place_gpus(const PlacementRequest& job, std::span<const GpuLoad> gpus) const {
+  if (job.nodes > 1) return free_gpus_of_nodes(job, gpus);
   if (job.gpus > 1) return free_gpus_of_one_node(job, gpus);
   const int g = place(job, gpus);
   return g < 0 ? std::vector<int>{} : std::vector<int>{g};
 }
 
 std::vector<int> free_gpus_of_one_node(const PlacementRequest& job, std::span<const GpuLoad> gpus) {
+  if (!job.want.empty()) {
+    for (const int g : job.want)
+      if (g < 0 || static_cast<std::size_t>(g) >= gpus.size() || gpus[static_cast<std::size_t>(g)].jobs > 0) return {};
+    return job.want;
+  }
   std::vector<int> out;
   for (const GpuLoad& g : gpus) {
     if (job.gpu >= 0 && g.index < job.gpu) continue;
@@ -85,6 +94,20 @@ std::vector<int> free_gpus_of_one_node(const PlacementRequest& job, std::span<co
   return {};
 }
 
+std::vector<int> free_gpus_of_nodes(const PlacementRequest& job, std::span<const GpuLoad> gpus) {
+  if (!job.want.empty()) return free_gpus_of_one_node(job, gpus);  // its own GPUs, all free
+  const int per = job.gpus / std::max(1, job.nodes);
+  std::vector<int> out, node;  // the GPUs taken; the current node's free ones
+  for (std::size_t i = 0; i < gpus.size() && static_cast<int>(out.size()) < job.gpus; ++i) {
+    if (gpus[i].jobs == 0 && static_cast<int>(node.size()) < per) node.push_back(gpus[i].index);
+    if (i + 1 == gpus.size() || gpus[i + 1].node != gpus[i].node) {  // the node's last GPU
+      if (static_cast<int>(node.size()) == per) out.insert(out.end(), node.begin(), node.end());
+      node.clear();
+    }
+  }
+  return static_cast<int>(out.size()) == job.gpus ? out : std::vector<int>{};
+}
+
 struct Session::Slot {
   explicit Slot(Clock& clock) : ended(clock) {}
   SessionJob job;
@@ -100,6 +123,18 @@ struct Session::Slot {
   std::unique_ptr<ClockEvent> placed, resumed;
   PlacementRequest request;
   Request pending = Request::None;
+  std::int64_t stop_at = 0;             // the step before which the pending request stops every rank
+  std::vector<std::int64_t> last_step;  // per rank, the last step it started (-1: none)
+  // A pause or preemption as the job's ranks reach it (each before step `at`).
+  struct Stop {
+    explicit Stop(Clock& clock) : restarted(clock) {}
+    std::int64_t at = 0;
+    int arrived = 0, released = 0, left = 0;  // ranks
+    JobPause pause;
+    Time write_end = 0, restore_end = 0;
+    ClockEvent restarted;  // preempted: its GPUs again and the checkpoint read (restore_end set)
+  };
+  std::unique_ptr<Stop> stop;
   bool on_gpu = false;  // placed and not left (a preempted job has left)
 };
 
@@ -126,6 +161,13 @@ Session::Session(Clock& clock, const CostModel& costs, SessionSpec spec)
   }
   nodes_.resize(static_cast<std::size_t>(spec_.nodes));
   gpu_jobs_.assign(static_cast<std::size_t>(gpu_count_), 0);
+  if (spec_.checkpoint_storage) {
+    try {
+      checkpoint_storage_ = std::make_unique<pipeline::StorageServer>(*spec_.checkpoint_storage);
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("session: checkpoint storage: {}", e.what()));
+    }
+  }
 }
 
 Session::~Session() = default;
@@ -135,6 +177,12 @@ SharedGpu& Session::gpu(int index) {
     throw InputError(fmt::format("session: GPU {}: it has GPUs 0 to {}", index, gpus() - 1));
   if (spec_.exclusive) throw std::logic_error("Session::gpu: an exclusive session's GPUs are not shared");
   return *gpus_[static_cast<std::size_t>(index)];
+}
+
+// The network joining the nodes, made the first time a job needs it (before run()).
+const NetworkLinks& Session::network() {
+  if (!network_) network_ = std::make_unique<NetworkLinks>(make_network_links(*timeline_, spec_.network, spec_.nodes));
+  return *network_;
 }
 
 // The node's links, made the first time a job needs them (before run()).
@@ -163,23 +211,39 @@ JobId Session::add_job(SessionJob job) {
   if (job.checkpoint_save < 0 || job.checkpoint_restore < 0)
     throw InputError(fmt::format("{}: checkpoint save {} ns / restore {} ns: give 0 or more", who, job.checkpoint_save,
                                  job.checkpoint_restore));
-  const int gpn = spec_.gpus_per_node, want = job.job.cluster.gpus;
-  if (job.job.cluster.nodes != 1 && !(spec_.exclusive && job.job.cluster.nodes == spec_.nodes && want == gpus()))
+  const int gpn = spec_.gpus_per_node, want = job.job.cluster.gpus, nodes = job.job.cluster.nodes;
+  if (nodes < 1 || nodes > spec_.nodes || (nodes > 1 && !spec_.exclusive))
     throw InputError(
-        fmt::format("{}: cluster.nodes {}: a session's job runs on GPUs of one node, or on every GPU "
-                    "of an exclusive session of that many nodes",
-                    who, job.job.cluster.nodes));
-  if (job.job.cluster.nodes != 1 && job.gpu > 0)
-    throw InputError(fmt::format("{}: gpu {}: a job of every GPU of the session starts at GPU 0", who, job.gpu));
-  if (want < 1 || (want > gpn && job.job.cluster.nodes == 1))
+        fmt::format("{}: cluster.nodes {}: a session's job runs on GPUs of one node, or of 2 to {} nodes of an "
+                    "exclusive session (SessionSpec::exclusive)",
+                    who, nodes, spec_.nodes));
+  if (nodes > 1 && job.gpu >= 0 && job.gpu % gpn != 0)
+    throw InputError(
+        fmt::format("{}: gpu {}: a job of several nodes starts at a node's first GPU, or -1", who, job.gpu));
+  if (nodes > 1 && (want % nodes != 0 || want / nodes > gpn))
+    throw InputError(fmt::format("{}: cluster.gpus {} on {} nodes: give as many on each node, 1 to {} (a node's GPUs)",
+                                 who, want, nodes, gpn));
+  if (want < 1 || (want > gpn && nodes == 1))
     throw InputError(fmt::format("{}: cluster.gpus {}: give 1 to {} (a node's GPUs)", who, want, gpn));
-  if (job.gpu >= 0 && job.gpu % gpn + want > gpn)
+  if (job.gpu >= 0 && nodes == 1 && job.gpu % gpn + want > gpn)
     throw InputError(
         fmt::format("{}: gpu {} and {} GPUs from it: they pass node {}'s last GPU ({}); give a GPU "
                     "from which {} GPUs fit in its node, or -1",
                     who, job.gpu, want, job.gpu / gpn, (job.gpu / gpn + 1) * gpn - 1, want));
   auto s = std::make_unique<Slot>(clock_);
-  if (want > 1 && job.job.cluster.nodes == 1 && uses_links(job.job)) {
+  if (want > 1 && nodes > 1 && uses_links(job.job)) {
+    try {
+      for (int n = 0; n < spec_.nodes; ++n) node(n);
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("{}: its nodes: {}", who, e.what()));
+    }
+    try {
+      network();
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("{}: the session's network (SessionSpec::network): {}", who, e.what()));
+    }
+  }
+  if (want > 1 && nodes == 1 && uses_links(job.job)) {
     if (!spec_.exclusive && gpus_.front()->exclusive_steps())
       throw InputError(fmt::format(
           "{}: {} GPUs on GPUs shared under '{}', which gives a step the GPU alone, while a data-parallel rank waits "
@@ -196,6 +260,7 @@ JobId Session::add_job(SessionJob job) {
     s->started = std::make_unique<ClockEvent>(clock_);
     for (int r = 0; r < want; ++r) s->rank_done.push_back(std::make_unique<ClockEvent>(clock_));
   }
+  s->last_step.assign(static_cast<std::size_t>(want), -1);
   s->out.id = id;
   s->out.name = job.name;
   s->out.arrival = job.arrival;
@@ -262,6 +327,7 @@ void Session::enqueue(Slot& s) {
   s.request.job = s.out.id;
   s.request.queued = clock_.now();
   s.request.gpus = s.job.job.cluster.gpus;
+  s.request.nodes = s.job.job.cluster.nodes;
   s.placed = std::make_unique<ClockEvent>(clock_);
   if (s.out.state == JobState::Added) s.out.state = JobState::Queued;
   queue_.push_back(&s);
@@ -276,14 +342,8 @@ void Session::dispatch() {
     for (std::size_t g = 0; g < gpu_jobs_.size(); ++g)
       loads[g] = {static_cast<int>(g), static_cast<int>(g) / spec_.gpus_per_node, gpu_jobs_[g]};
     std::erase_if(queue_, [&](Slot* s) {
-      std::vector<int> gs;
-      if (s->request.gpus > spec_.gpus_per_node) {  // every GPU of the session (a job of several nodes)
-        if (std::all_of(gpu_jobs_.begin(), gpu_jobs_.end(), [](int n) { return n == 0; }))
-          for (int g = 0; g < gpus(); ++g) gs.push_back(g);
-      } else {
-        gs = spec_.placement->place_gpus(s->request, loads);
-        if (!gs.empty()) check_placement(*spec_.placement, s->out.id, s->request, gs, gpus(), spec_.gpus_per_node);
-      }
+      const std::vector<int> gs = spec_.placement->place_gpus(s->request, loads);
+      if (!gs.empty()) check_placement(*spec_.placement, s->out.id, s->request, gs, gpus(), spec_.gpus_per_node);
       if (gs.empty()) return false;
       if (spec_.exclusive && std::any_of(gs.begin(), gs.end(), [&](int g) { return gpu_jobs_[g] > 0; })) return false;
       for (const int g : gs) {
@@ -315,16 +375,18 @@ void Session::leave_gpu(Slot& s) {
 
 // ---- control ----------------------------------------------------------------------
 
-void Session::pause(JobId id) {
-  Slot& s = slot(id);
-  std::lock_guard lock(mu_);
-  if (s.out.state == JobState::Running && s.pending == Request::None && !s.started) s.pending = Request::Pause;
-}
+void Session::pause(JobId id) { request_stop(id, false); }
+void Session::preempt(JobId id) { request_stop(id, true); }
 
-void Session::preempt(JobId id) {
+// Taken by each rank before the step after the one its furthest rank has
+// started: no rank has started it, and every rank will.
+void Session::request_stop(JobId id, bool preempt) {
   Slot& s = slot(id);
   std::lock_guard lock(mu_);
-  if (s.out.state == JobState::Running && s.pending != Request::Preempt && !s.started) s.pending = Request::Preempt;
+  if (s.out.state != JobState::Running || s.pending == Request::Preempt) return;
+  if (s.pending == Request::Pause && !preempt) return;
+  if (s.pending == Request::None) s.stop_at = *std::max_element(s.last_step.begin(), s.last_step.end()) + 1;
+  s.pending = preempt ? Request::Preempt : Request::Pause;
 }
 
 void Session::resume(JobId id) {
@@ -338,47 +400,84 @@ void Session::resume(JobId id) {
   if (wake) wake->set();
 }
 
-// At the job's step boundary: a pause waits there holding the GPU; a
-// preemption drains the GPU, writes its checkpoint, gives its tensors back
-// and leaves the GPU, then on resume waits for the placement policy to give
-// it its GPU again (its Device, the process's context, stays), reads the
-// checkpoint and allocates its state again.
+// The job's checkpoint through the session's storage, one request from now
+// (with mu_ held, so requests arrive in time order); when it ends.
+Time Session::checkpoint_io(const Slot& s) {
+  const Time now = clock_.now();
+  if (!checkpoint_storage_ || s.job.checkpoint_bytes == 0) return now;
+  return checkpoint_storage_->serve(now, s.job.checkpoint_bytes);
+}
+
+// At a rank's step boundary. A pause stops every rank before the same step,
+// holding the GPUs; a preemption drains every GPU, writes the checkpoint
+// once for the job, gives every rank's tensors back and leaves the GPUs;
+// then on resume the job waits for the placement policy to give it its GPUs
+// again (its Devices, the processes' contexts, stay), reads the checkpoint
+// and every rank allocates its state again. The pause's span runs from the
+// last rank stopping to the last rank going on.
 void Session::between_steps(Slot& s, const StepBoundary& b) {
+  const int ranks = static_cast<int>(s.last_step.size());
   std::unique_lock lock(mu_);
-  const Request r = s.pending;
-  if (r == Request::None) return;
-  s.pending = Request::None;
-  JobPause p;
-  p.preempted = r == Request::Preempt;
-  s.out.state = p.preempted ? JobState::Preempted : JobState::Paused;
-  s.resumed = std::make_unique<ClockEvent>(clock_);
+  s.last_step[static_cast<std::size_t>(b.rank())] = b.iterations();
+  if (!s.stop) {
+    if (s.pending == Request::None || b.iterations() != s.stop_at) return;
+    s.stop = std::make_unique<Slot::Stop>(clock_);
+    s.stop->at = s.stop_at;
+    s.stop->pause.preempted = s.pending == Request::Preempt;
+    s.pending = Request::None;
+    s.out.state = s.stop->pause.preempted ? JobState::Preempted : JobState::Paused;
+    s.resumed = std::make_unique<ClockEvent>(clock_);
+  } else if (b.iterations() != s.stop->at) {
+    return;  // a rank that went on while its peers leave the stop
+  }
+  Slot::Stop& st = *s.stop;
   ClockEvent& resumed = *s.resumed;
+  const bool preempted = st.pause.preempted;
   lock.unlock();
-  if (p.preempted) {
-    b.drain();
-    p.from = clock_.now();
-    b.sleep_until(clock_.now() + s.job.checkpoint_save);
+  if (preempted) b.drain();
+  lock.lock();
+  if (++st.arrived == ranks) {
+    st.pause.from = clock_.now();
+    if (preempted) st.write_end = checkpoint_io(s) + s.job.checkpoint_save;
+  }
+  lock.unlock();
+  if (preempted) {
+    b.barrier();  // every GPU has drained and the checkpoint's end is known
+    b.sleep_until(st.write_end);
     b.release_memory();
-    leave_gpu(s);
-  } else {
-    p.from = clock_.now();
+    lock.lock();
+    const bool all = ++st.released == ranks;
+    lock.unlock();
+    if (all) leave_gpu(s);
   }
   resumed.wait();
-  if (p.preempted) {
-    {
-      std::lock_guard relock(mu_);
-      s.request.gpu = s.out.gpu;  // its Device is on that GPU
+  if (preempted) {
+    if (b.rank() == 0) {
+      {
+        std::lock_guard relock(mu_);
+        s.request.gpu = s.out.gpu;  // its Devices are on those GPUs
+        if (ranks > 1) s.request.want = s.out.gpus;
+      }
+      enqueue(s);
+      dispatch();
+      s.placed->wait();
+      {
+        std::lock_guard relock(mu_);
+        st.restore_end = checkpoint_io(s) + s.job.checkpoint_restore;
+      }
+      st.restarted.set();
+    } else {
+      st.restarted.wait();
     }
-    enqueue(s);
-    dispatch();
-    s.placed->wait();
-    b.sleep_until(clock_.now() + s.job.checkpoint_restore);
+    b.sleep_until(st.restore_end);
     b.restore_memory();
   }
   lock.lock();
-  p.to = clock_.now();
-  s.out.pauses.push_back(p);
+  if (++st.left < ranks) return;
+  st.pause.to = clock_.now();
+  s.out.pauses.push_back(st.pause);
   s.out.state = JobState::Running;
+  s.stop.reset();
 }
 
 // ---- a job's life -----------------------------------------------------------------
@@ -430,7 +529,7 @@ JobSpec Session::placed_spec(Slot& s) {
   NodeGpus& on = j.cluster.on_node;
   on.timeline = timeline_.get();
   // Made by add_job for a job of several GPUs of one node; a job of several
-  // nodes builds its own (Cluster) on the session's timeline.
+  // nodes is a view of the session's nodes and network (on_cluster).
   on.node = j.cluster.nodes == 1 ? nodes_[static_cast<std::size_t>(node)].get() : nullptr;
   on.gpus.clear();
   on.shares.clear();
@@ -439,9 +538,25 @@ JobSpec Session::placed_spec(Slot& s) {
     if (!spec_.exclusive)
       on.shares.push_back(ShareContext{gpus_[static_cast<std::size_t>(g)].get(), s.job.priority, s.job.mig});
   }
+  ClusterGpus& c = j.cluster.on_cluster;
+  c = {};
+  if (j.cluster.nodes > 1 && network_) {
+    const std::size_t per = s.out.gpus.size() / static_cast<std::size_t>(j.cluster.nodes);
+    for (std::size_t k = 0; k < s.out.gpus.size(); k += per) {
+      const int n = s.out.gpus[k] / per_node;
+      NodeGpus ng;
+      ng.timeline = timeline_.get();
+      ng.node = nodes_[static_cast<std::size_t>(n)].get();
+      for (std::size_t i = k; i < k + per; ++i) ng.gpus.push_back(s.out.gpus[i] % per_node);
+      c.nodes.push_back(std::move(ng));
+      c.network_nodes.push_back(n);
+    }
+    c.network = network_.get();
+    j.cluster.network = spec_.network;
+  }
   j.cluster.node.first_device_index = s.job.trace_row;
   j.schedule.keep_partial = true;
-  if (!s.started) j.schedule.between_steps = [this, &s](const StepBoundary& b) { between_steps(s, b); };
+  j.schedule.between_steps = [this, &s](const StepBoundary& b) { between_steps(s, b); };
   j.trace = spec_.trace;
   return j;
 }
@@ -513,6 +628,7 @@ SessionSpec session_for(const JobSpec& job) {
   }
   s.exclusive = true;
   s.node = job.cluster.node;
+  s.network = job.cluster.network;
   s.cpu_cores_per_node = job.data.model.cores;
   s.trace = job.trace;
   return s;

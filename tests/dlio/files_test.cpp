@@ -13,11 +13,12 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "common/folder_lock.h"
 #include "common/interrupt.h"
-#include "dlio/runner.h"
 #include "gpemu/dlio.h"
+#include "gpemu/dlio/runner.h"
 #include "gpemu/error.h"
 #include "support/dlio_test_util.h"
 
@@ -254,14 +255,15 @@ TEST(DlioFiles, AFailedCheckpointStillReportsTheFinishedEpochs) {
   w.checkpoint.checkpoint_after_epoch = 2;
   w.checkpoint.checkpoint_folder = tmp.write("a-file", "x").string();  // cannot be a folder
   DlioRunOptions o = virtual_options();
-  nlohmann::json partial;
-  o.on_stopped = [&](const nlohmann::json& r) { partial = r; };
+  std::optional<DlioRunRecord> partial;
+  o.on_stopped = [&](const DlioRunRecord& r) { partial = r; };
   EXPECT_THROW(run_dlio_workload(w, o), InputError);
-  ASSERT_TRUE(partial.is_object());
-  EXPECT_EQ(partial["epochs"], 2);
-  EXPECT_CONTAINS(partial["stopped"].get<std::string>(), "checkpoint");
+  ASSERT_TRUE(partial.has_value());
+  ASSERT_TRUE(partial->train.has_value());
+  EXPECT_EQ(partial->train->epochs, 2u);
+  EXPECT_CONTAINS(partial->stopped, "checkpoint");
   std::ostringstream text;
-  print_dlio_result(partial, text);
+  print_dlio_result(*partial, text);
   EXPECT_CONTAINS(text.str(), "[METRIC] Epoch 2:");
   EXPECT_CONTAINS(text.str(), "Stopped early");
 }
@@ -271,10 +273,10 @@ TEST(DlioFiles, NoMeasuredStepIsAWarningAndNoVerdict) {
   TempDir tmp;
   DlioWorkload w = tiny(tmp.path());
   w.output.exclude_start_steps = 1000;
-  const nlohmann::json r = run_dlio_workload(w, virtual_options());
-  EXPECT_EQ(r["measured_steps"], 0);
-  ASSERT_FALSE(r["warnings"].empty());
-  EXPECT_CONTAINS(r["warnings"].dump(), "no step was measured");
+  const DlioRunRecord r = run_dlio_workload(w, virtual_options());
+  EXPECT_EQ(r.train->measured_steps, 0u);
+  ASSERT_FALSE(r.warnings.empty());
+  EXPECT_CONTAINS(r.warnings.back(), "no step was measured");
   std::ostringstream text;
   print_dlio_result(r, text);
   EXPECT_CONTAINS(text.str(), "train_au_meet_expectation: undefined");

@@ -9,8 +9,8 @@
 
 #include <gtest/gtest.h>
 
-#include "dlio/runner.h"
 #include "gpemu/dlio.h"
+#include "gpemu/dlio/runner.h"
 #include "gpemu/error.h"
 #include "pipeline/npy.h"
 #include "support/dlio_test_util.h"

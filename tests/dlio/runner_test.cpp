@@ -11,10 +11,10 @@
 
 #include <gtest/gtest.h>
 
-#include "dlio/runner.h"
 #include "gpemu/catalog.h"
 #include "gpemu/cost_model.h"
 #include "gpemu/dlio.h"
+#include "gpemu/dlio/runner.h"
 #include "gpemu/error.h"
 #include "support/dlio_test_util.h"
 
@@ -73,13 +73,14 @@ TEST(DlioRunnerData, GeneratesTheFilesAndSkipsThemTheSecondTime) {
   TempDir tmp;
   DlioWorkload w = tiny(tmp.path(), 6, 3, 1000);
   w.workflow.train = false;  // generate only
-  const nlohmann::json first = run_dlio_workload(w, virtual_options());
-  const auto& g = first["generation"]["train"];
-  EXPECT_TRUE(g["generated"].get<bool>());
-  EXPECT_FALSE(g["skipped"].get<bool>());
-  EXPECT_EQ(g["files"], 6);
-  EXPECT_EQ(g["samples"], 18);
-  EXPECT_FALSE(first.contains("au_pct"));
+  const DlioRunRecord first = run_dlio_workload(w, virtual_options());
+  const DlioGenerated& g = first.generated_train.value();
+  EXPECT_TRUE(g.generated);
+  EXPECT_FALSE(g.skipped);
+  EXPECT_EQ(g.files, 6u);
+  EXPECT_EQ(g.samples, 18u);
+  EXPECT_TRUE(first.generation_only);
+  EXPECT_FALSE(first.train.has_value());
 
   const auto files = files_in(tmp.path() / "data" / "train", ".npz");
   ASSERT_EQ(files.size(), 6u);
@@ -95,15 +96,15 @@ TEST(DlioRunnerData, GeneratesTheFilesAndSkipsThemTheSecondTime) {
   }
   const auto mtime = fs::last_write_time(files.front());
 
-  const nlohmann::json second = run_dlio_workload(w, virtual_options());
-  EXPECT_FALSE(second["generation"]["train"]["generated"].get<bool>());
-  EXPECT_TRUE(second["generation"]["train"]["skipped"].get<bool>());
+  const DlioRunRecord second = run_dlio_workload(w, virtual_options());
+  EXPECT_FALSE(second.generated_train->generated);
+  EXPECT_TRUE(second.generated_train->skipped);
   EXPECT_EQ(fs::last_write_time(files.front()), mtime);
 
   // Other parameters: generated again, and the old files are gone.
   w.dataset.num_files_train = 4;
-  const nlohmann::json third = run_dlio_workload(w, virtual_options());
-  EXPECT_TRUE(third["generation"]["train"]["generated"].get<bool>());
+  const DlioRunRecord third = run_dlio_workload(w, virtual_options());
+  EXPECT_TRUE(third.generated_train->generated);
   EXPECT_EQ(files_in(tmp.path() / "data" / "train", ".npz").size(), 4u);
 }
 
@@ -208,9 +209,9 @@ TEST(DlioRunner, OneEpochReadsEverySampleExactlyOnceAcrossRanks) {
       std::lock_guard lock(mu);
       seen[p.rank].insert(seen[p.rank].end(), p.sample_indices.begin(), p.sample_indices.end());
     };
-    const nlohmann::json r = run_dlio_workload(w, o);
-    EXPECT_EQ(r["steps_per_epoch"], 4);
-    EXPECT_EQ(r["steps"], 4);
+    const DlioRunRecord r = run_dlio_workload(w, o);
+    EXPECT_EQ(r.steps_per_epoch, 4u);
+    EXPECT_EQ(r.train->steps, 4u);
     ASSERT_EQ(seen.size(), 2u);
     std::vector<std::size_t> all;
     for (const auto& [rank, v] : seen) {
@@ -221,7 +222,7 @@ TEST(DlioRunner, OneEpochReadsEverySampleExactlyOnceAcrossRanks) {
     std::vector<std::size_t> expected(24);
     for (std::size_t i = 0; i < 24; ++i) expected[i] = i;
     EXPECT_EQ(all, expected) << "shuffle " << shuffle;
-    EXPECT_EQ(r["loader"]["samples"].get<std::uint64_t>() >= 24u, true);
+    EXPECT_EQ(r.loader->samples >= 24u, true);
   }
 }
 
@@ -229,31 +230,31 @@ TEST(DlioRunner, FastLoaderGivesExactlyFullAuUnderTheVirtualClock) {
   TempDir tmp;
   DlioWorkload w = tiny(tmp.path(), 12, 3, 2000);  // 36 samples / 3 / 2 ranks = 6 steps
   w.train.epochs = 2;
-  const nlohmann::json r = run_dlio_workload(w, virtual_options(2));
-  EXPECT_EQ(r["clock"], "virtual");
-  EXPECT_EQ(r["epochs"], 2);
-  EXPECT_EQ(r["steps"], 12);
-  EXPECT_DOUBLE_EQ(r["au_pct"].get<double>(), 100.0);
-  EXPECT_TRUE(r["au_pass"].get<bool>());
-  EXPECT_DOUBLE_EQ(r["au_threshold_pct"].get<double>(), 90.0);
+  const DlioRunRecord r = run_dlio_workload(w, virtual_options(2));
+  EXPECT_EQ(r.clock, "virtual");
+  EXPECT_EQ(r.train->epochs, 2u);
+  EXPECT_EQ(r.train->steps, 12u);
+  EXPECT_DOUBLE_EQ(r.train->au_pct, 100.0);
+  EXPECT_TRUE(r.train->au_pass);
+  EXPECT_DOUBLE_EQ(r.train->au_threshold_pct, 90.0);
   // 5 measured steps per epoch (the first is left out, DLIO's default), 10 ms each.
-  EXPECT_NEAR(r["compute_s"].get<double>(), 2 * 5 * 0.010, 1e-12);
-  EXPECT_NEAR(r["total_s"].get<double>(), 2 * 5 * 0.010, 1e-12);
-  EXPECT_NEAR(r["emulated_compute_s"].get<double>(), 2 * 5 * 0.010, 1e-12);
-  EXPECT_DOUBLE_EQ(r["load_wait_s"].get<double>(), 0.0);
+  EXPECT_NEAR(r.train->compute_s, 2 * 5 * 0.010, 1e-12);
+  EXPECT_NEAR(r.train->total_s, 2 * 5 * 0.010, 1e-12);
+  EXPECT_NEAR(r.train->emulated_compute_s, 2 * 5 * 0.010, 1e-12);
+  EXPECT_DOUBLE_EQ(r.train->load_wait_s, 0.0);
   // 2 ranks x 3 samples per 10 ms.
-  EXPECT_NEAR(r["samples_per_s"].get<double>(), 600.0, 1e-6);
-  EXPECT_NEAR(r["mb_per_s"].get<double>(), 600.0 * 2000 / (1024.0 * 1024.0), 1e-9);
-  ASSERT_EQ(r["per_epoch"].size(), 2u);
-  for (const auto& e : r["per_epoch"]) {
-    EXPECT_EQ(e["steps"], 6);
-    EXPECT_EQ(e["measured_steps"], 5);
-    EXPECT_EQ(e["ranks"].size(), 2u);
-    EXPECT_DOUBLE_EQ(e["au_pct"].get<double>(), 100.0);
+  EXPECT_NEAR(r.train->samples_per_s, 600.0, 1e-6);
+  EXPECT_NEAR(r.train->mb_per_s, 600.0 * 2000 / (1024.0 * 1024.0), 1e-9);
+  ASSERT_EQ(r.train->per_epoch->size(), 2u);
+  for (const DlioEpoch& e : *r.train->per_epoch) {
+    EXPECT_EQ(e.steps, 6u);
+    EXPECT_EQ(e.measured_steps, 5u);
+    EXPECT_EQ(e.ranks->size(), 2u);
+    EXPECT_DOUBLE_EQ(e.au_pct, 100.0);
   }
   // The whole run took 2 epochs x 6 steps x 10 ms of emulated time.
-  EXPECT_NEAR(r["emulated_s"].get<double>(), 0.12, 1e-12);
-  EXPECT_FALSE(r.contains("checkpoint_gb_per_s"));
+  EXPECT_NEAR(r.emulated_s, 0.12, 1e-12);
+  EXPECT_FALSE(r.checkpoint_gb_per_s.has_value());
 }
 
 TEST(DlioRunner, ModelledStorageAndPreprocessingSetTheAuUnderTheVirtualClock) {
@@ -263,39 +264,39 @@ TEST(DlioRunner, ModelledStorageAndPreprocessingSetTheAuUnderTheVirtualClock) {
   w.reader.read_threads = 0;
   DlioRunOptions o = virtual_options();
   o.storage_bytes_per_s = 3e6;
-  nlohmann::json r = run_dlio_workload(w, o);
-  EXPECT_NEAR(r["au_pct"].get<double>(), 50.0, 1e-6);
-  EXPECT_NEAR(r["load_wait_s"].get<double>(), 3 * 0.010, 1e-9);
-  EXPECT_FALSE(r["au_pass"].get<bool>());
+  DlioRunRecord r = run_dlio_workload(w, o);
+  EXPECT_NEAR(r.train->au_pct, 50.0, 1e-6);
+  EXPECT_NEAR(r.train->load_wait_s, 3 * 0.010, 1e-9);
+  EXPECT_FALSE(r.train->au_pass);
 
   // DLIO's preprocess_time (per sample), 2 ms x 3 samples + 10 ms of compute: AU 10/16.
   w.workflow.generate_data = false;
   w.reader.preprocess_time = TimeSpec::constant(0.002);
   r = run_dlio_workload(w, virtual_options());
-  EXPECT_NEAR(r["au_pct"].get<double>(), 100.0 * 10 / 16, 1e-6);
+  EXPECT_NEAR(r.train->au_pct, 100.0 * 10 / 16, 1e-6);
 
   // With two prefetching workers the 6 ms of loading hides behind the 10 ms steps.
   w.reader.read_threads = 2;
   r = run_dlio_workload(w, virtual_options());
-  EXPECT_DOUBLE_EQ(r["au_pct"].get<double>(), 100.0);
+  EXPECT_DOUBLE_EQ(r.train->au_pct, 100.0);
 
   // Counting the first step too (exclude_start_steps 0): it waits 6 ms for its batch.
   w.output.exclude_start_steps = 0;
   r = run_dlio_workload(w, virtual_options());
-  EXPECT_NEAR(r["au_pct"].get<double>(), 100.0 * 0.040 / 0.046, 1e-6);
+  EXPECT_NEAR(r.train->au_pct, 100.0 * 0.040 / 0.046, 1e-6);
 }
 
 TEST(DlioRunner, ComputationTimeDistributionIsSeeded) {
   TempDir tmp;
   DlioWorkload w = tiny(tmp.path(), 30, 1, 500);  // 10 steps
   w.train.computation_time.stdev = 0.002;
-  const nlohmann::json a = run_dlio_workload(w, virtual_options());
+  const DlioRunRecord a = run_dlio_workload(w, virtual_options());
   w.workflow.generate_data = false;
-  const nlohmann::json b = run_dlio_workload(w, virtual_options());
-  EXPECT_EQ(a["emulated_compute_s"], b["emulated_compute_s"]);
-  EXPECT_NE(a["emulated_compute_s"].get<double>(), 9 * 0.010);
-  EXPECT_NEAR(a["emulated_compute_s"].get<double>(), 9 * 0.010, 0.02);
-  EXPECT_DOUBLE_EQ(a["au_pct"].get<double>(), 100.0);
+  const DlioRunRecord b = run_dlio_workload(w, virtual_options());
+  EXPECT_EQ(a.train->emulated_compute_s, b.train->emulated_compute_s);
+  EXPECT_NE(a.train->emulated_compute_s, 9 * 0.010);
+  EXPECT_NEAR(a.train->emulated_compute_s, 9 * 0.010, 0.02);
+  EXPECT_DOUBLE_EQ(a.train->au_pct, 100.0);
 }
 
 TEST(DlioRunner, CostModelStepTimeWhenAGpuIsNamed) {
@@ -310,21 +311,21 @@ TEST(DlioRunner, CostModelStepTimeWhenAGpuIsNamed) {
   ASSERT_GT(step, 0.0);
   ASSERT_NE(step, 0.010);
 
-  const nlohmann::json r = run_dlio_workload(w, virtual_options());
-  EXPECT_EQ(r["step_time_source"], "cost_model");
-  EXPECT_EQ(r["gpu"], find_gpu("v100").id);
-  EXPECT_NEAR(r["step_time_s"].get<double>(), step, 1e-12);
-  EXPECT_NEAR(r["cost_model"]["forward_s"].get<double>(), to_seconds(cost.forward), 1e-12);
-  EXPECT_NEAR(r["emulated_compute_s"].get<double>(), 3 * step, 1e-9);
-  EXPECT_NEAR(r["emulated_s"].get<double>(), 4 * step, 1e-9);
-  EXPECT_DOUBLE_EQ(r["au_pct"].get<double>(), 100.0);
+  const DlioRunRecord r = run_dlio_workload(w, virtual_options());
+  EXPECT_EQ(r.step_time_source, StepTimeSource::CostModel);
+  EXPECT_EQ(r.gpu, find_gpu("v100").id);
+  EXPECT_NEAR(r.step_time_s, step, 1e-12);
+  EXPECT_NEAR(r.cost_model->forward_s, to_seconds(cost.forward), 1e-12);
+  EXPECT_NEAR(r.train->emulated_compute_s, 3 * step, 1e-9);
+  EXPECT_NEAR(r.emulated_s, 4 * step, 1e-9);
+  EXPECT_DOUBLE_EQ(r.train->au_pct, 100.0);
 
   // step_time: config uses computation_time even with a GPU.
   w.workflow.generate_data = false;
   w.gpemu.step_time = StepTimeSource::Config;
-  const nlohmann::json c = run_dlio_workload(w, virtual_options());
-  EXPECT_EQ(c["step_time_source"], "config");
-  EXPECT_NEAR(c["emulated_compute_s"].get<double>(), 3 * 0.010, 1e-12);
+  const DlioRunRecord c = run_dlio_workload(w, virtual_options());
+  EXPECT_EQ(c.step_time_source, StepTimeSource::Config);
+  EXPECT_NEAR(c.train->emulated_compute_s, 3 * 0.010, 1e-12);
 
   // An unknown cost model is an InputError.
   w.gpemu.step_time = StepTimeSource::CostModel;
@@ -346,21 +347,21 @@ TEST(DlioRunner, CheckpointsAtTheConfiguredEpochs) {
     if (p.phase == DlioPhase::Checkpoint) progress_epochs.push_back(p.epoch);
   };
   w.reader.batch_size = 1;  // 6 samples / 2 ranks: 3 steps per epoch
-  const nlohmann::json r = run_dlio_workload(w, o);
-  ASSERT_EQ(r["checkpoints"].size(), 2u);
-  EXPECT_EQ(r["checkpoints"][0]["epoch"], 2);
-  EXPECT_EQ(r["checkpoints"][0]["step"], 3);
-  EXPECT_EQ(r["checkpoints"][1]["epoch"], 4);
-  EXPECT_EQ(r["checkpoints"][0]["ranks"], nlohmann::json::array({0}));  // rank_zero
-  EXPECT_EQ(r["checkpoints"][0]["bytes"], 4096);
-  EXPECT_EQ(r["checkpoints"][0]["bytes_read"], 4096);
-  EXPECT_TRUE(r.contains("checkpoint_gb_per_s"));
-  EXPECT_GT(r["checkpoint_gb_per_s"].get<double>(), 0.0);
+  const DlioRunRecord r = run_dlio_workload(w, o);
+  ASSERT_EQ(r.checkpoints.size(), 2u);
+  EXPECT_EQ(r.checkpoints[0].epoch, 2);
+  EXPECT_EQ(r.checkpoints[0].step, 3u);
+  EXPECT_EQ(r.checkpoints[1].epoch, 4);
+  EXPECT_EQ(r.checkpoints[0].ranks, std::vector<int>{0});  // rank_zero
+  EXPECT_EQ(r.checkpoints[0].bytes, 4096u);
+  EXPECT_EQ(r.checkpoints[0].bytes_read, 4096u);
+  ASSERT_TRUE(r.checkpoint_gb_per_s.has_value());
+  EXPECT_GT(*r.checkpoint_gb_per_s, 0.0);
   EXPECT_EQ(progress_epochs, (std::vector<int>{2, 4}));
   EXPECT_TRUE(fs::exists(tmp.path() / "ckpt" / "epoch2-step3" / "rank0-model.bin"));
   EXPECT_TRUE(fs::exists(tmp.path() / "ckpt" / "epoch4-step3" / "rank0-model.bin"));
   EXPECT_FALSE(fs::exists(tmp.path() / "ckpt" / "epoch3-step3"));
-  EXPECT_DOUBLE_EQ(r["au_pct"].get<double>(), 100.0);  // real writes take no virtual time
+  EXPECT_DOUBLE_EQ(r.train->au_pct, 100.0);  // real writes take no virtual time
 }
 
 TEST(DlioRunner, StepCheckpointsSplitTheEpochIntoBlocks) {
@@ -379,16 +380,16 @@ TEST(DlioRunner, StepCheckpointsSplitTheEpochIntoBlocks) {
     spans = t.host_spans().size();
     EXPECT_EQ(names.size(), 1u);
   };
-  const nlohmann::json r = run_dlio_workload(w, o);
-  ASSERT_EQ(r["checkpoints"].size(), 2u);
-  EXPECT_EQ(r["checkpoints"][0]["step"], 3);
-  EXPECT_EQ(r["checkpoints"][1]["step"], 6);
-  EXPECT_NEAR(r["checkpoints"][0]["emulated_s"].get<double>(), 0.5, 1e-6);
+  const DlioRunRecord r = run_dlio_workload(w, o);
+  ASSERT_EQ(r.checkpoints.size(), 2u);
+  EXPECT_EQ(r.checkpoints[0].step, 3u);
+  EXPECT_EQ(r.checkpoints[1].step, 6u);
+  EXPECT_NEAR(r.checkpoints[0].emulated_s, 0.5, 1e-6);
   // Checkpoint time is outside the training blocks (as in DLIO); each block
   // leaves its first step out.
-  EXPECT_EQ(r["per_epoch"][0]["measured_steps"], 4);
+  EXPECT_EQ(r.train->per_epoch->at(0).measured_steps, 4u);
   EXPECT_GT(spans, 0u);
-  EXPECT_LT(r["au_pct"].get<double>(), 100.0);  // the data reads are modelled too
+  EXPECT_LT(r.train->au_pct, 100.0);  // the data reads are modelled too
 }
 
 // The figures are summed as the steps run (the record keeps no step): the
@@ -404,17 +405,24 @@ TEST(DlioRunner, FiguresAreTheSameWithOrWithoutTheStepRows) {
   w.output.exclude_end_steps = 1;
   DlioRunOptions o = virtual_options();
   o.storage_bytes_per_s = 4096 / 0.25;
-  nlohmann::json flat = run_dlio_workload(w, o);
+  DlioRunRecord flat = run_dlio_workload(w, o);
   o.record_steps = true;
-  nlohmann::json rows = run_dlio_workload(w, o);
-  ASSERT_EQ(rows["per_epoch"][0]["step_records"].size(), 6u);
-  for (auto& e : rows["per_epoch"]) e.erase("step_records");
+  DlioRunRecord rows = run_dlio_workload(w, o);
+  ASSERT_EQ(rows.train->per_epoch->at(0).step_records->size(), 6u);
+  for (DlioEpoch& e : *rows.train->per_epoch) e.step_records.reset();
   // (Checkpoint writes and the loader's order are real, timed on the wall.)
-  for (const char* key : {"per_epoch", "au_pct", "samples_per_s", "mb_per_s", "compute_s", "total_s", "measured_steps",
-                          "steps", "emulated_s"})
-    EXPECT_EQ(flat[key], rows[key]) << key;
+  const DlioPhaseResult &f = *flat.train, &t = *rows.train;
+  EXPECT_EQ(f.per_epoch, t.per_epoch);
+  EXPECT_EQ(f.au_pct, t.au_pct);
+  EXPECT_EQ(f.samples_per_s, t.samples_per_s);
+  EXPECT_EQ(f.mb_per_s, t.mb_per_s);
+  EXPECT_EQ(f.compute_s, t.compute_s);
+  EXPECT_EQ(f.total_s, t.total_s);
+  EXPECT_EQ(f.measured_steps, t.measured_steps);
+  EXPECT_EQ(f.steps, t.steps);
+  EXPECT_EQ(flat.emulated_s, rows.emulated_s);
   // Blocks of 2 steps, each leaving its first out, the epoch's last left out.
-  EXPECT_EQ(flat["per_epoch"][0]["measured_steps"], 2);
+  EXPECT_EQ(flat.train->per_epoch->at(0).measured_steps, 2u);
 }
 
 TEST(DlioRunner, CheckpointOnlyMode) {
@@ -424,9 +432,10 @@ TEST(DlioRunner, CheckpointOnlyMode) {
   w.workflow.train = false;
   w.workflow.checkpoint = true;
   w.checkpoint.num_checkpoints_write = 3;
-  const nlohmann::json r = run_dlio_workload(w, virtual_options());
-  EXPECT_EQ(r["checkpoints"].size(), 3u);
-  EXPECT_EQ(r["epochs"], 0);
+  const DlioRunRecord r = run_dlio_workload(w, virtual_options());
+  EXPECT_EQ(r.checkpoints.size(), 3u);
+  EXPECT_FALSE(r.train.has_value());  // no training: no figures
+  EXPECT_FALSE(r.generation_only);
   EXPECT_TRUE(fs::exists(tmp.path() / "ckpt" / "epoch0-step3" / "rank0-model.bin"));
 }
 
@@ -439,12 +448,12 @@ TEST(DlioRunner, EvaluationAfterTheConfiguredEpochs) {
   w.train.epochs = 3;
   w.evaluation.eval_time = TimeSpec::constant(0.004);
   w.evaluation.eval_after_epoch = 2;
-  const nlohmann::json r = run_dlio_workload(w, virtual_options());
-  ASSERT_TRUE(r.contains("eval"));
-  EXPECT_EQ(r["generation"]["eval"]["files"], 2);
-  EXPECT_EQ(r["eval"]["epochs"], 2);  // after epochs 2 and 3
-  EXPECT_EQ(r["eval"]["steps_per_epoch"], 2);
-  EXPECT_NEAR(r["eval"]["emulated_compute_s"].get<double>(), 2 * 1 * 0.004, 1e-12);
+  const DlioRunRecord r = run_dlio_workload(w, virtual_options());
+  ASSERT_TRUE(r.eval.has_value());
+  EXPECT_EQ(r.generated_eval->files, 2u);
+  EXPECT_EQ(r.eval->epochs, 2u);  // after epochs 2 and 3
+  EXPECT_EQ(r.eval->steps_per_epoch, 2u);
+  EXPECT_NEAR(r.eval->emulated_compute_s, 2 * 1 * 0.004, 1e-12);
   EXPECT_TRUE(fs::exists(tmp.path() / "data" / "valid"));
 }
 
@@ -453,10 +462,10 @@ TEST(DlioRunner, JpegFilesAreReadAndDecoded) {
   DlioWorkload w = tiny(tmp.path(), 4, 1, 6000);
   w.dataset.format = DataFormat::Jpeg;
   w.reader.batch_size = 2;
-  const nlohmann::json r = run_dlio_workload(w, virtual_options());
+  const DlioRunRecord r = run_dlio_workload(w, virtual_options());
   EXPECT_EQ(files_in(tmp.path() / "data" / "train", ".jpg").size(), 4u);
-  EXPECT_EQ(r["steps"], 2);
-  EXPECT_DOUBLE_EQ(r["au_pct"].get<double>(), 100.0);
+  EXPECT_EQ(r.train->steps, 2u);
+  EXPECT_DOUBLE_EQ(r.train->au_pct, 100.0);
   w.dataset.num_samples_per_file = 2;
   EXPECT_THROW(generate_dlio_data(w, DlioSplit::Train), InputError);
 }
@@ -470,13 +479,13 @@ TEST(DlioRunner, SyntheticLoaderReadsNoFiles) {
   std::set<std::size_t> seen;
   DlioRunOptions o = virtual_options(2);
   o.progress = [&](const DlioProgress& p) { seen.insert(p.sample_indices.begin(), p.sample_indices.end()); };
-  const nlohmann::json r = run_dlio_workload(w, o);
-  EXPECT_TRUE(r["synthetic_data"].get<bool>());
-  EXPECT_EQ(r["steps"], 4);
+  const DlioRunRecord r = run_dlio_workload(w, o);
+  EXPECT_TRUE(r.synthetic_data);
+  EXPECT_EQ(r.train->steps, 4u);
   EXPECT_EQ(seen.size(), 24u);
-  EXPECT_DOUBLE_EQ(r["au_pct"].get<double>(), 100.0);
-  EXPECT_EQ(r["loader"]["bytes_read"], 0);
-  EXPECT_NEAR(r["mb_per_s"].get<double>(), 600.0 * 1000 / (1024.0 * 1024.0), 1e-9);
+  EXPECT_DOUBLE_EQ(r.train->au_pct, 100.0);
+  EXPECT_EQ(r.loader->bytes_read, 0u);
+  EXPECT_NEAR(r.train->mb_per_s, 600.0 * 1000 / (1024.0 * 1024.0), 1e-9);
   EXPECT_FALSE(fs::exists(tmp.path() / "data"));
 }
 
@@ -497,11 +506,11 @@ TEST(DlioRunner, RealClockRunAndPrintedSummary) {
   w.train.computation_time = TimeSpec::constant(0.002);
   DlioRunOptions o;
   o.clock = ClockKind::Real;
-  const nlohmann::json r = run_dlio_workload(w, o);
-  EXPECT_EQ(r["clock"], "real");
-  EXPECT_EQ(r["steps"], 4);
-  EXPECT_GT(r["au_pct"].get<double>(), 0.0);
-  EXPECT_GT(r["total_s"].get<double>(), 0.0);
+  const DlioRunRecord r = run_dlio_workload(w, o);
+  EXPECT_EQ(r.clock, "real");
+  EXPECT_EQ(r.train->steps, 4u);
+  EXPECT_GT(r.train->au_pct, 0.0);
+  EXPECT_GT(r.train->total_s, 0.0);
   std::ostringstream out;
   print_dlio_result(r, out);
   EXPECT_CONTAINS(out.str(), "[METRIC] Training Accelerator Utilization [AU] (%):");
@@ -532,9 +541,9 @@ train:
 )");
   DlioRunOptions o = virtual_options();
   o.base_dir = tmp.path();
-  const nlohmann::json r = run_dlio_config(file, {"++workload.train.epochs=2"}, o);
-  EXPECT_EQ(r["epochs"], 2);
-  EXPECT_EQ(r["steps_per_epoch"], 4);
+  const DlioRunRecord r = run_dlio_config(file, {"++workload.train.epochs=2"}, o);
+  EXPECT_EQ(r.train->epochs, 2u);
+  EXPECT_EQ(r.steps_per_epoch, 4u);
   EXPECT_TRUE(fs::exists(tmp.path() / "data" / "train"));
 }
 

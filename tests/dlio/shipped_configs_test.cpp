@@ -142,7 +142,7 @@ TEST(DlioShippedConfigs, MlperfDatasetsEqualThePublishedTable) {
 }  // namespace
 }  // namespace gpemu::dlio
 
-#include "dlio/runner.h"
+#include "gpemu/dlio/runner.h"
 #include "gpemu/error.h"
 
 namespace gpemu::dlio {
@@ -239,12 +239,13 @@ TEST(DlioSharedWorkloads, EveryOneRunsShrunkOrIsRefusedSayingWhy) {
     o.clock = ClockKind::Virtual;
     try {
       const DlioWorkload w = parse_dlio_config(file, shrink);
-      const nlohmann::json r = run_dlio_workload(w, o);
+      const DlioRunRecord r = run_dlio_workload(w, o);
       if (w.workflow.train) {
-        EXPECT_GT(r.at("steps").get<std::uint64_t>(), 0u);
+        ASSERT_TRUE(r.train.has_value());
+        EXPECT_GT(r.train->steps, 0u);
       } else {
         EXPECT_TRUE(w.workflow.checkpoint);
-        EXPECT_FALSE(r.at("checkpoints").empty()) << r.dump();
+        EXPECT_FALSE(r.checkpoints.empty()) << stem;
       }
       ++ran;
     } catch (const InputError& e) {

@@ -63,6 +63,67 @@ TEST_F(ClusterTest, TwoNodeHierarchicalAllReduceTakesTheHandComputedTime) {
   for (const Completion& c : done) EXPECT_EQ(timeline.end_time(c), 3'026'000);
 }
 
+// Two jobs' clusters as views of the same two nodes and network (a
+// session's): an all-reduce alone takes what it takes on a cluster of its
+// own; two at once on one NIC per node share it and the switch. By hand,
+// 1 GPU a node, M = 2: each node sends 2(M-1)/M x B = B bytes; alone at the
+// NIC's 0.5 B/ns (the switch, 1 B/ns, carries 2 flows: 0.5 each), together
+// at 0.25 B/ns (2 flows a NIC, 4 on the switch): B / 0.25 - B / 0.5 = 2B ns
+// later. With 2 NICs a node and the jobs on GPUs of different positions (NIC
+// 0 and NIC 1), the switch (2 B/ns) carries 4 flows at 0.5: no slower.
+TEST_F(ClusterTest, JobsOnTheSameNodesShareTheirNetworksNicsAndSwitch) {
+  constexpr std::uint64_t kBytes = 1'000'000;
+  auto end_of = [](Timeline& t, const std::vector<Completion>& done) {
+    Time end = 0;
+    for (const Completion& d : done) end = std::max(end, t.end_time(d));
+    return end;
+  };
+  Time own = 0;
+  {
+    auto clock2 = make_virtual_clock();
+    Timeline t2(*clock2);
+    Cluster alone(t2, round_gpu(), round_cluster(2, 1));
+    ClusterCommunicator comm(alone);
+    own = end_of(t2, comm.all_reduce(default_streams(alone), kBytes));
+  }
+  for (const int nics : {1, 2}) {
+    for (const bool together : {false, true}) {
+      auto clock2 = make_virtual_clock();
+      Timeline t2(*clock2);
+      NodeOptions o = round_node(2);
+      o.devices = false;
+      std::vector<std::unique_ptr<Node>> nodes;
+      for (int n = 0; n < 2; ++n) {
+        o.first_device_index = 2 * n;
+        nodes.push_back(std::make_unique<Node>(t2, round_gpu(), o));
+      }
+      NetworkSpec net = round_network();
+      net.nics_per_node = nics;
+      const NetworkLinks links = make_network_links(t2, net, 2);
+      auto view = [&](int position) {
+        ClusterGpus on;
+        for (int n = 0; n < 2; ++n) {
+          on.nodes.push_back(NodeGpus{&t2, nodes[n].get(), {position}, {}});
+          on.network_nodes.push_back(n);
+        }
+        on.network = &links;
+        return std::make_unique<Cluster>(on, round_node(1).device, 4 * position);
+      };
+      auto a = view(0), b = view(1);
+      ClusterCommunicator ca(*a), cb(*b);
+      ASSERT_EQ(&a->rail_nic(1, 0), links.nics[1][0]);
+      ASSERT_EQ(&b->rail_nic(1, 0), links.nics[1][nics - 1]);
+      const auto done_a = ca.all_reduce(default_streams(*a), kBytes);
+      const auto done_b = together ? cb.all_reduce(default_streams(*b), kBytes) : done_a;
+      const Time expected = together && nics == 1 ? own + 2 * static_cast<Time>(kBytes) : own;
+      EXPECT_EQ(end_of(t2, done_a), expected) << nics << " NIC(s), together " << together;
+      EXPECT_EQ(end_of(t2, done_b), expected) << nics << " NIC(s), together " << together;
+    }
+  }
+  // A view needs two nodes or more of the network's.
+  EXPECT_THROW(Cluster(ClusterGpus{}, round_node(1).device), InputError);
+}
+
 TEST_F(ClusterTest, FourGpusANodeTakeTheStepsTimeInOperationsPerGpuThatDoNotGrow) {
   Cluster cluster(timeline, round_gpu(), round_cluster(2, 4));
   ClusterCommunicator comm(cluster);

@@ -11,6 +11,7 @@
 #include "gpemu/clock.h"
 #include "gpemu/cost_model.h"
 #include "gpemu/error.h"
+#include "gpemu/pipeline/storage_model.h"
 #include "gpemu/session.h"
 
 namespace gpemu {
@@ -94,6 +95,15 @@ TEST_F(SessionMultiGpuTest, FreeGpusOfOneNodeAreTakenFromOneNodeOnly) {
   EXPECT_TRUE(free_gpus_of_one_node({.gpu = 0, .gpus = 2}, loads).empty());  // GPU 1 is busy
   EXPECT_TRUE(free_gpus_of_one_node({.gpus = 3}, loads).empty());
   EXPECT_EQ(placement_policy("pinned")->place_gpus({.gpu = 0, .gpus = 2}, loads), (std::vector<int>{0, 1}));
+  // Of two nodes: as many free ones on each, the lowest nodes first.
+  EXPECT_EQ(free_gpus_of_nodes({.gpus = 2, .nodes = 2}, loads), (std::vector<int>{0, 2}));
+  EXPECT_TRUE(free_gpus_of_nodes({.gpus = 4, .nodes = 2}, loads).empty());  // node 0 has one free
+  // A preempted job of several GPUs wants its own back, and waits while one is busy.
+  const std::vector<GpuLoad> one_busy = {{0, 0, 0}, {1, 0, 1}, {2, 0, 0}};
+  EXPECT_EQ(free_gpus_of_one_node({.gpu = 0, .gpus = 2, .want = {0, 2}}, one_busy), (std::vector<int>{0, 2}));
+  EXPECT_TRUE(free_gpus_of_one_node({.gpu = 0, .gpus = 2, .want = {0, 1}}, loads).empty());
+  EXPECT_EQ(placement_policy("first-fit")->place_gpus({.gpu = 0, .gpus = 2, .want = {2, 3}}, loads),
+            (std::vector<int>{2, 3}));
 }
 
 // On shared GPUs a data-parallel job runs beside a job of one GPU under a
@@ -123,6 +133,254 @@ TEST_F(SessionMultiGpuTest, OnSharedGpusADdpJobSharesThemUnderAPolicyThatDivides
   auto clock3 = make_virtual_clock();
   Session two_nodes(*clock3, *costs, spec(2, 2, "first-fit"));
   EXPECT_THROW(two_nodes.add_job(cross), InputError);  // GPUs 1 and 2 are of two nodes
+}
+
+// A job of `gpus` GPUs whose every rank runs `steps` steps of `step` of GPU
+// time and nothing else (no all-reduce, copies or memory): exactly steps x
+// step once started.
+SessionJob fixed_job(std::string name, int gpus, Duration step, std::int64_t steps) {
+  SessionJob j;
+  j.name = std::move(name);
+  JobSpec& s = j.job;
+  s.batch_size = 32;
+  s.compute.step_time = StepTime::Fixed;
+  s.compute.fixed_train = TimeSpec::constant(to_seconds(step));
+  s.compute.copy_batch = false;
+  s.compute.use_allocator = false;
+  s.data.source = DataSource::Synthetic;
+  s.data.synthetic_batches = steps;
+  s.cluster.gpus = gpus;
+  return j;
+}
+
+// A job of two GPUs pauses as one: both ranks stop before the same step and
+// keep their GPUs, so a job waiting for two GPUs waits for its end.
+TEST_F(SessionMultiGpuTest, AJobOfTwoGpusPausesAsOneAndKeepsItsGpus) {
+  SessionSpec s = spec(1, 2, "first-fit");
+  s.exclusive = true;
+  Session session(*clock, *costs, s);
+  const JobId a = session.add_job(fixed_job("a", 2, 100 * kMillisecond, 10));
+  const JobId b = session.add_job(fixed_job("b", 2, 100 * kMillisecond, 5));
+  session.at(250 * kMillisecond, [a](Session& s) { s.pause(a); });
+  session.at(1000 * kMillisecond, [a](Session& s) {
+    EXPECT_EQ(s.state(a), JobState::Paused);
+    s.resume(a);
+  });
+  session.run();
+  const JobOutcome& oa = session.outcome(a);
+  ASSERT_EQ(oa.state, JobState::Finished) << oa.error;
+  ASSERT_EQ(oa.pauses.size(), 1u);
+  EXPECT_FALSE(oa.pauses[0].preempted);
+  EXPECT_EQ(oa.pauses[0].from, 300 * kMillisecond);  // both ranks ended step 3
+  EXPECT_EQ(oa.pauses[0].to, 1000 * kMillisecond);
+  EXPECT_EQ(oa.end, 1700 * kMillisecond);  // 7 steps after the resume
+  for (const RankRecord& r : oa.record->ranks) EXPECT_EQ(r.iterations, 10) << "GPU " << r.gpu;
+  EXPECT_EQ(session.outcome(b).start, 1700 * kMillisecond);
+  EXPECT_EQ(session.outcome(b).end, 2200 * kMillisecond);
+}
+
+// Preempted, a job of two GPUs drains both, writes its checkpoint once
+// through the session's storage (behind another job's), frees both GPUs and,
+// resumed, waits for them, reads the checkpoint once and goes on. By hand,
+// storage 1 ms + 100 MB at 1 GB/s = 101 ms a request, one at a time:
+//   c (1 GPU, GPU 2) preempted at 250 ms: stops at 300, writes 300-401, frees GPU 2 at 401;
+//   a (GPUs 0-1) preempted at 350 ms: stops at 400, writes 401-502 (after c's), frees 0-1 at 502;
+//   b (2 GPUs) waited for two free GPUs: 2-3 at 401, runs 5 steps to 901;
+//   resumed at 600: a gets 0-1 at once, reads 600-701, restores 20 ms, 6 steps: 721 to 1321;
+//   c waits for GPU 2 (b's) until 901, reads 901-1002, 7 steps: 1002 to 1702.
+TEST_F(SessionMultiGpuTest, APreemptedJobOfTwoGpusWritesOneCheckpointThroughTheSessionsStorage) {
+  SessionSpec s = spec(1, 4, "first-fit");
+  s.exclusive = true;
+  pipeline::StorageDevice disk;
+  disk.name = "disk";
+  disk.latency = kMillisecond;
+  disk.bytes_per_s = 1e9;
+  s.checkpoint_storage = disk;
+  Session session(*clock, *costs, s);
+  SessionJob ja = fixed_job("a", 2, 100 * kMillisecond, 10);
+  ja.checkpoint_bytes = 100'000'000;
+  ja.checkpoint_restore = 20 * kMillisecond;
+  SessionJob jc = fixed_job("c", 1, 100 * kMillisecond, 10);
+  jc.checkpoint_bytes = 100'000'000;
+  const JobId a = session.add_job(std::move(ja));
+  const JobId c = session.add_job(std::move(jc));
+  const JobId b = session.add_job(fixed_job("b", 2, 100 * kMillisecond, 5));
+  session.at(250 * kMillisecond, [c](Session& s) { s.preempt(c); });
+  session.at(350 * kMillisecond, [a](Session& s) { s.preempt(a); });
+  session.at(450 * kMillisecond, [a, c](Session& s) {
+    EXPECT_EQ(s.state(a), JobState::Preempted);
+    EXPECT_EQ(s.state(c), JobState::Preempted);
+  });
+  session.at(600 * kMillisecond, [a, c](Session& s) {
+    s.resume(a);
+    s.resume(c);
+  });
+  session.run();
+  const JobOutcome &oa = session.outcome(a), &ob = session.outcome(b), &oc = session.outcome(c);
+  for (const JobOutcome* o : {&oa, &ob, &oc}) ASSERT_EQ(o->state, JobState::Finished) << o->name << ": " << o->error;
+  EXPECT_EQ(oa.gpus, (std::vector<int>{0, 1}));
+  EXPECT_EQ(oc.gpus, (std::vector<int>{2}));
+  EXPECT_EQ(ob.gpus, (std::vector<int>{2, 3}));
+  EXPECT_EQ(ob.start, 401 * kMillisecond);
+  EXPECT_EQ(ob.end, 901 * kMillisecond);
+  ASSERT_EQ(oc.pauses.size(), 1u);
+  EXPECT_TRUE(oc.pauses[0].preempted);
+  EXPECT_EQ(oc.pauses[0].from, 300 * kMillisecond);
+  EXPECT_EQ(oc.pauses[0].to, 1002 * kMillisecond);
+  EXPECT_EQ(oc.end, 1702 * kMillisecond);
+  ASSERT_EQ(oa.pauses.size(), 1u);
+  EXPECT_TRUE(oa.pauses[0].preempted);
+  EXPECT_EQ(oa.pauses[0].from, 400 * kMillisecond);
+  EXPECT_EQ(oa.pauses[0].to, 721 * kMillisecond);
+  EXPECT_EQ(oa.end, 1321 * kMillisecond);
+  for (const RankRecord& r : oa.record->ranks) EXPECT_EQ(r.iterations, 10) << "GPU " << r.gpu;
+}
+
+// A data-parallel job (all-reduce over the node's links) preempted gives
+// every GPU's memory back and, resumed, allocates its state on every GPU
+// again; every rank stops before the same step and runs its steps to the end.
+TEST_F(SessionMultiGpuTest, APreemptedDdpJobFreesAndRestoresTheMemoryOfEveryGpu) {
+  SessionSpec s = spec(1, 2, "first-fit");
+  s.exclusive = true;
+  Session session(*clock, *costs, s);
+  Job* job = nullptr;
+  SessionJob j{.name = "ddp", .job = ddp_job(2, 6)};
+  j.checkpoint_save = 10 * kMillisecond;
+  j.on_start = [&job](Job& started) { job = &started; };
+  const JobId id = session.add_job(std::move(j));
+  const Duration step = summarize(alone(*costs, ddp_job(2, 6))).elapsed / 6;
+  std::vector<std::uint64_t> running(2), preempted(2);
+  session.at(2 * step + step / 2, [&](Session& s) {
+    for (int g = 0; g < 2; ++g) running[g] = job->device(g).allocator().stats().allocated_bytes;
+    s.preempt(id);
+  });
+  session.at(20 * step, [&](Session& s) {
+    EXPECT_EQ(s.state(id), JobState::Preempted);
+    for (int g = 0; g < 2; ++g) preempted[g] = job->device(g).allocator().stats().reserved_bytes;
+    s.resume(id);
+  });
+  std::vector<std::uint64_t> restarted(2);
+  session.at(20 * step + step / 2, [&](Session&) {
+    for (int g = 0; g < 2; ++g) restarted[g] = job->device(g).allocator().stats().allocated_bytes;
+  });
+  session.run();
+  const JobOutcome& o = session.outcome(id);
+  ASSERT_EQ(o.state, JobState::Finished) << o.error;
+  ASSERT_EQ(o.pauses.size(), 1u);
+  const JobPause& p = o.pauses[0];
+  // Its ranks are alike: after the restart each GPU holds what the other does.
+  EXPECT_GT(restarted[0], 0u);
+  EXPECT_EQ(restarted[1], restarted[0]);
+  for (int g = 0; g < 2; ++g) {
+    EXPECT_GT(running[g], 0u) << "GPU " << g;
+    EXPECT_EQ(preempted[g], 0u) << "GPU " << g;  // tensors and cached segments given back
+    EXPECT_EQ(o.record->ranks[g].iterations, 6) << "GPU " << g;
+  }
+  // Each rank: the steps before the stop ended before it, the ones after started after it.
+  std::int64_t before = -1;
+  for (int g = 0; g < 2; ++g) {
+    std::int64_t n = 0;
+    for (const StepRecord& st : o.record->steps) {
+      if (st.gpu != g || st.phase != RunPhase::Train) continue;
+      if (st.next_called < p.from) {
+        ++n;
+        EXPECT_LE(st.step_end, p.from) << "GPU " << g << " step " << st.iteration;
+      } else {
+        EXPECT_GE(st.next_called, p.to) << "GPU " << g << " step " << st.iteration;
+      }
+    }
+    if (before >= 0) EXPECT_EQ(n, before);  // both ranks stopped before the same step
+    before = n;
+  }
+  EXPECT_GE(before, 2);
+  EXPECT_EQ(p.to, 20 * step);
+  // The restored state on every GPU is as before: the peaks equal those of the job alone.
+  const RunRecord ref = alone(*costs, ddp_job(2, 6));
+  for (int g = 0; g < 2; ++g)
+    EXPECT_EQ(o.record->ranks[g].peak_allocated_bytes, ref.ranks[g].peak_allocated_bytes) << "GPU " << g;
+}
+
+// Jobs of two nodes on a session of two nodes of two GPUs (first-fit: a gets
+// GPU 0 of each node, b GPU 1 of each) all-reduce over the session's
+// network. With one NIC a node they share it (and the switch): each is
+// slower than alone on the session. With two NICs a node, GPU 1's rail
+// sends on NIC 1 and the non-blocking switch has room for both: each runs
+// step for step as alone, as the model's max-min sharing says by hand.
+TEST_F(SessionMultiGpuTest, JobsOfTwoNodesShareTheSessionsNetworkWhereTheirLinksMeet) {
+  auto two_nodes = [](std::int64_t steps) {
+    JobSpec j = ddp_job(2, steps);
+    j.cluster.nodes = 2;
+    j.compute.copy_batch = false;  // no PCIe copies: the network is what they could share
+    return j;
+  };
+  for (const int nics : {1, 2}) {
+    auto run = [&](bool both) {
+      auto clk = make_virtual_clock();
+      SessionSpec s = spec(2, 2, "first-fit");
+      s.exclusive = true;
+      s.network = network_preset("10gbe");
+      s.network.nics_per_node = nics;
+      Session session(*clk, *costs, s);
+      session.add_job({.name = "a", .job = two_nodes(4)});
+      if (both) session.add_job({.name = "b", .job = two_nodes(4)});
+      session.run();
+      std::vector<JobOutcome> out;
+      for (std::size_t i = 0; i < session.jobs(); ++i) out.push_back(session.outcome(static_cast<JobId>(i)));
+      return out;
+    };
+    const std::vector<JobOutcome> alone = run(false), both = run(true);
+    ASSERT_EQ(alone[0].state, JobState::Finished) << alone[0].error;
+    EXPECT_EQ(alone[0].gpus, (std::vector<int>{0, 2}));
+    EXPECT_EQ(alone[0].record->nodes, 2);
+    EXPECT_EQ(alone[0].record->network, "10gbe");
+    EXPECT_GT(alone[0].record->all_reduces, 0u);
+    ASSERT_EQ(both.size(), 2u);
+    for (const JobOutcome& o : both) ASSERT_EQ(o.state, JobState::Finished) << o.name << ": " << o.error;
+    EXPECT_EQ(both[1].gpus, (std::vector<int>{1, 3}));
+    for (const JobOutcome& o : both) {
+      if (nics == 1) {
+        EXPECT_GT(o.end, alone[0].end) << o.name;
+        continue;
+      }
+      EXPECT_EQ(o.end, alone[0].end) << o.name;
+      ASSERT_EQ(o.record->steps.size(), alone[0].record->steps.size()) << o.name;
+      for (std::size_t i = 0; i < o.record->steps.size(); ++i)
+        EXPECT_EQ(o.record->steps[i].all_reduce_end, alone[0].record->steps[i].all_reduce_end) << o.name << i;
+    }
+  }
+  // A job of two nodes is preempted and resumed as one: back on its own GPUs, every rank's steps run.
+  {
+    auto clk = make_virtual_clock();
+    SessionSpec s = spec(2, 2, "first-fit");
+    s.exclusive = true;
+    s.network = network_preset("10gbe");
+    Session session(*clk, *costs, s);
+    const JobId id = session.add_job({.name = "a", .job = two_nodes(6), .checkpoint_save = kMillisecond});
+    session.at(kMillisecond, [id](Session& s) { s.preempt(id); });
+    session.at(10 * kSecond, [id](Session& s) {
+      EXPECT_EQ(s.state(id), JobState::Preempted);
+      s.resume(id);
+    });
+    session.run();
+    const JobOutcome& o = session.outcome(id);
+    ASSERT_EQ(o.state, JobState::Finished) << o.error;
+    EXPECT_EQ(o.gpus, (std::vector<int>{0, 2}));
+    ASSERT_EQ(o.pauses.size(), 1u);
+    EXPECT_TRUE(o.pauses[0].preempted);
+    EXPECT_EQ(o.pauses[0].to, 10 * kSecond);
+    for (const RankRecord& r : o.record->ranks) EXPECT_EQ(r.iterations, 6) << "GPU " << r.gpu;
+  }
+  // Several nodes need an exclusive session, no more nodes than it has, as many GPUs on each.
+  auto clk = make_virtual_clock();
+  Session shared(*clk, *costs, spec(2, 2, "first-fit"));
+  EXPECT_THROW(shared.add_job({.name = "x", .job = two_nodes(1)}), InputError);
+  SessionSpec s = spec(2, 2, "first-fit");
+  s.exclusive = true;
+  Session exclusive(*clk, *costs, s);  // no network given
+  EXPECT_THROW(exclusive.add_job({.name = "y", .job = two_nodes(1)}), InputError);
+  JobSpec three = two_nodes(1);
+  three.cluster.gpus = 3;
+  EXPECT_THROW(exclusive.add_job({.name = "z", .job = three}), InputError);
 }
 
 }  // namespace

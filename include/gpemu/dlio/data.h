@@ -1,6 +1,6 @@
 // A DLIO workload's data folder: generating its files as DLIO does, opening
-// them for reading, and the progress callback both (and the runner, which is
-// internal: src/dlio/runner.h) report to.
+// them for reading, and the progress callback both (and the runner:
+// gpemu/dlio/runner.h) report to.
 #pragma once
 
 #include <cstddef>

@@ -20,6 +20,12 @@
 // rail's nodes load alike, with O(1) operations per GPU instead of O(M).
 // docs/interconnect.md has the model, the presets and their sources.
 //
+// A cluster can also be a job's view of GPUs of nodes that exist already,
+// joined by a network that exists already (a session's, session.h): its
+// nodes are views of those nodes (Node(NodeGpus, ...)) and its transfers
+// cross that network's NICs and switch, so two jobs on the same nodes share
+// them max-min as the flows of one job do.
+//
 // Thread safety: as Node.
 #pragma once
 
@@ -63,6 +69,28 @@ NetworkSpec load_network_file(const std::string& path);
 // A preset name, else a JSON file.
 NetworkSpec parse_network(std::string_view preset_or_file);
 
+// A network's links on a timeline: each node's NICs (send direction) and
+// the switch joining them, of capacity the NICs' sum / oversubscription.
+struct NetworkLinks {
+  NetworkSpec spec;
+  std::vector<std::vector<const Link*>> nics;  // per node, per NIC
+  const Link* network_switch = nullptr;
+};
+// Adds the links of `network` joining `nodes` nodes to `timeline`.
+// InputError for an impossible network (no rate, a fraction outside (0, 1],
+// no NIC, an oversubscription below 1, a negative latency).
+NetworkLinks make_network_links(Timeline& timeline, const NetworkSpec& network, int nodes);
+
+// GPUs of existing nodes joined by an existing network, that a job's
+// cluster is a view of: per job node, the GPUs of one node (NodeGpus with
+// its node set, the same count on every node, rank order) and that node's
+// index in the network.
+struct ClusterGpus {
+  std::vector<NodeGpus> nodes;
+  std::vector<int> network_nodes;
+  const NetworkLinks* network = nullptr;  // null: not a view
+};
+
 // Most GPUs one node holds: DGX/HGX baseboards and 8-GPU PCIe servers have 8.
 inline constexpr int kMaxGpusPerNode = 8;
 
@@ -81,6 +109,11 @@ class Cluster {
  public:
   // InputError for impossible options (see plan_cluster and Node).
   Cluster(Timeline& timeline, const GpuSpec& spec, ClusterOptions options);
+  // A view of `on` (top of the file): job node n is on.nodes[n], its devices
+  // new, made from `device` with index first_device_index + rank; a rail's
+  // NIC is the NIC of its GPU's position in its node. InputError for fewer
+  // than two nodes, unequal GPU counts, or a node out of the network's.
+  Cluster(const ClusterGpus& on, DeviceOptions device, int first_device_index = 0);
   Cluster(const Cluster&) = delete;
   Cluster& operator=(const Cluster&) = delete;
 
@@ -97,6 +130,8 @@ class Cluster {
   // A node's NIC (send direction); the switch. Only with nodes > 1.
   const Link& nic(int node, int index) const;
   const Link& network_switch() const;
+  // The NIC that rail `rail` (a local GPU index) of node `node` sends on.
+  const Link& rail_nic(int node, int rail) const;
 
  private:
   Timeline* timeline_;
@@ -104,6 +139,7 @@ class Cluster {
   ClusterOptions options_;
   std::vector<std::unique_ptr<Node>> nodes_;
   std::vector<std::vector<const Link*>> nics_;
+  std::vector<std::vector<int>> rail_nics_;  // per node, per rail: its NIC's index
   const Link* switch_ = nullptr;
 };
 

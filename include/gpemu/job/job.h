@@ -122,6 +122,7 @@ class Job {
   void keep_step(Rank& r, StepRecord&& s);
   void keep_kernel(Rank& r, KernelSpan k, Duration busy);
   void allocate_persistent(Rank& r);
+  void barrier(int rank);
   friend class StepBoundary;
 
   Clock& clock_;
@@ -140,6 +141,8 @@ class Job {
   std::unique_ptr<Plan> plan_;
   std::vector<std::unique_ptr<Rank>> ranks_;
   std::int64_t planned_ = 0;
+  int barrier_arrived_ = 0;           // ranks in the barrier now (under sync_'s mutex)
+  std::uint64_t barrier_passed_ = 0;  // barriers every rank has passed
   std::atomic<bool> interrupted_{false};
   Time start_ = 0;
   std::mutex error_mu_;

@@ -178,7 +178,8 @@ struct ClusterSpec {
   // `device` (PCIe links of its own, or its shared GPU's). gpus must be
   // on_node.gpus.size(); device.share stays empty (the shared GPUs are
   // on_node.shares). A job of several nodes given only a timeline still
-  // builds its nodes and network on it (Cluster). Trace rows:
+  // builds its nodes and network on it (Cluster), unless on_cluster gives
+  // nodes and a network of the session's. Trace rows:
   // node.first_device_index + rank.
   NodeGpus on_node;
   // One node of a job of several processes (real mode, docs/train.md "Real
@@ -191,6 +192,11 @@ struct ClusterSpec {
   // long as the real network takes. nodes must be 1 (the other nodes are processes).
   int real_node = 0, real_nodes = 1;
   std::function<void(int local_rank, std::uint64_t step)> real_exchange;
+  // A session's nodes and network for a job of several nodes that moves
+  // bytes (with on_node.timeline, their timeline): its Cluster is a view of
+  // them (interconnect/cluster.h), so its all-reduce crosses the NICs and
+  // switch other jobs on those nodes use. One entry per node, rank order.
+  ClusterGpus on_cluster;
   BucketOptions buckets;
   int backward_even_chunks = 16;  // DDP without a zoo graph (backward_plan.h)
   int backward_max_chunks = 64;
@@ -222,6 +228,9 @@ struct CheckpointIo {
 // Between two train steps of a rank, what a caller that pauses or preempts
 // the job may do (ScheduleSpec::between_steps; a Session's pause and
 // preemption, session.h). Given on the rank's host thread; valid during the call.
+// The ranks of a job of several GPUs reach their boundaries at different
+// times: a caller that stops them stops each before the same step
+// (iterations()), or their all-reduces would wait for one another.
 class StepBoundary {
  public:
   int rank() const;
@@ -230,6 +239,10 @@ class StepBoundary {
   void drain() const;               // the host waits for the rank's GPU work (synchronize)
   void release_memory() const;      // its tensors and cached segments go back (the process left the GPU)
   void restore_memory() const;      // its persistent state is allocated again (restarted from a checkpoint)
+  // The host waits until every rank of the job has called barrier() (the
+  // job's ranks, under either clock; returns at once for one GPU). Throws
+  // when another rank failed instead.
+  void barrier() const;
 
  private:
   friend class Job;
@@ -265,7 +278,8 @@ struct ScheduleSpec {
   // instead of throwing. A single GPU interrupted by a signal always stops
   // cleanly after its current step, keeping its record.
   bool keep_partial = false;
-  // Called before each train step of each rank; null: nothing between steps.
+  // Called before each train step of each rank, on the rank's host thread;
+  // null: nothing between steps.
   std::function<void(const StepBoundary&)> between_steps;
 };
 

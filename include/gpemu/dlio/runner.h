@@ -1,7 +1,3 @@
-// The DLIO runner (internal: its result is JSON, which `gpemu train
-// --dlio-config`, the benches and the tests read; dlio.h has the workload,
-// its data folder and its figures).
-//
 // Running a DLIO / MLPerf Storage workload with emulated accelerators: what
 // `dlio_benchmark workload=...` does, with gpemu's data loader reading the
 // real files and gpemu's emulated GPUs taking the place of DLIO's
@@ -9,7 +5,7 @@
 //
 //   DlioWorkload w = parse_dlio_config("configs/dlio/unet3d_a100.yaml", {"++workload.train.epochs=1"});
 //   DlioRunOptions o;  o.clock = ClockKind::Real;  o.world_size = 2;
-//   nlohmann::json r = run_dlio_workload(w, o);
+//   DlioRunRecord r = run_dlio_workload(w, o);
 //   print_dlio_result(r, std::cout);
 //
 // Workflow (the workload's `workflow` section):
@@ -27,12 +23,8 @@
 //   evaluation     after the epochs DLIO evaluates after, eval steps of
 //                  eval_time on the `valid` files.
 //
-// Metrics are DLIO's (statscounter.py): per rank and training block (the
-// steps between two checkpoints), AU = the compute time of the measured steps
-// / (the block's wall time - the time of the steps left out by
-// output.metric.exclude_start_steps / exclude_end_steps); per epoch the
-// step-weighted mean over blocks and the mean over ranks; overall the mean
-// over epochs; pass when au_pct >= 100 * metric.au.
+// Metrics are DLIO's (statscounter.py), returned as a DlioRunRecord
+// (gpemu/dlio/result.h); pass when au_pct >= 100 * metric.au.
 //
 // Thread safety: run_dlio_workload may be called from any thread; the
 // progress callback is called from the ranks' host threads (concurrently
@@ -47,11 +39,10 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "gpemu/clock.h"
-#include "gpemu/dlio.h"
-#include "gpemu/job.h"
+#include "gpemu/dlio/config.h"
+#include "gpemu/dlio/data.h"
+#include "gpemu/dlio/result.h"
 #include "gpemu/time.h"
 #include "gpemu/timeline.h"
 
@@ -99,26 +90,28 @@ struct DlioRunOptions {
   // Called once after the run with the timeline and the trace's device names
   // (e.g. to write_chrome_trace(t.trace_records(), t.host_spans(), names, out)).
   std::function<void(Timeline&, const std::vector<TraceDeviceName>&)> on_timeline;
-  // Include per-step records (load, compute, proc times) in the result.
+  // Include per-step records (load, compute, proc times) in each epoch's
+  // step_records.
   bool record_steps = false;
-  // Each epoch's per-rank figures (per_epoch[].ranks, what --json prints);
+  // Each epoch's per-rank figures (DlioEpoch::ranks, what --json prints);
   // false: the epochs' own figures only (what the text output prints), so a
   // run of many epochs keeps less for each.
   bool per_rank_epochs = true;
-  // Keep each epoch's figures in the result (per_epoch, in training's and
-  // evaluation's); false: the result has none, and what the run keeps does
-  // not grow with its epochs (hear them through on_epoch instead).
+  // Keep each epoch's figures in the result (DlioPhaseResult::per_epoch, in
+  // training's and evaluation's); false: the result has none, and what the
+  // run keeps does not grow with its epochs (hear them through on_epoch).
   bool keep_epochs = true;
-  // Called with each training epoch's figures (a per_epoch entry) once every
-  // rank has ended it, in epoch order, from a rank's host thread.
-  std::function<void(const nlohmann::json&)> on_epoch;
-  // Called once after the run with the engine's record (e.g. for a report).
-  std::function<void(const RunRecord&)> on_record;
+  // Called with each training epoch's figures once every rank has ended it,
+  // in epoch order, from a rank's host thread.
+  std::function<void(const DlioEpoch&)> on_epoch;
+  // The result's engine record (DlioRunRecord::job) keeps every step, kernel
+  // and epoch mark (e.g. for a report); false: its totals only.
+  bool full_record = false;
   // When the run stops early (a failed checkpoint write, a loader error,
   // SIGINT/SIGTERM through common/interrupt.h), called with the result of the
-  // epochs every rank finished (key "stopped": the reason) before the error
-  // is rethrown, so that finished work is still reported.
-  std::function<void(const nlohmann::json&)> on_stopped;
+  // epochs every rank finished (`stopped`: the reason) before the error is
+  // rethrown, so that finished work is still reported.
+  std::function<void(const DlioRunRecord&)> on_stopped;
 };
 
 // Runs the workload's workflow (generate_data, train, checkpoint, evaluation).
@@ -129,43 +122,25 @@ struct DlioRunOptions {
 // model, an unknown clock kind, bad ranks; and the loader's and checkpoint's
 // InputErrors (a path and the OS reason).
 //
-// Result keys (seconds, samples/s, MB/s where MB = 2^20 bytes as DLIO prints):
-//   workload, model, clock, world_size, ranks, gpu, synthetic_data,
-//   step_time_source ("config" / "cost_model"), step_time_s,
-//   cost_model {model, batch_size, forward_s, backward_s, note} (cost-model step time only),
-//   generation {train, eval: {folder, files, samples, bytes, generated, skipped, seconds}},
-//   dataset {folder, format, files, samples, bytes}, steps_per_epoch,
-//   epochs, steps (per rank, all epochs), measured_steps,
-//   au_pct, au_stdev_pct, au_threshold_pct, au_pass, samples_per_s, mb_per_s,
-//   mb_per_s_dlio, compute_s, total_s, emulated_compute_s, load_wait_s,
-//   per_epoch [{epoch, steps, measured_steps, au_pct, samples_per_s, mb_per_s,
-//     compute_s, total_s, emulated_compute_s, load_wait_s,
-//     ranks [{rank, au_pct, ...}], step_records (with record_steps)}],
-//   checkpoints [{epoch, step, ranks, bytes, write_s, write_gb_per_s, emulated_s,
-//     bytes_read, read_s, read_gb_per_s (when read back)}],
-//   checkpoint_gb_per_s, checkpoint_read_gb_per_s (when any),
-//   eval {the same figures for evaluation, steps_per_epoch} (when evaluated),
-//   loader {batches, samples, bytes_read, cache_hits, cache_misses, read_threads, modelled, ...},
-//   emulated_s (the training phase on the run's clock), wall_s, warnings, not_emulated.
-// Generation only (workflow.train and checkpoint false): generation, wall_s,
-// warnings and not_emulated, no metrics.
-nlohmann::json run_dlio_workload(const DlioWorkload& workload, const DlioRunOptions& options = {});
+// Generation only (workflow.train and checkpoint false): the record's
+// generation, wall_s, warnings and not_emulated, no metrics.
+DlioRunRecord run_dlio_workload(const DlioWorkload& workload, const DlioRunOptions& options = {});
 
 // parse_dlio_config(file, overrides) then run_dlio_workload: what
 // `gpemu train --dlio-config FILE.yaml [++workload.x.y=v ...]` does.
-nlohmann::json run_dlio_config(const std::filesystem::path& file, const std::vector<std::string>& overrides,
-                               const DlioRunOptions& options = {});
+DlioRunRecord run_dlio_config(const std::filesystem::path& file, const std::vector<std::string>& overrides,
+                              const DlioRunOptions& options = {});
 
 // DLIO-style summary ([METRIC] lines) of a run_dlio_workload result.
-void print_dlio_result(const nlohmann::json& result, std::ostream& out);
-// The [METRIC] line of one epoch (a per_epoch entry), as print_dlio_result
-// prints it; for on_epoch.
-void print_dlio_epoch(const nlohmann::json& epoch, std::ostream& out);
+void print_dlio_result(const DlioRunRecord& result, std::ostream& out);
+// The [METRIC] line of one epoch, as print_dlio_result prints it; for on_epoch.
+void print_dlio_epoch(const DlioEpoch& epoch, std::ostream& out);
 
 }  // namespace gpemu::dlio
 
 namespace gpemu {
 using dlio::DlioRunOptions;
+using dlio::DlioRunRecord;
 using dlio::print_dlio_result;
 using dlio::run_dlio_config;
 using dlio::run_dlio_workload;
