@@ -329,14 +329,30 @@ struct ShareServer::Impl {
     }
     listen_fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (listen_fd < 0) throw Error("serve: cannot make a socket: " + errno_text(errno));
+    // Bound under a temporary name and renamed once listening, so that the
+    // socket's path appears only when a client can connect (a client that
+    // waits for the path never meets a refused connection). A path too long
+    // for a temporary name beside it is bound directly.
+    const std::string tmp = p + fmt::format(".{}.tmp", ::getpid());
+    const std::string& bound = tmp.size() < sizeof addr.sun_path ? tmp : p;
     addr.sun_family = AF_UNIX;
-    std::memcpy(addr.sun_path, p.c_str(), p.size() + 1);
+    std::memcpy(addr.sun_path, bound.c_str(), bound.size() + 1);
+    ::unlink(tmp.c_str());             // a leftover of this pid's earlier run
     const mode_t old = ::umask(0177);  // the socket: rw for its user only
     const int b = ::bind(listen_fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
     const int err = errno;
     ::umask(old);
     if (b != 0) throw InputError(fmt::format("serve: cannot bind {}: {}", p, errno_text(err)));
-    if (::listen(listen_fd, 128) != 0) throw Error(fmt::format("serve: cannot listen on {}: {}", p, errno_text(errno)));
+    if (::listen(listen_fd, 128) != 0) {
+      const int e = errno;
+      if (&bound == &tmp) ::unlink(tmp.c_str());
+      throw Error(fmt::format("serve: cannot listen on {}: {}", p, errno_text(e)));
+    }
+    if (&bound == &tmp && ::rename(tmp.c_str(), p.c_str()) != 0) {
+      const int e = errno;
+      ::unlink(tmp.c_str());
+      throw Error(fmt::format("serve: cannot name the socket {}: {}", p, errno_text(e)));
+    }
     if (::lstat(p.c_str(), &st) == 0) socket_inode = st.st_ino;
   }
 

@@ -16,6 +16,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -64,6 +65,19 @@ bool gone(ServeClient& monitor, const std::string& name) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   return false;
+}
+
+// The socket is bound under a temporary name and renamed once it listens, so
+// a client that waits for the path to appear is never refused; nothing of
+// the temporary name is left.
+TEST(Serve, TheSocketsPathAppearsOnlyOnceItListens) {
+  TempDir dir;
+  Served s(options(dir));
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path())) names.push_back(e.path().filename());
+  EXPECT_EQ(names, std::vector<std::string>{"s.sock"});
+  ServeClient c(s.server.socket_path(), {"early", 0, 0, ""});
+  EXPECT_EQ(c.hello_reply()["gpu"]["id"], "V100-PCIE-16GB");
 }
 
 TEST(Serve, AClientAllocatesLaunchesAndSynchronizes) {
