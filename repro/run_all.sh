@@ -22,7 +22,7 @@ while (($#)); do
   shift
 done
 python=${PYTHON:-/usr/bin/python3}
-items=(datastall_fetch datastall_cache datastall_cpu sff grouping superbatch salus muri synergy allox ffcv coordl ladcache tfds fastflow)
+items=(datastall_fetch datastall_cache datastall_cpu sff grouping superbatch salus muri synergy allox ffcv coordl ladcache tfds fastflow realnodes)
 results=()
 status=0
 for item in "${items[@]}"; do

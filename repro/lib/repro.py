@@ -120,18 +120,19 @@ DISTRIBUTED_CACHE_NOT_REAL = ("it needs the distributed cache across real nodes 
                               "only the gradients, not the cache's lookups and samples)")
 
 
-def start(name, title, doc, script_dir, real_clock_needs=None):
+def start(name, title, doc, script_dir, real_clock_needs=None, needs_reference=True):
     """Parses an item's arguments (its docstring's first line describes it) and makes its Item.
-    real_clock_needs: why the item has no --clock real form (it then says so and exits 0); None when it has one."""
+    real_clock_needs: why the item has no --clock real form (it then says so and exits 0); None when it has one.
+    needs_reference: False for an item whose reference is a run of its own (realnodes), not ../shared's figures."""
     args = arguments(doc.splitlines()[0]).parse_args()
     if args.clock == "real" and real_clock_needs:
         print(f"{name}: skipped: --clock real is not built: {real_clock_needs}")
         sys.exit(0)
-    return Item(name, title, args, script_dir)
+    return Item(name, title, args, script_dir, needs_reference)
 
 
 class Item:
-    def __init__(self, name, title, args, script_dir):
+    def __init__(self, name, title, args, script_dir, needs_reference=True):
         self.name = name
         self.title = title
         self.args = args
@@ -143,7 +144,7 @@ class Item:
         self.runs = []
         self.emulated_s = 0.0
         self.wall_s = 0.0
-        if reference_dir() is None:
+        if needs_reference and reference_dir() is None:
             print(f"{name}: skipped: the reference data (../shared/reference/published/repro) is not here")
             sys.exit(0)
 
