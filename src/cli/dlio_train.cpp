@@ -55,7 +55,7 @@ void run_dlio_train(const DlioTrainArgs& a) {
     overrides.push_back(fmt::format("++workload.gpemu.world_size={}", *a.world_size));
   }
   // --nodes and --network are the workload's gpemu.nodes and gpemu.network,
-  // checked with the file (docs/dlio.md, "Several nodes").
+  // checked with the file (docs/dlio.md, "Several nodes (modelled)").
   if (a.nodes) overrides.push_back(fmt::format("++workload.gpemu.nodes={}", *a.nodes));
   if (a.network) overrides.push_back(fmt::format("++workload.gpemu.network={}", yaml_text(*a.network)));
   // Under mpirun or torchrun each process is one of DLIO's ranks, as under
