@@ -1,5 +1,7 @@
 #include "cli/dlio_train.h"
 
+#include <algorithm>
+#include <cctype>
 #include <iostream>
 
 #include <fmt/format.h>
@@ -21,6 +23,25 @@
 
 namespace gpemu::cli {
 
+namespace {
+
+// An override's value for a text: as it is when it is a plain name or path,
+// else inside YAML's single quotes (a quote doubled), so that a file name with
+// a space, a colon or a quote stays one text, and one named null is not null.
+std::string yaml_text(const std::string& text) {
+  const bool plain =
+      !text.empty() && text != "null" && text != "Null" && text != "NULL" &&
+      std::all_of(text.begin(), text.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '/' || c == '_' || c == '-';
+      });
+  if (plain) return text;
+  std::string out = "'";
+  for (const char c : text) out += c == '\'' ? std::string("''") : std::string(1, c);
+  return out + "'";
+}
+
+}  // namespace
+
 void run_dlio_train(const DlioTrainArgs& a) {
   check_run_outputs(a.trace, a.report);
   std::vector<std::string> overrides = a.overrides;
@@ -33,9 +54,19 @@ void run_dlio_train(const DlioTrainArgs& a) {
       throw InputError(fmt::format("--gpus {} is impossible: it must be at least 1", *a.world_size));
     overrides.push_back(fmt::format("++workload.gpemu.world_size={}", *a.world_size));
   }
+  // --nodes and --network are the workload's gpemu.nodes and gpemu.network,
+  // checked with the file (docs/dlio.md, "Several nodes (modelled)").
+  if (a.nodes) overrides.push_back(fmt::format("++workload.gpemu.nodes={}", *a.nodes));
+  if (a.network) overrides.push_back(fmt::format("++workload.gpemu.network={}", yaml_text(*a.network)));
   // Under mpirun or torchrun each process is one of DLIO's ranks, as under
   // DLIO's own launcher: -np gives the world size (docs/dlio.md, "Under mpirun").
   const std::optional<dist::LaunchEnv> launch = dist::read_launch_env();
+  if (launch && a.nodes && *a.nodes > 1)
+    throw InputError(
+        fmt::format("--nodes {} under {} of {} processes: each process is one of DLIO's ranks, so the "
+                    "nodes are the processes' machines; drop --nodes (modelled nodes are for one "
+                    "process under --clock virtual)",
+                    *a.nodes, launch->launcher, launch->world_size));
   if (launch) {
     if (a.world_size && *a.world_size != launch->world_size)
       throw InputError(
@@ -90,7 +121,8 @@ void run_dlio_train(const DlioTrainArgs& a) {
         train::make_run_report(record,
                                configuration_rows(nlohmann::json{{"workload", a.config}, {"overrides", overrides}}));
     rep.generator = "gpemu train --dlio-config";
-    rep.title = fmt::format("DLIO workload {} on {}x {}", result.workload, record.gpus, record.gpu);
+    rep.title = fmt::format("DLIO workload {} on {}x {}{}", result.workload, record.gpus, record.gpu,
+                            result.nodes > 1 ? fmt::format(" ({} nodes)", result.nodes) : std::string());
     if (result.train)
       rep.summary.insert(rep.summary.begin(),
                          SummaryRow{"accelerator utilization (AU)", fmt::format("{:.2f}%", result.train->au_pct)});

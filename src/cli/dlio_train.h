@@ -16,9 +16,11 @@ struct DlioTrainArgs {
   std::string config;
   std::vector<std::string> overrides;
   ClockKind clock = ClockKind::Real;
-  std::optional<std::string> gpu;     // when --gpu was given
-  std::optional<int> world_size;      // --gpus
-  std::optional<std::uint64_t> seed;  // --seed: workload.train.seed
+  std::optional<std::string> gpu;      // when --gpu was given
+  std::optional<int> world_size;       // --gpus
+  std::optional<int> nodes;            // --nodes: workload.gpemu.nodes
+  std::optional<std::string> network;  // --network: workload.gpemu.network
+  std::optional<std::uint64_t> seed;   // --seed: workload.train.seed
   std::string profiles;
   std::string trace;
   std::string report;

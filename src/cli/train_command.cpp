@@ -111,8 +111,6 @@ void reject_for_dlio(CLI::App* cmd) {
                                              "--optimizer",
                                              "--zero-grad",
                                              "--seq-len",
-                                             "--nodes",
-                                             "--network",
                                              "--gpus-per-node",
                                              "--storage-shared",
                                              "--distributed-cache",
@@ -144,8 +142,8 @@ void reject_for_dlio(CLI::App* cmd) {
   for (const auto& g : given) list += (list.empty() ? "" : ", ") + g;
   throw InputError(fmt::format(
       "{} {} not apply to --dlio-config runs: the workload's YAML sets them (use ++workload.<section>.<key>=<value> "
-      "overrides); with --dlio-config gpemu train accepts --gpus (world size), --gpu, --clock, --seed, --profiles, "
-      "--json, --trace and --report",
+      "overrides); with --dlio-config gpemu train accepts --gpus (world size), --nodes, --network, --gpu, --clock, "
+      "--seed, --profiles, --json, --trace and --report",
       list, given.size() == 1 ? "does" : "do"));
 }
 
@@ -159,6 +157,8 @@ void train_dlio(const TrainArgs& a, CLI::App* cmd) {
   d.clock = parse_clock_kind(j.clock);
   if (cmd->get_option("--gpu")->count() > 0) d.gpu = j.model.gpu;
   if (cmd->get_option("--gpus")->count() > 0) d.world_size = j.gpus;
+  if (cmd->get_option("--nodes")->count() > 0) d.nodes = j.nodes;
+  if (cmd->get_option("--network")->count() > 0) d.network = j.network;
   if (cmd->get_option("--seed")->count() > 0) d.seed = j.seed;
   d.profiles = j.model.profiles;
   d.trace = a.trace;

@@ -17,10 +17,12 @@
 #include "dlio/schema.h"
 #include "dlio/tree.h"
 #include "gpemu/error.h"
+#include "gpemu/interconnect/cluster.h"
 
 namespace gpemu::dlio {
 
 using detail::FieldSpec;
+using detail::invalid;
 using detail::Node;
 using detail::SectionSpec;
 
@@ -432,17 +434,21 @@ DlioWorkload parse_impl(std::string_view text, const std::vector<std::string>& o
   return w;
 }
 
+}  // namespace
+
 // Where a key's value came from, for validation messages.
-std::string where(const DlioWorkload& w, const std::string& path) {
+std::string detail::key_origin(const DlioWorkload& w, const std::string& path) {
   auto it = w.set_keys.find(path);
   if (it != w.set_keys.end()) return it->second;
   return (w.source.empty() ? std::string("configuration") : w.source) + " (default)";
 }
 
-[[noreturn]] void invalid(const DlioWorkload& w, const std::string& path, const std::string& value,
-                          const std::string& accepted) {
-  throw InputError(fmt::format("{}: {} = {} is not valid; accepted: {}", where(w, path), path, value, accepted));
+void detail::invalid(const DlioWorkload& w, const std::string& path, const std::string& value,
+                     const std::string& accepted) {
+  throw InputError(fmt::format("{}: {} = {} is not valid; accepted: {}", key_origin(w, path), path, value, accepted));
 }
+
+namespace {
 
 void validate_fields(const DlioWorkload& w, const SectionSpec& s) {
   for (const FieldSpec& f : s.fields) {
@@ -672,6 +678,25 @@ void validate(const DlioWorkload& w) {
     invalid(w, "checkpoint.num_checkpoints_read", std::to_string(w.checkpoint.num_checkpoints_read),
             fmt::format("at most checkpoint.num_checkpoints_write = {}", w.checkpoint.num_checkpoints_write));
   }
+  check_nodes(w, w.gpemu.world_size);
+}
+
+void check_nodes(const DlioWorkload& w, int world_size) {
+  const int nodes = w.gpemu.nodes;
+  if (nodes < 1) invalid(w, "gpemu.nodes", std::to_string(nodes), "an integer >= 1");
+  // As gpemu train lays out --gpus over --nodes (plan_cluster): an even
+  // split, a node of the catalog's servers at most. One node keeps what it
+  // always took: DLIO's ranks share no link, so 32 of them are 32 devices.
+  if (world_size % nodes != 0)
+    invalid(w, "gpemu.nodes", std::to_string(nodes),
+            fmt::format("a divisor of the world size {} (gpemu.world_size, --gpus): every node holds the same "
+                        "number of ranks",
+                        world_size));
+  if (nodes > 1 && world_size / nodes > kMaxGpusPerNode)
+    invalid(w, "gpemu.nodes", std::to_string(nodes),
+            fmt::format("1, or a divisor of the world size {} of at least {}, so that a node holds at most {} ranks "
+                        "(one GPU each)",
+                        world_size, (world_size + kMaxGpusPerNode - 1) / kMaxGpusPerNode, kMaxGpusPerNode));
 }
 
 std::string to_yaml(const DlioWorkload& w) {

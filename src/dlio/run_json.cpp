@@ -113,7 +113,9 @@ nlohmann::json dlio_run_json(const DlioRunRecord& r) {
   j["workload"] = r.workload;
   j["model"] = r.model;
   j["clock"] = r.clock;
-  j["gpus"] = r.gpus;  // DLIO's world size, under the key every command uses
+  j["gpus"] = r.gpus;    // DLIO's world size, under the key every command uses
+  j["nodes"] = r.nodes;  // as gpemu train's JSON
+  j["network"] = r.nodes > 1 ? nlohmann::json(r.network) : nlohmann::json();
   j["ranks"] = r.ranks;
   j["gpu"] = r.gpu;
   j["synthetic_data"] = r.synthetic_data;

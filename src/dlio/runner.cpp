@@ -18,6 +18,7 @@
 #include "common/host_memory.h"
 #include "common/interrupt.h"
 #include "dlio/free_space.h"
+#include "dlio/schema.h"
 #include "gpemu/catalog.h"
 #include "gpemu/clock.h"
 #include "gpemu/cost_model.h"
@@ -611,6 +612,26 @@ std::pair<int, std::vector<int>> world_and_ranks(const DlioWorkload& w, const Dl
   return {ws, ranks};
 }
 
+// The network that joins the run's modelled nodes (gpemu.nodes, gpemu.network),
+// checked before anything is generated: the nodes' layout for the run's world
+// size, the clock (modelled nodes are the virtual clock's; under the real one,
+// and under mpirun or torchrun, nodes are processes), and the network's name.
+NetworkSpec modelled_nodes(const DlioWorkload& w, const DlioRunOptions& o, int ws, std::size_t ranks) {
+  check_nodes(w, ws);
+  if (w.gpemu.nodes > 1 && (o.clock != ClockKind::Virtual || ranks != static_cast<std::size_t>(ws)))
+    detail::invalid(
+        w, "gpemu.nodes", std::to_string(w.gpemu.nodes),
+        fmt::format("1 {}: modelled nodes need the virtual clock (--clock virtual) with every rank in this process; "
+                    "real nodes are processes (mpirun or torchrun, one process per rank)",
+                    o.clock != ClockKind::Virtual ? "under the real clock" : "when this process runs some ranks only"));
+  try {
+    return parse_network(w.gpemu.network);
+  } catch (const InputError& e) {
+    detail::invalid(w, "gpemu.network", "'" + w.gpemu.network + "'",
+                    fmt::format("10gbe, 25gbe, 100gbe, 400gbe or a network JSON file ({})", e.what()));
+  }
+}
+
 // What a run reads: the training (and evaluation) files, the datasets the
 // loader reads from them, the loader caches (reader.read_type memory) and the
 // steps per epoch.
@@ -783,6 +804,7 @@ DlioRunRecord run_dlio_workload(const DlioWorkload& w, const DlioRunOptions& o) 
   const std::pair<int, std::vector<int>> world = world_and_ranks(w, o);
   const int ws = world.first;
   const std::vector<int>& ranks = world.second;
+  const NetworkSpec network = modelled_nodes(w, o, ws, ranks.size());
   const GpuSpec& gpu = find_gpu(w.gpemu.gpu.empty() ? o.default_gpu : w.gpemu.gpu);
   const bool train = w.workflow.train;
   // Before anything is generated or read.
@@ -805,6 +827,8 @@ DlioRunRecord run_dlio_workload(const DlioWorkload& w, const DlioRunOptions& o) 
   result.model = w.model.name;
   result.clock = std::string(to_string(o.clock));
   result.gpus = ws;
+  result.nodes = w.gpemu.nodes;
+  if (w.gpemu.nodes > 1) result.network = network.name;
   result.ranks = ranks;
   result.gpu = gpu.id;
   std::vector<std::string> warnings = w.warnings;
@@ -847,6 +871,11 @@ DlioRunRecord run_dlio_workload(const DlioWorkload& w, const DlioRunOptions& o) 
   JobSpec spec;
   spec.cluster.gpu = &gpu;
   spec.cluster.gpus = static_cast<int>(ranks.size());
+  // As gpemu train's --nodes and --network. DLIO's step moves no bytes (its
+  // computation_time, measured on real systems, holds any all-reduce), so the
+  // ranks' devices are independent and the network carries nothing.
+  spec.cluster.nodes = w.gpemu.nodes;
+  spec.cluster.network = network;
   spec.cluster.node.first_device_index = ranks.front();
   spec.cluster.device.index = ranks.front();
   spec.batch_size = static_cast<int>(std::max<std::int64_t>(1, w.reader.batch_size));

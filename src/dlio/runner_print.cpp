@@ -31,6 +31,9 @@ void print_dlio_result(const DlioRunRecord& r, std::ostream& out) {
   if (r.generated_eval) data_line(out, "Evaluation", *r.generated_eval);
   if (r.generation_only) out << "[METRIC] Data generation only (workflow.train is false)\n";
   out << fmt::format("[METRIC] Number of Simulated Accelerators: {}\n", r.gpus);
+  if (r.nodes > 1)
+    out << fmt::format("[METRIC] Modelled nodes: {} of {} accelerators each, joined by {}\n", r.nodes, r.gpus / r.nodes,
+                       r.network);
   if (r.train) {
     const DlioPhaseResult& t = *r.train;
     if (r.dataset) {

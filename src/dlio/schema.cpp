@@ -193,10 +193,11 @@ FieldSpec bool_field(std::string name, Acc acc, bool emulated = true) {
 }
 
 template <class Acc>
-FieldSpec string_field(std::string name, Acc acc, bool emulated = true, bool non_empty = false) {
+FieldSpec string_field(std::string name, Acc acc, bool emulated = true, bool non_empty = false,
+                       std::string accepted = {}) {
   FieldSpec f;
   f.name = std::move(name);
-  f.accepted = non_empty ? "a non-empty text" : "a text";
+  f.accepted = !accepted.empty() ? std::move(accepted) : non_empty ? "a non-empty text" : "a text";
   f.emulated = emulated;
   f.set = [acc, non_empty, accepted = f.accepted](DlioWorkload& w, const Node& n, const std::string& path) {
     if (n.is_null()) {
@@ -727,6 +728,11 @@ SectionSpec build_schema() {
     }
     s.fields.push_back(int_field("world_size", GPEMU_FIELD(gpemu.world_size), at_least(1)));
     s.fields.push_back(enum_field<StepTimeSource>("step_time", GPEMU_FIELD(gpemu.step_time)));
+    // The nodes' layout against the world size is validate()'s (check_nodes);
+    // the network is read when a run starts.
+    s.fields.push_back(int_field("nodes", GPEMU_FIELD(gpemu.nodes), at_least(1)));
+    s.fields.push_back(string_field("network", GPEMU_FIELD(gpemu.network), true, true,
+                                    "10gbe, 25gbe, 100gbe, 400gbe or a network JSON file (docs/interconnect.md)"));
     root.sections.push_back(std::move(s));
   }
 

@@ -53,4 +53,11 @@ const FieldSpec* find_field(std::string_view path);
 
 std::size_t edit_distance(std::string_view a, std::string_view b);
 
+// Where a key's value came from: the file and line or the override that set
+// it, else "<source> (default)".
+std::string key_origin(const DlioWorkload& w, const std::string& path);
+// Throws InputError "<key_origin>: <path> = <value> is not valid; accepted: <accepted>".
+[[noreturn]] void invalid(const DlioWorkload& w, const std::string& path, const std::string& value,
+                          const std::string& accepted);
+
 }  // namespace gpemu::dlio::detail

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <filesystem>
@@ -78,6 +79,60 @@ TEST_F(CliDlio, GpusSeedReportAndTraceAreHonouredOtherFlagsRefused) {
     EXPECT_NE(bad.err.find(name), std::string::npos) << bad.err;
     EXPECT_NE(bad.err.find("does not apply"), std::string::npos) << bad.err;
   }
+}
+
+// --nodes and --network are the workload's gpemu.nodes and gpemu.network: 32
+// ranks (megatron_deepspeed's tensor 4 x pipeline 8) run as 4 modelled nodes
+// of 8, with the figures of 32 ranks on one node (DLIO's steps cross no link).
+TEST_F(CliDlio, ThirtyTwoRanksRunAsFourNodesOfEightWithNodes) {
+  const std::string run = "train --clock virtual --json --gpus 32 --dlio-config " + config.string() +
+                          " ++workload.reader.batch_size=1 ++workload.train.epochs=2";
+  DlioRun one = gpemu_dlio(run);
+  ASSERT_EQ(one.status, 0) << one.err;
+  DlioRun four = gpemu_dlio(run + " --nodes 4 --network 25gbe");
+  ASSERT_EQ(four.status, 0) << four.err;
+  const auto j1 = nlohmann::json::parse(one.out), j4 = nlohmann::json::parse(four.out);
+  EXPECT_EQ(j1["nodes"], 1);
+  EXPECT_TRUE(j1["network"].is_null());
+  EXPECT_EQ(j4["nodes"], 4);
+  EXPECT_EQ(j4["network"], "25gbe");
+  EXPECT_EQ(j4["gpus"], 32);
+  EXPECT_EQ(j4["ranks"].size(), 32u);
+  for (const char* k : {"steps", "au_pct", "samples_per_s", "mb_per_s", "compute_s", "total_s", "emulated_s"})
+    EXPECT_EQ(j4[k], j1[k]) << k;
+  DlioRun text = gpemu_dlio("train --clock virtual --gpus 8 --nodes 2 --dlio-config " + config.string());
+  ASSERT_EQ(text.status, 0) << text.err;
+  EXPECT_NE(text.out.find("[METRIC] Modelled nodes: 2 of 4 accelerators each, joined by 100gbe"), std::string::npos)
+      << text.out;
+}
+
+// Uneven nodes, more than 8 ranks a node, an unknown network, the real clock
+// and a launcher's processes: one line each, naming the key or the flag and
+// what is accepted, before anything is generated.
+TEST_F(CliDlio, NodesOutsideTheirRulesAreOneLineErrors) {
+  const std::string base = "train --dlio-config " + config.string() + " ";
+  struct Case {
+    std::string args, env, expect;
+  };
+  const Case cases[] = {
+      {"--clock virtual --gpus 32 --nodes 3", "",
+       "gpemu.nodes = 3 is not valid; accepted: a divisor of the world size 32"},
+      {"--clock virtual --gpus 32 --nodes 2", "", "so that a node holds at most 8 ranks"},
+      {"--clock virtual --gpus 4 --nodes 2 --network 50gbe", "",
+       "gpemu.network = '50gbe' is not valid; accepted: 10gbe, 25gbe, 100gbe, 400gbe or a network JSON file"},
+      {"--clock real --gpus 4 --nodes 2", "", "accepted: 1 under the real clock"},
+      {"--clock virtual --nodes 2",
+       "OMPI_COMM_WORLD_RANK=0 OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_LOCAL_RANK=0 "
+       "MASTER_ADDR=127.0.0.1 MASTER_PORT=1 ",
+       "--nodes 2 under mpirun of 2 processes"},
+  };
+  for (const Case& c : cases) {
+    DlioRun r = gpemu::testing::run_gpemu(base + c.args, c.env);
+    EXPECT_NE(r.status, 0) << c.args;
+    EXPECT_NE(r.err.find(c.expect), std::string::npos) << c.args << ": " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir / "data"));  // nothing was generated
 }
 
 TEST_F(CliDlio, AnUnwritableReportIsRefusedBeforeTheRun) {

@@ -41,10 +41,12 @@ TEST(CliScale, OneNodeSaysSoInItsJson) {
   EXPECT_TRUE(j["network"].is_null());
 }
 
-TEST(CliScale, NodesAreRefusedForDlioWorkloads) {
-  const auto r = run_gpemu("train --dlio-config /nonexistent.yaml --nodes 2");
+// --nodes and --network are a DLIO workload's gpemu.nodes and gpemu.network
+// (tests/cli/cli_dlio_test.cpp); --gpus-per-node still does not apply to one.
+TEST(CliScale, GpusPerNodeIsRefusedForDlioWorkloads) {
+  const auto r = run_gpemu("train --dlio-config /nonexistent.yaml --nodes 2 --gpus-per-node 4");
   EXPECT_NE(r.status, 0);
-  EXPECT_NE(r.err.find("--nodes"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--gpus-per-node does not apply to --dlio-config runs"), std::string::npos) << r.err;
 }
 
 TEST(CliScale, AnUnreadableNetworkFileIsOneLineNamingIt) {

@@ -527,6 +527,8 @@ TEST(DlioKeys, ListEveryKeyWithItsDefault) {
   EXPECT_FALSE(find("reader.dont_use_mmap")->emulated);
   EXPECT_FALSE(find("dataset.parquet")->emulated);
   EXPECT_NE(find("gpemu.gpu"), nullptr);
+  EXPECT_EQ(find("gpemu.nodes")->default_value, "1");
+  EXPECT_EQ(find("gpemu.network")->default_value, "100gbe");
   EXPECT_NE(find("output.metric.exclude_start_steps"), nullptr);
   EXPECT_GT(keys.size(), 100u);
 }

@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include "dlio/run_json.h"
 #include "gpemu/catalog.h"
 #include "gpemu/cost_model.h"
 #include "gpemu/dlio.h"
@@ -518,9 +519,9 @@ TEST(DlioRunner, RealClockRunAndPrintedSummary) {
   EXPECT_CONTAINS(out.str(), "Number of Simulated Accelerators: 1");
 }
 
-TEST(DlioRunner, RunsAParsedConfigWithOverrides) {
-  TempDir tmp;
-  const auto file = tmp.write("w.yaml", R"(model:
+// A workload file of 8 samples of 512 bytes in data/ (below the run's base
+// folder), batch 2, steps of 5 ms.
+constexpr const char* kTinyYaml = R"(model:
   name: tiny
 framework: pytorch
 workflow:
@@ -538,13 +539,100 @@ reader:
 train:
   epochs: 1
   computation_time: 0.005
-)");
+)";
+
+TEST(DlioRunner, RunsAParsedConfigWithOverrides) {
+  TempDir tmp;
+  const auto file = tmp.write("w.yaml", kTinyYaml);
   DlioRunOptions o = virtual_options();
   o.base_dir = tmp.path();
   const DlioRunRecord r = run_dlio_config(file, {"++workload.train.epochs=2"}, o);
   EXPECT_EQ(r.train->epochs, 2u);
   EXPECT_EQ(r.steps_per_epoch, 4u);
   EXPECT_TRUE(fs::exists(tmp.path() / "data" / "train"));
+}
+
+// --- Several nodes (gpemu.nodes, gpemu.network) -------------------------------------
+
+// megatron_deepspeed's 32 ranks (tensor 4 x pipeline 8) as 4 modelled nodes of
+// 8: the record and its JSON say so, and no figure moves, since DLIO's steps
+// cross no link (its computation_time holds any all-reduce).
+TEST(DlioRunner, ThirtyTwoRanksRunAsFourModelledNodesOfEight) {
+  TempDir tmp;
+  DlioWorkload w = tiny(tmp.path(), 64, 3, 1000);  // 192 samples, batch 3, 32 ranks: 2 steps each
+  w.model.parallelism.tensor = 4;
+  w.model.parallelism.pipeline = 8;
+  w.gpemu.world_size = 32;
+  validate(w);
+  // World size 0: gpemu.world_size. 32 ranks on one node, as before:
+  const DlioRunRecord one = run_dlio_workload(w, virtual_options(0));
+  w.gpemu.nodes = 4;
+  validate(w);
+  const DlioRunRecord four = run_dlio_workload(w, virtual_options(0));
+  EXPECT_EQ(one.nodes, 1);
+  EXPECT_EQ(one.network, "");
+  EXPECT_EQ(four.nodes, 4);
+  EXPECT_EQ(four.network, "100gbe");
+  EXPECT_EQ(four.gpus, 32);
+  EXPECT_EQ(four.ranks.size(), 32u);
+  ASSERT_TRUE(one.train && four.train);
+  EXPECT_EQ(four.train->steps, 2u);
+  EXPECT_DOUBLE_EQ(four.train->au_pct, 100.0);  // the virtual clock's reads take no time
+  EXPECT_EQ(four.train->au_pct, one.train->au_pct);
+  EXPECT_EQ(four.train->samples_per_s, one.train->samples_per_s);
+  EXPECT_EQ(four.train->total_s, one.train->total_s);
+  EXPECT_EQ(four.train->compute_s, one.train->compute_s);
+  EXPECT_EQ(four.emulated_s, one.emulated_s);
+  const nlohmann::json j = dlio_run_json(four);
+  EXPECT_EQ(j["nodes"], 4);
+  EXPECT_EQ(j["network"], "100gbe");
+  EXPECT_EQ(dlio_run_json(one)["nodes"], 1);
+  EXPECT_TRUE(dlio_run_json(one)["network"].is_null());
+  std::ostringstream out;
+  print_dlio_result(four, out);
+  EXPECT_CONTAINS(out.str(), "[METRIC] Modelled nodes: 4 of 8 accelerators each, joined by 100gbe");
+}
+
+// The nodes' layout, the network's name and the clock are checked before any
+// data is written, each refusal one line naming the key and what is accepted.
+TEST(DlioRunner, ModelledNodesOutsideTheirRulesAreOneLineErrors) {
+  TempDir tmp;
+  const auto file = tmp.write("w.yaml", kTinyYaml);
+  auto error_of = [&](const std::vector<std::string>& overrides, ClockKind clock = ClockKind::Virtual,
+                      int world_size = 0, std::vector<int> ranks = {}) {
+    DlioRunOptions o;
+    o.clock = clock;
+    o.world_size = world_size;
+    o.ranks = std::move(ranks);
+    o.base_dir = tmp.path();
+    try {
+      run_dlio_config(file, overrides, o);
+    } catch (const InputError& e) {
+      EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  EXPECT_CONTAINS(error_of({"++workload.gpemu.world_size=32", "++workload.gpemu.nodes=3"}),
+                  "override '++workload.gpemu.nodes=3': gpemu.nodes = 3 is not valid; accepted: a divisor of the "
+                  "world size 32 (gpemu.world_size, --gpus)");
+  EXPECT_CONTAINS(error_of({"++workload.gpemu.world_size=32", "++workload.gpemu.nodes=2"}),
+                  "gpemu.nodes = 2 is not valid; accepted: 1, or a divisor of the world size 32 of at least 4, so "
+                  "that a node holds at most 8 ranks");
+  EXPECT_CONTAINS(error_of({"++workload.gpemu.nodes=0"}), "gpemu.nodes = '0' is not valid; accepted: an integer >= 1");
+  // A world size given to the runner rather than the file is checked too.
+  EXPECT_CONTAINS(error_of({"++workload.gpemu.world_size=8", "++workload.gpemu.nodes=8"}, ClockKind::Virtual, 12),
+                  "gpemu.nodes = 8 is not valid; accepted: a divisor of the world size 12");
+  EXPECT_CONTAINS(
+      error_of({"++workload.gpemu.world_size=4", "++workload.gpemu.nodes=2", "++workload.gpemu.network=50gbe"}),
+      "override '++workload.gpemu.network=50gbe': gpemu.network = '50gbe' is not valid; accepted: 10gbe, 25gbe, "
+      "100gbe, 400gbe or a network JSON file");
+  EXPECT_CONTAINS(error_of({"++workload.gpemu.world_size=4", "++workload.gpemu.nodes=2"}, ClockKind::Real),
+                  "gpemu.nodes = 2 is not valid; accepted: 1 under the real clock: modelled nodes need the virtual "
+                  "clock (--clock virtual)");
+  EXPECT_CONTAINS(error_of({"++workload.gpemu.world_size=4", "++workload.gpemu.nodes=2"}, ClockKind::Virtual, 0, {1}),
+                  "accepted: 1 when this process runs some ranks only");
+  EXPECT_FALSE(fs::exists(tmp.path() / "data"));  // refused before anything was generated
 }
 
 // --- TimeSampler --------------------------------------------------------------------

@@ -220,6 +220,12 @@ struct DlioWorkload {
     std::optional<Precision> precision;  // unset = the cost model's default
     int world_size = 1;                  // ranks (one GPU each) the run emulates
     StepTimeSource step_time = StepTimeSource::Auto;
+    // Modelled nodes the ranks are spread over evenly (virtual clock only; at
+    // most kMaxGpusPerNode ranks a node when > 1), joined by `network`: a
+    // preset (10gbe, 25gbe, 100gbe, 400gbe) or a network JSON file. JobSpec's
+    // cluster.nodes and network, as gpemu train's --nodes and --network.
+    int nodes = 1;
+    std::string network = "100gbe";
   };
 
   Model model;
@@ -275,6 +281,12 @@ DlioWorkload parse_dlio_config_string(std::string_view yaml, const std::vector<s
 // record_length_bytes > 0, 0 < au <= 1, ...). parse_dlio_config calls it; call
 // it again after changing fields by hand. Throws InputError.
 void validate(const DlioWorkload& w);
+// The rule validate() applies to gpemu.nodes, for a world size that may
+// differ from gpemu.world_size (DlioRunOptions::world_size): the nodes divide
+// it, and with more than one node each holds at most kMaxGpusPerNode ranks.
+// One node takes any number of ranks (they share no link). InputError naming
+// gpemu.nodes, where it was set, and what is accepted.
+void check_nodes(const DlioWorkload& w, int world_size);
 
 // The effective configuration as DLIO-style YAML (sections at the top level,
 // canonical key names, every key written). Parsing it gives the same workload.

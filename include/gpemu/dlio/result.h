@@ -142,6 +142,9 @@ struct DlioRunRecord {
   std::string model;
   std::string clock;  // the clock's name
   int gpus = 1;       // DLIO's world size
+  int nodes = 1;      // modelled nodes the ranks are spread over (gpemu.nodes)
+  // nodes > 1: the network joining them, by name ("" otherwise).
+  std::string network;
   std::vector<int> ranks;
   std::string gpu;  // catalog id
   bool synthetic_data = false;
