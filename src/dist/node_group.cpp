@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -95,14 +96,32 @@ struct NodeGroup::Impl {
   std::vector<std::vector<float>> buffers;
 
   // What a failed collective or rendezvous says: which rank went away, if the store saw one.
+  // Rank 0 serves the store itself: it asks its server in-process (its own
+  // client's connection ends with a timed-out wait, and the server then
+  // counts rank 0 as gone), and names a rank that never said hello.
   [[noreturn]] void fail(const std::string& during, const std::string& reason) {
     std::string who;
-    try {
-      const std::vector<int> gone = client->gone(std::chrono::milliseconds(2000));
-      for (int r : gone) who += (who.empty() ? "rank " : ", rank ") + std::to_string(r);
-      if (!who.empty()) who += gone.size() == 1 ? " went away (its process ended)" : " went away";
-    } catch (const std::exception&) {
-      who = fmt::format("rank 0 went away (its rendezvous store at {} is gone)", client->where());
+    auto name = [&who](const std::vector<int>& ranks, const char* one, const char* many) {
+      for (int r : ranks) who += (who.empty() ? "rank " : ", rank ") + std::to_string(r);
+      if (!who.empty()) who += ranks.size() == 1 ? one : many;
+    };
+    if (server) {
+      std::vector<int> gone, never;
+      for (int r : server->gone())
+        if (r != env.rank) gone.push_back(r);
+      const std::vector<int> joined = server->joined();
+      for (int r = 0; r < env.world_size; ++r)
+        if (std::find(joined.begin(), joined.end(), r) == joined.end()) never.push_back(r);
+      name(gone, " went away (its process ended)", " went away");
+      if (who.empty())
+        name(never, " never joined (its process did not start, or could not reach MASTER_ADDR:MASTER_PORT)",
+             " never joined (their processes did not start, or could not reach MASTER_ADDR:MASTER_PORT)");
+    } else {
+      try {
+        name(client->gone(std::chrono::milliseconds(2000)), " went away (its process ended)", " went away");
+      } catch (const std::exception&) {
+        who = fmt::format("rank 0 went away (its rendezvous store at {} is gone)", client->where());
+      }
     }
     if (who.empty())
       who = fmt::format(

@@ -135,6 +135,16 @@ TcpStoreServer::~TcpStoreServer() {
   ::close(wake_[1]);
 }
 
+std::vector<int> TcpStoreServer::gone() {
+  std::lock_guard lock(mu_);
+  return {gone_.begin(), gone_.end()};
+}
+
+std::vector<int> TcpStoreServer::joined() {
+  std::lock_guard lock(mu_);
+  return {joined_.begin(), joined_.end()};
+}
+
 void TcpStoreServer::accept_loop() {
   while (!stopping_) {
     pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {wake_[0], POLLIN, 0}};
@@ -161,6 +171,7 @@ void TcpStoreServer::serve(int fd) {
     std::unique_lock lock(mu_);
     if (op == 'H') {
       if ((rank = number(value)) < 0) break;
+      joined_.insert(rank);
     } else if (op == 'B') {
       bye = true;
     } else if (op == 'S') {

@@ -37,6 +37,10 @@ class TcpStoreServer {
   TcpStoreServer(const TcpStoreServer&) = delete;
   TcpStoreServer& operator=(const TcpStoreServer&) = delete;
   int port() const { return port_; }
+  // What rank 0's own process knows, without a client's connection: the
+  // ranks whose connection closed without a goodbye, and those that said hello.
+  std::vector<int> gone();
+  std::vector<int> joined();
 
  private:
   void accept_loop();
@@ -47,7 +51,8 @@ class TcpStoreServer {
   std::mutex mu_;
   std::condition_variable changed_;
   std::map<std::string, std::vector<char>> data_;
-  std::set<int> gone_;  // ranks whose connection closed without a goodbye
+  std::set<int> gone_;    // ranks whose connection closed without a goodbye
+  std::set<int> joined_;  // ranks that said hello
   std::vector<int> clients_;
   std::vector<std::thread> threads_;
   std::thread acceptor_;

@@ -190,4 +190,26 @@ TEST(NodeGroup, TwoNodesAllReduceEachStepAndCatchARankOutOfStep) {
   EXPECT_NE(e1.find("rank 1: the ranks are out of step: at step 5 of GPU 0"), std::string::npos) << e1;
 }
 
+// A rank that never starts: rank 0, which serves the store, names it after
+// the rendezvous times out (not itself, whose own wait ended its client).
+TEST(NodeGroup, RankZeroNamesARankThatNeverJoined) {
+  if (!have_gloo()) GTEST_SKIP() << "built without gloo (libgloo-dev)";
+  NodeGroupOptions o;
+  o.timeout = 300ms;
+  LaunchEnv e;
+  e.launcher = "torchrun";
+  e.rank = 0;
+  e.world_size = 3;
+  e.master_addr = "127.0.0.1";
+  e.master_port = free_port();
+  std::string error;
+  try {
+    NodeGroup g(e, o);
+  } catch (const gpemu::Error& ex) {
+    error = ex.what();
+  }
+  EXPECT_NE(error.find("rank 1, rank 2 never joined"), std::string::npos) << error;
+  EXPECT_EQ(error.find("rank 0 went away"), std::string::npos) << error;
+}
+
 }  // namespace
