@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <mutex>
 #include <optional>
@@ -107,7 +108,7 @@ struct NodeGroup::Impl {
     };
     if (server) {
       std::vector<int> gone, never;
-      for (int r : server->gone())
+      for (int r : server->gone(std::chrono::milliseconds(2000), env.rank))
         if (r != env.rank) gone.push_back(r);
       const std::vector<int> joined = server->joined();
       for (int r = 0; r < env.world_size; ++r)
@@ -143,6 +144,12 @@ NodeGroup::NodeGroup(const LaunchEnv& env, const NodeGroupOptions& options) : im
         "build it again",
         env.launcher == "mpirun" ? "OMPI_COMM_WORLD_SIZE" : "WORLD_SIZE"));
   if (options.local_gpus < 1) throw std::logic_error("NodeGroup: local_gpus < 1");
+  // gloo writes to its peers' sockets without MSG_NOSIGNAL: a peer whose
+  // process ended would kill this one with SIGPIPE mid-step instead of
+  // failing the collective, which is what names the rank that went away.
+  // Ignored for the whole process from here on: a real-node run's own writes
+  // (stdout, files) then fail with EPIPE, which the CLI reports as errors.
+  ::signal(SIGPIPE, SIG_IGN);
   m.address = source_address(env.master_addr, env.master_port);
   m.floats =
       std::max<std::uint64_t>(2, (options.gradient_bytes / static_cast<std::uint64_t>(options.local_gpus) + 3) / 4);

@@ -140,6 +140,14 @@ std::vector<int> TcpStoreServer::gone() {
   return {gone_.begin(), gone_.end()};
 }
 
+std::vector<int> TcpStoreServer::gone(std::chrono::milliseconds wait, int except) {
+  std::unique_lock lock(mu_);
+  changed_.wait_for(lock, wait, [&] {
+    return stopping_ || std::any_of(gone_.begin(), gone_.end(), [except](int r) { return r != except; });
+  });
+  return {gone_.begin(), gone_.end()};
+}
+
 std::vector<int> TcpStoreServer::joined() {
   std::lock_guard lock(mu_);
   return {joined_.begin(), joined_.end()};

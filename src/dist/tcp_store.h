@@ -39,7 +39,11 @@ class TcpStoreServer {
   int port() const { return port_; }
   // What rank 0's own process knows, without a client's connection: the
   // ranks whose connection closed without a goodbye, and those that said hello.
+  // gone(wait, except) waits up to `wait` for a rank other than `except` to be
+  // seen gone: a peer's collective fails as soon as its socket resets, which
+  // can be before this server's thread has read the end of the same process.
   std::vector<int> gone();
+  std::vector<int> gone(std::chrono::milliseconds wait, int except);
   std::vector<int> joined();
 
  private:

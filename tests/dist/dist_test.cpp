@@ -131,6 +131,35 @@ TEST(TcpStore, KeysWaitAndAClientThatLeavesWithoutGoodbyeIsGone) {
   EXPECT_EQ(c.gone(10ms), (std::vector<int>{3, 4}));
 }
 
+// Rank 0's own process asks its server which rank went away right after a
+// collective failed: the peer's socket reset can reach rank 0 before the
+// server's thread has read the end of that peer's store connection, so the
+// question waits for an answer instead of reading an empty list.
+TEST(TcpStore, TheServerWaitsForARankOtherThanItsOwnToBeSeenGone) {
+  TcpStoreServer server("127.0.0.1", 0);
+  TcpStoreClient own("127.0.0.1", server.port(), 0, 5s);
+  EXPECT_TRUE(server.gone(10ms, 0).empty());  // nobody left: it waited and says so
+  {
+    TcpStoreClient impatient("127.0.0.1", server.port(), 0, 5s);  // rank 0 itself, timing out
+    error_of([&] { impatient.get("never", 10ms); });
+  }
+  EXPECT_EQ(server.gone(5s, -1), std::vector<int>{0});  // any rank: waits for rank 0's end
+  auto answer = std::async(std::launch::async, [&] { return server.gone(5s, 0); });
+  {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<std::uint16_t>(server.port()));
+    ::inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    const char hello[] = {'H', 0, 0, 0, 0, 1, 0, 0, 0, '2'};
+    ASSERT_EQ(::send(fd, hello, sizeof hello, 0), static_cast<ssize_t>(sizeof hello));
+    ::close(fd);  // rank 2's process ends
+  }
+  // Rank 0 counted gone alone does not end the wait; rank 2 does.
+  EXPECT_EQ(answer.get(), (std::vector<int>{0, 2}));
+}
+
 TEST(TcpStore, AnAddressThatDoesNotResolveIsNamed) {
   const std::string e = error_of([] { resolve_ipv4("no-such-host.invalid", 1); });
   EXPECT_NE(e.find("MASTER_ADDR no-such-host.invalid: cannot resolve it as an IPv4 address"), std::string::npos) << e;
