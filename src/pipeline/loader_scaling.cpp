@@ -1,13 +1,12 @@
 #include "gpemu/pipeline/loader_scaling.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
 
+#include "common/text_fields.h"
 #include "gpemu/error.h"
 
 namespace gpemu::pipeline {
@@ -15,22 +14,6 @@ namespace {
 
 constexpr int kMaxWorkers = 65536;
 constexpr std::size_t kMaxFileBytes = 1 << 20;  // a few hundred rows at most in practice
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
-  return s;
-}
-
-std::vector<std::string_view> fields(std::string_view line) {
-  std::vector<std::string_view> out;
-  for (std::size_t start = 0;;) {
-    const std::size_t comma = line.find(',', start);
-    out.push_back(trim(line.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start)));
-    if (comma == std::string_view::npos) return out;
-    start = comma + 1;
-  }
-}
 
 // A field as messages quote it: at most 40 characters, bytes outside printable ASCII as '?'.
 std::string shown(std::string_view s) {
@@ -40,9 +23,9 @@ std::string shown(std::string_view s) {
 }
 
 bool number(std::string_view s, double& v) {
-  if (s.empty()) return false;
-  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  return ec == std::errc() && end == s.data() + s.size() && std::isfinite(v);
+  const std::optional<double> parsed = text::parse_number(s);
+  if (parsed) v = *parsed;
+  return parsed.has_value();
 }
 
 }  // namespace
@@ -59,7 +42,7 @@ double LoaderScaling::efficiency(double busy) const {
   return eff(*lo) + f * (eff(*hi) - eff(*lo));
 }
 
-LoaderScaling parse_loader_scaling(std::string_view text, std::string_view name) {
+LoaderScaling parse_loader_scaling(std::string_view csv, std::string_view name) {
   const std::string accepted =
       "accepted: a CSV whose header names the columns workers and images_per_s, one row per worker count (whole "
       "numbers 1 to 65536, each once, a row of 1 among them), positive images per second";
@@ -67,14 +50,11 @@ LoaderScaling parse_loader_scaling(std::string_view text, std::string_view name)
   s.source = std::string(name);
   std::size_t line_no = 0, workers_col = 0, rate_col = 0;
   bool header = false;
-  for (std::size_t start = 0; start <= text.size();) {
-    const std::size_t nl = text.find('\n', start);
-    const std::string_view line =
-        trim(text.substr(start, nl == std::string_view::npos ? std::string_view::npos : nl - start));
-    start = nl == std::string_view::npos ? text.size() + 1 : nl + 1;
+  for (const std::string_view raw : text::split_lines(csv)) {
+    const std::string_view line = text::trim(raw);
     ++line_no;
     if (line.empty() || line.front() == '#') continue;
-    const auto f = fields(line);
+    const auto f = text::split_csv(line);
     if (!header) {
       const auto find = [&](std::string_view col) {
         return static_cast<std::size_t>(std::find(f.begin(), f.end(), col) - f.begin());
