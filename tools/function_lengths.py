@@ -4,6 +4,8 @@ to their close, string and character literals and // comments left out.
 
 usage (from the repository root):
     /usr/bin/python3 tools/function_lengths.py src/cli [N]
+    /usr/bin/python3 tools/function_lengths.py src/cli --max 79   (exit 1 naming any longer function;
+                                                                  ctest sources.cli_function_lengths)
 """
 import glob
 import re
@@ -34,8 +36,17 @@ def functions(path):
 
 def main():
     folder = sys.argv[1]
-    n = int(sys.argv[2]) if len(sys.argv) > 2 else 5
     found = [(length, f.split('/')[-1], name) for f in glob.glob(folder + '/*.cpp') for length, name in functions(f)]
+    if not found:
+        sys.exit(f"function_lengths: no function found in {folder}/*.cpp; give a source folder")
+    if len(sys.argv) > 3 and sys.argv[2] == '--max':
+        limit = int(sys.argv[3])
+        longer = [x for x in found if x[0] > limit]
+        for length, f, name in sorted(longer, reverse=True):
+            print(f"{length:5d}  {f}  {name}: over {limit} lines")
+        print(f"{len(found)} functions in {folder}, the longest {max(found)[0]} lines")
+        sys.exit(1 if longer else 0)
+    n = int(sys.argv[2]) if len(sys.argv) > 2 else 5
     for length, f, name in sorted(found, reverse=True)[:n]:
         print(f"{length:5d}  {f}  {name}")
 

@@ -40,10 +40,8 @@ std::string yaml_text(const std::string& text) {
   return out + "'";
 }
 
-}  // namespace
-
-void run_dlio_train(const DlioTrainArgs& a) {
-  check_run_outputs(a.trace, a.report);
+// The flags as the workload's overrides, checked with the file.
+std::vector<std::string> dlio_overrides(const DlioTrainArgs& a, const std::optional<dist::LaunchEnv>& launch) {
   std::vector<std::string> overrides = a.overrides;
   if (a.seed) overrides.push_back(fmt::format("++workload.train.seed={}", *a.seed));
   // --gpus is the workload's gpemu.world_size, set before the file is
@@ -58,23 +56,45 @@ void run_dlio_train(const DlioTrainArgs& a) {
   // checked with the file (docs/dlio.md, "Several nodes (modelled)").
   if (a.nodes) overrides.push_back(fmt::format("++workload.gpemu.nodes={}", *a.nodes));
   if (a.network) overrides.push_back(fmt::format("++workload.gpemu.network={}", yaml_text(*a.network)));
-  // Under mpirun or torchrun each process is one of DLIO's ranks, as under
-  // DLIO's own launcher: -np gives the world size (docs/dlio.md, "Under mpirun").
-  const std::optional<dist::LaunchEnv> launch = dist::read_launch_env();
-  if (launch && a.nodes && *a.nodes > 1)
+  if (!launch) return overrides;
+  if (a.nodes && *a.nodes > 1)
     throw InputError(
         fmt::format("--nodes {} under {} of {} processes: each process is one of DLIO's ranks, so the "
                     "nodes are the processes' machines; drop --nodes (modelled nodes are for one "
                     "process under --clock virtual)",
                     *a.nodes, launch->launcher, launch->world_size));
-  if (launch) {
-    if (a.world_size && *a.world_size != launch->world_size)
-      throw InputError(
-          fmt::format("--gpus {} under {} of {} processes: each process is one of DLIO's ranks, so the "
-                      "launcher gives the world size; drop --gpus or give {}",
-                      *a.world_size, launch->launcher, launch->world_size, launch->world_size));
-    overrides.push_back(fmt::format("++workload.gpemu.world_size={}", launch->world_size));
-  }
+  if (a.world_size && *a.world_size != launch->world_size)
+    throw InputError(
+        fmt::format("--gpus {} under {} of {} processes: each process is one of DLIO's ranks, so the "
+                    "launcher gives the world size; drop --gpus or give {}",
+                    *a.world_size, launch->launcher, launch->world_size, launch->world_size));
+  overrides.push_back(fmt::format("++workload.gpemu.world_size={}", launch->world_size));
+  return overrides;
+}
+
+void write_dlio_report(const DlioTrainArgs& a, const std::vector<std::string>& overrides,
+                       const dlio::DlioRunRecord& result) {
+  const RunRecord& record = result.job;
+  RunReport rep =
+      train::make_run_report(record,
+                             configuration_rows(nlohmann::json{{"workload", a.config}, {"overrides", overrides}}));
+  rep.generator = "gpemu train --dlio-config";
+  rep.title = fmt::format("DLIO workload {} on {}x {}{}", result.workload, record.gpus, record.gpu,
+                          result.nodes > 1 ? fmt::format(" ({} nodes)", result.nodes) : std::string());
+  if (result.train)
+    rep.summary.insert(rep.summary.begin(),
+                       SummaryRow{"accelerator utilization (AU)", fmt::format("{:.2f}%", result.train->au_pct)});
+  write_html_report_file(rep, a.report);
+}
+
+}  // namespace
+
+void run_dlio_train(const DlioTrainArgs& a) {
+  check_run_outputs(a.trace, a.report);
+  // Under mpirun or torchrun each process is one of DLIO's ranks, as under
+  // DLIO's own launcher: -np gives the world size (docs/dlio.md, "Under mpirun").
+  const std::optional<dist::LaunchEnv> launch = dist::read_launch_env();
+  const std::vector<std::string> overrides = dlio_overrides(a, launch);
   const dlio::DlioWorkload w = dlio::parse_dlio_config(a.config, overrides);
   dlio::DlioRunOptions o;
   std::unique_ptr<dist::DlioRanks> ranks;
@@ -115,19 +135,7 @@ void run_dlio_train(const DlioTrainArgs& a) {
   // epochs it finished before the error ends the command.
   o.on_stopped = print;
   const dlio::DlioRunRecord result = dlio::run_dlio_workload(w, o);
-  if (!a.report.empty()) {
-    const RunRecord& record = result.job;
-    RunReport rep =
-        train::make_run_report(record,
-                               configuration_rows(nlohmann::json{{"workload", a.config}, {"overrides", overrides}}));
-    rep.generator = "gpemu train --dlio-config";
-    rep.title = fmt::format("DLIO workload {} on {}x {}{}", result.workload, record.gpus, record.gpu,
-                            result.nodes > 1 ? fmt::format(" ({} nodes)", result.nodes) : std::string());
-    if (result.train)
-      rep.summary.insert(rep.summary.begin(),
-                         SummaryRow{"accelerator utilization (AU)", fmt::format("{:.2f}%", result.train->au_pct)});
-    write_html_report_file(rep, a.report);
-  }
+  if (!a.report.empty()) write_dlio_report(a, overrides, result);
   print(result);
   if (launch && !a.json)
     std::cout << fmt::format("gpemu: these figures are rank {}'s of {} ({}: one process per rank)\n", launch->rank,
