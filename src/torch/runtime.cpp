@@ -25,6 +25,7 @@
 #include "gpemu/interconnect.h"
 #include "gpemu/report.h"
 #include "gpemu/zoo.h"
+#include "interconnect/cluster_collectives.h"
 #include "report/configuration_rows.h"
 #include "share/serve.h"
 
@@ -36,6 +37,17 @@ std::optional<std::string> env(const char* name) {
   const char* v = std::getenv(name);
   if (v == nullptr || *v == '\0') return std::nullopt;
   return std::string(v);
+}
+
+// A whole-number variable in [lo, hi]; nullopt when unset. InputError naming it otherwise.
+std::optional<int> env_whole(const char* name, int lo, int hi) {
+  const auto v = env(name);
+  if (!v) return std::nullopt;
+  int n = 0;
+  const auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), n);
+  if (ec != std::errc() || end != v->data() + v->size() || n < lo || n > hi)
+    throw InputError(fmt::format("{} '{}': expected a whole number from {} to {}", name, *v, lo, hi));
+  return n;
 }
 
 std::string rank_label() {
@@ -168,13 +180,10 @@ Settings Settings::from_env() {
       throw InputError(fmt::format("GPEMU_TORCH_GPU '{}': not a catalogued GPU (`gpemu devices` lists them)", *v));
     s.gpu = *v;
   }
-  if (auto v = env("GPEMU_TORCH_GPUS")) {
-    int n = 0;
-    const auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), n);
-    if (ec != std::errc() || end != v->data() + v->size() || n < 1 || n > kMaxTorchGpus)
-      throw InputError(fmt::format("GPEMU_TORCH_GPUS '{}': expected a whole number from 1 to {}", *v, kMaxTorchGpus));
-    s.gpus = n;
-  }
+  if (auto n = env_whole("GPEMU_TORCH_GPUS", 1, kMaxTorchGpus)) s.gpus = *n;
+  if (auto n = env_whole("GPEMU_TORCH_NODES", 1, 4096)) s.nodes = *n;
+  if (auto n = env_whole("GPEMU_TORCH_NODE_RANKS", 1, 4096)) s.node_ranks = *n;
+  if (auto v = env("GPEMU_TORCH_NETWORK")) s.network = *v;
   if (auto v = env("GPEMU_TORCH_CLOCK")) {
     if (*v != "real" && *v != "virtual")
       throw InputError(fmt::format("GPEMU_TORCH_CLOCK '{}': expected 'real' or 'virtual'", *v));
@@ -187,13 +196,7 @@ Settings Settings::from_env() {
   if (auto v = env("GPEMU_TORCH_MAIN_PID")) s.main_process = *v == std::to_string(::getpid());
   if (auto v = env("GPEMU_TORCH_PARTS")) s.parts = *v;
   if (auto v = env("GPEMU_TORCH_SERVE")) s.serve = *v;
-  if (auto v = env("GPEMU_TORCH_PRIORITY")) {
-    int n = 0;
-    const auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), n);
-    if (ec != std::errc() || end != v->data() + v->size() || n < -1000 || n > 1000)
-      throw InputError(fmt::format("GPEMU_TORCH_PRIORITY '{}': expected a whole number from -1000 to 1000", *v));
-    s.priority = n;
-  }
+  if (auto n = env_whole("GPEMU_TORCH_PRIORITY", -1000, 1000)) s.priority = *n;
   if (auto v = env("GPEMU_TORCH_MIG")) s.mig = *v;
   if (auto v = env("GPEMU_TORCH_HOST")) s.host = *v;
   if (auto v = env("GPEMU_TORCH_STEP_MARKER")) s.step_marker = *v;
@@ -235,6 +238,7 @@ Runtime::Runtime(Settings settings)
   timeline_->enable_trace(settings_.trace.has_value() || settings_.report.has_value());
   for (auto& limit : reserve_limits_) limit.store(CachingAllocator::kUnlimited, std::memory_order_relaxed);
   collective_busy_.assign(static_cast<std::size_t>(settings_.gpus), 0);
+  if (settings_.nodes > 1) network_ = parse_network(settings_.network);
   if (settings_.serve) {
     // Each device is a client of the server's GPU of the same index, from
     // its first use on (a process holds a CUDA context only on the GPUs it
@@ -760,25 +764,10 @@ Duration Runtime::collective_duration(std::string_view kind, std::uint64_t bytes
     std::lock_guard lock(mutex_);
     if (const auto it = collective_durations_.find(key); it != collective_durations_.end()) return it->second;
   }
-  // The ranks' GPUs as one node of this run's GPU type, alone on a timeline
-  // of their own: the ring's time on idle links.
-  auto clock = make_virtual_clock();
-  Timeline timeline(*clock);
-  NodeOptions options;
-  options.gpus = world;
-  Node node(timeline, *gpu_, options);
-  Communicator comm(node);
-  std::vector<Stream*> streams;
-  for (int r = 0; r < world; ++r) streams.push_back(&node.device(r).default_stream());
-  if (kind == "all_reduce")
-    comm.all_reduce(streams, bytes);
-  else if (kind == "broadcast")
-    comm.broadcast(streams, bytes, 0);
-  else if (kind == "all_gather")
-    comm.all_gather(streams, bytes);
-  else
-    comm.reduce_scatter(streams, bytes);
-  const Duration d = timeline.wait_all();
+  // All the launcher's ranks of several nodes cross the network; any other
+  // group (one node's ranks, a subgroup) is timed as one node's ring.
+  const int nodes = settings_.nodes > 1 && world == settings_.nodes * settings_.node_ranks ? settings_.nodes : 1;
+  const Duration d = collective_time_alone(*gpu_, kind, bytes, world, nodes, network_);
   std::lock_guard lock(mutex_);
   collective_durations_.emplace(std::move(key), d);
   return d;
@@ -900,6 +889,9 @@ nlohmann::json Runtime::summary_object() {
   j["gpu"] = gpu_->id;
   j["gpus"] = settings_.gpus;
   j["clock"] = std::string(to_string(settings_.clock));
+  // As gpemu train --json: the nodes the launcher's ranks span, and the network between them.
+  j["nodes"] = settings_.nodes;
+  j["network"] = settings_.nodes > 1 ? nlohmann::json(network_.name) : nlohmann::json(nullptr);
   const std::string model = [this] {
     std::lock_guard lock(mutex_);
     return model_;
@@ -1121,8 +1113,11 @@ nlohmann::json Runtime::part_object() {
 
 void Runtime::print_summary(const nlohmann::json& summary) const {
   const auto num = [](const nlohmann::json& v) { return v.is_null() ? 0.0 : v.get<double>(); };
-  std::string out = fmt::format("gpemu torch: {}x {}, {} clock, host {}\n", settings_.gpus, gpu_->name,
-                                to_string(settings_.clock), host_.name);
+  std::string out = fmt::format("gpemu torch: {}x {}, {} clock, host {}{}\n", settings_.gpus, gpu_->name,
+                                to_string(settings_.clock), host_.name,
+                                settings_.nodes > 1 ? fmt::format(", ranks on {} nodes of {} joined by {}",
+                                                                  settings_.nodes, settings_.node_ranks, network_.name)
+                                                    : "");
   const nlohmann::json& st = summary["steps"];
   if (st["count"].get<std::size_t>() > 0 && !st["median_ms"].is_null())
     out += fmt::format("  step time    {:.3f} ms median ({:.3f} to {:.3f} ms) over {} steps ({})\n",
