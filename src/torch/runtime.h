@@ -41,6 +41,7 @@
 #include "gpemu/share.h"
 #include "gpemu/timeline.h"
 #include "share/serve.h"
+#include "torch/summary.h"
 
 namespace gpemu::torch_backend {
 
@@ -279,7 +280,8 @@ class Runtime {
   // Attached: the GPU event `id` was last recorded on (-1: never); with
   // record_on, it is recorded there from now on. InputError for an unknown id.
   int remote_event_device(std::int64_t id, std::optional<int> record_on = std::nullopt);
-  nlohmann::json summary_object();
+  // This process's run so far, as a typed record (torch/summary.h).
+  TorchRunRecord record();
   nlohmann::json part_object();
   // The source of the run's steps and their start times (seconds).
   std::pair<StepSource, std::vector<double>> steps() const;
@@ -287,7 +289,7 @@ class Runtime {
   // it has one), and each one's trace "args" (a kernel's detail; "" none).
   std::pair<std::vector<TraceRecord>, std::vector<std::string>> trace_records() const;
   // The table `gpemu torch` prints on stderr at the end of the run.
-  void print_summary(const nlohmann::json& summary) const;
+  void print_summary(const TorchRunRecord& summary) const;
 
   Settings settings_;
   const GpuSpec* gpu_ = nullptr;
