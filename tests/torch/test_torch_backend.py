@@ -661,7 +661,8 @@ class Nodes(unittest.TestCase):
                 with open(os.path.join(tmp, f"{layout}.0")) as f:
                     out[layout] = json.load(f)
                 with open(os.path.join(tmp, f"{layout}.1")) as f:
-                    self.assertEqual(json.load(f)["step"], out[layout]["step"])  # the collectives hold the ranks together
+                    # The collectives hold the ranks together.
+                    self.assertEqual(json.load(f)["step"], out[layout]["step"])
                 with open(os.path.join(tmp, f"{layout}.0.json")) as f:
                     out[layout]["summary"] = json.load(f)
         two, one = out["nodes"], out["node"]
