@@ -455,10 +455,10 @@ def free_port():
         return s.getsockname()[1]
 
 
-DDP_SCRIPT = """
+# One training step timed on emulated events (seconds), for the DDP scripts below.
+ITERATION = """
 import os, sys
 import torch.distributed as dist
-import torch.multiprocessing as mp
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 
@@ -471,6 +471,11 @@ def iteration(model, opt, x, y):
     e.record()
     e.synchronize()
     return s.elapsed_time(e) / 1e3
+"""
+
+
+DDP_SCRIPT = ITERATION + """
+import torch.multiprocessing as mp
 
 
 def main(rank, world, port, out):
@@ -596,11 +601,7 @@ if __name__ == "__main__":
 
 # One rank of a job under torchrun's environment (one `gpemu torch` per
 # rank, as torchrun --no_python would start them): DDP steps of an MLP.
-TORCHRUN_RANK = """
-import os, sys
-import torch.distributed as dist
-from torch.nn.parallel import DistributedDataParallel as DDP
-
+TORCHRUN_RANK = ITERATION + """
 local = int(os.environ["LOCAL_RANK"])
 torch.cuda.set_device(local)
 dist.init_process_group("nccl")
@@ -609,16 +610,7 @@ model = torch.nn.Sequential(torch.nn.Linear(1024, 4096), torch.nn.ReLU(), torch.
 ddp = DDP(model, device_ids=[local])
 opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
 x, y = torch.randn(256, 1024).cuda(), torch.randint(0, 10, (256,)).cuda()
-steps = []
-for _ in range(3):
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    s.record()
-    torch.nn.functional.cross_entropy(ddp(x), y).backward()
-    opt.step()
-    opt.zero_grad()
-    e.record()
-    e.synchronize()
-    steps.append(s.elapsed_time(e) / 1e3)
+steps = [iteration(ddp, opt, x, y) for _ in range(3)]
 # DDP's two buckets (the last layers' gradients, then the first's), in the order they are reduced.
 buckets = [torch.ops.gpemu.collective_seconds("all_reduce", n, 2)
            for n in (4096 * 4096 * 4 + 4096 * 4 + 10 * 4096 * 4 + 40, 1024 * 4096 * 4 + 4096 * 4)]
