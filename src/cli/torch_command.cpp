@@ -18,10 +18,13 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "cli/job_args.h"
+#include "cli/rank_nodes.h"
 #include "common/output_path.h"
 #include "gpemu/calibration.h"
 #include "gpemu/catalog.h"
 #include "gpemu/error.h"
+#include "gpemu/interconnect.h"
 #include "gpemu/share.h"
 #include "gpemu/zoo.h"
 #include "share/serve.h"
@@ -46,6 +49,8 @@ struct TorchArgs {
   std::string mig;
   std::string host;         // a host profile's name or file (empty: the default host)
   std::string step_marker;  // a function or record_function label whose calls start the script's steps
+  // Between nodes, when the launcher's ranks span several (cli/rank_nodes.h): gpemu train's --network.
+  std::string network = JobArgs().network;
   bool gpu_given = false;
 };
 
@@ -76,6 +81,8 @@ void set_env(const char* name, const std::string& value) {
 struct ScriptRun {
   std::string served_gpu, host;
   fs::path socket;
+  RankNodes nodes;      // the launcher's ranks' nodes (one when none)
+  std::string network;  // a preset's name or the file's absolute path
 };
 
 // Every option checked before the script starts: InputError naming the
@@ -125,7 +132,10 @@ ScriptRun check_script_options(const TorchArgs& a) {
   if (!a.report.empty()) check_output_path(a.report, "--report");
   if (::access(a.python.c_str(), X_OK) != 0)
     throw InputError(fmt::format("--python '{}': not an executable ({})", a.python, std::strerror(errno)));
-
+  r.nodes = read_rank_nodes();     // InputError naming the launcher's variable
+  (void)parse_network(a.network);  // InputError naming the preset or file
+  std::error_code nec;
+  r.network = fs::is_regular_file(a.network, nec) ? fs::absolute(a.network).string() : a.network;
   return r;
 }
 
@@ -148,6 +158,9 @@ void set_script_env(const TorchArgs& a, const ScriptRun& r) {
     if (!a.mig.empty()) set_env("GPEMU_TORCH_MIG", a.mig);
   }
   set_env("GPEMU_TORCH_GPUS", std::to_string(a.gpus));
+  set_env("GPEMU_TORCH_NODES", std::to_string(r.nodes.nodes));
+  set_env("GPEMU_TORCH_NODE_RANKS", std::to_string(r.nodes.ranks_per_node));
+  set_env("GPEMU_TORCH_NETWORK", r.network);
   set_env("GPEMU_TORCH_CLOCK", a.clock);
   // The script's C clocks read emulated time too (src/torch/clock_shim.cpp);
   // gpemu_torch/_clock.py attaches the shim once the backend is loaded.
@@ -193,10 +206,10 @@ std::vector<std::string>& script_args() {
 int split_torch_script_args(int argc, char** argv) {
   if (argc < 2 || std::string_view(argv[1]) != "torch") return argc;
   // gpemu torch's options that take a value (as --name value or --name=value).
-  static const std::vector<std::string_view> with_value = {"--gpu",         "--gpus",     "--clock", "--json",
-                                                           "--trace",       "--report",   "--model", "--python",
-                                                           "--socket",      "--priority", "--mig",   "--host",
-                                                           "--step-marker", "--torch"};
+  static const std::vector<std::string_view> with_value = {"--gpu",         "--gpus",     "--clock",  "--json",
+                                                           "--trace",       "--report",   "--model",  "--python",
+                                                           "--socket",      "--priority", "--mig",    "--host",
+                                                           "--step-marker", "--torch",    "--network"};
   int i = 2, cli_argc = argc;  // i: the script's index; cli_argc: what CLI11 parses
   while (i < argc) {
     const std::string_view arg = argv[i];
@@ -245,6 +258,10 @@ void add_torch_command(CLI::App& app) {
                   "F.scaled_dot_product_attention, torch.amp.GradScaler, foreach/fused optimizers, torch.compile "
                   "as eager) or 1 (Debian's torch 1.13 as it is)")
       ->check(CLI::IsMember({1, 2}))
+      ->capture_default_str();
+  cmd->add_option("--network", a->network,
+                  "NIC and switch between nodes when the launcher's ranks span several (WORLD_SIZE over "
+                  "LOCAL_WORLD_SIZE, or mpirun's): 10gbe, 25gbe, 100gbe, 400gbe or a JSON file, as gpemu train's")
       ->capture_default_str();
   cmd->add_flag("--connect", a->connect,
                 "Share a running `gpemu serve`'s GPUs with other processes (its card, its policy, wall time)");

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "gpemu/error.h"
+#include "interconnect/cluster_collectives.h"
 
 namespace gpemu {
 
@@ -192,29 +193,8 @@ std::vector<Completion> ClusterCommunicator::all_reduce(std::span<Stream* const>
   const Completion entry = cluster_->timeline().issue(barrier, scattered);
 
   // 2. Across nodes, per rail: all-reduce of the 1/L share over the network.
-  const NetworkSpec& net = cluster_->options().network;
-  const std::string net_name = name + " (network)";
-  std::vector<Completion> rail_done(l);
-  std::vector<Completion> sent(m);
-  for (int g = 0; g < l; ++g) {
-    for (int n = 0; n < m; ++n) {
-      Stream& s = *streams[static_cast<std::size_t>(n) * l + g];
-      OpSpec flow;
-      flow.duration = 2 * (m - 1) * net.latency;
-      flow.link = &cluster_->rail_nic(n, g);
-      flow.link2 = &cluster_->network_switch();
-      flow.bytes = 2.0 * (m - 1) / m * node_bytes;
-      // GPUDirect RDMA reads and writes the GPU's memory over its own PCIe lanes.
-      flow.rate_cap = s.device().pcie().pinned_gbs * 1e9;
-      flow.tag.name = net_name;
-      flow.tag.category = "collective";
-      sent[n] = s.enqueue(flow, o.engine, std::span<const Completion>(&entry, 1));
-    }
-    OpSpec all_sent;
-    all_sent.trace = false;
-    all_sent.tag.name = "network ring exit";
-    rail_done[g] = cluster_->timeline().issue(all_sent, sent);
-  }
+  const std::vector<Completion> rail_done = network_phase(*cluster_, streams, entry, 2.0 * (m - 1) / m * node_bytes,
+                                                          2 * (m - 1), o.engine, name + " (network)");
 
   // 3. Inside each node: ring all-gather, each GPU once its rail is done.
   std::vector<Completion> done(size());

@@ -25,8 +25,10 @@
 #include "gpemu/interconnect.h"
 #include "gpemu/report.h"
 #include "gpemu/zoo.h"
+#include "interconnect/cluster_collectives.h"
 #include "report/configuration_rows.h"
 #include "share/serve.h"
+#include "torch/summary.h"
 
 namespace gpemu::torch_backend {
 
@@ -36,6 +38,17 @@ std::optional<std::string> env(const char* name) {
   const char* v = std::getenv(name);
   if (v == nullptr || *v == '\0') return std::nullopt;
   return std::string(v);
+}
+
+// A whole-number variable in [lo, hi]; nullopt when unset. InputError naming it otherwise.
+std::optional<int> env_whole(const char* name, int lo, int hi) {
+  const auto v = env(name);
+  if (!v) return std::nullopt;
+  int n = 0;
+  const auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), n);
+  if (ec != std::errc() || end != v->data() + v->size() || n < lo || n > hi)
+    throw InputError(fmt::format("{} '{}': expected a whole number from {} to {}", name, *v, lo, hi));
+  return n;
 }
 
 std::string rank_label() {
@@ -168,13 +181,10 @@ Settings Settings::from_env() {
       throw InputError(fmt::format("GPEMU_TORCH_GPU '{}': not a catalogued GPU (`gpemu devices` lists them)", *v));
     s.gpu = *v;
   }
-  if (auto v = env("GPEMU_TORCH_GPUS")) {
-    int n = 0;
-    const auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), n);
-    if (ec != std::errc() || end != v->data() + v->size() || n < 1 || n > kMaxTorchGpus)
-      throw InputError(fmt::format("GPEMU_TORCH_GPUS '{}': expected a whole number from 1 to {}", *v, kMaxTorchGpus));
-    s.gpus = n;
-  }
+  if (auto n = env_whole("GPEMU_TORCH_GPUS", 1, kMaxTorchGpus)) s.gpus = *n;
+  if (auto n = env_whole("GPEMU_TORCH_NODES", 1, 4096)) s.nodes = *n;
+  if (auto n = env_whole("GPEMU_TORCH_NODE_RANKS", 1, 4096)) s.node_ranks = *n;
+  if (auto v = env("GPEMU_TORCH_NETWORK")) s.network = *v;
   if (auto v = env("GPEMU_TORCH_CLOCK")) {
     if (*v != "real" && *v != "virtual")
       throw InputError(fmt::format("GPEMU_TORCH_CLOCK '{}': expected 'real' or 'virtual'", *v));
@@ -187,13 +197,7 @@ Settings Settings::from_env() {
   if (auto v = env("GPEMU_TORCH_MAIN_PID")) s.main_process = *v == std::to_string(::getpid());
   if (auto v = env("GPEMU_TORCH_PARTS")) s.parts = *v;
   if (auto v = env("GPEMU_TORCH_SERVE")) s.serve = *v;
-  if (auto v = env("GPEMU_TORCH_PRIORITY")) {
-    int n = 0;
-    const auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), n);
-    if (ec != std::errc() || end != v->data() + v->size() || n < -1000 || n > 1000)
-      throw InputError(fmt::format("GPEMU_TORCH_PRIORITY '{}': expected a whole number from -1000 to 1000", *v));
-    s.priority = n;
-  }
+  if (auto n = env_whole("GPEMU_TORCH_PRIORITY", -1000, 1000)) s.priority = *n;
   if (auto v = env("GPEMU_TORCH_MIG")) s.mig = *v;
   if (auto v = env("GPEMU_TORCH_HOST")) s.host = *v;
   if (auto v = env("GPEMU_TORCH_STEP_MARKER")) s.step_marker = *v;
@@ -235,6 +239,7 @@ Runtime::Runtime(Settings settings)
   timeline_->enable_trace(settings_.trace.has_value() || settings_.report.has_value());
   for (auto& limit : reserve_limits_) limit.store(CachingAllocator::kUnlimited, std::memory_order_relaxed);
   collective_busy_.assign(static_cast<std::size_t>(settings_.gpus), 0);
+  if (settings_.nodes > 1) network_ = parse_network(settings_.network);
   if (settings_.serve) {
     // Each device is a client of the server's GPU of the same index, from
     // its first use on (a process holds a CUDA context only on the GPUs it
@@ -760,25 +765,10 @@ Duration Runtime::collective_duration(std::string_view kind, std::uint64_t bytes
     std::lock_guard lock(mutex_);
     if (const auto it = collective_durations_.find(key); it != collective_durations_.end()) return it->second;
   }
-  // The ranks' GPUs as one node of this run's GPU type, alone on a timeline
-  // of their own: the ring's time on idle links.
-  auto clock = make_virtual_clock();
-  Timeline timeline(*clock);
-  NodeOptions options;
-  options.gpus = world;
-  Node node(timeline, *gpu_, options);
-  Communicator comm(node);
-  std::vector<Stream*> streams;
-  for (int r = 0; r < world; ++r) streams.push_back(&node.device(r).default_stream());
-  if (kind == "all_reduce")
-    comm.all_reduce(streams, bytes);
-  else if (kind == "broadcast")
-    comm.broadcast(streams, bytes, 0);
-  else if (kind == "all_gather")
-    comm.all_gather(streams, bytes);
-  else
-    comm.reduce_scatter(streams, bytes);
-  const Duration d = timeline.wait_all();
+  // All the launcher's ranks of several nodes cross the network; any other
+  // group (one node's ranks, a subgroup) is timed as one node's ring.
+  const int nodes = settings_.nodes > 1 && world == settings_.nodes * settings_.node_ranks ? settings_.nodes : 1;
+  const Duration d = collective_time_alone(*gpu_, kind, bytes, world, nodes, network_);
   std::lock_guard lock(mutex_);
   collective_durations_.emplace(std::move(key), d);
   return d;
@@ -893,64 +883,50 @@ bool Runtime::set_model(const std::string& model) {
   return known;
 }
 
-nlohmann::json Runtime::summary_object() {
+TorchRunRecord Runtime::record() {
   const RunCounters c = counters();
   const double elapsed = to_seconds(clock_->now());
-  nlohmann::json j;
-  j["gpu"] = gpu_->id;
-  j["gpus"] = settings_.gpus;
-  j["clock"] = std::string(to_string(settings_.clock));
-  const std::string model = [this] {
+  TorchRunRecord r;
+  r.run.gpu = gpu_->id;
+  r.run.gpus = settings_.gpus;
+  r.run.clock = std::string(to_string(settings_.clock));
+  // As gpemu train's record: the nodes the launcher's ranks span, and the network between them.
+  r.run.nodes = settings_.nodes;
+  r.run.network = settings_.nodes > 1 ? network_.name : std::string();
+  {
     std::lock_guard lock(mutex_);
-    return model_;
-  }();
-  j["model_correction"] = model.empty() ? nlohmann::json(nullptr) : nlohmann::json(model);
-  j["serve"] = settings_.serve ? nlohmann::json(settings_.serve->string()) : nlohmann::json(nullptr);
-  j["elapsed_s"] = elapsed;
-  j["emulated_seconds"] = elapsed;
-  // The keys `gpemu train --json` has, where they mean the same: an
-  // iteration is a step of the script (an optimizer.step() call; without
-  // any, a backward call; or a --step-marker call); phase times are the GPU
-  // time of the phase's kernels per iteration.
-  const auto [source, starts] = steps();
-  j["iterations"] = starts.size();
-  j["optimizer_steps"] = c.optimizer_steps;
-  const double iters = static_cast<double>(starts.size());
-  nlohmann::json st;
-  st["source"] = starts.empty() ? nlohmann::json(nullptr) : nlohmann::json(std::string(to_string(source)));
-  st["count"] = starts.size();
-  // The time from each step's start to the next's (the last step has no next).
-  std::vector<double> ms;
-  for (std::size_t i = 1; i < starts.size(); ++i) ms.push_back((starts[i] - starts[i - 1]) * 1e3);
-  st["step_ms"] = ms;
-  if (!ms.empty()) {
-    std::vector<double> sorted = ms;
-    std::sort(sorted.begin(), sorted.end());
-    const std::size_t n = sorted.size();
-    st["median_ms"] = n % 2 == 1 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
-    st["min_ms"] = sorted.front();
-    st["max_ms"] = sorted.back();
-  } else {
-    st["median_ms"] = st["min_ms"] = st["max_ms"] = nullptr;
+    r.run.model = model_;
   }
-  j["steps"] = st;
-  j["host_profile"] = host_.name;
+  if (settings_.serve) r.serve = settings_.serve->string();
+  r.elapsed_s = elapsed;
+  // As gpemu train's: an iteration is a step of the script (an
+  // optimizer.step() call; without any, a backward call; or a --step-marker
+  // call); phase times are the GPU time of the phase's kernels per iteration.
+  const auto [source, starts] = steps();
+  r.iterations = starts.size();
+  r.optimizer_steps = c.optimizer_steps;
+  r.steps.source = starts.empty() ? std::string() : std::string(to_string(source));
+  r.steps.count = starts.size();
+  // The time from each step's start to the next's (the last step has no next).
+  for (std::size_t i = 1; i < starts.size(); ++i) r.steps.step_ms.push_back((starts[i] - starts[i - 1]) * 1e3);
+  r.host_profile = host_.name;
   // Real clock: the time this machine's load kept the script's threads from
   // running (made up on the emulated timeline, seen by the script's own clocks).
-  const auto* load = dynamic_cast<const LoadAdjustedClock*>(clock_.get());
-  j["host_load_delay_s"] = load != nullptr ? nlohmann::json(to_seconds(load->lost())) : nlohmann::json(nullptr);
-  j["iterations_per_s"] = iters > 0 && elapsed > 0 ? nlohmann::json(iters / elapsed) : nlohmann::json(nullptr);
-  auto per_iter_ms = [&](double s) { return iters > 0 ? nlohmann::json(s / iters * 1e3) : nlohmann::json(nullptr); };
-  j["forward_ms_mean"] = per_iter_ms(c.forward_gpu_s);
-  j["backward_ms_mean"] = per_iter_ms(c.backward_gpu_s);
-  j["optimizer_ms_mean"] = per_iter_ms(c.optimizer_gpu_s);
-  j["kernels"] = c.kernels;
-  j["view_ops"] = c.views;
-  j["h2d_copies"] = c.h2d;
-  j["d2h_copies"] = c.d2h;
-  j["blocking_syncs"] = c.blocking_syncs;
-  j["collectives"] = c.collectives;
-  nlohmann::json devs = nlohmann::json::array();
+  if (const auto* load = dynamic_cast<const LoadAdjustedClock*>(clock_.get()))
+    r.host_load_delay_s = to_seconds(load->lost());
+  const double iters = static_cast<double>(starts.size());
+  if (iters > 0 && elapsed > 0) r.iterations_per_s = iters / elapsed;
+  if (iters > 0) {
+    r.forward_ms_mean = c.forward_gpu_s / iters * 1e3;
+    r.backward_ms_mean = c.backward_gpu_s / iters * 1e3;
+    r.optimizer_ms_mean = c.optimizer_gpu_s / iters * 1e3;
+  }
+  r.kernels = c.kernels;
+  r.view_ops = c.views;
+  r.h2d_copies = c.h2d;
+  r.d2h_copies = c.d2h;
+  r.blocking_syncs = c.blocking_syncs;
+  r.collectives = c.collectives;
   double peak_alloc = 0, peak_reserved = 0, busy_sum = 0;
   int used = 0;
   for (int i = 0; i < device_count(); ++i) {
@@ -963,108 +939,52 @@ nlohmann::json Runtime::summary_object() {
         a = memory_stats(i);
       } catch (const Error&) {  // NOLINT(bugprone-empty-catch): a server gone by the script's exit leaves 0s
       }
-      Remote& r = remote_of(i);
-      std::lock_guard lock(r.mutex);
-      s.kernels = r.kernels;
-      s.busy[static_cast<int>(Engine::Compute)] = r.kernel_time;
-      s.h2d_bytes = r.h2d_bytes;
-      s.d2h_bytes = r.d2h_bytes;
+      Remote& rem = remote_of(i);
+      std::lock_guard lock(rem.mutex);
+      s.kernels = rem.kernels;
+      s.busy[static_cast<int>(Engine::Compute)] = rem.kernel_time;
+      s.h2d_bytes = rem.h2d_bytes;
+      s.d2h_bytes = rem.d2h_bytes;
     } else {
       a = devices_[static_cast<std::size_t>(i)]->allocator().stats();
       s = devices_[static_cast<std::size_t>(i)]->stats();
     }
-    const double compute = to_seconds(s.busy[static_cast<int>(Engine::Compute)]);
-    double comm = 0;
+    RankRecord rank;
+    rank.gpu = i;
+    rank.compute_busy = s.busy[static_cast<int>(Engine::Compute)];
+    rank.peak_allocated_bytes = a.peak_allocated_bytes;
+    rank.peak_reserved_bytes = a.peak_reserved_bytes;
+    TorchDeviceRecord d;
+    d.kernels = s.kernels;
+    d.h2d_busy = s.busy[static_cast<int>(Engine::CopyH2D)];
+    d.d2h_busy = s.busy[static_cast<int>(Engine::CopyD2H)];
     {
       std::lock_guard lock(mutex_);
-      comm = to_seconds(collective_busy_[static_cast<std::size_t>(i)]);
+      d.collective_busy = collective_busy_[static_cast<std::size_t>(i)];
     }
-    devs.push_back({{"index", i},
-                    {"kernels", s.kernels},
-                    {"compute_busy_seconds", compute},
-                    {"h2d_busy_seconds", to_seconds(s.busy[static_cast<int>(Engine::CopyH2D)])},
-                    {"d2h_busy_seconds", to_seconds(s.busy[static_cast<int>(Engine::CopyD2H)])},
-                    {"collective_busy_seconds", comm},
-                    {"h2d_bytes", s.h2d_bytes},
-                    {"d2h_bytes", s.d2h_bytes},
-                    {"peak_allocated_bytes", a.peak_allocated_bytes},
-                    {"peak_reserved_bytes", a.peak_reserved_bytes}});
+    d.h2d_bytes = s.h2d_bytes;
+    d.d2h_bytes = s.d2h_bytes;
     peak_alloc = std::max(peak_alloc, static_cast<double>(a.peak_allocated_bytes));
     peak_reserved = std::max(peak_reserved, static_cast<double>(a.peak_reserved_bytes));
     if (s.kernels > 0) {
-      busy_sum += compute;
+      busy_sum += to_seconds(rank.compute_busy);
       ++used;
     }
+    r.run.ranks.push_back(std::move(rank));
+    r.devices.push_back(d);
   }
-  j["devices"] = devs;
   // Over the GPUs that ran kernels; peaks: the largest GPU's.
-  j["gpu_util_pct"] =
-      used > 0 && elapsed > 0 ? nlohmann::json(100.0 * busy_sum / used / elapsed) : nlohmann::json(nullptr);
-  j["peak_allocated_mib"] = peak_alloc / (1 << 20);
-  j["peak_reserved_mib"] = peak_reserved / (1 << 20);
-  nlohmann::json generic = nlohmann::json::object();
+  if (used > 0 && elapsed > 0) r.gpu_util_pct = 100.0 * busy_sum / used / elapsed;
+  r.peak_allocated_mib = peak_alloc / (1 << 20);
+  r.peak_reserved_mib = peak_reserved / (1 << 20);
   {
     std::lock_guard lock(mutex_);
-    for (const auto& [name, n] : generic_ops_) generic[name] = n;
+    r.ops_through_meta.insert(generic_ops_.begin(), generic_ops_.end());
   }
-  j["ops_through_meta"] = generic;
-  return j;
+  return r;
 }
 
-std::string Runtime::summary_json() { return summary_object().dump(2); }
-
-namespace {
-
-// Merges the ranks' parts into the first process's summary: "processes"
-// lists each process that used an emulated GPU; the top-level counters are
-// their sums, times and peaks their largest, phase means their mean.
-nlohmann::json merge_summaries(nlohmann::json main, const std::vector<nlohmann::json>& parts) {
-  std::vector<nlohmann::json> procs;
-  if (main["kernels"].get<std::uint64_t>() > 0) {
-    nlohmann::json m = main;
-    m["process"] = "main";
-    procs.push_back(std::move(m));
-  }
-  for (const auto& p : parts) procs.push_back(p["summary"]);
-  if (parts.empty()) return main;
-  for (const char* k : {"kernels", "view_ops", "h2d_copies", "d2h_copies", "blocking_syncs", "collectives"}) {
-    std::uint64_t sum = 0;
-    for (const auto& p : procs) sum += p[k].get<std::uint64_t>();
-    main[k] = sum;
-  }
-  for (const char* k : {"elapsed_s", "emulated_seconds", "peak_allocated_mib", "peak_reserved_mib", "iterations"}) {
-    nlohmann::json best = main[k];
-    for (const auto& p : procs)
-      if (!p[k].is_null() && (best.is_null() || p[k].get<double>() > best.get<double>())) best = p[k];
-    main[k] = best;
-  }
-  for (const char* k : {"forward_ms_mean", "backward_ms_mean", "optimizer_ms_mean", "gpu_util_pct"}) {
-    double sum = 0;
-    int n = 0;
-    for (const auto& p : procs)
-      if (!p[k].is_null()) {
-        sum += p[k].get<double>();
-        ++n;
-      }
-    main[k] = n > 0 ? nlohmann::json(sum / n) : nlohmann::json(nullptr);
-  }
-  const double elapsed = main["elapsed_s"].get<double>();
-  main["iterations_per_s"] = elapsed > 0 && !main["iterations"].is_null()
-                                 ? nlohmann::json(main["iterations"].get<double>() / elapsed)
-                                 : nlohmann::json(nullptr);
-  // Steps: the script's own when it stepped; else the first rank's (mp.spawn's
-  // parent only waits for its ranks).
-  if (main["steps"]["count"].get<std::size_t>() == 0)
-    for (const auto& p : procs)
-      if (p.contains("steps") && p["steps"]["count"].get<std::size_t>() > 0) {
-        main["steps"] = p["steps"];
-        break;
-      }
-  main["processes"] = procs;
-  return main;
-}
-
-}  // namespace
+std::string Runtime::summary_json() { return to_json(record()).dump(2); }
 
 std::pair<std::vector<TraceRecord>, std::vector<std::string>> Runtime::trace_records() const {
   std::vector<TraceRecord> records = timeline_->trace_records();
@@ -1097,9 +1017,9 @@ std::pair<std::vector<TraceRecord>, std::vector<std::string>> Runtime::trace_rec
 
 nlohmann::json Runtime::part_object() {
   nlohmann::json part;
-  nlohmann::json s = summary_object();
-  s["process"] = rank_label();
-  part["summary"] = std::move(s);
+  TorchRunRecord s = record();
+  s.process = rank_label();
+  part["summary"] = to_json(s);
   const auto epoch = clock_->monotonic_epoch_ns();
   part["epoch_ns"] = epoch ? nlohmann::json(*epoch) : nlohmann::json(nullptr);
   nlohmann::json records = nlohmann::json::array();
@@ -1119,33 +1039,32 @@ nlohmann::json Runtime::part_object() {
   return part;
 }
 
-void Runtime::print_summary(const nlohmann::json& summary) const {
-  const auto num = [](const nlohmann::json& v) { return v.is_null() ? 0.0 : v.get<double>(); };
-  std::string out = fmt::format("gpemu torch: {}x {}, {} clock, host {}\n", settings_.gpus, gpu_->name,
-                                to_string(settings_.clock), host_.name);
-  const nlohmann::json& st = summary["steps"];
-  if (st["count"].get<std::size_t>() > 0 && !st["median_ms"].is_null())
-    out += fmt::format("  step time    {:.3f} ms median ({:.3f} to {:.3f} ms) over {} steps ({})\n",
-                       num(st["median_ms"]), num(st["min_ms"]), num(st["max_ms"]), st["count"].get<std::size_t>(),
-                       st["source"].get<std::string>());
+void Runtime::print_summary(const TorchRunRecord& r) const {
+  // The ranks a node is the launcher's (Settings), not a figure of the record.
+  std::string out =
+      fmt::format("gpemu torch: {}x {}, {} clock, host {}{}\n", r.run.gpus, gpu_->name, r.run.clock, r.host_profile,
+                  r.run.nodes > 1 ? fmt::format(", ranks on {} nodes of {} joined by {}", r.run.nodes,
+                                                settings_.node_ranks, r.run.network)
+                                  : "");
+  if (const std::optional<StepStats> st = step_stats(r.steps); r.steps.count > 0 && st)
+    out += fmt::format("  step time    {:.3f} ms median ({:.3f} to {:.3f} ms) over {} steps ({})\n", st->median_ms,
+                       st->min_ms, st->max_ms, r.steps.count, r.steps.source);
   else
     out += fmt::format(
         "  steps        {} (no step time: a step is an optimizer.step(), a backward or a "
         "--step-marker call)\n",
-        st["count"].get<std::size_t>());
-  out += fmt::format("  emulated     {:.3f} s, GPU busy {}\n", num(summary["elapsed_s"]),
-                     summary["gpu_util_pct"].is_null() ? std::string("n/a")
-                                                       : fmt::format("{:.1f} %", num(summary["gpu_util_pct"])));
-  if (!summary["host_load_delay_s"].is_null() && num(summary["host_load_delay_s"]) > 0.01 * num(summary["elapsed_s"]))
+        r.steps.count);
+  out += fmt::format("  emulated     {:.3f} s, GPU busy {}\n", r.elapsed_s,
+                     r.gpu_util_pct ? fmt::format("{:.1f} %", *r.gpu_util_pct) : std::string("n/a"));
+  if (r.host_load_delay_s && *r.host_load_delay_s > 0.01 * r.elapsed_s)
     out += fmt::format(
         "  host load    {:.3f} s: this machine's other work kept the script from running; made up on the emulated "
         "GPUs, not in the script's own clocks (wall time)\n",
-        num(summary["host_load_delay_s"]));
-  out += fmt::format("  memory peak  {:.1f} MiB allocated, {:.1f} MiB reserved\n", num(summary["peak_allocated_mib"]),
-                     num(summary["peak_reserved_mib"]));
-  out += fmt::format("  kernels      {}, copies {}, syncs {}\n", summary["kernels"].get<std::uint64_t>(),
-                     summary["h2d_copies"].get<std::uint64_t>() + summary["d2h_copies"].get<std::uint64_t>(),
-                     summary["blocking_syncs"].get<std::uint64_t>());
+        *r.host_load_delay_s);
+  out += fmt::format("  memory peak  {:.1f} MiB allocated, {:.1f} MiB reserved\n", r.peak_allocated_mib,
+                     r.peak_reserved_mib);
+  out +=
+      fmt::format("  kernels      {}, copies {}, syncs {}\n", r.kernels, r.h2d_copies + r.d2h_copies, r.blocking_syncs);
   const std::optional<ExpectedError> e = expected_error(*gpu_, settings_.model, "");
   if (e)
     out += fmt::format("  model error  +-{:.0f} % per step expected for the {} ({})\n", e->pct.iteration, gpu_->name,
@@ -1170,24 +1089,33 @@ void Runtime::finish() {
                             "gpemu torch part");
     return;
   }
-  std::vector<nlohmann::json> parts;
+  // Each rank's part: its record and (for the trace) its timeline. A part
+  // that cannot be read (a rank killed while writing it) is left out.
+  struct Part {
+    nlohmann::json raw;
+    TorchRunRecord record;
+  };
+  std::vector<Part> parts;
   if (settings_.parts && std::filesystem::is_directory(*settings_.parts)) {
     for (const auto& e : std::filesystem::directory_iterator(*settings_.parts)) {
       if (e.path().extension() != ".json") continue;
       std::ifstream in(e.path());
-      parts.push_back(nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false));
-      if (parts.back().is_discarded() || !parts.back().contains("summary")) parts.pop_back();
+      nlohmann::json raw = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+      if (raw.is_discarded() || !raw.contains("summary")) continue;
+      try {
+        TorchRunRecord record = torch_run_record(raw["summary"]);
+        parts.push_back({std::move(raw), std::move(record)});
+      } catch (const InputError&) {  // NOLINT(bugprone-empty-catch): not a part this build wrote
+      }
     }
-    std::sort(parts.begin(), parts.end(), [](const nlohmann::json& a, const nlohmann::json& b) {
-      return a["summary"]["process"].get<std::string>() < b["summary"]["process"].get<std::string>();
-    });
+    std::sort(parts.begin(), parts.end(),
+              [](const Part& a, const Part& b) { return a.record.process < b.record.process; });
   }
-  const nlohmann::json main_summary = summary_object();
-  const nlohmann::json summary = merge_summaries(main_summary, parts);
-  if (summary["kernels"].get<std::uint64_t>() + summary["h2d_copies"].get<std::uint64_t>() +
-          summary["d2h_copies"].get<std::uint64_t>() >
-      0)
-    print_summary(summary);
+  const TorchRunRecord main_record = record();
+  std::vector<TorchRunRecord> part_records;
+  for (const Part& p : parts) part_records.push_back(p.record);
+  const TorchRunRecord summary = merge_records(main_record, part_records);
+  if (summary.kernels + summary.h2d_copies + summary.d2h_copies > 0) print_summary(summary);
   // One output that cannot be written (a full disk) does not stop the
   // others; every failure is named, and the run fails (gpemu_torch exits 1).
   std::vector<std::string> failed;
@@ -1205,7 +1133,8 @@ void Runtime::finish() {
     throw Error(all);
   };
   if (settings_.json)
-    attempt("--json", [&] { write_file_atomically(*settings_.json, summary.dump(2) + "\n", "gpemu torch summary"); });
+    attempt("--json",
+            [&] { write_file_atomically(*settings_.json, to_json(summary).dump(2) + "\n", "gpemu torch summary"); });
   if (!settings_.trace && !settings_.report) return report_failures();
 
   // Every process's devices: the first process's as they are, each part's
@@ -1214,26 +1143,29 @@ void Runtime::finish() {
   struct Row {
     std::string label;
     int device;
-    const nlohmann::json* stats;
+    const RankRecord* rank;
+    const TorchDeviceRecord* stats;
   };
   auto [records, args] = trace_records();
   std::vector<TraceDeviceName> names;
   std::vector<Row> rows;
   for (const auto& d : devices_) {
     names.push_back({d->index(), trace_gpu_name(d->index(), gpu_->id)});
-    rows.push_back({fmt::format("GPU {}", d->index()), d->index(), &main_summary["devices"][d->index()]});
+    const auto i = static_cast<std::size_t>(d->index());
+    rows.push_back({fmt::format("GPU {}", d->index()), d->index(), &main_record.run.ranks[i], &main_record.devices[i]});
   }
   const std::int64_t main_epoch = clock_->monotonic_epoch_ns().value_or(0);
   for (std::size_t p = 0; p < parts.size(); ++p) {
-    const nlohmann::json& part = parts[p];
-    const std::string label = part["summary"]["process"].get<std::string>();
+    const nlohmann::json& part = parts[p].raw;
+    const TorchRunRecord& rec = parts[p].record;
+    const std::string& label = rec.process;
     const int base = static_cast<int>(p + 1) * kMaxTorchGpus;
     const std::int64_t shift = part["epoch_ns"].is_null() ? 0 : part["epoch_ns"].get<std::int64_t>() - main_epoch;
-    for (const auto& d : part["summary"]["devices"]) {
-      const int i = d["index"].get<int>();
-      if (d["kernels"].get<std::uint64_t>() == 0 && d["collective_busy_seconds"].get<double>() == 0) continue;
+    for (std::size_t k = 0; k < rec.devices.size(); ++k) {
+      const int i = rec.run.ranks[k].gpu;
+      if (rec.devices[k].kernels == 0 && rec.devices[k].collective_busy == 0) continue;
       names.push_back({base + i, fmt::format("{}: {}", label, trace_gpu_name(i, gpu_->id))});
-      rows.push_back({fmt::format("{} GPU {}", label, i), base + i, &d});
+      rows.push_back({fmt::format("{} GPU {}", label, i), base + i, &rec.run.ranks[k], &rec.devices[k]});
     }
     for (const auto& r : part["records"]) {
       records.push_back({r[0].get<std::string>(), r[1].get<std::string>(), base + r[2].get<int>(), r[3].get<int>(),
@@ -1242,7 +1174,7 @@ void Runtime::finish() {
     }
   }
   std::vector<HostSpan> spans = timeline_->host_spans();
-  for (const auto& part : parts) {
+  for (const auto& [part, rec] : parts) {
     const std::int64_t shift = part["epoch_ns"].is_null() ? 0 : part["epoch_ns"].get<std::int64_t>() - main_epoch;
     if (part.contains("spans"))
       for (const auto& h : part["spans"])
@@ -1256,37 +1188,37 @@ void Runtime::finish() {
       RunReport report;
       report.title = fmt::format("gpemu torch: {} on {}x {}", settings_.script.empty() ? "script" : settings_.script,
                                  settings_.gpus, gpu_->name);
-      auto fixed = [](const nlohmann::json& v, const char* unit) {
-        return v.is_null() ? std::string("n/a") : fmt::format("{:.3f}{}", v.get<double>(), unit);
+      auto fixed = [](std::optional<double> v, const char* unit) {
+        return v ? fmt::format("{:.3f}{}", *v, unit) : std::string("n/a");
       };
       report.summary = {{"GPU", gpu_->name},
                         {"clock", std::string(to_string(settings_.clock))},
-                        {"emulated time", fixed(summary["elapsed_s"], " s")},
-                        {"iterations (steps)", summary["iterations"].dump()},
-                        {"iterations/s", fixed(summary["iterations_per_s"], "")},
-                        {"forward GPU time per iteration", fixed(summary["forward_ms_mean"], " ms")},
-                        {"backward GPU time per iteration", fixed(summary["backward_ms_mean"], " ms")},
-                        {"optimizer GPU time per iteration", fixed(summary["optimizer_ms_mean"], " ms")},
-                        {"GPU utilization", fixed(summary["gpu_util_pct"], " %")},
-                        {"peak allocated", fixed(summary["peak_allocated_mib"], " MiB")},
-                        {"peak reserved", fixed(summary["peak_reserved_mib"], " MiB")},
-                        {"kernels", summary["kernels"].dump()},
-                        {"collectives", summary["collectives"].dump()}};
-      const double elapsed = summary["elapsed_s"].get<double>();
+                        {"emulated time", fixed(summary.elapsed_s, " s")},
+                        {"iterations (steps)", fmt::format("{}", summary.iterations)},
+                        {"iterations/s", fixed(summary.iterations_per_s, "")},
+                        {"forward GPU time per iteration", fixed(summary.forward_ms_mean, " ms")},
+                        {"backward GPU time per iteration", fixed(summary.backward_ms_mean, " ms")},
+                        {"optimizer GPU time per iteration", fixed(summary.optimizer_ms_mean, " ms")},
+                        {"GPU utilization", fixed(summary.gpu_util_pct, " %")},
+                        {"peak allocated", fixed(summary.peak_allocated_mib, " MiB")},
+                        {"peak reserved", fixed(summary.peak_reserved_mib, " MiB")},
+                        {"kernels", fmt::format("{}", summary.kernels)},
+                        {"collectives", fmt::format("{}", summary.collectives)}};
+      const double elapsed = summary.elapsed_s;
       std::map<int, std::vector<BusyInterval>> busy;
       for (const TraceRecord& r : records)
         if (r.category == "kernel") busy[r.device].push_back({r.start, r.end});
       Time end = 0;
       for (const TraceRecord& r : records) end = std::max(end, r.end);
       for (const Row& row : rows) {
-        const nlohmann::json& d = *row.stats;
-        if (d["kernels"].get<std::uint64_t>() == 0 && d["collective_busy_seconds"].get<double>() == 0) continue;
-        const double compute = d["compute_busy_seconds"].get<double>();
+        const TorchDeviceRecord& d = *row.stats;
+        if (d.kernels == 0 && d.collective_busy == 0) continue;
+        const double compute = to_seconds(row.rank->compute_busy);
         report.breakdown.push_back({row.label,
                                     {{"compute", compute},
-                                     {"H2D", d["h2d_busy_seconds"].get<double>()},
-                                     {"D2H", d["d2h_busy_seconds"].get<double>()},
-                                     {"communication", d["collective_busy_seconds"].get<double>()},
+                                     {"H2D", to_seconds(d.h2d_busy)},
+                                     {"D2H", to_seconds(d.d2h_busy)},
+                                     {"communication", to_seconds(d.collective_busy)},
                                      {"idle", std::max(0.0, elapsed - compute)}}});
         const auto& intervals = busy[row.device];
         if (end > 0)
@@ -1298,7 +1230,7 @@ void Runtime::finish() {
                          {"gpus", settings_.gpus},
                          {"clock", std::string(to_string(settings_.clock))},
                          {"model_correction", settings_.model.empty() ? "none" : settings_.model},
-                         {"processes", summary.contains("processes") ? summary["processes"].size() : 1}});
+                         {"processes", summary.processes.empty() ? std::size_t{1} : summary.processes.size()}});
       report.notes = {
           "Times are gpemu's emulated GPU times (docs/torch.md): each op priced by the analytical model, "
           "collectives by the interconnect model.",

@@ -37,9 +37,11 @@
 #include "gpemu/cost_model.h"
 #include "gpemu/device.h"
 #include "gpemu/host.h"
+#include "gpemu/interconnect.h"
 #include "gpemu/share.h"
 #include "gpemu/timeline.h"
 #include "share/serve.h"
+#include "torch/summary.h"
 
 namespace gpemu::torch_backend {
 
@@ -75,11 +77,18 @@ struct Settings {
   // the script's steps (gpemu torch --step-marker); empty: optimizer.step()
   // calls, else backward calls.
   std::string step_marker;
+  // The launcher's ranks (one process each) span `nodes` nodes of
+  // `node_ranks` ranks, joined by `network` (a preset or a network file,
+  // interconnect/cluster.h): a collective of all nodes x node_ranks ranks is
+  // the cluster's (`gpemu torch` reads torchrun's or mpirun's variables,
+  // cli/rank_nodes.h).
+  int nodes = 1;
+  int node_ranks = 1;
+  std::string network = "100gbe";
 
-  // GPEMU_TORCH_GPU, GPEMU_TORCH_GPUS, GPEMU_TORCH_CLOCK, GPEMU_TORCH_JSON,
-  // GPEMU_TORCH_TRACE, GPEMU_TORCH_REPORT, GPEMU_TORCH_MODEL,
-  // GPEMU_TORCH_SCRIPT, GPEMU_TORCH_MAIN_PID (main_process: this process's
-  // id, or unset), GPEMU_TORCH_PARTS, GPEMU_TORCH_SERVE,
+  // GPEMU_TORCH_GPU, GPEMU_TORCH_GPUS, GPEMU_TORCH_NODES, GPEMU_TORCH_NODE_RANKS, GPEMU_TORCH_NETWORK,
+  // GPEMU_TORCH_CLOCK, GPEMU_TORCH_JSON, GPEMU_TORCH_TRACE, GPEMU_TORCH_REPORT, GPEMU_TORCH_MODEL, GPEMU_TORCH_SCRIPT,
+  // GPEMU_TORCH_MAIN_PID (main_process: this process's id, or unset), GPEMU_TORCH_PARTS, GPEMU_TORCH_SERVE,
   // GPEMU_TORCH_PRIORITY, GPEMU_TORCH_MIG, GPEMU_TORCH_HOST,
   // GPEMU_TORCH_STEP_MARKER; unset ones keep their defaults. InputError naming the
   // variable for a value that is not accepted.
@@ -205,11 +214,13 @@ class Runtime {
   // A collective of the emulated NCCL process group (gpemu_torch/_dist.py)
   // on (device, stream): `kind` is all_reduce, broadcast, all_gather or
   // reduce_scatter of `bytes` (all_gather: the output; the others: the
-  // input) among `world` ranks, each rank one GPU of a node of this run's GPU
-  // type. It starts after the stream's earlier work and not before
+  // input) among `world` ranks, each rank one GPU of this run's GPU type.
+  // It starts after the stream's earlier work and not before
   // `start_shared_ns` (the latest rank's ready time, shared_ns); its
-  // duration is the ring's time over the node's topology on idle links
-  // (interconnect.h, Communicator). Returns at once.
+  // duration is what it takes alone on idle links: when the ranks span
+  // nodes (Settings::nodes) and `world` is all of them, over the cluster of
+  // those nodes and the network (as `gpemu train --nodes`); otherwise the
+  // ring over one node's topology (interconnect.h, Communicator). Returns at once.
   void collective(int device, std::int64_t stream, std::string_view kind, std::uint64_t bytes, int world,
                   std::int64_t start_shared_ns);
   // The duration collective() charges (cached per kind, bytes and world).
@@ -269,7 +280,8 @@ class Runtime {
   // Attached: the GPU event `id` was last recorded on (-1: never); with
   // record_on, it is recorded there from now on. InputError for an unknown id.
   int remote_event_device(std::int64_t id, std::optional<int> record_on = std::nullopt);
-  nlohmann::json summary_object();
+  // This process's run so far, as a typed record (torch/summary.h).
+  TorchRunRecord record();
   nlohmann::json part_object();
   // The source of the run's steps and their start times (seconds).
   std::pair<StepSource, std::vector<double>> steps() const;
@@ -277,7 +289,7 @@ class Runtime {
   // it has one), and each one's trace "args" (a kernel's detail; "" none).
   std::pair<std::vector<TraceRecord>, std::vector<std::string>> trace_records() const;
   // The table `gpemu torch` prints on stderr at the end of the run.
-  void print_summary(const nlohmann::json& summary) const;
+  void print_summary(const TorchRunRecord& summary) const;
 
   Settings settings_;
   const GpuSpec* gpu_ = nullptr;
@@ -295,7 +307,8 @@ class Runtime {
   std::vector<std::unique_ptr<Remote>> remote_;  // per device when attached
   FamilyFactors factors_;                        // the GPU family's, with the host profile's launch costs
   HostProfile host_;
-  std::string model_;  // whose correction_ applies (mutex_)
+  NetworkSpec network_;  // Settings::nodes > 1
+  std::string model_;    // whose correction_ applies (mutex_)
   ModelCorrection correction_;
   GpuPeaks peaks_[2][2];  // [tf32_conv][tf32_matmul]
 

@@ -5,8 +5,10 @@
 
 #include <fstream>
 
+#include "gpemu/catalog.h"
 #include "gpemu/error.h"
 #include "gpemu/interconnect.h"
+#include "interconnect/cluster_collectives.h"
 #include "support/round_numbers.h"
 #include "support/temp_dir.h"
 
@@ -259,6 +261,68 @@ TEST_F(NetworkFile, BadInputNamesTheFileAndKey) {
   EXPECT_TRUE(contains(error_of(R"({ not json)"), "not valid JSON"));
   EXPECT_TRUE(contains(error_of("[1, 2]"), "expected a JSON object"));
   EXPECT_THROW(parse_network((dir.path() / "missing.json").string()), InputError);
+}
+
+// The other collectives over 2 nodes of 2 GPUs, B = 1,000,000 (by hand, as
+// the all-reduce above): a node ring phase takes launch 10 us + 1 step of
+// (1 us + B/L = 500,000 B at 1 B/ns) = 511,000; a network phase of all
+// rails moves (M-1)/M x B/L = 250,000 B per GPU at 0.25 B/ns (2 rails on a
+// NIC, 4 flows on the switch) after 1 step of 2 us: 1,002,000.
+TEST_F(ClusterTest, ReduceScatterAllGatherAndBroadcastAcrossNodesTakeTheHandComputedTimes) {
+  constexpr std::uint64_t kBytes = 1'000'000;
+  const auto end_of = [](Timeline& t, const std::vector<Completion>& done) {
+    std::vector<Time> ends;
+    for (const Completion& c : done) ends.push_back(t.end_time(c));
+    return ends;
+  };
+  {
+    // Node reduce-scatter, then the network: 511,000 + 1,002,000.
+    Cluster cluster(timeline, round_gpu(), round_cluster(2, 2));
+    EXPECT_EQ(end_of(timeline, cluster_reduce_scatter(cluster, default_streams(cluster), kBytes)),
+              std::vector<Time>(4, 1'513'000));
+  }
+  {
+    // The network first, then the node all-gather: 1,002,000 + 511,000.
+    auto clock2 = make_virtual_clock();
+    Timeline t2(*clock2);
+    Cluster cluster(t2, round_gpu(), round_cluster(2, 2));
+    EXPECT_EQ(end_of(t2, cluster_all_gather(cluster, default_streams(cluster), kBytes)),
+              std::vector<Time>(4, 1'513'000));
+  }
+  {
+    // Root 1 (rail 1): one flow per NIC of all B at 0.5 B/ns (the switch's
+    // 1 B/ns carries 2): 2 us + 2,000,000; then each node broadcasts from its
+    // GPU 1: launch 10 us + 1 hop of (1 us + B at 1 B/ns) = 1,011,000.
+    auto clock3 = make_virtual_clock();
+    Timeline t3(*clock3);
+    Cluster cluster(t3, round_gpu(), round_cluster(2, 2));
+    EXPECT_EQ(end_of(t3, cluster_broadcast(cluster, default_streams(cluster), kBytes, 1)),
+              std::vector<Time>(4, 3'013'000));
+  }
+}
+
+// gpemu torch's ranks on 2 nodes of 1 GPU (torchrun's environment) are timed
+// as gpemu train --nodes 2 --gpus-per-node 1 runs its all-reduce: a cluster
+// laid out by plan_cluster, the hierarchical all-reduce of
+// ClusterCommunicator; on one node, as the node's ring.
+TEST(CollectiveTimeAlone, TwoNodesOfOneGpuTakeWhatTrainsModelledAllReduceTakes) {
+  const GpuSpec& gpu = find_gpu("a100");
+  const NetworkSpec network = parse_network("100gbe");
+  constexpr std::uint64_t kBytes = 25ull << 20;
+  const auto train_side = [&](int gpus, int nodes) {
+    auto clock = make_virtual_clock();
+    Timeline timeline(*clock);
+    Cluster cluster(timeline, gpu, plan_cluster(gpus, nodes, NodeOptions{}, network));
+    ClusterCommunicator(cluster).all_reduce(default_streams(cluster), kBytes);
+    return timeline.wait_all();
+  };
+  const Duration two_nodes = collective_time_alone(gpu, "all_reduce", kBytes, 2, 2, network);
+  EXPECT_EQ(two_nodes, train_side(2, 2));
+  const Duration one_node = collective_time_alone(gpu, "all_reduce", kBytes, 2, 1, network);
+  EXPECT_EQ(one_node, train_side(2, 1));
+  EXPECT_GT(two_nodes, one_node);  // the network is slower than the node's NVSwitch
+  EXPECT_THROW(collective_time_alone(gpu, "all_to_all", kBytes, 2, 2, network), InputError);
+  EXPECT_THROW(collective_time_alone(gpu, "all_reduce", kBytes, 3, 2, network), InputError);
 }
 
 // Work (not time) to resolve one all-reduce bucket per GPU, over clusters of

@@ -455,10 +455,10 @@ def free_port():
         return s.getsockname()[1]
 
 
-DDP_SCRIPT = """
+# One training step timed on emulated events (seconds), for the DDP scripts below.
+ITERATION = """
 import os, sys
 import torch.distributed as dist
-import torch.multiprocessing as mp
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 
@@ -471,6 +471,11 @@ def iteration(model, opt, x, y):
     e.record()
     e.synchronize()
     return s.elapsed_time(e) / 1e3
+"""
+
+
+DDP_SCRIPT = ITERATION + """
+import torch.multiprocessing as mp
 
 
 def main(rank, world, port, out):
@@ -592,6 +597,77 @@ if __name__ == "__main__":
         # mp.spawn names the first rank it sees end: rank 1 (exit code 3), or
         # rank 0, which ends itself when its all_reduce cannot complete.
         self.assertTrue("exit code 3" in run.stderr or "rank 1 (pid" in run.stderr, run.stderr)
+
+
+# One rank of a job under torchrun's environment (one `gpemu torch` per
+# rank, as torchrun --no_python would start them): DDP steps of an MLP.
+TORCHRUN_RANK = ITERATION + """
+local = int(os.environ["LOCAL_RANK"])
+torch.cuda.set_device(local)
+dist.init_process_group("nccl")
+model = torch.nn.Sequential(torch.nn.Linear(1024, 4096), torch.nn.ReLU(), torch.nn.Linear(4096, 4096),
+                            torch.nn.ReLU(), torch.nn.Linear(4096, 10)).cuda()
+ddp = DDP(model, device_ids=[local])
+opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
+x, y = torch.randn(256, 1024).cuda(), torch.randint(0, 10, (256,)).cuda()
+steps = [iteration(ddp, opt, x, y) for _ in range(3)]
+# DDP's two buckets (the last layers' gradients, then the first's), in the order they are reduced.
+buckets = [torch.ops.gpemu.collective_seconds("all_reduce", n, 2)
+           for n in (4096 * 4096 * 4 + 4096 * 4 + 10 * 4096 * 4 + 40, 1024 * 4096 * 4 + 4096 * 4)]
+dist.barrier()
+with open(sys.argv[1] + "." + os.environ["RANK"], "w") as f:
+    json.dump(dict(step=steps[-1], buckets=buckets), f)
+dist.destroy_process_group()
+"""
+
+
+class Nodes(unittest.TestCase):
+    """Ranks on two nodes of one GPU (torchrun's WORLD_SIZE=2, LOCAL_WORLD_SIZE=1)
+    against the same two ranks on one node (LOCAL_WORLD_SIZE=2)."""
+
+    def test_ranks_on_two_nodes_pay_the_networks_time(self):
+        if not GPEMU:
+            raise unittest.SkipTest("GPEMU_BINARY is not set (ctest sets it)")
+        with tempfile.TemporaryDirectory() as tmp:
+            script = os.path.join(tmp, "rank.py")
+            with open(script, "w") as f:
+                f.write("import json, torch\n" + TORCHRUN_RANK)
+            procs = []
+            for layout, per_node in (("nodes", 1), ("node", 2)):
+                port = free_port()
+                for rank in range(2):
+                    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE="2",
+                               RANK=str(rank), LOCAL_RANK=str(rank % per_node), LOCAL_WORLD_SIZE=str(per_node),
+                               GROUP_RANK=str(rank // per_node))
+                    summary = os.path.join(tmp, f"{layout}.{rank}.json")
+                    procs.append(subprocess.Popen(
+                        [GPEMU, "torch", "--clock", "virtual", "--gpu", "a100", "--gpus", str(per_node), "--json",
+                         summary, "--", script, os.path.join(tmp, layout)],
+                        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+            errs = [p.communicate(timeout=600)[1] for p in procs]
+            for p, err in zip(procs, errs):
+                self.assertEqual(p.returncode, 0, err)
+            self.assertIn("ranks on 2 nodes of 1 joined by 100gbe", errs[0])  # the summary on stderr
+            out = {}
+            for layout in ("nodes", "node"):
+                with open(os.path.join(tmp, f"{layout}.0")) as f:
+                    out[layout] = json.load(f)
+                with open(os.path.join(tmp, f"{layout}.1")) as f:
+                    # The collectives hold the ranks together.
+                    self.assertEqual(json.load(f)["step"], out[layout]["step"])
+                with open(os.path.join(tmp, f"{layout}.0.json")) as f:
+                    out[layout]["summary"] = json.load(f)
+        two, one = out["nodes"], out["node"]
+        self.assertEqual((two["summary"]["nodes"], two["summary"]["network"]), (2, "100gbe"))
+        self.assertEqual((one["summary"]["nodes"], one["summary"]["network"]), (1, None))
+        # Each bucket's all-reduce crosses the network (slower than the A100s' NVSwitch)...
+        extra = [t - o for t, o in zip(two["buckets"], one["buckets"])]
+        self.assertGreater(min(extra), 0)
+        # ...and the DDP step is longer by the network's time: at least the last
+        # bucket's extra (it starts after backward), at most all buckets' extras.
+        longer = two["step"] - one["step"]
+        self.assertGreaterEqual(longer, extra[-1] * 0.999)
+        self.assertLessEqual(longer, sum(extra) * 1.001)
 
 
 class Processes(unittest.TestCase):
