@@ -1,28 +1,14 @@
 #include "dist/launch_env.h"
 
-#include <charconv>
 #include <cstdlib>
 #include <string_view>
 
 #include <fmt/format.h>
 
-#include "common/message_text.h"
+#include "common/env_number.h"
 #include "gpemu/error.h"
 
 namespace gpemu::dist {
-namespace {
-
-int whole_number(const char* name, const char* value, int lo, int hi) {
-  const std::string_view v(value);
-  int n = 0;
-  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
-  if (ec != std::errc() || end != v.data() + v.size() || n < lo || n > hi)
-    throw InputError(fmt::format("{}={}: give a whole number from {} to {}", name, printable_excerpt(v, 64), lo, hi));
-  return n;
-}
-
-}  // namespace
-
 std::optional<LaunchEnv> read_launch_env(const std::function<const char*(const char*)>& getenv_fn) {
   const auto get = [&](const char* name) -> const char* {
     const char* v = getenv_fn ? getenv_fn(name) : std::getenv(name);
@@ -41,12 +27,12 @@ std::optional<LaunchEnv> read_launch_env(const std::function<const char*(const c
   }
   const char* size_name = e.launcher == "torchrun" ? "WORLD_SIZE" : "OMPI_COMM_WORLD_SIZE";
   const char* rank_name = e.launcher == "torchrun" ? "RANK" : "OMPI_COMM_WORLD_RANK";
-  e.world_size = whole_number(size_name, size, 1, 4096);
+  e.world_size = env_whole_number(size_name, size, 1, 4096);
   if (e.world_size == 1) return std::nullopt;
   if (rank == nullptr)
     throw InputError(fmt::format("{}={} is set but {} is not: the launcher gives both", size_name, size, rank_name));
-  e.rank = whole_number(rank_name, rank, 0, e.world_size - 1);
-  if (local != nullptr) e.local_rank = whole_number("LOCAL_RANK", local, 0, 4095);
+  e.rank = env_whole_number(rank_name, rank, 0, e.world_size - 1);
+  if (local != nullptr) e.local_rank = env_whole_number("LOCAL_RANK", local, 0, 4095);
   const char* addr = get("MASTER_ADDR");
   const char* port = get("MASTER_PORT");
   if (addr == nullptr || port == nullptr)
@@ -57,7 +43,7 @@ std::optional<LaunchEnv> read_launch_env(const std::function<const char*(const c
         e.launcher == "mpirun" ? ": pass them with mpirun -x MASTER_ADDR=<rank 0's address> -x MASTER_PORT=<port>"
                                : ""));
   e.master_addr = addr;
-  e.master_port = whole_number("MASTER_PORT", port, 1, 65535);
+  e.master_port = env_whole_number("MASTER_PORT", port, 1, 65535);
   // torchrun's static rendezvous (its default with --master_addr and
   // --master_port) keeps its agent's own store at MASTER_PORT, where gpemu's
   // rank 0 would listen; with c10d rendezvous MASTER_PORT is a free port.
