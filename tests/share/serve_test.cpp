@@ -346,6 +346,29 @@ TEST(Serve, ADeadClientsQueuedAndRunningKernelsAreCancelled) {
   EXPECT_LT(smi["gpus"][0]["utilization_pct"].get<double>(), 50.0) << smi.dump();
 }
 
+// A served job is its client's process: smi lists it and counts its kernels
+// while it runs, and when the client dies the job ends at its next step and
+// its device goes back (the job had 50 s of steps to go).
+TEST(Serve, AServedJobEndsWhenItsClientHangsUp) {
+  TempDir dir;
+  Served s(options(dir, "V100-PCIE-16GB", SharePolicy::Fifo));
+  ServeClient monitor(s.server.socket_path());
+  const int fd = raw_hello(s.server.socket_path(), "long");
+  ASSERT_GE(fd, 0);
+  ASSERT_TRUE(send_text(fd, R"({"op": "job", "job": {"name": "long", "compute_s": 0.05, "iterations": 1000}})"
+                            "\n"));
+  bool busy = false;
+  for (int i = 0; i < 1000 && !busy; ++i) {
+    const nlohmann::json gpu = monitor.request({{"op", "smi"}})["gpus"][0];
+    busy = gpu["utilization_pct"].get<double>() > 0 && gpu["processes"].size() == 1 &&
+           gpu["processes"][0]["name"] == "long";
+    if (!busy) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(busy) << "the job's kernels never showed in smi";
+  ::close(fd);
+  EXPECT_TRUE(gone(monitor, "long"));
+}
+
 // N11: a client that sends requests but never reads the replies, and one
 // that trickles bytes without ever ending a request, are dropped after the
 // idle timeout like a silent one (they were kept for ever).
