@@ -491,7 +491,7 @@ struct ShareServer::Impl {
   nlohmann::json handle(Client& c, const nlohmann::json& m) {
     const std::string op = share_detail::request_op(m);
     if (op == "hello") {
-      if (c.device) return fail("protocol", "hello: this client has said hello already");
+      if (c.device || c.job) return fail("protocol", "hello: this client has said hello already");
       const int g = static_cast<int>(request_int(m, "gpu", 0, o.gpus - 1, 0));
       const int priority = static_cast<int>(request_int(m, "priority", -1000, 1000, 0));
       const std::string mig = request_string(m, "mig", "");

@@ -752,6 +752,7 @@ TEST(Serve, AJobRequestComesRightAfterHelloAndEndsTheConnectionsWork) {
   EXPECT_EQ(page["step_samples"][1], 4);
   const nlohmann::json after = c.request({{"op", "kernel"}, {"ns", 1000}});
   EXPECT_EQ(after["kind"], "protocol") << after;
+  EXPECT_EQ(c.request({{"op", "hello"}, {"name", "again"}})["kind"], "protocol");  // no second process
   EXPECT_EQ(c.request({{"op", "job"}, {"job", job}})["kind"], "protocol");
 }
 
