@@ -100,6 +100,10 @@ class ShareServer {
   std::unique_ptr<Impl> impl_;
 };
 
+// The protocol's version, in hello's reply ("protocol"; absent: 1): 2 added
+// "job" and "job_steps", a client's job run by the server.
+inline constexpr int kServeProtocol = 2;
+
 // How long a client waits for the server to accept it and to answer what
 // it answers at once (hello, smi, bye).
 inline constexpr Duration kServeReplyTimeout = 30 * kSecond;
