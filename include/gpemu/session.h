@@ -219,6 +219,12 @@ struct JobOutcome {
   Duration jct() const { return end - arrival; }
 };
 
+// The end of a job whose host threads have all returned: its GPU work
+// completes (as its process exits), its record goes into `outcome`, with
+// what stopped it (error, exception) and its end (its last GPU work). What a
+// session does at each job's end, and `gpemu serve` at a client's job's.
+void finish_outcome(Job& job, JobOutcome& outcome);
+
 // A job's record; what ended it rethrown when it has none (it failed at its
 // start) or, without keep_partial, when it stopped early (as Job::run).
 const RunRecord& record_of(const JobOutcome& outcome, bool keep_partial = true);

@@ -123,10 +123,11 @@ struct SharedJobResult {
   Time end = 0;  // its last GPU work ended (its arrival when it never ran)
   std::int64_t iterations = 0;
   std::int64_t samples = 0;
-  double samples_per_s = 0;  // samples / (end - arrival)
-  double jct_s = 0;          // end - arrival
-  // Its kernels' time on the GPU alone over (end - arrival), in percent:
-  // the share of the GPU the policy gave it.
+  double samples_per_s = 0;   // samples / (end - arrival)
+  double jct_s = 0;           // end - arrival
+  Duration compute_busy = 0;  // its kernels' time on the GPU alone (each as long as it would run by itself)
+  // compute_busy over (end - arrival), in percent: the share of the GPU the
+  // policy gave it.
   double gpu_share_pct = 0;
   std::uint64_t peak_allocated_bytes = 0, peak_reserved_bytes = 0;
   // What ended it early (an out-of-memory message, a slice that did not

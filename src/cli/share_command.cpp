@@ -83,16 +83,18 @@ void share(const ShareArgs& a) {
   spec.cpu_cores = a.cores > 0 ? a.cores : file.cores;
   spec.per_step = (a.json && a.steps) || !a.report.empty();  // what prints them; otherwise flat in steps
   warn_skipped_profiles(a.profiles);
-  give_cost_models(spec, a.profiles.empty() ? std::nullopt : std::optional<std::filesystem::path>(a.profiles));
+  const auto profiles = a.profiles.empty() ? std::nullopt : std::optional<std::filesystem::path>(a.profiles);
   if (a.connect && (!a.trace.empty() || !a.report.empty()))
     throw InputError(
         "share --connect: --trace and --report are not available: the server's timeline has the kernels "
         "(gpemu smi shows them)");
+  // --connect: the server runs each job as its jobs-file entry says (torch and host included).
+  if (!a.connect) give_cost_models(spec, profiles);
   const std::unique_ptr<Clock> clock = make_clock(parse_clock_kind(a.clock));
   const ShareResult r = a.connect
                             ? run_shared_remote(a.connect_socket.empty() ? default_socket_path()
                                                                          : std::filesystem::path(a.connect_socket),
-                                                *spec.jobs.front().costs, spec)
+                                                spec, profiles)
                             : run_shared(*clock, *spec.jobs.front().costs, spec);
   if (!a.trace.empty()) write_chrome_trace_file(r.trace, r.host_spans, r.trace_devices, a.trace);
   if (!a.report.empty()) write_html_report_file(share_report(r), a.report);
@@ -115,9 +117,8 @@ void share(const ShareArgs& a) {
     std::string ended = j.error.empty() ? "finished" : "failed (below)";
     t.add({terminal_text(j.name), j.model.empty() ? "fixed step" : terminal_text(j.model), std::to_string(j.batch_size),
            fixed(to_seconds(j.arrival), 1), fixed(to_seconds(j.end), 2), fixed(j.jct_s, 2),
-           std::to_string(j.iterations), fixed(j.samples_per_s, 1), a.connect ? "-" : fixed(j.gpu_share_pct, 1),
-           a.connect ? "-" : fixed(mib(j.peak_allocated_bytes), 0),
-           a.connect ? "-" : fixed(mib(j.peak_reserved_bytes), 0), ended});
+           std::to_string(j.iterations), fixed(j.samples_per_s, 1), fixed(j.gpu_share_pct, 1),
+           fixed(mib(j.peak_allocated_bytes), 0), fixed(mib(j.peak_reserved_bytes), 0), ended});
   }
   t.print(std::cout);
   std::cout << '\n';

@@ -1,4 +1,5 @@
 // The jobs file of `gpemu share` (share.h): JSON, every key checked.
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -12,6 +13,7 @@
 #include "gpemu/error.h"
 #include "gpemu/share.h"
 #include "gpemu/zoo.h"
+#include "share/job_entry.h"
 #include "share/json_fields.h"
 
 namespace gpemu {
@@ -154,6 +156,49 @@ SharedJobSpec parse_job(const nlohmann::json& j, std::size_t index, std::string_
 }
 
 }  // namespace
+
+namespace share_detail {
+
+SharedJobSpec parse_job_entry(const nlohmann::json& entry, std::string_view source) {
+  // "torch": null is the C++ API's job (SharedJobSpec::torch empty): its
+  // ModelSpec as it is, no PyTorch preset.
+  const bool as_given = entry.is_object() && entry.contains("torch") && entry.at("torch").is_null();
+  try {
+    if (!as_given) return parse_job(entry, 0, source);
+    nlohmann::json e = entry;
+    e.erase("torch");
+    SharedJobSpec s = parse_job(e, 0, source);
+    s.torch.clear();
+    return s;
+  } catch (const InputError& e) {
+    throw InputError(one_line_message(e.what()));
+  }
+}
+
+nlohmann::json job_entry_json(const SharedJobSpec& s) {
+  const JobSpec& job = s.job;
+  nlohmann::json e = {{"name", s.name}, {"batch_size", job.batch_size}, {"iterations", job.data.synthetic_batches}};
+  if (job.compute.step_time == StepTime::Fixed) {
+    e["compute_s"] = job.compute.fixed_train.expected();
+    return e;
+  }
+  e["model"] = job.compute.model.name;
+  e["precision"] = zoo::to_string(job.compute.model.precision);
+  e["optimizer"] = zoo::to_string(job.compute.model.optimizer);
+  e["torch"] = s.torch.empty() ? nlohmann::json() : nlohmann::json(s.torch);
+  if (!s.host.empty()) {
+    // A host profile's file is named as the client sees it; the server may
+    // run in another folder.
+    std::error_code ec;
+    const std::filesystem::path file(s.host);
+    e["host"] = file.is_relative() && std::filesystem::is_regular_file(file, ec)
+                    ? std::filesystem::absolute(file, ec).string()
+                    : s.host;
+  }
+  return e;
+}
+
+}  // namespace share_detail
 
 SharedJobSpec model_job(std::string name, std::string model, int batch_size, std::int64_t iterations, Time arrival) {
   SharedJobSpec s;

@@ -4,6 +4,7 @@
 
 #include <vector>
 
+#include "gpemu/session.h"
 #include "gpemu/share.h"
 
 namespace gpemu::share_detail {
@@ -19,7 +20,12 @@ void check_fits_clock(const ShareSpec& spec, const std::vector<StepCost>& steps)
 // arrival (its end, until it runs).
 SharedJobResult start_result(const SharedJobSpec& job);
 
-// Throughput and JCT of a job whose end and samples are known.
+// A job's result from its outcome on a GPU (in-process: a Session's; served:
+// the server's own run of it): its iterations, samples, memory peaks, step
+// ends and kernels from its record, and what ended it.
+SharedJobResult job_result(const SharedJobSpec& job, const JobOutcome& outcome);
+
+// Throughput, JCT and GPU share of a job whose end, samples and kernels' time are known.
 void finish_result(SharedJobResult& r);
 
 // The makespan and the mean JCT over the jobs that finished.

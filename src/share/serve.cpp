@@ -32,7 +32,10 @@
 #include "common/message_text.h"
 #include "common/socket_wait.h"
 #include "gpemu/error.h"
+#include "gpemu/job.h"
+#include "gpemu/session.h"
 #include "gpemu/share.h"
+#include "share/job_entry.h"
 #include "share/metrics_http.h"
 #include "share/results.h"
 #include "share/serve.h"
@@ -54,6 +57,10 @@ constexpr int kLaunchQueue = 1024;                      // kernels a client may 
 constexpr std::size_t kMaxStreams = 1024;               // streams a client may create
 constexpr std::size_t kMaxEvents = 1 << 16;             // events a client may hold at once
 constexpr std::int64_t kMaxEventId = INT64_C(1) << 53;  // ids JSON numbers carry exactly
+
+// Step ends a "job" or "job_steps" reply carries at most (about 20 bytes
+// each: well within a line).
+constexpr std::size_t kStepsPerReply = 20'000;
 
 // How far ahead of now a client's kernels are put on the shared timeline.
 constexpr Duration kIssueAhead = 20 * kMillisecond;
@@ -218,6 +225,13 @@ struct ShareServer::Impl {
     };
     std::map<std::int64_t, Recorded> events;
     int queued = 0;  // kernels issued since the client last waited for a stream
+    int priority = 0;
+    std::string mig;
+    bool worked = false;  // it asked for GPU work or memory: too late for a job
+    // Its job ("job"): the job's own device while it runs (the hello's is
+    // gone), then its result, kept for "job_steps".
+    Device* job_device = nullptr;
+    std::optional<SharedJobResult> job;
     std::thread thread;
     std::atomic<bool> done{false};
   };
@@ -410,8 +424,9 @@ struct ShareServer::Impl {
       nlohmann::json procs = nlohmann::json::array();
       std::uint64_t used = 0;
       for (const auto& c : clients) {
-        if (c->gpu != g || !c->device || c->done) continue;
-        const std::uint64_t bytes = c->device->context_reserve_bytes() + c->device->allocator().stats().reserved_bytes;
+        const Device* d = c->device ? c->device.get() : c->job_device;
+        if (c->gpu != g || !d || c->done) continue;
+        const std::uint64_t bytes = d->context_reserve_bytes() + d->allocator().stats().reserved_bytes;
         used += bytes;
         procs.push_back({{"pid", c->pid}, {"name", c->name}, {"client", c->id}, {"memory_bytes", bytes}});
       }
@@ -474,7 +489,7 @@ struct ShareServer::Impl {
   nlohmann::json handle(Client& c, const nlohmann::json& m) {
     const std::string op = share_detail::request_op(m);
     if (op == "hello") {
-      if (c.device) return fail("protocol", "hello: this client has said hello already");
+      if (c.device || c.job) return fail("protocol", "hello: this client has said hello already");
       const int g = static_cast<int>(request_int(m, "gpu", 0, o.gpus - 1, 0));
       const int priority = static_cast<int>(request_int(m, "priority", -1000, 1000, 0));
       const std::string mig = request_string(m, "mig", "");
@@ -492,8 +507,11 @@ struct ShareServer::Impl {
       c.device = std::move(device);
       c.streams = {&c.device->default_stream()};
       c.gpu = g;
+      c.priority = priority;
+      c.mig = mig;
       return {{"ok", true},
               {"client", c.id},
+              {"protocol", kServeProtocol},
               {"gpu",
                {{"index", g},
                 {"id", o.gpu->id},
@@ -507,7 +525,14 @@ struct ShareServer::Impl {
       return r;
     }
     if (op == "bye") return {{"ok", true}};
+    if (op == "job_steps") return job_steps(c, m);
+    if (c.job)
+      return fail("protocol", fmt::format("'{}' after a job: this connection's process was the job, which "
+                                          "has ended; it takes job_steps, smi and bye",
+                                          op.substr(0, 40)));
     if (!c.device) return fail("protocol", fmt::format("'{}' before hello: say hello first", op));
+    if (op == "job") return run_job(c, m);
+    if (op != "memory") c.worked = true;
     Device& dev = *c.device;
     CachingAllocator& alloc = dev.allocator();
     // The stream a request names ("stream", default 0: the default stream).
@@ -671,8 +696,134 @@ struct ShareServer::Impl {
     }
     return fail("input", fmt::format("unknown op '{}'; ops: hello, malloc, free, kernel, copy, sync, batch, stream, "
                                      "record, wait, query, event_sync, elapsed, event_free, empty_cache, reset_peak, "
-                                     "memory, smi, bye",
+                                     "memory, job, job_steps, smi, bye",
                                      op.substr(0, 40)));
+  }
+
+  // ---- a job of the client's, run here ----
+
+  // Its kernels, as its job settles them, count in smi's utilisation.
+  class KernelsSeen final : public RecordSink {
+   public:
+    KernelsSeen(Impl& server, const Client& c) : server_(server), c_(c) {}
+    void on_kernel(int, const KernelSpan& k) override {
+      server_.record_kernel(c_.gpu, Completion::at(k.end), k.end - k.start, c_.id);
+    }
+
+   private:
+    Impl& server_;
+    const Client& c_;
+  };
+
+  // "job": the client's process is the engine's Job (job.h) on its GPU, the
+  // step loop `gpemu share` runs in one process: the same memory plan through
+  // its caching allocator, copies, kernels and policy turns. The hello's
+  // device (its context and slice) makes way for the job's own.
+  nlohmann::json run_job(Client& c, const nlohmann::json& m) {
+    if (c.worked)
+      return fail("protocol",
+                  "job: send it right after hello: the job is the whole process, and this one has asked for GPU work "
+                  "or memory already");
+    const auto entry = m.find("job");
+    if (entry == m.end() || !entry->is_object())
+      throw InputError("job: 'job' must be an object, a job of a jobs file (docs/sharing.md, \"The jobs file\")");
+    for (const auto& [key, why] :
+         {std::pair<const char*, const char*>{"arrival_s", "the client starts it when it connects"},
+          {"after", "a queue runs in one process (gpemu share)"},
+          {"priority", "hello gives it"},
+          {"mig", "hello gives it"},
+          {"dataset", "a served job's batches are in memory (gpemu share runs loaders)"}})
+      if (entry->contains(key)) throw InputError(fmt::format("job: '{}' is not for a served job: {}", key, why));
+    std::optional<std::filesystem::path> profiles;
+    if (const auto p = m.find("profiles"); p != m.end()) {
+      if (!p->is_string() || p->get<std::string>().empty() || p->get<std::string>().size() > 4096 ||
+          has_control_characters(p->get<std::string>()))
+        throw InputError("job: 'profiles' must be a folder's path (at most 4096 bytes, no control characters)");
+      profiles = p->get<std::string>();
+    }
+    const auto steps = m.find("steps");
+    if (steps != m.end() && !steps->is_boolean()) throw InputError("job: 'steps' must be true or false");
+    ShareSpec one;
+    one.gpu = o.gpu;
+    one.options = o.share;
+    one.jobs = {share_detail::parse_job_entry(*entry, "job")};
+    give_cost_models(one, profiles);  // InputError for an unknown model or host
+    const SharedJobSpec& js = one.jobs.front();
+    JobSpec spec = js.job;
+    spec.cluster.gpu = o.gpu;
+    spec.cluster.gpus = 1;
+    spec.cluster.device.index = c.gpu;
+    spec.cluster.device.share = ShareContext{gpus[static_cast<std::size_t>(c.gpu)].get(), c.priority, c.mig};
+    spec.schedule.keep_partial = true;
+    // A client that hangs up, or the server stopping, ends its job at the next step.
+    spec.schedule.between_steps = [this, &c](const StepBoundary&) {
+      if (stopping) throw Error("the server is stopping");
+      if (hung_up(c.fd)) throw Error("the client hung up");
+    };
+    KernelsSeen seen(*this, c);
+    spec.record.sink = &seen;
+    spec.record.steps = steps != m.end() && steps->get<bool>();
+    {
+      std::lock_guard lock(mu);
+      c.streams.clear();
+      c.device.reset();
+    }
+    JobOutcome out;
+    out.name = js.name;
+    out.arrival = out.start = out.end = clock->now();
+    std::optional<Job> job;
+    try {
+      job.emplace(*clock, *js.costs, std::move(spec));
+      {
+        std::lock_guard lock(mu);
+        c.job_device = &job->device(0);
+      }
+      job->host_threads().front()();
+      finish_outcome(*job, out);
+    } catch (const std::bad_alloc&) {
+      throw;
+    } catch (const std::exception& e) {
+      out.error = e.what();  // its start: no room for its context or weights, a slice that does not fit
+    }
+    {
+      std::lock_guard lock(mu);
+      c.job_device = nullptr;
+    }
+    job.reset();  // its memory goes back, as a process's at its exit
+    c.job = share_detail::job_result(js, out);
+    const SharedJobResult& r = *c.job;
+    nlohmann::json reply = {{"ok", true},
+                            {"start_ns", r.arrival},
+                            {"end_ns", r.end},
+                            {"iterations", r.iterations},
+                            {"samples", r.samples},
+                            {"compute_busy_ns", r.compute_busy},
+                            {"peak_allocated_bytes", r.peak_allocated_bytes},
+                            {"peak_reserved_bytes", r.peak_reserved_bytes},
+                            {"error", r.error.empty() ? nlohmann::json() : nlohmann::json(r.error)},
+                            {"steps", r.step_ends.size()}};
+    add_steps(reply, r, 0);
+    return reply;
+  }
+
+  static void add_steps(nlohmann::json& reply, const SharedJobResult& r, std::size_t from) {
+    const std::size_t to = std::min(r.step_ends.size(), from + kStepsPerReply);
+    nlohmann::json ends = nlohmann::json::array(), samples = nlohmann::json::array();
+    for (std::size_t i = from; i < to; ++i) {
+      ends.push_back(r.step_ends[i]);
+      samples.push_back(r.step_samples[i]);
+    }
+    reply["step_end_ns"] = std::move(ends);
+    reply["step_samples"] = std::move(samples);
+  }
+
+  // "job_steps" {from}: the job's step ends from `from` on, a page at a time.
+  nlohmann::json job_steps(const Client& c, const nlohmann::json& m) {
+    if (!c.job) return fail("protocol", "job_steps: this connection has run no job");
+    const auto from = request_int(m, "from", 0, static_cast<std::int64_t>(c.job->step_ends.size()), 0, true);
+    nlohmann::json reply = {{"ok", true}};
+    add_steps(reply, *c.job, static_cast<std::size_t>(from));
+    return reply;
   }
 
   // Requests and replies until the client leaves, goes silent or the server stops.
@@ -1093,76 +1244,6 @@ nlohmann::json served_gpus(const std::filesystem::path& socket, Duration reply_t
                       "gpemu serve's",
                       socket.string(), one_line_message(g.dump()).substr(0, 200)));
   return s["gpus"];
-}
-
-ShareResult run_shared_remote(const std::filesystem::path& socket, const CostModel& costs, ShareSpec spec) {
-  if (spec.jobs.empty() || spec.jobs.size() > kMaxSharedJobs)
-    throw InputError(fmt::format("share --connect: {} jobs: give 1 to {}", spec.jobs.size(), kMaxSharedJobs));
-  for (const SharedJobSpec& j : spec.jobs)
-    if (!j.after.empty() || j.job.data.source != DataSource::Synthetic)
-      throw InputError(fmt::format(
-          "share --connect: job '{}': 'after' and 'dataset' run in one process only (gpemu share without --connect); "
-          "a server's clients are in-memory steps",
-          one_line_message(j.name)));
-  {
-    // The server's card and policy.
-    const nlohmann::json gpus = served_gpus(socket);
-    spec.gpu = &find_gpu(gpus[0]["id"].get<std::string>());
-    spec.options.policy = parse_share_policy(gpus[0]["policy"].get<std::string>());
-  }
-  ShareResult out;
-  out.gpu = spec.gpu->id;
-  out.policy = spec.options.policy;
-  out.options = spec.options;
-  out.clock = "real";
-  out.jobs.resize(spec.jobs.size());
-  // Each model job's step, known before any connection is made (an unknown model is an input error).
-  const std::vector<StepCost> steps = share_detail::model_steps(costs, spec);
-  double planned = 0;  // each step's end is kept, as in run_shared
-  for (const SharedJobSpec& j : spec.jobs) planned += static_cast<double>(planned_share_steps(j));
-  if (planned > static_cast<double>(kMaxSharedSteps))
-    throw InputError(
-        fmt::format("share --connect: the jobs' iterations come to {:.0f} steps in all; accepted: at "
-                    "most {} in all",
-                    planned, kMaxSharedSteps));
-  const auto t0 = std::chrono::steady_clock::now();
-  std::vector<std::thread> threads;
-  for (std::size_t i = 0; i < spec.jobs.size(); ++i) {
-    threads.emplace_back([&, i] {
-      const SharedJobSpec& js = spec.jobs[i];
-      SharedJobResult& r = out.jobs[i];
-      r = share_detail::start_result(js);
-      const bool model = js.job.compute.step_time == StepTime::CostModel;
-      std::this_thread::sleep_until(t0 + std::chrono::nanoseconds(js.arrival));
-      try {
-        ServeClient client(socket, ClientHello{js.name, 0, js.priority, js.mig});
-        const Time start = client.sync();  // the server's time at its start
-        Duration step = 0;
-        if (model) {
-          const StepCost& c = steps[i];
-          client.malloc(c.persistent_bytes);
-          client.malloc(c.peak_bytes > c.persistent_bytes ? c.peak_bytes - c.persistent_bytes : 0);
-          step = c.forward + c.backward;
-        } else {
-          step = from_seconds(js.job.compute.fixed_train.expected());
-        }
-        for (std::int64_t k = 0; k < js.job.data.synthetic_batches; ++k) {
-          const Time end = client.batch(step);
-          ++r.iterations;
-          r.samples += js.job.batch_size;
-          r.step_ends.push_back(end - start + js.arrival);
-          r.step_samples.push_back(js.job.batch_size);
-          r.end = end - start + js.arrival;
-        }
-      } catch (const std::exception& e) {
-        r.error = e.what();
-      }
-      share_detail::finish_result(r);
-    });
-  }
-  for (auto& t : threads) t.join();
-  share_detail::sum_up(out);
-  return out;
 }
 
 }  // namespace gpemu

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -99,6 +100,10 @@ class ShareServer {
   std::unique_ptr<Impl> impl_;
 };
 
+// The protocol's version, in hello's reply ("protocol"; absent: 1): 2 added
+// "job" and "job_steps", a client's job run by the server.
+inline constexpr int kServeProtocol = 2;
+
 // How long a client waits for the server to accept it and to answer what
 // it answers at once (hello, smi, bye).
 inline constexpr Duration kServeReplyTimeout = 30 * kSecond;
@@ -183,13 +188,19 @@ AllocatorStats allocator_stats_from_json(const nlohmann::json& reply);  // absen
 
 // `gpemu share --connect`: the spec's jobs as clients of a running server
 // (on its GPU 0, whose card and policy are the server's: spec.gpu and
-// spec.options are replaced by them),
-// one connection each, started at their arrival times (wall time from the
-// call). A model job holds its weights and its step's peak memory for its
-// run and sends one "batch" request per step (forward and backward from
-// its cost model); a fixed-step job sends its step time. The result's times
-// are the server's emulated times; GPU share, utilisation and memory peaks
-// are the server's to report (`gpemu smi`) and are left at 0 here.
-ShareResult run_shared_remote(const std::filesystem::path& socket, const CostModel& costs, ShareSpec spec);
+// spec.options are replaced by them), one connection each, started at their
+// arrival times (wall time from the call). Each sends its job (op "job": its
+// jobs-file entry, so a job must be one a jobs file can say, InputError
+// otherwise) and the server runs it as `gpemu share` does in one process: the
+// engine's Job on the client's device of the shared GPU, its memory plan
+// through that device's caching allocator, its copies, kernels and loss.item()
+// under the server's policy, its cost model the server's (from `profiles`
+// when given, as on this side: torch, host and models are checked here
+// before connecting). The result's times are the server's, from each job's
+// start (its arrival); the GPU's utilisation and memory in use are the
+// server's to report (`gpemu smi`) and left at 0. Step ends are kept with
+// spec.per_step, as run_shared keeps them.
+ShareResult run_shared_remote(const std::filesystem::path& socket, ShareSpec spec,
+                              const std::optional<std::filesystem::path>& profiles = std::nullopt);
 
 }  // namespace gpemu

@@ -202,9 +202,34 @@ SharedJobResult start_result(const SharedJobSpec& js) {
   return r;
 }
 
+SharedJobResult job_result(const SharedJobSpec& js, const JobOutcome& o) {
+  SharedJobResult r = start_result(js);
+  r.arrival = o.arrival;
+  r.end = o.end;
+  r.error = o.error;
+  if (o.record) {
+    const RunRecord& rec = *o.record;
+    const RankRecord& rank = rec.ranks.front();
+    r.iterations = rank.iterations;
+    r.peak_allocated_bytes = rank.peak_allocated_bytes;
+    r.peak_reserved_bytes = rank.peak_reserved_bytes;
+    r.samples = rank.train.samples;
+    for (const StepRecord& s : rec.steps) {
+      if (s.phase != RunPhase::Train) continue;
+      r.step_ends.push_back(s.step_end);
+      r.step_samples.push_back(s.samples);
+    }
+    r.kernels = rank.compute_intervals;
+    r.compute_busy = rank.compute_busy;
+    finish_result(r);
+  }
+  return r;
+}
+
 void finish_result(SharedJobResult& r) {
   r.jct_s = to_seconds(r.end - r.arrival);
   r.samples_per_s = r.jct_s > 0 ? static_cast<double>(r.samples) / r.jct_s : 0;
+  r.gpu_share_pct = r.jct_s > 0 ? 100.0 * to_seconds(r.compute_busy) / r.jct_s : 0;
 }
 
 void sum_up(ShareResult& out) {
@@ -291,28 +316,7 @@ ShareResult run_shared(Clock& clock, const CostModel& costs, const ShareSpec& sp
   out.utilization_window = spec.utilization_window;
   out.memory_capacity_bytes = session.gpu(0).memory().capacity();
   for (std::size_t i = 0; i < spec.jobs.size(); ++i) {
-    const JobOutcome& o = session.outcome(static_cast<JobId>(i));
-    SharedJobResult r = start_result(spec.jobs[i]);
-    r.arrival = o.arrival;
-    r.end = o.end;
-    r.error = o.error;
-    if (o.record) {
-      const RunRecord& rec = *o.record;
-      const RankRecord& rank = rec.ranks.front();
-      r.iterations = rank.iterations;
-      r.peak_allocated_bytes = rank.peak_allocated_bytes;
-      r.peak_reserved_bytes = rank.peak_reserved_bytes;
-      r.samples = rank.train.samples;
-      for (const StepRecord& s : rec.steps) {
-        if (s.phase != RunPhase::Train) continue;
-        r.step_ends.push_back(s.step_end);
-        r.step_samples.push_back(s.samples);
-      }
-      r.kernels = rank.compute_intervals;
-      finish_result(r);
-      r.gpu_share_pct = r.jct_s > 0 ? 100.0 * to_seconds(rank.compute_busy) / r.jct_s : 0;
-    }
-    out.jobs.push_back(std::move(r));
+    out.jobs.push_back(job_result(spec.jobs[i], session.outcome(static_cast<JobId>(i))));
   }
 
   sum_up(out);

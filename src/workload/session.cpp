@@ -590,8 +590,12 @@ void Session::start_job(Slot& s) {
   } else {
     threads.front()();  // one GPU: one host thread, this one
   }
-  for (int g = 0; g < job->gpus(); ++g) job->device(g).synchronize();  // its work completes before its process exits
-  out.record = job->record();
+  finish_outcome(*job, out);
+}
+
+void finish_outcome(Job& job, JobOutcome& out) {
+  for (int g = 0; g < job.gpus(); ++g) job.device(g).synchronize();  // its work completes before its process exits
+  out.record = job.record();
   const RunRecord& rec = *out.record;
   if (rec.stopped) {
     out.error = error_text(rec.stopped);

@@ -346,6 +346,29 @@ TEST(Serve, ADeadClientsQueuedAndRunningKernelsAreCancelled) {
   EXPECT_LT(smi["gpus"][0]["utilization_pct"].get<double>(), 50.0) << smi.dump();
 }
 
+// A served job is its client's process: smi lists it and counts its kernels
+// while it runs, and when the client dies the job ends at its next step and
+// its device goes back (the job had 50 s of steps to go).
+TEST(Serve, AServedJobEndsWhenItsClientHangsUp) {
+  TempDir dir;
+  Served s(options(dir, "V100-PCIE-16GB", SharePolicy::Fifo));
+  ServeClient monitor(s.server.socket_path());
+  const int fd = raw_hello(s.server.socket_path(), "long");
+  ASSERT_GE(fd, 0);
+  ASSERT_TRUE(send_text(fd, R"({"op": "job", "job": {"name": "long", "compute_s": 0.05, "iterations": 1000}})"
+                            "\n"));
+  bool busy = false;
+  for (int i = 0; i < 1000 && !busy; ++i) {
+    const nlohmann::json gpu = monitor.request({{"op", "smi"}})["gpus"][0];
+    busy = gpu["utilization_pct"].get<double>() > 0 && gpu["processes"].size() == 1 &&
+           gpu["processes"][0]["name"] == "long";
+    if (!busy) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(busy) << "the job's kernels never showed in smi";
+  ::close(fd);
+  EXPECT_TRUE(gone(monitor, "long"));
+}
+
 // N11: a client that sends requests but never reads the replies, and one
 // that trickles bytes without ever ending a request, are dropped after the
 // idle timeout like a silent one (they were kept for ever).
@@ -635,8 +658,8 @@ TEST(Serve, ShareConnectRunsAJobsFilesJobsAsClients) {
   Served s(options(dir, "V100-PCIE-16GB", SharePolicy::Fifo));
   ShareSpec spec;
   spec.jobs = {fixed_step_job("a", 0.002, 8, 5), fixed_step_job("b", 0.002, 8, 5), model_job("c", "resnet18", 16, 3)};
-  const auto costs = make_cost_model(std::nullopt);
-  const ShareResult r = run_shared_remote(s.server.socket_path(), *costs, spec);
+  spec.per_step = true;
+  const ShareResult r = run_shared_remote(s.server.socket_path(), spec);
   EXPECT_EQ(r.gpu, "V100-PCIE-16GB");  // the server's
   EXPECT_EQ(r.policy, SharePolicy::Fifo);
   for (const auto& j : r.jobs) {
@@ -644,7 +667,93 @@ TEST(Serve, ShareConnectRunsAJobsFilesJobsAsClients) {
     EXPECT_EQ(j.step_ends.size(), j.name == "c" ? 3u : 5u);
   }
   spec.jobs = {model_job("x", "resnet9000", 16, 3)};
-  EXPECT_THROW(run_shared_remote(s.server.socket_path(), *costs, spec), InputError);
+  EXPECT_THROW(run_shared_remote(s.server.socket_path(), spec), InputError);
+}
+
+// A served job is the engine's Job on the client's device of the server's
+// GPU: the step loop `gpemu share` runs in one process. Two jobs under fifo,
+// served (real clock) and in one process (virtual clock), do the same work:
+// the same steps and samples, the same kernels' time alone (forward,
+// backward with the optimizer step, drawn as in-process) and the same memory
+// plan through their caching allocators (peaks to the byte). Only when each
+// step ends depends on the clock.
+TEST(Serve, AServedJobStepsAsTheSameJobInOneProcess) {
+  TempDir dir;
+  Served s(options(dir, "A100-SXM4-40GB", SharePolicy::Fifo));
+  ShareSpec spec;
+  spec.gpu = &find_gpu("A100-SXM4-40GB");
+  spec.options.policy = SharePolicy::Fifo;
+  spec.per_step = true;
+  spec.jobs = {model_job("m", "resnet18", 16, 4), fixed_step_job("f", 0.003, 8, 3)};
+  spec.jobs[0].torch = "2";  // as a jobs file says it
+  const ShareResult served = run_shared_remote(s.server.socket_path(), spec);
+  ShareSpec local = spec;
+  give_cost_models(local);
+  const auto clock = make_virtual_clock();
+  const ShareResult alone = run_shared(*clock, *local.jobs.front().costs, local);
+  ASSERT_EQ(served.jobs.size(), 2u);
+  for (std::size_t i = 0; i < 2; ++i) {
+    const SharedJobResult &r = served.jobs[i], &l = alone.jobs[i];
+    EXPECT_TRUE(r.error.empty()) << r.name << ": " << r.error;
+    EXPECT_EQ(r.iterations, l.iterations) << r.name;
+    EXPECT_EQ(r.samples, l.samples) << r.name;
+    EXPECT_EQ(r.step_samples, l.step_samples) << r.name;
+    EXPECT_EQ(r.compute_busy, l.compute_busy) << r.name;
+    EXPECT_EQ(r.peak_allocated_bytes, l.peak_allocated_bytes) << r.name;
+    EXPECT_EQ(r.peak_reserved_bytes, l.peak_reserved_bytes) << r.name;
+    ASSERT_EQ(r.step_ends.size(), l.step_ends.size()) << r.name;
+    EXPECT_TRUE(std::is_sorted(r.step_ends.begin(), r.step_ends.end())) << r.name;
+    EXPECT_GE(r.end - r.arrival, r.compute_busy) << r.name;  // its kernels, one after another at least
+  }
+  // The model job holds its weights, batch and activations: the old served
+  // loop's two mallocs (its persistent and peak bytes) are gone.
+  EXPECT_GT(served.jobs[0].peak_allocated_bytes, 0u);
+  EXPECT_GT(served.jobs[0].compute_busy, 0);
+  EXPECT_EQ(served.jobs[1].compute_busy, 3 * 3 * kMillisecond);  // compute_s, nothing else
+  EXPECT_EQ(served.jobs[1].peak_allocated_bytes, 0u);
+}
+
+// "job" is a process's whole life: right after hello, then only its steps' pages.
+TEST(Serve, AJobRequestComesRightAfterHelloAndEndsTheConnectionsWork) {
+  TempDir dir;
+  Served s(options(dir));
+  const nlohmann::json job = {{"name", "j"}, {"compute_s", 0.001}, {"batch_size", 4}, {"iterations", 5}};
+  {
+    ServeClient c(s.server.socket_path(), ClientHello{"late"});
+    EXPECT_EQ(c.hello_reply()["protocol"], 2);
+    c.malloc(1 << 20);
+    const nlohmann::json r = c.request({{"op", "job"}, {"job", job}});
+    EXPECT_EQ(r["kind"], "protocol") << r;
+    EXPECT_NE(r["error"].get<std::string>().find("right after hello"), std::string::npos) << r;
+  }
+  ServeClient c(s.server.socket_path(), ClientHello{"j"});
+  for (const char* key : {"arrival_s", "after", "priority", "mig", "dataset"}) {
+    nlohmann::json with = job;
+    with[key] = key == std::string("arrival_s") || key == std::string("priority") ? nlohmann::json(1) : "x";
+    const nlohmann::json r = c.request({{"op", "job"}, {"job", with}});
+    EXPECT_EQ(r["kind"], "input") << r;
+    EXPECT_NE(r["error"].get<std::string>().find(std::string("'") + key + "' is not for a served job"),
+              std::string::npos)
+        << r;
+  }
+  nlohmann::json unknown = job;
+  unknown["epochz"] = 1;
+  EXPECT_NE(c.request({{"op", "job"}, {"job", unknown}})["error"].get<std::string>().find("unknown key 'epochz'"),
+            std::string::npos);
+  const nlohmann::json r = c.call({{"op", "job"}, {"job", job}, {"steps", true}});
+  EXPECT_TRUE(r["error"].is_null()) << r;
+  EXPECT_EQ(r["iterations"], 5);
+  EXPECT_EQ(r["samples"], 20);
+  EXPECT_EQ(r["compute_busy_ns"], 5 * kMillisecond);
+  ASSERT_EQ(r["step_end_ns"].size(), 5u);
+  const nlohmann::json page = c.call({{"op", "job_steps"}, {"from", 3}});
+  ASSERT_EQ(page["step_end_ns"].size(), 2u);
+  EXPECT_EQ(page["step_end_ns"][0], r["step_end_ns"][3]);
+  EXPECT_EQ(page["step_samples"][1], 4);
+  const nlohmann::json after = c.request({{"op", "kernel"}, {"ns", 1000}});
+  EXPECT_EQ(after["kind"], "protocol") << after;
+  EXPECT_EQ(c.request({{"op", "hello"}, {"name", "again"}})["kind"], "protocol");  // no second process
+  EXPECT_EQ(c.request({{"op", "job"}, {"job", job}})["kind"], "protocol");
 }
 
 // ---- N2: the clients check the server as it checks them ---------------------
@@ -653,7 +762,9 @@ TEST(Serve, ShareConnectRunsAJobsFilesJobsAsClients) {
 // request lines with `replies` in turn (then {"ok": true}).
 class ScriptedServer {
  public:
-  ScriptedServer(const std::filesystem::path& path, std::vector<std::string> replies) : replies_(std::move(replies)) {
+  // Each of `connections` clients in turn gets `replies` from the first.
+  ScriptedServer(const std::filesystem::path& path, std::vector<std::string> replies, int connections = 1)
+      : replies_(std::move(replies)), connections_(connections) {
     fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_un a{};
     a.sun_family = AF_UNIX;
@@ -669,6 +780,9 @@ class ScriptedServer {
 
  private:
   void serve() {
+    for (int i = 0; i < connections_; ++i) serve_one();
+  }
+  void serve_one() {
     pollfd p{fd_, POLLIN, 0};
     if (::poll(&p, 1, 60'000) <= 0) return;  // a guard against a client that never came
     const int c = ::accept(fd_, nullptr, nullptr);
@@ -688,8 +802,48 @@ class ScriptedServer {
   int fd_ = -1;
   bool ok_ = false;
   std::vector<std::string> replies_;
+  int connections_ = 1;
   std::thread thread_;
 };
+
+// A server of protocol 1 runs no jobs; a job reply whose step ends fall
+// outside the job is not gpemu serve's. Either is the job's error.
+TEST(Serve, ShareConnectRefusesAServerThatRunsNoJobsOrRepliesNonsense) {
+  TempDir dir;
+  const auto path = dir.path() / "s.sock";
+  const std::string gpus = R"("gpus": [{"index": 0, "id": "V100-PCIE-16GB", "policy": "fifo"}])";
+  ShareSpec spec;
+  spec.jobs = {fixed_step_job("a", 0.001, 8, 2)};
+  {
+    ScriptedServer old(path, {R"({"ok": true, )" + gpus + "}"}, 2);  // smi, then the job's hello
+    ASSERT_TRUE(old.ok());
+    const ShareResult r = run_shared_remote(path, spec);
+    EXPECT_NE(r.jobs[0].error.find("runs no jobs (its protocol is older than this client's)"), std::string::npos)
+        << r.jobs[0].error;
+  }
+  std::filesystem::remove(path);
+  {
+    ScriptedServer liar(path,
+                        {R"({"ok": true, "protocol": 2, )" + gpus + "}", nlohmann::json{{"ok", true},
+                                                                                        {"start_ns", 100},
+                                                                                        {"end_ns", 200},
+                                                                                        {"iterations", 2},
+                                                                                        {"samples", 16},
+                                                                                        {"compute_busy_ns", 2},
+                                                                                        {"peak_allocated_bytes", 0},
+                                                                                        {"peak_reserved_bytes", 0},
+                                                                                        {"error", nullptr},
+                                                                                        {"steps", 2},
+                                                                                        {"step_end_ns", {150, 250}},
+                                                                                        {"step_samples", {8, 8}}}
+                                                                             .dump()},
+                        2);
+    ASSERT_TRUE(liar.ok());
+    const ShareResult r = run_shared_remote(path, spec);
+    EXPECT_NE(r.jobs[0].error.find("step ends are not in order within the job"), std::string::npos) << r.jobs[0].error;
+    EXPECT_EQ(r.jobs_finished, 0);
+  }
+}
 
 std::string refusal_of(const std::filesystem::path& socket) {
   try {
