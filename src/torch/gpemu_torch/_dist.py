@@ -12,9 +12,15 @@ collectives
     topology (interconnect.h); the calling stream waits for it only when the
     work is waited on, as with NCCL, so DDP's bucket all-reduces overlap
     backward;
-  - never block the issuing thread: the exchange runs on a gloo process group
-    of the same ranks (real sockets, real processes) and the collective is
-    put on the timeline when the exchange completes, on gloo's thread;
+  - never block the issuing thread under the real clock: the exchange runs
+    on a gloo process group of the same ranks (real sockets, real processes)
+    and the collective is put on the timeline when the exchange completes, on
+    gloo's thread. Under the virtual clock the issuing thread waits for the
+    exchange (real time that costs no emulated time), so the collective is
+    on the communication stream before the script's next op, as NCCL puts it
+    at issue: what the host then sees of that stream (a block's reuse after
+    record_stream, an event's query) does not depend on when another
+    process's ready time arrived, and a run's figures repeat exactly;
   - move the values of small tensors (at most 64 KiB) the host filled, so
     that DDP's parameter-shape check, `all_reduce` of a loss or a counter
     and `broadcast` of a flag give what they give on GPUs. Larger tensors
@@ -28,6 +34,9 @@ import threading
 import time
 
 import torch
+
+# Under the virtual clock a collective is on its stream before _run returns (see above).
+_VIRTUAL = os.environ.get("GPEMU_TORCH_CLOCK") == "virtual"
 
 _ops = None
 _VALUE_BYTES = 64 << 10
@@ -199,6 +208,8 @@ def patch(torch):
             # destroyed on its own thread, which joins itself.
             world, rank, pids = self.size(), self.rank(), self._pids
 
+            finished = threading.Event()
+
             def finish():
                 try:
                     for f in futures:
@@ -218,10 +229,14 @@ def patch(torch):
                 except Exception as e:  # noqa: BLE001 - the collective cannot complete
                     # Before the waiter could see the future done (and go on).
                     _end_rank(rank, what, pids, e)
+                finally:
+                    finished.set()
 
             in_order = self._in_order
             entry = in_order.add()
             torch.futures.collect_all(futures).add_done_callback(lambda _: in_order.ready(entry, finish))
+            if _VIRTUAL:
+                finished.wait()
             # A C++ work (DDP's reducer holds works past the Python objects'
             # life): waiting makes the waiter's current stream wait for the
             # communication stream, as NCCL's does.
