@@ -20,56 +20,23 @@
 #include <fmt/format.h>
 
 #include "common/message_text.h"
+#include "dist/socket_io.h"
 #include "gpemu/error.h"
 
 namespace gpemu::dist {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using Clock = SocketClock;
 
 // Frames: op (1 byte), key length (u32), key, value length (u32), value;
 // replies: length (u32), bytes. Ops: H hello (value: the rank), S set, G get
 // (waits), D gone (value: milliseconds to wait), B goodbye.
-
-// Reads exactly n bytes before `deadline` (none: no limit); false on EOF, an error or the deadline.
-bool read_all(int fd, void* p, std::size_t n, const Clock::time_point* deadline = nullptr) {
-  auto* c = static_cast<char*>(p);
-  while (n > 0) {
-    if (deadline != nullptr) {
-      const auto left = std::chrono::ceil<std::chrono::milliseconds>(*deadline - Clock::now()).count();
-      pollfd pfd{fd, POLLIN, 0};
-      const int r = left <= 0 ? 0 : ::poll(&pfd, 1, static_cast<int>(std::min<long long>(left, 1 << 30)));
-      if (r < 0 && errno == EINTR) continue;
-      if (r == 0) errno = ETIMEDOUT;
-      if (r <= 0) return false;
-    }
-    const ssize_t got = ::recv(fd, c, n, 0);
-    if (got < 0 && errno == EINTR) continue;
-    if (got == 0) errno = ECONNRESET;
-    if (got <= 0) return false;
-    c += got;
-    n -= static_cast<std::size_t>(got);
-  }
-  return true;
-}
 
 // A whole number sent as text; -1 when it is not one (a stray client).
 int number(const std::vector<char>& text) {
   int n = -1;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
   return ec == std::errc() && end == text.data() + text.size() && n >= 0 ? n : -1;
-}
-
-bool write_all(int fd, const void* p, std::size_t n) {
-  const auto* c = static_cast<const char*>(p);
-  while (n > 0) {
-    const ssize_t put = ::send(fd, c, n, MSG_NOSIGNAL);
-    if (put < 0 && errno == EINTR) continue;
-    if (put <= 0) return false;
-    c += put;
-    n -= static_cast<std::size_t>(put);
-  }
-  return true;
 }
 
 bool write_block(int fd, std::string_view bytes) {
