@@ -5,8 +5,10 @@
 
 #include <fmt/format.h>
 
+#include "dist/cache_peer.h"
 #include "dist/launch_env.h"
 #include "gpemu/error.h"
+#include "gpemu/pipeline.h"
 #include "workload/backward_plan.h"
 
 namespace gpemu::cli {
@@ -42,6 +44,43 @@ std::shared_ptr<dist::NodeGroup> join_real_nodes(JobSpec& spec, ClockKind clock,
   spec.cluster.real_nodes = env->world_size;
   spec.cluster.real_exchange = [g = group.get()](int local, std::uint64_t step) { g->exchange(local, step); };
   return group;
+}
+
+void join_distributed_cache(JobSpec& spec, const std::shared_ptr<dist::NodeGroup>& group,
+                            pipeline::DistributedCacheKind kind) {
+  if (kind == pipeline::DistributedCacheKind::None) return;
+  const std::shared_ptr<pipeline::LoaderCache> cache = spec.data.loader.cache;
+  if (!cache) throw std::logic_error("join_distributed_cache: no loader cache");
+  // What other nodes ask of this one: the samples its loader cache holds.
+  auto samples = std::make_shared<const std::vector<pipeline::Sample>>(spec.data.dataset.samples);
+  std::uint64_t largest = 0;
+  for (const pipeline::Sample& s : *samples) largest = std::max(largest, s.length);
+  auto peers = std::make_shared<dist::CachePeers>(
+      group,
+      [cache, samples](std::uint64_t i) -> std::optional<std::span<const std::byte>> {
+        if (i >= samples->size()) return std::nullopt;
+        const pipeline::Sample& s = (*samples)[i];
+        return cache->peek(s.path, s.offset);
+      },
+      largest);
+  pipeline::RealCacheLinks links;
+  links.node = group->node();
+  links.nodes = group->nodes();
+  links.timeout = group->timeout();
+  links.exchange = [peers](std::uint64_t round, const std::vector<std::uint64_t>& mine) {
+    return peers->exchange(round, mine);
+  };
+  links.fetch = [peers](int node, std::uint64_t index, std::vector<std::byte>& out) {
+    return peers->fetch(node, index, out);
+  };
+  spec.data.loader.distributed_cache =
+      std::make_shared<pipeline::RealDistributedCache>(kind, samples->size(), spec.cluster.gpus, std::move(links));
+}
+
+std::vector<train::NodeEpochReads> real_node_epoch_reads(const JobSpec& spec, const RunRecord& rec) {
+  std::vector<train::NodeEpochReads> out = train::node_epoch_reads(rec);
+  for (train::NodeEpochReads& n : out) n.node = spec.cluster.real_node;
+  return out;
 }
 
 nlohmann::json real_nodes_json(const dist::NodeGroup& g) {
