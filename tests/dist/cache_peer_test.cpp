@@ -4,7 +4,9 @@
 // each other's samples.
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -163,8 +165,7 @@ int free_port() {
 }
 
 // Two nodes (threads) trade the lists of what each cached in an epoch and
-// read a sample from the other's cache. (A node that went away mid-run is
-// named by NodeGroup::fail, which the CLI test checks with a killed process.)
+// read a sample from the other's cache.
 TEST(CachePeers, TwoNodesTradeTheirListsAndReadEachOthersSamples) {
   if (!have_gloo()) GTEST_SKIP() << "built without gloo (libgloo-dev)";
   const int port = free_port();
@@ -200,6 +201,56 @@ TEST(CachePeers, TwoNodesTradeTheirListsAndReadEachOthersSamples) {
   auto one = std::async(std::launch::async, node, 1);
   EXPECT_EQ(zero.get(), 1u);
   EXPECT_EQ(one.get(), 1u);
+}
+
+// Rank 1 is a process of its own here, killed once rank 0 has read from it:
+// rank 0's next read fails at once and names it, as a failed all-reduce does.
+TEST(CachePeers, AReadFromARankKilledMidRunNamesIt) {
+  if (!have_gloo()) GTEST_SKIP() << "built without gloo (libgloo-dev)";
+  const int port = free_port();
+  auto env = [port](int rank) {
+    LaunchEnv e;
+    e.launcher = "torchrun";
+    e.rank = rank;
+    e.world_size = 2;
+    e.master_addr = "127.0.0.1";
+    e.master_port = port;
+    return e;
+  };
+  NodeGroupOptions o;
+  o.timeout = 5s;
+  const pid_t child = ::fork();
+  if (child == 0) {  // rank 1: serves sample 11 until it is killed
+    try {
+      auto group = std::make_shared<NodeGroup>(env(1), o);
+      FakeCache cache;
+      cache.held = {{11, bytes_of("eleven")}};
+      CachePeers peers(group, cache.lookup(), 1 << 20);
+      peers.exchange(0, {11});
+      std::this_thread::sleep_for(30s);
+    } catch (...) {
+    }
+    ::_exit(0);
+  }
+  std::string error;
+  {
+    auto group = std::make_shared<NodeGroup>(env(0), o);
+    FakeCache cache;
+    CachePeers peers(group, cache.lookup(), 1 << 20);
+    EXPECT_EQ(peers.exchange(0, {}), (std::vector<std::vector<std::uint64_t>>{{}, {11}}));
+    std::vector<std::byte> out;
+    EXPECT_TRUE(peers.fetch(1, 11, out));
+    EXPECT_EQ(out, bytes_of("eleven"));
+    ::kill(child, SIGKILL);
+    ::waitpid(child, nullptr, 0);
+    const auto t0 = std::chrono::steady_clock::now();
+    error = error_of([&] { peers.fetch(1, 11, out); });
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s);  // not a timeout
+  }
+  EXPECT_NE(error.find("rank 0 of 2 (127.0.0.1): rank 1 went away (its process ended) during the read of sample 11 "
+                       "from rank 1's distributed cache: rank 1 at 127.0.0.1:"),
+            std::string::npos)
+      << error;
 }
 
 }  // namespace
