@@ -30,7 +30,9 @@ using Clock = SocketClock;
 
 // Frames: op (1 byte), key length (u32), key, value length (u32), value;
 // replies: length (u32), bytes. Ops: H hello (value: the rank), S set, G get
-// (waits), D gone (value: milliseconds to wait), B goodbye.
+// (waits; answered kGone instead of a length when a rank went away before the
+// key came: it may never come), D gone (value: milliseconds to wait), B goodbye.
+constexpr std::uint32_t kGone = 0xffffffff;
 
 // A whole number sent as text; -1 when it is not one (a stray client).
 int number(const std::vector<char>& text) {
@@ -155,8 +157,8 @@ void TcpStoreServer::serve(int fd) {
     } else if (op == 'G') {
       // Waits for the key, and notices meanwhile a client that went away.
       bool closed = false;
-      while (
-          !changed_.wait_for(lock, std::chrono::milliseconds(100), [&] { return stopping_ || data_.count(k) > 0; })) {
+      while (!changed_.wait_for(lock, std::chrono::milliseconds(100),
+                                [&] { return stopping_ || data_.count(k) > 0 || !gone_.empty(); })) {
         char peek = 0;
         if (::recv(fd, &peek, 1, MSG_PEEK | MSG_DONTWAIT) == 0) {
           closed = true;
@@ -164,6 +166,11 @@ void TcpStoreServer::serve(int fd) {
         }
       }
       if (stopping_ || closed) break;
+      if (data_.count(k) == 0) {
+        lock.unlock();
+        if (!write_all(fd, &kGone, sizeof kGone)) break;
+        continue;
+      }
       const std::vector<char>& v = data_[k];
       const std::string copy(v.begin(), v.end());
       lock.unlock();
@@ -228,7 +235,12 @@ std::vector<char> TcpStoreClient::request(char op, const std::string& key, const
   std::vector<char> out;
   if (!reply) return out;
   const auto deadline = Clock::now() + timeout;
-  if (!read_block(fd_, out, &deadline)) {
+  std::uint32_t n = 0;
+  const bool got_length = read_all(fd_, &n, sizeof n, &deadline);
+  if (got_length && n == kGone)
+    throw Error(fmt::format("a rank went away before '{}' came to the store at {}", key, where_));
+  if (got_length && n <= (1u << 26)) out.resize(n);
+  if (!got_length || n > (1u << 26) || !read_all(fd_, out.data(), n, &deadline)) {
     // The reply is owed still (a timeout) or never comes (the server is
     // gone): either way this connection is done.
     const bool late = errno == ETIMEDOUT;

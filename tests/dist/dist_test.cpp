@@ -160,6 +160,33 @@ TEST(TcpStore, TheServerWaitsForARankOtherThanItsOwnToBeSeenGone) {
   EXPECT_EQ(answer.get(), (std::vector<int>{0, 2}));
 }
 
+// A key awaited from a rank that went away may never come: the wait ends
+// when the store sees any rank go, not after the timeout, and the client
+// stays usable (it names who went with gone()).
+TEST(TcpStore, AWaitForAKeyEndsWhenARankGoesAway) {
+  TcpStoreServer server("127.0.0.1", 0);
+  TcpStoreClient a("127.0.0.1", server.port(), 0, 5s);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto waiting = std::async(std::launch::async, [&] { return error_of([&] { a.get("from rank 3", 20s); }); });
+  {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<std::uint16_t>(server.port()));
+    ::inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    const char hello[] = {'H', 0, 0, 0, 0, 1, 0, 0, 0, '3'};
+    ASSERT_EQ(::send(fd, hello, sizeof hello, 0), static_cast<ssize_t>(sizeof hello));
+    ::close(fd);  // rank 3's process ends
+  }
+  const std::string e = waiting.get();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 10s);
+  EXPECT_NE(e.find("a rank went away before 'from rank 3' came to the store at 127.0.0.1:"), std::string::npos) << e;
+  EXPECT_EQ(a.gone(10ms), std::vector<int>{3});
+  a.set("k", {'x'});
+  EXPECT_EQ(a.get("k", 1s), std::vector<char>{'x'});  // a key that is there still comes
+}
+
 TEST(TcpStore, AnAddressThatDoesNotResolveIsNamed) {
   const std::string e = error_of([] { resolve_ipv4("no-such-host.invalid", 1); });
   EXPECT_NE(e.find("MASTER_ADDR no-such-host.invalid: cannot resolve it as an IPv4 address"), std::string::npos) << e;
