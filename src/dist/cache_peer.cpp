@@ -24,11 +24,6 @@ namespace {
 
 constexpr char kHello[8] = {'G', 'P', 'C', 'A', 'C', 'H', 'E', '1'};
 
-void no_delay(int fd) {
-  const int one = 1;
-  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-}
-
 bool read_u64(int fd, std::uint64_t& v, const SocketClock::time_point* deadline = nullptr) {
   if (!read_all(fd, &v, sizeof v, deadline)) return false;
   v = be64toh(v);
@@ -76,17 +71,11 @@ CachePeerServer::~CachePeerServer() {
 }
 
 void CachePeerServer::accept_loop() {
-  while (!stopping_) {
-    pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {wake_[0], POLLIN, 0}};
-    if (::poll(fds, 2, -1) < 0) continue;
-    if (fds[1].revents != 0) return;
-    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) continue;
-    no_delay(fd);
+  accept_until_woken(listen_fd_, wake_[0], [this](int fd) {
     std::lock_guard lock(mu_);
     clients_.push_back(fd);
     threads_.emplace_back([this, fd] { serve(fd); });
-  }
+  });
 }
 
 void CachePeerServer::serve(int fd) {

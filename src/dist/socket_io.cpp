@@ -1,5 +1,7 @@
 #include "dist/socket_io.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 
@@ -39,6 +41,23 @@ bool write_all(int fd, const void* p, std::size_t n) {
     n -= static_cast<std::size_t>(put);
   }
   return true;
+}
+
+void no_delay(int fd) {
+  const int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+void accept_until_woken(int listen_fd, int wake_fd, const std::function<void(int fd)>& take) {
+  while (true) {
+    pollfd fds[2] = {{listen_fd, POLLIN, 0}, {wake_fd, POLLIN, 0}};
+    if (::poll(fds, 2, -1) < 0) continue;
+    if (fds[1].revents != 0) return;
+    const int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) continue;
+    no_delay(fd);
+    take(fd);
+  }
 }
 
 }  // namespace gpemu::dist

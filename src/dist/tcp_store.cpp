@@ -123,18 +123,11 @@ std::vector<int> TcpStoreServer::joined() {
 }
 
 void TcpStoreServer::accept_loop() {
-  while (!stopping_) {
-    pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {wake_[0], POLLIN, 0}};
-    if (::poll(fds, 2, -1) < 0) continue;
-    if (fds[1].revents != 0) return;
-    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) continue;
-    const int one = 1;
-    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  accept_until_woken(listen_fd_, wake_[0], [this](int fd) {
     std::lock_guard lock(mu_);
     clients_.push_back(fd);
     threads_.emplace_back([this, fd] { serve(fd); });
-  }
+  });
 }
 
 void TcpStoreServer::serve(int fd) {
@@ -211,8 +204,7 @@ TcpStoreClient::TcpStoreClient(const std::string& addr, int port, int rank, std:
                                    where_, timeout.count() / 1000.0, std::strerror(err)));
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  const int one = 1;
-  ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  no_delay(fd_);
   const std::string r = std::to_string(rank);
   request('H', "", std::vector<char>(r.begin(), r.end()), false, {});
 }

@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <iterator>
 #include <map>
@@ -113,6 +114,39 @@ std::string slurp(const fs::path& p) {
   return {std::istreambuf_iterator<char>(in), {}};
 }
 
+// Rank 0 (its stderr a terminal, whose progress bar is read) and rank 1; rank
+// 1 is killed once `kill_when` holds for what rank 0's terminal shows.
+struct KilledRun {
+  Rank zero, one;
+  std::string terminal;  // what rank 0's terminal showed until it ended
+  bool killed = false;
+};
+KilledRun run_and_kill_rank_one(int port, const std::vector<std::string>& args, const fs::path& dir,
+                                const std::function<bool(const std::string&)>& kill_when) {
+  KilledRun k;
+  int master = -1, slave = -1;
+  EXPECT_EQ(::openpty(&master, &slave, nullptr, nullptr, nullptr), 0);
+  k.zero = start_rank(0, port, args, dir, slave);
+  ::close(slave);
+  k.one = start_rank(1, port, args, dir);
+  const auto guard = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (std::chrono::steady_clock::now() < guard) {
+    pollfd p{master, POLLIN, 0};
+    if (::poll(&p, 1, 20) > 0) {
+      char buf[4096];
+      const ssize_t n = ::read(master, buf, sizeof buf);
+      if (n <= 0) break;  // rank 0 ended
+      k.terminal.append(buf, static_cast<std::size_t>(n));
+    }
+    if (!k.killed && kill_when(k.terminal)) {
+      ::kill(k.one.pid, SIGKILL);
+      k.killed = true;
+    }
+  }
+  ::close(master);
+  return k;
+}
+
 const std::vector<std::string> kJob = {"train", "--clock", "real", "--synthetic", "--model", "resnet18", "--gpu",
                                        "v100",  "-b",      "32",   "-n",          "3",       "--json"};
 
@@ -147,29 +181,12 @@ TEST(CliRealNodes, ARankKilledMidRunIsNamedAndTheOthersEpochsStay) {
   const int port = free_port();
   std::vector<std::string> args = kJob;
   args.insert(args.end(), {"--epochs", "1000", "--dist-timeout", "20"});
-  int master = -1, slave = -1;
-  ASSERT_EQ(::openpty(&master, &slave, nullptr, nullptr, nullptr), 0);
-  const Rank zero = start_rank(0, port, args, dir.path(), slave);
-  ::close(slave);
-  const Rank one = start_rank(1, port, args, dir.path());
-  std::string terminal;
-  bool killed = false;
-  const auto guard = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  while (std::chrono::steady_clock::now() < guard) {
-    pollfd p{master, POLLIN, 0};
-    if (::poll(&p, 1, 20) > 0) {
-      char buf[4096];
-      const ssize_t n = ::read(master, buf, sizeof buf);
-      if (n <= 0) break;  // rank 0 ended
-      terminal.append(buf, static_cast<std::size_t>(n));
-    }
-    if (!killed && terminal.find("(6/3000)") != std::string::npos) {
-      ::kill(one.pid, SIGKILL);
-      killed = true;
-    }
-  }
-  ::close(master);
-  ASSERT_TRUE(killed) << terminal;
+  const KilledRun k = run_and_kill_rank_one(port, args, dir.path(), [](const std::string& t) {
+    return t.find("(6/3000)") != std::string::npos;
+  });
+  const Rank &zero = k.zero, &one = k.one;
+  const std::string& terminal = k.terminal;
+  ASSERT_TRUE(k.killed) << terminal;
   EXPECT_EQ(wait_rank(one), -1);
   EXPECT_EQ(wait_rank(zero), 1);
   EXPECT_NE(terminal.find("gpemu: error: rank 0 of 2 (127.0.0.1): rank 1 went away (its process ended) during the "
@@ -399,32 +416,14 @@ TEST(CliRealNodes, APartitionedCachesPeerKilledMidEpochIsNamed) {
   const int port = free_port();
   std::vector<std::string> args = run.args("partitioned", 1000, 4);
   args.insert(args.end(), {"--dist-timeout", "20"});
-  int master = -1, slave = -1;
-  ASSERT_EQ(::openpty(&master, &slave, nullptr, nullptr, nullptr), 0);
-  const Rank zero = start_rank(0, port, args, run.dir.path(), slave);
-  ::close(slave);
-  const Rank one = start_rank(1, port, args, run.dir.path());
-  std::string terminal;
-  bool killed = false;
-  const auto guard = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  while (std::chrono::steady_clock::now() < guard) {
-    pollfd p{master, POLLIN, 0};
-    if (::poll(&p, 1, 20) > 0) {
-      char buf[4096];
-      const ssize_t n = ::read(master, buf, sizeof buf);
-      if (n <= 0) break;  // rank 0 ended
-      terminal.append(buf, static_cast<std::size_t>(n));
-    }
-    // The progress bar's last "(step/8000)": past the middle of the second epoch, rank 1 goes.
-    const std::size_t at = terminal.rfind('(');
-    if (!killed && at != std::string::npos && terminal.find("/8000)", at) != std::string::npos &&
-        std::atoi(terminal.c_str() + at + 1) >= 12) {
-      ::kill(one.pid, SIGKILL);
-      killed = true;
-    }
-  }
-  ::close(master);
-  ASSERT_TRUE(killed) << terminal;
+  // The progress bar's last "(step/8000)": past the middle of the second epoch, rank 1 goes.
+  const KilledRun k = run_and_kill_rank_one(port, args, run.dir.path(), [](const std::string& t) {
+    const std::size_t at = t.rfind('(');
+    return at != std::string::npos && t.find("/8000)", at) != std::string::npos && std::atoi(t.c_str() + at + 1) >= 12;
+  });
+  const Rank &zero = k.zero, &one = k.one;
+  const std::string& terminal = k.terminal;
+  ASSERT_TRUE(k.killed) << terminal;
   EXPECT_EQ(wait_rank(one), -1);
   EXPECT_EQ(wait_rank(zero), 1);
   EXPECT_NE(terminal.find("gpemu: error: rank 0 of 2 (127.0.0.1): rank 1 went away (its process ended) during the "),

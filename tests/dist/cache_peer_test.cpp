@@ -23,21 +23,13 @@
 #include "dist/node_group.h"
 #include "dist/tcp_store.h"
 #include "gpemu/error.h"
+#include "support/dist_loopback.h"
 
 namespace {
 
 using namespace gpemu::dist;
+using namespace gpemu::dist::testing;
 using namespace std::chrono_literals;
-
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 std::vector<std::byte> bytes_of(const std::string& s) {
   std::vector<std::byte> b(s.size());
@@ -57,16 +49,6 @@ struct FakeCache {
     };
   }
 };
-
-int connect_to(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<std::uint16_t>(port));
-  ::inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-  EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  return fd;
-}
 
 TEST(CachePeer, HitsMissesAndSeveralFetchesAtOnce) {
   FakeCache cache;
@@ -159,11 +141,6 @@ TEST(CachePeer, AServerThatWentAwayIsNamedByItsRank) {
       << again;
 }
 
-int free_port() {
-  TcpStoreServer s("127.0.0.1", 0);
-  return s.port();
-}
-
 // Two nodes (threads) trade the lists of what each cached in an epoch and
 // read a sample from the other's cache.
 TEST(CachePeers, TwoNodesTradeTheirListsAndReadEachOthersSamples) {
@@ -172,15 +149,9 @@ TEST(CachePeers, TwoNodesTradeTheirListsAndReadEachOthersSamples) {
   std::promise<void> done[2];
   std::shared_future<void> done_f[2] = {done[0].get_future().share(), done[1].get_future().share()};
   auto node = [&](int rank) {
-    LaunchEnv e;
-    e.launcher = "torchrun";
-    e.rank = rank;
-    e.world_size = 2;
-    e.master_addr = "127.0.0.1";
-    e.master_port = port;
     NodeGroupOptions o;
     o.timeout = 5s;
-    auto group = std::make_shared<NodeGroup>(e, o);
+    auto group = std::make_shared<NodeGroup>(loopback_env(rank, 2, port), o);
     FakeCache cache;
     cache.held = {{static_cast<std::uint64_t>(10 + rank), bytes_of("sample of node " + std::to_string(rank))}};
     CachePeers peers(group, cache.lookup(), 1 << 20);
@@ -208,15 +179,7 @@ TEST(CachePeers, TwoNodesTradeTheirListsAndReadEachOthersSamples) {
 TEST(CachePeers, AReadFromARankKilledMidRunNamesIt) {
   if (!have_gloo()) GTEST_SKIP() << "built without gloo (libgloo-dev)";
   const int port = free_port();
-  auto env = [port](int rank) {
-    LaunchEnv e;
-    e.launcher = "torchrun";
-    e.rank = rank;
-    e.world_size = 2;
-    e.master_addr = "127.0.0.1";
-    e.master_port = port;
-    return e;
-  };
+  auto env = [port](int rank) { return loopback_env(rank, 2, port); };
   NodeGroupOptions o;
   o.timeout = 5s;
   const pid_t child = ::fork();
