@@ -384,12 +384,14 @@ TEST(CliRealNodes, APartitionedCacheAcrossNamespaces) {
 }
 
 // Locality-aware: each rank visits its epoch-1 shard every epoch, so it
-// reads only what it cached itself.
+// reads only what it cached itself. Two GPUs a node here: the node's two
+// loaders share its cache and wait for each other when an epoch begins.
 TEST(CliRealNodes, ALocalityAwareCacheHasNoRemoteHits) {
   if (!gpemu::dist::have_gloo()) GTEST_SKIP() << "built without gloo (libgloo-dev)";
   CacheRun run;
   const int port = free_port();
-  const auto args = run.args("locality-aware", 2);
+  std::vector<std::string> args = run.args("locality-aware", 2);
+  args.insert(args.end(), {"--gpus", "2"});
   const Rank zero = start_rank(0, port, args, run.dir.path()), one = start_rank(1, port, args, run.dir.path());
   ASSERT_EQ(wait_rank(zero), 0) << slurp(zero.err);
   ASSERT_EQ(wait_rank(one), 0) << slurp(one.err);
