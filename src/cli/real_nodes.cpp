@@ -14,7 +14,7 @@
 namespace gpemu::cli {
 
 std::shared_ptr<dist::NodeGroup> join_real_nodes(JobSpec& spec, ClockKind clock, const CostModel& costs,
-                                                 double timeout_s) {
+                                                 double timeout_s, pipeline::DistributedCacheKind distributed_cache) {
   const std::optional<dist::LaunchEnv> env = dist::read_launch_env();
   if (!env) return nullptr;
   const std::string lead = fmt::format("{}: {}={} makes this process node {} of a {}-node job", env->launcher,
@@ -43,6 +43,7 @@ std::shared_ptr<dist::NodeGroup> join_real_nodes(JobSpec& spec, ClockKind clock,
   spec.cluster.real_node = env->rank;
   spec.cluster.real_nodes = env->world_size;
   spec.cluster.real_exchange = [g = group.get()](int local, std::uint64_t step) { g->exchange(local, step); };
+  if (spec.data.source == DataSource::Loader) join_distributed_cache(spec, group, distributed_cache);
   return group;
 }
 

@@ -178,7 +178,8 @@ struct TrainData {
   std::uint64_t bytes = 0, cache_bytes = 0;
   pipeline::CachePolicy cache_policy{};
   pipeline::ReadMethod read_method{};
-  std::optional<FastFlowChoice> fastflow;  // --prep-offload fastflow: the policy's choice
+  std::optional<FastFlowChoice> fastflow;              // --prep-offload fastflow: the policy's choice
+  pipeline::DistributedCacheKind distributed_cache{};  // --distributed-cache
 };
 
 // The flags' own checks, the job's spec from the shared job flags, and which
@@ -219,7 +220,8 @@ TrainData check_train_flags(const TrainArgs& a, CLI::App* cmd, JobSpec& spec) {
         a.storage));
   if (a.storage_shared && d.clock != ClockKind::Virtual)
     throw InputError("--storage-shared is modelled: give --clock virtual (the modelled loader)");
-  const auto dcache = pipeline::parse_distributed_cache(a.distributed_cache);  // a bad name fails here
+  d.distributed_cache = pipeline::parse_distributed_cache(a.distributed_cache);  // a bad name fails here
+  const pipeline::DistributedCacheKind dcache = d.distributed_cache;
   if (dcache != pipeline::DistributedCacheKind::None && d.clock != ClockKind::Virtual) {
     // Real nodes share their loader caches; one process is one node, with nothing to share.
     if (!dist::read_launch_env())
@@ -518,9 +520,7 @@ void train(const TrainArgs& a, CLI::App* cmd) {
   d.fastflow = apply_prep_args(a.prep, j.network, *costs, spec, notes);
 
   // One node of several processes (torchrun, mpirun): joins the others first.
-  const std::shared_ptr<dist::NodeGroup> real_nodes = join_real_nodes(spec, d.clock, *costs, a.dist_timeout_s);
-  if (real_nodes && spec.data.source == DataSource::Loader)
-    join_distributed_cache(spec, real_nodes, pipeline::parse_distributed_cache(a.distributed_cache));
+  const auto real_nodes = join_real_nodes(spec, d.clock, *costs, a.dist_timeout_s, d.distributed_cache);
 
   // The one-job case of a session: the job alone on GPUs of its own.
   auto clock = make_clock(d.clock);
