@@ -54,8 +54,16 @@ void join_distributed_cache(JobSpec& spec, const std::shared_ptr<dist::NodeGroup
   if (!cache) throw std::logic_error("join_distributed_cache: no loader cache");
   // What other nodes ask of this one: the samples its loader cache holds.
   auto samples = std::make_shared<const std::vector<pipeline::Sample>>(spec.data.dataset.samples);
-  std::uint64_t largest = 0;
-  for (const pipeline::Sample& s : *samples) largest = std::max(largest, s.length);
+  std::uint64_t largest = 0, total = 0, lengths = 1469598103934665603ull;  // FNV-1a over the samples' lengths
+  for (const pipeline::Sample& s : *samples) {
+    largest = std::max(largest, s.length);
+    total += s.length;
+    lengths = (lengths ^ s.length) * 1099511628211ull;
+  }
+  // Every rank must number the same samples alike: an index names a sample to the others.
+  const std::string what =
+      fmt::format("a {} cache ({}) of {} samples, {} bytes (lengths {:016x})", pipeline::to_string(kind),
+                  pipeline::to_string(cache->admission().policy), samples->size(), total, lengths);
   auto peers = std::make_shared<dist::CachePeers>(
       group,
       [cache, samples](std::uint64_t i) -> std::optional<std::span<const std::byte>> {
@@ -63,7 +71,7 @@ void join_distributed_cache(JobSpec& spec, const std::shared_ptr<dist::NodeGroup
         const pipeline::Sample& s = (*samples)[i];
         return cache->peek(s.path, s.offset);
       },
-      largest);
+      largest, what);
   pipeline::RealCacheLinks links;
   links.node = group->node();
   links.nodes = group->nodes();
@@ -71,8 +79,12 @@ void join_distributed_cache(JobSpec& spec, const std::shared_ptr<dist::NodeGroup
   links.exchange = [peers](std::uint64_t round, const std::vector<std::uint64_t>& mine) {
     return peers->exchange(round, mine);
   };
-  links.fetch = [peers](int node, std::uint64_t index, std::vector<std::byte>& out) {
-    return peers->fetch(node, index, out);
+  links.fetch = [peers, samples](int node, std::uint64_t index, std::vector<std::byte>& out) {
+    const bool held = peers->fetch(node, index, out);
+    if (held && out.size() != (*samples)[index].length)
+      throw Error(fmt::format("rank {}'s sample {} is {} bytes, where this rank's is {}: give every rank the same data",
+                              node, index, out.size(), (*samples)[index].length));
+    return held;
   };
   spec.data.loader.distributed_cache =
       std::make_shared<pipeline::RealDistributedCache>(kind, samples->size(), spec.cluster.gpus, std::move(links));

@@ -190,14 +190,29 @@ bool CachePeerClient::fetch(std::uint64_t index, std::vector<std::byte>& out) {
   return hit;
 }
 
-CachePeers::CachePeers(std::shared_ptr<NodeGroup> group, CachePeerLookup lookup, std::uint64_t max_item_bytes)
+CachePeers::CachePeers(std::shared_ptr<NodeGroup> group, CachePeerLookup lookup, std::uint64_t max_item_bytes,
+                       const std::string& what)
     : group_(std::move(group)) {
   limits_.max_item_bytes = max_item_bytes;
   limits_.timeout = group_->timeout();
+  const int me = group_->node();
+  group_->store().set(fmt::format("gpemu/cache/what/{}", me), std::vector<char>(what.begin(), what.end()));
+  for (int r = 0; r < group_->nodes(); ++r) {
+    std::vector<char> theirs;
+    try {
+      theirs = group_->store().get(fmt::format("gpemu/cache/what/{}", r), limits_.timeout);
+    } catch (const std::exception& e) {
+      group_->fail("the start of the distributed cache", e.what());
+    }
+    if (std::string(theirs.begin(), theirs.end()) != what)
+      throw InputError(
+          fmt::format("rank {} has {}, rank {} {}: give every rank the same data, --distributed-cache "
+                      "and --cache-policy",
+                      me, what, r, std::string(theirs.begin(), theirs.end())));
+  }
   server_ = std::make_unique<CachePeerServer>(group_->address(), std::move(lookup), limits_);
   const std::string where = fmt::format("{}:{}", group_->address(), server_->port());
-  group_->store().set(fmt::format("gpemu/cache/addr/{}", group_->node()),
-                      std::vector<char>(where.begin(), where.end()));
+  group_->store().set(fmt::format("gpemu/cache/addr/{}", me), std::vector<char>(where.begin(), where.end()));
 }
 
 CachePeerClient& CachePeers::client(int node) {

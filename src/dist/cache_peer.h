@@ -104,8 +104,12 @@ class CachePeerClient {
 // all-reduce does (NodeGroup::fail).
 class CachePeers {
  public:
-  // Serves `lookup` at the node's address (NodeGroup::address()) and publishes it.
-  CachePeers(std::shared_ptr<NodeGroup> group, CachePeerLookup lookup, std::uint64_t max_item_bytes);
+  // Serves `lookup` at the node's address (NodeGroup::address()) and publishes
+  // it. `what` says what is served (the cache's kind and dataset): every rank
+  // must serve the same, else an index would name another sample there;
+  // InputError naming two ranks that differ, and what to give.
+  CachePeers(std::shared_ptr<NodeGroup> group, CachePeerLookup lookup, std::uint64_t max_item_bytes,
+             const std::string& what);
   // Sample `index` from node `node`'s cache (CachePeerClient::fetch).
   bool fetch(int node, std::uint64_t index, std::vector<std::byte>& out);
   // Every node's list for `round` (this node's is `mine`), indexed by rank.

@@ -154,7 +154,7 @@ TEST(CachePeers, TwoNodesTradeTheirListsAndReadEachOthersSamples) {
     auto group = std::make_shared<NodeGroup>(loopback_env(rank, 2, port), o);
     FakeCache cache;
     cache.held = {{static_cast<std::uint64_t>(10 + rank), bytes_of("sample of node " + std::to_string(rank))}};
-    CachePeers peers(group, cache.lookup(), 1 << 20);
+    CachePeers peers(group, cache.lookup(), 1 << 20, "a test cache");
     const auto all = peers.exchange(0, {static_cast<std::uint64_t>(10 + rank), 100});
     EXPECT_EQ(all, (std::vector<std::vector<std::uint64_t>>{{10, 100}, {11, 100}}));
     EXPECT_EQ(peers.exchange(1, {}), (std::vector<std::vector<std::uint64_t>>{{}, {}}));
@@ -174,6 +174,34 @@ TEST(CachePeers, TwoNodesTradeTheirListsAndReadEachOthersSamples) {
   EXPECT_EQ(one.get(), 1u);
 }
 
+// Ranks whose caches or datasets differ would name different samples by one
+// index: each refuses the other at the start, naming both.
+TEST(CachePeers, RanksThatServeDifferentDataAreRefused) {
+  if (!have_gloo()) GTEST_SKIP() << "built without gloo (libgloo-dev)";
+  const int port = free_port();
+  std::promise<void> done[2];
+  std::shared_future<void> done_f[2] = {done[0].get_future().share(), done[1].get_future().share()};
+  auto node = [&](int rank) {
+    NodeGroupOptions o;
+    o.timeout = 5s;
+    auto group = std::make_shared<NodeGroup>(loopback_env(rank, 2, port), o);
+    FakeCache cache;
+    const std::string error =
+        error_of([&] { CachePeers peers(group, cache.lookup(), 1 << 20, rank == 0 ? "64 samples" : "65 samples"); });
+    done[rank].set_value();  // rank 0's store stays until both have compared
+    done_f[1 - rank].wait();
+    return error;
+  };
+  auto zero = std::async(std::launch::async, node, 0);
+  auto one = std::async(std::launch::async, node, 1);
+  const std::string e0 = zero.get(), e1 = one.get();
+  EXPECT_NE(e0.find("rank 0 has 64 samples, rank 1 65 samples: give every rank the same data, --distributed-cache "
+                    "and --cache-policy"),
+            std::string::npos)
+      << e0;
+  EXPECT_NE(e1.find("rank 1 has 65 samples, rank 0 64 samples"), std::string::npos) << e1;
+}
+
 // Rank 1 is a process of its own here, killed once rank 0 has read from it:
 // rank 0's next read fails at once and names it, as a failed all-reduce does.
 TEST(CachePeers, AReadFromARankKilledMidRunNamesIt) {
@@ -188,7 +216,7 @@ TEST(CachePeers, AReadFromARankKilledMidRunNamesIt) {
       auto group = std::make_shared<NodeGroup>(env(1), o);
       FakeCache cache;
       cache.held = {{11, bytes_of("eleven")}};
-      CachePeers peers(group, cache.lookup(), 1 << 20);
+      CachePeers peers(group, cache.lookup(), 1 << 20, "a test cache");
       peers.exchange(0, {11});
       std::this_thread::sleep_for(30s);
     } catch (...) {
@@ -199,7 +227,7 @@ TEST(CachePeers, AReadFromARankKilledMidRunNamesIt) {
   {
     auto group = std::make_shared<NodeGroup>(env(0), o);
     FakeCache cache;
-    CachePeers peers(group, cache.lookup(), 1 << 20);
+    CachePeers peers(group, cache.lookup(), 1 << 20, "a test cache");
     EXPECT_EQ(peers.exchange(0, {}), (std::vector<std::vector<std::uint64_t>>{{}, {11}}));
     std::vector<std::byte> out;
     EXPECT_TRUE(peers.fetch(1, 11, out));
