@@ -126,6 +126,9 @@ KilledRun run_and_kill_rank_one(int port, const std::vector<std::string>& args, 
   KilledRun k;
   int master = -1, slave = -1;
   EXPECT_EQ(::openpty(&master, &slave, nullptr, nullptr, nullptr), 0);
+  // Only the test holds the terminal's other end: a rank holding it too would
+  // block on a full terminal once the test stops reading.
+  ::fcntl(master, F_SETFD, FD_CLOEXEC);
   k.zero = start_rank(0, port, args, dir, slave);
   ::close(slave);
   k.one = start_rank(1, port, args, dir);
@@ -144,6 +147,11 @@ KilledRun run_and_kill_rank_one(int port, const std::vector<std::string>& args, 
     }
   }
   ::close(master);
+  if (!k.killed)  // the test fails; no rank is left running after it
+    for (const Rank* r : {&k.zero, &k.one}) {
+      ::kill(r->pid, SIGKILL);
+      ::waitpid(r->pid, nullptr, 0);
+    }
   return k;
 }
 
