@@ -26,6 +26,7 @@
 #include "gpemu/pipeline/loader.h"
 #include "gpemu/pipeline/loader_cache.h"
 #include "gpemu/pipeline/loader_model.h"
+#include "gpemu/pipeline/real_distributed_cache.h"
 #include "gpemu/pipeline/sampler.h"
 #include "gpemu/pipeline/staging.h"
 #include "gpemu/pipeline/storage_model.h"

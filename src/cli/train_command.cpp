@@ -18,6 +18,7 @@
 #include "cli/prep_args.h"
 #include "cli/real_nodes.h"
 #include "common/interrupt.h"
+#include "dist/launch_env.h"
 #include "gpemu/catalog.h"
 #include "gpemu/clock.h"
 #include "gpemu/device.h"
@@ -177,7 +178,8 @@ struct TrainData {
   std::uint64_t bytes = 0, cache_bytes = 0;
   pipeline::CachePolicy cache_policy{};
   pipeline::ReadMethod read_method{};
-  std::optional<FastFlowChoice> fastflow;  // --prep-offload fastflow: the policy's choice
+  std::optional<FastFlowChoice> fastflow;              // --prep-offload fastflow: the policy's choice
+  pipeline::DistributedCacheKind distributed_cache{};  // --distributed-cache
 };
 
 // The flags' own checks, the job's spec from the shared job flags, and which
@@ -216,10 +218,26 @@ TrainData check_train_flags(const TrainArgs& a, CLI::App* cmd, JobSpec& spec) {
         "--storage {} models a device for the modelled loader (--clock virtual); the real loader reads the storage "
         "the data is on",
         a.storage));
-  if ((a.storage_shared || a.distributed_cache != "none") && d.clock != ClockKind::Virtual)
-    throw InputError(fmt::format("{} is modelled: give --clock virtual (the modelled loader)",
-                                 a.storage_shared ? "--storage-shared" : "--distributed-cache"));
-  const auto dcache = pipeline::parse_distributed_cache(a.distributed_cache);  // a bad name fails here
+  if (a.storage_shared && d.clock != ClockKind::Virtual)
+    throw InputError("--storage-shared is modelled: give --clock virtual (the modelled loader)");
+  d.distributed_cache = pipeline::parse_distributed_cache(a.distributed_cache);  // a bad name fails here
+  const pipeline::DistributedCacheKind dcache = d.distributed_cache;
+  if (dcache != pipeline::DistributedCacheKind::None && d.clock != ClockKind::Virtual) {
+    // Real nodes share their loader caches; one process is one node, with nothing to share.
+    if (!dist::read_launch_env())
+      throw InputError(fmt::format(
+          "--distributed-cache {} under the real clock shares the loader caches of the nodes of a job of several "
+          "processes (torchrun or mpirun, one per node); this process is the only node: run it under a launcher, "
+          "or give --clock virtual --nodes N for modelled nodes",
+          a.distributed_cache));
+    if (d.cache_bytes == 0)
+      throw InputError(
+          fmt::format("--distributed-cache {} is made of the nodes' loader caches: give each node's (--cache-bytes)",
+                      a.distributed_cache));
+    if (a.remote_fetch_us >= 0 || a.remote_fetch_slots > 0)
+      throw InputError(fmt::format("{} models remote reads (--clock virtual); between real nodes the network is real",
+                                   a.remote_fetch_us >= 0 ? "--remote-fetch-us" : "--remote-fetch-slots"));
+  }
   if (dcache != pipeline::DistributedCacheKind::None && d.synthetic)
     throw InputError(fmt::format(
         "--distributed-cache {} caches a dataset's samples: give one (--virtual-dataset), not in-memory batches",
@@ -371,6 +389,10 @@ nlohmann::json train_json(const TrainArgs& a, const TrainData& d, const JobSpec&
     reads["superbatch"] = spec.data.loader.superbatch;
     reads["group_size"] = spec.data.dataset.group_size;
     reads["cache_policy"] = d.cache_bytes > 0 ? nlohmann::json(pipeline::to_string(d.cache_policy)) : nlohmann::json();
+    if (spec.data.loader.distributed_cache) {  // real nodes: this node's reads
+      reads["distributed_cache"] = pipeline::to_string(spec.data.loader.distributed_cache->kind());
+      reads["per_node_epoch"] = train::node_epoch_reads_json(real_node_epoch_reads(spec, rec));
+    }
     if (spec.data.source == DataSource::Modelled) {
       const pipeline::LoaderModelOptions& m = spec.data.model;
       reads["distributed_cache"] = pipeline::to_string(spec.data.distributed_cache);
@@ -439,12 +461,16 @@ void print_train(const TrainArgs& a, const TrainData& d, const JobSpec& spec, co
     t.print(std::cout);
     if (!r.backward_split.empty()) std::cout << "backward split: " << r.backward_split << '\n';
   }
-  if (spec.data.source == DataSource::Modelled &&
-      (rec.nodes > 1 || spec.data.distributed_cache != pipeline::DistributedCacheKind::None)) {
-    std::cout << "\nreads per node and epoch (" << pipeline::to_string(spec.data.distributed_cache)
-              << " distributed cache" << (spec.data.shared_storage ? ", shared storage" : "") << ")\n";
+  const bool real_dcache = spec.data.loader.distributed_cache != nullptr;
+  if (real_dcache || (spec.data.source == DataSource::Modelled &&
+                      (rec.nodes > 1 || spec.data.distributed_cache != pipeline::DistributedCacheKind::None))) {
+    std::cout << "\nreads per node and epoch ("
+              << pipeline::to_string(real_dcache ? spec.data.loader.distributed_cache->kind()
+                                                 : spec.data.distributed_cache)
+              << " distributed cache" << (spec.data.shared_storage ? ", shared storage" : "")
+              << (real_dcache ? ", this node's reads" : "") << ")\n";
     Table t({"node", "epoch", "cache hits", "remote hits", "storage reads", "storage MB", "network MB"});
-    for (const train::NodeEpochReads& n : train::node_epoch_reads(rec))
+    for (const train::NodeEpochReads& n : real_dcache ? real_node_epoch_reads(spec, rec) : train::node_epoch_reads(rec))
       t.add({std::to_string(n.node), std::to_string(n.epoch + 1), std::to_string(n.cache_hits),
              std::to_string(n.remote_hits), std::to_string(n.storage_requests),
              fixed(static_cast<double>(n.storage_bytes) / 1e6, 1),
@@ -494,7 +520,7 @@ void train(const TrainArgs& a, CLI::App* cmd) {
   d.fastflow = apply_prep_args(a.prep, j.network, *costs, spec, notes);
 
   // One node of several processes (torchrun, mpirun): joins the others first.
-  const std::shared_ptr<dist::NodeGroup> real_nodes = join_real_nodes(spec, d.clock, *costs, a.dist_timeout_s);
+  const auto real_nodes = join_real_nodes(spec, d.clock, *costs, a.dist_timeout_s, d.distributed_cache);
 
   // The one-job case of a session: the job alone on GPUs of its own.
   auto clock = make_clock(d.clock);

@@ -200,6 +200,9 @@ const std::string& NodeGroup::address() const { return impl_->address; }
 std::uint64_t NodeGroup::rail_bytes() const { return impl_->floats * 4; }
 std::uint64_t NodeGroup::exchanges() const { return impl_->exchanges; }
 double NodeGroup::exchange_seconds() const { return static_cast<double>(impl_->exchange_ns) / 1e9; }
+TcpStoreClient& NodeGroup::store() { return *impl_->client; }
+std::chrono::milliseconds NodeGroup::timeout() const { return impl_->options.timeout; }
+void NodeGroup::fail(const std::string& during, const std::string& reason) const { impl_->fail(during, reason); }
 
 void NodeGroup::exchange(int local_gpu, std::uint64_t step) {
   Impl& m = *impl_;

@@ -28,6 +28,7 @@
 #include <string>
 
 #include "dist/launch_env.h"
+#include "dist/tcp_store.h"
 
 namespace gpemu::dist {
 
@@ -56,6 +57,13 @@ class NodeGroup {
   // The all-reduce of `step`'s bytes on rail `local_gpu`; blocks for the real
   // transfer. Error naming the rank that went away, or the timeout.
   void exchange(int local_gpu, std::uint64_t step);
+  // The rendezvous store, for what else the nodes trade (cache_peer.h's
+  // addresses and directory), and the timeout of every wait on it.
+  TcpStoreClient& store();
+  std::chrono::milliseconds timeout() const;
+  // Throws the Error a failed exchange throws: this rank, the rank the store
+  // saw go away (or that none did), `during` and `reason`.
+  [[noreturn]] void fail(const std::string& during, const std::string& reason) const;
   // Exchanges so far, and their summed wall time (all rails).
   std::uint64_t exchanges() const;
   double exchange_seconds() const;

@@ -20,56 +20,25 @@
 #include <fmt/format.h>
 
 #include "common/message_text.h"
+#include "dist/socket_io.h"
 #include "gpemu/error.h"
 
 namespace gpemu::dist {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using Clock = SocketClock;
 
 // Frames: op (1 byte), key length (u32), key, value length (u32), value;
 // replies: length (u32), bytes. Ops: H hello (value: the rank), S set, G get
-// (waits), D gone (value: milliseconds to wait), B goodbye.
-
-// Reads exactly n bytes before `deadline` (none: no limit); false on EOF, an error or the deadline.
-bool read_all(int fd, void* p, std::size_t n, const Clock::time_point* deadline = nullptr) {
-  auto* c = static_cast<char*>(p);
-  while (n > 0) {
-    if (deadline != nullptr) {
-      const auto left = std::chrono::ceil<std::chrono::milliseconds>(*deadline - Clock::now()).count();
-      pollfd pfd{fd, POLLIN, 0};
-      const int r = left <= 0 ? 0 : ::poll(&pfd, 1, static_cast<int>(std::min<long long>(left, 1 << 30)));
-      if (r < 0 && errno == EINTR) continue;
-      if (r == 0) errno = ETIMEDOUT;
-      if (r <= 0) return false;
-    }
-    const ssize_t got = ::recv(fd, c, n, 0);
-    if (got < 0 && errno == EINTR) continue;
-    if (got == 0) errno = ECONNRESET;
-    if (got <= 0) return false;
-    c += got;
-    n -= static_cast<std::size_t>(got);
-  }
-  return true;
-}
+// (waits; answered kGone instead of a length when a rank went away before the
+// key came: it may never come), D gone (value: milliseconds to wait), B goodbye.
+constexpr std::uint32_t kGone = 0xffffffff;
 
 // A whole number sent as text; -1 when it is not one (a stray client).
 int number(const std::vector<char>& text) {
   int n = -1;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
   return ec == std::errc() && end == text.data() + text.size() && n >= 0 ? n : -1;
-}
-
-bool write_all(int fd, const void* p, std::size_t n) {
-  const auto* c = static_cast<const char*>(p);
-  while (n > 0) {
-    const ssize_t put = ::send(fd, c, n, MSG_NOSIGNAL);
-    if (put < 0 && errno == EINTR) continue;
-    if (put <= 0) return false;
-    c += put;
-    n -= static_cast<std::size_t>(put);
-  }
-  return true;
 }
 
 bool write_block(int fd, std::string_view bytes) {
@@ -154,18 +123,11 @@ std::vector<int> TcpStoreServer::joined() {
 }
 
 void TcpStoreServer::accept_loop() {
-  while (!stopping_) {
-    pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {wake_[0], POLLIN, 0}};
-    if (::poll(fds, 2, -1) < 0) continue;
-    if (fds[1].revents != 0) return;
-    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) continue;
-    const int one = 1;
-    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  accept_until_woken(listen_fd_, wake_[0], [this](int fd) {
     std::lock_guard lock(mu_);
     clients_.push_back(fd);
     threads_.emplace_back([this, fd] { serve(fd); });
-  }
+  });
 }
 
 void TcpStoreServer::serve(int fd) {
@@ -188,8 +150,8 @@ void TcpStoreServer::serve(int fd) {
     } else if (op == 'G') {
       // Waits for the key, and notices meanwhile a client that went away.
       bool closed = false;
-      while (
-          !changed_.wait_for(lock, std::chrono::milliseconds(100), [&] { return stopping_ || data_.count(k) > 0; })) {
+      while (!changed_.wait_for(lock, std::chrono::milliseconds(100),
+                                [&] { return stopping_ || data_.count(k) > 0 || !gone_.empty(); })) {
         char peek = 0;
         if (::recv(fd, &peek, 1, MSG_PEEK | MSG_DONTWAIT) == 0) {
           closed = true;
@@ -197,6 +159,11 @@ void TcpStoreServer::serve(int fd) {
         }
       }
       if (stopping_ || closed) break;
+      if (data_.count(k) == 0) {
+        lock.unlock();
+        if (!write_all(fd, &kGone, sizeof kGone)) break;
+        continue;
+      }
       const std::vector<char>& v = data_[k];
       const std::string copy(v.begin(), v.end());
       lock.unlock();
@@ -237,8 +204,7 @@ TcpStoreClient::TcpStoreClient(const std::string& addr, int port, int rank, std:
                                    where_, timeout.count() / 1000.0, std::strerror(err)));
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  const int one = 1;
-  ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  no_delay(fd_);
   const std::string r = std::to_string(rank);
   request('H', "", std::vector<char>(r.begin(), r.end()), false, {});
 }
@@ -261,7 +227,12 @@ std::vector<char> TcpStoreClient::request(char op, const std::string& key, const
   std::vector<char> out;
   if (!reply) return out;
   const auto deadline = Clock::now() + timeout;
-  if (!read_block(fd_, out, &deadline)) {
+  std::uint32_t n = 0;
+  const bool got_length = read_all(fd_, &n, sizeof n, &deadline);
+  if (got_length && n == kGone)
+    throw Error(fmt::format("a rank went away before '{}' came to the store at {}", key, where_));
+  if (got_length && n <= (1u << 26)) out.resize(n);
+  if (!got_length || n > (1u << 26) || !read_all(fd_, out.data(), n, &deadline)) {
     // The reply is owed still (a timeout) or never comes (the server is
     // gone): either way this connection is done.
     const bool late = errno == ETIMEDOUT;

@@ -172,13 +172,16 @@ std::size_t PipelineSource::samples_per_epoch() const { return loader_->sampler(
 std::string PipelineSource::describe() const {
   const auto& o = loader_->options();
   return fmt::format(
-      "real loader: {} worker{}, prefetch factor {}, {}{}{}{}{}", o.num_workers, o.num_workers == 1 ? "" : "s",
+      "real loader: {} worker{}, prefetch factor {}, {}{}{}{}{}{}", o.num_workers, o.num_workers == 1 ? "" : "s",
       o.prefetch_factor,
       o.pin_memory ? (o.pin_mode == PinMode::Lock ? "pinned (locked)" : "pinned (accounted, not locked)") : "pageable",
       o.cache || o.cache_bytes
           ? fmt::format(", loader cache {} MiB ({})", (o.cache ? o.cache->capacity_bytes() : o.cache_bytes) >> 20,
                         to_string(o.cache ? o.cache->admission().policy : o.cache_policy))
           : "",
+      o.distributed_cache ? fmt::format(", {} distributed cache over {} real nodes",
+                                        to_string(o.distributed_cache->kind()), o.distributed_cache->nodes())
+                          : "",
       source_.cold ? ", cold page cache each epoch" : "",
       o.read_method == ReadMethod::IoUring ? ", io_uring reads" : "",
       o.gpu_decode ? ", " + pipeline::describe(*o.gpu_decode) : "");

@@ -30,11 +30,16 @@ DistributedCacheKind parse_distributed_cache(std::string_view name) {
 }
 
 DistributedCache::DistributedCache(std::size_t samples, int nodes, DistributedCacheKind kind, StorageDevice fetch)
-    : kind_(kind), nodes_(nodes), fetch_(std::move(fetch)), holder_(samples, -1), admitted_in_(samples, 0) {
+    : DistributedCache(samples, nodes, kind) {
+  fetch_ = std::move(fetch);
+  validate(fetch_);
+}
+
+DistributedCache::DistributedCache(std::size_t samples, int nodes, DistributedCacheKind kind)
+    : kind_(kind), nodes_(nodes), holder_(samples, -1), admitted_in_(samples, 0) {
   if (nodes < 1) throw InputError(fmt::format("distributed cache: {} nodes is impossible: give 1 or more", nodes));
   if (kind == DistributedCacheKind::None)
     throw InputError("distributed cache: kind 'none' has no directory; give partitioned or locality-aware");
-  validate(fetch_);
 }
 
 int DistributedCache::holder(std::size_t index, std::uint64_t epoch) const {

@@ -33,6 +33,7 @@ struct Task {
   std::uint64_t epoch = 0;
   std::size_t index = 0;
   std::vector<std::size_t> indices;
+  std::uint64_t begun = 0;  // the epochs begun before this one (the distributed cache's epoch)
   // Superbatch: the first of a worker's k batches carries the later ones, to read with it.
   std::vector<std::pair<std::size_t, std::vector<std::size_t>>> ahead;
 };
@@ -42,8 +43,10 @@ struct Stored {
   std::uint64_t generation = 0;
   std::vector<std::vector<std::byte>> bytes;  // per position in the batch
   std::vector<std::string> errors;
-  std::vector<char> from_cache;  // counted as a hit when read, not as a read
+  std::vector<char> from;  // where each came from: kRead, kCached or kRemote (counted when it is used)
 };
+
+constexpr char kRead = 0, kCached = 1, kRemote = 2;
 
 struct Result {
   Batch batch;
@@ -69,12 +72,14 @@ struct WorkerContext {
   int id;
   FileReader reader;
   JpegDecoder decoder;
-  std::unique_ptr<IoUringReader> uring;   // read_method == IoUring
-  std::vector<ReadRequest> requests;      // the batch's cache misses
-  std::vector<std::size_t> request_slot;  // their positions in the batch
-  std::vector<Fetched> fetched;           // per position in the batch
-  std::map<std::size_t, Stored> stored;   // superbatch: later batches' bytes, by batch index
-  Stored stored_in_use;                   // the batch being built from kept bytes
+  std::unique_ptr<IoUringReader> uring;        // read_method == IoUring
+  std::vector<ReadRequest> requests;           // the batch's cache misses
+  std::vector<std::size_t> request_slot;       // their positions in the batch
+  std::vector<Fetched> fetched;                // per position in the batch
+  std::map<std::size_t, Stored> stored;        // superbatch: later batches' bytes, by batch index
+  Stored stored_in_use;                        // the batch being built from kept bytes
+  std::vector<std::vector<std::byte>> remote;  // io_uring: per position in the batch, bytes from another node's cache
+  std::vector<std::byte> remote_one;           // pread: the sample's bytes from another node's cache
 };
 
 void validate(const LoaderOptions& o, const Dataset& ds) {
@@ -142,6 +147,8 @@ struct DataLoader::Impl {
         sampler(dataset.size(), sampler_options(opt)),
         origin(std::chrono::steady_clock::now()) {
     images = opt.decode_images && is_image(dataset.samples.front().format);
+    if (opt.distributed_cache && !opt.cache)
+      throw std::logic_error("data loader: a distributed cache needs the node's loader cache (LoaderOptions::cache)");
     cache = opt.cache
                 ? opt.cache
                 : (opt.cache_bytes > 0
@@ -179,6 +186,7 @@ struct DataLoader::Impl {
   std::vector<std::thread> threads;
 
   // Consumer thread only.
+  std::uint64_t epochs_begun = 0;
   bool any_epoch = false;
   bool epoch_active = false;
   std::uint64_t epoch = 0;
@@ -222,9 +230,24 @@ struct DataLoader::Impl {
     ++b.cache_misses;
     return std::nullopt;
   }
-  void count_read(const Sample& s, std::span<const std::byte> bytes, Batch& b) {
+  void count_read(std::size_t idx, std::span<const std::byte> bytes, Batch& b) {
+    const Sample& s = dataset.samples[idx];
     b.bytes_read += s.length;
-    if (cache) cache->admit(s.path, s.offset, bytes);
+    ++b.storage_reads;
+    if (cache && cache->admit(s.path, s.offset, bytes) && opt.distributed_cache) opt.distributed_cache->admitted(idx);
+  }
+  // A sample this node's cache missed: from the other node whose cache holds
+  // it (the distributed cache across real nodes) into `into`, counted as a
+  // remote hit; false when no other node holds it, or the one asked answers
+  // that it does not.
+  bool remote(std::size_t idx, std::uint64_t begun, std::vector<std::byte>& into, Batch& b) {
+    RealDistributedCache* dc = opt.distributed_cache.get();
+    if (!dc) return false;
+    const int node = dc->remote_holder(idx, begun);
+    if (node < 0 || !dc->fetch(node, idx, into)) return false;
+    ++b.remote_hits;
+    b.network_bytes += into.size();
+    return true;
   }
 
   // io_uring: looks every sample of the batch up in the cache and reads all
@@ -245,12 +268,15 @@ struct DataLoader::Impl {
         for (std::size_t k = 0; k < task.indices.size(); ++k) {
           ctx.fetched[k].bytes = st.bytes[k];
           ctx.fetched[k].error = st.errors[k];
-          const Sample& s = dataset.samples[task.indices[k]];
-          if (st.from_cache[k]) {
+          if (st.from[k] == kCached) {
             ++b.cache_hits;
+          } else if (st.from[k] == kRemote) {
+            ++b.cache_misses;
+            ++b.remote_hits;
+            b.network_bytes += st.bytes[k].size();
           } else if (st.errors[k].empty()) {
             if (cache) ++b.cache_misses;
-            count_read(s, st.bytes[k], b);
+            count_read(task.indices[k], st.bytes[k], b);
           }
         }
         b.timing.read_ns += now() - t0;
@@ -262,12 +288,17 @@ struct DataLoader::Impl {
       ctx.stored.erase(it);
     }
     std::size_t place = 0;
+    if (opt.distributed_cache) ctx.remote.resize(std::max(ctx.remote.size(), task.indices.size()));
     for (std::size_t k = 0; k < task.indices.size(); ++k) {
       const Sample& s = dataset.samples[task.indices[k]];
       std::byte* destination = staging ? staging + place : nullptr;
       place += s.length;
       if (auto c = cached(s, b)) {
         ctx.fetched[k].bytes = *c;
+        continue;
+      }
+      if (opt.distributed_cache && remote(task.indices[k], task.begun, ctx.remote[k], b)) {
+        ctx.fetched[k].bytes = ctx.remote[k];
         continue;
       }
       ctx.requests.push_back(ReadRequest{s.path, s.offset, s.length, destination});
@@ -282,13 +313,20 @@ struct DataLoader::Impl {
       later[a].generation = task.generation;
       later[a].bytes.resize(indices.size());
       later[a].errors.resize(indices.size());
-      later[a].from_cache.assign(indices.size(), 0);
+      later[a].from.assign(indices.size(), kRead);
       for (std::size_t k = 0; k < indices.size(); ++k) {
         const Sample& s = dataset.samples[indices[k]];
         if (cache) {
           if (auto c = cache->lookup(s.path, s.offset)) {
             later[a].bytes[k].assign(c->begin(), c->end());
-            later[a].from_cache[k] = 1;
+            later[a].from[k] = kCached;
+            continue;
+          }
+        }
+        if (RealDistributedCache* dc = opt.distributed_cache.get()) {  // counted when its batch is built
+          const int node = dc->remote_holder(indices[k], task.begun);
+          if (node >= 0 && dc->fetch(node, indices[k], later[a].bytes[k])) {
+            later[a].from[k] = kRemote;
             continue;
           }
         }
@@ -313,7 +351,7 @@ struct DataLoader::Impl {
         continue;
       }
       f.bytes = results[j].bytes;
-      count_read(dataset.samples[task.indices[ctx.request_slot[j]]], f.bytes, b);
+      count_read(task.indices[ctx.request_slot[j]], f.bytes, b);
     }
     b.timing.read_ns += now() - t0;
   }
@@ -383,12 +421,14 @@ struct DataLoader::Impl {
             bytes = ctx.fetched[k].bytes;
           } else if (auto c = cached(s, b)) {
             bytes = *c;
+          } else if (opt.distributed_cache && remote(idx, task.begun, ctx.remote_one, b)) {
+            bytes = ctx.remote_one;
           } else if (mapped) {
             bytes = mapped->read(s.path, s.offset, s.length);
-            count_read(s, bytes, b);
+            count_read(idx, bytes, b);
           } else {
             bytes = ctx.reader.read(s.path, s.offset, s.length);
-            count_read(s, bytes, b);
+            count_read(idx, bytes, b);
           }
           const Time t1 = now();
           b.timing.read_ns += t1 - t0;
@@ -416,6 +456,9 @@ struct DataLoader::Impl {
           }
           b.sample_indices.push_back(idx);
           b.labels.push_back(s.label);
+        } catch (const PeerCacheError&) {
+          r.error = std::current_exception();  // the run's error, not the sample's
+          return r;
         } catch (const std::exception& e) {
           if (opt.on_error == OnError::Stop) {
             // No hint at LoaderOptions::on_error: neither `gpemu train` nor a
@@ -537,7 +580,7 @@ struct DataLoader::Impl {
     next_deliver_shared = next_deliver;
     while (next_dispatch < plan.size() && next_dispatch - next_deliver < limit) {
       const auto w = next_dispatch % static_cast<std::size_t>(opt.num_workers);
-      Task task{generation.load(), epoch, next_dispatch, plan[next_dispatch], {}};
+      Task task{generation.load(), epoch, next_dispatch, plan[next_dispatch], epochs_begun - 1, {}};
       // The first of each k of this worker's batches reads the next k - 1 with it.
       const std::size_t workers = static_cast<std::size_t>(opt.num_workers);
       if (opt.superbatch > 1 && (next_dispatch / workers) % opt.superbatch == 0)
@@ -551,11 +594,19 @@ struct DataLoader::Impl {
 
   void begin_epoch(std::uint64_t e) {
     cancel_epoch();
+    RealDistributedCache* dc = opt.distributed_cache.get();
+    if (dc) {
+      dc->begin_epoch(epochs_begun);  // waits for the directory of what the nodes cached before
+      std::lock_guard lock(stats_mu);
+      stats.epochs.push_back(LoaderStats::Epoch{.epoch = e});
+    }
+    ++epochs_begun;
     any_epoch = true;
     epoch_active = true;
     epoch = e;
     plan.clear();
-    const auto order = epoch_order(sampler, dataset, opt, e);
+    const auto order = dc && dc->kind() == DistributedCacheKind::LocalityAware ? locality_aware_order(sampler, e)
+                                                                               : epoch_order(sampler, dataset, opt, e);
     for (std::size_t i = 0; i < order.size(); i += opt.batch_size) {
       const std::size_t end = std::min(order.size(), i + opt.batch_size);
       if (end - i < opt.batch_size && opt.drop_last) break;
@@ -593,7 +644,8 @@ struct DataLoader::Impl {
             throw;
           }
         }
-        r = build_batch(*inline_ctx, Task{generation.load(), epoch, next_deliver, plan[next_deliver]});
+        r = build_batch(*inline_ctx,
+                        Task{generation.load(), epoch, next_deliver, plan[next_deliver], epochs_begun - 1, {}});
         ++next_deliver;
       } else {
         {
@@ -626,6 +678,16 @@ struct DataLoader::Impl {
         stats.bytes_read += b.bytes_read;
         stats.cache_hits += b.cache_hits;
         stats.cache_misses += b.cache_misses;
+        stats.remote_hits += b.remote_hits;
+        stats.network_bytes += b.network_bytes;
+        if (opt.distributed_cache && !stats.epochs.empty()) {
+          LoaderStats::Epoch& s = stats.epochs.back();
+          s.cache_hits += b.cache_hits;
+          s.remote_hits += b.remote_hits;
+          s.storage_requests += b.storage_reads;
+          s.storage_bytes += b.bytes_read;
+          s.network_bytes += b.network_bytes;
+        }
       }
       if (next_deliver >= plan.size() && !opt.persistent_workers) join_workers();
       return b;

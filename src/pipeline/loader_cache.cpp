@@ -63,6 +63,14 @@ std::optional<std::span<const std::byte>> LoaderCache::lookup(const std::string&
   return std::span<const std::byte>(it->second.data.get(), it->second.size);
 }
 
+std::optional<std::span<const std::byte>> LoaderCache::peek(const std::string& path, std::uint64_t offset) const {
+  const auto k = key(path, offset);
+  std::shared_lock lock(mu_);
+  const auto it = map_.find(k);
+  if (it == map_.end()) return std::nullopt;
+  return std::span<const std::byte>(it->second.data.get(), it->second.size);
+}
+
 bool LoaderCache::admit(const std::string& path, std::uint64_t offset, std::span<const std::byte> data) {
   if (!admission_.admits(used_.load(), data.size())) {  // cheap early refusal once full
     rejected_.fetch_add(1, std::memory_order_relaxed);

@@ -12,12 +12,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <iterator>
 #include <map>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -26,8 +30,10 @@
 #include <nlohmann/json.hpp>
 
 #include "dist/node_group.h"
+#include "gpemu/pipeline.h"
 #include "netns/netns.h"
 #include "support/dlio_test_util.h"
+#include "support/run_gpemu.h"
 #include "support/temp_dir.h"
 
 namespace {
@@ -108,6 +114,47 @@ std::string slurp(const fs::path& p) {
   return {std::istreambuf_iterator<char>(in), {}};
 }
 
+// Rank 0 (its stderr a terminal, whose progress bar is read) and rank 1; rank
+// 1 is killed once `kill_when` holds for what rank 0's terminal shows.
+struct KilledRun {
+  Rank zero, one;
+  std::string terminal;  // what rank 0's terminal showed until it ended
+  bool killed = false;
+};
+KilledRun run_and_kill_rank_one(int port, const std::vector<std::string>& args, const fs::path& dir,
+                                const std::function<bool(const std::string&)>& kill_when) {
+  KilledRun k;
+  int master = -1, slave = -1;
+  EXPECT_EQ(::openpty(&master, &slave, nullptr, nullptr, nullptr), 0);
+  // Only the test holds the terminal's other end: a rank holding it too would
+  // block on a full terminal once the test stops reading.
+  ::fcntl(master, F_SETFD, FD_CLOEXEC);
+  k.zero = start_rank(0, port, args, dir, slave);
+  ::close(slave);
+  k.one = start_rank(1, port, args, dir);
+  const auto guard = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (std::chrono::steady_clock::now() < guard) {
+    pollfd p{master, POLLIN, 0};
+    if (::poll(&p, 1, 20) > 0) {
+      char buf[4096];
+      const ssize_t n = ::read(master, buf, sizeof buf);
+      if (n <= 0) break;  // rank 0 ended
+      k.terminal.append(buf, static_cast<std::size_t>(n));
+    }
+    if (!k.killed && kill_when(k.terminal)) {
+      ::kill(k.one.pid, SIGKILL);
+      k.killed = true;
+    }
+  }
+  ::close(master);
+  if (!k.killed)  // the test fails; no rank is left running after it
+    for (const Rank* r : {&k.zero, &k.one}) {
+      ::kill(r->pid, SIGKILL);
+      ::waitpid(r->pid, nullptr, 0);
+    }
+  return k;
+}
+
 const std::vector<std::string> kJob = {"train", "--clock", "real", "--synthetic", "--model", "resnet18", "--gpu",
                                        "v100",  "-b",      "32",   "-n",          "3",       "--json"};
 
@@ -142,29 +189,12 @@ TEST(CliRealNodes, ARankKilledMidRunIsNamedAndTheOthersEpochsStay) {
   const int port = free_port();
   std::vector<std::string> args = kJob;
   args.insert(args.end(), {"--epochs", "1000", "--dist-timeout", "20"});
-  int master = -1, slave = -1;
-  ASSERT_EQ(::openpty(&master, &slave, nullptr, nullptr, nullptr), 0);
-  const Rank zero = start_rank(0, port, args, dir.path(), slave);
-  ::close(slave);
-  const Rank one = start_rank(1, port, args, dir.path());
-  std::string terminal;
-  bool killed = false;
-  const auto guard = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  while (std::chrono::steady_clock::now() < guard) {
-    pollfd p{master, POLLIN, 0};
-    if (::poll(&p, 1, 20) > 0) {
-      char buf[4096];
-      const ssize_t n = ::read(master, buf, sizeof buf);
-      if (n <= 0) break;  // rank 0 ended
-      terminal.append(buf, static_cast<std::size_t>(n));
-    }
-    if (!killed && terminal.find("(6/3000)") != std::string::npos) {
-      ::kill(one.pid, SIGKILL);
-      killed = true;
-    }
-  }
-  ::close(master);
-  ASSERT_TRUE(killed) << terminal;
+  const KilledRun k = run_and_kill_rank_one(port, args, dir.path(), [](const std::string& t) {
+    return t.find("(6/3000)") != std::string::npos;
+  });
+  const Rank &zero = k.zero, &one = k.one;
+  const std::string& terminal = k.terminal;
+  ASSERT_TRUE(k.killed) << terminal;
   EXPECT_EQ(wait_rank(one), -1);
   EXPECT_EQ(wait_rank(zero), 1);
   EXPECT_NE(terminal.find("gpemu: error: rank 0 of 2 (127.0.0.1): rank 1 went away (its process ended) during the "
@@ -238,6 +268,204 @@ TEST(CliRealNodes, InNamespacesTheShapedLinkDecidesTheAllReduce) {
               << " x bytes / rate\n";
     EXPECT_GT(per_exchange / limit, 0.9);
   }
+}
+
+// The distributed cache across real nodes: two ranks (one GPU each) train 3
+// epochs of 64 small JPEGs with loader caches that hold everything. What
+// each rank reads follows the directory's rule, computed here from the
+// sampler's shards: in epoch 1 everything comes from storage (and is
+// cached); later, a sample of the rank's epoch-1 shard is a local hit and
+// any other was cached by the other rank, so it comes over TCP, its file's
+// bytes crossing the network.
+struct CacheRun {
+  gpemu::testing::TempDir dir;
+  gpemu::pipeline::Dataset data;
+  CacheRun() {
+    gpemu::pipeline::generate_image_dataset(dir / "data", 2, 64, 5, 2.0);
+    data = gpemu::pipeline::open_dataset_folder(dir / "data");
+  }
+  std::vector<std::string> args(const std::string& kind, int epochs, int batch = 8) const {
+    return {"train",
+            "--clock",
+            "real",
+            "--data",
+            (dir / "data").string(),
+            "--model",
+            "resnet18",
+            "--gpu",
+            "v100",
+            "-b",
+            std::to_string(batch),
+            "--workers",
+            "2",
+            "--cache-bytes",
+            "64M",
+            "--seed",
+            "3",
+            "--json",
+            "--distributed-cache",
+            kind,
+            "--epochs",
+            std::to_string(epochs)};
+  }
+  // Rank `rank`'s shard of epoch `epoch` (0-based), as its loader draws it.
+  std::vector<std::size_t> shard(int rank, std::uint64_t epoch) const {
+    gpemu::pipeline::LoaderOptions lo;
+    lo.shuffle = true;
+    lo.seed = 3;
+    lo.rank = rank;
+    lo.world_size = 2;
+    return gpemu::pipeline::Sampler(data.size(), gpemu::pipeline::sampler_options(lo)).indices(epoch);
+  }
+};
+
+// Each rank's reads in `out` (`epochs` epochs) are what the directory's rule predicts.
+void expect_partitioned_reads(const CacheRun& run, int rank, const std::string& out, std::uint64_t epochs = 3) {
+  const nlohmann::json j = nlohmann::json::parse(out);
+  EXPECT_EQ(j["reads"]["distributed_cache"], "partitioned");
+  const nlohmann::json& per_epoch = j["reads"]["per_node_epoch"];
+  ASSERT_EQ(per_epoch.size(), epochs) << j.dump();
+  const std::vector<std::size_t> first = run.shard(rank, 0);
+  const std::set<std::size_t> cached(first.begin(), first.end());
+  for (std::uint64_t e = 0; e < epochs; ++e) {
+    const nlohmann::json& n = per_epoch[e];
+    EXPECT_EQ(n["node"], rank);
+    EXPECT_EQ(n["epoch"], e);
+    std::uint64_t remote = 0, remote_bytes = 0, local = 0, storage = 0, storage_bytes = 0;
+    for (const std::size_t i : run.shard(rank, e)) {
+      if (e == 0) {
+        ++storage;
+        storage_bytes += run.data.samples[i].length;
+      } else if (cached.count(i) != 0) {
+        ++local;
+      } else {
+        ++remote;
+        remote_bytes += run.data.samples[i].length;
+      }
+    }
+    if (e > 0) EXPECT_GT(remote, 0u);  // the shards move between epochs
+    EXPECT_EQ(n["cache_hits"], local) << n.dump();
+    EXPECT_EQ(n["remote_hits"], remote) << n.dump();
+    EXPECT_EQ(n["network_bytes"], remote_bytes) << n.dump();
+    EXPECT_EQ(n["storage_reads"], storage) << n.dump();
+    EXPECT_EQ(n["storage_bytes"], storage_bytes) << n.dump();
+  }
+}
+
+TEST(CliRealNodes, APartitionedCacheReadsWhatTheOtherRankCachedOverTcp) {
+  if (!gpemu::dist::have_gloo()) GTEST_SKIP() << "built without gloo (libgloo-dev)";
+  CacheRun run;
+  const int port = free_port();
+  const auto args = run.args("partitioned", 3);
+  const Rank zero = start_rank(0, port, args, run.dir.path()), one = start_rank(1, port, args, run.dir.path());
+  ASSERT_EQ(wait_rank(zero), 0) << slurp(zero.err);
+  ASSERT_EQ(wait_rank(one), 0) << slurp(one.err);
+  expect_partitioned_reads(run, 0, slurp(zero.out));
+  expect_partitioned_reads(run, 1, slurp(one.out));
+}
+
+// The same across two namespaces joined by shaped 10 Gbit/s links (gpemu
+// netns): the samples cross real veth pairs between the ranks' addresses.
+// (Each step's all-reduce moves resnet18's 46.8 MB: a slower link would make
+// the test long, not the cache's reads different.)
+TEST(CliRealNodes, APartitionedCacheAcrossNamespaces) {
+  if (!gpemu::dist::have_gloo()) GTEST_SKIP() << "built without gloo (libgloo-dev)";
+  const std::string prefix = "gtc" + std::to_string(::getpid() % 100000);
+  if (const std::string why = gpemu::netns::netns_refused(prefix); !why.empty()) GTEST_SKIP() << why;
+  CacheRun run;
+  gpemu::netns::NetnsSpec spec;
+  spec.prefix = prefix;
+  spec.nodes = 2;
+  spec.bandwidth_bit_s = 10'000'000'000;
+  const gpemu::netns::NetnsLayout l = gpemu::netns::netns_up(spec, run.dir / "state");
+  const auto args = run.args("partitioned", 2);
+  const std::string master = l.nodes[0].address;
+  const Rank zero = start_rank(0, 29500, args, run.dir.path(), -1, false, l.nodes[0].netns, master);
+  const Rank one = start_rank(1, 29500, args, run.dir.path(), -1, false, l.nodes[1].netns, master);
+  const int s0 = wait_rank(zero), s1 = wait_rank(one);
+  gpemu::netns::netns_down(prefix, run.dir / "state");
+  ASSERT_EQ(s0, 0) << slurp(zero.err);
+  ASSERT_EQ(s1, 0) << slurp(one.err);
+  expect_partitioned_reads(run, 0, slurp(zero.out), 2);
+  expect_partitioned_reads(run, 1, slurp(one.out), 2);
+  EXPECT_EQ(nlohmann::json::parse(slurp(one.out))["real_nodes"]["address"], l.nodes[1].address);
+}
+
+// Locality-aware: each rank visits its epoch-1 shard every epoch, so it
+// reads only what it cached itself. Two GPUs a node here: the node's two
+// loaders share its cache and wait for each other when an epoch begins.
+TEST(CliRealNodes, ALocalityAwareCacheHasNoRemoteHits) {
+  if (!gpemu::dist::have_gloo()) GTEST_SKIP() << "built without gloo (libgloo-dev)";
+  CacheRun run;
+  const int port = free_port();
+  std::vector<std::string> args = run.args("locality-aware", 2);
+  args.insert(args.end(), {"--gpus", "2"});
+  const Rank zero = start_rank(0, port, args, run.dir.path()), one = start_rank(1, port, args, run.dir.path());
+  ASSERT_EQ(wait_rank(zero), 0) << slurp(zero.err);
+  ASSERT_EQ(wait_rank(one), 0) << slurp(one.err);
+  for (const Rank* r : {&zero, &one}) {
+    const nlohmann::json epochs = nlohmann::json::parse(slurp(r->out))["reads"]["per_node_epoch"];
+    ASSERT_EQ(epochs.size(), 2u) << epochs.dump();
+    EXPECT_EQ(epochs[0]["storage_reads"], 32);
+    EXPECT_EQ(epochs[1]["cache_hits"], 32);
+    EXPECT_EQ(epochs[1]["storage_reads"], 0);
+    for (const auto& n : epochs) {
+      EXPECT_EQ(n["remote_hits"], 0);
+      EXPECT_EQ(n["network_bytes"], 0);
+    }
+  }
+}
+
+// Rank 1 is killed in the middle of the second epoch (8 steps of 4 samples
+// an epoch), when rank 0's samples come from its cache: rank 0 stops with an
+// error naming it (its read of a sample or the step's all-reduce, whichever
+// notices first), its finished epoch printed.
+TEST(CliRealNodes, APartitionedCachesPeerKilledMidEpochIsNamed) {
+  if (!gpemu::dist::have_gloo()) GTEST_SKIP() << "built without gloo (libgloo-dev)";
+  CacheRun run;
+  const int port = free_port();
+  std::vector<std::string> args = run.args("partitioned", 1000, 4);
+  args.insert(args.end(), {"--dist-timeout", "20"});
+  // The progress bar's last "(step/8000)": past the middle of the second epoch, rank 1 goes.
+  const KilledRun k = run_and_kill_rank_one(port, args, run.dir.path(), [](const std::string& t) {
+    const std::size_t at = t.rfind('(');
+    return at != std::string::npos && t.find("/8000)", at) != std::string::npos && std::atoi(t.c_str() + at + 1) >= 12;
+  });
+  const Rank &zero = k.zero, &one = k.one;
+  const std::string& terminal = k.terminal;
+  ASSERT_TRUE(k.killed) << terminal;
+  EXPECT_EQ(wait_rank(one), -1);
+  EXPECT_EQ(wait_rank(zero), 1);
+  EXPECT_NE(terminal.find("gpemu: error: rank 0 of 2 (127.0.0.1): rank 1 went away (its process ended) during the "),
+            std::string::npos)
+      << terminal;
+  const nlohmann::json j = nlohmann::json::parse(slurp(zero.out));
+  EXPECT_GE(j["epoch_times_s"].size(), 1u) << j.dump();
+  EXPECT_EQ(j["epoch_times_s"].size(), j["iterations"].get<std::size_t>() / 8) << j.dump();
+}
+
+// One process is one node: under the real clock without a launcher there is
+// nothing to share, and with one the cache is made of the nodes' loader caches.
+TEST(CliRealNodes, ADistributedCacheWithNothingToShareIsRefused) {
+  CacheRun run;
+  std::vector<std::string> args = run.args("partitioned", 1);
+  std::string line;
+  for (const std::string& a : args) line += (line.empty() ? "" : " ") + a;
+  const auto alone = gpemu::testing::run_gpemu(line);
+  EXPECT_EQ(alone.status, 1);
+  EXPECT_NE(alone.err.find("--distributed-cache partitioned under the real clock shares the loader caches of the "
+                           "nodes of a job of several processes (torchrun or mpirun, one per node); this process is "
+                           "the only node"),
+            std::string::npos)
+      << alone.err;
+  args.erase(std::find(args.begin(), args.end(), "--cache-bytes"), std::find(args.begin(), args.end(), "--seed"));
+  const Rank no_cache = start_rank(0, free_port(), args, run.dir.path());
+  EXPECT_EQ(wait_rank(no_cache), 1);
+  EXPECT_NE(slurp(no_cache.err)
+                .find("--distributed-cache partitioned is made of the nodes' loader caches: give each "
+                      "node's (--cache-bytes)"),
+            std::string::npos)
+      << slurp(no_cache.err);
 }
 
 }  // namespace

@@ -18,10 +18,12 @@
 #include "dist/node_group.h"
 #include "dist/tcp_store.h"
 #include "gpemu/error.h"
+#include "support/dist_loopback.h"
 
 namespace {
 
 using namespace gpemu::dist;
+using namespace gpemu::dist::testing;
 using namespace std::chrono_literals;
 
 std::optional<LaunchEnv> env_of(const std::map<std::string, std::string>& vars) {
@@ -29,16 +31,6 @@ std::optional<LaunchEnv> env_of(const std::map<std::string, std::string>& vars) 
     const auto it = vars.find(name);
     return it == vars.end() ? nullptr : it->second.c_str();
   });
-}
-
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 TEST(LaunchEnv, TorchrunAndMpirunVariables) {
@@ -114,18 +106,7 @@ TEST(TcpStore, KeysWaitAndAClientThatLeavesWithoutGoodbyeIsGone) {
   EXPECT_EQ(c.gone(5s), std::vector<int>{4});
   b.reset();  // a goodbye: not gone
   EXPECT_EQ(c.gone(10ms), std::vector<int>{4});
-  {
-    // A client whose connection just closes, as a killed process's does.
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<std::uint16_t>(server.port()));
-    ::inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
-    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-    const char hello[] = {'H', 0, 0, 0, 0, 1, 0, 0, 0, '3'};
-    ASSERT_EQ(::send(fd, hello, sizeof hello, 0), static_cast<ssize_t>(sizeof hello));
-    ::close(fd);
-  }
+  a_rank_process_ends(server.port(), '3');  // its connection just closes, as a killed process's does
   const auto deadline = std::chrono::steady_clock::now() + 5s;
   while (c.gone(10ms).size() < 2 && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(1ms);
   EXPECT_EQ(c.gone(10ms), (std::vector<int>{3, 4}));
@@ -145,19 +126,26 @@ TEST(TcpStore, TheServerWaitsForARankOtherThanItsOwnToBeSeenGone) {
   }
   EXPECT_EQ(server.gone(5s, -1), std::vector<int>{0});  // any rank: waits for rank 0's end
   auto answer = std::async(std::launch::async, [&] { return server.gone(5s, 0); });
-  {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<std::uint16_t>(server.port()));
-    ::inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
-    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-    const char hello[] = {'H', 0, 0, 0, 0, 1, 0, 0, 0, '2'};
-    ASSERT_EQ(::send(fd, hello, sizeof hello, 0), static_cast<ssize_t>(sizeof hello));
-    ::close(fd);  // rank 2's process ends
-  }
+  a_rank_process_ends(server.port(), '2');  // its connection just closes, as a killed process's does
   // Rank 0 counted gone alone does not end the wait; rank 2 does.
   EXPECT_EQ(answer.get(), (std::vector<int>{0, 2}));
+}
+
+// A key awaited from a rank that went away may never come: the wait ends
+// when the store sees any rank go, not after the timeout, and the client
+// stays usable (it names who went with gone()).
+TEST(TcpStore, AWaitForAKeyEndsWhenARankGoesAway) {
+  TcpStoreServer server("127.0.0.1", 0);
+  TcpStoreClient a("127.0.0.1", server.port(), 0, 5s);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto waiting = std::async(std::launch::async, [&] { return error_of([&] { a.get("from rank 3", 20s); }); });
+  a_rank_process_ends(server.port(), '3');  // its connection just closes, as a killed process's does
+  const std::string e = waiting.get();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 10s);
+  EXPECT_NE(e.find("a rank went away before 'from rank 3' came to the store at 127.0.0.1:"), std::string::npos) << e;
+  EXPECT_EQ(a.gone(10ms), std::vector<int>{3});
+  a.set("k", {'x'});
+  EXPECT_EQ(a.get("k", 1s), std::vector<char>{'x'});  // a key that is there still comes
 }
 
 TEST(TcpStore, AnAddressThatDoesNotResolveIsNamed) {
@@ -175,11 +163,6 @@ TEST(TcpStore, NoServerIsOneLineNamingTheAddress) {
   EXPECT_NE(e.find("rank 1: no rank 0 answered at MASTER_ADDR:MASTER_PORT 127.0.0.1:" + std::to_string(port)),
             std::string::npos)
       << e;
-}
-
-int free_port() {
-  TcpStoreServer s("127.0.0.1", 0);
-  return s.port();
 }
 
 TEST(NodeGroup, TwoNodesAllReduceEachStepAndCatchARankOutOfStep) {
@@ -225,15 +208,9 @@ TEST(NodeGroup, RankZeroNamesARankThatNeverJoined) {
   if (!have_gloo()) GTEST_SKIP() << "built without gloo (libgloo-dev)";
   NodeGroupOptions o;
   o.timeout = 300ms;
-  LaunchEnv e;
-  e.launcher = "torchrun";
-  e.rank = 0;
-  e.world_size = 3;
-  e.master_addr = "127.0.0.1";
-  e.master_port = free_port();
   std::string error;
   try {
-    NodeGroup g(e, o);
+    NodeGroup g(loopback_env(0, 3, free_port()), o);
   } catch (const gpemu::Error& ex) {
     error = ex.what();
   }

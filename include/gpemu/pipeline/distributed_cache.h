@@ -50,6 +50,9 @@ class DistributedCache {
  public:
   // For a dataset of `samples` over `nodes` nodes; `fetch` as above (validated).
   DistributedCache(std::size_t samples, int nodes, DistributedCacheKind kind, StorageDevice fetch);
+  // The directory alone: real nodes (real_distributed_cache.h), whose remote
+  // reads cross a real network; fetch() is then an empty device.
+  DistributedCache(std::size_t samples, int nodes, DistributedCacheKind kind);
   DistributedCacheKind kind() const { return kind_; }
   int nodes() const { return nodes_; }
   const StorageDevice& fetch() const { return fetch_; }

@@ -51,6 +51,8 @@
 
 namespace gpemu::pipeline {
 
+class RealDistributedCache;
+
 enum class OnError { Skip, Stop };
 
 // ---- GPU decode (DALI-style mixed pipeline) ----
@@ -115,6 +117,14 @@ struct LoaderOptions {
   std::uint64_t cache_bytes = 0;                  // loader cache capacity; 0: no cache
   CachePolicy cache_policy = CachePolicy::Minio;  // its admission (with cache_bytes)
   std::shared_ptr<LoaderCache> cache;             // a cache to share; overrides cache_bytes and cache_policy
+  // One node of several processes (real nodes): the distributed cache the
+  // nodes' loader caches make (real_distributed_cache.h). A sample this
+  // node's cache misses that another node's holds is read from that node
+  // over the network (a remote hit) instead of storage, then decoded as
+  // usual; with LocalityAware each rank visits its epoch-0 shard every epoch
+  // (locality_aware_order). The per-epoch figures (LoaderStats::epochs) are
+  // kept. Needs `cache` (the node's).
+  std::shared_ptr<RealDistributedCache> distributed_cache;
   // JPEGs decoded on the GPU as DALI's mixed pipeline does (GpuDecodeModel):
   // the workers read each image and parse it (entropy-decode it too without a
   // JPEG engine) and deliver its bytes; the batch's GPU work is the emulated
@@ -168,6 +178,11 @@ class Batch {
   std::uint64_t bytes_read = 0;           // from files (cache hits excluded)
   std::size_t cache_hits = 0;
   std::size_t cache_misses = 0;
+  // With LoaderOptions::distributed_cache: samples read from files, and those
+  // read from another node's cache with the bytes that crossed the network.
+  std::size_t storage_reads = 0;
+  std::size_t remote_hits = 0;
+  std::uint64_t network_bytes = 0;
   BatchTiming timing;
   // GPU decode (LoaderOptions::gpu_decode): the batch's JPEG pixels and crop
   // pixels (each image's, at most the output's), from their headers.
@@ -201,11 +216,14 @@ struct LoaderStats {
   std::uint64_t page_cache_resident_bytes = 0;
   std::uint64_t storage_requests = 0;
   std::uint64_t storage_bytes = 0;
-  // The modelled loader with a distributed cache (several nodes): samples
-  // read from another node's cache, and the bytes that crossed the network.
+  // A distributed cache (the modelled loader's over modelled nodes, the real
+  // loader's over real ones): samples read from another node's cache, and
+  // the bytes that crossed the network.
   std::uint64_t remote_hits = 0;
   std::uint64_t network_bytes = 0;
-  // The modelled loader: the same figures per epoch, in epoch order.
+  // The modelled loader, and the real one with a distributed cache: the same
+  // figures per epoch, in epoch order (the real loader's storage requests are
+  // the samples it read from files, one request each).
   struct Epoch {
     std::uint64_t epoch = 0;
     std::uint64_t cache_hits = 0, remote_hits = 0, storage_requests = 0, storage_bytes = 0, network_bytes = 0;

@@ -61,6 +61,9 @@ class LoaderCache {
 
   // The cached bytes, counting a hit; or nullopt, counting a miss.
   std::optional<std::span<const std::byte>> lookup(const std::string& path, std::uint64_t offset);
+  // The cached bytes without counting a hit or a miss (another node asking:
+  // the distributed cache across real nodes serves them from here).
+  std::optional<std::span<const std::byte>> peek(const std::string& path, std::uint64_t offset) const;
   // Admits a copy of data if the policy admits it in what is left of the
   // capacity and the key is not cached yet. Returns whether it was admitted.
   bool admit(const std::string& path, std::uint64_t offset, std::span<const std::byte> data);
