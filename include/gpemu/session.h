@@ -275,6 +275,9 @@ class Session {
   ClockEvent& ended(JobId id);
 
   const JobOutcome& outcome(JobId id) const;
+  // The job's outcome moved out (its record with every step it kept), once
+  // it has ended; outcome(id) keeps all but the record.
+  JobOutcome take_outcome(JobId id);
   std::size_t jobs() const;
 
  private:

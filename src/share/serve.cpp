@@ -229,9 +229,12 @@ struct ShareServer::Impl {
     std::string mig;
     bool worked = false;  // it asked for GPU work or memory: too late for a job
     // Its job ("job"): the job's own device while it runs (the hello's is
-    // gone), then its result, kept for "job_steps".
+    // gone); once it has run, its train steps' ends and samples, kept for
+    // "job_steps".
     Device* job_device = nullptr;
-    std::optional<SharedJobResult> job;
+    bool ran_job = false;
+    std::vector<Time> job_step_ends;
+    std::vector<std::int64_t> job_step_samples;
     std::thread thread;
     std::atomic<bool> done{false};
   };
@@ -489,7 +492,7 @@ struct ShareServer::Impl {
   nlohmann::json handle(Client& c, const nlohmann::json& m) {
     const std::string op = share_detail::request_op(m);
     if (op == "hello") {
-      if (c.device || c.job) return fail("protocol", "hello: this client has said hello already");
+      if (c.device || c.ran_job) return fail("protocol", "hello: this client has said hello already");
       const int g = static_cast<int>(request_int(m, "gpu", 0, o.gpus - 1, 0));
       const int priority = static_cast<int>(request_int(m, "priority", -1000, 1000, 0));
       const std::string mig = request_string(m, "mig", "");
@@ -526,7 +529,7 @@ struct ShareServer::Impl {
     }
     if (op == "bye") return {{"ok", true}};
     if (op == "job_steps") return job_steps(c, m);
-    if (c.job)
+    if (c.ran_job)
       return fail("protocol", fmt::format("'{}' after a job: this connection's process was the job, which "
                                           "has ended; it takes job_steps, smi and bye",
                                           op.substr(0, 40)));
@@ -790,39 +793,37 @@ struct ShareServer::Impl {
       c.job_device = nullptr;
     }
     job.reset();  // its memory goes back, as a process's at its exit
-    c.job = share_detail::job_result(js, out);
-    const SharedJobResult& r = *c.job;
+    const SharedJobResult r = share_detail::job_result(js, *o.gpu, std::move(out));
+    c.ran_job = true;
+    c.job_step_ends = r.step_ends();
+    c.job_step_samples = r.step_samples();
     nlohmann::json reply = {{"ok", true},
                             {"start_ns", r.arrival},
                             {"end_ns", r.end},
-                            {"iterations", r.iterations},
-                            {"samples", r.samples},
-                            {"compute_busy_ns", r.compute_busy},
-                            {"peak_allocated_bytes", r.peak_allocated_bytes},
-                            {"peak_reserved_bytes", r.peak_reserved_bytes},
+                            {"iterations", r.iterations()},
+                            {"samples", r.samples()},
+                            {"compute_busy_ns", r.compute_busy()},
+                            {"peak_allocated_bytes", r.peak_allocated_bytes()},
+                            {"peak_reserved_bytes", r.peak_reserved_bytes()},
                             {"error", r.error.empty() ? nlohmann::json() : nlohmann::json(r.error)},
-                            {"steps", r.step_ends.size()}};
-    add_steps(reply, r, 0);
+                            {"steps", c.job_step_ends.size()}};
+    add_steps(reply, c, 0);
     return reply;
   }
 
-  static void add_steps(nlohmann::json& reply, const SharedJobResult& r, std::size_t from) {
-    const std::size_t to = std::min(r.step_ends.size(), from + kStepsPerReply);
-    nlohmann::json ends = nlohmann::json::array(), samples = nlohmann::json::array();
-    for (std::size_t i = from; i < to; ++i) {
-      ends.push_back(r.step_ends[i]);
-      samples.push_back(r.step_samples[i]);
-    }
-    reply["step_end_ns"] = std::move(ends);
-    reply["step_samples"] = std::move(samples);
+  static void add_steps(nlohmann::json& reply, const Client& c, std::size_t from) {
+    const std::size_t to = std::min(c.job_step_ends.size(), from + kStepsPerReply);
+    reply["step_end_ns"] = std::vector<Time>(c.job_step_ends.begin() + from, c.job_step_ends.begin() + to);
+    reply["step_samples"] =
+        std::vector<std::int64_t>(c.job_step_samples.begin() + from, c.job_step_samples.begin() + to);
   }
 
   // "job_steps" {from}: the job's step ends from `from` on, a page at a time.
   nlohmann::json job_steps(const Client& c, const nlohmann::json& m) {
-    if (!c.job) return fail("protocol", "job_steps: this connection has run no job");
-    const auto from = request_int(m, "from", 0, static_cast<std::int64_t>(c.job->step_ends.size()), 0, true);
+    if (!c.ran_job) return fail("protocol", "job_steps: this connection has run no job");
+    const auto from = request_int(m, "from", 0, static_cast<std::int64_t>(c.job_step_ends.size()), 0, true);
     nlohmann::json reply = {{"ok", true}};
-    add_steps(reply, *c.job, static_cast<std::size_t>(from));
+    add_steps(reply, c, static_cast<std::size_t>(from));
     return reply;
   }
 

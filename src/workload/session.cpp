@@ -290,6 +290,17 @@ Session::Slot& Session::slot(JobId id) const {
 
 std::size_t Session::jobs() const { return slots_.size(); }
 const JobOutcome& Session::outcome(JobId id) const { return slot(id).out; }
+
+JobOutcome Session::take_outcome(JobId id) {
+  Slot& s = slot(id);
+  if (!s.ended.is_set()) throw std::logic_error(fmt::format("Session::take_outcome: job {} has not ended", id));
+  std::optional<RunRecord> record = std::move(s.out.record);
+  s.out.record.reset();
+  JobOutcome out = s.out;
+  out.record = std::move(record);
+  return out;
+}
+
 ClockEvent& Session::ended(JobId id) { return slot(id).ended; }
 
 JobState Session::state(JobId id) const {
