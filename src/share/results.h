@@ -20,6 +20,10 @@ void check_fits_clock(const ShareSpec& spec, const std::vector<StepCost>& steps)
 // end, until it runs), and a record of its spec (model, card, batch size).
 SharedJobResult start_result(const SharedJobSpec& job, const GpuSpec& gpu);
 
+// The job as a session's, pinned to `gpu`: its name, spec, arrival, policy
+// priority and slice, and cost model.
+SessionJob session_job(const SharedJobSpec& job, int gpu);
+
 // A job's result from its outcome on a GPU (a Session's, in process or
 // served): its record moved in, its arrival, end and what ended it.
 SharedJobResult job_result(const SharedJobSpec& job, const GpuSpec& gpu, JobOutcome outcome);

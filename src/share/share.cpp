@@ -258,6 +258,18 @@ SharedJobResult start_result(const SharedJobSpec& js, const GpuSpec& gpu) {
   return r;
 }
 
+SessionJob session_job(const SharedJobSpec& js, int gpu) {
+  SessionJob j;
+  j.name = js.name;
+  j.job = js.job;
+  j.arrival = js.arrival;
+  j.gpu = gpu;
+  j.priority = js.priority;
+  j.mig = js.mig;
+  j.costs = js.costs;
+  return j;
+}
+
 SharedJobResult job_result(const SharedJobSpec& js, const GpuSpec& gpu, JobOutcome outcome) {
   SharedJobResult r = start_result(js, gpu);
   r.arrival = outcome.arrival;
@@ -328,17 +340,10 @@ ShareResult run_shared(Clock& clock, const CostModel& costs, const ShareSpec& sp
   KernelUnion kernels(spec.utilization_window);
   std::map<std::string, JobId, std::less<>> id_of;
   for (const SharedJobSpec& js : spec.jobs) {
-    SessionJob j;
-    j.name = js.name;
-    j.job = js.job;
+    SessionJob j = session_job(js, 0);
     j.job.record.steps = j.job.record.kernels = spec.per_step;
     j.job.record.sink = &kernels;
-    j.arrival = js.arrival;
     if (!js.after.empty()) j.after = id_of.at(js.after);  // a queue: its arrival counts from that job's end
-    j.gpu = 0;
-    j.priority = js.priority;
-    j.mig = js.mig;
-    j.costs = js.costs;
     id_of.emplace(js.name, session.add_job(std::move(j)));
   }
   session.run();
