@@ -63,8 +63,8 @@ nlohmann::json run_share_bench(const ShareBenchOptions& o) {
   const auto costs = make_cost_model(std::nullopt);
   const auto c = model_job("compute", o.compute_model, o.compute_batch, o.steps);
   const auto m = model_job("memory", o.memory_model, o.memory_batch, o.steps);
-  const double alone_c = run(gpu, *costs, SharePolicy::Mps, {c}).jobs[0].samples_per_s;
-  const double alone_m = run(gpu, *costs, SharePolicy::Mps, {m}).jobs[0].samples_per_s;
+  const double alone_c = run(gpu, *costs, SharePolicy::Mps, {c}).jobs[0].samples_per_s();
+  const double alone_m = run(gpu, *costs, SharePolicy::Mps, {m}).jobs[0].samples_per_s();
   auto c2 = c;
   c2.name = "compute2";
   const ShareResult two = run(gpu, *costs, SharePolicy::Mps, {c, c2});
@@ -74,7 +74,7 @@ nlohmann::json run_share_bench(const ShareBenchOptions& o) {
   for (SharePolicy p : {SharePolicy::Fifo, SharePolicy::TimeSlice, SharePolicy::Priority, SharePolicy::Mps}) {
     const ShareResult r = run(gpu, *costs, p, {c, c2});
     policies.push_back({{"policy", to_string(p)},
-                        {"ratio", {r.jobs[0].samples_per_s / alone_c, r.jobs[1].samples_per_s / alone_c}},
+                        {"ratio", {r.jobs[0].samples_per_s() / alone_c, r.jobs[1].samples_per_s() / alone_c}},
                         {"utilization_pct", r.mean_utilization_pct}});
   }
   nlohmann::json cost = nlohmann::json::array();
@@ -94,20 +94,21 @@ nlohmann::json run_share_bench(const ShareBenchOptions& o) {
                     {"wall_s", wall},
                     {"wall_us_per_step", wall / steps * 1e6}});
   }
-  return {{"benchmark", "share"},
-          {"clock", "virtual"},
-          {"gpu", gpu.id},
-          {"steps", o.steps},
-          {"demands",
-           {{"compute", demand_json(gpu, o.compute_model, o.compute_batch)},
-            {"memory", demand_json(gpu, o.memory_model, o.memory_batch)}}},
-          {"alone", {{"compute", alone_c}, {"memory", alone_m}}},
-          {"mps",
-           {{"two_compute", {two.jobs[0].samples_per_s / alone_c, two.jobs[1].samples_per_s / alone_c}},
-            {"compute_beside_memory",
-             {{"compute", mixed.jobs[0].samples_per_s / alone_c}, {"memory", mixed.jobs[1].samples_per_s / alone_m}}}}},
-          {"policies", policies},
-          {"cost", cost}};
+  return {
+      {"benchmark", "share"},
+      {"clock", "virtual"},
+      {"gpu", gpu.id},
+      {"steps", o.steps},
+      {"demands",
+       {{"compute", demand_json(gpu, o.compute_model, o.compute_batch)},
+        {"memory", demand_json(gpu, o.memory_model, o.memory_batch)}}},
+      {"alone", {{"compute", alone_c}, {"memory", alone_m}}},
+      {"mps",
+       {{"two_compute", {two.jobs[0].samples_per_s() / alone_c, two.jobs[1].samples_per_s() / alone_c}},
+        {"compute_beside_memory",
+         {{"compute", mixed.jobs[0].samples_per_s() / alone_c}, {"memory", mixed.jobs[1].samples_per_s() / alone_m}}}}},
+      {"policies", policies},
+      {"cost", cost}};
 }
 
 void print_share_bench(const nlohmann::json& r, std::ostream& os) {

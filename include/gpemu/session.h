@@ -1,7 +1,8 @@
 // A session: the world that jobs run in, over time.
 //
 //   Session(Clock&, SessionSpec)            the clock, the GPUs (per node, one SharedGpu each, on one
-//     add_job(SessionJob) -> JobId           timeline), each node's CPU pool
+//     add_job(SessionJob) -> JobId           timeline), each node's CPU pool; while an open
+//                                             session runs too (a server's clients: live arrivals)
 //     at(t, action)                           control under the clock: pause, preempt, resume
 //     run()                                   every job: arrives -> queued -> placed -> runs -> ends
 //     outcome(id), ended(id)                  what happened; its end, a ClockEvent to wait on
@@ -51,11 +52,20 @@
 // jobs' data, placement or sharing policies written in Python
 // (docs/architecture.md, "Sessions").
 //
-// Thread safety: add_job and at before run(); pause, preempt, resume and
-// ended from the session's host threads (control actions, observers) while
-// it runs; outcome after run().
+// An open session (SessionSpec::open, under the real clock) also takes jobs
+// while it runs, from any thread (`gpemu serve`'s clients): such a job arrives
+// at max(its arrival, now) and runs on host threads of its own, as if it had
+// been added up front with that arrival; run() returns once close() has been
+// called and every job has ended.
+//
+// Thread safety: at before run(); add_job before run(), or from any thread
+// while an open session runs; pause, preempt, resume and ended from the
+// session's host threads (control actions, observers) while it runs, or
+// from any thread under the real clock; outcome once the job has ended
+// (its ended() event is set).
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
 #include <exception>
 #include <functional>
@@ -158,6 +168,11 @@ struct SessionSpec {
   // served first come first served with the other jobs' (StorageServer).
   // Unset: a checkpoint costs only checkpoint_save / checkpoint_restore.
   std::optional<pipeline::StorageDevice> checkpoint_storage;
+  // Jobs may be added while it runs (Session::add_job), and run() returns
+  // only once close() has been called and every job has ended: a server's
+  // session. Under the real clock only (a virtual clock's host threads are
+  // all known when it runs): InputError otherwise.
+  bool open = false;
 };
 
 // The session a job runs alone in, on GPUs of its own (`gpemu train`,
@@ -172,7 +187,8 @@ struct SessionJob {
   // A job of cluster.gpus GPUs of one node (of cluster.nodes nodes, as many
   // on each). The session sets its GPUs (cluster.gpu, on_node, on_cluster
   // and, for several nodes, network), keep_partial and between_steps; the
-  // rest (model, batch, data, schedule) is the job's.
+  // rest (model, batch, data, schedule) is the job's. Its own
+  // schedule.between_steps, if any, is called first at each step boundary.
   JobSpec job;
   Time arrival = 0;                 // when it is queued (with `after`: this long after that job's end)
   std::optional<JobId> after;       // an earlier job whose end starts its arrival's delay
@@ -192,6 +208,10 @@ struct SessionJob {
   // Called on its first host thread once it is built on its GPUs, before
   // it runs (a front end's progress bar, its wall time); null: nothing.
   std::function<void(Job&)> on_start;
+  // Called on the same thread when its Job is done with, before the Job (its
+  // processes: contexts, memory) is destroyed, whenever on_start was called;
+  // must not throw. Null: nothing.
+  std::function<void()> on_stop;
 };
 
 // A pause or preemption, from its request taking effect to the job running again.
@@ -245,7 +265,10 @@ class Session {
   // A shared session's GPU (logic_error on an exclusive session).
   SharedGpu& gpu(int index);
 
-  // Before run(). InputError naming the job and the field for a bad job
+  // Before run(), or while an open session runs (then from any thread; the
+  // job arrives at max(job.arrival, now), and a job of several nodes is
+  // refused). logic_error after run() returned, or close(), or while a
+  // session that is not open runs. InputError naming the job and the field for a bad job
   // (a GPU out of range, an `after` that is not an earlier job, more GPUs
   // than a node has, more nodes than the session has or several on a
   // session that shares GPUs, several GPUs on a session sharing GPUs under
@@ -259,8 +282,11 @@ class Session {
   void on_job_end(std::function<void(Session&, const JobOutcome&)> observer);
 
   // Runs every job to its end (InputError as add_job; a job's own failure is
-  // in its outcome). Call once.
+  // in its outcome); an open session's, until close() too. Call once.
   void run();
+  // An open session takes no more jobs; run() returns once those it has
+  // have ended. From any thread; a second call does nothing.
+  void close();
 
   // From the session's host threads while it runs. pause and preempt take
   // effect at the job's next step boundary (for several GPUs, before the
@@ -275,11 +301,16 @@ class Session {
   ClockEvent& ended(JobId id);
 
   const JobOutcome& outcome(JobId id) const;
+  // The job's outcome moved out (its record with every step it kept), once
+  // it has ended; outcome(id) keeps all but the record.
+  JobOutcome take_outcome(JobId id);
   std::size_t jobs() const;
 
  private:
   struct Slot;
   void run_job(Slot& s);
+  std::vector<std::function<void()>> bodies_of(Slot& s);
+  void start_live(Slot& s);
   void run_rank(Slot& s, int rank);
   void start_job(Slot& s);
   JobSpec placed_spec(Slot& s);
@@ -310,7 +341,15 @@ class Session {
   std::vector<int> gpu_jobs_;  // jobs on each GPU now
   std::vector<Slot*> queue_;   // queued, in order
   mutable std::mutex mu_;
+  // run() and live arrivals: slots_, whether it runs, the live jobs' threads.
+  mutable std::mutex live_mu_;
+  std::condition_variable live_cv_;
   bool ran_ = false;
+  bool closed_ = false;  // open sessions: close() was called
+  struct LiveThread;
+  std::vector<std::unique_ptr<LiveThread>> live_threads_;  // jobs added while it runs
+  int live_running_ = 0;
+  std::exception_ptr live_error_;
 };
 
 // Job::run as the one-job case of a session: `job` alone on GPUs of its own

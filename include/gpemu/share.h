@@ -19,6 +19,7 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -94,9 +95,9 @@ struct ShareSpec {
   // CPU cores of the machine the jobs' modelled data loaders share
   // (pipeline::CpuPool); 0: this machine's.
   int cpu_cores = 0;
-  // Each job's step ends and kernel spans (SharedJobResult::step_ends,
-  // step_samples, kernels: share_json's steps, share_report's charts), which
-  // grow with the steps; false: the totals only, in memory flat in steps.
+  // Each job's train steps and kernel spans in its record (SharedJobResult::
+  // record: share_json's steps, share_report's charts), which grow with the
+  // steps; false: the totals only, in memory flat in steps.
   bool per_step = true;
 };
 
@@ -113,31 +114,47 @@ void give_cost_models(ShareSpec& spec, const std::optional<std::filesystem::path
 // kMaxSharedSteps are refused too.
 void validate(const ShareSpec& spec);
 
+// One job's result: the engine's RunRecord of its job (as DLIO's
+// DlioRunRecord holds one) and what sharing adds to it: the job's priority
+// and slice, when it arrived and ended on the shared GPU, and what ended it.
+// Its figures are read from the record (the functions below); JSON and text
+// are written from it only at the edge (share_json, `gpemu share`).
 struct SharedJobResult {
   std::string name;
-  std::string model;  // "" for a fixed step time
-  int batch_size = 0;
   int priority = 0;
   std::string mig;
   Time arrival = 0;
   Time end = 0;  // its last GPU work ended (its arrival when it never ran)
-  std::int64_t iterations = 0;
-  std::int64_t samples = 0;
-  double samples_per_s = 0;   // samples / (end - arrival)
-  double jct_s = 0;           // end - arrival
-  Duration compute_busy = 0;  // its kernels' time on the GPU alone (each as long as it would run by itself)
-  // compute_busy over (end - arrival), in percent: the share of the GPU the
-  // policy gave it.
-  double gpu_share_pct = 0;
-  std::uint64_t peak_allocated_bytes = 0, peak_reserved_bytes = 0;
   // What ended it early (an out-of-memory message, a slice that did not
   // fit); empty when it ran its schedule.
   std::string error;
-  // Per train step: when its GPU work ended, and its samples (a throughput
-  // series: samples / time since the previous step's end).
-  std::vector<Time> step_ends;
-  std::vector<std::int64_t> step_samples;
-  std::vector<KernelSpan> kernels;  // [start, end) of its kernels on the shared GPU
+  // The job's record: its model ("" for a fixed step time), card and batch
+  // size; on its one rank its iterations, train samples, kernels' time alone
+  // and memory peaks; with ShareSpec::per_step its train steps (steps:
+  // step_end, samples) and its kernels on the shared GPU (ranks[0].
+  // compute_intervals). A job that failed at its start has no rank.
+  // `share --connect`'s: what the server's reply carries (no kernels).
+  RunRecord record;
+
+  const std::string& model() const { return record.model; }
+  int batch_size() const { return record.batch_size; }
+  std::int64_t iterations() const;
+  std::int64_t samples() const;  // train samples
+  // Its kernels' time on the GPU alone (each as long as it would run by itself).
+  Duration compute_busy() const;
+  std::uint64_t peak_allocated_bytes() const;
+  std::uint64_t peak_reserved_bytes() const;
+  // [start, end) of its kernels on the shared GPU (ShareSpec::per_step).
+  std::span<const KernelSpan> kernels() const;
+  // Per train step its record kept: when its GPU work ended, and its samples
+  // (a throughput series: samples / time since the previous step's end).
+  std::vector<Time> step_ends() const;
+  std::vector<std::int64_t> step_samples() const;
+  double jct_s() const;          // end - arrival
+  double samples_per_s() const;  // samples / (end - arrival)
+  // compute_busy over (end - arrival), in percent: the share of the GPU the
+  // policy gave it.
+  double gpu_share_pct() const;
 };
 
 struct ShareResult {

@@ -115,10 +115,11 @@ void share(const ShareArgs& a) {
            "peak alloc MiB", "peak reserved MiB", "ended"});
   for (const SharedJobResult& j : r.jobs) {
     std::string ended = j.error.empty() ? "finished" : "failed (below)";
-    t.add({terminal_text(j.name), j.model.empty() ? "fixed step" : terminal_text(j.model), std::to_string(j.batch_size),
-           fixed(to_seconds(j.arrival), 1), fixed(to_seconds(j.end), 2), fixed(j.jct_s, 2),
-           std::to_string(j.iterations), fixed(j.samples_per_s, 1), fixed(j.gpu_share_pct, 1),
-           fixed(mib(j.peak_allocated_bytes), 0), fixed(mib(j.peak_reserved_bytes), 0), ended});
+    t.add({terminal_text(j.name), j.model().empty() ? "fixed step" : terminal_text(j.model()),
+           std::to_string(j.batch_size()), fixed(to_seconds(j.arrival), 1), fixed(to_seconds(j.end), 2),
+           fixed(j.jct_s(), 2), std::to_string(j.iterations()), fixed(j.samples_per_s(), 1),
+           fixed(j.gpu_share_pct(), 1), fixed(mib(j.peak_allocated_bytes()), 0), fixed(mib(j.peak_reserved_bytes()), 0),
+           ended});
   }
   t.print(std::cout);
   std::cout << '\n';

@@ -16,17 +16,17 @@ std::vector<StepCost> model_steps(const CostModel& costs, const ShareSpec& spec)
 // one after the other, would not fit the emulated clock.
 void check_fits_clock(const ShareSpec& spec, const std::vector<StepCost>& steps);
 
-// A job's result before it runs: its name, batch, priority, slice, model and
-// arrival (its end, until it runs).
-SharedJobResult start_result(const SharedJobSpec& job);
+// A job's result before it runs: its name, priority, slice and arrival (its
+// end, until it runs), and a record of its spec (model, card, batch size).
+SharedJobResult start_result(const SharedJobSpec& job, const GpuSpec& gpu);
 
-// A job's result from its outcome on a GPU (in-process: a Session's; served:
-// the server's own run of it): its iterations, samples, memory peaks, step
-// ends and kernels from its record, and what ended it.
-SharedJobResult job_result(const SharedJobSpec& job, const JobOutcome& outcome);
+// The job as a session's, pinned to `gpu`: its name, spec, arrival, policy
+// priority and slice, and cost model.
+SessionJob session_job(const SharedJobSpec& job, int gpu);
 
-// Throughput, JCT and GPU share of a job whose end, samples and kernels' time are known.
-void finish_result(SharedJobResult& r);
+// A job's result from its outcome on a GPU (a Session's, in process or
+// served): its record moved in, its arrival, end and what ended it.
+SharedJobResult job_result(const SharedJobSpec& job, const GpuSpec& gpu, JobOutcome outcome);
 
 // The makespan and the mean JCT over the jobs that finished.
 void sum_up(ShareResult& result);

@@ -229,9 +229,12 @@ struct ShareServer::Impl {
     std::string mig;
     bool worked = false;  // it asked for GPU work or memory: too late for a job
     // Its job ("job"): the job's own device while it runs (the hello's is
-    // gone), then its result, kept for "job_steps".
+    // gone); once it has run, its train steps' ends and samples, kept for
+    // "job_steps".
     Device* job_device = nullptr;
-    std::optional<SharedJobResult> job;
+    bool ran_job = false;
+    std::vector<Time> job_step_ends;
+    std::vector<std::int64_t> job_step_samples;
     std::thread thread;
     std::atomic<bool> done{false};
   };
@@ -244,8 +247,13 @@ struct ShareServer::Impl {
 
   ServeOptions o;
   std::unique_ptr<Clock> clock = make_real_clock();
-  Timeline timeline{*clock};
-  std::vector<std::unique_ptr<SharedGpu>> gpus;
+  // The session that owns the GPUs (one SharedGpu each, on its timeline):
+  // the request-by-request clients' Devices are views of them, and a
+  // client's "job" is a job of the session, added while it runs. Its run()
+  // goes on on session_thread until the server stops (Session::close).
+  std::unique_ptr<CostModel> costs;  // the session's; each served job brings its own
+  std::unique_ptr<Session> session;
+  std::thread session_thread;
   std::filesystem::path path;
   ino_t socket_inode = 0;
   int listen_fd = -1, metrics_fd = -1, metrics_port = 0;
@@ -266,7 +274,14 @@ struct ShareServer::Impl {
     if (o.max_clients < 1 || o.max_clients > 4096)
       throw InputError(fmt::format("serve: --max-clients {}: give 1 to 4096", o.max_clients));
     if (o.idle_timeout <= 0) throw InputError("serve: the idle timeout must be positive");
-    for (int g = 0; g < o.gpus; ++g) gpus.push_back(std::make_unique<SharedGpu>(timeline, *o.gpu, o.share));
+    SessionSpec world;
+    world.gpu = o.gpu;
+    world.gpus_per_node = o.gpus;
+    world.share = o.share;
+    world.placement = placement_policy("pinned");  // a client's job on the GPU its hello named
+    world.open = true;
+    costs = make_cost_model(std::nullopt);
+    session = std::make_unique<Session>(*clock, *costs, std::move(world));
     kernels.resize(static_cast<std::size_t>(o.gpus));
     path = o.socket.empty() ? default_socket_path() : o.socket;
     bind_socket();
@@ -277,7 +292,16 @@ struct ShareServer::Impl {
       close_all();
       throw;
     }
+    session_thread = std::thread([this] {
+      try {
+        session->run();
+      } catch (...) {  // NOLINT: the host's memory ran out in a job, which ended failed (its client was told)
+      }
+    });
   }
+
+  Timeline& timeline() { return session->timeline(); }
+  SharedGpu& gpu(int g) { return session->gpu(g); }
 
   // Closes what the server opened and removes its socket (only if it is
   // still the one this server made).
@@ -310,6 +334,10 @@ struct ShareServer::Impl {
       if (c->thread.joinable()) c->thread.join();
     }
     if (metrics_thread.joinable()) metrics_thread.join();
+    // The clients' jobs have ended with them (a job stops at its next step
+    // when the server stops): the session's run() returns.
+    session->close();
+    if (session_thread.joinable()) session_thread.join();
     close_all();
   }
 
@@ -417,7 +445,7 @@ struct ShareServer::Impl {
       auto& k = kernels[static_cast<std::size_t>(g)];
       std::vector<BusyInterval> spans;
       for (const KernelRecord& r : k) {
-        const Time end = std::min(timeline.end_time(r.c), r.cut);
+        const Time end = std::min(timeline().end_time(r.c), r.cut);
         spans.push_back({std::min(end, r.c.resolved() ? r.c.known_start(r.d) : end - r.d), end});
       }
       while (!k.empty() && k.front().c.resolved() && k.front().c.known_end() < from) k.pop_front();
@@ -489,20 +517,20 @@ struct ShareServer::Impl {
   nlohmann::json handle(Client& c, const nlohmann::json& m) {
     const std::string op = share_detail::request_op(m);
     if (op == "hello") {
-      if (c.device || c.job) return fail("protocol", "hello: this client has said hello already");
+      if (c.device || c.ran_job) return fail("protocol", "hello: this client has said hello already");
       const int g = static_cast<int>(request_int(m, "gpu", 0, o.gpus - 1, 0));
       const int priority = static_cast<int>(request_int(m, "priority", -1000, 1000, 0));
       const std::string mig = request_string(m, "mig", "");
       c.name = request_string(m, "name", "client");
-      const bool slices = gpus[static_cast<std::size_t>(g)]->slices();
+      const bool slices = gpu(g).slices();
       if (slices && mig.empty())
         throw InputError(fmt::format("hello: policy mig: give 'mig', a profile of the {}", o.gpu->id));
       if (!slices && !mig.empty())
         throw InputError(fmt::format("hello: 'mig' is for policy mig, not {}", to_string(o.share.policy)));
       DeviceOptions d;
       d.index = g;
-      d.share = ShareContext{gpus[static_cast<std::size_t>(g)].get(), priority, mig};
-      auto device = std::make_unique<Device>(timeline, *o.gpu, d);
+      d.share = ShareContext{&gpu(g), priority, mig};
+      auto device = std::make_unique<Device>(timeline(), *o.gpu, d);
       std::lock_guard lock(mu);
       c.device = std::move(device);
       c.streams = {&c.device->default_stream()};
@@ -526,7 +554,7 @@ struct ShareServer::Impl {
     }
     if (op == "bye") return {{"ok", true}};
     if (op == "job_steps") return job_steps(c, m);
-    if (c.job)
+    if (c.ran_job)
       return fail("protocol", fmt::format("'{}' after a job: this connection's process was the job, which "
                                           "has ended; it takes job_steps, smi and bye",
                                           op.substr(0, 40)));
@@ -545,7 +573,7 @@ struct ShareServer::Impl {
     // Waits on the clock in slices, so that stopping the server, or the
     // client hanging up, never waits for a long kernel of a client's.
     const auto wait_for = [&](const Completion& done) {
-      return timeline.wait(done, [&](Time t) { sleep_until(c, t); });
+      return timeline().wait(done, [&](Time t) { sleep_until(c, t); });
     };
     const auto wait_stream = [&](Stream& s) {
       c.queued = 0;
@@ -571,19 +599,19 @@ struct ShareServer::Impl {
       // client that dies or is dropped leaves at most one kernel behind it
       // for the others to wait for, as a dead process's context takes its
       // queued work with it (N3).
-      sleep_until(c, timeline.end_time(s.tail()) - kIssueAhead);
-      SharedGpu& gpu = *gpus[static_cast<std::size_t>(c.gpu)];
+      sleep_until(c, timeline().end_time(s.tail()) - kIssueAhead);
+      SharedGpu& shared = gpu(c.gpu);
       // Under fifo each request is one exclusive turn.
-      const bool fifo = gpu.exclusive_steps();
+      const bool fifo = shared.exclusive_steps();
       if (fifo) {
-        const Completion dep[] = {gpu.begin_turn()};
+        const Completion dep[] = {shared.begin_turn()};
         OpSpec w;
         w.trace = false;
         w.tag.name = "wait for the shared GPU";
         s.enqueue(w, std::nullopt, dep);
       }
       const Completion k = s.launch_kernel(ns, c.name, demand);
-      if (fifo) gpu.end_turn(k);
+      if (fifo) shared.end_turn(k);
       record_kernel(c.gpu, k, ns, c.id);
       // CUDA's launch queue is bounded: a launch into a full one blocks
       // until the stream drains (and the timeline's pending work stays bounded).
@@ -749,80 +777,69 @@ struct ShareServer::Impl {
     one.jobs = {share_detail::parse_job_entry(*entry, "job")};
     give_cost_models(one, profiles);  // InputError for an unknown model or host
     const SharedJobSpec& js = one.jobs.front();
-    JobSpec spec = js.job;
-    spec.cluster.gpu = o.gpu;
-    spec.cluster.gpus = 1;
-    spec.cluster.device.index = c.gpu;
-    spec.cluster.device.share = ShareContext{gpus[static_cast<std::size_t>(c.gpu)].get(), c.priority, c.mig};
-    spec.schedule.keep_partial = true;
+    SessionJob job = share_detail::session_job(js, c.gpu);  // it arrives now
+    job.priority = c.priority;                              // its hello's
+    job.mig = c.mig;
+    job.trace_row = c.gpu;  // its Device's index: the GPU's, as a hello's device
     // A client that hangs up, or the server stopping, ends its job at the next step.
-    spec.schedule.between_steps = [this, &c](const StepBoundary&) {
+    job.job.schedule.between_steps = [this, &c](const StepBoundary&) {
       if (stopping) throw Error("the server is stopping");
       if (hung_up(c.fd)) throw Error("the client hung up");
     };
     KernelsSeen seen(*this, c);
-    spec.record.sink = &seen;
-    spec.record.steps = steps != m.end() && steps->get<bool>();
+    job.job.record.sink = &seen;
+    job.job.record.steps = steps != m.end() && steps->get<bool>();
+    // smi counts the job's device while it is the client's process.
+    job.on_start = [this, &c](Job& j) {
+      std::lock_guard lock(mu);
+      c.job_device = &j.device(0);
+    };
+    job.on_stop = [this, &c] {
+      std::lock_guard lock(mu);
+      c.job_device = nullptr;
+    };
     {
       std::lock_guard lock(mu);
       c.streams.clear();
       c.device.reset();
     }
-    JobOutcome out;
-    out.name = js.name;
-    out.arrival = out.start = out.end = clock->now();
-    std::optional<Job> job;
-    try {
-      job.emplace(*clock, *js.costs, std::move(spec));
-      {
-        std::lock_guard lock(mu);
-        c.job_device = &job->device(0);
-      }
-      job->host_threads().front()();
-      finish_outcome(*job, out);
-    } catch (const std::bad_alloc&) {
-      throw;
-    } catch (const std::exception& e) {
-      out.error = e.what();  // its start: no room for its context or weights, a slice that does not fit
-    }
-    {
-      std::lock_guard lock(mu);
-      c.job_device = nullptr;
-    }
-    job.reset();  // its memory goes back, as a process's at its exit
-    c.job = share_detail::job_result(js, out);
-    const SharedJobResult& r = *c.job;
+    // It arrives now and runs on the session's host thread; its end is an
+    // event of the session's, and its memory has gone back by then, as a
+    // process's at its exit.
+    const JobId id = session->add_job(std::move(job));
+    session->ended(id).wait();
+    JobOutcome out = session->take_outcome(id);
+    const SharedJobResult r = share_detail::job_result(js, *o.gpu, std::move(out));
+    c.ran_job = true;
+    c.job_step_ends = r.step_ends();
+    c.job_step_samples = r.step_samples();
     nlohmann::json reply = {{"ok", true},
                             {"start_ns", r.arrival},
                             {"end_ns", r.end},
-                            {"iterations", r.iterations},
-                            {"samples", r.samples},
-                            {"compute_busy_ns", r.compute_busy},
-                            {"peak_allocated_bytes", r.peak_allocated_bytes},
-                            {"peak_reserved_bytes", r.peak_reserved_bytes},
+                            {"iterations", r.iterations()},
+                            {"samples", r.samples()},
+                            {"compute_busy_ns", r.compute_busy()},
+                            {"peak_allocated_bytes", r.peak_allocated_bytes()},
+                            {"peak_reserved_bytes", r.peak_reserved_bytes()},
                             {"error", r.error.empty() ? nlohmann::json() : nlohmann::json(r.error)},
-                            {"steps", r.step_ends.size()}};
-    add_steps(reply, r, 0);
+                            {"steps", c.job_step_ends.size()}};
+    add_steps(reply, c, 0);
     return reply;
   }
 
-  static void add_steps(nlohmann::json& reply, const SharedJobResult& r, std::size_t from) {
-    const std::size_t to = std::min(r.step_ends.size(), from + kStepsPerReply);
-    nlohmann::json ends = nlohmann::json::array(), samples = nlohmann::json::array();
-    for (std::size_t i = from; i < to; ++i) {
-      ends.push_back(r.step_ends[i]);
-      samples.push_back(r.step_samples[i]);
-    }
-    reply["step_end_ns"] = std::move(ends);
-    reply["step_samples"] = std::move(samples);
+  static void add_steps(nlohmann::json& reply, const Client& c, std::size_t from) {
+    const std::size_t to = std::min(c.job_step_ends.size(), from + kStepsPerReply);
+    reply["step_end_ns"] = std::vector<Time>(c.job_step_ends.begin() + from, c.job_step_ends.begin() + to);
+    reply["step_samples"] =
+        std::vector<std::int64_t>(c.job_step_samples.begin() + from, c.job_step_samples.begin() + to);
   }
 
   // "job_steps" {from}: the job's step ends from `from` on, a page at a time.
   nlohmann::json job_steps(const Client& c, const nlohmann::json& m) {
-    if (!c.job) return fail("protocol", "job_steps: this connection has run no job");
-    const auto from = request_int(m, "from", 0, static_cast<std::int64_t>(c.job->step_ends.size()), 0, true);
+    if (!c.ran_job) return fail("protocol", "job_steps: this connection has run no job");
+    const auto from = request_int(m, "from", 0, static_cast<std::int64_t>(c.job_step_ends.size()), 0, true);
     nlohmann::json reply = {{"ok", true}};
-    add_steps(reply, *c.job, static_cast<std::size_t>(from));
+    add_steps(reply, c, static_cast<std::size_t>(from));
     return reply;
   }
 
@@ -878,23 +895,23 @@ struct ShareServer::Impl {
       if (c->device) {
         // Its context goes with it: the kernel it left on the GPU stops now,
         // not at its end, which may be an hour away (N3).
-        for (Stream* s : c->streams) timeline.cancel(s->tail());
+        for (Stream* s : c->streams) timeline().cancel(s->tail());
         // What smi and the metrics endpoint count as busy ends with it too,
         // though a kernel on the timeline's fast path keeps its end there.
         const Time died = clock->now();
         for (KernelRecord& r : kernels[static_cast<std::size_t>(c->gpu)])
           if (r.client == c->id) r.cut = std::min(r.cut, died);
-        SharedGpu& gpu = *gpus[static_cast<std::size_t>(c->gpu)];
-        if (gpu.exclusive_steps()) {
+        SharedGpu& shared = gpu(c->gpu);
+        if (shared.exclusive_steps()) {
           // Under fifo a kernel alone on the GPU took the timeline's fast path,
           // whose end is fixed: the next turn starts now instead of after it.
           const Time now = clock->now();
-          const Completion last = gpu.begin_turn();
+          const Completion last = shared.begin_turn();
           const bool its_turn = last.resolved() && last.known_end() > now &&
                                 std::any_of(c->streams.begin(), c->streams.end(), [&](const Stream* s) {
                                   return s->tail().resolved() && s->tail().known_end() == last.known_end();
                                 });
-          gpu.end_turn(its_turn ? Completion::at(now) : last);
+          shared.end_turn(its_turn ? Completion::at(now) : last);
         }
         for (CachingAllocator::Ptr p : c->live) c->device->allocator().free(p);
         c->live.clear();

@@ -28,7 +28,8 @@
 
 namespace gpemu {
 
-// A step's row in the result with per-step rows (its end and samples).
+// A step's row as the edge writes it with per-step rows (its end and
+// samples: --steps' JSON, the report's series), beside its record.
 constexpr double kShareRowBytes = 16;
 
 void validate(const ShareSpec& spec) {
@@ -151,6 +152,58 @@ class KernelUnion final : public RecordSink {
 
 }  // namespace
 
+// ---- a job's figures, from its record ----
+
+namespace {
+const RankRecord* only_rank(const RunRecord& r) { return r.ranks.empty() ? nullptr : &r.ranks.front(); }
+}  // namespace
+
+std::int64_t SharedJobResult::iterations() const {
+  const RankRecord* rank = only_rank(record);
+  return rank ? rank->iterations : 0;
+}
+std::int64_t SharedJobResult::samples() const {
+  const RankRecord* rank = only_rank(record);
+  return rank ? rank->train.samples : 0;
+}
+Duration SharedJobResult::compute_busy() const {
+  const RankRecord* rank = only_rank(record);
+  return rank ? rank->compute_busy : 0;
+}
+std::uint64_t SharedJobResult::peak_allocated_bytes() const {
+  const RankRecord* rank = only_rank(record);
+  return rank ? rank->peak_allocated_bytes : 0;
+}
+std::uint64_t SharedJobResult::peak_reserved_bytes() const {
+  const RankRecord* rank = only_rank(record);
+  return rank ? rank->peak_reserved_bytes : 0;
+}
+std::span<const KernelSpan> SharedJobResult::kernels() const {
+  const RankRecord* rank = only_rank(record);
+  return rank ? std::span<const KernelSpan>(rank->compute_intervals) : std::span<const KernelSpan>();
+}
+std::vector<Time> SharedJobResult::step_ends() const {
+  std::vector<Time> out;
+  for (const StepRecord& s : record.steps)
+    if (s.phase == RunPhase::Train) out.push_back(s.step_end);
+  return out;
+}
+std::vector<std::int64_t> SharedJobResult::step_samples() const {
+  std::vector<std::int64_t> out;
+  for (const StepRecord& s : record.steps)
+    if (s.phase == RunPhase::Train) out.push_back(s.samples);
+  return out;
+}
+double SharedJobResult::jct_s() const { return to_seconds(end - arrival); }
+double SharedJobResult::samples_per_s() const {
+  const double jct = jct_s();
+  return jct > 0 ? static_cast<double>(samples()) / jct : 0;
+}
+double SharedJobResult::gpu_share_pct() const {
+  const double jct = jct_s();
+  return jct > 0 ? 100.0 * to_seconds(compute_busy()) / jct : 0;
+}
+
 namespace share_detail {
 
 void check_fits_clock(const ShareSpec& spec, const std::vector<StepCost>& steps) {
@@ -190,46 +243,40 @@ std::vector<StepCost> model_steps(const CostModel& costs, const ShareSpec& spec)
   return steps;
 }
 
-SharedJobResult start_result(const SharedJobSpec& js) {
+SharedJobResult start_result(const SharedJobSpec& js, const GpuSpec& gpu) {
   SharedJobResult r;
   r.name = js.name;
-  r.batch_size = js.job.batch_size;
   r.priority = js.priority;
   r.mig = js.mig;
   r.arrival = js.arrival;
   r.end = js.arrival;
-  if (js.job.compute.step_time == StepTime::CostModel) r.model = canonical_model_name(js.job.compute.model.name);
+  RunRecord& rec = r.record;
+  if (js.job.compute.step_time == StepTime::CostModel) rec.model = canonical_model_name(js.job.compute.model.name);
+  rec.gpu = gpu.id;
+  rec.batch_size = js.job.batch_size;
+  rec.step_time = js.job.compute.step_time;
   return r;
 }
 
-SharedJobResult job_result(const SharedJobSpec& js, const JobOutcome& o) {
-  SharedJobResult r = start_result(js);
-  r.arrival = o.arrival;
-  r.end = o.end;
-  r.error = o.error;
-  if (o.record) {
-    const RunRecord& rec = *o.record;
-    const RankRecord& rank = rec.ranks.front();
-    r.iterations = rank.iterations;
-    r.peak_allocated_bytes = rank.peak_allocated_bytes;
-    r.peak_reserved_bytes = rank.peak_reserved_bytes;
-    r.samples = rank.train.samples;
-    for (const StepRecord& s : rec.steps) {
-      if (s.phase != RunPhase::Train) continue;
-      r.step_ends.push_back(s.step_end);
-      r.step_samples.push_back(s.samples);
-    }
-    r.kernels = rank.compute_intervals;
-    r.compute_busy = rank.compute_busy;
-    finish_result(r);
-  }
-  return r;
+SessionJob session_job(const SharedJobSpec& js, int gpu) {
+  SessionJob j;
+  j.name = js.name;
+  j.job = js.job;
+  j.arrival = js.arrival;
+  j.gpu = gpu;
+  j.priority = js.priority;
+  j.mig = js.mig;
+  j.costs = js.costs;
+  return j;
 }
 
-void finish_result(SharedJobResult& r) {
-  r.jct_s = to_seconds(r.end - r.arrival);
-  r.samples_per_s = r.jct_s > 0 ? static_cast<double>(r.samples) / r.jct_s : 0;
-  r.gpu_share_pct = r.jct_s > 0 ? 100.0 * to_seconds(r.compute_busy) / r.jct_s : 0;
+SharedJobResult job_result(const SharedJobSpec& js, const GpuSpec& gpu, JobOutcome outcome) {
+  SharedJobResult r = start_result(js, gpu);
+  r.arrival = outcome.arrival;
+  r.end = outcome.end;
+  r.error = std::move(outcome.error);
+  if (outcome.record) r.record = std::move(*outcome.record);
+  return r;
 }
 
 void sum_up(ShareResult& out) {
@@ -238,7 +285,7 @@ void sum_up(ShareResult& out) {
   for (const SharedJobResult& r : out.jobs) {
     out.makespan = std::max(out.makespan, r.end);
     if (r.error.empty()) {
-      jct += r.jct_s;
+      jct += r.jct_s();
       ++finished;
     }
   }
@@ -293,17 +340,10 @@ ShareResult run_shared(Clock& clock, const CostModel& costs, const ShareSpec& sp
   KernelUnion kernels(spec.utilization_window);
   std::map<std::string, JobId, std::less<>> id_of;
   for (const SharedJobSpec& js : spec.jobs) {
-    SessionJob j;
-    j.name = js.name;
-    j.job = js.job;
+    SessionJob j = session_job(js, 0);
     j.job.record.steps = j.job.record.kernels = spec.per_step;
     j.job.record.sink = &kernels;
-    j.arrival = js.arrival;
     if (!js.after.empty()) j.after = id_of.at(js.after);  // a queue: its arrival counts from that job's end
-    j.gpu = 0;
-    j.priority = js.priority;
-    j.mig = js.mig;
-    j.costs = js.costs;
     id_of.emplace(js.name, session.add_job(std::move(j)));
   }
   session.run();
@@ -315,9 +355,8 @@ ShareResult run_shared(Clock& clock, const CostModel& costs, const ShareSpec& sp
   out.clock = std::string(clock.name());
   out.utilization_window = spec.utilization_window;
   out.memory_capacity_bytes = session.gpu(0).memory().capacity();
-  for (std::size_t i = 0; i < spec.jobs.size(); ++i) {
-    out.jobs.push_back(job_result(spec.jobs[i], session.outcome(static_cast<JobId>(i))));
-  }
+  for (std::size_t i = 0; i < spec.jobs.size(); ++i)
+    out.jobs.push_back(job_result(spec.jobs[i], *spec.gpu, session.take_outcome(static_cast<JobId>(i))));
 
   sum_up(out);
   // At most kMaxUtilizationWindows windows: a longer run's windows are
@@ -349,25 +388,25 @@ nlohmann::json share_json(const ShareResult& r, bool with_steps) {
   nlohmann::json jobs = nlohmann::json::array();
   for (const SharedJobResult& j : r.jobs) {
     nlohmann::json o = {{"name", j.name},
-                        {"model", j.model.empty() ? nlohmann::json() : nlohmann::json(j.model)},
-                        {"batch_size", j.batch_size},
+                        {"model", j.model().empty() ? nlohmann::json() : nlohmann::json(j.model())},
+                        {"batch_size", j.batch_size()},
                         {"priority", j.priority},
                         {"mig", j.mig.empty() ? nlohmann::json() : nlohmann::json(j.mig)},
                         {"arrival_s", to_seconds(j.arrival)},
                         {"end_s", to_seconds(j.end)},
-                        {"jct_s", j.jct_s},
-                        {"iterations", j.iterations},
-                        {"samples", j.samples},
-                        {"samples_per_s", j.samples_per_s},
-                        {"gpu_share_pct", j.gpu_share_pct},
-                        {"peak_allocated_bytes", j.peak_allocated_bytes},
-                        {"peak_reserved_bytes", j.peak_reserved_bytes},
+                        {"jct_s", j.jct_s()},
+                        {"iterations", j.iterations()},
+                        {"samples", j.samples()},
+                        {"samples_per_s", j.samples_per_s()},
+                        {"gpu_share_pct", j.gpu_share_pct()},
+                        {"peak_allocated_bytes", j.peak_allocated_bytes()},
+                        {"peak_reserved_bytes", j.peak_reserved_bytes()},
                         {"finished", j.error.empty()},
                         {"error", j.error.empty() ? nlohmann::json() : nlohmann::json(j.error)}};
     if (with_steps) {
       nlohmann::json ends = nlohmann::json::array();
-      for (const Time t : j.step_ends) ends.push_back(to_seconds(t));
-      o["steps"] = {{"end_s", std::move(ends)}, {"samples", j.step_samples}};
+      for (const Time t : j.step_ends()) ends.push_back(to_seconds(t));
+      o["steps"] = {{"end_s", std::move(ends)}, {"samples", j.step_samples()}};
     }
     jobs.push_back(std::move(o));
   }
@@ -408,20 +447,20 @@ RunReport share_report(const ShareResult& r) {
                                                      static_cast<double>(r.memory_capacity_bytes) / 1048576.0)});
   std::vector<BusyInterval> all;
   for (const SharedJobResult& j : r.jobs) {
-    const double kernels_s = j.gpu_share_pct / 100 * j.jct_s;
+    const double kernels_s = j.gpu_share_pct() / 100 * j.jct_s();
     rep.breakdown.push_back(
-        {j.name, {{"kernels (time alone)", kernels_s}, {"waiting and other", j.jct_s - kernels_s}}});
-    for (const KernelSpan& k : j.kernels) all.push_back({k.start, k.end});
+        {j.name, {{"kernels (time alone)", kernels_s}, {"waiting and other", j.jct_s() - kernels_s}}});
+    for (const KernelSpan& k : j.kernels()) all.push_back({k.start, k.end});
     if (!j.error.empty()) rep.notes.push_back(fmt::format("{} ended early: {}", j.name, j.error));
   }
   rep.utilization.push_back(utilization_from_intervals("GPU (all jobs)", all, r.utilization_window, 0, r.makespan));
   for (const SharedJobResult& j : r.jobs) {
     std::vector<BusyInterval> mine;
-    for (const KernelSpan& k : j.kernels) mine.push_back({k.start, k.end});
+    for (const KernelSpan& k : j.kernels()) mine.push_back({k.start, k.end});
     rep.utilization.push_back(utilization_from_intervals(j.name, mine, r.utilization_window, 0, r.makespan));
     BatchSeries steps{fmt::format("{}: step time", j.name), "ms", {}, 1};
-    for (std::size_t i = 1; i < j.step_ends.size(); ++i)
-      steps.values.push_back(to_seconds(j.step_ends[i] - j.step_ends[i - 1]) * 1e3);
+    const std::vector<Time> ends = j.step_ends();
+    for (std::size_t i = 1; i < ends.size(); ++i) steps.values.push_back(to_seconds(ends[i] - ends[i - 1]) * 1e3);
     if (!steps.values.empty()) rep.per_batch.push_back(std::move(steps));
   }
   nlohmann::json config = share_json(r);

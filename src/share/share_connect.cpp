@@ -65,41 +65,46 @@ std::int64_t reply_count(const nlohmann::json& reply, const char* key) {
 }
 
 // The job's result from its "job" reply (and the pages of its step ends),
-// in the client's times: the server's start of it is the job's arrival.
+// in the client's times: the server's start of it is the job's arrival. Its
+// record holds what the reply carries: its rank's totals and train steps.
 void take_served_job(ServeClient& client, const nlohmann::json& reply, SharedJobResult& r) {
   const Time start = reply_count(reply, "start_ns"), end = reply_count(reply, "end_ns");
   if (end < start)
     throw Error(fmt::format("gpemu serve: a job reply that ends ({}) before it starts ({})", end, start));
-  r.iterations = reply_count(reply, "iterations");
-  r.samples = reply_count(reply, "samples");
-  r.compute_busy = reply_count(reply, "compute_busy_ns");
-  r.peak_allocated_bytes = static_cast<std::uint64_t>(reply_count(reply, "peak_allocated_bytes"));
-  r.peak_reserved_bytes = static_cast<std::uint64_t>(reply_count(reply, "peak_reserved_bytes"));
+  RankRecord rank;
+  rank.iterations = reply_count(reply, "iterations");
+  rank.train.samples = reply_count(reply, "samples");
+  rank.compute_busy = reply_count(reply, "compute_busy_ns");
+  rank.peak_allocated_bytes = static_cast<std::uint64_t>(reply_count(reply, "peak_allocated_bytes"));
+  rank.peak_reserved_bytes = static_cast<std::uint64_t>(reply_count(reply, "peak_reserved_bytes"));
   if (const auto e = reply.find("error"); e != reply.end() && !e->is_null())
     r.error = e->is_string() ? e->get<std::string>() : "the server's error is not text";
   const auto steps = static_cast<std::size_t>(reply_count(reply, "steps"));
-  if (steps > static_cast<std::size_t>(r.iterations))
-    throw Error(fmt::format("gpemu serve: a job reply of {} steps for {} iterations", steps, r.iterations));
+  if (steps > static_cast<std::size_t>(rank.iterations))
+    throw Error(fmt::format("gpemu serve: a job reply of {} steps for {} iterations", steps, rank.iterations));
+  std::vector<StepRecord>& kept = r.record.steps;
   const Time shift = r.arrival - start;
   for (nlohmann::json page = reply;;) {
     const auto ends = page.find("step_end_ns"), samples = page.find("step_samples");
     if (ends == page.end() || samples == page.end() || !ends->is_array() || !samples->is_array() ||
-        ends->size() != samples->size() || (ends->empty() && r.step_ends.size() < steps) ||
-        r.step_ends.size() + ends->size() > steps)
+        ends->size() != samples->size() || (ends->empty() && kept.size() < steps) || kept.size() + ends->size() > steps)
       throw Error("gpemu serve: a job reply whose step ends do not match its steps");
     for (std::size_t i = 0; i < ends->size(); ++i) {
       const nlohmann::json& t = (*ends)[i];
       if (!t.is_number_integer() || t.get<Time>() < start || t.get<Time>() > end ||
-          (!r.step_ends.empty() && t.get<Time>() + shift < r.step_ends.back()) || !(*samples)[i].is_number_integer())
+          (!kept.empty() && t.get<Time>() + shift < kept.back().step_end) || !(*samples)[i].is_number_integer())
         throw Error("gpemu serve: a job reply whose step ends are not in order within the job");
-      r.step_ends.push_back(t.get<Time>() + shift);
-      r.step_samples.push_back((*samples)[i].get<std::int64_t>());
+      StepRecord& s = kept.emplace_back();
+      s.iteration = static_cast<std::int64_t>(kept.size()) - 1;
+      s.index = kept.size() - 1;
+      s.step_end = t.get<Time>() + shift;
+      s.samples = (*samples)[i].get<std::int64_t>();
     }
-    if (r.step_ends.size() == steps) break;
-    page = client.call({{"op", "job_steps"}, {"from", r.step_ends.size()}});
+    if (kept.size() == steps) break;
+    page = client.call({{"op", "job_steps"}, {"from", kept.size()}});
   }
+  r.record.ranks = {std::move(rank)};
   r.end = end + shift;
-  share_detail::finish_result(r);
 }
 
 }  // namespace
@@ -158,7 +163,7 @@ ShareResult run_shared_remote(const std::filesystem::path& socket, ShareSpec spe
     threads.emplace_back([&, i] {
       const SharedJobSpec& js = spec.jobs[i];
       SharedJobResult& r = out.jobs[i];
-      r = share_detail::start_result(js);
+      r = share_detail::start_result(js, *spec.gpu);
       std::this_thread::sleep_until(t0 + std::chrono::nanoseconds(js.arrival));
       try {
         ServeClient client(socket, ClientHello{js.name, 0, js.priority, js.mig});

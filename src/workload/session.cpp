@@ -1,6 +1,7 @@
 #include "gpemu/session.h"
 
 #include <algorithm>
+#include <atomic>
 #include <exception>
 #include <new>
 #include <optional>
@@ -148,6 +149,10 @@ Session::Session(Clock& clock, const CostModel& costs, SessionSpec spec)
   if (spec_.cpu_cores_per_node < 0)
     throw InputError(fmt::format("session: {} CPU cores per node: give a positive count, or 0 for this machine's",
                                  spec_.cpu_cores_per_node));
+  if (spec_.open && clock_.is_virtual())
+    throw InputError(
+        "session: open (jobs added while it runs) under the virtual clock: its host threads are all known when it "
+        "runs; add every job before run(), or give the real clock");
   if (!spec_.placement) spec_.placement = placement_policy("pinned");
   if (spec_.trace) timeline_->enable_trace(true);
   const int cores = spec_.cpu_cores_per_node > 0 ? spec_.cpu_cores_per_node
@@ -170,7 +175,22 @@ Session::Session(Clock& clock, const CostModel& costs, SessionSpec spec)
   }
 }
 
-Session::~Session() = default;
+// A live job's host thread (a job added while an open session runs).
+struct Session::LiveThread {
+  std::thread thread;
+  std::atomic<bool> done{false};
+};
+
+Session::~Session() {
+  // A session destroyed while open jobs still run (its run() never called,
+  // or left by an exception) waits for their threads.
+  std::vector<std::unique_ptr<LiveThread>> threads;
+  {
+    std::lock_guard live(live_mu_);
+    threads = std::move(live_threads_);
+  }
+  for (auto& t : threads) t->thread.join();
+}
 
 SharedGpu& Session::gpu(int index) {
   if (index < 0 || index >= gpus())
@@ -199,7 +219,10 @@ const Node& Session::node(int index) {
 }
 
 JobId Session::add_job(SessionJob job) {
-  if (ran_) throw std::logic_error("Session::add_job after run()");
+  std::lock_guard live(live_mu_);
+  const bool running = ran_;  // a live arrival
+  if (running && !spec_.open) throw std::logic_error("Session::add_job after run() on a session that is not open");
+  if (closed_) throw std::logic_error("Session::add_job after close()");
   const auto id = static_cast<JobId>(slots_.size());
   const std::string who = fmt::format("session: job {} ('{}')", id, one_line_message(job.name));
   if (job.gpu < -1 || job.gpu >= gpus())
@@ -208,6 +231,12 @@ JobId Session::add_job(SessionJob job) {
   if (job.after && (*job.after < 0 || *job.after >= id))
     throw InputError(fmt::format("{}: after {}: name an earlier job (0 to {})", who, *job.after, id - 1));
   if (job.arrival < 0) throw InputError(fmt::format("{}: arrival {} ns is before the start", who, job.arrival));
+  if (running) {
+    if (job.job.cluster.nodes > 1)
+      throw InputError(fmt::format("{}: cluster.nodes {}: a job of several nodes is added before the session runs", who,
+                                   job.job.cluster.nodes));
+    job.arrival = std::max(job.arrival, clock_.now());
+  }
   if (job.checkpoint_save < 0 || job.checkpoint_restore < 0)
     throw InputError(fmt::format("{}: checkpoint save {} ns / restore {} ns: give 0 or more", who, job.checkpoint_save,
                                  job.checkpoint_restore));
@@ -269,10 +298,58 @@ JobId Session::add_job(SessionJob job) {
   if (job.trace_row < 0) job.trace_row = id;
   s->job = std::move(job);
   slots_.push_back(std::move(s));
+  if (running) start_live(*slots_.back());
   return id;
 }
 
+// A job added while the session runs: its bodies on host threads of their
+// own (the real clock's threads run in parallel, as run_concurrently's do).
+// Threads of live jobs that have ended are joined here. live_mu_ held.
+void Session::start_live(Slot& s) {
+  std::erase_if(live_threads_, [](const std::unique_ptr<LiveThread>& t) {
+    if (!t->done) return false;
+    t->thread.join();
+    return true;
+  });
+  for (std::function<void()>& body : bodies_of(s)) {
+    auto t = std::make_unique<LiveThread>();
+    ++live_running_;
+    t->thread = std::thread([this, body = std::move(body), p = &s, done = &t->done] {
+      std::exception_ptr error;
+      try {
+        body();
+      } catch (...) {
+        // The host's memory (bad_alloc): run() rethrows it; the job ends
+        // failed, so that whoever waits for its end does not wait forever.
+        error = std::current_exception();
+        if (!p->ended.is_set()) {
+          p->out.error = "the host ran out of memory";
+          p->out.exception = error;
+          try {
+            end_job(*p);
+          } catch (...) {  // NOLINT: its end is set below whatever happened
+          }
+          p->ended.set();
+        }
+      }
+      std::lock_guard relock(live_mu_);
+      if (error && !live_error_) live_error_ = error;
+      --live_running_;
+      *done = true;
+      live_cv_.notify_all();
+    });
+    live_threads_.push_back(std::move(t));
+  }
+}
+
+void Session::close() {
+  std::lock_guard live(live_mu_);
+  closed_ = true;
+  live_cv_.notify_all();
+}
+
 void Session::at(Time t, std::function<void(Session&)> action) {
+  std::lock_guard live(live_mu_);
   if (ran_) throw std::logic_error("Session::at after run()");
   if (t < 0) throw InputError(fmt::format("session: an action at {} ns is before the start", t));
   actions_.emplace_back(t, std::move(action));
@@ -283,13 +360,28 @@ void Session::on_job_end(std::function<void(Session&, const JobOutcome&)> observ
 }
 
 Session::Slot& Session::slot(JobId id) const {
+  std::lock_guard live(live_mu_);
   if (id < 0 || static_cast<std::size_t>(id) >= slots_.size())
     throw InputError(fmt::format("session: job {}: it has jobs 0 to {}", id, static_cast<int>(slots_.size()) - 1));
   return *slots_[static_cast<std::size_t>(id)];
 }
 
-std::size_t Session::jobs() const { return slots_.size(); }
+std::size_t Session::jobs() const {
+  std::lock_guard live(live_mu_);
+  return slots_.size();
+}
 const JobOutcome& Session::outcome(JobId id) const { return slot(id).out; }
+
+JobOutcome Session::take_outcome(JobId id) {
+  Slot& s = slot(id);
+  if (!s.ended.is_set()) throw std::logic_error(fmt::format("Session::take_outcome: job {} has not ended", id));
+  std::optional<RunRecord> record = std::move(s.out.record);
+  s.out.record.reset();
+  JobOutcome out = s.out;
+  out.record = std::move(record);
+  return out;
+}
+
 ClockEvent& Session::ended(JobId id) { return slot(id).ended; }
 
 JobState Session::state(JobId id) const {
@@ -298,15 +390,23 @@ JobState Session::state(JobId id) const {
   return s.out.state;
 }
 
-void Session::run() {
-  if (ran_) throw std::logic_error("Session::run called twice");
-  ran_ = true;
+std::vector<std::function<void()>> Session::bodies_of(Slot& s) {
   std::vector<std::function<void()>> bodies;
-  bodies.reserve(slots_.size() + 1);
-  for (auto& s : slots_) {
-    bodies.push_back([this, p = s.get()] { run_job(*p); });
-    for (int r = 1; r < static_cast<int>(s->rank_done.size()); ++r)
-      bodies.push_back([this, p = s.get(), r] { run_rank(*p, r); });
+  bodies.push_back([this, p = &s] { run_job(*p); });
+  for (int r = 1; r < static_cast<int>(s.rank_done.size()); ++r)
+    bodies.push_back([this, p = &s, r] { run_rank(*p, r); });
+  return bodies;
+}
+
+void Session::run() {
+  std::vector<std::function<void()>> bodies;
+  {
+    std::lock_guard live(live_mu_);
+    if (ran_) throw std::logic_error("Session::run called twice");
+    ran_ = true;
+    bodies.reserve(slots_.size() + 1);
+    for (auto& s : slots_)
+      for (std::function<void()>& b : bodies_of(*s)) bodies.push_back(std::move(b));
   }
   if (!actions_.empty()) {
     std::stable_sort(actions_.begin(), actions_.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
@@ -318,6 +418,17 @@ void Session::run() {
     });
   }
   clock_.run_concurrently(std::move(bodies));
+  if (!spec_.open) return;
+  std::vector<std::unique_ptr<LiveThread>> threads;
+  std::exception_ptr error;
+  {
+    std::unique_lock live(live_mu_);
+    live_cv_.wait(live, [this] { return closed_ && live_running_ == 0; });
+    threads = std::move(live_threads_);
+    error = live_error_;
+  }
+  for (auto& t : threads) t->thread.join();
+  if (error) std::rethrow_exception(error);
 }
 
 // ---- placement ------------------------------------------------------------------
@@ -530,7 +641,10 @@ JobSpec Session::placed_spec(Slot& s) {
   on.timeline = timeline_.get();
   // Made by add_job for a job of several GPUs of one node; a job of several
   // nodes is a view of the session's nodes and network (on_cluster).
-  on.node = j.cluster.nodes == 1 ? nodes_[static_cast<std::size_t>(node)].get() : nullptr;
+  {
+    std::lock_guard live(live_mu_);  // a job added while the session runs may make a node's links
+    on.node = j.cluster.nodes == 1 ? nodes_[static_cast<std::size_t>(node)].get() : nullptr;
+  }
   on.gpus.clear();
   on.shares.clear();
   for (const int g : s.out.gpus) {
@@ -556,7 +670,10 @@ JobSpec Session::placed_spec(Slot& s) {
   }
   j.cluster.node.first_device_index = s.job.trace_row;
   j.schedule.keep_partial = true;
-  j.schedule.between_steps = [this, &s](const StepBoundary& b) { between_steps(s, b); };
+  j.schedule.between_steps = [this, &s, own = std::move(j.schedule.between_steps)](const StepBoundary& b) {
+    if (own) own(b);
+    between_steps(s, b);
+  };
   j.trace = spec_.trace;
   return j;
 }
@@ -569,11 +686,21 @@ void Session::start_job(Slot& s) {
   // Made when it starts, so its context and weights take the GPU's memory
   // from then; destroyed at its end, giving them back.
   std::optional<Job> job;
+  // on_stop, once on_start was called, before the Job goes (declared after it).
+  struct Stop {
+    const std::function<void()>* hook = nullptr;
+    ~Stop() {
+      if (hook && *hook) (*hook)();
+    }
+  } stop;
   std::vector<std::function<void()>> threads;
   try {
     job.emplace(clock_, s.job.costs ? *s.job.costs : costs_, placed_spec(s));
     out.devices = job->trace_devices();
-    if (s.job.on_start) s.job.on_start(*job);
+    if (s.job.on_start) {
+      stop.hook = &s.job.on_stop;
+      s.job.on_start(*job);
+    }
     threads = job->host_threads(s.job.observer);
   } catch (const std::bad_alloc&) {
     throw;

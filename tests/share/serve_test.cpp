@@ -664,7 +664,7 @@ TEST(Serve, ShareConnectRunsAJobsFilesJobsAsClients) {
   EXPECT_EQ(r.policy, SharePolicy::Fifo);
   for (const auto& j : r.jobs) {
     EXPECT_TRUE(j.error.empty()) << j.name << ": " << j.error;
-    EXPECT_EQ(j.step_ends.size(), j.name == "c" ? 3u : 5u);
+    EXPECT_EQ(j.step_ends().size(), j.name == "c" ? 3u : 5u);
   }
   spec.jobs = {model_job("x", "resnet9000", 16, 3)};
   EXPECT_THROW(run_shared_remote(s.server.socket_path(), spec), InputError);
@@ -695,22 +695,23 @@ TEST(Serve, AServedJobStepsAsTheSameJobInOneProcess) {
   for (std::size_t i = 0; i < 2; ++i) {
     const SharedJobResult &r = served.jobs[i], &l = alone.jobs[i];
     EXPECT_TRUE(r.error.empty()) << r.name << ": " << r.error;
-    EXPECT_EQ(r.iterations, l.iterations) << r.name;
-    EXPECT_EQ(r.samples, l.samples) << r.name;
-    EXPECT_EQ(r.step_samples, l.step_samples) << r.name;
-    EXPECT_EQ(r.compute_busy, l.compute_busy) << r.name;
-    EXPECT_EQ(r.peak_allocated_bytes, l.peak_allocated_bytes) << r.name;
-    EXPECT_EQ(r.peak_reserved_bytes, l.peak_reserved_bytes) << r.name;
-    ASSERT_EQ(r.step_ends.size(), l.step_ends.size()) << r.name;
-    EXPECT_TRUE(std::is_sorted(r.step_ends.begin(), r.step_ends.end())) << r.name;
-    EXPECT_GE(r.end - r.arrival, r.compute_busy) << r.name;  // its kernels, one after another at least
+    EXPECT_EQ(r.iterations(), l.iterations()) << r.name;
+    EXPECT_EQ(r.samples(), l.samples()) << r.name;
+    EXPECT_EQ(r.step_samples(), l.step_samples()) << r.name;
+    EXPECT_EQ(r.compute_busy(), l.compute_busy()) << r.name;
+    EXPECT_EQ(r.peak_allocated_bytes(), l.peak_allocated_bytes()) << r.name;
+    EXPECT_EQ(r.peak_reserved_bytes(), l.peak_reserved_bytes()) << r.name;
+    const std::vector<Time> ends = r.step_ends();
+    ASSERT_EQ(ends.size(), l.step_ends().size()) << r.name;
+    EXPECT_TRUE(std::is_sorted(ends.begin(), ends.end())) << r.name;
+    EXPECT_GE(r.end - r.arrival, r.compute_busy()) << r.name;  // its kernels, one after another at least
   }
   // The model job holds its weights, batch and activations: the old served
   // loop's two mallocs (its persistent and peak bytes) are gone.
-  EXPECT_GT(served.jobs[0].peak_allocated_bytes, 0u);
-  EXPECT_GT(served.jobs[0].compute_busy, 0);
-  EXPECT_EQ(served.jobs[1].compute_busy, 3 * 3 * kMillisecond);  // compute_s, nothing else
-  EXPECT_EQ(served.jobs[1].peak_allocated_bytes, 0u);
+  EXPECT_GT(served.jobs[0].peak_allocated_bytes(), 0u);
+  EXPECT_GT(served.jobs[0].compute_busy(), 0);
+  EXPECT_EQ(served.jobs[1].compute_busy(), 3 * 3 * kMillisecond);  // compute_s, nothing else
+  EXPECT_EQ(served.jobs[1].peak_allocated_bytes(), 0u);
 }
 
 // "job" is a process's whole life: right after hello, then only its steps' pages.

@@ -43,13 +43,52 @@ ShareResult run(const std::string& gpu, SharePolicy policy, std::vector<SharedJo
 // Median per-step throughput of a job over the steps that ended in [from, to).
 double median_throughput(const SharedJobResult& j, Time from, Time to) {
   std::vector<double> v;
-  for (std::size_t i = 1; i < j.step_ends.size(); ++i) {
-    if (j.step_ends[i - 1] < from || j.step_ends[i] >= to) continue;
-    v.push_back(static_cast<double>(j.step_samples[i]) / to_seconds(j.step_ends[i] - j.step_ends[i - 1]));
+  const std::vector<Time> ends = j.step_ends();
+  const std::vector<std::int64_t> samples = j.step_samples();
+  for (std::size_t i = 1; i < ends.size(); ++i) {
+    if (ends[i - 1] < from || ends[i] >= to) continue;
+    v.push_back(static_cast<double>(samples[i]) / to_seconds(ends[i] - ends[i - 1]));
   }
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
+}
+
+// Each job's result holds the engine's RunRecord of its job (as DLIO's
+// DlioRunRecord does): the figures share prints and writes are the record's.
+TEST(Share, EachJobsResultHoldsItsJobsRunRecord) {
+  const ShareResult r =
+      run("V100", SharePolicy::Mps, {model_job("m", "resnet18", 16, 4), fixed_job("f", 0.002, 8, 3, 0.001)});
+  ASSERT_EQ(r.jobs.size(), 2u);
+  const SharedJobResult &m = r.jobs[0], &f = r.jobs[1];
+  ASSERT_TRUE(m.error.empty() && f.error.empty()) << m.error << f.error;
+  EXPECT_EQ(m.record.model, "resnet18");
+  EXPECT_EQ(m.record.gpu, r.gpu);
+  EXPECT_EQ(m.record.batch_size, 16);
+  ASSERT_EQ(m.record.ranks.size(), 1u);
+  EXPECT_EQ(m.record.ranks[0].iterations, 4);
+  EXPECT_EQ(m.record.ranks[0].train.samples, 64);
+  EXPECT_GT(m.record.ranks[0].peak_reserved_bytes, m.record.ranks[0].peak_allocated_bytes / 2);
+  EXPECT_EQ(m.record.ranks[0].compute_intervals.size(), m.kernels().size());
+  EXPECT_EQ(f.record.model, "");
+  EXPECT_EQ(f.record.step_time, StepTime::Fixed);
+  EXPECT_EQ(f.compute_busy(), 3 * 2 * kMillisecond);
+  // The JSON is written from the record.
+  const nlohmann::json j = share_json(r, true);
+  for (std::size_t i = 0; i < 2; ++i) {
+    const SharedJobResult& job = r.jobs[i];
+    const nlohmann::json& o = j["jobs"][i];
+    EXPECT_EQ(o["iterations"], job.record.ranks[0].iterations);
+    EXPECT_EQ(o["samples"], job.record.ranks[0].train.samples);
+    EXPECT_EQ(o["peak_allocated_bytes"], job.record.ranks[0].peak_allocated_bytes);
+    EXPECT_EQ(o["batch_size"], job.record.batch_size);
+    ASSERT_EQ(o["steps"]["end_s"].size(), job.record.steps.size());
+    for (std::size_t k = 0; k < job.record.steps.size(); ++k) {
+      EXPECT_DOUBLE_EQ(o["steps"]["end_s"][k].get<double>(), to_seconds(job.record.steps[k].step_end));
+      EXPECT_EQ(o["steps"]["samples"][k], job.record.steps[k].samples);
+    }
+  }
+  EXPECT_TRUE(j["jobs"][1]["model"].is_null());
 }
 
 TEST(Share, FifoGivesEachOfKJobsAKthOfTheGpu) {
@@ -68,22 +107,22 @@ TEST(Share, FifoGivesEachOfKJobsAKthOfTheGpu) {
 
 TEST(Share, MpsHalvesTwoComputeBoundJobsAndLessAMixedPair) {
   const double alone_c =
-      run("A100-SXM4-40GB", SharePolicy::Mps, {model_job("c", "resnet50", 64, 20)}).jobs[0].samples_per_s;
+      run("A100-SXM4-40GB", SharePolicy::Mps, {model_job("c", "resnet50", 64, 20)}).jobs[0].samples_per_s();
   const double alone_m =
-      run("A100-SXM4-40GB", SharePolicy::Mps, {model_job("m", "mobilenet_v3_small", 64, 20)}).jobs[0].samples_per_s;
+      run("A100-SXM4-40GB", SharePolicy::Mps, {model_job("m", "mobilenet_v3_small", 64, 20)}).jobs[0].samples_per_s();
   const ShareResult two =
       run("A100-SXM4-40GB", SharePolicy::Mps, {model_job("c", "resnet50", 64, 20), model_job("d", "resnet50", 64, 20)});
-  EXPECT_NEAR(two.jobs[0].samples_per_s / alone_c, 0.5, 0.03);
-  EXPECT_NEAR(two.jobs[1].samples_per_s / alone_c, 0.5, 0.03);
+  EXPECT_NEAR(two.jobs[0].samples_per_s() / alone_c, 0.5, 0.03);
+  EXPECT_NEAR(two.jobs[1].samples_per_s() / alone_c, 0.5, 0.03);
   const ShareResult mixed = run("A100-SXM4-40GB", SharePolicy::Mps,
                                 {model_job("c", "resnet50", 64, 20), model_job("m", "mobilenet_v3_small", 64, 60)});
-  EXPECT_GT(mixed.jobs[0].samples_per_s / alone_c, 0.6);
-  EXPECT_GT(mixed.jobs[1].samples_per_s / alone_m, 0.6);
-  EXPECT_LT(mixed.jobs[0].samples_per_s / alone_c, 1.0);
+  EXPECT_GT(mixed.jobs[0].samples_per_s() / alone_c, 0.6);
+  EXPECT_GT(mixed.jobs[1].samples_per_s() / alone_m, 0.6);
+  EXPECT_LT(mixed.jobs[0].samples_per_s() / alone_c, 1.0);
 }
 
 TEST(Share, PriorityRunsTheHighJobFirstAtKernelBoundaries) {
-  const double alone = run("V100", SharePolicy::Priority, {model_job("h", "resnet18", 64, 30)}).jobs[0].jct_s;
+  const double alone = run("V100", SharePolicy::Priority, {model_job("h", "resnet18", 64, 30)}).jobs[0].jct_s();
   SharedJobSpec high = model_job("h", "resnet18", 64, 30), low = model_job("l", "resnet18", 64, 30);
   high.priority = 10;
   const ShareResult r = run("V100", SharePolicy::Priority, {low, high});
@@ -91,9 +130,9 @@ TEST(Share, PriorityRunsTheHighJobFirstAtKernelBoundaries) {
   // The high job waits only for a low kernel already running when its own
   // arrives (between its steps, while its host waits): faster than its
   // fair share, slower than alone; the low job gets what is left.
-  EXPECT_LT(r.jobs[1].jct_s, 0.8 * fifo.jobs[1].jct_s);
-  EXPECT_GE(r.jobs[1].jct_s, alone);
-  EXPECT_GT(r.jobs[0].jct_s, r.jobs[1].jct_s);
+  EXPECT_LT(r.jobs[1].jct_s(), 0.8 * fifo.jobs[1].jct_s());
+  EXPECT_GE(r.jobs[1].jct_s(), alone);
+  EXPECT_GT(r.jobs[0].jct_s(), r.jobs[1].jct_s());
   EXPECT_NEAR(r.makespan, fifo.makespan, fifo.makespan / 50);  // the GPU is kept as busy
 }
 
@@ -112,10 +151,10 @@ TEST(Share, OneJobsGrowthMakesAnotherRunOutAndOnlyItStops) {
                              model_job("c", "resnet18", 32, 10, 0.4)});
   EXPECT_TRUE(r.jobs[0].error.empty()) << r.jobs[0].error;
   EXPECT_NE(r.jobs[1].error.find("CUDA out of memory"), std::string::npos) << r.jobs[1].error;
-  EXPECT_EQ(r.jobs[1].iterations, 0);
+  EXPECT_EQ(r.jobs[1].iterations(), 0);
   EXPECT_TRUE(r.jobs[2].error.empty()) << r.jobs[2].error;
-  EXPECT_EQ(r.jobs[0].iterations, 10);
-  EXPECT_EQ(r.jobs[2].iterations, 10);
+  EXPECT_EQ(r.jobs[0].iterations(), 10);
+  EXPECT_EQ(r.jobs[2].iterations(), 10);
   EXPECT_LE(r.peak_memory_used_bytes, r.memory_capacity_bytes);
   // Alone, b fits: the card's memory, not b, is what ran out.
   EXPECT_TRUE(run("V100-PCIE-16GB", SharePolicy::Mps, {model_job("b", "resnet50", 128, 2)}).jobs[0].error.empty());
@@ -128,8 +167,8 @@ TEST(Share, MigSlicesRunWithoutInterferenceAtTheirShare) {
   const ShareResult r = run("A100-SXM4-40GB", SharePolicy::Mig, {a, b});
   const ShareResult alone = run("A100-SXM4-40GB", SharePolicy::Mig, {a});
   // b's kernels do not touch a's (only their batches' copies share the PCIe link).
-  EXPECT_NEAR(r.jobs[0].samples_per_s / alone.jobs[0].samples_per_s, 1.0, 0.01);
-  EXPECT_GT(r.jobs[1].samples_per_s, r.jobs[0].samples_per_s);
+  EXPECT_NEAR(r.jobs[0].samples_per_s() / alone.jobs[0].samples_per_s(), 1.0, 0.01);
+  EXPECT_GT(r.jobs[1].samples_per_s(), r.jobs[0].samples_per_s());
   // Slices that do not fit together, and a slice a job's memory does not fit in.
   SharedJobSpec c = model_job("c", "resnet50", 64, 10);
   c.mig = "1g.5gb";
@@ -234,7 +273,7 @@ TEST(JobsFile, OddValuesThatRanSilentlyAreRefusedOrSaid) {
   EXPECT_TRUE(share_json(none)["mean_jct_s"].is_null());
   EXPECT_EQ(share_json(none)["jobs_finished"], 0);
   none.jobs[1].error.clear();
-  none.jobs[1].jct_s = 2.5;
+  none.jobs[1].end = from_seconds(2.5);
   share_detail::sum_up(none);
   EXPECT_EQ(mean_jct_text(none), "2.50 s (1 of 2 jobs finished)");
 }
@@ -323,8 +362,8 @@ TEST(Share, DatasetJobsShareTheMachinesCores) {
     spec.jobs = std::move(jobs);
     const ShareResult r = run_shared(*clock, *costs, spec);
     for (const SharedJobResult& j : r.jobs) EXPECT_TRUE(j.error.empty()) << j.error;
-    EXPECT_EQ(r.jobs.front().iterations, 40);
-    return r.jobs.front().jct_s;
+    EXPECT_EQ(r.jobs.front().iterations(), 40);
+    return r.jobs.front().jct_s();
   };
   const double alone = jct(4, {job("a")});
   const double crowded = jct(4, {job("a"), job("b")});
@@ -431,13 +470,13 @@ TEST(Share, WithoutPerStepRowsTheResultIsTheSameAndDoesNotGrowWithSteps) {
   for (const SharePolicy p : {SharePolicy::TimeSlice, SharePolicy::Mps, SharePolicy::Fifo}) {
     const ShareResult kept = run_with(true, p, two), flat = run_with(false, p, two);
     EXPECT_EQ(share_json(flat, false), share_json(kept, false)) << to_string(p);
-    EXPECT_GT(kept.jobs[0].kernels.size(), 0u);
+    EXPECT_GT(kept.jobs[0].kernels().size(), 0u);
     EXPECT_GT(flat.mean_utilization_pct, 0);
   }
   for (const int steps : {1'000, 100'000}) {
     const ShareResult r = run_with(false, SharePolicy::Fifo, {fixed_job("f", 0.001, 8, steps, 0)});
-    EXPECT_EQ(r.jobs[0].iterations, steps);
-    EXPECT_EQ(r.jobs[0].step_ends.size() + r.jobs[0].step_samples.size() + r.jobs[0].kernels.size(), 0u);
+    EXPECT_EQ(r.jobs[0].iterations(), steps);
+    EXPECT_EQ(r.jobs[0].step_ends().size() + r.jobs[0].step_samples().size() + r.jobs[0].kernels().size(), 0u);
     EXPECT_DOUBLE_EQ(r.mean_utilization_pct, 100.0);
   }
 }
@@ -445,7 +484,7 @@ TEST(Share, WithoutPerStepRowsTheResultIsTheSameAndDoesNotGrowWithSteps) {
 TEST(Share, ALongRunsUtilisationWindowsAreWidenedNotCountless) {
   // 1000 hour-long steps: 3.6 million one-second windows before.
   const ShareResult r = run("V100-PCIE-16GB", SharePolicy::Fifo, {fixed_job("long", 3600, 8, 1000, 0)});
-  ASSERT_EQ(r.jobs.front().iterations, 1000) << r.jobs.front().error;
+  ASSERT_EQ(r.jobs.front().iterations(), 1000) << r.jobs.front().error;
   EXPECT_LE(r.utilization_pct.size(), static_cast<std::size_t>(kMaxUtilizationWindows));
   EXPECT_GT(r.utilization_window, kSecond);
   EXPECT_EQ(r.utilization_window % kSecond, 0);  // a whole number of the asked window
@@ -474,11 +513,13 @@ TEST(Reproduction, SalusThreeJobsTimeSharingOneP100) {
   auto median_with = [&](std::size_t job, int active) {
     const SharedJobResult& j = r.jobs[job];
     std::vector<double> v;
-    for (std::size_t i = 1; i < j.step_ends.size(); ++i) {
-      const Time a = j.step_ends[i - 1], b = j.step_ends[i];
+    const std::vector<Time> ends = j.step_ends();
+    const std::vector<std::int64_t> samples = j.step_samples();
+    for (std::size_t i = 1; i < ends.size(); ++i) {
+      const Time a = ends[i - 1], b = ends[i];
       int running = 0;
       for (const SharedJobResult& o : r.jobs) running += o.arrival <= a && o.end >= b ? 1 : 0;
-      if (running == active) v.push_back(static_cast<double>(j.step_samples[i]) / to_seconds(b - a));
+      if (running == active) v.push_back(static_cast<double>(samples[i]) / to_seconds(b - a));
     }
     std::sort(v.begin(), v.end());
     return v.empty() ? 0.0 : v[v.size() / 2];
