@@ -27,6 +27,7 @@
 #include "gpemu/error.h"
 #include "gpemu/job.h"
 #include "gpemu/pipeline.h"
+#include "gpemu/session.h"
 
 namespace gpemu::dlio {
 
@@ -975,16 +976,20 @@ DlioRunRecord run_dlio_workload(const DlioWorkload& w, const DlioRunOptions& o) 
   // data waits, the caller's full record (a report) and the step rows.
   spec.record.steps = spec.record.kernels = o.trace || o.full_record || o.record_steps;
   spec.record.epochs = o.full_record;  // the observer keeps what DLIO's figures need
-  Job job(*clock, *cost_model, spec);
   DlioObserver observer(o, ranks, {d.steps, w.output.exclude_start_steps, w.output.exclude_end_steps},
                         {d.eval_steps, w.output.exclude_start_steps, w.output.exclude_end_steps});
+  // The one-job case of a session, as gpemu train runs: the ranks on GPUs of their own.
+  Session session(*clock, *cost_model, session_for(spec));
+  session.add_job({.name = "dlio", .job = std::move(spec), .observer = &observer});
   const Time t0 = clock->now();
-  RunRecord rec = job.run(&observer);
+  session.run();
+  RunRecord rec = record_of(session.outcome(0), /*keep_partial=*/true);
   const Time t1 = clock->now();
-  if (job.timeline().tracing())
+  Timeline& timeline = session.timeline();
+  if (timeline.tracing())
     for (const gpemu::StepRecord& st : rec.steps)
       if (st.delivered > st.next_called)
-        job.timeline().add_host_span(HostSpan{"data wait", "stall", "host", ranks[static_cast<std::size_t>(st.gpu)],
+        timeline.add_host_span(HostSpan{"data wait", "stall", "host", ranks[static_cast<std::size_t>(st.gpu)],
                                               st.next_called, st.delivered});
 
   // --- results ------------------------------------------------------------------
@@ -1035,7 +1040,7 @@ DlioRunRecord run_dlio_workload(const DlioWorkload& w, const DlioRunOptions& o) 
   if (o.on_timeline) {
     std::vector<TraceDeviceName> names;
     for (int r : ranks) names.push_back({r, trace_gpu_name(r, gpu.id)});
-    o.on_timeline(job.timeline(), names);
+    o.on_timeline(timeline, names);
   }
   return result;
 }
