@@ -990,7 +990,7 @@ DlioRunRecord run_dlio_workload(const DlioWorkload& w, const DlioRunOptions& o) 
     for (const gpemu::StepRecord& st : rec.steps)
       if (st.delivered > st.next_called)
         timeline.add_host_span(HostSpan{"data wait", "stall", "host", ranks[static_cast<std::size_t>(st.gpu)],
-                                              st.next_called, st.delivered});
+                                        st.next_called, st.delivered});
 
   // --- results ------------------------------------------------------------------
   if (train) {
