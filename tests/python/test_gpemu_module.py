@@ -414,3 +414,148 @@ class ClusterPolicies(unittest.TestCase):
         self.assertIn("schedule(cluster_state)", str(e.exception))
         with self.assertRaises(gpemu.InputError):
             self.run_cluster("lottery")
+
+
+# Sharing policies written in Python (docs/sharing.md). Registered for the
+# process's life, so once each, by name, for every test below.
+class CopyOfFifo(gpemu.SharingPolicy):
+    def name(self):
+        return "test-fifo"
+
+    def exclusive_steps(self):
+        return True
+
+
+class CopyOfMps(gpemu.SharingPolicy):
+    def name(self):
+        return "test-mps"
+
+    def compute_share(self, options):
+        return gpemu.LinkShare(gpemu.ShareRule.Demand)
+
+
+class CopyOfMig(gpemu.SharingPolicy):
+    """src/device/policies/mig.cpp in Python."""
+
+    def name(self):
+        return "test-mig"
+
+    def check(self, gpu, options):
+        if gpu["id"].startswith("V100"):
+            raise ValueError(f"{gpu['id']} has no MIG")
+
+    def slices(self):
+        return True
+
+    def kernel_on_slice(self, alone_ns, demand, slice):
+        return alone_ns * max(1.0, demand.sm * 7 / slice.compute_sevenths, demand.bw * 8 / slice.memory_eighths)
+
+
+class HalfWhenShared(gpemu.SharingPolicy):
+    """Kernels of the active jobs share the GPU equally, and lose half of it while two or more run."""
+
+    def name(self):
+        return "test-half"
+
+    def compute_share(self, options):
+        return gpemu.LinkShare(gpemu.ShareRule.TimeSlice, contended_efficiency=0.5)
+
+
+class RaisesInStep(gpemu.SharingPolicy):
+    def name(self):
+        return "test-raises-in-step"
+
+    def exclusive_steps(self):  # asked by each job's thread, at each step
+        raise RuntimeError("no turn for you")
+
+
+class RaisesInShare(gpemu.SharingPolicy):
+    def name(self):
+        return "test-raises-in-share"
+
+    def compute_share(self, options):  # asked once, when the GPU is made
+        return 1 / 0
+
+
+class ReturnsBadShare(gpemu.SharingPolicy):
+    def name(self):
+        return "test-bad-share"
+
+    def compute_share(self, options):
+        return gpemu.LinkShare(gpemu.ShareRule.TimeSlice, contended_efficiency=0)
+
+
+for _policy in (CopyOfFifo, CopyOfMps, CopyOfMig, HalfWhenShared, RaisesInStep, RaisesInShare, ReturnsBadShare):
+    if _policy().name() not in gpemu.sharing_policies():
+        gpemu.register_sharing_policy(_policy())  # a temporary: the registry keeps it alive
+
+
+class SharingPolicies(unittest.TestCase):
+    """gpemu.share under a sharing policy written in Python, in virtual time."""
+
+    TWO = [{"name": "a", "compute_s": 0.01, "batch_size": 8, "iterations": 3},
+           {"name": "b", "compute_s": 0.01, "batch_size": 8, "iterations": 3}]
+
+    def same_run(self, jobs, gpu, ours, builtin):
+        a, b = gpemu.share(jobs, gpu=gpu, policy=ours), gpemu.share(jobs, gpu=gpu, policy=builtin)
+        self.assertEqual((a.pop("policy"), b.pop("policy")), (ours, builtin))
+        self.assertEqual(a, b)  # every figure, job by job
+        return a
+
+    def test_copies_of_built_in_policies_give_their_results(self):
+        jobs = [{"name": "a", "model": "resnet18", "batch_size": 16, "iterations": 3},
+                {"name": "b", "compute_s": 0.01, "batch_size": 8, "iterations": 4, "arrival_s": 0.002}]
+        run = self.same_run(jobs, "a100", "test-fifo", "fifo")
+        self.assertTrue(all(j["finished"] for j in run["jobs"]))
+        # fifo on two 10 ms jobs: a's steps and b's alternate, a ends 10 ms before b
+        fifo = self.same_run(self.TWO, "a100", "test-fifo", "fifo")
+        self.assertAlmostEqual(fifo["jobs"][0]["jct_s"], 0.05, places=9)
+        self.assertAlmostEqual(fifo["jobs"][1]["jct_s"], 0.06, places=9)
+        self.same_run(jobs, "a100", "test-mps", "mps")
+        mps = self.same_run(self.TWO, "a100", "test-mps", "mps")  # demands of 1: each kernel at half speed
+        self.assertEqual([j["jct_s"] for j in mps["jobs"]], [fifo["jobs"][1]["jct_s"]] * 2)
+        for j in jobs:
+            j.pop("compute_s", None)
+            j.update(model="resnet18", batch_size=16)
+        jobs[0]["mig"], jobs[1]["mig"] = "3g.20gb", "2g.10gb"
+        mig = self.same_run(jobs, "a100", "test-mig", "mig")
+        self.assertGreater(mig["jobs"][1]["jct_s"], mig["jobs"][0]["jct_s"])  # the smaller slice is slower
+
+    def test_a_new_policy_gives_its_own_result(self):
+        # Both jobs active from 0: each has half of the half left, so a 10 ms
+        # kernel takes 40 ms; three steps, 120 ms, for each job.
+        run = gpemu.share(self.TWO, gpu="a100", policy="test-half")
+        self.assertEqual(run["policy"], "test-half")
+        self.assertEqual([j["finished"] for j in run["jobs"]], [True, True])
+        for j in run["jobs"]:
+            self.assertAlmostEqual(j["jct_s"], 0.12, places=9)
+        self.assertIn("test-half", gpemu.sharing_policies())
+
+    def test_what_a_policy_raises_is_the_runs_error(self):
+        run = gpemu.share(self.TWO, gpu="a100", policy="test-raises-in-step")
+        self.assertEqual(run["jobs_finished"], 0)
+        for j in run["jobs"]:
+            self.assertEqual(j["error"], "sharing policy 'test-raises-in-step': its exclusive_steps raised "
+                                         "RuntimeError: no turn for you")
+        with self.assertRaises(gpemu.Error) as e:
+            gpemu.share(self.TWO, gpu="a100", policy="test-raises-in-share")
+        self.assertEqual(str(e.exception), "sharing policy 'test-raises-in-share': its compute_share raised "
+                                           "ZeroDivisionError: division by zero")
+        with self.assertRaisesRegex(gpemu.Error, r"its compute_share returned .*; expected a contended_efficiency"):
+            gpemu.share(self.TWO, gpu="a100", policy="test-bad-share")
+        # check's ValueError: an input error, as a C++ policy's check gives
+        with self.assertRaisesRegex(gpemu.InputError, "'test-mig': its check raised ValueError: V100.* has no MIG"):
+            gpemu.share(self.TWO, gpu="v100", policy="test-mig")
+
+    def test_a_taken_name_is_refused(self):
+        class Fifo(gpemu.SharingPolicy):
+            def name(self):
+                return "fifo"
+
+        with self.assertRaises(gpemu.InputError) as e:
+            gpemu.register_sharing_policy(Fifo())
+        self.assertNotIn("\n", str(e.exception))
+        self.assertIn("sharing policy 'fifo' is registered already", str(e.exception))
+        with self.assertRaisesRegex(gpemu.InputError, "not a gpemu.SharingPolicy"):
+            gpemu.register_sharing_policy(object())
+        self.assertEqual(gpemu.sharing_policies().count("fifo"), 1)
