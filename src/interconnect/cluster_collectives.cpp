@@ -103,7 +103,8 @@ std::vector<Completion> cluster_reduce_scatter(Cluster& cluster, std::span<Strea
   const double share = static_cast<double>(bytes) / cluster.gpus_per_node();
   CollectiveOptions local = o;
   local.ring_as_flows = true;
-  local.name = name + " (node reduce-scatter)";
+  const std::string node_name = name + " (node reduce-scatter)";  // local.name is a view: the text must outlive it
+  local.name = node_name;
   for (int n = 0; n < m; ++n)
     Communicator(cluster.node(n)).reduce_scatter(node_streams(streams, cluster, n), bytes, local);
   const Completion entry = all_entered(cluster.timeline(), streams, "network ring entry");
@@ -125,7 +126,8 @@ std::vector<Completion> cluster_all_gather(Cluster& cluster, std::span<Stream* c
   after_rails(cluster, streams, rail_done, name);
   CollectiveOptions local = o;
   local.ring_as_flows = true;
-  local.name = name + " (node all-gather)";
+  const std::string node_name = name + " (node all-gather)";  // local.name is a view: the text must outlive it
+  local.name = node_name;
   std::vector<Completion> done;
   for (int n = 0; n < m; ++n) {
     const auto part = Communicator(cluster.node(n)).all_gather(node_streams(streams, cluster, n), bytes, local);
@@ -148,7 +150,8 @@ std::vector<Completion> cluster_broadcast(Cluster& cluster, std::span<Stream* co
       network_phase(cluster, streams, entry, static_cast<double>(bytes), m - 1, o.engine, name + " (network)", rail);
   wait_on_streams(streams, {&rail_done[static_cast<std::size_t>(rail)], 1}, name);
   CollectiveOptions local = o;
-  local.name = name + " (node broadcast)";
+  const std::string node_name = name + " (node broadcast)";  // local.name is a view: the text must outlive it
+  local.name = node_name;
   std::vector<Completion> done;
   for (int n = 0; n < m; ++n) {
     const auto part = Communicator(cluster.node(n)).broadcast(node_streams(streams, cluster, n), bytes, rail, local);
