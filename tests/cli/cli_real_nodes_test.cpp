@@ -343,7 +343,9 @@ void expect_partitioned_reads(const CacheRun& run, int rank, const std::string& 
         remote_bytes += run.data.samples[i].length;
       }
     }
-    if (e > 0) EXPECT_GT(remote, 0u);  // the shards move between epochs
+    if (e > 0) {
+      EXPECT_GT(remote, 0u);  // the shards move between epochs
+    }
     EXPECT_EQ(n["cache_hits"], local) << n.dump();
     EXPECT_EQ(n["remote_hits"], remote) << n.dump();
     EXPECT_EQ(n["network_bytes"], remote_bytes) << n.dump();
