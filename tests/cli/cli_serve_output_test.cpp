@@ -109,9 +109,9 @@ TEST(CliSmi, RepliesNoServerGivesAreRefusedNotPrinted) {
   const std::string sock = (d / "s.sock").string();
   const std::string gpu =
       R"("index": 0, "id": "V100", "name": "V100", "uuid": "GPU-0", "policy": "fifo", "processes": [])";
-  for (const std::string& figures : {R"("memory_total_bytes": 0, "memory_used_bytes": 1000000000000000,
+  for (const char* figures : {R"("memory_total_bytes": 0, "memory_used_bytes": 1000000000000000,
                                         "utilization_pct": 0)",
-                                     R"("memory_total_bytes": 1048576, "memory_used_bytes": 0,
+                              R"("memory_total_bytes": 1048576, "memory_used_bytes": 0,
                                         "utilization_pct": 1000000000)"}) {
     FakeServer server(sock, R"({"ok": true, "gpus": [{)" + gpu + ", " + figures + "}]}", 1);
     ASSERT_TRUE(server.ok());

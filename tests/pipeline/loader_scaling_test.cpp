@@ -64,7 +64,7 @@ TEST(LoaderScaling, AFileThatIsNotAScalingIsOneLineNamingTheLine) {
 }
 
 TEST(LoaderScaling, AMissingFileOrAFolderIsOneLineNamingIt) {
-  for (const std::string path :
+  for (const std::string& path :
        {std::string("/nonexistent/scaling.csv"), std::filesystem::temp_directory_path().string()}) {
     try {
       read_loader_scaling(path);

@@ -113,7 +113,9 @@ TEST(Sampler, GroupsAreShuffledAndShardedWholeInFileOrder) {
     // Each group's samples come together and in file order.
     for (std::size_t i = 0; i < order.size(); ++i) {
       const bool starts_group = order[i] % 4 == 0;
-      if (!starts_group) EXPECT_EQ(order[i], order[i - 1] + 1) << "epoch " << epoch << " position " << i;
+      if (!starts_group) {
+        EXPECT_EQ(order[i], order[i - 1] + 1) << "epoch " << epoch << " position " << i;
+      }
     }
   }
   EXPECT_NE(one.indices(0), one.indices(1));  // the groups' order changes with the epoch

@@ -147,7 +147,9 @@ TEST(Stall, EpochsAndTheIterationCap) {
     ASSERT_EQ(r.epochs.size(), 3u);
     for (std::size_t e = 0; e < 3; ++e) {
       EXPECT_EQ(r.epochs[e].samples, 16);
-      if (e > 0) EXPECT_GE(r.epochs[e].start, r.epochs[e - 1].end);
+      if (e > 0) {
+        EXPECT_GE(r.epochs[e].start, r.epochs[e - 1].end);
+      }
       // Every sample once per epoch, in another order each epoch.
       std::multiset<std::size_t> seen;
       for (const BatchRecord& b : r.batches)

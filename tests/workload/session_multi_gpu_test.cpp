@@ -289,7 +289,9 @@ TEST_F(SessionMultiGpuTest, APreemptedDdpJobFreesAndRestoresTheMemoryOfEveryGpu)
         EXPECT_GE(st.next_called, p.to) << "GPU " << g << " step " << st.iteration;
       }
     }
-    if (before >= 0) EXPECT_EQ(n, before);  // both ranks stopped before the same step
+    if (before >= 0) {
+      EXPECT_EQ(n, before);  // both ranks stopped before the same step
+    }
     before = n;
   }
   EXPECT_GE(before, 2);
