@@ -1,6 +1,7 @@
 #include "common/socket_wait.h"
 
 #include <poll.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -30,6 +31,22 @@ bool wait_ready(int fd, short events, const Deadline& deadline) {
     if (r > 0) return true;  // ready, or an error the next call reports
     if (r < 0 && errno != EINTR) return true;
   }
+}
+
+bool send_all(int fd, const void* data, std::size_t n, const Deadline& deadline) {
+  const auto* c = static_cast<const char*>(data);
+  while (n > 0) {
+    const ssize_t put = ::send(fd, c, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (put < 0 && errno == EINTR) continue;
+    if (put < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      if (!wait_ready(fd, POLLOUT, deadline)) return false;
+      continue;
+    }
+    if (put <= 0) return false;
+    c += put;
+    n -= static_cast<std::size_t>(put);
+  }
+  return true;
 }
 
 }  // namespace gpemu::common

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <optional>
 
 namespace gpemu::common {
@@ -18,5 +19,11 @@ Deadline deadline_in(int timeout_ms);
 // ready (or in error: the next call on it reports it), false when the time
 // ran out or a signal came.
 bool wait_ready(int fd, short events, const Deadline& deadline);
+
+// Sends all n bytes (no SIGPIPE), waiting with wait_ready while the socket's
+// buffer is full: false when the connection failed, the deadline passed (a
+// peer that does not read) or a signal came. gpemu serve's replies and the
+// dist layer's frames go out this way.
+bool send_all(int fd, const void* data, std::size_t n, const Deadline& deadline);
 
 }  // namespace gpemu::common

@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cerrno>
 
+#include "common/socket_wait.h"
+
 namespace gpemu::dist {
 
 bool read_all(int fd, void* p, std::size_t n, const SocketClock::time_point* deadline) {
@@ -31,17 +33,7 @@ bool read_all(int fd, void* p, std::size_t n, const SocketClock::time_point* dea
   return true;
 }
 
-bool write_all(int fd, const void* p, std::size_t n) {
-  const auto* c = static_cast<const char*>(p);
-  while (n > 0) {
-    const ssize_t put = ::send(fd, c, n, MSG_NOSIGNAL);
-    if (put < 0 && errno == EINTR) continue;
-    if (put <= 0) return false;
-    c += put;
-    n -= static_cast<std::size_t>(put);
-  }
-  return true;
-}
+bool write_all(int fd, const void* p, std::size_t n) { return common::send_all(fd, p, n, std::nullopt); }
 
 void no_delay(int fd) {
   const int one = 1;

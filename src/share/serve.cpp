@@ -82,18 +82,7 @@ using common::wait_ready;
 // False when the connection failed, the time ran out (a peer that does not
 // read its replies) or a signal came.
 bool write_all(int fd, std::string_view s, int timeout_ms = -1) {
-  const Deadline deadline = deadline_in(timeout_ms);
-  while (!s.empty()) {
-    const ssize_t n = ::send(fd, s.data(), s.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      if (!wait_ready(fd, POLLOUT, deadline)) return false;
-      continue;
-    }
-    if (n <= 0) return false;
-    s.remove_prefix(static_cast<std::size_t>(n));
-  }
-  return true;
+  return common::send_all(fd, s.data(), s.size(), deadline_in(timeout_ms));
 }
 
 enum class Read { Line, Closed, Timeout, TooLong };
