@@ -209,6 +209,12 @@ def patch(torch):
             world, rank, pids = self.size(), self.rank(), self._pids
 
             finished = threading.Event()
+            # What holds GPU memory (the tensors, apply's closure, the result
+            # future), let go on gloo's thread before the waiter goes on: were
+            # the callbacks' closures the last to hold a tensor, its block
+            # would go back to the allocator whenever gloo dropped them, and
+            # a run's peak memory would depend on the threads' timing.
+            held = [tensors, apply, result]
 
             def finish():
                 try:
@@ -219,17 +225,18 @@ def patch(torch):
                     try:
                         _ops.event_wait(issued._id, device, comm)
                         _ops.collective(device, comm, kind, int(nbytes), world, int(ready[0]))
-                        if apply is not None:
-                            apply()
+                        if held[1] is not None:
+                            held[1]()
                         # Completing records an event on this thread's current
                         # stream, the communication stream: waiters wait for it.
-                        result.set_result(tensors)
+                        held[2].set_result(held[0])
                     finally:
                         _ops.set_stream(device, saved)
                 except Exception as e:  # noqa: BLE001 - the collective cannot complete
                     # Before the waiter could see the future done (and go on).
                     _end_rank(rank, what, pids, e)
                 finally:
+                    held.clear()
                     finished.set()
 
             in_order = self._in_order
