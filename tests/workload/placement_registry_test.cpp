@@ -15,9 +15,12 @@
 #include "gpemu/cost_model.h"
 #include "gpemu/error.h"
 #include "gpemu/session.h"
+#include "support/session_jobs.h"
 
 namespace gpemu {
 namespace {
+
+using testing::fixed_session_job;
 
 // Each job alone on the highest-numbered free GPU.
 class HighestFree final : public PlacementPolicy {
@@ -33,20 +36,6 @@ class HighestFree final : public PlacementPolicy {
  private:
   std::string name_;
 };
-
-SessionJob fixed_job(std::string name, Duration step, std::int64_t steps) {
-  SessionJob j;
-  j.name = std::move(name);
-  JobSpec& s = j.job;
-  s.batch_size = 8;
-  s.compute.step_time = StepTime::Fixed;
-  s.compute.fixed_train = TimeSpec::constant(to_seconds(step));
-  s.compute.copy_batch = false;
-  s.compute.use_allocator = false;
-  s.data.source = DataSource::Synthetic;
-  s.data.synthetic_batches = steps;
-  return j;
-}
 
 std::string refusal(const std::shared_ptr<const PlacementPolicy>& p) {
   try {
@@ -76,9 +65,9 @@ TEST(PlacementRegistry, ARegisteredPolicyIsKnownByNameAfterTheBuiltInOnesAndPlac
   s.gpus_per_node = 2;
   s.placement = placement_policy("test-highest-free");
   Session session(*clock, *costs, s);
-  const JobId a = session.add_job(fixed_job("a", 2 * kMillisecond, 3));
-  const JobId b = session.add_job(fixed_job("b", 2 * kMillisecond, 3));
-  const JobId c = session.add_job(fixed_job("c", 2 * kMillisecond, 3));
+  const JobId a = session.add_job(fixed_session_job("a", 2 * kMillisecond, 3));
+  const JobId b = session.add_job(fixed_session_job("b", 2 * kMillisecond, 3));
+  const JobId c = session.add_job(fixed_session_job("c", 2 * kMillisecond, 3));
   session.run();
   EXPECT_EQ(session.outcome(a).gpus, std::vector<int>{1});
   EXPECT_EQ(session.outcome(b).gpus, std::vector<int>{0});
