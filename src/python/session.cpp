@@ -107,11 +107,14 @@ class PySession {
     read_session_keys(entry, who, extra, gpus);
     SharedJobSpec js;
     try {
-      js = share_detail::parse_job_entry(entry, who);
+      js = share_detail::parse_job_entry(entry, "Session.add_job");
     } catch (const InputError& e) {
-      const std::string what = e.what();
-      if (what.find("unknown key") == std::string::npos) throw;
-      throw InputError(fmt::format("{}; and a session's: {}", what, kSessionKeys));
+      // The jobs file's words for its one entry ("job 1"), with its id.
+      std::string what = e.what();
+      const std::string one = "Session.add_job: job 1 (";
+      if (what.starts_with(one)) what.replace(0, one.size(), fmt::format("{} (", who));
+      if (what.find("unknown key") != std::string::npos) what += fmt::format("; and a session's: {}", kSessionKeys);
+      throw InputError(what);
     }
     if (const auto it = ids_.find(js.name); it != ids_.end())
       throw InputError(
@@ -120,6 +123,13 @@ class PySession {
     one.jobs.push_back(std::move(js));
     give_cost_models(one, profiles_);
     js = std::move(one.jobs.front());
+    if (js.job.compute.step_time == StepTime::CostModel) {
+      try {  // an unknown model, or a batch its model cannot run, is refused here (as share does up front)
+        js.costs->step_cost(*session_->spec().gpu, js.job.compute.model.name, js.job.batch_size);
+      } catch (const InputError& e) {
+        throw InputError(fmt::format("{} ('{}'): {}", who, js.name, e.what()));
+      }
+    }
     SessionJob j = share_detail::session_job(js, extra.gpu);
     j.job.cluster.gpus = gpus;
     j.after = extra.after;

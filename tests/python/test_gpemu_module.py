@@ -756,5 +756,9 @@ class Sessions(unittest.TestCase):
         s.add_job(fixed("a", 1))
         with self.assertRaisesRegex(gpemu.InputError, "name 'a' is job 0's"):
             s.add_job(fixed("a", 1))
+        with self.assertRaisesRegex(gpemu.InputError, r"^Session.add_job: job 1 \('x'\): unknown model 'nonexistent'"):
+            s.add_job(name="x", model="nonexistent")
+        with self.assertRaisesRegex(gpemu.InputError, r"^Session.add_job: job 1 \('y'\), 'iterations' is 0"):
+            s.add_job(fixed("y", 0))
         with self.assertRaisesRegex(gpemu.Error, "there are none before run"):
             s.outcomes()
