@@ -150,9 +150,10 @@ class PySession {
 
   void at(double t_s, const py::function& fn) {
     if (ran_) throw Error("Session.at: the session has run; give its actions before run()");
+    const Time t = seconds_arg(t_s, "Session.at: t");
     callbacks_.push_back(fn);
     const std::string what = fmt::format("the action at {} s", t_s);
-    session_->at(seconds_arg(t_s, "Session.at: t"), [this, h = fn.ptr(), what](Session&) { call_back(h, what); });
+    session_->at(t, [this, h = fn.ptr(), what](Session&) { call_back(h, what); });
   }
 
   void on_job_end(const py::function& fn) {
