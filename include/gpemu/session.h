@@ -49,8 +49,7 @@
 // through the clock (ClockEvent), never by polling.
 //
 // Not yet: jobs of several nodes on shared GPUs, a storage model for the
-// jobs' data, placement or sharing policies written in Python
-// (docs/architecture.md, "Sessions").
+// jobs' data (docs/architecture.md, "Sessions").
 //
 // An open session (SessionSpec::open, under the real clock) also takes jobs
 // while it runs, from any thread (`gpemu serve`'s clients): such a job arrives
@@ -138,8 +137,16 @@ std::vector<int> free_gpus_of_one_node(const PlacementRequest& job, std::span<co
 // when given (all must be free), else the lowest free ones of the lowest
 // nodes that have enough; none when there are not.
 std::vector<int> free_gpus_of_nodes(const PlacementRequest& job, std::span<const GpuLoad> gpus);
-// "pinned" or "first-fit"; InputError naming the accepted ones otherwise.
+// The policy of that name: a built-in one ("pinned", "first-fit"; a new
+// one is a file in src/workload/placement/ and a line in its registry), then
+// those registered; InputError naming the accepted ones otherwise.
 std::shared_ptr<const PlacementPolicy> placement_policy(std::string_view name);
+// Adds a policy for the process's life, after the built-in ones (from then on
+// placement_policy and gpemu's Python Session know it by its name());
+// InputError when its name is empty or taken. The registry may be used from
+// any thread.
+void register_placement_policy(std::shared_ptr<const PlacementPolicy> policy);
+// Every policy's name, built-in ones first.
 std::vector<std::string> placement_policy_names();
 
 // ---- the session --------------------------------------------------------------

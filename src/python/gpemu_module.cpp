@@ -37,6 +37,7 @@
 #include "gpemu/timeline.h"
 #include "gpemu/train.h"
 #include "gpemu/zoo.h"
+#include "python/module.h"
 #include "share/serve.h"
 #include "share/share_json.h"
 #include "train/summary_json.h"
@@ -45,15 +46,7 @@
 namespace py = pybind11;
 
 namespace gpemu::python {
-namespace {
 
-// One request to `gpemu serve` without arguments, the GIL released.
-nlohmann::json serve_request(ServeClient& c, const char* op) {
-  py::gil_scoped_release release;
-  return c.request({{"op", op}});
-}
-
-// Python's value of a JSON document: the same keys as the CLI's --json.
 py::object to_python(const nlohmann::json& j) { return py::module_::import("json").attr("loads")(j.dump()); }
 
 nlohmann::json from_python(const py::object& o, const char* what) {
@@ -65,10 +58,52 @@ nlohmann::json from_python(const py::object& o, const char* what) {
   }
 }
 
-// A duration in seconds from Python: finite and not negative.
 Duration seconds_arg(double s, const char* what) {
   if (!(s >= 0) || s > 1e9) throw InputError(fmt::format("{} {}: must be seconds from 0 to 1e9", what, s));
   return from_seconds(s);
+}
+
+ShareOptions share_options(const std::string& policy, double timeslice_ms, double switch_us) {
+  ShareOptions o;
+  o.policy = parse_share_policy(policy);
+  if (!(timeslice_ms > 0 && timeslice_ms <= 1e6))
+    throw InputError(fmt::format("timeslice_ms {}: must be a positive number of milliseconds", timeslice_ms));
+  if (!(switch_us >= 0 && switch_us <= 1e9))
+    throw InputError(fmt::format("switch_us {}: must be microseconds, 0 or more", switch_us));
+  o.timeslice = from_seconds(timeslice_ms / 1e3);
+  o.switch_cost = from_seconds(switch_us / 1e6);
+  return o;
+}
+
+std::string policy_name(const py::object& policy, const char* who) {
+  const py::object name = py::hasattr(policy, "name") ? policy.attr("name")() : py::none();
+  if (!py::isinstance<py::str>(name) || name.cast<std::string>().empty())
+    throw InputError(fmt::format("{}: {}.name() returned {}; expected its name, a non-empty str", who,
+                                 py::str(policy.get_type().attr("__name__")).cast<std::string>(),
+                                 py::repr(name).cast<std::string>()));
+  return name.cast<std::string>();
+}
+
+void throw_raised(std::string_view kind, std::string_view name, const char* method, py::error_already_set& e) {
+  const std::string what = e.what();
+  const std::string text =
+      fmt::format("{} '{}': its {} raised {}", kind, name, method, what.substr(0, what.find('\n')));
+  if (e.matches(PyExc_ValueError)) throw InputError(text);
+  throw Error(text);
+}
+
+Error returned_error(std::string_view kind, std::string_view name, const char* method, const py::object& r,
+                     const char* expected) {
+  return Error(fmt::format("{} '{}': its {} returned {}; expected {}", kind, name, method,
+                           py::repr(r).cast<std::string>(), expected));
+}
+
+namespace {
+
+// One request to `gpemu serve` without arguments, the GIL released.
+nlohmann::json serve_request(ServeClient& c, const char* op) {
+  py::gil_scoped_release release;
+  return c.request({{"op", op}});
 }
 
 std::uint64_t bytes_arg(long long n, const char* what) {
@@ -226,13 +261,7 @@ py::object share(const py::object& jobs, const std::string& gpu, const std::stri
   const JobsFile parsed = parse_jobs(file.dump(), "jobs");
   ShareSpec spec;
   spec.gpu = &find_gpu(parsed.gpu.empty() ? "v100" : parsed.gpu);
-  spec.options.policy = parse_share_policy(policy);
-  if (!(timeslice_ms > 0 && timeslice_ms <= 1e6))
-    throw InputError(fmt::format("timeslice_ms {}: must be a positive number of milliseconds", timeslice_ms));
-  if (!(switch_us >= 0 && switch_us <= 1e9))
-    throw InputError(fmt::format("switch_us {}: must be microseconds, 0 or more", switch_us));
-  spec.options.timeslice = from_seconds(timeslice_ms / 1e3);
-  spec.options.switch_cost = from_seconds(switch_us / 1e6);
+  spec.options = share_options(policy, timeslice_ms, switch_us);
   spec.jobs = parsed.jobs;
   give_cost_models(spec, profiles);
   const std::unique_ptr<Clock> c = make_clock(parse_clock_kind(clock));
@@ -301,26 +330,12 @@ class PySharingPolicy final : public SharingPolicy {
       return r.cast<bool>();
     });
   }
-  // invoke(the override) under the GIL (its arguments made and its result
-  // read there too); `fallback` when the subclass has no override.
   template <class R, class Invoke>
   R call(const char* method, R fallback, Invoke invoke) const {
-    py::gil_scoped_acquire gil;
-    try {
-      const py::function f = py::get_override(static_cast<const SharingPolicy*>(this), method);
-      if (!f) return fallback;
-      return invoke(f);
-    } catch (py::error_already_set& e) {
-      const std::string what = e.what();
-      const std::string text =
-          fmt::format("sharing policy '{}': its {} raised {}", name_, method, what.substr(0, what.find('\n')));
-      if (e.matches(PyExc_ValueError)) throw InputError(text);
-      throw Error(text);
-    }
+    return call_override(static_cast<const SharingPolicy*>(this), "sharing policy", name_, method, fallback, invoke);
   }
   Error returned(const char* method, const py::object& r, const char* expected) const {
-    return Error(fmt::format("sharing policy '{}': its {} returned {}; expected {}", name_, method,
-                             py::repr(r).cast<std::string>(), expected));
+    return returned_error("sharing policy", name_, method, r, expected);
   }
 
   std::string name_;  // set once, by add()
@@ -336,12 +351,7 @@ void PySharingPolicy::add(const py::object& policy) {
                     py::repr(policy).cast<std::string>()));
   if (!p->name_.empty())
     throw InputError(fmt::format("register_sharing_policy: this policy is registered already, as '{}'", p->name_));
-  const py::object name = py::hasattr(policy, "name") ? policy.attr("name")() : py::none();
-  if (!py::isinstance<py::str>(name) || name.cast<std::string>().empty())
-    throw InputError(fmt::format("register_sharing_policy: {}.name() returned {}; expected its name, a non-empty str",
-                                 py::str(policy.get_type().attr("__name__")).cast<std::string>(),
-                                 py::repr(name).cast<std::string>()));
-  p->name_ = name.cast<std::string>();
+  p->name_ = policy_name(policy, "register_sharing_policy");
   try {
     // The registry keeps policies for the process's life: so does the Python
     // object (its reference is never given back), whose methods the C++ one calls.
@@ -709,6 +719,9 @@ PYBIND11_MODULE(gpemu, m) {
   m.def("register_sharing_policy", &python::PySharingPolicy::add, py::arg("policy"),
         "Adds a SharingPolicy for the process's life; InputError when its name is taken.");
   m.def("sharing_policies", &sharing_policy_names, "The registered sharing policies' names, built-in ones first.");
+  // ---- sessions, and placement policies written in Python (docs/python.md)
+  python::bind_placement_policies(m);
+  python::bind_session(m);
   m.def("share", &python::share, py::arg("jobs"), py::kw_only(), py::arg("gpu") = "", py::arg("policy") = "fifo",
         py::arg("clock") = "virtual", py::arg("timeslice_ms") = 2.0, py::arg("switch_us") = 25.0,
         py::arg("profiles") = py::none(),

@@ -384,32 +384,34 @@ ShareResult run_shared(Clock& clock, const CostModel& costs, const ShareSpec& sp
   return out;
 }
 
+nlohmann::json shared_job_json(const SharedJobResult& j, bool with_steps) {
+  nlohmann::json o = {{"name", j.name},
+                      {"model", j.model().empty() ? nlohmann::json() : nlohmann::json(j.model())},
+                      {"batch_size", j.batch_size()},
+                      {"priority", j.priority},
+                      {"mig", j.mig.empty() ? nlohmann::json() : nlohmann::json(j.mig)},
+                      {"arrival_s", to_seconds(j.arrival)},
+                      {"end_s", to_seconds(j.end)},
+                      {"jct_s", j.jct_s()},
+                      {"iterations", j.iterations()},
+                      {"samples", j.samples()},
+                      {"samples_per_s", j.samples_per_s()},
+                      {"gpu_share_pct", j.gpu_share_pct()},
+                      {"peak_allocated_bytes", j.peak_allocated_bytes()},
+                      {"peak_reserved_bytes", j.peak_reserved_bytes()},
+                      {"finished", j.error.empty()},
+                      {"error", j.error.empty() ? nlohmann::json() : nlohmann::json(j.error)}};
+  if (with_steps) {
+    nlohmann::json ends = nlohmann::json::array();
+    for (const Time t : j.step_ends()) ends.push_back(to_seconds(t));
+    o["steps"] = {{"end_s", std::move(ends)}, {"samples", j.step_samples()}};
+  }
+  return o;
+}
+
 nlohmann::json share_json(const ShareResult& r, bool with_steps) {
   nlohmann::json jobs = nlohmann::json::array();
-  for (const SharedJobResult& j : r.jobs) {
-    nlohmann::json o = {{"name", j.name},
-                        {"model", j.model().empty() ? nlohmann::json() : nlohmann::json(j.model())},
-                        {"batch_size", j.batch_size()},
-                        {"priority", j.priority},
-                        {"mig", j.mig.empty() ? nlohmann::json() : nlohmann::json(j.mig)},
-                        {"arrival_s", to_seconds(j.arrival)},
-                        {"end_s", to_seconds(j.end)},
-                        {"jct_s", j.jct_s()},
-                        {"iterations", j.iterations()},
-                        {"samples", j.samples()},
-                        {"samples_per_s", j.samples_per_s()},
-                        {"gpu_share_pct", j.gpu_share_pct()},
-                        {"peak_allocated_bytes", j.peak_allocated_bytes()},
-                        {"peak_reserved_bytes", j.peak_reserved_bytes()},
-                        {"finished", j.error.empty()},
-                        {"error", j.error.empty() ? nlohmann::json() : nlohmann::json(j.error)}};
-    if (with_steps) {
-      nlohmann::json ends = nlohmann::json::array();
-      for (const Time t : j.step_ends()) ends.push_back(to_seconds(t));
-      o["steps"] = {{"end_s", std::move(ends)}, {"samples", j.step_samples()}};
-    }
-    jobs.push_back(std::move(o));
-  }
+  for (const SharedJobResult& j : r.jobs) jobs.push_back(shared_job_json(j, with_steps));
   nlohmann::json out = {{"gpu", r.gpu},
                         {"policy", to_string(r.policy)},
                         {"clock", r.clock},

@@ -4,6 +4,7 @@ Times are checked on the emulated timeline (exact), never against the wall clock
 import json
 import os
 import subprocess
+import sys
 import tempfile
 import unittest
 
@@ -559,3 +560,205 @@ class SharingPolicies(unittest.TestCase):
         with self.assertRaisesRegex(gpemu.InputError, "not a gpemu.SharingPolicy"):
             gpemu.register_sharing_policy(object())
         self.assertEqual(gpemu.sharing_policies().count("fifo"), 1)
+
+
+# Placement policies written in Python, and the Session they place jobs of
+# (docs/python.md). Registered for the process's life, so once, by name.
+class CopyOfFirstFit(gpemu.PlacementPolicy):
+    """src/workload/placement/first_fit.cpp in Python."""
+
+    def name(self):
+        return "test-first-fit"
+
+    def place(self, job, gpus):
+        if job.gpu >= 0:
+            return job.gpu if gpus[job.gpu].jobs == 0 else -1
+        for g in gpus:
+            if g.jobs == 0:
+                return g.index
+        return -1
+
+
+class HighestFree(gpemu.PlacementPolicy):
+    """Each job alone on the highest-numbered free GPU."""
+
+    def name(self):
+        return "test-highest-free"
+
+    def place(self, job, gpus):
+        free = [g.index for g in gpus if g.jobs == 0]
+        return free[-1] if free else -1
+
+
+class RaisesInPlace(gpemu.PlacementPolicy):
+    def __init__(self, error):
+        super().__init__()
+        self.error = error
+
+    def name(self):
+        return "test-raises-in-place"
+
+    def place(self, job, gpus):
+        raise self.error
+
+
+class ReturnsNoGpu(gpemu.PlacementPolicy):
+    def name(self):
+        return "test-no-gpu"
+
+    def place(self, job, gpus):
+        return len(gpus)  # one past the last
+
+
+if "test-first-fit" not in gpemu.placement_policies():
+    gpemu.register_placement_policy(CopyOfFirstFit())  # a temporary: the registry keeps it alive
+
+
+def fixed(name, steps, arrival_s=0.0, **keys):
+    """A job of `steps` steps of 10 ms of GPU time each and nothing else."""
+    return dict(name=name, compute_s=0.01, batch_size=8, iterations=steps, arrival_s=arrival_s, **keys)
+
+
+class Sessions(unittest.TestCase):
+    """gpemu.Session in virtual time, its jobs placed by built-in policies and ones written in Python."""
+
+    JOBS = [fixed("a", 10), fixed("b", 20), fixed("c", 5), fixed("d", 30), fixed("e", 4),
+            fixed("f", 3, arrival_s=0.06), fixed("g", 6, arrival_s=0.01, gpu=3),
+            fixed("h", 4, arrival_s=0.02, gpus=2)]
+
+    def run_jobs(self, placement, jobs=JOBS, **options):
+        s = gpemu.Session("a100", gpus_per_node=4, policy="timeslice", placement=placement, **options)
+        for j in jobs:
+            s.add_job(j)
+        s.run()
+        return s.outcomes()
+
+    def test_a_python_copy_of_first_fit_places_as_the_built_in_one(self):
+        builtin = self.run_jobs("first-fit")
+        self.assertEqual(self.run_jobs(CopyOfFirstFit()), builtin)  # an object of its own
+        self.assertEqual(self.run_jobs("test-first-fit"), builtin)  # the registered one, by name
+        self.assertTrue(all(o["state"] == "finished" for o in builtin))
+        # By hand: a to d on GPUs 0 to 3 at 0; e on c's GPU 2 at 50 ms; g waits
+        # for its GPU 3 (d's, 300 ms); h for two free GPUs, while f, queued
+        # behind it, takes GPU 2 at 90 ms: GPUs 0 (free at 100 ms) and 2 (at 120 ms).
+        self.assertEqual([o["gpus"] for o in builtin], [[0], [1], [2], [3], [2], [2], [3], [0, 2]])
+        for o, start in zip(builtin, [0, 0, 0, 0, 0.05, 0.09, 0.3, 0.12]):
+            self.assertAlmostEqual(o["start_s"], start, places=9, msg=o["name"])
+
+    def test_a_different_python_policy_gives_its_own_placement(self):
+        # By hand (steps of 10 ms; highest free GPU first): a, b, c, d start at
+        # 0 on GPUs 3, 2, 1, 0; e waits for c's end (50 ms) on GPU 1, f for
+        # e's (90 ms) there too.
+        jobs = [fixed("a", 10), fixed("b", 20), fixed("c", 5), fixed("d", 30), fixed("e", 4),
+                fixed("f", 3, arrival_s=0.06)]
+        out = self.run_jobs(HighestFree(), jobs)
+        self.assertEqual([o["gpus"] for o in out], [[3], [2], [1], [0], [1], [1]])
+        for o, start, end in zip(out, [0, 0, 0, 0, 0.05, 0.09], [0.1, 0.2, 0.05, 0.3, 0.09, 0.12]):
+            self.assertAlmostEqual(o["start_s"], start, places=9, msg=o["name"])
+            self.assertAlmostEqual(o["end_s"], end, places=9, msg=o["name"])
+        self.assertAlmostEqual(out[5]["jct_s"], 0.06, places=9)  # arrived at 60 ms
+        self.assertEqual([o["gpus"] for o in self.run_jobs("first-fit", jobs)][:5], [[0], [1], [2], [3], [2]])
+
+    def test_what_a_placement_policy_raises_is_the_runs_error(self):
+        for error, kind, text in [(RuntimeError("no GPU for you"), gpemu.Error, "RuntimeError: no GPU for you"),
+                                  (ValueError("bad job"), gpemu.InputError, "ValueError: bad job")]:
+            s = gpemu.Session("a100", gpus_per_node=2, placement=RaisesInPlace(error))
+            s.add_job(fixed("a", 3))
+            s.add_job(fixed("b", 3, arrival_s=0.01))
+            with self.assertRaises(kind) as e:
+                s.run()
+            self.assertEqual(str(e.exception), f"placement policy 'test-raises-in-place': its place raised {text}")
+            with self.assertRaisesRegex(gpemu.Error, "the run failed .*; it has no outcomes"):
+                s.outcomes()
+        s = gpemu.Session("a100", gpus_per_node=2, placement=ReturnsNoGpu())
+        s.add_job(fixed("a", 3))
+        with self.assertRaisesRegex(gpemu.Error, r"'test-no-gpu': its place returned 2; expected a GPU index from 0 "
+                                                 r"to 1, or -1 to keep the job queued"):
+            s.run()
+        with self.assertRaisesRegex(gpemu.InputError, "written in Python: it runs under clock='virtual' only"):
+            gpemu.Session(placement=HighestFree(), clock="real")
+
+    def test_a_taken_name_is_refused(self):
+        class FirstFit(CopyOfFirstFit):
+            def name(self):
+                return "first-fit"
+
+        with self.assertRaises(gpemu.InputError) as e:
+            gpemu.register_placement_policy(FirstFit())
+        self.assertNotIn("\n", str(e.exception))
+        self.assertIn("placement policy 'first-fit' is registered already", str(e.exception))
+        with self.assertRaisesRegex(gpemu.InputError, "placement policy 'test-first-fit' is registered already"):
+            gpemu.register_placement_policy(CopyOfFirstFit())
+        with self.assertRaisesRegex(gpemu.InputError, "not a gpemu.PlacementPolicy"):
+            gpemu.register_placement_policy(object())
+        self.assertEqual(gpemu.placement_policies()[:2], ["pinned", "first-fit"])
+        self.assertEqual(gpemu.placement_policies().count("test-first-fit"), 1)
+        with self.assertRaisesRegex(gpemu.InputError, "placement policy 'round-robin' is not known; expected pinned, "
+                                                      "first-fit"):
+            gpemu.Session(placement="round-robin")
+
+    def test_a_session_gives_shares_figures_for_shares_jobs(self):
+        jobs = [{"name": "a", "model": "resnet18", "batch_size": 32, "iterations": 4},
+                {"name": "b", "compute_s": 0.01, "batch_size": 8, "iterations": 6, "arrival_s": 0.005}]
+        shared = gpemu.share(jobs, gpu="a100", policy="timeslice")
+        s = gpemu.Session("a100", policy="timeslice")
+        self.assertEqual([s.add_job(j) for j in jobs], [0, 1])
+        s.run()
+        for ours, theirs in zip(s.outcomes(), shared["jobs"]):
+            self.assertEqual({k: ours[k] for k in theirs}, theirs)
+            self.assertEqual((ours["gpus"], ours["state"]), ([0], "finished"))
+        self.assertAlmostEqual(s.outcome(1)["start_s"], 0.005, places=9)  # pinned: at its arrival
+
+    def test_callbacks_pause_and_resume_and_what_they_raise_is_the_runs_error(self):
+        s = gpemu.Session("a100")
+        a = s.add_job(fixed("a", 10))
+        s.add_job(name="b", compute_s=0.01, batch_size=8, iterations=2, after="a")
+        s.at(0.025, lambda session: session.pause(a))  # stops before its 4th step, at 30 ms
+        s.at(0.1, lambda session: session.resume(a))
+        ended = []
+        s.on_job_end(lambda session, o: ended.append((o["name"], o["state"], round(o["end_s"], 9))))
+        s.run()
+        [pause] = s.outcome(a)["pauses"]
+        self.assertAlmostEqual(pause.pop("from_s"), 0.03, places=9)
+        self.assertAlmostEqual(pause.pop("to_s"), 0.1, places=9)
+        self.assertEqual(pause, {"preempted": False})
+        self.assertEqual(ended, [("a", "finished", 0.17), ("b", "finished", 0.19)])
+        self.assertEqual(s.state(a), "finished")
+        with self.assertRaisesRegex(gpemu.Error, "while the session runs"):
+            s.pause(a)
+
+        s = gpemu.Session("a100")
+        s.add_job(fixed("a", 10))
+        s.at(0.05, lambda session: 1 / 0)
+        with self.assertRaises(gpemu.Error) as e:
+            s.run()
+        self.assertEqual(str(e.exception), "Session: the action at 0.05 s raised ZeroDivisionError: division by zero")
+        self.assertIsInstance(e.exception.__cause__, ZeroDivisionError)
+        self.assertAlmostEqual(s.outcome(0)["end_s"], 0.1, places=9)  # the run went on to its end
+
+    def test_the_docs_example_prints_what_the_docs_say(self):
+        with open(os.path.join(os.path.dirname(__file__), "..", "..", "docs", "python.md")) as f:
+            doc = f.read()
+        section = doc[doc.index("## A session: jobs over time"):]
+        code = section.split("```python\n", 1)[1].split("```", 1)[0]
+        printed = section.split("prints\n\n```\n", 1)[1].split("```", 1)[0]
+        out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+        self.assertEqual(out.stdout, printed)
+
+    def test_bad_jobs_name_the_key(self):
+        s = gpemu.Session("a100", gpus_per_node=2)
+        with self.assertRaisesRegex(gpemu.InputError, "'colour'.*and a session's: gpu, gpus"):
+            s.add_job(fixed("a", 1, colour="red"))
+        with self.assertRaisesRegex(gpemu.InputError, r"job 0, 'gpu' is 2: expected an integer from -1 to 1"):
+            s.add_job(fixed("a", 1, gpu=2))
+        with self.assertRaisesRegex(gpemu.InputError, r"'after' is \"x\": expected an earlier job's id or name"):
+            s.add_job(fixed("a", 1, after="x"))
+        s.add_job(fixed("a", 1))
+        with self.assertRaisesRegex(gpemu.InputError, "name 'a' is job 0's"):
+            s.add_job(fixed("a", 1))
+        with self.assertRaisesRegex(gpemu.InputError, r"^Session.add_job: job 1 \('x'\): unknown model 'nonexistent'"):
+            s.add_job(name="x", model="nonexistent")
+        with self.assertRaisesRegex(gpemu.InputError, r"^Session.add_job: job 1 \('y'\), 'iterations' is 0"):
+            s.add_job(fixed("y", 0))
+        with self.assertRaisesRegex(gpemu.Error, "there are none before run"):
+            s.outcomes()

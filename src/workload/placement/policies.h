@@ -1,5 +1,6 @@
 // The built-in placement policies (session.h), one file each; a new one is a
-// file here and a line in registry.cpp.
+// file here and a line in registry.cpp (from a program:
+// register_placement_policy, session.h).
 #pragma once
 
 #include <memory>
