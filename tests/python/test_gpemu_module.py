@@ -303,13 +303,20 @@ class Serve(unittest.TestCase):
         else:
             self.fail("b never got the memory a held")
         # Time: b's kernel alone takes its length; with another's beside it under time-slicing, longer.
+        # Timed between events, queued behind a 0.1-s kernel: when the requests reach the server
+        # (the host's latency, on a loaded machine) does not move when the timed kernel starts.
+        def timed(first_event):
+            b.kernel(0.1)
+            b.request({"op": "record", "event": first_event})
+            b.kernel(0.010)
+            b.request({"op": "record", "event": first_event + 1})
+            return b.request({"op": "elapsed", "start": first_event, "end": first_event + 1})["ms"] / 1e3
+
         a = gpemu.ServeClient(self.socket, name="job-a")
-        t1 = b.batch(0.010)
-        alone = b.batch(0.010) - t1  # back to back: the second starts when the first ends
-        t3 = b.batch(0.001)
-        a.kernel(0.5)  # long enough that b's next kernel surely meets it
-        shared = b.batch(0.010) - t3
-        self.assertGreaterEqual(alone, 0.010)
+        alone = timed(1)
+        a.kernel(0.5)  # long enough that b's queued kernels surely meet it
+        shared = timed(3)
+        self.assertAlmostEqual(alone, 0.010, delta=1e-6)
         self.assertGreater(shared, alone * 1.5)
         names = sorted(p["name"] for p in a.smi()[0]["processes"])
         self.assertEqual(names, ["job-a", "job-b"])
