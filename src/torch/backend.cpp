@@ -181,7 +181,7 @@ std::string shapes_text(c10::ArrayRef<c10::IValue> args, c10::ArrayRef<c10::IVal
 // A half-precision convolution on NCHW activations: cuDNN's tensor-core
 // kernels take NHWC, so it transposes the operands in and the result out
 // (nchwToNhwc / nhwcToNchw), reading and writing them once more each; as
-// `gpemu predict` adds them for --memory-format nchw (analytical_model.cpp).
+// `gpemu predict` adds them for --memory-format nchw (op_program.cpp).
 bool transposes_nchw(std::string_view name, const OpProgram::Op& op, c10::ArrayRef<c10::IValue> args) {
   if (op.kind != OpProgram::Kind::Conv || op.math == OpProgram::Math::F32) return false;
   const std::size_t activation = name == "convolution_backward" ? 1 : 0;
