@@ -8,6 +8,11 @@
 
 namespace gpemu {
 
+// The phases, in the order the report's outputs list them.
+inline constexpr ValidationPhase kValidationPhases[] = {ValidationPhase::Forward, ValidationPhase::Backward,
+                                                        ValidationPhase::Iteration, ValidationPhase::Transfer,
+                                                        ValidationPhase::PeakMemory};
+
 // {"n", "median_ape_pct", "mean_ape_pct", "p90_ape_pct", "max_ape_pct", "median_bias_pct"}.
 nlohmann::json error_stats_json(const ErrorStats& s);
 

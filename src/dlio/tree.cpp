@@ -268,4 +268,24 @@ std::string describe(const Node& node) {
   return "";
 }
 
+std::string inline_text(const Node& n) {
+  switch (n.kind) {
+    case Node::Kind::Null: return "null";
+    case Node::Kind::Scalar: return n.scalar.empty() ? "\"\"" : n.scalar;
+    case Node::Kind::List: {
+      std::string out = "[";
+      for (std::size_t i = 0; i < n.items.size(); ++i) out += (i ? ", " : "") + inline_text(n.items[i]);
+      return out + "]";
+    }
+    case Node::Kind::Map: {
+      std::string out = "{";
+      for (std::size_t i = 0; i < n.entries.size(); ++i) {
+        out += (i ? ", " : "") + n.entries[i].first + ": " + inline_text(n.entries[i].second);
+      }
+      return out + "}";
+    }
+  }
+  return "";
+}
+
 }  // namespace gpemu::dlio::detail

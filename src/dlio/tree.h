@@ -59,4 +59,7 @@ std::string emit_yaml(const Node& root);
 // Short form of a value for messages: the scalar text, "[...]", "{...}" or "null".
 std::string describe(const Node& node);
 
+// Inline YAML-ish text of a value, for messages and key listings.
+std::string inline_text(const Node& n);
+
 }  // namespace gpemu::dlio::detail
