@@ -17,37 +17,14 @@
 #include "gpemu/cost_model.h"
 #include "gpemu/error.h"
 #include "gpemu/session.h"
+#include "support/session_jobs.h"
 
 namespace gpemu {
 namespace {
 
-// A job of `steps` kernels of `step` each (demand 1 of the SMs and of the
-// bandwidth) and nothing else: alone it runs exactly steps x step.
-SessionJob kernels_job(std::string name, Duration step, std::int64_t steps) {
-  SessionJob j;
-  j.name = std::move(name);
-  JobSpec& s = j.job;
-  s.batch_size = 32;
-  s.compute.step_time = StepTime::Fixed;
-  s.compute.fixed_train = TimeSpec::constant(to_seconds(step));
-  s.compute.copy_batch = false;
-  s.compute.use_allocator = false;
-  s.data.source = DataSource::Synthetic;
-  s.data.synthetic_batches = steps;
-  return j;
-}
+using gpemu::testing::fixed_job;
 
-struct SessionClient : ::testing::Test {
-  std::unique_ptr<Clock> clock = make_virtual_clock();
-  std::unique_ptr<CostModel> costs = make_cost_model(std::nullopt);
-  SessionSpec spec(int gpus, std::string_view placement, SharePolicy policy = SharePolicy::Mps) {
-    SessionSpec s;
-    s.gpu = &find_gpu("A100-SXM4-40GB");
-    s.gpus_per_node = gpus;
-    s.placement = placement_policy(placement);
-    s.share.policy = policy;
-    return s;
-  }
+struct SessionClient : gpemu::testing::SessionFixture {
   static int jobs_on(const Session& s, int gpu) { return s.loads()[static_cast<std::size_t>(gpu)].jobs; }
 };
 
@@ -58,8 +35,8 @@ struct SessionClient : ::testing::Test {
 // (200 ms): its outcome, its end event and the observers say so, and the
 // GPU's load counts it until then. A pause of a client is ignored.
 TEST_F(SessionClient, AClientsKernelSharesTheGpuWithAJobAndItsEndIsAnEvent) {
-  Session session(*clock, *costs, spec(1, "pinned"));
-  const JobId a = session.add_job(kernels_job("a", 100 * kMillisecond, 3));
+  Session session(*clock, *costs, spec(1, "pinned", {.policy = SharePolicy::Mps}));
+  const JobId a = session.add_job(fixed_job("a", 100 * kMillisecond, 3));
   ClientHandle c = session.attach({.name = "script.py", .gpu = 0});
   const JobId cid = c.id();
   EXPECT_EQ(cid, 1);
@@ -123,8 +100,8 @@ TEST_F(SessionClient, APlacementPolicyPlacesClientsAndTheirEndWakesTheQueue) {
         << e.what();
   }
   EXPECT_EQ(session.jobs(), 1u);
-  const JobId a = session.add_job(kernels_job("a", 100 * kMillisecond, 1));
-  const JobId b = session.add_job(kernels_job("b", 100 * kMillisecond, 1));
+  const JobId a = session.add_job(fixed_job("a", 100 * kMillisecond, 1));
+  const JobId b = session.add_job(fixed_job("b", 100 * kMillisecond, 1));
   session.at(50 * kMillisecond, [&](Session&) { c.detach(); });
   session.run();
   EXPECT_EQ(session.outcome(a).gpu, 1);
@@ -163,7 +140,7 @@ TEST_F(SessionClient, OnAnExclusiveSessionAClientHasWholeCards) {
 // cannot be made (no MIG slice left) has ended failed, with that error, and
 // leaves its GPU's load as it was.
 TEST_F(SessionClient, BadClientsAreRefusedAndOneWithoutRoomEndsFailed) {
-  Session session(*clock, *costs, spec(2, "pinned", SharePolicy::Mig));
+  Session session(*clock, *costs, spec(2, "pinned", {.policy = SharePolicy::Mig}));
   for (const ClientSpec& bad : {ClientSpec{.name = "x", .gpus = 0}, ClientSpec{.name = "x", .gpus = 3},
                                 ClientSpec{.name = "x", .gpu = 2}, ClientSpec{.name = "x", .gpu = 1, .gpus = 2}}) {
     try {

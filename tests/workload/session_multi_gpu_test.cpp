@@ -13,6 +13,7 @@
 #include "gpemu/error.h"
 #include "gpemu/pipeline/storage_model.h"
 #include "gpemu/session.h"
+#include "support/session_jobs.h"
 
 namespace gpemu {
 namespace {
@@ -139,18 +140,7 @@ TEST_F(SessionMultiGpuTest, OnSharedGpusADdpJobSharesThemUnderAPolicyThatDivides
 // time and nothing else (no all-reduce, copies or memory): exactly steps x
 // step once started.
 SessionJob fixed_job(std::string name, int gpus, Duration step, std::int64_t steps) {
-  SessionJob j;
-  j.name = std::move(name);
-  JobSpec& s = j.job;
-  s.batch_size = 32;
-  s.compute.step_time = StepTime::Fixed;
-  s.compute.fixed_train = TimeSpec::constant(to_seconds(step));
-  s.compute.copy_batch = false;
-  s.compute.use_allocator = false;
-  s.data.source = DataSource::Synthetic;
-  s.data.synthetic_batches = steps;
-  s.cluster.gpus = gpus;
-  return j;
+  return gpemu::testing::fixed_job(std::move(name), step, steps, 0, gpus);
 }
 
 // A job of two GPUs pauses as one: both ranks stop before the same step and

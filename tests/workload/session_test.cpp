@@ -17,38 +17,14 @@
 #include "gpemu/cost_model.h"
 #include "gpemu/error.h"
 #include "gpemu/session.h"
+#include "support/session_jobs.h"
 
 namespace gpemu {
 namespace {
 
-// A job of `steps` steps of `step` of GPU time each and nothing else (no
-// copies, no memory): it runs exactly steps x step once started.
-SessionJob fixed_job(std::string name, Duration step, std::int64_t steps, Time arrival) {
-  SessionJob j;
-  j.name = std::move(name);
-  j.arrival = arrival;
-  JobSpec& s = j.job;
-  s.batch_size = 32;
-  s.compute.step_time = StepTime::Fixed;
-  s.compute.fixed_train = TimeSpec::constant(to_seconds(step));
-  s.compute.copy_batch = false;
-  s.compute.use_allocator = false;
-  s.data.source = DataSource::Synthetic;
-  s.data.synthetic_batches = steps;
-  return j;
-}
+using gpemu::testing::fixed_job;
 
-struct SessionTest : ::testing::Test {
-  std::unique_ptr<Clock> clock = make_virtual_clock();
-  std::unique_ptr<CostModel> costs = make_cost_model(std::nullopt);
-  SessionSpec spec(int gpus, std::string_view placement) {
-    SessionSpec s;
-    s.gpu = &find_gpu("A100-SXM4-40GB");
-    s.gpus_per_node = gpus;
-    s.placement = placement_policy(placement);
-    return s;
-  }
-};
+struct SessionTest : gpemu::testing::SessionFixture {};
 
 // A thousand jobs arrive over time at one session of 64 GPUs (8 nodes of 8),
 // each given a GPU of its own in the order it arrived (first-fit). By hand:
