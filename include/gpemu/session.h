@@ -6,6 +6,8 @@
 //     at(t, action)                           control under the clock: pause, preempt, resume
 //     run()                                   every job: arrives -> queued -> placed -> runs -> ends
 //     outcome(id), ended(id)                  what happened; its end, a ClockEvent to wait on
+//     attach(ClientSpec) -> ClientHandle      a client: a job driven op by op from outside (a
+//                                             torch script, a serve connection), its Devices
 //
 // A job's life cycle:
 //
