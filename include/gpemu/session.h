@@ -6,6 +6,8 @@
 //     at(t, action)                           control under the clock: pause, preempt, resume
 //     run()                                   every job: arrives -> queued -> placed -> runs -> ends
 //     outcome(id), ended(id)                  what happened; its end, a ClockEvent to wait on
+//     attach(ClientSpec) -> ClientHandle      a client: a job driven op by op from outside (a
+//                                             torch script, a serve connection), its Devices
 //
 // A job's life cycle:
 //
@@ -48,6 +50,14 @@
 // waits (for its arrival, its placement, a resume, another job's end) go
 // through the clock (ClockEvent), never by polling.
 //
+// A client (ClientSpec, Session::attach) is a job driven from outside, op by
+// op: a torch script's process, a `gpemu serve` connection. It has no
+// JobSpec and no host thread of the session's; as far as the session is
+// concerned it is a job all the same: added now, placed on GPUs by the
+// placement policy as it attaches (or refused), counted in their load,
+// with Devices (processes) of its own on them, and ended with the session's
+// end event and an outcome (no record) when it detaches.
+//
 // Not yet: jobs of several nodes on shared GPUs, a storage model for the
 // jobs' data (docs/architecture.md, "Sessions").
 //
@@ -57,8 +67,9 @@
 // been added up front with that arrival; run() returns once close() has been
 // called and every job has ended.
 //
-// Thread safety: at before run(); add_job before run(), or from any thread
-// while an open session runs; pause, preempt, resume and ended from the
+// Thread safety: at before run(); add_job and attach before run(), or from
+// any thread while an open session runs; a client's detach from any thread
+// (under the virtual clock, from the session's host threads once it runs); pause, preempt, resume and ended from the
 // session's host threads (control actions, observers) while it runs, or
 // from any thread under the real clock; outcome once the job has ended
 // (its ended() event is set).
@@ -235,10 +246,11 @@ struct JobOutcome {
   std::vector<int> gpus;  // all its GPUs, rank order
   Time arrival = 0;       // queued
   Time start = 0;         // placed and started (its arrival when it never started)
-  Time end = 0;           // its GPU work ended, or it failed
+  Time end = 0;           // its GPU work ended, or it failed; a client: it detached
   std::vector<JobPause> pauses;
   // The job's record (empty when it failed before its first step: no
-  // context, no slice, no room for its weights; error says why).
+  // context, no slice, no room for its weights; error says why; and for a
+  // client, which runs no step loop).
   std::optional<RunRecord> record;
   std::string error;                     // what ended it early; empty when it ran its schedule
   std::exception_ptr exception;          // that error as thrown (null for a placement that never came)
@@ -255,6 +267,50 @@ void finish_outcome(Job& job, JobOutcome& outcome);
 // A job's record; what ended it rethrown when it has none (it failed at its
 // start) or, without keep_partial, when it stopped early (as Job::run).
 const RunRecord& record_of(const JobOutcome& outcome, bool keep_partial = true);
+
+// ---- clients ---------------------------------------------------------------
+
+// A process driven from outside, op by op (Session::attach).
+struct ClientSpec {
+  std::string name;
+  int gpu = -1;      // the GPU it names (its first); -1: the placement policy chooses
+  int gpus = 1;      // the GPUs it has a Device on, all of one node
+  int priority = 0;  // sharing policy priority: larger first
+  std::string mig;   // sharing policy mig: its slice's profile
+};
+
+class Session;
+
+// An attached client: its Devices, one a GPU, on the session's timeline
+// (views of the GPUs' SharedGpus on a shared session, whole cards on an
+// exclusive one; each Device's index is its GPU's). Destroying it or
+// detach() ends it: its Devices go (contexts and memory back to the GPUs,
+// work still queued on them left to the timeline), the GPUs leave its load,
+// and its outcome (end: now) and end event are the session's. Move-only;
+// destroyed before its session.
+class ClientHandle {
+ public:
+  ClientHandle() = default;
+  ClientHandle(ClientHandle&& other) noexcept;
+  ClientHandle& operator=(ClientHandle&& other) noexcept;  // detaches this one first
+  ~ClientHandle();
+
+  bool attached() const { return session_ != nullptr; }
+  JobId id() const { return id_; }  // its JobId in the session
+  int gpus() const { return static_cast<int>(gpus_.size()); }
+  int gpu(int rank = 0) const;  // the session's GPU of its rank-th Device
+  Device& device(int rank = 0);
+  // Ends it (nothing when it is not attached). The session's on_job_end
+  // observers run on this thread.
+  void detach();
+
+ private:
+  friend class Session;
+  Session* session_ = nullptr;
+  JobId id_ = -1;
+  std::vector<int> gpus_;
+  std::vector<std::unique_ptr<Device>> devices_;
+};
 
 class Session {
  public:
@@ -281,6 +337,20 @@ class Session {
   // session that shares GPUs, several GPUs on a session sharing GPUs under
   // a policy that holds a GPU for a whole step, as fifo, no network).
   JobId add_job(SessionJob job);
+  // A client that arrives now (before run(), or while an open session runs;
+  // the same logic_error as add_job otherwise): placed at once by the
+  // placement policy on client.gpus GPUs of one node, beside what runs there
+  // (queued jobs do not go first), or refused (Error naming the policy), as
+  // a busy GPU refuses a CUDA context; its state is Running until it
+  // detaches. InputError naming the client and the field for a bad spec (a
+  // GPU out of range, more GPUs than a node has, a slice on an exclusive
+  // session); a Device it cannot have (no room for its context, no slice)
+  // ends it failed, that error in its outcome, and is thrown. A client is
+  // never paused or preempted (pause, preempt and resume ignore it), and
+  // run() does not wait for it.
+  ClientHandle attach(ClientSpec client);
+  // Each GPU's load now, as the placement policy sees it: jobs and clients on it.
+  std::vector<GpuLoad> loads() const;
   // Runs `action` on a control thread of the session at `t` (actions at the
   // same time in the order given): where pause, preempt and resume are called.
   void at(Time t, std::function<void(Session&)> action);
@@ -331,6 +401,12 @@ class Session {
   void request_stop(JobId id, bool preempt);
   Time checkpoint_io(const Slot& s);
   Slot& slot(JobId id) const;
+  // Clients (session_client.cpp): a client's slot, placed now, or an error;
+  // its end, now.
+  JobId add_client(const ClientSpec& client);
+  void end_client(JobId id, std::exception_ptr error);
+  std::vector<GpuLoad> loads_locked() const;  // mu_ held
+  friend class ClientHandle;
 
   Clock& clock_;
   const CostModel& costs_;

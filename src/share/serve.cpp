@@ -202,7 +202,11 @@ struct ShareServer::Impl {
     pid_t pid = 0;
     std::string name;
     int gpu = -1;
-    std::unique_ptr<Device> device;
+    // Its process on the GPU from its hello on: a client of the session
+    // (Session::attach), one of the GPU's jobs, and that client's Device.
+    ClientHandle process;
+    Device* device = nullptr;
+    JobId job = -1;  // its job in the session: the hello's client, then its "job"'s
     std::set<CachingAllocator::Ptr> live;
     std::vector<Stream*> streams;  // [0] the default stream; then the ones it created
     // Its events by its own ids, with what each captured (the stream's tail
@@ -429,6 +433,7 @@ struct ShareServer::Impl {
     const Time now = clock->now();
     const Time from = std::max<Time>(0, now - kSecond);
     nlohmann::json out = {{"driver", "gpemu"}, {"gpus", nlohmann::json::array()}};
+    const std::vector<GpuLoad> loads = session->loads();  // before mu: the session's lock is taken under it
     std::lock_guard lock(mu);
     for (int g = 0; g < o.gpus; ++g) {
       auto& k = kernels[static_cast<std::size_t>(g)];
@@ -441,11 +446,12 @@ struct ShareServer::Impl {
       nlohmann::json procs = nlohmann::json::array();
       std::uint64_t used = 0;
       for (const auto& c : clients) {
-        const Device* d = c->device ? c->device.get() : c->job_device;
+        const Device* d = c->device ? c->device : c->job_device;
         if (c->gpu != g || !d || c->done) continue;
         const std::uint64_t bytes = d->context_reserve_bytes() + d->allocator().stats().reserved_bytes;
         used += bytes;
-        procs.push_back({{"pid", c->pid}, {"name", c->name}, {"client", c->id}, {"memory_bytes", bytes}});
+        procs.push_back(
+            {{"pid", c->pid}, {"name", c->name}, {"client", c->id}, {"job", c->job}, {"memory_bytes", bytes}});
       }
       out["gpus"].push_back(
           {{"index", g},
@@ -455,6 +461,7 @@ struct ShareServer::Impl {
            {"policy", to_string(o.share.policy)},
            {"memory_total_bytes", o.gpu->reported_memory()},
            {"memory_used_bytes", used},
+           {"jobs", loads[static_cast<std::size_t>(g)].jobs},
            {"utilization_pct",
             now > from
                 ? 100.0 * utilization_from_intervals("GPU", spans, now - from, from, now).samples.front().busy_fraction
@@ -516,12 +523,12 @@ struct ShareServer::Impl {
         throw InputError(fmt::format("hello: policy mig: give 'mig', a profile of the {}", o.gpu->id));
       if (!slices && !mig.empty())
         throw InputError(fmt::format("hello: 'mig' is for policy mig, not {}", to_string(o.share.policy)));
-      DeviceOptions d;
-      d.index = g;
-      d.share = ShareContext{&gpu(g), priority, mig};
-      auto device = std::make_unique<Device>(timeline(), *o.gpu, d);
+      // Its process: a client of the session on GPU g (the placement is pinned).
+      ClientHandle process = session->attach({c.name, g, 1, priority, mig});
       std::lock_guard lock(mu);
-      c.device = std::move(device);
+      c.process = std::move(process);
+      c.device = &c.process.device();
+      c.job = c.process.id();
       c.streams = {&c.device->default_stream()};
       c.gpu = g;
       c.priority = priority;
@@ -541,7 +548,10 @@ struct ShareServer::Impl {
       r["ok"] = true;
       return r;
     }
-    if (op == "bye") return {{"ok", true}};
+    if (op == "bye") {
+      release(c);  // before the reply: what it held is back when its bye returns
+      return {{"ok", true}};
+    }
     if (op == "job_steps") return job_steps(c, m);
     if (c.ran_job)
       return fail("protocol", fmt::format("'{}' after a job: this connection's process was the job, which "
@@ -790,12 +800,17 @@ struct ShareServer::Impl {
     {
       std::lock_guard lock(mu);
       c.streams.clear();
-      c.device.reset();
+      c.device = nullptr;
+      c.process.detach();
     }
     // It arrives now and runs on the session's host thread; its end is an
     // event of the session's, and its memory has gone back by then, as a
     // process's at its exit.
     const JobId id = session->add_job(std::move(job));
+    {
+      std::lock_guard lock(mu);
+      c.job = id;
+    }
     session->ended(id).wait();
     JobOutcome out = session->take_outcome(id);
     const SharedJobResult r = share_detail::job_result(js, *o.gpu, std::move(out));
@@ -873,42 +888,45 @@ struct ShareServer::Impl {
     }
   }
 
+  // The client's process exits (bye, or its connection ended): its memory,
+  // context and place in the session go back. Once only.
+  void release(Client& c) {
+    std::lock_guard lock(mu);
+    if (!c.device) return;
+    // Its context goes with it: the kernel it left on the GPU stops now,
+    // not at its end, which may be an hour away (N3).
+    for (Stream* s : c.streams) timeline().cancel(s->tail());
+    // What smi and the metrics endpoint count as busy ends with it too,
+    // though a kernel on the timeline's fast path keeps its end there.
+    const Time died = clock->now();
+    for (KernelRecord& r : kernels[static_cast<std::size_t>(c.gpu)])
+      if (r.client == c.id) r.cut = std::min(r.cut, died);
+    SharedGpu& shared = gpu(c.gpu);
+    if (shared.exclusive_steps()) {
+      // Under fifo a kernel alone on the GPU took the timeline's fast path,
+      // whose end is fixed: the next turn starts now instead of after it.
+      const Time now = clock->now();
+      const Completion last = shared.begin_turn();
+      const bool its_turn = last.resolved() && last.known_end() > now &&
+                            std::any_of(c.streams.begin(), c.streams.end(), [&](const Stream* s) {
+                              return s->tail().resolved() && s->tail().known_end() == last.known_end();
+                            });
+      shared.end_turn(its_turn ? Completion::at(now) : last);
+    }
+    for (CachingAllocator::Ptr p : c.live) c.device->allocator().free(p);
+    c.live.clear();
+    c.events.clear();
+    c.streams.clear();
+    c.device = nullptr;
+    c.process.detach();  // its place in the session: the GPU's load, its end
+  }
+
   void serve(const std::shared_ptr<Client>& c) {
     try {
       converse(c);
     } catch (...) {  // NOLINT: whatever went wrong ends this client only; its resources go back below
     }
-    // The client is gone (or dropped): its memory, context and slot go back.
-    {
-      std::lock_guard lock(mu);
-      if (c->device) {
-        // Its context goes with it: the kernel it left on the GPU stops now,
-        // not at its end, which may be an hour away (N3).
-        for (Stream* s : c->streams) timeline().cancel(s->tail());
-        // What smi and the metrics endpoint count as busy ends with it too,
-        // though a kernel on the timeline's fast path keeps its end there.
-        const Time died = clock->now();
-        for (KernelRecord& r : kernels[static_cast<std::size_t>(c->gpu)])
-          if (r.client == c->id) r.cut = std::min(r.cut, died);
-        SharedGpu& shared = gpu(c->gpu);
-        if (shared.exclusive_steps()) {
-          // Under fifo a kernel alone on the GPU took the timeline's fast path,
-          // whose end is fixed: the next turn starts now instead of after it.
-          const Time now = clock->now();
-          const Completion last = shared.begin_turn();
-          const bool its_turn = last.resolved() && last.known_end() > now &&
-                                std::any_of(c->streams.begin(), c->streams.end(), [&](const Stream* s) {
-                                  return s->tail().resolved() && s->tail().known_end() == last.known_end();
-                                });
-          shared.end_turn(its_turn ? Completion::at(now) : last);
-        }
-        for (CachingAllocator::Ptr p : c->live) c->device->allocator().free(p);
-        c->live.clear();
-        c->events.clear();
-        c->streams.clear();
-        c->device.reset();
-      }
-    }
+    release(*c);  // the client is gone (or dropped)
     ::shutdown(c->fd, SHUT_RDWR);
     c->done = true;
   }

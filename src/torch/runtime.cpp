@@ -233,10 +233,16 @@ Runtime::Runtime(Settings settings)
       gpu_(&find_gpu(settings_.gpu)),
       clock_(settings_.clock == ClockKind::Real && !settings_.serve ? std::make_unique<LoadAdjustedClock>()
                                                                     : make_clock(settings_.clock)),
-      timeline_(std::make_unique<Timeline>(*clock_)) {
+      costs_(make_cost_model(std::nullopt)) {
   if (settings_.gpus < 1 || settings_.gpus > kMaxTorchGpus)
     throw InputError(fmt::format("gpus {}: expected 1 to {}", settings_.gpus, kMaxTorchGpus));
-  timeline_->enable_trace(settings_.trace.has_value() || settings_.report.has_value());
+  SessionSpec world;
+  world.gpu = gpu_;
+  world.gpus_per_node = settings_.gpus;
+  world.exclusive = true;  // the process's own cards, as a CUDA process sees them
+  world.trace = settings_.trace.has_value() || settings_.report.has_value();
+  session_ = std::make_unique<Session>(*clock_, *costs_, std::move(world));
+  timeline_ = &session_->timeline();
   for (auto& limit : reserve_limits_) limit.store(CachingAllocator::kUnlimited, std::memory_order_relaxed);
   collective_busy_.assign(static_cast<std::size_t>(settings_.gpus), 0);
   if (settings_.nodes > 1) network_ = parse_network(settings_.network);
@@ -251,12 +257,8 @@ Runtime::Runtime(Settings settings)
     gpu_ = &find_gpu(gpus[0].at("id").get<std::string>());
     for (int i = 0; i < settings_.gpus; ++i) remote_.push_back(std::make_unique<Remote>());
   } else {
-    for (int i = 0; i < settings_.gpus; ++i) {
-      DeviceOptions o;
-      o.index = i;
-      devices_.push_back(std::make_unique<Device>(*timeline_, *gpu_, o));
-      streams_.push_back({&devices_.back()->default_stream()});
-    }
+    process_ = session_->attach({client_name(settings_), 0, settings_.gpus});
+    for (int i = 0; i < settings_.gpus; ++i) streams_.push_back({&process_.device(i).default_stream()});
   }
   const auto calibration = load_default_calibration();
   host_ = find_host(settings_.host.empty() ? kDefaultHost : std::string_view(settings_.host), "GPEMU_TORCH_HOST");
@@ -283,8 +285,8 @@ Runtime::~Runtime() {
     std::lock_guard lock(events_mutex_);
     local_events_.clear();
   }
-  devices_.clear();  // the devices' work ends before the timeline goes
-  remote_.clear();   // says bye
+  process_.detach();  // the devices go before the session's timeline
+  remote_.clear();    // says bye
 }
 
 Runtime& Runtime::instance() {
@@ -302,7 +304,7 @@ void Runtime::check_device(int index) const {
 
 Device& Runtime::device(int index) {
   check_device(index);
-  return *devices_[static_cast<std::size_t>(index)];
+  return process_.device(index);
 }
 
 Runtime::Remote& Runtime::remote_of(int device_index) {
@@ -946,8 +948,8 @@ TorchRunRecord Runtime::record() {
       s.h2d_bytes = rem.h2d_bytes;
       s.d2h_bytes = rem.d2h_bytes;
     } else {
-      a = devices_[static_cast<std::size_t>(i)]->allocator().stats();
-      s = devices_[static_cast<std::size_t>(i)]->stats();
+      a = device(i).allocator().stats();
+      s = device(i).stats();
     }
     RankRecord rank;
     rank.gpu = i;
@@ -1149,10 +1151,11 @@ void Runtime::finish() {
   auto [records, args] = trace_records();
   std::vector<TraceDeviceName> names;
   std::vector<Row> rows;
-  for (const auto& d : devices_) {
-    names.push_back({d->index(), trace_gpu_name(d->index(), gpu_->id)});
-    const auto i = static_cast<std::size_t>(d->index());
-    rows.push_back({fmt::format("GPU {}", d->index()), d->index(), &main_record.run.ranks[i], &main_record.devices[i]});
+  for (int g = 0; g < process_.gpus(); ++g) {
+    const int index = process_.device(g).index();
+    names.push_back({index, trace_gpu_name(index, gpu_->id)});
+    const auto i = static_cast<std::size_t>(index);
+    rows.push_back({fmt::format("GPU {}", index), index, &main_record.run.ranks[i], &main_record.devices[i]});
   }
   const std::int64_t main_epoch = clock_->monotonic_epoch_ns().value_or(0);
   for (std::size_t p = 0; p < parts.size(); ++p) {

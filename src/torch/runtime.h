@@ -1,17 +1,20 @@
 // The emulated GPUs of one PyTorch process under `gpemu torch` (docs/torch.md).
 //
-// This half of the torch backend knows nothing of torch: it owns the clock,
-// the timeline and the process's emulated devices, maps PyTorch's stream ids
+// This half of the torch backend knows nothing of torch: it owns the clock
+// and a session of the process's emulated GPUs (session.h: exclusive, whole
+// cards, the session's timeline), the process being the session's client
+// (Session::attach: its devices), maps PyTorch's stream ids
 // to gpemu streams, issues each operator's kernel with the analytical model's
 // per-op cost and paces the host by the calibrated launch cost, exactly as
 // `gpemu predict`'s pipeline does (cost_model.h). backend.cpp, the other
 // half, is the c10/ATen side that calls it.
 //
 // Attached to `gpemu serve` (Settings::serve), the process owns no emulated
-// GPU of its own: each of its devices is a client of one of the server's
-// GPUs, and its kernels, copies, streams, events and memory are the server's,
-// so several scripts' work meets on one emulated GPU under the server's
-// policy. The host is still paced here, by the same launch costs.
+// GPU of its own (its session has no client): each of its devices is a
+// client of one of the server's GPUs (of the server's session), and its
+// kernels, copies, streams, events and memory are the server's, so several
+// scripts' work meets on one emulated GPU under the server's policy. The
+// host is still paced here, by the same launch costs.
 //
 // Thread safety: every member may be called from any thread (PyTorch's
 // autograd engine issues backward kernels from its own device threads).
@@ -38,6 +41,7 @@
 #include "gpemu/device.h"
 #include "gpemu/host.h"
 #include "gpemu/interconnect.h"
+#include "gpemu/session.h"
 #include "gpemu/share.h"
 #include "gpemu/timeline.h"
 #include "share/serve.h"
@@ -294,8 +298,13 @@ class Runtime {
   Settings settings_;
   const GpuSpec* gpu_ = nullptr;
   std::unique_ptr<Clock> clock_;
-  std::unique_ptr<Timeline> timeline_;
-  std::vector<std::unique_ptr<Device>> devices_;  // none when attached
+  std::unique_ptr<CostModel> costs_;  // the session's (it runs no job of its own)
+  // The process's GPUs: an exclusive session of Settings::gpu (of gpus, one
+  // node), whose timeline is the process's; the process is its one client
+  // (GPUs 0 to gpus-1), not attached when the GPUs are a server's.
+  std::unique_ptr<Session> session_;
+  Timeline* timeline_ = nullptr;  // session_'s
+  ClientHandle process_;
   struct Remote {
     std::unique_ptr<ServeClient> client;
     std::mutex mutex;

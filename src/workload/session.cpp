@@ -137,6 +137,7 @@ struct Session::Slot {
   };
   std::unique_ptr<Stop> stop;
   bool on_gpu = false;  // placed and not left (a preempted job has left)
+  bool client = false;  // attached (Session::attach): no host thread of the session's
 };
 
 Session::Session(Clock& clock, const CostModel& costs, SessionSpec spec)
@@ -392,6 +393,7 @@ JobState Session::state(JobId id) const {
 
 std::vector<std::function<void()>> Session::bodies_of(Slot& s) {
   std::vector<std::function<void()>> bodies;
+  if (s.client) return bodies;  // driven from outside
   bodies.push_back([this, p = &s] { run_job(*p); });
   for (int r = 1; r < static_cast<int>(s.rank_done.size()); ++r)
     bodies.push_back([this, p = &s, r] { run_rank(*p, r); });
@@ -449,9 +451,7 @@ void Session::dispatch() {
   {
     std::lock_guard lock(mu_);
     if (queue_.empty()) return;
-    std::vector<GpuLoad> loads(gpu_jobs_.size());
-    for (std::size_t g = 0; g < gpu_jobs_.size(); ++g)
-      loads[g] = {static_cast<int>(g), static_cast<int>(g) / spec_.gpus_per_node, gpu_jobs_[g]};
+    std::vector<GpuLoad> loads = loads_locked();
     std::erase_if(queue_, [&](Slot* s) {
       const std::vector<int> gs = spec_.placement->place_gpus(s->request, loads);
       if (!gs.empty()) check_placement(*spec_.placement, s->out.id, s->request, gs, gpus(), spec_.gpus_per_node);
@@ -494,7 +494,7 @@ void Session::preempt(JobId id) { request_stop(id, true); }
 void Session::request_stop(JobId id, bool preempt) {
   Slot& s = slot(id);
   std::lock_guard lock(mu_);
-  if (s.out.state != JobState::Running || s.pending == Request::Preempt) return;
+  if (s.client || s.out.state != JobState::Running || s.pending == Request::Preempt) return;
   if (s.pending == Request::Pause && !preempt) return;
   if (s.pending == Request::None) s.stop_at = *std::max_element(s.last_step.begin(), s.last_step.end()) + 1;
   s.pending = preempt ? Request::Preempt : Request::Pause;
@@ -796,6 +796,84 @@ void Session::end_job(Slot& s) {
   leave_gpu(s);
   for (const auto& observe : end_observers_) observe(*this, s.out);
   s.ended.set();
+}
+
+// ---- clients (the rest in session_client.cpp) ------------------------------------
+
+std::vector<GpuLoad> Session::loads_locked() const {
+  std::vector<GpuLoad> loads(gpu_jobs_.size());
+  for (std::size_t g = 0; g < gpu_jobs_.size(); ++g)
+    loads[g] = {static_cast<int>(g), static_cast<int>(g) / spec_.gpus_per_node, gpu_jobs_[g]};
+  return loads;
+}
+
+std::vector<GpuLoad> Session::loads() const {
+  std::lock_guard lock(mu_);
+  return loads_locked();
+}
+
+// A client's slot, running on the GPUs the placement policy gives it now.
+JobId Session::add_client(const ClientSpec& c) {
+  std::lock_guard live(live_mu_);
+  if (ran_ && !spec_.open) throw std::logic_error("Session::attach after run() on a session that is not open");
+  if (closed_) throw std::logic_error("Session::attach after close()");
+  const auto id = static_cast<JobId>(slots_.size());
+  const std::string who = fmt::format("session: client {} ('{}')", id, one_line_message(c.name));
+  const int gpn = spec_.gpus_per_node;
+  if (c.gpus < 1 || c.gpus > gpn)
+    throw InputError(fmt::format("{}: gpus {}: give 1 to {} (a node's GPUs)", who, c.gpus, gpn));
+  if (c.gpu < -1 || c.gpu >= gpus())
+    throw InputError(
+        fmt::format("{}: gpu {}: give -1 (the placement policy's choice) or 0 to {}", who, c.gpu, gpus() - 1));
+  if (c.gpu >= 0 && c.gpu % gpn + c.gpus > gpn)
+    throw InputError(
+        fmt::format("{}: gpu {} and {} GPUs from it: they pass node {}'s last GPU", who, c.gpu, c.gpus, c.gpu / gpn));
+  if (spec_.exclusive && !c.mig.empty())
+    throw InputError(fmt::format("{}: mig '{}': an exclusive session's GPUs are whole cards", who, c.mig));
+  auto s = std::make_unique<Slot>(clock_);
+  s->client = true;
+  s->job.name = c.name;
+  s->job.gpu = c.gpu;
+  s->job.priority = c.priority;
+  s->job.mig = c.mig;
+  s->job.job.cluster.gpus = c.gpus;
+  s->last_step.assign(1, -1);
+  s->request = PlacementRequest{id, c.gpu, clock_.now(), c.gpus, {}, 1};
+  JobOutcome& out = s->out;
+  out.id = id;
+  out.name = c.name;
+  out.arrival = out.start = out.end = s->request.queued;
+  {
+    std::lock_guard lock(mu_);
+    const std::vector<GpuLoad> loads = loads_locked();
+    std::vector<int> gs = spec_.placement->place_gpus(s->request, loads);
+    if (!gs.empty()) check_placement(*spec_.placement, id, s->request, gs, gpus(), gpn);
+    if (gs.empty() || (spec_.exclusive && std::any_of(gs.begin(), gs.end(), [&](int g) { return gpu_jobs_[g] > 0; })))
+      throw Error(
+          fmt::format("{}: placement policy '{}' gives it no GPU now{} (a client is placed as it attaches, "
+                      "or refused)",
+                      who, spec_.placement->name(),
+                      spec_.exclusive ? ", or only GPUs that hold a job (an exclusive session's hold one)" : ""));
+    for (const int g : gs) ++gpu_jobs_[static_cast<std::size_t>(g)];
+    out.gpu = gs.front();
+    out.gpus = std::move(gs);
+    out.state = JobState::Running;
+    s->on_gpu = true;
+  }
+  slots_.push_back(std::move(s));
+  return id;
+}
+
+// The client's end, now: what ended it (null: it detached), its GPUs left,
+// the observers told, its end event set.
+void Session::end_client(JobId id, std::exception_ptr error) {
+  Slot& s = slot(id);
+  s.out.end = std::max(s.out.start, clock_.now());
+  if (error) {
+    s.out.error = error_text(error);
+    s.out.exception = error;
+  }
+  end_job(s);
 }
 
 }  // namespace gpemu

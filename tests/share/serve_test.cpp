@@ -18,6 +18,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -541,6 +542,34 @@ TEST(Serve, MigHellosTakeSlicesThatMustFit) {
   EXPECT_THROW(ServeClient(s.server.socket_path(), ClientHello{"b", 0, 0, "4g.20gb"}), InputError);
   EXPECT_THROW(ServeClient(s.server.socket_path(), ClientHello{"c", 0, 0, ""}), InputError);
   ServeClient d(s.server.socket_path(), {"d", 0, 0, "3g.20gb"});
+}
+
+// A request-by-request client is a job of the server's session (Session::
+// attach) from its hello to its bye: smi counts it in its GPU's jobs and
+// names its job; its bye has ended that job when it returns.
+TEST(Serve, EachClientIsAJobOfTheServersSessionFromHelloToBye) {
+  TempDir dir;
+  ServeOptions o = options(dir);
+  o.gpus = 2;
+  Served s(o);
+  const auto jobs = [&](int g) { return s.server.smi()["gpus"][g]["jobs"].get<int>(); };
+  EXPECT_EQ(jobs(0), 0);
+  auto a = std::make_unique<ServeClient>(s.server.socket_path(), ClientHello{"a", 0, 0, ""});
+  ServeClient b(s.server.socket_path(), {"b", 0, 0, ""});
+  ServeClient c(s.server.socket_path(), {"c", 1, 0, ""});
+  EXPECT_EQ(jobs(0), 2);
+  EXPECT_EQ(jobs(1), 1);
+  const nlohmann::json smi = s.server.smi();
+  std::map<std::string, int> job_of;
+  for (const int g : {0, 1})
+    for (const auto& p : smi["gpus"][g]["processes"]) job_of[p["name"].get<std::string>()] = p["job"].get<int>();
+  EXPECT_EQ(job_of, (std::map<std::string, int>{{"a", 0}, {"b", 1}, {"c", 2}}));
+  a.reset();  // its bye
+  EXPECT_EQ(jobs(0), 1);
+  EXPECT_EQ(jobs(1), 1);
+  ServeClient d(s.server.socket_path(), {"d", 0, 0, ""});
+  EXPECT_EQ(jobs(0), 2);
+  EXPECT_EQ(s.server.smi()["gpus"][0]["processes"][1]["job"], 3);  // a new job, not a's
 }
 
 TEST(Serve, SmiAndMetricsDescribeTheEmulatedGpus) {

@@ -20,7 +20,7 @@
 namespace gpemu {
 namespace {
 
-using testing::fixed_session_job;
+using testing::fixed_job;
 
 // Each job alone on the highest-numbered free GPU.
 class HighestFree final : public PlacementPolicy {
@@ -65,9 +65,9 @@ TEST(PlacementRegistry, ARegisteredPolicyIsKnownByNameAfterTheBuiltInOnesAndPlac
   s.gpus_per_node = 2;
   s.placement = placement_policy("test-highest-free");
   Session session(*clock, *costs, s);
-  const JobId a = session.add_job(fixed_session_job("a", 2 * kMillisecond, 3));
-  const JobId b = session.add_job(fixed_session_job("b", 2 * kMillisecond, 3));
-  const JobId c = session.add_job(fixed_session_job("c", 2 * kMillisecond, 3));
+  const JobId a = session.add_job(fixed_job("a", 2 * kMillisecond, 3));
+  const JobId b = session.add_job(fixed_job("b", 2 * kMillisecond, 3));
+  const JobId c = session.add_job(fixed_job("c", 2 * kMillisecond, 3));
   session.run();
   EXPECT_EQ(session.outcome(a).gpus, std::vector<int>{1});
   EXPECT_EQ(session.outcome(b).gpus, std::vector<int>{0});

@@ -140,7 +140,7 @@ TEST_F(SessionMultiGpuTest, OnSharedGpusADdpJobSharesThemUnderAPolicyThatDivides
 // time and nothing else (no all-reduce, copies or memory): exactly steps x
 // step once started.
 SessionJob fixed_job(std::string name, int gpus, Duration step, std::int64_t steps) {
-  return testing::fixed_session_job(std::move(name), step, steps, 0, gpus);
+  return gpemu::testing::fixed_job(std::move(name), step, steps, 0, gpus);
 }
 
 // A job of two GPUs pauses as one: both ranks stop before the same step and

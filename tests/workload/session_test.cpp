@@ -22,23 +22,9 @@
 namespace gpemu {
 namespace {
 
-// A job of `steps` steps of `step` of GPU time each and nothing else (no
-// copies, no memory): it runs exactly steps x step once started.
-SessionJob fixed_job(std::string name, Duration step, std::int64_t steps, Time arrival) {
-  return testing::fixed_session_job(std::move(name), step, steps, arrival);
-}
+using gpemu::testing::fixed_job;
 
-struct SessionTest : ::testing::Test {
-  std::unique_ptr<Clock> clock = make_virtual_clock();
-  std::unique_ptr<CostModel> costs = make_cost_model(std::nullopt);
-  SessionSpec spec(int gpus, std::string_view placement) {
-    SessionSpec s;
-    s.gpu = &find_gpu("A100-SXM4-40GB");
-    s.gpus_per_node = gpus;
-    s.placement = placement_policy(placement);
-    return s;
-  }
-};
+struct SessionTest : gpemu::testing::SessionFixture {};
 
 // A thousand jobs arrive over time at one session of 64 GPUs (8 nodes of 8),
 // each given a GPU of its own in the order it arrived (first-fit). By hand:
