@@ -1,8 +1,9 @@
 // A session: the world that jobs run in, over time.
 //
 //   Session(Clock&, SessionSpec)            the clock, the GPUs (per node, one SharedGpu each, on one
-//     add_job(SessionJob) -> JobId           timeline), each node's CPU pool; while an open
-//                                             session runs too (a server's clients: live arrivals)
+//     add_job(SessionJob) -> JobId           timeline), each node's CPU pool; while it runs too,
+//                                             from its host threads (a scheduler), or from any
+//                                             thread while an open session runs (a server's clients)
 //     at(t, action)                           control under the clock: pause, preempt, resume
 //     run()                                   every job: arrives -> queued -> placed -> runs -> ends
 //     outcome(id), ended(id)                  what happened; its end, a ClockEvent to wait on
@@ -52,14 +53,21 @@
 // jobs' data, placement or sharing policies written in Python
 // (docs/architecture.md, "Sessions").
 //
-// An open session (SessionSpec::open, under the real clock) also takes jobs
-// while it runs, from any thread (`gpemu serve`'s clients): such a job arrives
-// at max(its arrival, now) and runs on host threads of its own, as if it had
-// been added up front with that arrival; run() returns once close() has been
-// called and every job has ended.
+// A running session takes jobs from its own host threads, under either
+// clock: a control action (at), an on_job_end observer, a job's observer or
+// hooks, so a scheduler in virtual time adds jobs as it decides. Such a job
+// arrives at max(its arrival, now) (with `after`, its arrival stays a delay
+// after that job's end) and its host threads join the session's
+// (Clock::spawn: under the virtual clock due at now, after the threads
+// already there), so it runs exactly and deterministically, as if it had
+// been added up front with that arrival. An open session (SessionSpec::open,
+// under the real clock) also takes jobs while it runs from any other thread
+// (`gpemu serve`'s clients), on host threads of their own; run() returns
+// once close() has been called and every job has ended.
 //
-// Thread safety: at before run(); add_job before run(), or from any thread
-// while an open session runs; pause, preempt, resume and ended from the
+// Thread safety: at before run(); add_job before run(), or from the
+// session's host threads while it runs, or from any thread while an open
+// session runs; pause, preempt, resume and ended from the
 // session's host threads (control actions, observers) while it runs, or
 // from any thread under the real clock; outcome once the job has ended
 // (its ended() event is set).
@@ -168,10 +176,11 @@ struct SessionSpec {
   // served first come first served with the other jobs' (StorageServer).
   // Unset: a checkpoint costs only checkpoint_save / checkpoint_restore.
   std::optional<pipeline::StorageDevice> checkpoint_storage;
-  // Jobs may be added while it runs (Session::add_job), and run() returns
-  // only once close() has been called and every job has ended: a server's
-  // session. Under the real clock only (a virtual clock's host threads are
-  // all known when it runs): InputError otherwise.
+  // Jobs may be added while it runs from any thread (Session::add_job), and
+  // run() returns only once close() has been called and every job has ended:
+  // a server's session. Under the real clock only (under the virtual clock
+  // only the session's host threads run, and any session takes jobs from
+  // them): InputError otherwise.
   bool open = false;
 };
 
@@ -265,10 +274,13 @@ class Session {
   // A shared session's GPU (logic_error on an exclusive session).
   SharedGpu& gpu(int index);
 
-  // Before run(), or while an open session runs (then from any thread; the
-  // job arrives at max(job.arrival, now), and a job of several nodes is
-  // refused). logic_error after run() returned, or close(), or while a
-  // session that is not open runs. InputError naming the job and the field for a bad job
+  // Before run(); while it runs, from one of its host threads (an action,
+  // an observer: the job's threads join the session's, Clock::spawn), or
+  // from any thread while an open session runs (a job of several nodes is
+  // then refused); a job added while it runs arrives at max(job.arrival,
+  // now) (with `after`, job.arrival stays a delay after that job's end).
+  // logic_error after run() returned, or close(), or from another thread
+  // while a session that is not open runs. InputError naming the job and the field for a bad job
   // (a GPU out of range, an `after` that is not an earlier job, more GPUs
   // than a node has, more nodes than the session has or several on a
   // session that shares GPUs, several GPUs on a session sharing GPUs under

@@ -221,7 +221,15 @@ const Node& Session::node(int index) {
 JobId Session::add_job(SessionJob job) {
   std::lock_guard live(live_mu_);
   const bool running = ran_;  // a live arrival
-  if (running && !spec_.open) throw std::logic_error("Session::add_job after run() on a session that is not open");
+  // From one of the session's host threads (an action, an observer, a job's
+  // thread: a scheduler), under either clock, its threads join the session's
+  // (Clock::spawn); from another thread, an open session's (start_live).
+  const bool spawned = running && clock_.on_host_thread();
+  if (running && !spawned && !spec_.open)
+    throw std::logic_error(
+        "Session::add_job while the session runs (or after run() returned) from a thread that is not one of its host "
+        "threads: add a job before run(), or from a host thread of the session (an at() action, an on_job_end "
+        "observer, a job's observer or hooks), or from any thread while an open session runs under the real clock");
   if (closed_) throw std::logic_error("Session::add_job after close()");
   const auto id = static_cast<JobId>(slots_.size());
   const std::string who = fmt::format("session: job {} ('{}')", id, one_line_message(job.name));
@@ -232,10 +240,11 @@ JobId Session::add_job(SessionJob job) {
     throw InputError(fmt::format("{}: after {}: name an earlier job (0 to {})", who, *job.after, id - 1));
   if (job.arrival < 0) throw InputError(fmt::format("{}: arrival {} ns is before the start", who, job.arrival));
   if (running) {
-    if (job.job.cluster.nodes > 1)
-      throw InputError(fmt::format("{}: cluster.nodes {}: a job of several nodes is added before the session runs", who,
-                                   job.job.cluster.nodes));
-    job.arrival = std::max(job.arrival, clock_.now());
+    if (job.job.cluster.nodes > 1 && !spawned)
+      throw InputError(fmt::format(
+          "{}: cluster.nodes {}: a job of several nodes is added before the session runs or from its host threads", who,
+          job.job.cluster.nodes));
+    if (!job.after) job.arrival = std::max(job.arrival, clock_.now());  // with `after`, a delay after that job's end
   }
   if (job.checkpoint_save < 0 || job.checkpoint_restore < 0)
     throw InputError(fmt::format("{}: checkpoint save {} ns / restore {} ns: give 0 or more", who, job.checkpoint_save,
@@ -298,7 +307,18 @@ JobId Session::add_job(SessionJob job) {
   if (job.trace_row < 0) job.trace_row = id;
   s->job = std::move(job);
   slots_.push_back(std::move(s));
-  if (running) start_live(*slots_.back());
+  if (spawned) {
+    std::vector<std::function<void()>> bodies = bodies_of(*slots_.back());
+    try {
+      clock_.spawn(std::move(bodies.front()));
+    } catch (...) {
+      slots_.pop_back();  // no thread (the host's stacks ran out): the job was not added
+      throw;
+    }
+    for (std::size_t b = 1; b < bodies.size(); ++b) clock_.spawn(std::move(bodies[b]));
+  } else if (running) {
+    start_live(*slots_.back());
+  }
   return id;
 }
 

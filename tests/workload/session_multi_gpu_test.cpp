@@ -13,21 +13,12 @@
 #include "gpemu/error.h"
 #include "gpemu/pipeline/storage_model.h"
 #include "gpemu/session.h"
+#include "support/session_jobs.h"
 
 namespace gpemu {
 namespace {
 
-// A data-parallel training job: ResNet-50 on in-memory batches, `gpus` ranks.
-JobSpec ddp_job(int gpus, std::int64_t steps) {
-  JobSpec s;
-  s.compute.model.name = "resnet50";
-  s.batch_size = 32;
-  s.data.source = DataSource::Synthetic;
-  s.data.synthetic_batches = steps;
-  s.cluster.gpu = &find_gpu("A100-SXM4-40GB");
-  s.cluster.gpus = gpus;
-  return s;
-}
+using testing::ddp_job;
 
 // The same job on a node of its own (Job builds it) under a clock of its own.
 RunRecord alone(const CostModel& costs, JobSpec spec) {
@@ -39,13 +30,8 @@ RunRecord alone(const CostModel& costs, JobSpec spec) {
 struct SessionMultiGpuTest : ::testing::Test {
   std::unique_ptr<Clock> clock = make_virtual_clock();
   std::unique_ptr<CostModel> costs = make_cost_model(std::nullopt);
-  SessionSpec spec(int nodes, int gpus_per_node, std::string_view placement) {
-    SessionSpec s;
-    s.gpu = &find_gpu("A100-SXM4-40GB");
-    s.nodes = nodes;
-    s.gpus_per_node = gpus_per_node;
-    s.placement = placement_policy(placement);
-    return s;
+  static SessionSpec spec(int nodes, int gpus_per_node, std::string_view placement) {
+    return testing::a100_session(nodes, gpus_per_node, placement);
   }
 };
 
@@ -139,17 +125,8 @@ TEST_F(SessionMultiGpuTest, OnSharedGpusADdpJobSharesThemUnderAPolicyThatDivides
 // time and nothing else (no all-reduce, copies or memory): exactly steps x
 // step once started.
 SessionJob fixed_job(std::string name, int gpus, Duration step, std::int64_t steps) {
-  SessionJob j;
-  j.name = std::move(name);
-  JobSpec& s = j.job;
-  s.batch_size = 32;
-  s.compute.step_time = StepTime::Fixed;
-  s.compute.fixed_train = TimeSpec::constant(to_seconds(step));
-  s.compute.copy_batch = false;
-  s.compute.use_allocator = false;
-  s.data.source = DataSource::Synthetic;
-  s.data.synthetic_batches = steps;
-  s.cluster.gpus = gpus;
+  SessionJob j = testing::fixed_job(std::move(name), step, steps, 0);
+  j.job.cluster.gpus = gpus;
   return j;
 }
 

@@ -17,26 +17,12 @@
 #include "gpemu/cost_model.h"
 #include "gpemu/error.h"
 #include "gpemu/session.h"
+#include "support/session_jobs.h"
 
 namespace gpemu {
 namespace {
 
-// A job of `steps` steps of `step` of GPU time each and nothing else (no
-// copies, no memory): it runs exactly steps x step once started.
-SessionJob fixed_job(std::string name, Duration step, std::int64_t steps, Time arrival) {
-  SessionJob j;
-  j.name = std::move(name);
-  j.arrival = arrival;
-  JobSpec& s = j.job;
-  s.batch_size = 32;
-  s.compute.step_time = StepTime::Fixed;
-  s.compute.fixed_train = TimeSpec::constant(to_seconds(step));
-  s.compute.copy_batch = false;
-  s.compute.use_allocator = false;
-  s.data.source = DataSource::Synthetic;
-  s.data.synthetic_batches = steps;
-  return j;
-}
+using testing::fixed_job;
 
 struct SessionTest : ::testing::Test {
   std::unique_ptr<Clock> clock = make_virtual_clock();
