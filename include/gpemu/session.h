@@ -30,12 +30,13 @@
 // (ClusterSpec::on_node): one GPU, or several of one node for a data-parallel
 // job (its ranks' all-reduce over the node's NVLink or PCIe links, which
 // other jobs on the node share; its copies over the GPU's PCIe link), or as
-// many on each of several nodes of an exclusive session (ClusterSpec::
-// on_cluster: its all-reduce also crosses the session's network, each
-// node's NICs and the switch, which other jobs on those nodes share). Its
-// Devices are processes of its own on them: on a shared session, views of
-// each GPU's SharedGpu, so jobs placed on one GPU share it under the
-// session's sharing policy (sharing_policy.h), its memory and its PCIe link;
+// many on each of several nodes (ClusterSpec::on_cluster: its all-reduce
+// also crosses the session's network, each node's NICs and the switch,
+// which other jobs on those nodes share). Its Devices are processes of its
+// own on them: on a shared session, views of each GPU's SharedGpu (those of
+// a job of several nodes through its nodes' views), so jobs placed on one
+// GPU share it under the session's sharing policy (sharing_policy.h), its
+// memory and its PCIe link;
 // on an exclusive session (SessionSpec::exclusive, `gpemu train`), whole
 // cards, one job on a GPU at a time. Which GPUs a queued job gets, and when,
 // is the placement policy's (PlacementPolicy below): "pinned" starts a job at
@@ -49,9 +50,8 @@
 // waits (for its arrival, its placement, a resume, another job's end) go
 // through the clock (ClockEvent), never by polling.
 //
-// Not yet: jobs of several nodes on shared GPUs, a storage model for the
-// jobs' data, placement or sharing policies written in Python
-// (docs/architecture.md, "Sessions").
+// Not yet: a storage model for the jobs' data, placement or sharing
+// policies written in Python (docs/architecture.md, "Sessions").
 //
 // A running session takes jobs from its own host threads, under either
 // clock: a control action (at), an on_job_end observer, a job's observer or
@@ -282,9 +282,9 @@ class Session {
   // logic_error after run() returned, or close(), or from another thread
   // while a session that is not open runs. InputError naming the job and the field for a bad job
   // (a GPU out of range, an `after` that is not an earlier job, more GPUs
-  // than a node has, more nodes than the session has or several on a
-  // session that shares GPUs, several GPUs on a session sharing GPUs under
-  // a policy that holds a GPU for a whole step, as fifo, no network).
+  // than a node has, more nodes than the session has, several GPUs on a
+  // session sharing GPUs under a policy that holds a GPU for a whole step,
+  // as fifo, no network).
   JobId add_job(SessionJob job);
   // Runs `action` on a control thread of the session at `t` (actions at the
   // same time in the order given): where pause, preempt and resume are called.

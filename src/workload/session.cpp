@@ -250,11 +250,9 @@ JobId Session::add_job(SessionJob job) {
     throw InputError(fmt::format("{}: checkpoint save {} ns / restore {} ns: give 0 or more", who, job.checkpoint_save,
                                  job.checkpoint_restore));
   const int gpn = spec_.gpus_per_node, want = job.job.cluster.gpus, nodes = job.job.cluster.nodes;
-  if (nodes < 1 || nodes > spec_.nodes || (nodes > 1 && !spec_.exclusive))
-    throw InputError(
-        fmt::format("{}: cluster.nodes {}: a session's job runs on GPUs of one node, or of 2 to {} nodes of an "
-                    "exclusive session (SessionSpec::exclusive)",
-                    who, nodes, spec_.nodes));
+  if (nodes < 1 || nodes > spec_.nodes)
+    throw InputError(fmt::format("{}: cluster.nodes {}: a session's job runs on GPUs of one node, or of 2 to {} nodes",
+                                 who, nodes, spec_.nodes));
   if (nodes > 1 && job.gpu >= 0 && job.gpu % gpn != 0)
     throw InputError(
         fmt::format("{}: gpu {}: a job of several nodes starts at a node's first GPU, or -1", who, job.gpu));
@@ -269,6 +267,12 @@ JobId Session::add_job(SessionJob job) {
                     "from which {} GPUs fit in its node, or -1",
                     who, job.gpu, want, job.gpu / gpn, (job.gpu / gpn + 1) * gpn - 1, want));
   auto s = std::make_unique<Slot>(clock_);
+  if (want > 1 && uses_links(job.job) && !spec_.exclusive && gpus_.front()->exclusive_steps())
+    throw InputError(fmt::format(
+        "{}: {} GPUs on GPUs shared under '{}', which gives a step the GPU alone, while a data-parallel rank waits "
+        "for its peers inside its step: give the session exclusive GPUs, or a policy that divides kernels "
+        "(timeslice, priority, mps)",
+        who, want, to_string(spec_.share.policy)));
   if (want > 1 && nodes > 1 && uses_links(job.job)) {
     try {
       for (int n = 0; n < spec_.nodes; ++n) node(n);
@@ -282,12 +286,6 @@ JobId Session::add_job(SessionJob job) {
     }
   }
   if (want > 1 && nodes == 1 && uses_links(job.job)) {
-    if (!spec_.exclusive && gpus_.front()->exclusive_steps())
-      throw InputError(fmt::format(
-          "{}: {} GPUs on GPUs shared under '{}', which gives a step the GPU alone, while a data-parallel rank waits "
-          "for its peers inside its step: give the session exclusive GPUs, or a policy that divides kernels "
-          "(timeslice, priority, mps)",
-          who, want, to_string(spec_.share.policy)));
     try {
       for (int n = 0; n < spec_.nodes; ++n) node(n);
     } catch (const InputError& e) {
@@ -667,21 +665,27 @@ JobSpec Session::placed_spec(Slot& s) {
   }
   on.gpus.clear();
   on.shares.clear();
+  // A job of several nodes that uses their links reaches its GPUs' shared
+  // views through its nodes (on_cluster, below).
+  const bool view = j.cluster.nodes > 1 && network_, via_nodes = view && uses_links(j);
+  auto share = [&](int g) { return ShareContext{gpus_[static_cast<std::size_t>(g)].get(), s.job.priority, s.job.mig}; };
   for (const int g : s.out.gpus) {
     on.gpus.push_back(j.cluster.nodes == 1 ? g % per_node : g);
-    if (!spec_.exclusive)
-      on.shares.push_back(ShareContext{gpus_[static_cast<std::size_t>(g)].get(), s.job.priority, s.job.mig});
+    if (!spec_.exclusive && !via_nodes) on.shares.push_back(share(g));
   }
   ClusterGpus& c = j.cluster.on_cluster;
   c = {};
-  if (j.cluster.nodes > 1 && network_) {
+  if (view) {
     const std::size_t per = s.out.gpus.size() / static_cast<std::size_t>(j.cluster.nodes);
     for (std::size_t k = 0; k < s.out.gpus.size(); k += per) {
       const int n = s.out.gpus[k] / per_node;
       NodeGpus ng;
       ng.timeline = timeline_.get();
       ng.node = nodes_[static_cast<std::size_t>(n)].get();
-      for (std::size_t i = k; i < k + per; ++i) ng.gpus.push_back(s.out.gpus[i] % per_node);
+      for (std::size_t i = k; i < k + per; ++i) {
+        ng.gpus.push_back(s.out.gpus[i] % per_node);
+        if (!spec_.exclusive) ng.shares.push_back(share(s.out.gpus[i]));
+      }
       c.nodes.push_back(std::move(ng));
       c.network_nodes.push_back(n);
     }
