@@ -7,9 +7,10 @@
 // then spins. Errors therefore do not accumulate over chains of waits.
 //
 // VirtualClock jumps: sleep_until(t) sets now() to t at once. Several host
-// threads run under it cooperatively (run_concurrently): exactly one runs at
-// a time, and when it sleeps the thread with the earliest deadline (ties
-// broken by thread index) runs next, so runs are deterministic. Threads under
+// threads run under it cooperatively (run_concurrently, and those its
+// threads start with spawn): exactly one runs at a time, and when it sleeps
+// the thread with the earliest deadline (ties broken by thread index) runs
+// next, so runs are deterministic. Threads under
 // a virtual clock must coordinate only through the clock and emulator objects
 // (no blocking on ordinary mutexes held across sleeps or condition variables).
 //
@@ -22,6 +23,8 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <stdexcept>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -40,6 +43,24 @@ class Clock {
   // thread) and returns when all have finished.
   // Exceptions thrown by a body are rethrown here (the first one).
   virtual void run_concurrently(std::vector<std::function<void()>> bodies) = 0;
+  // Starts `body` as one more host thread of the run_concurrently call that
+  // the calling thread is one of (a body, or a thread spawned by one): that
+  // call returns only once it has finished too, and reports its exception as
+  // a body's. Under a virtual clock it is due at the caller's now() and takes
+  // the next thread index, so it runs after the caller (which goes on until
+  // it sleeps or waits) and after every thread due then with a lower index
+  // (ties at one time go by index: threads spawned earlier first); under the
+  // real clock it is a plain thread. std::logic_error from any other thread
+  // (none is running the clock's run_concurrently for it to join), and for
+  // a clock that cannot start threads.
+  virtual void spawn(std::function<void()> /*body*/) {
+    throw std::logic_error(std::string("Clock::spawn: the ") + std::string(name()) +
+                           " clock cannot start host threads");
+  }
+  // Whether the calling thread is a host thread of a run_concurrently call
+  // on this clock (one of its bodies, or spawned by one): where spawn may be
+  // called.
+  virtual bool on_host_thread() const { return false; }
   // Lets every other host thread that can run at now() run first; the
   // caller continues at the same now(). Under a virtual clock the caller goes
   // behind all threads due at now() that did not yield (ties among yielders:

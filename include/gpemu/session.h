@@ -1,8 +1,9 @@
 // A session: the world that jobs run in, over time.
 //
 //   Session(Clock&, SessionSpec)            the clock, the GPUs (per node, one SharedGpu each, on one
-//     add_job(SessionJob) -> JobId           timeline), each node's CPU pool; while an open
-//                                             session runs too (a server's clients: live arrivals)
+//     add_job(SessionJob) -> JobId           timeline), each node's CPU pool; while it runs too,
+//                                             from its host threads (a scheduler), or from any
+//                                             thread while an open session runs (a server's clients)
 //     at(t, action)                           control under the clock: pause, preempt, resume
 //     run()                                   every job: arrives -> queued -> placed -> runs -> ends
 //     outcome(id), ended(id)                  what happened; its end, a ClockEvent to wait on
@@ -31,12 +32,13 @@
 // (ClusterSpec::on_node): one GPU, or several of one node for a data-parallel
 // job (its ranks' all-reduce over the node's NVLink or PCIe links, which
 // other jobs on the node share; its copies over the GPU's PCIe link), or as
-// many on each of several nodes of an exclusive session (ClusterSpec::
-// on_cluster: its all-reduce also crosses the session's network, each
-// node's NICs and the switch, which other jobs on those nodes share). Its
-// Devices are processes of its own on them: on a shared session, views of
-// each GPU's SharedGpu, so jobs placed on one GPU share it under the
-// session's sharing policy (sharing_policy.h), its memory and its PCIe link;
+// many on each of several nodes (ClusterSpec::on_cluster: its all-reduce
+// also crosses the session's network, each node's NICs and the switch,
+// which other jobs on those nodes share). Its Devices are processes of its
+// own on them: on a shared session, views of each GPU's SharedGpu (those of
+// a job of several nodes through its nodes' views), so jobs placed on one
+// GPU share it under the session's sharing policy (sharing_policy.h), its
+// memory and its PCIe link;
 // on an exclusive session (SessionSpec::exclusive, `gpemu train`), whole
 // cards, one job on a GPU at a time. Which GPUs a queued job gets, and when,
 // is the placement policy's (PlacementPolicy below): "pinned" starts a job at
@@ -58,18 +60,26 @@
 // with Devices (processes) of its own on them, and ended with the session's
 // end event and an outcome (no record) when it detaches.
 //
-// Not yet: jobs of several nodes on shared GPUs, a storage model for the
-// jobs' data (docs/architecture.md, "Sessions").
+// Not yet: a storage model for the jobs' data (docs/architecture.md,
+// "Sessions").
 //
-// An open session (SessionSpec::open, under the real clock) also takes jobs
-// while it runs, from any thread (`gpemu serve`'s clients): such a job arrives
-// at max(its arrival, now) and runs on host threads of its own, as if it had
-// been added up front with that arrival; run() returns once close() has been
-// called and every job has ended.
+// A running session takes jobs from its own host threads, under either
+// clock: a control action (at), an on_job_end observer, a job's observer or
+// hooks, so a scheduler in virtual time adds jobs as it decides. Such a job
+// arrives at max(its arrival, now) (with `after`, its arrival stays a delay
+// after that job's end) and its host threads join the session's
+// (Clock::spawn: under the virtual clock due at now, after the threads
+// already there), so it runs exactly and deterministically, as if it had
+// been added up front with that arrival. An open session (SessionSpec::open,
+// under the real clock) also takes jobs while it runs from any other thread
+// (`gpemu serve`'s clients), on host threads of their own; run() returns
+// once close() has been called and every job has ended.
 //
-// Thread safety: at before run(); add_job and attach before run(), or from
-// any thread while an open session runs; a client's detach from any thread
-// (under the virtual clock, from the session's host threads once it runs); pause, preempt, resume and ended from the
+// Thread safety: at before run(); add_job before run(), or from the
+// session's host threads while it runs, or from any thread while an open
+// session runs; attach before run(), or from any thread while an open
+// session runs; a client's detach from any thread (under the virtual
+// clock, from the session's host threads once it runs); pause, preempt, resume and ended from the
 // session's host threads (control actions, observers) while it runs, or
 // from any thread under the real clock; outcome once the job has ended
 // (its ended() event is set).
@@ -186,10 +196,11 @@ struct SessionSpec {
   // served first come first served with the other jobs' (StorageServer).
   // Unset: a checkpoint costs only checkpoint_save / checkpoint_restore.
   std::optional<pipeline::StorageDevice> checkpoint_storage;
-  // Jobs may be added while it runs (Session::add_job), and run() returns
-  // only once close() has been called and every job has ended: a server's
-  // session. Under the real clock only (a virtual clock's host threads are
-  // all known when it runs): InputError otherwise.
+  // Jobs may be added while it runs from any thread (Session::add_job), and
+  // run() returns only once close() has been called and every job has ended:
+  // a server's session. Under the real clock only (under the virtual clock
+  // only the session's host threads run, and any session takes jobs from
+  // them): InputError otherwise.
   bool open = false;
 };
 
@@ -328,14 +339,17 @@ class Session {
   // A shared session's GPU (logic_error on an exclusive session).
   SharedGpu& gpu(int index);
 
-  // Before run(), or while an open session runs (then from any thread; the
-  // job arrives at max(job.arrival, now), and a job of several nodes is
-  // refused). logic_error after run() returned, or close(), or while a
-  // session that is not open runs. InputError naming the job and the field for a bad job
+  // Before run(); while it runs, from one of its host threads (an action,
+  // an observer: the job's threads join the session's, Clock::spawn), or
+  // from any thread while an open session runs (a job of several nodes is
+  // then refused); a job added while it runs arrives at max(job.arrival,
+  // now) (with `after`, job.arrival stays a delay after that job's end).
+  // logic_error after run() returned, or close(), or from another thread
+  // while a session that is not open runs. InputError naming the job and the field for a bad job
   // (a GPU out of range, an `after` that is not an earlier job, more GPUs
-  // than a node has, more nodes than the session has or several on a
-  // session that shares GPUs, several GPUs on a session sharing GPUs under
-  // a policy that holds a GPU for a whole step, as fifo, no network).
+  // than a node has, more nodes than the session has, several GPUs on a
+  // session sharing GPUs under a policy that holds a GPU for a whole step,
+  // as fifo, no network).
   JobId add_job(SessionJob job);
   // A client that arrives now (before run(), or while an open session runs;
   // the same logic_error as add_job otherwise): placed at once by the

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -149,44 +150,47 @@ class VirtualClock final : public Clock {
       std::lock_guard<std::mutex> lock(m_);
       if (cooperative_) throw std::logic_error("VirtualClock::run_concurrently cannot be nested");
       cooperative_ = true;
-      for (int i = 0; i < static_cast<int>(bodies.size()); ++i) sleepers_.emplace(now(), 0, i);
+      first_ = nullptr;
       turn_.clear();
-      for (std::size_t i = 0; i < bodies.size(); ++i) turn_.push_back(std::make_unique<std::condition_variable>());
-    }
-    std::exception_ptr first;
-    std::vector<std::thread> threads;
-    threads.reserve(bodies.size());
-    for (int i = 0; i < static_cast<int>(bodies.size()); ++i) {
-      threads.emplace_back([this, i, &bodies, &first] {
-        tl_clock = this;
-        tl_index = i;
-        {
-          std::unique_lock<std::mutex> lock(m_);
-          wait_turn_locked(lock, i);
-        }
-        try {
-          bodies[i]();
-        } catch (...) {
-          std::lock_guard<std::mutex> lock(m_);
-          if (!first) first = std::current_exception();
-        }
-        std::lock_guard<std::mutex> lock(m_);
-        hand_off_locked();
-        tl_clock = nullptr;
-      });
-    }
-    {
-      std::lock_guard<std::mutex> lock(m_);
+      for (auto& body : bodies) add_thread_locked(std::move(body));
       hand_off_locked();
     }
-    for (auto& t : threads) t.join();
+    // Every thread, those spawned while it joins included: only a thread not
+    // yet joined spawns one.
+    for (std::size_t i = 0;; ++i) {
+      std::thread* t = nullptr;
+      {
+        std::lock_guard<std::mutex> lock(m_);
+        if (i >= threads_.size()) break;
+        t = &threads_[i];
+      }
+      t->join();
+    }
+    std::exception_ptr first;
     {
       std::lock_guard<std::mutex> lock(m_);
       cooperative_ = false;
       running_ = -1;
+      threads_.clear();
+      bodies_.clear();
+      first = std::exchange(first_, nullptr);
     }
     if (first) std::rethrow_exception(first);
   }
+
+  // One more cooperative thread, due now, with the next index.
+  void spawn(std::function<void()> body) override {
+    if (tl_clock != this)
+      throw std::logic_error(
+          "Clock::spawn: the calling thread is not a host thread of the virtual clock's run_concurrently");
+    std::lock_guard<std::mutex> lock(m_);
+#if GPEMU_FIBERS
+    add_fiber_locked(std::move(body));
+    return;
+#endif
+    add_thread_locked(std::move(body));
+  }
+  bool on_host_thread() const override { return tl_clock == this; }
 
   bool is_virtual() const override { return true; }
   std::string_view name() const override { return "virtual"; }
@@ -247,6 +251,37 @@ class VirtualClock final : public Clock {
     return true;
   }
 
+  // A cooperative OS thread for `body`, due now (m_ held; without fibers).
+  void add_thread_locked(std::function<void()> body) {
+    const int i = static_cast<int>(bodies_.size());
+    bodies_.push_back(std::move(body));
+    turn_.push_back(std::make_unique<std::condition_variable>());
+    sleepers_.emplace(now(), 0, i);
+    threads_.emplace_back([this, i] { thread_main(i); });
+  }
+
+  void thread_main(int i) {
+    tl_clock = this;
+    tl_index = i;
+    std::function<void()>* body = nullptr;
+    {
+      std::unique_lock<std::mutex> lock(m_);
+      wait_turn_locked(lock, i);
+      body = &bodies_[static_cast<std::size_t>(i)];
+    }
+    try {
+      (*body)();
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(m_);
+      if (!first_) first_ = std::current_exception();
+    }
+    std::lock_guard<std::mutex> lock(m_);
+    hand_off_locked();
+    tl_clock = nullptr;
+  }
+
+  std::deque<std::thread> threads_;  // stable: threads are spawned while others are joined
+
 #if GPEMU_FIBERS
   struct Fiber {
     void* sp = nullptr;
@@ -259,57 +294,18 @@ class VirtualClock final : public Clock {
       std::lock_guard<std::mutex> lock(m_);
       if (cooperative_) throw std::logic_error("VirtualClock::run_concurrently cannot be nested");
       cooperative_ = true;
-      for (int i = 0; i < static_cast<int>(n); ++i) sleepers_.emplace(now(), 0, i);
-    }
-    // One mapping for all stacks, a guard page below each.
-    const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
-    const std::size_t slot = kFiberStack + page;
-    void* region = nullptr;
-    if (n > 0) {
-      region = mmap(nullptr, slot * n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK,
-                    -1, 0);
-      if (region == MAP_FAILED) {
-        std::lock_guard<std::mutex> lock(m_);
+      try {
+        if (n > 0) stacks_.push_back(map_stacks(n));
+      } catch (...) {
         cooperative_ = false;
-        sleepers_.clear();
-        throw std::runtime_error("virtual clock: cannot map stacks for " + std::to_string(n) + " host threads");
+        throw;
       }
-    }
-    // A guard page below each stack; without it a fiber that overflows its
-    // stack would write into its neighbour's without a word. Each guard splits
-    // the mapping, so the kernel's vm.max_map_count bounds how many there can be.
-    for (std::size_t i = 0; i < n; ++i) {
-      if (mprotect(static_cast<char*>(region) + i * slot, page, PROT_NONE) != 0) {
-        const int err = errno;
-        munmap(region, slot * n);
-        std::lock_guard<std::mutex> lock(m_);
-        cooperative_ = false;
-        sleepers_.clear();
-        throw std::runtime_error("virtual clock: cannot guard the stacks of " + std::to_string(n) + " host threads (" +
-                                 std::strerror(err) +
-                                 "; each takes two of the kernel's vm.max_map_count mappings): run fewer GPUs "
-                                 "per process or raise vm.max_map_count");
+      first_ = nullptr;
+      for (std::size_t i = 0; i < n; ++i) {
+        bodies_.push_back(std::move(bodies[i]));
+        fibers_.push_back(new_fiber(static_cast<char*>(stacks_.front().first) + i * stack_slot()));
+        sleepers_.emplace(now(), 0, static_cast<int>(i));
       }
-    }
-    fibers_.assign(n, Fiber{});
-    bodies_ = &bodies;
-    first_ = nullptr;
-    for (std::size_t i = 0; i < n; ++i) {
-      char* low = static_cast<char*>(region) + i * slot;
-      // The initial frame gpemu_fiber_switch pops: MXCSR/x87 word, six
-      // registers, then "returns" into fiber_entry with the stack aligned as
-      // after a call.
-      auto* top = reinterpret_cast<std::uint64_t*>(low + slot);
-      std::uint64_t* sp = top;
-      *--sp = 0;                                              // fiber_entry's return address (never used)
-      *--sp = reinterpret_cast<std::uint64_t>(&fiber_entry);  // popped by ret
-      for (int r = 0; r < 6; ++r) *--sp = 0;                  // rbp rbx r12 r13 r14 r15
-      std::uint32_t csr[2] = {0, 0};
-      asm volatile("stmxcsr %0" : "=m"(csr[0]));
-      asm volatile("fnstcw %0" : "=m"(csr[1]));
-      --sp;
-      std::memcpy(sp, csr, sizeof(csr));
-      fibers_[i].sp = sp;
     }
     const VirtualClock* outer = tl_clock;
     tl_clock = this;
@@ -320,19 +316,75 @@ class VirtualClock final : public Clock {
     }
     switch_fiber(-1, next);  // back here when every fiber has finished
     tl_clock = outer;
-    if (region) munmap(region, slot * n);
-    fibers_.clear();
-    bodies_ = nullptr;
+    std::exception_ptr first;
     {
       std::lock_guard<std::mutex> lock(m_);
+      for (const auto& [region, size] : stacks_) munmap(region, size);
+      stacks_.clear();
+      fibers_.clear();
+      bodies_.clear();
       cooperative_ = false;
       running_ = -1;
+      first = std::exchange(first_, nullptr);
     }
-    if (first_) {
-      std::exception_ptr e = std::move(first_);
-      first_ = nullptr;
-      std::rethrow_exception(e);
+    if (first) std::rethrow_exception(first);
+  }
+
+  static std::size_t stack_slot() {
+    return kFiberStack + static_cast<std::size_t>(sysconf(_SC_PAGESIZE));  // its stack, a guard page below
+  }
+
+  // One mapping for `n` stacks, a guard page below each; runtime_error saying why not.
+  static std::pair<void*, std::size_t> map_stacks(std::size_t n) {
+    const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+    const std::size_t slot = stack_slot();
+    void* region =
+        mmap(nullptr, slot * n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+    if (region == MAP_FAILED)
+      throw std::runtime_error("virtual clock: cannot map stacks for " + std::to_string(n) + " host threads");
+    // A guard page below each stack; without it a fiber that overflows its
+    // stack would write into its neighbour's without a word. Each guard splits
+    // the mapping, so the kernel's vm.max_map_count bounds how many there can be.
+    for (std::size_t i = 0; i < n; ++i) {
+      if (mprotect(static_cast<char*>(region) + i * slot, page, PROT_NONE) != 0) {
+        const int err = errno;
+        munmap(region, slot * n);
+        throw std::runtime_error("virtual clock: cannot guard the stacks of " + std::to_string(n) + " host threads (" +
+                                 std::strerror(err) +
+                                 "; each takes two of the kernel's vm.max_map_count mappings): run fewer GPUs "
+                                 "per process or raise vm.max_map_count");
+      }
     }
+    return {region, slot * n};
+  }
+
+  // A fiber whose stack slot starts at `low` (its guard page), set to enter
+  // fiber_entry on its first switch.
+  static Fiber new_fiber(char* low) {
+    // The initial frame gpemu_fiber_switch pops: MXCSR/x87 word, six
+    // registers, then "returns" into fiber_entry with the stack aligned as
+    // after a call.
+    auto* top = reinterpret_cast<std::uint64_t*>(low + stack_slot());
+    std::uint64_t* sp = top;
+    *--sp = 0;                                              // fiber_entry's return address (never used)
+    *--sp = reinterpret_cast<std::uint64_t>(&fiber_entry);  // popped by ret
+    for (int r = 0; r < 6; ++r) *--sp = 0;                  // rbp rbx r12 r13 r14 r15
+    std::uint32_t csr[2] = {0, 0};
+    asm volatile("stmxcsr %0" : "=m"(csr[0]));
+    asm volatile("fnstcw %0" : "=m"(csr[1]));
+    --sp;
+    std::memcpy(sp, csr, sizeof(csr));
+    Fiber f;
+    f.sp = sp;
+    return f;
+  }
+
+  // A fiber for `body`, due now, on a stack of its own (m_ held).
+  void add_fiber_locked(std::function<void()> body) {
+    stacks_.push_back(map_stacks(1));
+    bodies_.push_back(std::move(body));
+    fibers_.push_back(new_fiber(static_cast<char*>(stacks_.back().first)));
+    sleepers_.emplace(now(), 0, static_cast<int>(fibers_.size()) - 1);
   }
 
   static void fiber_entry() {
@@ -343,7 +395,7 @@ class VirtualClock final : public Clock {
   void fiber_main() {
     const int i = running_;
     try {
-      (*bodies_)[static_cast<std::size_t>(i)]();
+      bodies_[static_cast<std::size_t>(i)]();
     } catch (...) {
       std::lock_guard<std::mutex> lock(m_);
       if (!first_) first_ = std::current_exception();
@@ -395,9 +447,10 @@ class VirtualClock final : public Clock {
     gpemu_fiber_switch(from_sp, to_sp);
   }
 
+  // Indexed by thread; a spawn may reallocate it, which no switch minds (a
+  // fiber's sp is read and written only while it is switched).
   std::vector<Fiber> fibers_;
-  std::vector<std::function<void()>>* bodies_ = nullptr;
-  std::exception_ptr first_;
+  std::vector<std::pair<void*, std::size_t>> stacks_;  // mappings: run_concurrently's, then one a spawn
   void* main_sp_ = nullptr;
   EhGlobals main_eh_;
 #endif
@@ -430,6 +483,9 @@ class VirtualClock final : public Clock {
 
   std::atomic<Time> now_{0};
   std::mutex m_;
+  // Each thread's body, by index (stable: a body runs while others are spawned).
+  std::deque<std::function<void()>> bodies_;
+  std::exception_ptr first_;                                    // the first body's exception
   std::vector<std::unique_ptr<std::condition_variable>> turn_;  // one per cooperative thread
   bool cooperative_ = false;
   int running_ = -1;

@@ -107,7 +107,7 @@ void validate(const JobSpec& s) {
                                  s.cluster.nodes));
   if (const NodeGpus& on = s.cluster.on_node; on.timeline) {
     if (static_cast<std::size_t>(s.cluster.gpus) != on.gpus.size() ||
-        (s.cluster.nodes != 1 && (on.node || !on.shares.empty())))
+        (s.cluster.nodes != 1 && (on.node || (!on.shares.empty() && uses_links(s)))))
       throw InputError(fmt::format("job: cluster.on_node gives {} GPU(s){} for cluster.gpus {} on {} node(s)",
                                    on.gpus.size(), on.node || !on.shares.empty() ? " of one node" : "", s.cluster.gpus,
                                    s.cluster.nodes));
@@ -444,8 +444,12 @@ Job::Job(Clock& clock, const CostModel& costs, JobSpec spec)
     }
   }
   // Only a shared GPU's policy reads what kernels keep busy.
-  const bool shared = spec_.cluster.device.share.gpu ||
-                      std::any_of(on.shares.begin(), on.shares.end(), [](const ShareContext& c) { return c.gpu; });
+  auto any_shared = [](const NodeGpus& n) {
+    return std::any_of(n.shares.begin(), n.shares.end(), [](const ShareContext& c) { return c.gpu; });
+  };
+  const std::vector<NodeGpus>& views = spec_.cluster.on_cluster.nodes;
+  const bool shared =
+      spec_.cluster.device.share.gpu || any_shared(on) || std::any_of(views.begin(), views.end(), any_shared);
   if (model_time && shared) {
     if (const zoo::ModelGraph* g = zoo::find_model(spec_.compute.model.name)) {
       const auto totals = g->phase_totals(zoo::Shape{spec_.batch_size, spec_.compute.model.seq_len},

@@ -222,7 +222,15 @@ const Node& Session::node(int index) {
 JobId Session::add_job(SessionJob job) {
   std::lock_guard live(live_mu_);
   const bool running = ran_;  // a live arrival
-  if (running && !spec_.open) throw std::logic_error("Session::add_job after run() on a session that is not open");
+  // From one of the session's host threads (an action, an observer, a job's
+  // thread: a scheduler), under either clock, its threads join the session's
+  // (Clock::spawn); from another thread, an open session's (start_live).
+  const bool spawned = running && clock_.on_host_thread();
+  if (running && !spawned && !spec_.open)
+    throw std::logic_error(
+        "Session::add_job while the session runs (or after run() returned) from a thread that is not one of its host "
+        "threads: add a job before run(), or from a host thread of the session (an at() action, an on_job_end "
+        "observer, a job's observer or hooks), or from any thread while an open session runs under the real clock");
   if (closed_) throw std::logic_error("Session::add_job after close()");
   const auto id = static_cast<JobId>(slots_.size());
   const std::string who = fmt::format("session: job {} ('{}')", id, one_line_message(job.name));
@@ -233,20 +241,19 @@ JobId Session::add_job(SessionJob job) {
     throw InputError(fmt::format("{}: after {}: name an earlier job (0 to {})", who, *job.after, id - 1));
   if (job.arrival < 0) throw InputError(fmt::format("{}: arrival {} ns is before the start", who, job.arrival));
   if (running) {
-    if (job.job.cluster.nodes > 1)
-      throw InputError(fmt::format("{}: cluster.nodes {}: a job of several nodes is added before the session runs", who,
-                                   job.job.cluster.nodes));
-    job.arrival = std::max(job.arrival, clock_.now());
+    if (job.job.cluster.nodes > 1 && !spawned)
+      throw InputError(fmt::format(
+          "{}: cluster.nodes {}: a job of several nodes is added before the session runs or from its host threads", who,
+          job.job.cluster.nodes));
+    if (!job.after) job.arrival = std::max(job.arrival, clock_.now());  // with `after`, a delay after that job's end
   }
   if (job.checkpoint_save < 0 || job.checkpoint_restore < 0)
     throw InputError(fmt::format("{}: checkpoint save {} ns / restore {} ns: give 0 or more", who, job.checkpoint_save,
                                  job.checkpoint_restore));
   const int gpn = spec_.gpus_per_node, want = job.job.cluster.gpus, nodes = job.job.cluster.nodes;
-  if (nodes < 1 || nodes > spec_.nodes || (nodes > 1 && !spec_.exclusive))
-    throw InputError(
-        fmt::format("{}: cluster.nodes {}: a session's job runs on GPUs of one node, or of 2 to {} nodes of an "
-                    "exclusive session (SessionSpec::exclusive)",
-                    who, nodes, spec_.nodes));
+  if (nodes < 1 || nodes > spec_.nodes)
+    throw InputError(fmt::format("{}: cluster.nodes {}: a session's job runs on GPUs of one node, or of 2 to {} nodes",
+                                 who, nodes, spec_.nodes));
   if (nodes > 1 && job.gpu >= 0 && job.gpu % gpn != 0)
     throw InputError(
         fmt::format("{}: gpu {}: a job of several nodes starts at a node's first GPU, or -1", who, job.gpu));
@@ -261,6 +268,12 @@ JobId Session::add_job(SessionJob job) {
                     "from which {} GPUs fit in its node, or -1",
                     who, job.gpu, want, job.gpu / gpn, (job.gpu / gpn + 1) * gpn - 1, want));
   auto s = std::make_unique<Slot>(clock_);
+  if (want > 1 && uses_links(job.job) && !spec_.exclusive && gpus_.front()->exclusive_steps())
+    throw InputError(fmt::format(
+        "{}: {} GPUs on GPUs shared under '{}', which gives a step the GPU alone, while a data-parallel rank waits "
+        "for its peers inside its step: give the session exclusive GPUs, or a policy that divides kernels "
+        "(timeslice, priority, mps)",
+        who, want, to_string(spec_.share.policy)));
   if (want > 1 && nodes > 1 && uses_links(job.job)) {
     try {
       for (int n = 0; n < spec_.nodes; ++n) node(n);
@@ -274,12 +287,6 @@ JobId Session::add_job(SessionJob job) {
     }
   }
   if (want > 1 && nodes == 1 && uses_links(job.job)) {
-    if (!spec_.exclusive && gpus_.front()->exclusive_steps())
-      throw InputError(fmt::format(
-          "{}: {} GPUs on GPUs shared under '{}', which gives a step the GPU alone, while a data-parallel rank waits "
-          "for its peers inside its step: give the session exclusive GPUs, or a policy that divides kernels "
-          "(timeslice, priority, mps)",
-          who, want, to_string(spec_.share.policy)));
     try {
       for (int n = 0; n < spec_.nodes; ++n) node(n);
     } catch (const InputError& e) {
@@ -299,7 +306,18 @@ JobId Session::add_job(SessionJob job) {
   if (job.trace_row < 0) job.trace_row = id;
   s->job = std::move(job);
   slots_.push_back(std::move(s));
-  if (running) start_live(*slots_.back());
+  if (spawned) {
+    std::vector<std::function<void()>> bodies = bodies_of(*slots_.back());
+    try {
+      clock_.spawn(std::move(bodies.front()));
+    } catch (...) {
+      slots_.pop_back();  // no thread (the host's stacks ran out): the job was not added
+      throw;
+    }
+    for (std::size_t b = 1; b < bodies.size(); ++b) clock_.spawn(std::move(bodies[b]));
+  } else if (running) {
+    start_live(*slots_.back());
+  }
   return id;
 }
 
@@ -647,21 +665,27 @@ JobSpec Session::placed_spec(Slot& s) {
   }
   on.gpus.clear();
   on.shares.clear();
+  // A job of several nodes that uses their links reaches its GPUs' shared
+  // views through its nodes (on_cluster, below).
+  const bool view = j.cluster.nodes > 1 && network_, via_nodes = view && uses_links(j);
+  auto share = [&](int g) { return ShareContext{gpus_[static_cast<std::size_t>(g)].get(), s.job.priority, s.job.mig}; };
   for (const int g : s.out.gpus) {
     on.gpus.push_back(j.cluster.nodes == 1 ? g % per_node : g);
-    if (!spec_.exclusive)
-      on.shares.push_back(ShareContext{gpus_[static_cast<std::size_t>(g)].get(), s.job.priority, s.job.mig});
+    if (!spec_.exclusive && !via_nodes) on.shares.push_back(share(g));
   }
   ClusterGpus& c = j.cluster.on_cluster;
   c = {};
-  if (j.cluster.nodes > 1 && network_) {
+  if (view) {
     const std::size_t per = s.out.gpus.size() / static_cast<std::size_t>(j.cluster.nodes);
     for (std::size_t k = 0; k < s.out.gpus.size(); k += per) {
       const int n = s.out.gpus[k] / per_node;
       NodeGpus ng;
       ng.timeline = timeline_.get();
       ng.node = nodes_[static_cast<std::size_t>(n)].get();
-      for (std::size_t i = k; i < k + per; ++i) ng.gpus.push_back(s.out.gpus[i] % per_node);
+      for (std::size_t i = k; i < k + per; ++i) {
+        ng.gpus.push_back(s.out.gpus[i] % per_node);
+        if (!spec_.exclusive) ng.shares.push_back(share(s.out.gpus[i]));
+      }
       c.nodes.push_back(std::move(ng));
       c.network_nodes.push_back(n);
     }

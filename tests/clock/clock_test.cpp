@@ -1,10 +1,12 @@
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <fstream>
 #include <functional>
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/sanitizers.h"
@@ -112,6 +114,104 @@ TEST(VirtualClock, MoreHostThreadsThanGuardPagesIsAClearError) {
 }
 #endif
 
+// Clock::spawn: a host thread starts another, due at its now(); the new one
+// takes the next index, so at one time it runs after the spawner (which goes
+// on until it sleeps) and after every thread due then with a lower index.
+// run_concurrently returns once spawned threads have finished too.
+TEST(VirtualClock, ASpawnedThreadStartsAtTheSpawnersNowAfterLowerIndexesAndIsJoined) {
+  auto clock = make_virtual_clock();
+  std::vector<std::string> log;  // only one cooperative thread runs at a time
+  auto note = [&](const std::string& who) { log.push_back(who + "@" + std::to_string(clock->now())); };
+  ClockEvent go(*clock);
+  clock->run_concurrently({[&] {  // index 0
+                             EXPECT_TRUE(clock->on_host_thread());
+                             clock->sleep_until(10);
+                             clock->spawn([&] {  // index 2
+                               note("x");
+                               clock->sleep_for(5);
+                               note("x");
+                               clock->spawn([&] {  // index 3: due at 15, after b (1) and x (2)
+                                 note("y");
+                                 go.wait();  // set at 40 by a
+                                 note("y");
+                                 clock->sleep_for(60);
+                                 note("y");
+                               });
+                             });
+                             note("a");
+                             clock->sleep_until(40);
+                             note("a");
+                             go.set();
+                           },
+                           [&] {  // index 1
+                             clock->sleep_until(10);
+                             note("b");
+                             clock->sleep_until(15);
+                             note("b");
+                           }});
+  const std::vector<std::string> expected = {"a@10", "b@10", "x@10", "b@15", "x@15", "y@15", "a@40", "y@40", "y@100"};
+  EXPECT_EQ(log, expected);
+  EXPECT_EQ(clock->now(), 100);  // y, the last to finish, was waited for
+  EXPECT_FALSE(clock->on_host_thread());
+}
+
+TEST(VirtualClock, ASpawnedThreadsErrorIsRethrownAndSpawnOutsideTheGroupIsRefused) {
+  auto clock = make_virtual_clock();
+  int finished = 0;
+  try {
+    clock->run_concurrently({[&] {
+      clock->spawn([&] {
+        clock->sleep_for(10);
+        throw std::runtime_error("spawned boom");
+      });
+      clock->sleep_for(20);
+      ++finished;
+    }});
+    ADD_FAILURE() << "the spawned thread's error was not rethrown";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()), "spawned boom");
+  }
+  EXPECT_EQ(finished, 1);
+  EXPECT_EQ(clock->now(), 20);
+  try {
+    clock->spawn([] {});
+    ADD_FAILURE() << "spawn outside run_concurrently was accepted";
+  } catch (const std::logic_error& e) {
+    EXPECT_NE(std::string(e.what()).find("not a host thread"), std::string::npos) << e.what();
+  }
+  // A thread the body starts itself is not one of the clock's.
+  clock->run_concurrently({[&] {
+    bool refused = false, host = true;
+    std::thread([&] {
+      host = clock->on_host_thread();
+      try {
+        clock->spawn([] {});
+      } catch (const std::logic_error&) {
+        refused = true;
+      }
+    }).join();
+    EXPECT_TRUE(refused);
+    EXPECT_FALSE(host);
+  }});
+}
+
+// Many threads spawned in a chain, each from the last, each on a stack of
+// its own: every one runs, in order, at its time.
+TEST(VirtualClock, AChainOfSpawnedThreadsRunsEachAtItsTime) {
+  auto clock = make_virtual_clock();
+  std::vector<Time> ran;
+  std::function<void(int)> link = [&](int k) {
+    ran.push_back(clock->now());
+    clock->sleep_for(3);
+    if (k < 199) clock->spawn([&, k] { link(k + 1); });
+    clock->sleep_for(1000);  // each stays alive while the next ones run
+  };
+  clock->run_concurrently({[&] { link(0); }});
+  ASSERT_EQ(ran.size(), 200u);
+  for (std::size_t k = 0; k < ran.size(); ++k) EXPECT_EQ(ran[k], static_cast<Time>(3 * k)) << k;
+  EXPECT_EQ(clock->now(), 3 * 199 + 3 + 1000);
+}
+
 TEST(RealClock, SleepUntilNeverReturnsBeforeTheDeadline) {
   auto clock = make_real_clock();
   EXPECT_FALSE(clock->is_virtual());
@@ -132,6 +232,29 @@ TEST(RealClock, RunConcurrentlyRunsEveryBody) {
   });
   clock->run_concurrently(bodies);
   EXPECT_EQ(count, 4);
+}
+
+// Under the real clock a spawned thread is a plain thread that
+// run_concurrently joins, with one body (run on the caller's thread) or several.
+TEST(RealClock, RunConcurrentlyJoinsSpawnedThreadsAndRethrowsTheirErrors) {
+  auto clock = make_real_clock();
+  for (int bodies : {1, 2}) {
+    std::atomic<int> done{0};
+    std::vector<std::function<void()>> group(static_cast<std::size_t>(bodies), [&] {
+      EXPECT_TRUE(clock->on_host_thread());
+      clock->spawn([&] {
+        clock->sleep_for(2 * kMillisecond);
+        clock->spawn([&] { ++done; });
+        ++done;
+      });
+    });
+    clock->run_concurrently(std::move(group));
+    EXPECT_EQ(done.load(), 2 * bodies) << bodies << " bodies";
+  }
+  EXPECT_FALSE(clock->on_host_thread());
+  EXPECT_THROW(clock->spawn([] {}), std::logic_error);
+  EXPECT_THROW(clock->run_concurrently({[&] { clock->spawn([] { throw std::runtime_error("boom"); }); }}),
+               std::runtime_error);
 }
 
 TEST(MakeClock, AcceptsRealAndVirtualOnly) {

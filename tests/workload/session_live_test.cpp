@@ -14,22 +14,12 @@
 #include "gpemu/cost_model.h"
 #include "gpemu/error.h"
 #include "gpemu/session.h"
+#include "support/session_jobs.h"
 
 namespace gpemu {
 namespace {
 
-// A model's job on in-memory batches: copies, its memory plan through its
-// caching allocator, kernels, loss.item().
-SessionJob model_job(std::string name, int batch, std::int64_t steps) {
-  SessionJob j;
-  j.name = std::move(name);
-  j.gpu = 0;
-  j.job.compute.model.name = "resnet18";
-  j.job.batch_size = batch;
-  j.job.data.source = DataSource::Synthetic;
-  j.job.data.synthetic_batches = steps;
-  return j;
-}
+using testing::model_job;
 
 SessionSpec one_gpu(bool open) {
   SessionSpec s;

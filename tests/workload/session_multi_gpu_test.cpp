@@ -18,17 +18,7 @@
 namespace gpemu {
 namespace {
 
-// A data-parallel training job: ResNet-50 on in-memory batches, `gpus` ranks.
-JobSpec ddp_job(int gpus, std::int64_t steps) {
-  JobSpec s;
-  s.compute.model.name = "resnet50";
-  s.batch_size = 32;
-  s.data.source = DataSource::Synthetic;
-  s.data.synthetic_batches = steps;
-  s.cluster.gpu = &find_gpu("A100-SXM4-40GB");
-  s.cluster.gpus = gpus;
-  return s;
-}
+using testing::ddp_job;
 
 // The same job on a node of its own (Job builds it) under a clock of its own.
 RunRecord alone(const CostModel& costs, JobSpec spec) {
@@ -40,13 +30,8 @@ RunRecord alone(const CostModel& costs, JobSpec spec) {
 struct SessionMultiGpuTest : ::testing::Test {
   std::unique_ptr<Clock> clock = make_virtual_clock();
   std::unique_ptr<CostModel> costs = make_cost_model(std::nullopt);
-  SessionSpec spec(int nodes, int gpus_per_node, std::string_view placement) {
-    SessionSpec s;
-    s.gpu = &find_gpu("A100-SXM4-40GB");
-    s.nodes = nodes;
-    s.gpus_per_node = gpus_per_node;
-    s.placement = placement_policy(placement);
-    return s;
+  static SessionSpec spec(int nodes, int gpus_per_node, std::string_view placement) {
+    return testing::a100_session(nodes, gpus_per_node, placement);
   }
 };
 
@@ -362,10 +347,16 @@ TEST_F(SessionMultiGpuTest, JobsOfTwoNodesShareTheSessionsNetworkWhereTheirLinks
     EXPECT_EQ(o.pauses[0].to, 10 * kSecond);
     for (const RankRecord& r : o.record->ranks) EXPECT_EQ(r.iterations, 6) << "GPU " << r.gpu;
   }
-  // Several nodes need an exclusive session, no more nodes than it has, as many GPUs on each.
+  // Several nodes need a policy that divides kernels on shared GPUs, no more nodes than the
+  // session has, as many GPUs on each, a network.
   auto clk = make_virtual_clock();
-  Session shared(*clk, *costs, spec(2, 2, "first-fit"));
-  EXPECT_THROW(shared.add_job({.name = "x", .job = two_nodes(1)}), InputError);
+  Session shared(*clk, *costs, spec(2, 2, "first-fit"));  // fifo
+  try {
+    shared.add_job({.name = "x", .job = two_nodes(1)});
+    ADD_FAILURE() << "a job of two nodes on fifo-shared GPUs was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("fifo"), std::string::npos) << e.what();
+  }
   SessionSpec s = spec(2, 2, "first-fit");
   s.exclusive = true;
   Session exclusive(*clk, *costs, s);  // no network given
@@ -373,6 +364,102 @@ TEST_F(SessionMultiGpuTest, JobsOfTwoNodesShareTheSessionsNetworkWhereTheirLinks
   JobSpec three = two_nodes(1);
   three.cluster.gpus = 3;
   EXPECT_THROW(exclusive.add_job({.name = "z", .job = three}), InputError);
+}
+
+// Jobs of two nodes on GPUs the session shares (mps): each rank's Device is
+// a view of its node's SharedGpu, and its all-reduce crosses the session's
+// network (10gbe). Alone on the shared session a job runs step for step as
+// on an exclusive one. Two such jobs on the same GPUs (pinned) share each
+// GPU: its memory holds both jobs' (twice one job's peak), and each runs
+// slower than alone and than on GPUs of its own behind the same NIC, the
+// later no faster than one GPU doing both jobs' kernels back to back. On
+// GPUs of their own (first-fit, 2 GPUs and 2 NICs a node) each runs as alone.
+// Jobs of two nodes that move no bytes share their GPUs too.
+TEST_F(SessionMultiGpuTest, JobsOfTwoNodesRunOnSharedGpusAsOnExclusiveOnesAndShareThem) {
+  JobSpec wide = ddp_job(2, 4);
+  wide.cluster.nodes = 2;
+  wide.compute.copy_batch = false;
+  struct Run {
+    std::vector<JobOutcome> jobs;
+    std::vector<std::uint64_t> peak_used;  // each shared GPU's memory
+  };
+  auto run = [&](bool exclusive, std::string_view placement, int gpus_per_node, int jobs, int nics = 0) {
+    auto clk = make_virtual_clock();
+    SessionSpec s = spec(2, gpus_per_node, placement);
+    s.exclusive = exclusive;
+    s.share.policy = SharePolicy::Mps;
+    s.network = network_preset("10gbe");
+    s.network.nics_per_node = nics > 0 ? nics : gpus_per_node;
+    Session session(*clk, *costs, s);
+    for (int i = 0; i < jobs; ++i) session.add_job({.name = "j" + std::to_string(i), .job = wide});
+    session.run();
+    Run out;
+    for (std::size_t i = 0; i < session.jobs(); ++i) out.jobs.push_back(session.take_outcome(static_cast<JobId>(i)));
+    for (const JobOutcome& o : out.jobs) EXPECT_EQ(o.state, JobState::Finished) << o.name << ": " << o.error;
+    for (int g = 0; g < session.gpus() && !exclusive; ++g) out.peak_used.push_back(session.gpu(g).memory().peak_used());
+    return out;
+  };
+  auto same = [](const JobOutcome& a, const JobOutcome& b, const std::string& what) {
+    EXPECT_EQ(a.end - a.start, b.end - b.start) << what;
+    ASSERT_EQ(a.record->steps.size(), b.record->steps.size()) << what;
+    for (std::size_t i = 0; i < a.record->steps.size(); ++i) {
+      EXPECT_EQ(a.record->steps[i].step_end - a.start, b.record->steps[i].step_end - b.start) << what << i;
+      EXPECT_EQ(a.record->steps[i].all_reduce_end - a.start, b.record->steps[i].all_reduce_end - b.start) << what << i;
+    }
+    for (std::size_t r = 0; r < a.record->ranks.size(); ++r) {
+      EXPECT_EQ(a.record->ranks[r].compute_busy, b.record->ranks[r].compute_busy) << what << r;
+      EXPECT_EQ(a.record->ranks[r].peak_allocated_bytes, b.record->ranks[r].peak_allocated_bytes) << what << r;
+    }
+  };
+  const Run exclusive = run(true, "first-fit", 1, 1), lone = run(false, "pinned", 1, 1);
+  ASSERT_TRUE(exclusive.jobs[0].record && lone.jobs[0].record);
+  const JobOutcome& one = lone.jobs[0];
+  EXPECT_EQ(one.gpus, (std::vector<int>{0, 1}));
+  EXPECT_EQ(one.record->nodes, 2);
+  EXPECT_GT(one.record->all_reduces, 0u);
+  same(one, exclusive.jobs[0], "lone on shared GPUs vs exclusive ");
+  ASSERT_EQ(lone.peak_used.size(), 2u);
+  EXPECT_GT(lone.peak_used[0], 0u);  // its ranks' memory is the shared GPUs'
+
+  const Run both = run(false, "pinned", 1, 2);
+  ASSERT_TRUE(both.jobs[0].record && both.jobs[1].record);
+  for (int g = 0; g < 2; ++g) EXPECT_EQ(both.peak_used[g], 2 * lone.peak_used[g]) << "GPU " << g;
+  for (const JobOutcome& o : both.jobs) {
+    EXPECT_EQ(o.gpus, (std::vector<int>{0, 1})) << o.name;
+    EXPECT_EQ(o.start, 0) << o.name;
+    EXPECT_GT(o.end, one.end) << o.name;
+  }
+  const Run one_nic = run(false, "first-fit", 2, 2, 1);  // GPUs of their own, one NIC a node
+  for (int i = 0; i < 2; ++i) EXPECT_GT(both.jobs[i].end, one_nic.jobs[i].end) << both.jobs[i].name;
+  const Time last = std::max(both.jobs[0].end, both.jobs[1].end);
+  for (int r = 0; r < 2; ++r)
+    EXPECT_GE(last, both.jobs[0].record->ranks[r].compute_busy + both.jobs[1].record->ranks[r].compute_busy)
+        << "GPU " << r;
+
+  const Run apart = run(false, "first-fit", 2, 2), alone = run(false, "first-fit", 2, 1);
+  ASSERT_TRUE(apart.jobs[0].record && apart.jobs[1].record && alone.jobs[0].record);
+  EXPECT_EQ(apart.jobs[0].gpus, (std::vector<int>{0, 2}));
+  EXPECT_EQ(apart.jobs[1].gpus, (std::vector<int>{1, 3}));
+  for (const JobOutcome& o : apart.jobs) same(o, alone.jobs[0], o.name + " on GPUs of its own vs alone ");
+
+  // Jobs of two nodes that move no bytes (fixed steps: no links, no network)
+  // share their GPUs too: two on the same GPUs under fifo keep each GPU busy
+  // with one step at a time, so the last ends after both jobs' 3 steps of
+  // 10 ms, at 60 ms; alone one would end at 30 ms.
+  auto clk = make_virtual_clock();
+  Session fixed(*clk, *costs, spec(2, 1, "pinned"));  // fifo
+  for (const char* name : {"f0", "f1"}) {
+    SessionJob j = fixed_job(name, 2, 10 * kMillisecond, 3);
+    j.job.cluster.nodes = 2;
+    fixed.add_job(std::move(j));
+  }
+  fixed.run();
+  for (JobId id : {0, 1}) {
+    ASSERT_EQ(fixed.outcome(id).state, JobState::Finished) << fixed.outcome(id).error;
+    EXPECT_EQ(fixed.outcome(id).gpus, (std::vector<int>{0, 1}));
+    EXPECT_GE(fixed.outcome(id).end, 30 * kMillisecond);
+  }
+  EXPECT_EQ(std::max(fixed.outcome(0).end, fixed.outcome(1).end), 60 * kMillisecond);
 }
 
 }  // namespace
