@@ -8,6 +8,11 @@
 #include <string_view>
 
 #include <pybind11/pybind11.h>
+// Every file of the module converts with the same type casters (pybind11:
+// a caster one file sees and another does not breaks the one-definition
+// rule, and a value it misses fails only when Python receives it).
+#include <pybind11/stl.h>
+#include <pybind11/stl/filesystem.h>
 
 #include <nlohmann/json.hpp>
 
@@ -57,9 +62,19 @@ R call_override(const Base* self, std::string_view kind, std::string_view name, 
   }
 }
 
-// The placement policies written in Python (placement_policy.cpp) and the
-// Python Session (session.cpp), added to the module.
+// Each concept's bindings, added to the module by its init
+// (gpemu_module.cpp), in this order: the Emulator and its devices
+// (devices.cpp); predict, train and share (jobs.cpp); sharing policies
+// written in Python (sharing_policy.cpp); placement policies written in
+// Python (placement_policy.cpp); the Python Session (session.cpp); the
+// cluster (cluster.cpp: `error` is gpemu.Error, which a policy's failure
+// raises); the client of `gpemu serve` (serve_client.cpp).
+void bind_devices(py::module_& m);
+void bind_jobs(py::module_& m);
+void bind_sharing_policies(py::module_& m);
 void bind_placement_policies(py::module_& m);
 void bind_session(py::module_& m);
+void bind_cluster(py::module_& m, PyObject* error);
+void bind_serve_client(py::module_& m);
 
 }  // namespace gpemu::python
