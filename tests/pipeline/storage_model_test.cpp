@@ -113,6 +113,26 @@ TEST(StorageServer, RanksShareADevice) {
   EXPECT_EQ(shared_by(round_device(), 1).latency, ms);
 }
 
+// A loader whose share of a device changes (another job began or ended
+// reading it): requests in service keep their slots and ends.
+TEST(StorageServer, ASharedDeviceReshapedKeepsTheRequestsInService) {
+  StorageServer s(round_device(2));
+  EXPECT_EQ(s.serve(0, 100000), 2 * ms);
+  EXPECT_EQ(s.serve(0, 300000), 4 * ms);
+  // One slot now (shared by two): it is the later request's, free at 4 ms.
+  s.reshare(shared_by(round_device(2), 2));
+  EXPECT_EQ(s.serve(1 * ms, 100000), 4 * ms + 2 * ms);  // at the slot's pace: 1 ms + 100 KB at 100 MB/s
+  // Back to two slots: the new one is free at once, the other busy until 6 ms.
+  s.reshare(round_device(2));
+  EXPECT_EQ(s.serve(2 * ms, 100000), 4 * ms);
+  EXPECT_EQ(s.serve(2 * ms, 100000), 6 * ms);  // waits for the slot the request before freed at 4 ms
+  EXPECT_EQ(s.requests(), 5u);
+  // Four loaders on two slots: one slot at half the pace.
+  s.reshare(shared_by(round_device(2), 4));
+  EXPECT_EQ(s.device().latency, 2 * ms);
+  EXPECT_THROW(s.reshare(StorageDevice{}), InputError);  // no bandwidth
+}
+
 TEST(PageCacheModel, LeastRecentlyUsedSamplesLeaveFirst) {
   PageCacheModel pc(300);
   EXPECT_FALSE(pc.access(1, 100));
