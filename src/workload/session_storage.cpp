@@ -6,8 +6,8 @@ namespace gpemu {
 
 bool reads_samples(const DataSpec& phase) {
   const pipeline::LoaderModelOptions& m = phase.model;
-  const bool service = m.prep_service && m.prep_service->workers > 0 &&
-                       m.prep_service->offload != pipeline::PrepOffload::None;
+  const bool service =
+      m.prep_service && m.prep_service->workers > 0 && m.prep_service->offload != pipeline::PrepOffload::None;
   return phase.source == DataSource::Modelled && !m.preprocess && !m.storage_link && !service;
 }
 
