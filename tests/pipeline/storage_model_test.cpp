@@ -1,6 +1,7 @@
 // The storage model (a queued server), the page cache model (LRU) and the
 // loader cache's admission policies (MinIO, small file first).
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <fstream>
 #include <stdexcept>
@@ -97,6 +98,18 @@ TEST(StorageServer, PresetsAndFiles) {
     EXPECT_NE(std::string(e.what()).find("hdd, ssd, nvme, nfs"), std::string::npos) << e.what();
   }
   EXPECT_THROW(parse_storage(""), InputError);
+  // What is not a regular file is refused before it is opened: a FIFO's
+  // open would wait for a writer, a device would be read without end.
+  const std::string fifo = (dir.path() / "fifo").string();
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  for (const std::string& path : {fifo, std::string("/dev/zero"), dir.path().string()}) {
+    try {
+      parse_storage(path);
+      ADD_FAILURE() << path << " is not a device";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("not a regular file"), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(StorageServer, RanksShareADevice) {
