@@ -1,9 +1,10 @@
 // A session: the world that jobs run in, over time.
 //
 //   Session(Clock&, SessionSpec)            the clock, the GPUs (per node, one SharedGpu each, on one
-//     add_job(SessionJob) -> JobId           timeline), each node's CPU pool; while it runs too,
-//                                             from its host threads (a scheduler), or from any
-//                                             thread while an open session runs (a server's clients)
+//     add_job(SessionJob) -> JobId           timeline), each node's CPU pool and disk (data_storage);
+//                                             while it runs too, from its host threads (a
+//                                             scheduler), or from any thread while an open
+//                                             session runs (a server's clients)
 //     at(t, action)                           control under the clock: pause, preempt, resume
 //     run()                                   every job: arrives -> queued -> placed -> runs -> ends
 //     outcome(id), ended(id)                  what happened; its end, a ClockEvent to wait on
@@ -60,8 +61,13 @@
 // with Devices (processes) of its own on them, and ended with the session's
 // end event and an outcome (no record) when it detaches.
 //
-// Not yet: a storage model for the jobs' data (docs/architecture.md,
-// "Sessions").
+// The jobs' data (SessionSpec::data_storage): each node's disk, or one
+// store, that the jobs' modelled loaders read their samples from, each job
+// an even share of it while it runs.
+//
+// Not yet: one session for a torch run's rank processes (each process's
+// GPUs are a session of its own), clients that wait to be placed
+// (docs/architecture.md, "Sessions").
 //
 // A running session takes jobs from its own host threads, under either
 // clock: a control action (at), an on_job_end observer, a job's observer or
@@ -196,6 +202,19 @@ struct SessionSpec {
   // served first come first served with the other jobs' (StorageServer).
   // Unset: a checkpoint costs only checkpoint_save / checkpoint_restore.
   std::optional<pipeline::StorageDevice> checkpoint_storage;
+  // Where the jobs' data is: each node's disk (with data_storage_shared,
+  // one store every node reads, as `gpemu train --storage-shared`), which
+  // the modelled loaders of the jobs on it read their samples from in place
+  // of a storage of their own (JobSpec data.model.storage, and the
+  // evaluation's). Each job reading it gets an even share of it while it
+  // runs (pipeline::StorageShare: shared_by the job's ranks x the jobs), so
+  // two data-bound jobs on one node's disk slow each other and a job alone
+  // reads as it reads its own device. A job of several nodes reads each
+  // node's disk as its own (it takes whole nodes, as their CPU pools), or
+  // the shared store beside the other jobs. Unset: each job reads its own
+  // storage (data.model.storage; none: memory), as alone.
+  std::optional<pipeline::StorageDevice> data_storage;
+  bool data_storage_shared = false;
   // Jobs may be added while it runs from any thread (Session::add_job), and
   // run() returns only once close() has been called and every job has ended:
   // a server's session. Under the real clock only (under the virtual clock
@@ -215,8 +234,9 @@ struct SessionJob {
   std::string name;
   // A job of cluster.gpus GPUs of one node (of cluster.nodes nodes, as many
   // on each). The session sets its GPUs (cluster.gpu, on_node, on_cluster
-  // and, for several nodes, network), keep_partial and between_steps; the
-  // rest (model, batch, data, schedule) is the job's. Its own
+  // and, for several nodes, network), keep_partial and between_steps, and
+  // with SessionSpec::data_storage its modelled loaders' storage; the rest
+  // (model, batch, data, schedule) is the job's. Its own
   // schedule.between_steps, if any, is called first at each step boundary.
   JobSpec job;
   Time arrival = 0;                 // when it is queued (with `after`: this long after that job's end)
@@ -432,6 +452,8 @@ class Session {
   std::unique_ptr<NetworkLinks> network_;         // made for the first job of several nodes
   std::vector<std::shared_ptr<pipeline::CpuPool>> cpu_pools_;    // per node
   std::unique_ptr<pipeline::StorageServer> checkpoint_storage_;  // SessionSpec::checkpoint_storage
+  // SessionSpec::data_storage's tenants: per node (one object for all with data_storage_shared)
+  std::vector<std::shared_ptr<pipeline::StorageShare>> data_shares_;
   std::vector<std::unique_ptr<Slot>> slots_;
   std::vector<std::pair<Time, std::function<void(Session&)>>> actions_;
   std::vector<std::function<void(Session&, const JobOutcome&)>> end_observers_;

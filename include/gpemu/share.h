@@ -95,6 +95,10 @@ struct ShareSpec {
   // CPU cores of the machine the jobs' modelled data loaders share
   // (pipeline::CpuPool); 0: this machine's.
   int cpu_cores = 0;
+  // The machine's disk that the jobs' modelled loaders read their samples
+  // from, each job an even share of it while it runs (SessionSpec::
+  // data_storage); unset: each job reads its own storage (none: memory).
+  std::optional<pipeline::StorageDevice> storage;
   // Each job's train steps and kernel spans in its record (SharedJobResult::
   // record: share_json's steps, share_report's charts), which grow with the
   // steps; false: the totals only, in memory flat in steps.
@@ -194,6 +198,8 @@ std::string mean_jct_text(const ShareResult& result);
 
 // A jobs file (YAML or JSON, docs/sharing.md):
 //   gpu: P100                  # optional: the card, when --gpu is not given
+//   cores: 24                  # optional: the machine's cores the loaders share
+//   storage: hdd               # optional: the disk the dataset jobs read (parse_storage)
 //   jobs:
 //     - name: a                # default: job1, job2, ...
 //       model: resnet50        # a model, or:
@@ -214,6 +220,8 @@ std::string mean_jct_text(const ShareResult& result);
 struct JobsFile {
   std::string gpu;  // "" when the file names none
   int cores = 0;    // "cores": the machine's cores the loaders share; 0 when the file names none
+  // "storage": the disk the jobs' loaders read (parse_storage); unset when the file names none
+  std::optional<pipeline::StorageDevice> storage;
   std::vector<SharedJobSpec> jobs;
 };
 JobsFile load_jobs_file(const std::filesystem::path& path);

@@ -59,6 +59,7 @@ struct ShareArgs {
   bool connect = false;
   std::string connect_socket;  // --connect [SOCKET]: "" for the default
   int cores = 0;               // 0: the jobs file's, else this machine's
+  std::string storage;         // "": the jobs file's, else none (each job reads from memory)
   bool steps = false;
 };
 
@@ -81,6 +82,14 @@ void share(const ShareArgs& a) {
   spec.trace = !a.trace.empty();
   spec.jobs = file.jobs;
   spec.cpu_cores = a.cores > 0 ? a.cores : file.cores;
+  spec.storage = file.storage;
+  if (!a.storage.empty()) {
+    try {
+      spec.storage = pipeline::parse_storage(a.storage);
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("share --storage: {}", e.what()));
+    }
+  }
   spec.per_step = (a.json && a.steps) || !a.report.empty();  // what prints them; otherwise flat in steps
   warn_skipped_profiles(a.profiles);
   const auto profiles = a.profiles.empty() ? std::nullopt : std::optional<std::filesystem::path>(a.profiles);
@@ -88,6 +97,10 @@ void share(const ShareArgs& a) {
     throw InputError(
         "share --connect: --trace and --report are not available: the server's timeline has the kernels "
         "(gpemu smi shows them)");
+  if (a.connect && spec.storage)
+    throw InputError(
+        "share --connect: --storage (or the jobs file's 'storage') is the disk of jobs with a 'dataset', which run in "
+        "one process only; drop --connect or the storage");
   // --connect: the server runs each job as its jobs-file entry says (torch and host included).
   if (!a.connect) give_cost_models(spec, profiles);
   const std::unique_ptr<Clock> clock = make_clock(parse_clock_kind(a.clock));
@@ -164,6 +177,10 @@ void add_share_command(CLI::App& app) {
   cmd->add_option("--cores", a->cores,
                   "CPU cores the jobs' data loaders share (default: the jobs file's 'cores', else this machine's)")
       ->check(CLI::Range(1, 1 << 16));
+  cmd->add_option("--storage", a->storage,
+                  "The disk the jobs with a 'dataset' read their samples from, each job an even share while it runs: "
+                  "hdd, ssd, nvme, nfs or a JSON file (default: the jobs file's 'storage', else every read from "
+                  "memory)");
   // A bare --connect has no value for each() to see: count() tells that it
   // was given, and it means the default socket (never the in-process run).
   auto* connect =

@@ -2,6 +2,7 @@
 #include "common/message_text.h"
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -19,6 +20,12 @@ constexpr std::streamoff kMaxSpecFileBytes = 1 << 20;
 
 JsonSpecFile::JsonSpecFile(std::string what, std::string path, std::vector<std::string> keys, const std::string& hint)
     : what_(std::move(what)), path_(std::move(path)) {
+  // Not a regular file (a FIFO, whose open waits for a writer; a device,
+  // endless; a folder): refused before it is opened.
+  std::error_code ec;
+  const auto status = std::filesystem::status(path_, ec);
+  if (!ec && std::filesystem::exists(status) && !std::filesystem::is_regular_file(status))
+    throw InputError(fmt::format("{} {}: not a regular file; give {} or a JSON file", what_, path_, hint));
   std::ifstream in(path_, std::ios::binary);
   if (!in) throw InputError(fmt::format("{} {}: cannot be read; give {} or a readable JSON file", what_, path_, hint));
   in.seekg(0, std::ios::end);

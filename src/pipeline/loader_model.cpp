@@ -95,10 +95,8 @@ ModelledLoader::ModelledLoader(Clock& clock, std::shared_ptr<const Dataset> data
                             static_cast<std::uint64_t>(options_.transform.width) * sizeof(float);
   const int ranks = std::max(1, model_.ranks_sharing);
   if (model_.storage) {
-    const int storage_ranks = model_.storage_ranks_sharing > 0 ? model_.storage_ranks_sharing : ranks;
-    StorageDevice device = shared_by(*model_.storage, storage_ranks);
-    if (model_.storage_slots > 0) device.parallelism = std::min(device.parallelism, model_.storage_slots);
-    storage_ = std::make_unique<StorageServer>(device);
+    if (model_.storage_tenancy) storage_tenants_ = model_.storage_tenancy->tenants();
+    storage_ = std::make_unique<StorageServer>(storage_device(storage_tenants_));
     page_cache_ = std::make_unique<PageCacheModel>(model_.page_cache_bytes / static_cast<std::uint64_t>(ranks));
   }
   if (model_.cache_bytes > 0) {
@@ -137,6 +135,24 @@ Duration ModelledLoader::scaled(Duration d) const {
   return factor == 1.0 ? d : static_cast<Duration>(std::llround(static_cast<double>(d) * factor));
 }
 
+StorageDevice ModelledLoader::storage_device(int tenants) const {
+  const int ranks = model_.storage_ranks_sharing > 0 ? model_.storage_ranks_sharing : std::max(1, model_.ranks_sharing);
+  StorageDevice device = shared_by(*model_.storage, ranks * tenants);
+  if (model_.storage_slots > 0) device.parallelism = std::min(device.parallelism, model_.storage_slots);
+  return device;
+}
+
+Time ModelledLoader::serve_storage(Time arrival, std::uint64_t bytes) {
+  if (model_.storage_tenancy) {
+    const int tenants = model_.storage_tenancy->tenants();
+    if (tenants != storage_tenants_) {
+      storage_tenants_ = tenants;
+      storage_->reshare(storage_device(tenants));
+    }
+  }
+  return storage_->serve(arrival, bytes);
+}
+
 // The worker's next sample: its read and decode, starting at t; t moves to
 // its end. Returns the time spent reading (the rest decoded). A read from the
 // device takes the run of samples that follow it in the batch and in the file
@@ -167,7 +183,7 @@ Duration ModelledLoader::sample_step(WorkerState& ws, Time& t) {
       ++stats_.page_cache_misses;
       const Run run = run_from(dataset_, batch, ws.pos, *page_cache_);
       ws.fetched_until = run.end;
-      t = storage_->serve(t + scaled(model_.read_per_sample), run.bytes);
+      t = serve_storage(t + scaled(model_.read_per_sample), run.bytes);
     } else {
       if (storage_) ++stats_.page_cache_hits;
       t += scaled(model_sample_cost(s, false, model_).read);
@@ -208,7 +224,7 @@ void ModelledLoader::submit_reads(WorkerState& ws, Time t) {
         continue;
       }
       const Run run = run_from(dataset_, batch, pos, *page_cache_);
-      const Time done = storage_->serve(arrival, run.bytes);
+      const Time done = serve_storage(arrival, run.bytes);
       for (; pos < run.end; ++pos) {
         ready[pos] = done;
         page_cache_->access(batch[pos], dataset_.samples[batch[pos]].length);

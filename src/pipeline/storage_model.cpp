@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -152,6 +153,22 @@ Time StorageServer::serve(Time arrival, std::uint64_t bytes) {
   bytes_ += bytes;
   return end;
 }
+
+void StorageServer::reshare(StorageDevice device) {
+  validate(device);
+  // The slots' ends, latest first: those in service keep theirs.
+  std::sort(slot_free_.begin(), slot_free_.end(), std::greater<>());
+  slot_free_.resize(static_cast<std::size_t>(device.parallelism), 0);
+  std::make_heap(slot_free_.begin(), slot_free_.end(), std::greater<>());
+  device_ = std::move(device);
+}
+
+StorageTenancy::StorageTenancy(std::shared_ptr<StorageShare> share) : share_(std::move(share)) {
+  if (!share_) throw std::invalid_argument("StorageTenancy: null share");
+  ++share_->tenants;
+}
+
+StorageTenancy::~StorageTenancy() { --share_->tenants; }
 
 PageCacheModel::PageCacheModel(std::uint64_t capacity_bytes) : capacity_(capacity_bytes) {}
 

@@ -253,14 +253,23 @@ JobsFile parse_jobs_text(std::string_view text_in, std::string_view source) {
                     "only the last)",
                     source, printable_excerpt(twice, 60)));
   const Where top{source, ""};
-  if (!root.is_object()) bad(top, "(file)", root, "an object with 'jobs' (and optionally 'gpu')");
+  if (!root.is_object()) bad(top, "(file)", root, "an object with 'jobs' (and optionally 'gpu', 'cores', 'storage')");
   for (const auto& [key, value] : root.items())
-    if (key != "jobs" && key != "gpu" && key != "cores")
-      throw InputError(fmt::format("{}: unknown key '{}'; the file takes 'gpu', 'cores' and 'jobs'", source, key));
+    if (key != "jobs" && key != "gpu" && key != "cores" && key != "storage")
+      throw InputError(
+          fmt::format("{}: unknown key '{}'; the file takes 'gpu', 'cores', 'storage' and 'jobs'", source, key));
   JobsFile out;
   if (auto it = root.find("gpu"); it != root.end()) out.gpu = text(top, "gpu", *it);
   if (auto it = root.find("cores"); it != root.end())
     out.cores = static_cast<int>(integer(top, "cores", *it, 1, kMaxCores));
+  if (auto it = root.find("storage"); it != root.end()) {
+    const std::string device = text(top, "storage", *it);
+    try {
+      out.storage = pipeline::parse_storage(device);
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("{}: {}", top.at("storage"), e.what()));
+    }
+  }
   auto jobs = root.find("jobs");
   if (jobs == root.end() || !jobs->is_array() || jobs->empty() || jobs->size() > kMaxSharedJobs)
     bad(top, "jobs", jobs == root.end() ? nlohmann::json() : *jobs,

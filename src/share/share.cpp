@@ -328,13 +328,14 @@ ShareResult run_shared(Clock& clock, const CostModel& costs, const ShareSpec& sp
   validate(spec);
   const std::vector<StepCost> step_costs = model_steps(costs, spec);  // an unknown model is refused here
   check_fits_clock(spec, step_costs);
-  // One GPU, every job pinned to it from its arrival; the machine's cores,
-  // which the jobs' loaders share while they run.
+  // One GPU, every job pinned to it from its arrival; the machine's cores
+  // and disk, which the jobs' loaders share while they run.
   SessionSpec world;
   world.gpu = spec.gpu;
   world.share = spec.options;
   world.placement = placement_policy("pinned");
   world.cpu_cores_per_node = spec.cpu_cores;
+  world.data_storage = spec.storage;
   world.trace = spec.trace;
   Session session(clock, costs, world);
   KernelUnion kernels(spec.utilization_window);

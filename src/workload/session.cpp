@@ -13,6 +13,7 @@
 
 #include "common/message_text.h"
 #include "gpemu/error.h"
+#include "workload/session_storage.h"
 
 namespace gpemu {
 
@@ -173,6 +174,16 @@ Session::Session(Clock& clock, const CostModel& costs, SessionSpec spec)
     } catch (const InputError& e) {
       throw InputError(fmt::format("session: checkpoint storage: {}", e.what()));
     }
+  }
+  if (spec_.data_storage) {
+    try {
+      pipeline::validate(*spec_.data_storage);
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("session: data storage: {}", e.what()));
+    }
+    for (int n = 0; n < spec_.nodes; ++n)
+      data_shares_.push_back(spec_.data_storage_shared && n > 0 ? data_shares_.front()
+                                                                : std::make_shared<pipeline::StorageShare>());
   }
 }
 
@@ -643,7 +654,8 @@ void Session::run_job(Slot& s) {
 }
 
 // The job's spec on its GPUs: the session's card, its node's links (a job of
-// several GPUs), the GPUs' shared views (a shared session), its node's CPUs.
+// several GPUs), the GPUs' shared views (a shared session), its node's CPUs
+// and, with SessionSpec::data_storage, its node's disk.
 JobSpec Session::placed_spec(Slot& s) {
   JobSpec j = s.job.job;
   const int per_node = spec_.gpus_per_node, node = s.out.gpu / per_node;
@@ -654,6 +666,15 @@ JobSpec Session::placed_spec(Slot& s) {
   pipeline::LoaderModelOptions& m = j.data.model;
   if (j.data.source == DataSource::Modelled && m.loader_threads == 0 && !m.cpu_pool && j.cluster.nodes == 1)
     m.cpu_pool = cpu_pools_[static_cast<std::size_t>(node)];
+  // Its modelled loaders read the node's disk (or the shared store) with the
+  // other jobs on it; those starting at this instant join it before any of
+  // them reads, so that each reads its share from its first request.
+  if (spec_.data_storage) {
+    const bool own_nodes = j.cluster.nodes > 1 && !spec_.data_storage_shared;
+    if (read_from_session_storage(j, *spec_.data_storage, spec_.data_storage_shared,
+                                  own_nodes ? nullptr : data_shares_[static_cast<std::size_t>(node)]))
+      clock_.yield_to_peers();
+  }
   j.cluster.gpu = spec_.gpu;
   NodeGpus& on = j.cluster.on_node;
   on.timeline = timeline_.get();

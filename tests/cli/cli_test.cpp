@@ -62,10 +62,13 @@ TEST(Cli, ShareRunsJobsOnOneGpuAndRefusesBadInputInOneLine) {
   EXPECT_NE(text.out.find("makespan"), std::string::npos);
   for (const std::string& bad : {"share --jobs " + (dir.path() / "missing.json").string(),
                                  "share --jobs " + jobs.string() + " --policy round-robin",
-                                 "share --jobs " + jobs.string() + " --policy mig --clock virtual"}) {
+                                 "share --jobs " + jobs.string() + " --policy mig --clock virtual",
+                                 "share --jobs " + jobs.string() + " --storage floppy --clock virtual",
+                                 "share --jobs " + jobs.string() + " --storage hdd --connect"}) {
     Result r = run(bad);
     EXPECT_NE(r.status, 0) << bad;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << bad << ": " << r.err;
+    if (bad.find("--storage") != std::string::npos) EXPECT_NE(r.err.find("--storage"), std::string::npos) << r.err;
   }
 }
 

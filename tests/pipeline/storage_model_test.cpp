@@ -1,6 +1,7 @@
 // The storage model (a queued server), the page cache model (LRU) and the
 // loader cache's admission policies (MinIO, small file first).
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <fstream>
 #include <stdexcept>
@@ -97,6 +98,18 @@ TEST(StorageServer, PresetsAndFiles) {
     EXPECT_NE(std::string(e.what()).find("hdd, ssd, nvme, nfs"), std::string::npos) << e.what();
   }
   EXPECT_THROW(parse_storage(""), InputError);
+  // What is not a regular file is refused before it is opened: a FIFO's
+  // open would wait for a writer, a device would be read without end.
+  const std::string fifo = (dir.path() / "fifo").string();
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  for (const std::string& path : {fifo, std::string("/dev/zero"), dir.path().string()}) {
+    try {
+      parse_storage(path);
+      ADD_FAILURE() << path << " is not a device";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("not a regular file"), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(StorageServer, RanksShareADevice) {
@@ -111,6 +124,26 @@ TEST(StorageServer, RanksShareADevice) {
   EXPECT_EQ(quarter.latency, ms);
   EXPECT_DOUBLE_EQ(quarter.total_bytes_per_s, 1e8);
   EXPECT_EQ(shared_by(round_device(), 1).latency, ms);
+}
+
+// A loader whose share of a device changes (another job began or ended
+// reading it): requests in service keep their slots and ends.
+TEST(StorageServer, ASharedDeviceReshapedKeepsTheRequestsInService) {
+  StorageServer s(round_device(2));
+  EXPECT_EQ(s.serve(0, 100000), 2 * ms);
+  EXPECT_EQ(s.serve(0, 300000), 4 * ms);
+  // One slot now (shared by two): it is the later request's, free at 4 ms.
+  s.reshare(shared_by(round_device(2), 2));
+  EXPECT_EQ(s.serve(1 * ms, 100000), 4 * ms + 2 * ms);  // at the slot's pace: 1 ms + 100 KB at 100 MB/s
+  // Back to two slots: the new one is free at once, the other busy until 6 ms.
+  s.reshare(round_device(2));
+  EXPECT_EQ(s.serve(2 * ms, 100000), 4 * ms);
+  EXPECT_EQ(s.serve(2 * ms, 100000), 6 * ms);  // waits for the slot the request before freed at 4 ms
+  EXPECT_EQ(s.requests(), 5u);
+  // Four loaders on two slots: one slot at half the pace.
+  s.reshare(shared_by(round_device(2), 4));
+  EXPECT_EQ(s.device().latency, 2 * ms);
+  EXPECT_THROW(s.reshare(StorageDevice{}), InputError);  // no bandwidth
 }
 
 TEST(PageCacheModel, LeastRecentlyUsedSamplesLeaveFirst) {

@@ -372,6 +372,40 @@ TEST(Share, DatasetJobsShareTheMachinesCores) {
   EXPECT_LT(roomy, 1.1 * alone);
 }
 
+// The jobs file's "storage" is the machine's disk that the dataset jobs read
+// (SessionSpec::data_storage): two disk-bound jobs read it at half the pace
+// each, so each takes about twice as long as one alone (not exactly: the
+// GPU steps between the reads are the jobs' own).
+TEST(Share, DatasetJobsShareTheMachinesDisk) {
+  const JobsFile file = parse_jobs(R"({"cores": 16, "storage": "hdd", "jobs": [{"name": "a", "model": "alexnet",
+      "dataset": "imagenette", "iterations": 5}, {"name": "b", "model": "alexnet", "dataset": "imagenette",
+      "iterations": 5}]})",
+                                   "t");
+  ASSERT_TRUE(file.storage);
+  EXPECT_EQ(file.storage->name, "hdd");
+  auto jct = [&](std::vector<SharedJobSpec> jobs) {
+    static const auto costs = make_cost_model(std::nullopt);
+    const std::unique_ptr<Clock> clock = make_virtual_clock();
+    ShareSpec spec;
+    spec.gpu = &find_gpu("V100");
+    spec.options.policy = SharePolicy::Mps;
+    spec.cpu_cores = file.cores;
+    spec.storage = file.storage;
+    spec.jobs = std::move(jobs);
+    const ShareResult r = run_shared(*clock, *costs, spec);
+    for (const SharedJobResult& j : r.jobs) EXPECT_TRUE(j.error.empty()) << j.error;
+    return r.jobs.front().jct_s();
+  };
+  const double alone = jct({file.jobs[0]});
+  const double both = jct(file.jobs);
+  EXPECT_GT(both, 1.9 * alone);
+  EXPECT_LT(both, 2.1 * alone);
+  // A storage the file cannot have is named, with what is accepted.
+  const std::string e = jobs_error(R"({"storage": "floppy", "jobs": [{"model": "alexnet"}]})");
+  EXPECT_NE(e.find("'storage'"), std::string::npos) << e;
+  EXPECT_NE(e.find("hdd, ssd, nvme, nfs"), std::string::npos) << e;
+}
+
 TEST(Share, AnUnknownModelOrMigOffPolicyIsRefusedUpFront) {
   EXPECT_THROW(run("V100", SharePolicy::Fifo, {model_job("a", "resnet9000", 32, 2)}), InputError);
   SharedJobSpec a = model_job("a", "resnet50", 32, 2);

@@ -90,6 +90,12 @@ struct LoaderModelOptions {
   // then waits for the device (StorageServer, shared by this loader's
   // workers; shared_by() its ranks).
   std::optional<StorageDevice> storage;
+  // A device other jobs' loaders read too (a session's node disk or shared
+  // store: storage_model.h, StorageShare): this job's tenancy of it, and
+  // `storage` is then served at shared_by(storage, its ranks sharing it x
+  // the tenants), the count read as each request is served. Null: the
+  // device is this job's alone.
+  std::shared_ptr<const StorageTenancy> storage_tenancy;
   // The page cache in front of the storage (LRU of samples), bytes; it lasts
   // across epochs unless page_cache_cold, which drops it before each.
   std::uint64_t page_cache_bytes = UINT64_MAX;
@@ -237,6 +243,10 @@ class ModelledLoader : public BatchSource {
   Duration sample_step(WorkerState& ws, Time& t);
   void submit_reads(WorkerState& ws, Time t);
   Duration scaled(Duration d) const;
+  // The storage device as this loader's share of it, among `tenants` jobs.
+  StorageDevice storage_device(int tenants) const;
+  // A request to the storage device, at this loader's share of it now.
+  Time serve_storage(Time arrival, std::uint64_t bytes);
 
   Clock& clock_;
   std::shared_ptr<const Dataset> data_;
@@ -277,6 +287,7 @@ class ModelledLoader : public BatchSource {
   };
   std::vector<WorkerState> workers_;
   std::unique_ptr<StorageServer> storage_;
+  int storage_tenants_ = 1;  // the tenants storage_ is shared among (storage_tenancy)
   std::unique_ptr<PageCacheModel> page_cache_;
   std::unique_ptr<StorageServer> fetch_;  // remote hits of a distributed cache
   CacheAdmission admission_;

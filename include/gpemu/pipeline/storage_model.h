@@ -21,12 +21,27 @@
 // PageCacheModel is the kernel's page cache in front of it as an LRU of
 // samples with a capacity in bytes (what a cgroup memory limit gave the
 // original experiments).
-// Thread safety: one owner each (a modelled loader).
+//
+// StorageShare is a device several jobs' modelled loaders share (a
+// session's node disk, or one store every node reads: session.h,
+// SessionSpec::data_storage): each job reading it holds a StorageTenancy
+// while it runs, and each of its loaders serves its requests at an even
+// share of the device among the tenants (shared_by the job's ranks sharing
+// it x the tenants), the count read as each request is served, as a CPU
+// pool's threads are read as a batch is costed. The loaders keep servers of
+// their own: a job's loaders are simulated lazily and apart from the
+// others', so their requests do not reach one queue in time order
+// (docs/decisions.md, "The jobs' data through the session's storage").
+// Thread safety: StorageServer and PageCacheModel one owner each (a modelled
+// loader); StorageShare and StorageTenancy any thread.
 #pragma once
 
+#include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <list>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -69,6 +84,12 @@ class StorageServer {
   // previous request's arrival); returns when it ends.
   Time serve(Time arrival, std::uint64_t bytes);
   const StorageDevice& device() const { return device_; }
+  // Serves the requests from now on as `device` (validated): a loader whose
+  // share of a device changed. Requests in service keep their slots and
+  // ends: with fewer slots a new request waits until enough of them end,
+  // with more the new slots are free at once; the channel and the iops pace
+  // carry on.
+  void reshare(StorageDevice device);
   std::uint64_t requests() const { return requests_; }
   std::uint64_t bytes() const { return bytes_; }
 
@@ -79,6 +100,25 @@ class StorageServer {
   Time request_free_ = 0;  // iops: when the next request may start
   Time last_arrival_ = 0;
   std::uint64_t requests_ = 0, bytes_ = 0;
+};
+
+// A device's tenants now (jobs reading it); see the top of the file.
+struct StorageShare {
+  std::atomic<int> tenants{0};
+};
+
+// A job's tenancy of a StorageShare: it counts while this object lives (a
+// job's loaders hold it through LoaderModelOptions::storage_tenancy).
+class StorageTenancy {
+ public:
+  explicit StorageTenancy(std::shared_ptr<StorageShare> share);
+  ~StorageTenancy();
+  StorageTenancy(const StorageTenancy&) = delete;
+  StorageTenancy& operator=(const StorageTenancy&) = delete;
+  int tenants() const { return std::max(1, share_->tenants.load()); }
+
+ private:
+  std::shared_ptr<StorageShare> share_;
 };
 
 class PageCacheModel {
