@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <unistd.h>
-#include <charconv>
 #include <cstdlib>
 
 #include "common/env_number.h"
@@ -38,21 +37,6 @@ std::string client_name(const Settings& s) {
 
 using detail::env;
 
-namespace {
-
-// A whole-number variable in [lo, hi]; nullopt when unset. InputError naming it otherwise.
-std::optional<int> env_whole(const char* name, int lo, int hi) {
-  const auto v = env(name);
-  if (!v) return std::nullopt;
-  int n = 0;
-  const auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), n);
-  if (ec != std::errc() || end != v->data() + v->size() || n < lo || n > hi)
-    throw InputError(fmt::format("{} '{}': expected a whole number from {} to {}", name, *v, lo, hi));
-  return n;
-}
-
-}  // namespace
-
 Settings Settings::from_env() {
   Settings s;
   if (auto v = env("GPEMU_TORCH_GPU")) {
@@ -60,9 +44,9 @@ Settings Settings::from_env() {
       throw InputError(fmt::format("GPEMU_TORCH_GPU '{}': not a catalogued GPU (`gpemu devices` lists them)", *v));
     s.gpu = *v;
   }
-  if (auto n = env_whole("GPEMU_TORCH_GPUS", 1, kMaxTorchGpus)) s.gpus = *n;
-  if (auto n = env_whole("GPEMU_TORCH_NODES", 1, 4096)) s.nodes = *n;
-  if (auto n = env_whole("GPEMU_TORCH_NODE_RANKS", 1, 4096)) s.node_ranks = *n;
+  if (auto v = env("GPEMU_TORCH_GPUS")) s.gpus = env_whole_number("GPEMU_TORCH_GPUS", *v, 1, kMaxTorchGpus);
+  if (auto v = env("GPEMU_TORCH_NODES")) s.nodes = env_whole_number("GPEMU_TORCH_NODES", *v, 1, 4096);
+  if (auto v = env("GPEMU_TORCH_NODE_RANKS")) s.node_ranks = env_whole_number("GPEMU_TORCH_NODE_RANKS", *v, 1, 4096);
   if (auto v = env("GPEMU_TORCH_NETWORK")) s.network = *v;
   if (auto v = env("GPEMU_TORCH_CLOCK")) {
     if (*v != "real" && *v != "virtual")
@@ -76,7 +60,7 @@ Settings Settings::from_env() {
   if (auto v = env("GPEMU_TORCH_MAIN_PID")) s.main_process = *v == std::to_string(::getpid());
   if (auto v = env("GPEMU_TORCH_PARTS")) s.parts = *v;
   if (auto v = env("GPEMU_TORCH_SERVE")) s.serve = *v;
-  if (auto n = env_whole("GPEMU_TORCH_PRIORITY", -1000, 1000)) s.priority = *n;
+  if (auto v = env("GPEMU_TORCH_PRIORITY")) s.priority = env_whole_number("GPEMU_TORCH_PRIORITY", *v, -1000, 1000);
   if (auto v = env("GPEMU_TORCH_MIG")) s.mig = *v;
   if (auto v = env("GPEMU_TORCH_HOST")) s.host = *v;
   if (auto v = env("GPEMU_TORCH_STEP_MARKER")) s.step_marker = *v;
