@@ -19,7 +19,7 @@ namespace sd = gpemu::share_detail;
 
 namespace {
 
-// Every field of the protocol (docs/sharing.md), as serve.cpp reads it.
+// Every field of the protocol (docs/sharing.md), as serve_ops.cpp reads it.
 void read_fields(const nlohmann::json& m) {
   (void)sd::request_op(m);
   (void)sd::request_int(m, "gpu", 0, 63, 0);

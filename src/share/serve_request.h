@@ -1,7 +1,7 @@
 // gpemu serve's wire protocol, the part that needs no socket and no GPU:
 // cutting lines out of what a peer sent, reading a request line as JSON and
 // its fields as the server checks them, and writing a reply line. The server
-// (serve.cpp) and its clients use these; so does the fuzz harness
+// (serve_server.cpp, serve_ops.cpp) and its clients use these; so does the fuzz harness
 // (fuzz/serve_request_fuzz.cpp).
 #pragma once
 

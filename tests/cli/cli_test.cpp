@@ -68,7 +68,9 @@ TEST(Cli, ShareRunsJobsOnOneGpuAndRefusesBadInputInOneLine) {
     Result r = run(bad);
     EXPECT_NE(r.status, 0) << bad;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << bad << ": " << r.err;
-    if (bad.find("--storage") != std::string::npos) EXPECT_NE(r.err.find("--storage"), std::string::npos) << r.err;
+    if (bad.find("--storage") != std::string::npos) {
+      EXPECT_NE(r.err.find("--storage"), std::string::npos) << r.err;
+    }
   }
 }
 
