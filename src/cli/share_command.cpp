@@ -72,8 +72,8 @@ void fail_if_no_job_finished(const ShareResult& r) {
       fmt::format("share: none of the {} jobs finished (each one's error is in the output above)", r.jobs.size()));
 }
 
-void share(const ShareArgs& a) {
-  check_run_outputs(a.trace, a.report);
+// The spec the flags and the jobs file give; InputError for what cannot run together.
+ShareSpec share_spec(const ShareArgs& a) {
   const JobsFile file = load_jobs_file(a.jobs);
   ShareSpec spec;
   spec.gpu = &find_gpu(!a.gpu.empty() ? a.gpu : !file.gpu.empty() ? file.gpu : "v100");
@@ -91,8 +91,6 @@ void share(const ShareArgs& a) {
     }
   }
   spec.per_step = (a.json && a.steps) || !a.report.empty();  // what prints them; otherwise flat in steps
-  warn_skipped_profiles(a.profiles);
-  const auto profiles = a.profiles.empty() ? std::nullopt : std::optional<std::filesystem::path>(a.profiles);
   if (a.connect && (!a.trace.empty() || !a.report.empty()))
     throw InputError(
         "share --connect: --trace and --report are not available: the server's timeline has the kernels "
@@ -101,24 +99,11 @@ void share(const ShareArgs& a) {
     throw InputError(
         "share --connect: --storage (or the jobs file's 'storage') is the disk of jobs with a 'dataset', which run in "
         "one process only; drop --connect or the storage");
-  // --connect: the server runs each job as its jobs-file entry says (torch and host included).
-  if (!a.connect) give_cost_models(spec, profiles);
-  const std::unique_ptr<Clock> clock = make_clock(parse_clock_kind(a.clock));
-  const ShareResult r = a.connect
-                            ? run_shared_remote(a.connect_socket.empty() ? default_socket_path()
-                                                                         : std::filesystem::path(a.connect_socket),
-                                                spec, profiles)
-                            : run_shared(*clock, *spec.jobs.front().costs, spec);
-  if (!a.trace.empty()) write_chrome_trace_file(r.trace, r.host_spans, r.trace_devices, a.trace);
-  if (!a.report.empty()) write_html_report_file(share_report(r), a.report);
+  return spec;
+}
 
-  if (a.json) {
-    nlohmann::json j = share_json(r, a.steps);
-    if (!a.trace.empty()) j["trace"] = a.trace;
-    if (!a.report.empty()) j["report"] = a.report;
-    std::cout << j.dump(2) << '\n';
-    return fail_if_no_job_finished(r);
-  }
+// The text output: the jobs' table, the run's summary, each failed job's error.
+void print_share_text(const ShareResult& r, const ShareArgs& a) {
   std::cout << fmt::format("{} jobs sharing one emulated {} under policy {} ({} clock)\n", r.jobs.size(), r.gpu,
                            to_string(r.policy), r.clock);
   if (r.policy == SharePolicy::TimeSlice)
@@ -151,6 +136,32 @@ void share(const ShareArgs& a) {
     if (!j.error.empty()) std::cout << fmt::format("{}: {}\n", terminal_text(j.name), one_line_message(j.error));
   if (!a.trace.empty()) std::cout << "trace: " << a.trace << " (open in https://ui.perfetto.dev)\n";
   if (!a.report.empty()) std::cout << "report: " << a.report << '\n';
+}
+
+void share(const ShareArgs& a) {
+  check_run_outputs(a.trace, a.report);
+  ShareSpec spec = share_spec(a);
+  warn_skipped_profiles(a.profiles);
+  const auto profiles = a.profiles.empty() ? std::nullopt : std::optional<std::filesystem::path>(a.profiles);
+  // --connect: the server runs each job as its jobs-file entry says (torch and host included).
+  if (!a.connect) give_cost_models(spec, profiles);
+  const std::unique_ptr<Clock> clock = make_clock(parse_clock_kind(a.clock));
+  const ShareResult r = a.connect
+                            ? run_shared_remote(a.connect_socket.empty() ? default_socket_path()
+                                                                         : std::filesystem::path(a.connect_socket),
+                                                spec, profiles)
+                            : run_shared(*clock, *spec.jobs.front().costs, spec);
+  if (!a.trace.empty()) write_chrome_trace_file(r.trace, r.host_spans, r.trace_devices, a.trace);
+  if (!a.report.empty()) write_html_report_file(share_report(r), a.report);
+
+  if (a.json) {
+    nlohmann::json j = share_json(r, a.steps);
+    if (!a.trace.empty()) j["trace"] = a.trace;
+    if (!a.report.empty()) j["report"] = a.report;
+    std::cout << j.dump(2) << '\n';
+    return fail_if_no_job_finished(r);
+  }
+  print_share_text(r, a);
   fail_if_no_job_finished(r);
 }
 
