@@ -18,6 +18,9 @@
 // those values until an op writes to it, so copying it back, item() and
 // DDP's parameter check read them. Everything else copied back to the host
 // reads zero (docs/torch.md says what that changes).
+// The torch.ops.gpemu calls of gpemu_torch's Python side are gpemu_ops.cpp;
+// what they share with these slots (the thread's device, stream and phase,
+// the allocator's deferred frees, the host's values) is backend_state.h.
 #include <ATen/ATen.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -48,6 +51,7 @@
 #include <unordered_map>
 
 #include "gpemu/error.h"
+#include "torch/backend_state.h"
 #include "torch/op_rules.h"
 #include "torch/runtime.h"
 #include "torch/shape_rules.h"
@@ -63,15 +67,18 @@ thread_local int t_device = 0;
 thread_local std::array<std::int64_t, kMaxTorchGpus> t_stream{};
 
 int device_of(c10::Device d) { return d.has_index() ? d.index() : t_device; }
-c10::Device cuda_device(int i) { return {c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(i)}; }
 // c10's event handles (void*) carry the runtime's event ids.
 std::int64_t event_id(void* event) { return static_cast<std::int64_t>(reinterpret_cast<std::intptr_t>(event)); }
+
+}  // namespace
 
 void check_device(int index) {
   const int n = rt().device_count();
   TORCH_CHECK(index >= 0 && index < n, "CUDA device ", index, " does not exist: gpemu torch emulates ", n, " GPU",
               n == 1 ? "" : "s", " (--gpus)");
 }
+
+namespace {
 
 // Sets the thread's current device for a scope (the allocator reads it).
 struct DeviceScope {
@@ -131,11 +138,15 @@ void phase_exit(const at::RecordFunction& /*fn*/, at::ObserverContext* ctx) {
   if (ctx != nullptr) --*static_cast<PhaseContext*>(ctx)->depth;
 }
 
+}  // namespace
+
 OpProgram::Section current_section() {
   if (t_optimizer_depth > 0) return OpProgram::Section::Optimizer;
   if (t_backward_depth > 0 || t_engine_thread) return OpProgram::Section::Backward;
   return OpProgram::Section::Forward;
 }
+
+namespace {
 
 // When the op being emulated reached the backend (the clock's time; -1: not
 // in one), and whether the next op inside a cpp_call (gpemu_torch's wrapper
@@ -331,6 +342,8 @@ void forget_values(const ValueKey& key) {
 }
 void forget_values(const at::Tensor& t) { forget_values(value_key(t)); }
 
+}  // namespace
+
 // A host copy of t's values; an undefined tensor when they are not known.
 at::Tensor read_values(const at::Tensor& t) {
   if (g_value_count.load(std::memory_order_relaxed) == 0 || !t.is_cuda()) return {};
@@ -357,6 +370,8 @@ void write_values(const at::Tensor& t, const at::Tensor& values) {
   typed_view(it->second, t).copy_(values);
 }
 
+namespace {
+
 // ---- device memory ------------------------------------------------------------
 
 struct DeviceBlock {
@@ -379,6 +394,8 @@ std::mutex g_deferred_mutex;
 std::vector<DeferredFree> g_deferred;
 std::array<std::uint64_t, kMaxTorchGpus> g_deferred_bytes{};
 std::atomic<std::size_t> g_deferred_count{0};  // lets allocations skip the lock when nothing waits
+
+}  // namespace
 
 // Returns the deferred blocks of `device` whose streams are done to the
 // allocator (every one of them, waiting for their streams, when `wait`).
@@ -409,6 +426,8 @@ void process_deferred_frees(int device, bool wait) {
     rt().free(f.device, f.ptr);
   }
 }
+
+namespace {
 
 void free_device_block(void* ctx) {
   auto* b = static_cast<DeviceBlock*>(ctx);
@@ -446,12 +465,7 @@ struct DeviceAllocator final : c10::Allocator {
       } catch (const OutOfMemoryError&) {
         // As PyTorch before it gives up: wait for the blocks other streams
         // still use, free them, and try again.
-        bool deferred = false;
-        {
-          std::lock_guard lock(g_deferred_mutex);
-          deferred = g_deferred_bytes[static_cast<std::size_t>(d)] > 0;
-        }
-        if (!deferred) throw;
+        if (deferred_bytes(d) == 0) throw;
         process_deferred_frees(d, /*wait=*/true);
         p = rt().allocate(d, n, stream);
       }
@@ -962,122 +976,6 @@ void emulate_op(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   for (const c10::IValue& v : meta_outs) stack->push_back(from_meta(v, m));
 }
 
-// ---- control ops for the Python side (torch.ops.gpemu.*) -----------------------
-
-int64_t op_device_count() { return rt().device_count(); }
-std::string op_gpu_info() {
-  const GpuSpec& g = rt().gpu();
-  return fmt::format("{}|{}|{}|{}|{}", g.name, g.id, g.architecture, g.reported_memory(), g.sm_count);
-}
-std::vector<int64_t> op_memory_stats(int64_t device) {
-  const AllocatorStats s = rt().memory_stats(static_cast<int>(device));
-  std::uint64_t deferred = 0;  // freed by the script, held for other streams: not allocated (as PyTorch counts)
-  {
-    std::lock_guard lock(g_deferred_mutex);
-    deferred = g_deferred_bytes[static_cast<std::size_t>(device)];
-  }
-  return {static_cast<int64_t>(s.allocated_bytes - deferred),
-          static_cast<int64_t>(s.peak_allocated_bytes),
-          static_cast<int64_t>(s.reserved_bytes),
-          static_cast<int64_t>(s.peak_reserved_bytes),
-          static_cast<int64_t>(s.requested_bytes),
-          static_cast<int64_t>(s.peak_requested_bytes),
-          static_cast<int64_t>(s.active_blocks),
-          static_cast<int64_t>(s.segments),
-          static_cast<int64_t>(s.num_alloc_retries),
-          static_cast<int64_t>(s.num_ooms),
-          static_cast<int64_t>(s.num_device_alloc),
-          static_cast<int64_t>(s.num_device_free)};
-}
-void op_empty_cache() {
-  for (int i = 0; i < rt().device_count(); ++i) {
-    process_deferred_frees(i, /*wait=*/true);
-    rt().empty_cache(i);
-  }
-}
-void op_reset_peak(int64_t device) { rt().reset_peak_stats(static_cast<int>(device)); }
-void op_set_memory_fraction(double fraction, int64_t device) {
-  rt().set_memory_fraction(static_cast<int>(device), fraction);
-}
-void op_synchronize(int64_t device) { rt().synchronize_device(static_cast<int>(device)); }
-int64_t op_current_device() { return t_device; }
-void op_set_device(int64_t device) {
-  check_device(static_cast<int>(device));
-  t_device = static_cast<int>(device);
-}
-int64_t op_current_stream(int64_t device) { return t_stream[static_cast<std::size_t>(device)]; }
-void op_set_stream(int64_t device, int64_t stream) {
-  rt().check_stream(static_cast<int>(device), stream);
-  t_stream[static_cast<std::size_t>(device)] = stream;
-}
-int64_t op_create_stream(int64_t device) { return rt().create_stream(static_cast<int>(device)); }
-void op_stream_synchronize(int64_t device, int64_t stream) { rt().synchronize(static_cast<int>(device), stream); }
-bool op_stream_query(int64_t device, int64_t stream) { return rt().stream_query(static_cast<int>(device), stream); }
-// The packed form torch._C.Stream(_cdata) takes (c10::Stream::pack).
-int64_t op_stream_pack(int64_t device, int64_t stream) {
-  return static_cast<int64_t>(c10::Stream(c10::Stream::UNSAFE, cuda_device(static_cast<int>(device)), stream).pack());
-}
-double op_now() { return to_seconds(rt().clock().now()); }
-std::string op_section() {
-  switch (current_section()) {
-    case OpProgram::Section::Backward: return "backward";
-    case OpProgram::Section::Optimizer: return "optimizer";
-    default: return "forward";
-  }
-}
-// Events made from Python (torch.cuda.Event): the runtime's ids.
-int64_t op_event_create() { return rt().event_create(); }
-void op_event_destroy(int64_t id) { rt().event_destroy(id); }
-void op_event_record(int64_t id, int64_t device, int64_t stream) {
-  rt().event_record(id, static_cast<int>(device), stream);
-}
-void op_event_wait(int64_t id, int64_t device, int64_t stream) {
-  rt().event_wait(id, static_cast<int>(device), stream);
-}
-bool op_event_query(int64_t id) { return rt().event_query(id); }
-void op_event_synchronize(int64_t id) { rt().event_synchronize(id); }
-double op_event_elapsed_ms(int64_t start, int64_t end) {
-  try {
-    return rt().event_elapsed_ms(start, end);
-  } catch (const InputError& e) {
-    TORCH_CHECK(false, e.what());
-  }
-}
-
-// The emulated NCCL process group's hooks (gpemu_torch/_dist.py).
-c10::optional<at::Tensor> op_values_get(const at::Tensor& t) {
-  at::Tensor v = read_values(t);
-  if (!v.defined()) return c10::nullopt;
-  return v;
-}
-void op_values_set(const at::Tensor& t, const at::Tensor& values) {
-  TORCH_CHECK(t.is_cuda() && values.is_cpu(), "gpemu torch: values_set takes a CUDA tensor and host values");
-  write_values(t, values);
-}
-int64_t op_stream_ready_ns(int64_t device, int64_t stream) {
-  return rt().stream_ready_shared_ns(static_cast<int>(device), stream);
-}
-void op_collective(int64_t device, int64_t stream, std::string kind, int64_t bytes, int64_t world, int64_t start_ns) {
-  TORCH_CHECK(bytes >= 0 && world >= 1, "gpemu torch: collective ", kind, " of ", bytes, " bytes among ", world,
-              " ranks");
-  try {
-    rt().collective(static_cast<int>(device), stream, kind, static_cast<std::uint64_t>(bytes), static_cast<int>(world),
-                    start_ns);
-  } catch (const InputError& e) {
-    TORCH_CHECK(false, "gpemu torch: ", e.what());
-  }
-}
-
-double op_collective_seconds(std::string kind, int64_t bytes, int64_t world) {
-  TORCH_CHECK(bytes >= 0 && world >= 1, "gpemu torch: collective ", kind, " of ", bytes, " bytes among ", world,
-              " ranks");
-  try {
-    return to_seconds(rt().collective_duration(kind, static_cast<std::uint64_t>(bytes), static_cast<int>(world)));
-  } catch (const InputError& e) {
-    TORCH_CHECK(false, "gpemu torch: ", e.what());
-  }
-}
-
 // DDP's reducer times forward, backward and its communication with a Timer
 // of the parameters' device type (its runtime statistics and logs): on an
 // emulated GPU, as CUDA's, with events on the current stream, so what it
@@ -1116,38 +1014,33 @@ class EmulatedTimer final : public c10d::Timer {
   std::array<std::int64_t, 5> events_{};  // by c10d::Timer::Event: the runtime's ids, 0 until recorded
 };
 
-void op_host_span(std::string name, double start, double end) { rt().host_span(std::move(name), start, end); }
-void op_cpp_loop(bool enter) { t_cpp_loop_depth = std::max(0, t_cpp_loop_depth + (enter ? 1 : -1)); }
-void op_cpp_call(bool enter) {
+}  // namespace
+
+// ---- backend_state.h: what the torch.ops.gpemu calls share (gpemu_ops.cpp) ----
+
+int current_device() { return t_device; }
+void set_current_device(int device) { t_device = device; }
+std::int64_t current_stream(int device) { return t_stream[static_cast<std::size_t>(device)]; }
+void set_current_stream(int device, std::int64_t stream) { t_stream[static_cast<std::size_t>(device)] = stream; }
+void note_cpp_loop(bool enter) { t_cpp_loop_depth = std::max(0, t_cpp_loop_depth + (enter ? 1 : -1)); }
+void note_cpp_call(bool enter) {
   if (enter && t_cpp_loop_depth == 0) t_cpp_call_first = true;
   if (!enter && t_cpp_loop_depth <= 1) t_cpp_call_first = false;
-  op_cpp_loop(enter);
+  note_cpp_loop(enter);
 }
-// The script's own clocks under the virtual clock (gpemu_torch/_clock.py).
-int64_t op_now_ns() { return rt().clock().now(); }
-void op_advance(double seconds) {
-  try {
-    rt().advance_host(seconds);
-  } catch (const InputError& e) {
-    TORCH_CHECK(false, "gpemu torch: ", e.what());
-  }
-}
-// A step of the script began: "backward" or "marker" (gpemu_torch/_clock.py).
-void op_step(std::string source) {
-  TORCH_CHECK(source == "backward" || source == "marker", "gpemu torch: step source '", source,
-              "': expected 'backward' or 'marker'");
-  rt().note_step(source == "marker" ? StepSource::Marker : StepSource::Backward, t_device,
-                 t_stream[static_cast<std::size_t>(t_device)]);
-}
-std::string op_step_marker() { return rt().settings().step_marker; }
-bool op_virtual_clock() { return rt().clock().is_virtual(); }
 
-bool op_set_model(std::string model) { return rt().set_model(model); }
-std::string op_summary() { return rt().summary_json(); }
-void op_finish() { rt().finish(); }
-std::string op_op_class(std::string op, bool optimizer) { return std::string(zoo::to_string(classify(op, optimizer))); }
+std::uint64_t deferred_bytes(int device) {
+  std::lock_guard lock(g_deferred_mutex);
+  return g_deferred_bytes[static_cast<std::size_t>(device)];
+}
 
-}  // namespace
+void install_cuda_slots() {
+  g_loading_thread = std::this_thread::get_id();
+  at::addGlobalCallback(at::RecordFunctionCallback(&phase_enter, &phase_exit)
+                            .scopes({at::RecordScope::BACKWARD_FUNCTION, at::RecordScope::USER_SCOPE}));
+  c10::SetAllocator(c10::DeviceType::CUDA, &g_device_allocator);
+}
+
 }  // namespace gpemu::torch_backend
 
 namespace gb = gpemu::torch_backend;
@@ -1160,84 +1053,6 @@ C10_REGISTER_TYPED_CLASS(CUDAHooksRegistry, "CUDAHooks", gb::Hooks)
 namespace c10d {
 C10_REGISTER_TYPED_CLASS(TimerRegistry, c10::kCUDA, gb::EmulatedTimer);
 }  // namespace c10d
-
-// The emulated clock for the script's C code (clock_shim.cpp attaches to these).
-extern "C" __attribute__((visibility("default"))) long long gpemu_torch_now_ns() { return gb::op_now_ns(); }
-extern "C" __attribute__((visibility("default"))) void gpemu_torch_advance_ns(long long ns) {
-  try {
-    gb::rt().advance_host(static_cast<double>(ns) / 1e9);
-  } catch (const std::exception&) {  // NOLINT: a sleep the clock refuses is a sleep of nothing
-  }
-}
-
-TORCH_LIBRARY(gpemu, m) {
-  gb::g_loading_thread = std::this_thread::get_id();
-  at::addGlobalCallback(at::RecordFunctionCallback(&gb::phase_enter, &gb::phase_exit)
-                            .scopes({at::RecordScope::BACKWARD_FUNCTION, at::RecordScope::USER_SCOPE}));
-  c10::SetAllocator(c10::DeviceType::CUDA, &gb::g_device_allocator);
-  m.def("device_count() -> int", &gb::op_device_count);
-  m.def("gpu_info() -> str", &gb::op_gpu_info);
-  m.def("memory_stats(int device) -> int[]", &gb::op_memory_stats);
-  m.def("empty_cache() -> ()", &gb::op_empty_cache);
-  m.def("reset_peak_memory_stats(int device) -> ()", &gb::op_reset_peak);
-  m.def("set_memory_fraction(float fraction, int device) -> ()", &gb::op_set_memory_fraction);
-  m.def("synchronize(int device) -> ()", &gb::op_synchronize);
-  m.def("current_device() -> int", &gb::op_current_device);
-  m.def("set_device(int device) -> ()", &gb::op_set_device);
-  m.def("current_stream(int device) -> int", &gb::op_current_stream);
-  m.def("set_stream(int device, int stream) -> ()", &gb::op_set_stream);
-  m.def("create_stream(int device) -> int", &gb::op_create_stream);
-  m.def("stream_synchronize(int device, int stream) -> ()", &gb::op_stream_synchronize);
-  m.def("stream_query(int device, int stream) -> bool", &gb::op_stream_query);
-  m.def("now() -> float", &gb::op_now);
-  m.def("stream_pack(int device, int stream) -> int", &gb::op_stream_pack);
-  m.def("section() -> str", &gb::op_section);
-  m.def("event_create() -> int", &gb::op_event_create);
-  m.def("event_destroy(int id) -> ()", &gb::op_event_destroy);
-  m.def("event_record(int id, int device, int stream) -> ()", &gb::op_event_record);
-  m.def("event_wait(int id, int device, int stream) -> ()", &gb::op_event_wait);
-  m.def("event_query(int id) -> bool", &gb::op_event_query);
-  m.def("event_synchronize(int id) -> ()", &gb::op_event_synchronize);
-  m.def("event_elapsed_ms(int start, int end) -> float", &gb::op_event_elapsed_ms);
-  m.def("values_get(Tensor t) -> Tensor?", &gb::op_values_get);
-  m.def("values_set(Tensor t, Tensor values) -> ()", &gb::op_values_set);
-  m.def("stream_ready_ns(int device, int stream) -> int", &gb::op_stream_ready_ns);
-  m.def("collective(int device, int stream, str kind, int bytes, int world, int start_ns) -> ()", &gb::op_collective);
-  m.def("collective_seconds(str kind, int bytes, int world) -> float", &gb::op_collective_seconds);
-  m.def("cpp_loop(bool enter) -> ()", &gb::op_cpp_loop);
-  m.def("cpp_call(bool enter) -> ()", &gb::op_cpp_call);
-  m.def("now_ns() -> int", &gb::op_now_ns);
-  m.def("advance(float seconds) -> ()", &gb::op_advance);
-  m.def("step(str source) -> ()", &gb::op_step);
-  m.def("step_marker() -> str", &gb::op_step_marker);
-  m.def("virtual_clock() -> bool", &gb::op_virtual_clock);
-  m.def("host_span(str name, float start, float end) -> ()", &gb::op_host_span);
-  m.def("set_model(str model) -> bool", &gb::op_set_model);
-  m.def("summary() -> str", &gb::op_summary);
-  m.def("finish() -> ()", &gb::op_finish);
-  m.def("op_class(str op, bool optimizer) -> str", &gb::op_op_class);
-  // PyTorch 2's kernels (shape_rules.cpp's add_torch2_rules): the boxed CUDA kernel runs them.
-  m.def(
-      "scaled_dot_product_attention(Tensor q, Tensor k, Tensor v, float p, bool causal, float scale, "
-      "Tensor? attn_mask=None) -> (Tensor, Tensor)");
-  m.def(
-      "scaled_dot_product_attention_backward(Tensor grad, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, "
-      "float p, bool causal, float scale, Tensor? attn_mask=None) -> (Tensor, Tensor, Tensor)");
-  m.def(
-      "_fused_adamw_(Tensor(a!)[] params, Tensor[] grads, Tensor(b!)[] exp_avgs, Tensor(c!)[] exp_avg_sqs, "
-      "Tensor(d!)[] max_exp_avg_sqs, Tensor[] state_steps, *, float lr, float beta1, float beta2, "
-      "float weight_decay, float eps, bool amsgrad, bool maximize, Tensor? grad_scale=None, "
-      "Tensor? found_inf=None) -> ()");
-  m.def(
-      "_fused_adam_(Tensor(a!)[] params, Tensor[] grads, Tensor(b!)[] exp_avgs, Tensor(c!)[] exp_avg_sqs, "
-      "Tensor(d!)[] max_exp_avg_sqs, Tensor[] state_steps, *, float lr, float beta1, float beta2, "
-      "float weight_decay, float eps, bool amsgrad, bool maximize, Tensor? grad_scale=None, "
-      "Tensor? found_inf=None) -> ()");
-  m.def(
-      "_fused_sgd_(Tensor(a!)[] params, Tensor[] grads, Tensor(b!)[] momentum_buffers, *, float weight_decay, "
-      "float momentum, float lr, float dampening, bool nesterov, bool maximize, bool is_first_step, "
-      "Tensor? grad_scale=None, Tensor? found_inf=None) -> ()");
-}
 
 TORCH_LIBRARY_IMPL(aten, CUDA, m) {
   m.impl("empty.memory_format", TORCH_FN(gb::empty_kernel));
