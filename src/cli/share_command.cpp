@@ -72,8 +72,8 @@ void fail_if_no_job_finished(const ShareResult& r) {
       fmt::format("share: none of the {} jobs finished (each one's error is in the output above)", r.jobs.size()));
 }
 
-void share(const ShareArgs& a) {
-  check_run_outputs(a.trace, a.report);
+// The run's spec: the jobs file's, with the flags over it.
+ShareSpec share_spec(const ShareArgs& a) {
   const JobsFile file = load_jobs_file(a.jobs);
   ShareSpec spec;
   spec.gpu = &find_gpu(!a.gpu.empty() ? a.gpu : !file.gpu.empty() ? file.gpu : "v100");
@@ -91,6 +91,12 @@ void share(const ShareArgs& a) {
     }
   }
   spec.per_step = (a.json && a.steps) || !a.report.empty();  // what prints them; otherwise flat in steps
+  return spec;
+}
+
+void share(const ShareArgs& a) {
+  check_run_outputs(a.trace, a.report);
+  ShareSpec spec = share_spec(a);
   warn_skipped_profiles(a.profiles);
   const auto profiles = a.profiles.empty() ? std::nullopt : std::optional<std::filesystem::path>(a.profiles);
   if (a.connect && (!a.trace.empty() || !a.report.empty()))
