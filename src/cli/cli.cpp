@@ -14,10 +14,12 @@
 #include <streambuf>
 
 #include "cli/commands.h"
+#include "cli/spec_flags.h"
 #include "common/fs_errors.h"
 #include "common/interrupt.h"
 #include "common/message_text.h"
 #include "gpemu/error.h"
+#include "gpemu/spec_error.h"
 
 namespace gpemu::cli {
 namespace {
@@ -105,7 +107,9 @@ int run_command(int argc, char** argv) {
     if (const int sig = interrupt_signal()) return Interrupted(sig).exit_status();
     return 1;
   } catch (const std::exception& e) {
-    std::cerr << "gpemu: error: " << e.what() << '\n';
+    // The engine names a spec's field; the CLI says the flag that set it.
+    const auto* spec = dynamic_cast<const SpecError*>(&e);
+    std::cerr << "gpemu: error: " << (spec ? spec->worded(flag_of_spec_field) : e.what()) << '\n';
     // An error met while unwinding from a signal still exits as interrupted.
     if (const int sig = interrupt_signal()) return Interrupted(sig).exit_status();
     return 1;

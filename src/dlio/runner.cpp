@@ -21,6 +21,7 @@
 #include "dlio/free_space.h"
 #include "dlio/phase_figures.h"
 #include "dlio/schema.h"
+#include "dlio/spec_keys.h"
 #include "gpemu/catalog.h"
 #include "gpemu/clock.h"
 #include "gpemu/cost_model.h"
@@ -30,6 +31,7 @@
 #include "gpemu/job.h"
 #include "gpemu/pipeline.h"
 #include "gpemu/session.h"
+#include "gpemu/spec_error.h"
 
 namespace gpemu::dlio {
 
@@ -738,13 +740,20 @@ DlioRunRecord run_dlio_workload(const DlioWorkload& w, const DlioRunOptions& o) 
   DlioObserver observer(o, ranks, {d.steps, w.output.exclude_start_steps, w.output.exclude_end_steps},
                         {d.eval_steps, w.output.exclude_start_steps, w.output.exclude_end_steps});
   // The one-job case of a session, as gpemu train runs: the ranks on GPUs of their own.
-  Session session(*clock, *cost_model, session_for(spec));
-  session.add_job({.name = "dlio", .job = std::move(spec), .observer = &observer});
-  const Time t0 = clock->now();
-  session.run();
-  RunRecord rec = record_of(session.outcome(0), /*keep_partial=*/true);
+  // The engine's errors name the spec's fields: said again with the workload's YAML keys.
+  std::optional<Session> session;
+  Time t0{};
+  try {
+    session.emplace(*clock, *cost_model, session_for(spec));
+    session->add_job({.name = "dlio", .job = std::move(spec), .observer = &observer});
+    t0 = clock->now();
+    session->run();
+  } catch (const SpecError& e) {
+    throw e.renamed(yaml_key_of_spec_field);
+  }
+  RunRecord rec = record_of(session->outcome(0), /*keep_partial=*/true);
   const Time t1 = clock->now();
-  Timeline& timeline = session.timeline();
+  Timeline& timeline = session->timeline();
   if (timeline.tracing())
     for (const gpemu::StepRecord& st : rec.steps)
       if (st.delivered > st.next_called)

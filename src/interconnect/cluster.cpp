@@ -1,29 +1,31 @@
 #include "gpemu/interconnect.h"
 
 #include <algorithm>
+#include <string>
 
 #include <fmt/format.h>
 
 #include "gpemu/error.h"
+#include "gpemu/spec_error.h"
 #include "interconnect/cluster_collectives.h"
 
 namespace gpemu {
 
 ClusterOptions plan_cluster(int gpus, int nodes, NodeOptions node, NetworkSpec network) {
-  if (gpus < 1) throw InputError(fmt::format("--gpus {} is impossible: it must be at least 1", gpus));
-  if (nodes < 1) throw InputError(fmt::format("--nodes {} is impossible: it must be at least 1", nodes));
+  if (gpus < 1) throw SpecError("cluster.gpus", std::to_string(gpus), "it must be at least 1");
+  if (nodes < 1) throw SpecError("cluster.nodes", std::to_string(nodes), "it must be at least 1");
   if (gpus % nodes != 0)
-    throw InputError(
-        fmt::format("--gpus {} over --nodes {}: every node holds the same number of GPUs; give a multiple of {}", gpus,
-                    nodes, nodes));
+    throw SpecError("cluster.gpus", std::to_string(gpus),
+                    fmt::format("every node holds the same number of GPUs; over {} {}, give a multiple of {}",
+                                spec_field("cluster.nodes"), nodes, nodes));
   const int per_node = gpus / nodes;
   if (per_node > kMaxGpusPerNode) {
     const int need = (gpus + kMaxGpusPerNode - 1) / kMaxGpusPerNode;
-    throw InputError(
-        fmt::format("--gpus {} on {} node{}: a node holds at most {} GPUs; give --nodes {} or more (and --network "
-                    "25gbe|100gbe|400gbe|FILE) "
-                    "so that each node holds at most {}",
-                    gpus, nodes, nodes == 1 ? "" : "s", kMaxGpusPerNode, need, kMaxGpusPerNode));
+    throw SpecError("cluster.gpus", std::to_string(gpus),
+                    fmt::format("a node holds at most {} GPUs and there {} {} node{}; give {} {} or more (and {} "
+                                "25gbe|100gbe|400gbe|FILE) so that each node holds at most {}",
+                                kMaxGpusPerNode, nodes == 1 ? "is" : "are", nodes, nodes == 1 ? "" : "s",
+                                spec_field("cluster.nodes"), need, spec_field("cluster.network"), kMaxGpusPerNode));
   }
   ClusterOptions o;
   o.nodes = nodes;

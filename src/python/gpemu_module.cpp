@@ -9,6 +9,7 @@
 // each concept's bindings in a file of its own (module.h).
 #include <exception>
 #include <string>
+#include <string_view>
 
 #include <Python.h>
 #include <pybind11/pybind11.h>
@@ -16,10 +17,32 @@
 #include "catalog/gpu_json.h"
 #include "gpemu/catalog.h"
 #include "gpemu/error.h"
+#include "gpemu/spec_error.h"
 #include "gpemu/zoo.h"
 #include "python/module.h"
 
 namespace py = pybind11;
+
+namespace {
+
+// Python's keyword for a job spec's field (train's, Session.add_job's), or ""
+// when none sets it: a SpecError from the engine is raised in those words.
+std::string keyword_of_spec_field(std::string_view field) {
+  static constexpr gpemu::SpecFieldWord kKeywords[] = {
+      {"batch_size", "batch_size"},
+      {"cluster.gpu", "gpu"},
+      {"cluster.gpus", "gpus"},
+      {"cluster.network", "network"},
+      {"cluster.nodes", "nodes"},
+      {"compute.model.name", "model"},
+      {"compute.model.seq_len", "seq_len"},
+      {"data.synthetic_batches", "iterations"},
+      {"schedule.max_iterations", "iterations"},
+  };
+  return gpemu::word_of_spec_field(kKeywords, field);
+}
+
+}  // namespace
 
 PYBIND11_MODULE(gpemu, m) {
   using namespace gpemu;
@@ -44,6 +67,8 @@ PYBIND11_MODULE(gpemu, m) {
       if (p) std::rethrow_exception(p);
     } catch (const OutOfMemoryError& e) {
       PyErr_SetString(oom_error, e.what());
+    } catch (const SpecError& e) {
+      PyErr_SetString(input_error, e.worded(keyword_of_spec_field).c_str());
     } catch (const InputError& e) {
       PyErr_SetString(input_error, e.what());
     } catch (const ResourceError& e) {

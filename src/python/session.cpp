@@ -19,6 +19,7 @@
 #include "gpemu/cost_model.h"
 #include "gpemu/session.h"
 #include "gpemu/share.h"
+#include "gpemu/spec_error.h"
 #include "python/module.h"
 #include "python/placement_policy.h"
 #include "share/job_entry.h"
@@ -137,6 +138,8 @@ class PySession {
     j.checkpoint_restore = extra.checkpoint_restore;
     try {
       session_->add_job(std::move(j));
+    } catch (const SpecError&) {  // worded as Python's keywords where the module raises it
+      throw;
     } catch (const InputError& e) {  // the session's field names, as the Session's keys
       std::string what = e.what();
       for (std::size_t at = what.find("cluster.gpus"); at != std::string::npos; at = what.find("cluster.gpus"))

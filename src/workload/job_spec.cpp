@@ -3,12 +3,14 @@
 // (uses_links). include/gpemu/job/spec.h.
 #include <algorithm>
 #include <cstdint>
+#include <string>
 
 #include <fmt/format.h>
 
 #include "gpemu/error.h"
 #include "gpemu/interconnect.h"
 #include "gpemu/job/spec.h"
+#include "gpemu/spec_error.h"
 #include "workload/node_loaders.h"
 
 namespace gpemu {
@@ -24,34 +26,31 @@ double kept_record_bytes(const JobSpec& s, std::int64_t planned_steps) {
 }
 
 void validate(const JobSpec& s) {
-  if (s.cluster.gpu == nullptr) throw InputError("job: cluster.gpu is missing; give a GPU from the catalog");
-  if (s.batch_size < 1)
-    throw InputError(fmt::format("batch size {} is impossible: it must be at least 1", s.batch_size));
-  if (s.cluster.gpus < 1)
-    throw InputError(fmt::format("--gpus {} is impossible: it must be at least 1", s.cluster.gpus));
+  if (s.cluster.gpu == nullptr) throw SpecError("cluster.gpu", "", "is missing; give a GPU from the catalog");
+  if (s.batch_size < 1) throw SpecError("batch_size", std::to_string(s.batch_size), "it must be at least 1");
+  if (s.cluster.gpus < 1) throw SpecError("cluster.gpus", std::to_string(s.cluster.gpus), "it must be at least 1");
   if (s.schedule.epochs < (s.schedule.train ? 1 : 0))
-    throw InputError(fmt::format("--epochs {} is impossible: it must be at least 1", s.schedule.epochs));
+    throw SpecError("schedule.epochs", std::to_string(s.schedule.epochs), "it must be at least 1");
   if (s.schedule.max_iterations < -1)
-    throw InputError(fmt::format("iterations {} is impossible: it must be 0 or more", s.schedule.max_iterations));
+    throw SpecError("schedule.max_iterations", std::to_string(s.schedule.max_iterations), "it must be 0 or more");
   if (s.data.source == DataSource::Synthetic && !s.data.synthetic_over_dataset && s.data.synthetic_batches < 0)
-    throw InputError(fmt::format("iterations {} is impossible: it must be 0 or more", s.data.synthetic_batches));
+    throw SpecError("data.synthetic_batches", std::to_string(s.data.synthetic_batches), "it must be 0 or more");
   if (s.data.source == DataSource::Custom && !s.data.custom)
     throw InputError("job: data.source is Custom but data.custom is not set");
   if (s.compute.step_time == StepTime::CostModel && s.compute.model.name.empty())
-    throw InputError("job: compute.model.name is empty; give a model (see 'gpemu models')");
+    throw SpecError("compute.model.name", "", "is empty; give a model (see 'gpemu models')");
   if (s.compute.model.seq_len < 0)
-    throw InputError(fmt::format("sequence length {} is impossible: it must be at least 1", s.compute.model.seq_len));
-  if (s.cluster.nodes < 1)
-    throw InputError(fmt::format("--nodes {} is impossible: it must be at least 1", s.cluster.nodes));
+    throw SpecError("compute.model.seq_len", std::to_string(s.compute.model.seq_len), "it must be at least 1");
+  if (s.cluster.nodes < 1) throw SpecError("cluster.nodes", std::to_string(s.cluster.nodes), "it must be at least 1");
   if (uses_links(s) && (s.cluster.gpus > 1 || s.cluster.nodes > 1)) {
     // Even split, at most kMaxGpusPerNode a node: refused with what to give.
     plan_cluster(s.cluster.gpus, s.cluster.nodes, s.cluster.node, s.cluster.network);
     if (s.cluster.nodes > 1 && !(s.cluster.network.line_rate_gbps > 0))
-      throw InputError(
-          fmt::format("job: cluster.network is not set for {} nodes; give --network 10gbe|25gbe|100gbe|400gbe|FILE",
-                      s.cluster.nodes));
+      throw SpecError("cluster.network", "",
+                      fmt::format("is not set for {} nodes; give 10gbe|25gbe|100gbe|400gbe|FILE", s.cluster.nodes));
   }
-  if (s.cluster.buckets.bucket_cap_bytes == 0) throw InputError("--bucket-cap-mb must be positive");
+  if (s.cluster.buckets.bucket_cap_bytes == 0)
+    throw SpecError("cluster.buckets.bucket_cap_bytes", "0", "it must be positive");
   if (s.cluster.device.share.gpu && (s.cluster.gpus != 1 || s.cluster.nodes != 1))
     throw InputError(fmt::format("job: a job on a shared GPU runs on one GPU, not {} on {} node(s)", s.cluster.gpus,
                                  s.cluster.nodes));
@@ -87,12 +86,13 @@ void validate(const JobSpec& s) {
           c.nodes.size(), s.cluster.gpus, s.cluster.nodes));
   }
   if (s.compute.time_divisor < 1 || s.compute.time_divisor > 1'000'000)
-    throw InputError(fmt::format("--gpemu-gpus {} is impossible: accepted 1 to 1000000", s.compute.time_divisor));
+    throw SpecError("compute.time_divisor", std::to_string(s.compute.time_divisor), "accepted 1 to 1000000");
   if (s.compute.time_divisor > 1 && s.cluster.gpus > s.cluster.nodes)
-    throw InputError(fmt::format(
-        "--gpemu-gpus {} is GPEmu's one process standing for {} GPUs (one per node); it excludes --gpus {} on {} "
-        "node(s): give one GPU per node (or drop --gpemu-gpus for {} data-parallel ranks with all-reduce)",
-        s.compute.time_divisor, s.compute.time_divisor, s.cluster.gpus, s.cluster.nodes, s.cluster.gpus));
+    throw SpecError("compute.time_divisor", std::to_string(s.compute.time_divisor),
+                    fmt::format("GPEmu's one process standing for {} GPUs (one per node) excludes {} {} on {} "
+                                "node(s): give one GPU per node (or {} 1 for {} data-parallel ranks with all-reduce)",
+                                s.compute.time_divisor, spec_field("cluster.gpus"), s.cluster.gpus, s.cluster.nodes,
+                                spec_field("compute.time_divisor"), s.cluster.gpus));
   validate_node_data(s);
   if (s.cluster.real_nodes < 1 || s.cluster.real_node < 0 || s.cluster.real_node >= s.cluster.real_nodes ||
       (s.cluster.real_nodes > 1 && s.cluster.nodes != 1))
@@ -103,8 +103,7 @@ void validate(const JobSpec& s) {
   if (!s.schedule.checkpoints.empty() && !s.schedule.checkpoint)
     throw InputError("job: schedule.checkpoints are given but schedule.checkpoint (the I/O) is not set");
   if (s.schedule.eval.first_epoch > 0 && s.schedule.eval.every < 1)
-    throw InputError(
-        fmt::format("job: schedule.eval.every {} is impossible: it must be at least 1", s.schedule.eval.every));
+    throw SpecError("schedule.eval.every", std::to_string(s.schedule.eval.every), "it must be at least 1");
 }
 
 bool uses_links(const JobSpec& spec) {

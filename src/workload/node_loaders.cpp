@@ -1,11 +1,13 @@
 #include "workload/node_loaders.h"
 
 #include <algorithm>
+#include <string>
 
 #include <fmt/format.h>
 
 #include "gpemu/error.h"
 #include "gpemu/interconnect.h"
+#include "gpemu/spec_error.h"
 
 namespace gpemu {
 namespace {
@@ -39,25 +41,30 @@ void validate_node_data(const JobSpec& spec) {
   const bool modelled = d.source == DataSource::Modelled;
   if (d.distributed_cache != pipeline::DistributedCacheKind::None) {
     if (!modelled)
-      throw InputError(fmt::format(
-          "job: a {} distributed cache is modelled: it needs the modelled loader (--clock virtual), not the {} source",
-          pipeline::to_string(d.distributed_cache), d.source == DataSource::Loader ? "real loader" : "in-memory"));
+      throw SpecError("data.distributed_cache", std::string(pipeline::to_string(d.distributed_cache)),
+                      fmt::format("a distributed cache is modelled: it needs the modelled loader (the virtual clock), "
+                                  "not the {} source",
+                                  d.source == DataSource::Loader ? "real loader" : "in-memory"));
     if (d.model.cache_bytes == 0)
-      throw InputError(fmt::format(
-          "job: a {} distributed cache is made of the nodes' loader caches: give each node's (--cache-bytes)",
-          pipeline::to_string(d.distributed_cache)));
+      throw SpecError("data.model.cache_bytes", "0",
+                      fmt::format("a {} distributed cache is made of the nodes' loader caches: give each node's",
+                                  pipeline::to_string(d.distributed_cache)));
   }
   if (d.remote_fetch_slots < 0 || d.remote_fetch_slots > 65536)
-    throw InputError(fmt::format("--remote-fetch-slots {} is impossible: accepted 0 (as many as the workers) to 65536",
-                                 d.remote_fetch_slots));
+    throw SpecError("data.remote_fetch_slots", std::to_string(d.remote_fetch_slots),
+                    "accepted 0 (as many as the workers) to 65536");
   if (d.io_depth < 0 || d.io_depth > 65536)
-    throw InputError(fmt::format("--io-depth {} is impossible: accepted 0 (no limit) to 65536", d.io_depth));
+    throw SpecError("data.io_depth", std::to_string(d.io_depth), "accepted 0 (no limit) to 65536");
   if (d.io_depth > 0 && !(modelled && d.model.storage))
-    throw InputError("job: an I/O depth limits a modelled storage device's requests: give --storage too");
+    throw SpecError("data.io_depth", std::to_string(d.io_depth),
+                    fmt::format("an I/O depth limits a modelled storage device's requests: give {} and the "
+                                "modelled loader (the virtual clock) too",
+                                spec_field("data.model.storage")));
   if (d.shared_storage && !(modelled && d.model.storage))
-    throw InputError(
-        "job: shared storage is one modelled storage server for every node: give a storage device "
-        "(--storage) and the modelled loader (--clock virtual)");
+    throw SpecError("data.shared_storage", "",
+                    fmt::format("is one modelled storage server for every node: give a storage device ({}) and the "
+                                "modelled loader (the virtual clock)",
+                                spec_field("data.model.storage")));
 }
 
 std::shared_ptr<pipeline::DistributedCache> make_distributed_cache(const JobSpec& spec) {

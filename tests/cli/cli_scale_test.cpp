@@ -24,6 +24,21 @@ TEST(CliScale, MoreGpusThanANodeHoldsAreRefusedWithWhatToGive) {
   EXPECT_NE(r.err.find("--nodes 2"), std::string::npos) << r.err;
 }
 
+// The engine's rules name the spec's fields; the CLI says them as its flags,
+// the rule's other fields too (issue 29).
+TEST(CliScale, TheEnginesRulesAreSaidWithTheFlags) {
+  auto r = run_gpemu("train --synthetic -n 1 --gpus 16 --clock virtual");
+  EXPECT_EQ(r.err,
+            "gpemu: error: --gpus 16 is impossible: a node holds at most 8 GPUs and there is 1 node; give --nodes 2 or "
+            "more (and --network 25gbe|100gbe|400gbe|FILE) so that each node holds at most 8\n");
+  r = run_gpemu("train --synthetic -n 1 --gpus 2 --gpemu-gpus 2 --clock virtual");
+  EXPECT_NE(r.status, 0);
+  EXPECT_EQ(r.err,
+            "gpemu: error: --gpemu-gpus 2 is impossible: GPEmu's one process standing for 2 GPUs (one per node) "
+            "excludes --gpus 2 on 1 node(s): give one GPU per node (or --gpemu-gpus 1 for 2 data-parallel ranks with "
+            "all-reduce)\n");
+}
+
 TEST(CliScale, TwoNodesTrainOverTheNetworkAndASlowerNetworkTakesLonger) {
   const std::string base = "train --synthetic -n 2 --gpus 16 --nodes 2 --clock virtual --json --network ";
   const auto slow = json_of(run_gpemu(base + "25gbe"));

@@ -189,8 +189,8 @@ TEST(PlanCluster, MoreGpusThanANodeHoldsIsRefusedWithWhatToGive) {
     plan_cluster(64, 1, NodeOptions{}, network_preset("100gbe"));
     FAIL() << "accepted 64 GPUs on one node";
   } catch (const InputError& e) {
-    EXPECT_TRUE(contains(e.what(), "--gpus 64"));
-    EXPECT_TRUE(contains(e.what(), "--nodes 8"));
+    EXPECT_TRUE(contains(e.what(), "cluster.gpus 64"));
+    EXPECT_TRUE(contains(e.what(), "cluster.nodes 8"));
   }
   EXPECT_THROW(plan_cluster(12, 5, NodeOptions{}, network_preset("100gbe")), InputError);
   EXPECT_THROW(plan_cluster(8, 0, NodeOptions{}, network_preset("100gbe")), InputError);

@@ -248,6 +248,16 @@ class Jobs(unittest.TestCase):
         with self.assertRaisesRegex(gpemu.InputError, "timeslice_ms"):
             gpemu.share([{"model": "resnet18"}], policy="timeslice", timeslice_ms=0)
 
+    def test_the_engines_rules_name_the_keyword(self):
+        # The engine's error names the spec's field (cluster.gpus); Python says its keyword.
+        with self.assertRaises(gpemu.InputError) as e:
+            gpemu.train(gpus=0, batch_size=4, iterations=1)
+        self.assertEqual(str(e.exception), "gpus 0 is impossible: it must be at least 1")
+        with self.assertRaises(gpemu.InputError) as e:
+            gpemu.train(gpus=16, batch_size=4, iterations=1)
+        self.assertIn("gpus 16 is impossible: a node holds at most 8 GPUs and there is 1 node; give nodes 2 or more "
+                      "(and network ", str(e.exception))
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -2,7 +2,9 @@
 // the model zoo's replay that `gpemu predict` makes (peaks and the OOM batch).
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <string>
+#include <string_view>
 
 #include <csignal>
 #include "common/interrupt.h"
@@ -12,6 +14,7 @@
 #include "gpemu/device.h"
 #include "gpemu/error.h"
 #include "gpemu/job.h"
+#include "gpemu/spec_error.h"
 #include "gpemu/zoo.h"
 
 namespace gpemu {
@@ -45,10 +48,10 @@ TEST(JobSpec, ValidationNamesTheBadField) {
   EXPECT_NE(validation_message(s).find("cluster.gpu"), std::string::npos);
   s = ok;
   s.batch_size = 0;
-  EXPECT_NE(validation_message(s).find("batch size 0"), std::string::npos);
+  EXPECT_NE(validation_message(s).find("batch_size 0"), std::string::npos);
   s = ok;
   s.cluster.gpus = 0;
-  EXPECT_NE(validation_message(s).find("--gpus 0"), std::string::npos);
+  EXPECT_NE(validation_message(s).find("cluster.gpus 0"), std::string::npos);
   s = ok;
   s.data.source = DataSource::Custom;
   EXPECT_NE(validation_message(s).find("data.custom"), std::string::npos);
@@ -57,21 +60,76 @@ TEST(JobSpec, ValidationNamesTheBadField) {
   EXPECT_NE(validation_message(s).find("schedule.checkpoint"), std::string::npos);
 }
 
+// The engine's rules name the spec's fields (a SpecError), never a front end's
+// flag: each front end words them its own way (issue 29).
+TEST(JobSpec, TheRulesNameTheSpecsFieldsNotAFlag) {
+  const GpuSpec& v100 = find_gpu("v100");
+  const JobSpec ok = synthetic_spec(v100, "resnet18", 8, 2);
+  const auto spec_error = [](const JobSpec& s) -> SpecError {
+    try {
+      validate(s);
+    } catch (const SpecError& e) {
+      return e;
+    }
+    return SpecError("(none)", "", "validate() accepted it");
+  };
+  JobSpec s = ok;
+  s.cluster.gpus = 0;
+  EXPECT_EQ(spec_error(s).field(), "cluster.gpus");
+  EXPECT_EQ(spec_error(s).value(), "0");
+  EXPECT_STREQ(spec_error(s).what(), "job: cluster.gpus 0 is impossible: it must be at least 1");
+  s = ok;
+  s.cluster.gpus = 2;
+  s.compute.time_divisor = 2;
+  EXPECT_EQ(spec_error(s).field(), "compute.time_divisor");
+  EXPECT_STREQ(spec_error(s).what(),
+               "job: compute.time_divisor 2 is impossible: GPEmu's one process standing for 2 GPUs (one per node) "
+               "excludes cluster.gpus 2 on 1 node(s): give one GPU per node (or compute.time_divisor 1 for 2 "
+               "data-parallel ranks with all-reduce)");
+  // A front end's words, in one place: the fields it has a word for, the spec's name for the rest.
+  const auto flags = [](std::string_view f) { return f == "compute.time_divisor" ? std::string("--gpemu-gpus") : ""; };
+  EXPECT_EQ(spec_error(s).worded(flags).substr(0, 60), "--gpemu-gpus 2 is impossible: GPEmu's one process standing f");
+  EXPECT_NE(spec_error(s).worded(flags).find("excludes cluster.gpus 2"), std::string::npos);
+  s = ok;
+  s.cluster.buckets.bucket_cap_bytes = 0;
+  EXPECT_STREQ(spec_error(s).what(), "job: cluster.buckets.bucket_cap_bytes 0 is impossible: it must be positive");
+  s = ok;
+  s.cluster.gpus = 16;
+  EXPECT_STREQ(spec_error(s).what(),
+               "job: cluster.gpus 16 is impossible: a node holds at most 8 GPUs and there is 1 node; give "
+               "cluster.nodes 2 or more (and cluster.network 25gbe|100gbe|400gbe|FILE) so that each node holds at "
+               "most 8");
+  const std::function<void(JobSpec&)> breaks[] = {
+      [](JobSpec& b) { b.batch_size = 0; },          [](JobSpec& b) { b.schedule.epochs = 0; },
+      [](JobSpec& b) { b.cluster.nodes = 0; },       [](JobSpec& b) { b.compute.model.seq_len = -1; },
+      [](JobSpec& b) { b.data.io_depth = -1; },      [](JobSpec& b) { b.cluster.gpu = nullptr; },
+      [](JobSpec& b) { b.compute.model.name = ""; },
+  };
+  for (const auto& make_bad : breaks) {
+    JobSpec bad = ok;
+    make_bad(bad);
+    EXPECT_NE(spec_error(bad).field(), "(none)");
+    const std::string what = spec_error(bad).what();
+    EXPECT_EQ(what.rfind("job: ", 0), 0U) << what;
+    EXPECT_EQ(what.find("--"), std::string::npos) << what;  // no flag
+  }
+}
+
 TEST(JobSpec, MoreGpusThanANodeHoldsAreRefusedSayingWhichNodesToGive) {
   const GpuSpec& a100 = find_gpu("a100");
   JobSpec s = synthetic_spec(a100, "resnet18", 8, 2);
   s.cluster.gpus = 16;
   const std::string one_node = validation_message(s);
-  EXPECT_NE(one_node.find("--gpus 16"), std::string::npos) << one_node;
-  EXPECT_NE(one_node.find("--nodes 2"), std::string::npos) << one_node;
+  EXPECT_NE(one_node.find("cluster.gpus 16"), std::string::npos) << one_node;
+  EXPECT_NE(one_node.find("cluster.nodes 2"), std::string::npos) << one_node;
   s.cluster.nodes = 2;  // no network given
   EXPECT_NE(validation_message(s).find("cluster.network"), std::string::npos);
   s.cluster.network = network_preset("100gbe");
   EXPECT_EQ(validation_message(s), "");
   s.cluster.nodes = 3;
-  EXPECT_NE(validation_message(s).find("--nodes 3"), std::string::npos);
+  EXPECT_NE(validation_message(s).find("over cluster.nodes 3"), std::string::npos);
   s.cluster.nodes = 0;
-  EXPECT_NE(validation_message(s).find("--nodes 0"), std::string::npos);
+  EXPECT_NE(validation_message(s).find("cluster.nodes 0"), std::string::npos);
   // Ranks that move no bytes (a DLIO step) are independent devices, any number.
   JobSpec d = synthetic_spec(a100, "resnet18", 8, 2);
   d.compute.step_time = StepTime::Fixed;
@@ -254,10 +312,10 @@ TEST(Job, GpemuCompatibleNGpusDivideEachBatchsTimeByN) {
   JobSpec two = synthetic_spec(v100, "resnet18", 256, 3);
   two.cluster.gpus = 2;
   two.compute.time_divisor = 8;
-  EXPECT_NE(validation_message(two).find("--gpemu-gpus 8"), std::string::npos) << validation_message(two);
+  EXPECT_NE(validation_message(two).find("compute.time_divisor 8"), std::string::npos) << validation_message(two);
   two.cluster.gpus = 1;
   two.compute.time_divisor = 0;
-  EXPECT_NE(validation_message(two).find("--gpemu-gpus 0"), std::string::npos) << validation_message(two);
+  EXPECT_NE(validation_message(two).find("compute.time_divisor 0"), std::string::npos) << validation_message(two);
 }
 
 // The job's peaks equal the zoo replay predict makes, and it runs out of

@@ -127,15 +127,18 @@ TEST(Nodes, ADistributedCacheCountsRemoteHitsPerNodeAndEpoch) {
 TEST(Nodes, ValidationNamesWhatADistributedCacheAndSharedStorageNeed) {
   JobSpec s = gpemu_nodes(2);
   s.data.distributed_cache = pipeline::DistributedCacheKind::Partitioned;
-  EXPECT_NE(validation_message(s).find("--cache-bytes"), std::string::npos) << validation_message(s);
+  EXPECT_NE(validation_message(s).find("data.model.cache_bytes 0"), std::string::npos) << validation_message(s);
   s.data.model.cache_bytes = 1000;
   EXPECT_EQ(validation_message(s), "");
   s.data.model.storage.reset();
   s.data.shared_storage = true;
-  EXPECT_NE(validation_message(s).find("--storage"), std::string::npos) << validation_message(s);
+  EXPECT_NE(validation_message(s).find("data.shared_storage is one modelled storage server for every node: give a "
+                                       "storage device (data.model.storage)"),
+            std::string::npos)
+      << validation_message(s);
   JobSpec g = gpemu_nodes(2);
   g.cluster.gpus = 4;
-  EXPECT_NE(validation_message(g).find("--gpemu-gpus 8"), std::string::npos) << validation_message(g);
+  EXPECT_NE(validation_message(g).find("compute.time_divisor 8"), std::string::npos) << validation_message(g);
 }
 
 }  // namespace
