@@ -389,10 +389,9 @@ NetworkSpec modelled_nodes(const DlioWorkload& w, const DlioRunOptions& o, int w
   try {
     return parse_network(w.gpemu.network);
   } catch (const InputError& e) {
-    const auto* spec = dynamic_cast<const SpecError*>(&e);
     detail::invalid(w, "gpemu.network", "'" + w.gpemu.network + "'",
                     fmt::format("10gbe, 25gbe, 100gbe, 400gbe or a network JSON file ({})",
-                                spec ? spec->worded(yaml_key_of_spec_field) : e.what()));
+                                worded_message(e, yaml_key_of_spec_field)));
   }
 }
 

@@ -24,8 +24,7 @@ namespace {
 // the file's keys ("data.dataset" -> "dataset"), any other error as it is.
 std::string in_file_words(const InputError& e) {
   static constexpr SpecFieldWord kKeys[] = {{"data.dataset", "dataset"}, {"data.model.storage", "storage"}};
-  const auto* spec = dynamic_cast<const SpecError*>(&e);
-  return spec ? spec->worded([](std::string_view f) { return word_of_spec_field(kKeys, f); }) : e.what();
+  return worded_message(e, [](std::string_view f) { return word_of_spec_field(kKeys, f); });
 }
 
 constexpr std::size_t kMaxJobsFileBytes = 16u << 20;
