@@ -4,6 +4,7 @@
 // keywords (docs/architecture.md, "Front ends only translate").
 #pragma once
 
+#include <exception>
 #include <functional>
 #include <span>
 #include <string>
@@ -39,6 +40,10 @@ class SpecError : public InputError {
   std::string field_, value_;
   std::string text_;  // the sentence, fields marked as spec_field() marks them
 };
+
+// What a front end prints for `e`: a SpecError worded by `names` (without
+// "job: "), any other error's what() as it is.
+std::string worded_message(const std::exception& e, const SpecFieldNames& names);
 
 // A field named inside a rule's text, marked for SpecError's wording.
 std::string spec_field(std::string_view field);

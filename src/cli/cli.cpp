@@ -108,8 +108,7 @@ int run_command(int argc, char** argv) {
     return 1;
   } catch (const std::exception& e) {
     // The engine names a spec's field; the CLI says the flag that set it.
-    const auto* spec = dynamic_cast<const SpecError*>(&e);
-    std::cerr << "gpemu: error: " << (spec ? spec->worded(flag_of_spec_field) : e.what()) << '\n';
+    std::cerr << "gpemu: error: " << worded_message(e, flag_of_spec_field) << '\n';
     // An error met while unwinding from a signal still exits as interrupted.
     if (const int sig = interrupt_signal()) return Interrupted(sig).exit_status();
     return 1;

@@ -15,6 +15,7 @@ std::string flag_of_spec_field(std::string_view field) {
       {"compute.model.name", "--model"},
       {"compute.model.seq_len", "--seq-len"},
       {"compute.time_divisor", "--gpemu-gpus"},
+      {"data.dataset", "--virtual-dataset"},
       {"data.distributed_cache", "--distributed-cache"},
       {"data.io_depth", "--io-depth"},
       {"data.model.cache_bytes", "--cache-bytes"},
@@ -22,8 +23,10 @@ std::string flag_of_spec_field(std::string_view field) {
       {"data.remote_fetch_slots", "--remote-fetch-slots"},
       {"data.shared_storage", "--storage-shared"},
       {"data.synthetic_batches", "--iterations"},
+      {"record.steps", "--report"},
       {"schedule.epochs", "--epochs"},
       {"schedule.max_iterations", "--iterations"},
+      {"trace", "--trace"},
   };
   return word_of_spec_field(kFlags, field);
 }

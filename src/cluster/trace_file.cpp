@@ -14,6 +14,7 @@
 #include "gpemu/cluster.h"
 #include "gpemu/cost_model.h"
 #include "gpemu/error.h"
+#include "gpemu/spec_error.h"
 #include "gpemu/zoo.h"
 
 namespace gpemu::cluster {
@@ -262,8 +263,8 @@ Trace parse_trace(std::string_view text, std::string_view source, const ClusterC
     if (!j.dataset.empty() && checked_datasets.insert(j.dataset).second) {
       try {
         pipeline::virtual_dataset(j.dataset);
-      } catch (const InputError& e) {
-        throw InputError(fmt::format("{}: {}", l.at("dataset"), e.what()));
+      } catch (const SpecError& e) {  // the engine's data.dataset: this file's column
+        throw InputError(fmt::format("{}: {}", l.at("dataset"), e.worded([](std::string_view) { return "dataset"; })));
       }
     }
     if (j.gpus > most_gpus)

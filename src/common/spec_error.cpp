@@ -36,6 +36,11 @@ std::string sentence(const std::string& field, const std::string& value, const s
 
 }  // namespace
 
+std::string worded_message(const std::exception& e, const SpecFieldNames& names) {
+  const auto* spec = dynamic_cast<const SpecError*>(&e);
+  return spec ? spec->worded(names) : e.what();
+}
+
 std::string spec_field(std::string_view field) { return kMark + std::string(field) + kMark; }
 
 std::string word_of_spec_field(std::span<const SpecFieldWord> table, std::string_view field) {

@@ -390,7 +390,8 @@ NetworkSpec modelled_nodes(const DlioWorkload& w, const DlioRunOptions& o, int w
     return parse_network(w.gpemu.network);
   } catch (const InputError& e) {
     detail::invalid(w, "gpemu.network", "'" + w.gpemu.network + "'",
-                    fmt::format("10gbe, 25gbe, 100gbe, 400gbe or a network JSON file ({})", e.what()));
+                    fmt::format("10gbe, 25gbe, 100gbe, 400gbe or a network JSON file ({})",
+                                worded_message(e, yaml_key_of_spec_field)));
   }
 }
 

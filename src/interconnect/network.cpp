@@ -7,6 +7,7 @@
 #include "common/json_spec_file.h"
 #include "gpemu/error.h"
 #include "gpemu/interconnect.h"
+#include "gpemu/spec_error.h"
 
 namespace gpemu {
 namespace {
@@ -82,7 +83,8 @@ NetworkSpec load_network_file(const std::string& path) {
 NetworkSpec parse_network(std::string_view preset_or_file) {
   for (const NetworkSpec& n : presets())
     if (n.name == preset_or_file) return n;
-  if (preset_or_file.empty()) throw InputError("--network is empty: give 10gbe, 25gbe, 100gbe, 400gbe or a JSON file");
+  if (preset_or_file.empty())
+    throw SpecError("cluster.network", "", "is empty: give 10gbe, 25gbe, 100gbe, 400gbe or a JSON file");
   return load_network_file(std::string(preset_or_file));
 }
 

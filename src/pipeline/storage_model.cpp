@@ -11,6 +11,7 @@
 #include "common/json_spec_file.h"
 #include "gpemu/error.h"
 #include "gpemu/pipeline.h"
+#include "gpemu/spec_error.h"
 
 namespace gpemu::pipeline {
 namespace {
@@ -81,7 +82,8 @@ void validate(const StorageDevice& d) {
 StorageDevice parse_storage(std::string_view spec) {
   for (const StorageDevice& d : presets())
     if (d.name == spec) return d;
-  if (spec.empty()) throw InputError(fmt::format("--storage is empty: give {} or a JSON file", preset_list()));
+  if (spec.empty())
+    throw SpecError("data.model.storage", "", fmt::format("is empty: give {} or a JSON file", preset_list()));
   const std::string path(spec);
   const JsonSpecFile j("storage file", path,
                        {"name", "latency_us", "bandwidth_mb_s", "parallelism", "total_bandwidth_mb_s", "iops",

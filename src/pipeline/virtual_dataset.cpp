@@ -14,6 +14,7 @@
 #include "common/random.h"
 #include "gpemu/error.h"
 #include "gpemu/pipeline.h"
+#include "gpemu/spec_error.h"
 
 namespace gpemu::pipeline {
 namespace {
@@ -91,6 +92,10 @@ Dataset make(std::string root, std::vector<std::uint64_t> sizes, int classes, st
   return d;
 }
 
+// The dataset's name (or sizes file) is refused: the spec's data.dataset, worded
+// by each front end (the CLI's --virtual-dataset, a jobs file's 'dataset').
+SpecError dataset_error(std::string rule) { return SpecError("data.dataset", "", std::move(rule)); }
+
 }  // namespace
 
 std::vector<std::uint64_t> parse_sample_sizes(std::string_view text, const std::string& name) {
@@ -157,26 +162,24 @@ Dataset virtual_dataset(std::string_view spec, std::uint64_t seed) {
   }
   if (spec.starts_with("sizes=")) {
     const std::string path(spec.substr(6));
-    if (path.empty()) throw InputError("--virtual-dataset sizes=: give a file after 'sizes='");
+    if (path.empty()) throw dataset_error("sizes=: give a file after 'sizes='");
     std::error_code ec;
     const std::uintmax_t bytes = std::filesystem::file_size(path, ec);
-    if (ec)
-      throw InputError(
-          fmt::format("--virtual-dataset sizes=: cannot read '{}': {}", one_line_message(path), ec.message()));
+    if (ec) throw dataset_error(fmt::format("sizes=: cannot read '{}': {}", one_line_message(path), ec.message()));
     if (bytes > kMaxSizesFileBytes)
-      throw InputError(
-          fmt::format("--virtual-dataset sizes=: '{}' holds {} bytes; a sizes file may hold at most {} "
+      throw dataset_error(
+          fmt::format("sizes=: '{}' holds {} bytes; a sizes file may hold at most {} "
                       "(1 GiB)",
                       one_line_message(path), bytes, kMaxSizesFileBytes));
     std::ifstream in(path, std::ios::binary);
-    if (!in) throw InputError(fmt::format("--virtual-dataset sizes=: cannot open '{}'", one_line_message(path)));
+    if (!in) throw dataset_error(fmt::format("sizes=: cannot open '{}'", one_line_message(path)));
     std::ostringstream text;
     text << in.rdbuf();
-    if (in.bad()) throw InputError(fmt::format("--virtual-dataset sizes=: cannot read '{}'", one_line_message(path)));
+    if (in.bad()) throw dataset_error(fmt::format("sizes=: cannot read '{}'", one_line_message(path)));
     return make(fmt::format("virtual:{}", path), parse_sample_sizes(text.str(), one_line_message(path)), 1, seed);
   }
-  throw InputError(
-      fmt::format("--virtual-dataset '{}': unknown; accepted imagenet1k, imagenette10g, imagenette or sizes=FILE (one "
+  throw dataset_error(
+      fmt::format("'{}': unknown; accepted imagenet1k, imagenette10g, imagenette or sizes=FILE (one "
                   "size in bytes per line), each also as ffcv:<that> (its FFCV-style layout)",
                   printable_excerpt(spec, 200)));
 }

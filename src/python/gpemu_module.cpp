@@ -37,7 +37,9 @@ std::string keyword_of_spec_field(std::string_view field) {
       {"compute.model.name", "model"},
       {"compute.model.seq_len", "seq_len"},
       {"data.synthetic_batches", "iterations"},
+      {"record.steps", "report"},
       {"schedule.max_iterations", "iterations"},
+      {"trace", "trace"},
   };
   return gpemu::word_of_spec_field(kKeywords, field);
 }

@@ -12,12 +12,20 @@
 #include "common/message_text.h"
 #include "gpemu/error.h"
 #include "gpemu/share.h"
+#include "gpemu/spec_error.h"
 #include "gpemu/zoo.h"
 #include "share/job_entry.h"
 #include "share/json_fields.h"
 
 namespace gpemu {
 namespace {
+
+// An error from the engine in the jobs file's words: a SpecError's fields by
+// the file's keys ("data.dataset" -> "dataset"), any other error as it is.
+std::string in_file_words(const InputError& e) {
+  static constexpr SpecFieldWord kKeys[] = {{"data.dataset", "dataset"}, {"data.model.storage", "storage"}};
+  return worded_message(e, [](std::string_view f) { return word_of_spec_field(kKeys, f); });
+}
 
 constexpr std::size_t kMaxJobsFileBytes = 16u << 20;
 constexpr std::int64_t kMaxBatch = 1 << 20;
@@ -111,7 +119,7 @@ SharedJobSpec parse_job(const nlohmann::json& j, std::size_t index, std::string_
     try {
       with_dataset(s, text(w, "dataset", j.at("dataset")), workers, epochs);
     } catch (const InputError& e) {
-      throw InputError(fmt::format("{}: {}: {}", source, w.job, e.what()));
+      throw InputError(fmt::format("{}: {}: {}", source, w.job, in_file_words(e)));
     }
     if (iterations > 0) job.schedule.max_iterations = iterations;
     if (auto it = j.find("prefetch_factor"); it != j.end())
@@ -144,7 +152,7 @@ SharedJobSpec parse_job(const nlohmann::json& j, std::size_t index, std::string_
       if (auto it = j.find("host"); it != j.end()) s.host = text(w, "host", *it);
     }
   } catch (const InputError& e) {
-    throw InputError(fmt::format("{}: {}: {}", source, w.job, e.what()));
+    throw InputError(fmt::format("{}: {}: {}", source, w.job, in_file_words(e)));
   }
   if (auto it = j.find("arrival_s"); it != j.end())
     s.arrival = from_seconds(number(w, "arrival_s", *it, 0, kMaxArrivalS, false));
@@ -267,7 +275,7 @@ JobsFile parse_jobs_text(std::string_view text_in, std::string_view source) {
     try {
       out.storage = pipeline::parse_storage(device);
     } catch (const InputError& e) {
-      throw InputError(fmt::format("{}: {}", top.at("storage"), e.what()));
+      throw InputError(fmt::format("{}: {}", top.at("storage"), in_file_words(e)));
     }
   }
   auto jobs = root.find("jobs");

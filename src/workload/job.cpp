@@ -15,6 +15,7 @@
 #include "gpemu/device/shared_gpu.h"
 #include "gpemu/error.h"
 #include "gpemu/interconnect.h"
+#include "gpemu/spec_error.h"
 #include "interconnect/ddp_reducer.h"
 #include "workload/job_impl.h"
 #include "workload/roofline.h"
@@ -34,19 +35,25 @@ void check_records_fit(const JobSpec& s, std::int64_t planned_steps) {
   if (need < 64.0 * (1 << 20)) return;  // not worth a look
   const double have = allocatable_bytes();
   if (have <= 0 || need <= have) return;
-  throw InputError(fmt::format(
-      "--epochs {} ({} steps a GPU) on {} GPU(s) is not valid here: the run keeps {}, {:.2f} GB in all, more than "
-      "this process can allocate now ({:.2f} GB: the machine's available memory or ulimit -v); accepted: fewer "
-      "epochs, steps or GPUs{}",
-      s.schedule.epochs, planned_steps, s.cluster.gpus,
-      s.trace ? fmt::format("each step's operations for the trace (about {:.0f} bytes) and record (about {:.0f} "
-                            "bytes) and each epoch's mark (about {:.0f} bytes)",
-                            kTraceBytesPerStep, kRecordBytesPerStep, kRecordBytesPerEpoch)
-      : s.record.steps ? fmt::format("each step's record (about {:.0f} bytes: a trace or report draws them) and each "
-                                     "epoch's mark (about {:.0f} bytes)",
-                                     kRecordBytesPerStep, kRecordBytesPerEpoch)
-                       : fmt::format("each epoch's mark (about {:.0f} bytes a GPU)", kRecordBytesPerEpoch),
-      need / 1e9, have / 1e9, s.record.steps || s.trace ? ", or no --trace or --report" : ""));
+  // The value's rule is "not valid here" (this machine), so the sentence is the rule's.
+  throw SpecError(
+      "schedule.epochs", "",
+      fmt::format(
+          "{} ({} steps a GPU) on {} GPU(s) is not valid here: the run keeps {}, {:.2f} GB in all, more than "
+          "this process can allocate now ({:.2f} GB: the machine's available memory or ulimit -v); accepted: fewer "
+          "epochs, steps or GPUs{}",
+          s.schedule.epochs, planned_steps, s.cluster.gpus,
+          s.trace ? fmt::format("each step's operations for the trace (about {:.0f} bytes) and record (about {:.0f} "
+                                "bytes) and each epoch's mark (about {:.0f} bytes)",
+                                kTraceBytesPerStep, kRecordBytesPerStep, kRecordBytesPerEpoch)
+          : s.record.steps
+              ? fmt::format("each step's record (about {:.0f} bytes: a trace or report draws them) and each "
+                            "epoch's mark (about {:.0f} bytes)",
+                            kRecordBytesPerStep, kRecordBytesPerEpoch)
+              : fmt::format("each epoch's mark (about {:.0f} bytes a GPU)", kRecordBytesPerEpoch),
+          need / 1e9, have / 1e9,
+          s.record.steps || s.trace ? fmt::format(", or no {} or {}", spec_field("trace"), spec_field("record.steps"))
+                                    : ""));
 }
 
 }  // namespace

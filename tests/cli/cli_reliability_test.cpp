@@ -430,6 +430,14 @@ TEST(CliFaults, ATrainRunWhoseEpochMarksCannotFitIsRefusedUpFront) {
       << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   EXPECT_EQ(r.out.find("trained"), std::string::npos) << r.out;
+  // The engine names the spec's trace and record.steps; the CLI says the flags (issue 29).
+  TempDir d;
+  const auto report = run_gpemu("train --synthetic -n 5 --epochs 1000000 --gpus 8 --clock virtual --report " +
+                                    (d.path() / "r.html").string(),
+                                "ulimit -v 1000000; ");
+  EXPECT_EQ(report.status, 1) << report.err;
+  EXPECT_NE(report.err.find("accepted: fewer epochs, steps or GPUs, or no --trace or --report\n"), std::string::npos)
+      << report.err;
 }
 
 // N19: 8 x 10^6 steps (within the 10^7-step limit) grew ~0.9 KB a step and

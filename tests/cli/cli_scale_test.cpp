@@ -37,6 +37,11 @@ TEST(CliScale, TheEnginesRulesAreSaidWithTheFlags) {
             "gpemu: error: --gpemu-gpus 2 is impossible: GPEmu's one process standing for 2 GPUs (one per node) "
             "excludes --gpus 2 on 1 node(s): give one GPU per node (or --gpemu-gpus 1 for 2 data-parallel ranks with "
             "all-reduce)\n");
+  // A dataset the pipeline does not know: the spec's data.dataset, said as the flag that gave it.
+  r = run_gpemu("train --virtual-dataset imagenet22k --clock virtual -n 1");
+  EXPECT_NE(r.status, 0);
+  EXPECT_EQ(r.err.rfind("gpemu: error: --virtual-dataset 'imagenet22k': unknown; accepted imagenet1k, ", 0), 0U)
+      << r.err;
 }
 
 TEST(CliScale, TwoNodesTrainOverTheNetworkAndASlowerNetworkTakesLonger) {

@@ -8,6 +8,7 @@
 #include "gpemu/catalog.h"
 #include "gpemu/error.h"
 #include "gpemu/interconnect.h"
+#include "gpemu/spec_error.h"
 #include "interconnect/cluster_collectives.h"
 #include "support/round_numbers.h"
 #include "support/temp_dir.h"
@@ -261,6 +262,14 @@ TEST_F(NetworkFile, BadInputNamesTheFileAndKey) {
   EXPECT_TRUE(contains(error_of(R"({ not json)"), "not valid JSON"));
   EXPECT_TRUE(contains(error_of("[1, 2]"), "expected a JSON object"));
   EXPECT_THROW(parse_network((dir.path() / "missing.json").string()), InputError);
+  // An empty name is the spec's cluster.network, not a flag (issue 29).
+  try {
+    parse_network("");
+    ADD_FAILURE() << "an empty name is not a network";
+  } catch (const SpecError& e) {
+    EXPECT_EQ(e.field(), "cluster.network");
+    EXPECT_STREQ(e.what(), "job: cluster.network is empty: give 10gbe, 25gbe, 100gbe, 400gbe or a JSON file");
+  }
 }
 
 // The other collectives over 2 nodes of 2 GPUs, B = 1,000,000 (by hand, as

@@ -8,6 +8,7 @@
 
 #include "gpemu/error.h"
 #include "gpemu/pipeline.h"
+#include "gpemu/spec_error.h"
 #include "support/temp_dir.h"
 
 namespace gpemu::pipeline {
@@ -97,7 +98,14 @@ TEST(StorageServer, PresetsAndFiles) {
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("hdd, ssd, nvme, nfs"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(parse_storage(""), InputError);
+  // An empty name is the spec's data.model.storage, not a flag (issue 29).
+  try {
+    parse_storage("");
+    ADD_FAILURE() << "an empty name is not a device";
+  } catch (const SpecError& e) {
+    EXPECT_EQ(e.field(), "data.model.storage");
+    EXPECT_EQ(std::string(e.what()).rfind("job: data.model.storage is empty: give hdd, ssd", 0), 0U) << e.what();
+  }
   // What is not a regular file is refused before it is opened: a FIFO's
   // open would wait for a writer, a device would be read without end.
   const std::string fifo = (dir.path() / "fifo").string();

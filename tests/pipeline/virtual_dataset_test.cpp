@@ -13,6 +13,7 @@
 
 #include "gpemu/error.h"
 #include "gpemu/pipeline.h"
+#include "gpemu/spec_error.h"
 #include "support/temp_dir.h"
 
 namespace gpemu::pipeline {
@@ -135,6 +136,27 @@ TEST(VirtualDataset, BadInputNamesTheFileLineAndWhatIsAccepted) {
             std::string::npos);
   EXPECT_NE(error_of("sizes=" + dir.path().string()).find(dir.path().string()), std::string::npos);
   EXPECT_NE(error_of("sizes=").find("give a file"), std::string::npos);
+}
+
+// The name is the spec's data.dataset (a SpecError), never a front end's flag:
+// the CLI says --virtual-dataset, a jobs file 'dataset' (issue 29).
+TEST(VirtualDataset, AnUnknownNameIsTheSpecsDatasetField) {
+  for (const char* bad : {"imagenet22k", "sizes=", "sizes=/nonexistent/s.txt"}) {
+    try {
+      virtual_dataset(bad);
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const SpecError& e) {
+      EXPECT_EQ(e.field(), "data.dataset");
+      EXPECT_EQ(std::string(e.what()).rfind("job: data.dataset ", 0), 0U) << e.what();
+      EXPECT_EQ(std::string(e.what()).find("--"), std::string::npos) << e.what();
+    }
+  }
+  try {
+    virtual_dataset("imagenet22k");
+  } catch (const SpecError& e) {
+    EXPECT_EQ(e.worded([](std::string_view) { return std::string("--virtual-dataset"); }).substr(0, 59),
+              "--virtual-dataset 'imagenet22k': unknown; accepted imagenet");
+  }
 }
 
 }  // namespace

@@ -257,6 +257,12 @@ class Jobs(unittest.TestCase):
             gpemu.train(gpus=16, batch_size=4, iterations=1)
         self.assertIn("gpus 16 is impossible: a node holds at most 8 GPUs and there is 1 node; give nodes 2 or more "
                       "(and network ", str(e.exception))
+        with self.assertRaises(gpemu.InputError) as e:
+            gpemu.train(gpus=2, nodes=2, network="", batch_size=4, iterations=1)
+        self.assertEqual(str(e.exception), "network is empty: give 10gbe, 25gbe, 100gbe, 400gbe or a JSON file")
+        # A jobs list has a jobs file's keys: its dataset is said as 'dataset'.
+        with self.assertRaisesRegex(gpemu.InputError, r"job 1 \('job1'\): dataset 'imagenet': unknown"):
+            gpemu.share([{"model": "resnet18", "dataset": "imagenet"}])
 
 
 if __name__ == "__main__":

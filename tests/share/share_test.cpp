@@ -289,6 +289,11 @@ TEST(JobsFile, DatasetsQueuesAndCoresAreCheckedToo) {
       {R"({"jobs": [{"name": "a", "model": "alexnet", "after": "a"}]})", "name an earlier job"},
       {R"({"cores": 0, "jobs": [{"model": "alexnet"}]})", "'cores'"}};
   for (const auto& [text, said] : errors) EXPECT_NE(jobs_error(text).find(said), std::string::npos) << text;
+  // The engine's data.dataset is said as the file's key, not the CLI's --virtual-dataset (issue 29).
+  const std::string dataset = jobs_error(R"({"jobs": [{"name": "d", "model": "alexnet", "dataset": "imagenet"}]})");
+  EXPECT_NE(dataset.find("job 1 ('d'): dataset 'imagenet': unknown; accepted imagenet1k"), std::string::npos)
+      << dataset;
+  EXPECT_EQ(dataset.find("--"), std::string::npos) << dataset;
   // Keys and names are quoted on one line whatever bytes they hold (found by the jobs_json fuzz harness).
   for (const char* text : {"{\"jobs\": [{\"model\": \"alexnet\", \"it\\nerations\": 5}]}",
                            "{\"jobs\": [{\"name\": \"a\\nb\", \"model\": \"alexnet\", \"workers\": 1}]}"}) {
